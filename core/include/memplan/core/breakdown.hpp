@@ -1,0 +1,38 @@
+// The per-GPU result of one evaluation: components, plain sum, and the peak of
+// the step timeline (init -> forward -> backward -> optimizer step).
+#pragma once
+
+#include <memplan/plugin_abi.h>
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "memplan/core/plan.hpp"
+
+namespace memplan {
+
+enum StepPhase : int { kInit = 0, kForward = 1, kBackward = 2, kOptimizerStep = 3, kStepPhaseCount = 4 };
+
+struct Breakdown {
+  std::array<uint64_t, MEMPLAN_ROLE_COUNT> components{};  // GPU bytes by role
+  std::array<uint64_t, MEMPLAN_ROLE_COUNT> cpu_components{};
+  std::array<uint64_t, kStepPhaseCount> timeline{};
+  uint64_t sum = 0;   // every GPU item once
+  uint64_t peak = 0;  // max over the timeline
+  int peak_phase = kInit;
+  uint64_t cpu_sum = 0;
+  double params_total = 0;
+  double params_trainable = 0;
+  int64_t world_size = 1;
+};
+
+std::string_view role_name(int32_t role);        // "weights", "optimizer_states", ...
+std::string_view lifetime_name(int32_t lifetime);
+std::string_view phase_name(int phase);          // "init", "forward", "backward", "optimizer"
+
+// Fills components, sum and the timeline of `breakdown` from `plan`.
+// grad_accum > 1 keeps gradients alive across micro-batches (they accumulate).
+void summarize(const Plan& plan, int64_t grad_accum, Breakdown& breakdown);
+
+}  // namespace memplan

@@ -1,0 +1,51 @@
+// Data files shipped with memplan: GPU memory sizes and model presets.
+// They live in <prefix>/share/memplan (gpus.toml, models/*.toml) so that
+// adding a GPU or a model needs no rebuild.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "memplan/core/model.hpp"
+
+namespace memplan {
+
+struct GpuEntry {
+  std::string name;   // catalog key, e.g. "h100-sxm-80gb"
+  std::string label;  // e.g. "NVIDIA H100 SXM5 80GB"
+  uint64_t memory_bytes = 0;
+  std::string source;
+};
+
+struct ModelPreset {
+  std::string name;  // file stem, e.g. "llama-2-7b"
+  ModelSpec spec;
+  double published_params = 0;  // the total its authors publish, for tests and docs
+  std::string source;
+  std::string file;
+};
+
+class Catalog {
+ public:
+  // Loads gpus.toml and models/*.toml from `data_dir`; a malformed file is an
+  // error naming it. A missing directory gives an empty catalog.
+  static Catalog load(const std::filesystem::path& data_dir);
+
+  const GpuEntry* find_gpu(std::string_view name) const;
+  const ModelPreset* find_model(std::string_view name) const;
+  const std::vector<GpuEntry>& gpus() const { return gpus_; }
+  const std::vector<ModelPreset>& models() const { return models_; }
+  std::vector<std::string> gpu_names() const;
+  std::vector<std::string> model_names() const;
+  const std::filesystem::path& data_dir() const { return data_dir_; }
+
+ private:
+  std::filesystem::path data_dir_;
+  std::vector<GpuEntry> gpus_;
+  std::vector<ModelPreset> models_;
+};
+
+}  // namespace memplan

@@ -1,0 +1,60 @@
+// Composes a scenario's plugins and evaluates the memory plan.
+//
+// Construction resolves each component table to a loaded plugin of the right
+// kind, validates the table's keys against the plugin's declared options, and
+// calls the plugin's create(). evaluate() then runs every plugin's apply() in
+// phase order over a fresh copy of the model's parameter inventory and
+// summarizes the plan; it can run many times (a search evaluates millions of
+// configurations) and allocates nothing once warm.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "memplan/core/breakdown.hpp"
+#include "memplan/core/plan.hpp"
+#include "memplan/core/plugin_registry.hpp"
+#include "memplan/core/scenario.hpp"
+
+namespace memplan {
+
+struct HostState;  // the host side of the plugin ABI (host_api.hpp)
+
+struct ConfiguredPlugin {
+  const LoadedPlugin* plugin = nullptr;
+  const ComponentSpec* component = nullptr;
+  void* state = nullptr;
+};
+
+class Estimator {
+ public:
+  Estimator(const Scenario& scenario, const PluginRegistry& registry);
+  ~Estimator();
+  Estimator(const Estimator&) = delete;
+  Estimator& operator=(const Estimator&) = delete;
+
+  // Runs the plugins and returns the breakdown; throws Error on a plugin failure.
+  const Breakdown& evaluate();
+
+  const Scenario& scenario() const { return scenario_; }
+  const Plan& plan() const;  // after the last evaluate()
+  const Breakdown& breakdown() const { return breakdown_; }
+  const std::vector<ConfiguredPlugin>& plugins() const { return plugins_; }  // in phase order
+  // "layers.0-31.attn.q" for layered items, the item's own name otherwise.
+  static std::string display_name(const PlanItem& item);
+  // Who added an item: a plugin name, or "model" for the parameter inventory.
+  std::string origin(const PlanItem& item) const;
+
+ private:
+  void configure(ConfiguredPlugin& configured);
+  void check_world_size();
+
+  const Scenario& scenario_;
+  std::vector<PlanItem> inventory_;
+  std::vector<ConfiguredPlugin> plugins_;
+  std::unique_ptr<HostState> host_;
+  Breakdown breakdown_;
+};
+
+}  // namespace memplan

@@ -1,0 +1,56 @@
+// The model architecture as a scenario or preset describes it, and its
+// parameter inventory: the weight items every plan starts from.
+#pragma once
+
+#include <memplan/plugin_abi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "memplan/core/plan.hpp"
+
+namespace memplan {
+
+enum class MlpKind { gelu, swiglu };
+enum class NormKind { rmsnorm, layernorm };
+
+struct ModelSpec {
+  std::string preset;       // catalog name the spec came from, or empty
+  double params_only = 0;   // > 0 when only a parameter count is known
+  int64_t layers = 0;
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;     // 0: same as heads (multi-head attention)
+  int64_t head_dim = 0;     // 0: hidden / heads
+  int64_t ffn_hidden = 0;
+  int64_t vocab = 0;
+  MlpKind mlp = MlpKind::swiglu;
+  NormKind norm = NormKind::rmsnorm;
+  bool tied_embeddings = false;
+  bool qkv_bias = false;        // biases on q, k, v (GPT-2/3, Qwen2)
+  bool output_bias = false;     // bias on the attention output projection (GPT-2/3)
+  bool mlp_bias = false;        // biases on the MLP projections (GPT-2/3)
+  int64_t position_embeddings = 0;  // learned absolute positions (GPT-2/3); 0 for rotary
+  int64_t experts = 0;              // MoE: experts per layer, 0 for dense
+  int64_t experts_top_k = 0;
+  int64_t expert_ffn_hidden = 0;
+
+  bool has_architecture() const { return params_only <= 0; }
+  int64_t effective_kv_heads() const { return kv_heads > 0 ? kv_heads : heads; }
+  int64_t effective_head_dim() const { return head_dim > 0 ? head_dim : (heads > 0 ? hidden / heads : 0); }
+};
+
+// The C view plugins read through the host table.
+memplan_model to_abi_model(const ModelSpec& spec, double total_params);
+
+// Parameter groups: embeddings, per-layer attention (GQA aware), MLP (gated
+// or not) or MoE router and experts, norms, final norm, LM head (absent when
+// tied). Identical layers are one item with count = layers. All items are
+// weights, trainable, with bytes_per_element still 0 (precision sets it).
+std::vector<PlanItem> parameter_inventory(const ModelSpec& spec);
+
+// Total parameters of an inventory (elements * count of every item).
+double count_parameters(const std::vector<PlanItem>& inventory);
+
+}  // namespace memplan

@@ -1,0 +1,111 @@
+#include "memplan/core/breakdown.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace memplan {
+
+std::string_view role_name(int32_t role) {
+  static constexpr std::array<std::string_view, MEMPLAN_ROLE_COUNT> names{
+      "weights", "gradients", "master_weights", "optimizer_states", "activations", "kv_cache", "buffers", "overhead"};
+  return role >= 0 && role < MEMPLAN_ROLE_COUNT ? names[static_cast<size_t>(role)] : "unknown";
+}
+
+std::string_view lifetime_name(int32_t lifetime) {
+  static constexpr std::array<std::string_view, 6> names{
+      "persistent", "gradient", "activation", "transient_forward", "transient_backward", "transient_optimizer"};
+  return lifetime >= 0 && lifetime < 6 ? names[static_cast<size_t>(lifetime)] : "unknown";
+}
+
+std::string_view phase_name(int phase) {
+  static constexpr std::array<std::string_view, kStepPhaseCount> names{"init", "forward", "backward", "optimizer"};
+  return phase >= 0 && phase < kStepPhaseCount ? names[static_cast<size_t>(phase)] : "unknown";
+}
+
+namespace {
+
+uint64_t instance_bytes(const PlanItem& item) {
+  return static_cast<uint64_t>(std::ceil(item.elements * item.bytes_per_element));
+}
+
+// The largest amount of one lifetime that belongs to a single layer (or to a
+// single item outside the layers). Items that share (layer, count) are the
+// same layers, so their per-instance bytes add up.
+uint64_t largest_single_layer(const Plan& plan, int32_t lifetime) {
+  uint64_t largest = 0;
+  const auto& items = plan.items;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const PlanItem& item = items[i];
+    if (item.lifetime != lifetime || item.device != MEMPLAN_DEVICE_GPU || item.count == 0) continue;
+    if (item.layer < 0) {
+      largest = std::max(largest, item.bytes());
+      continue;
+    }
+    bool first_of_group = true;
+    for (size_t j = 0; j < i && first_of_group; ++j)
+      first_of_group = !(items[j].lifetime == lifetime && items[j].device == MEMPLAN_DEVICE_GPU &&
+                         items[j].layer == item.layer && items[j].count == item.count);
+    if (!first_of_group) continue;
+    uint64_t group = 0;
+    for (size_t j = i; j < items.size(); ++j)
+      if (items[j].lifetime == lifetime && items[j].device == MEMPLAN_DEVICE_GPU && items[j].layer == item.layer &&
+          items[j].count == item.count)
+        group += instance_bytes(items[j]);
+    largest = std::max(largest, group);
+  }
+  return largest;
+}
+
+}  // namespace
+
+void summarize(const Plan& plan, int64_t grad_accum, Breakdown& breakdown) {
+  breakdown.components.fill(0);
+  breakdown.cpu_components.fill(0);
+  std::array<uint64_t, 6> by_lifetime{};
+  for (const PlanItem& item : plan.items) {
+    const uint64_t bytes = item.bytes();
+    if (item.device == MEMPLAN_DEVICE_CPU) {
+      breakdown.cpu_components[static_cast<size_t>(item.role)] += bytes;
+      continue;
+    }
+    breakdown.components[static_cast<size_t>(item.role)] += bytes;
+    by_lifetime[static_cast<size_t>(item.lifetime)] += bytes;
+  }
+  breakdown.sum = 0;
+  for (uint64_t bytes : breakdown.components) breakdown.sum += bytes;
+  breakdown.cpu_sum = 0;
+  for (uint64_t bytes : breakdown.cpu_components) breakdown.cpu_sum += bytes;
+
+  const uint64_t persistent = by_lifetime[MEMPLAN_LIFETIME_PERSISTENT];
+  const uint64_t gradients = by_lifetime[MEMPLAN_LIFETIME_GRADIENT];
+  const uint64_t activations = by_lifetime[MEMPLAN_LIFETIME_ACTIVATION];
+  const bool accumulating = grad_accum > 1;
+
+  auto& t = breakdown.timeline;
+  t[kInit] = persistent;
+  // From the second micro-batch on, accumulated gradients are already allocated during forward.
+  t[kForward] = persistent + activations + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_FORWARD] +
+                (accumulating ? gradients : 0);
+  // Backward walks the layers in reverse: gradients grow while activations are freed.
+  // Without accumulation the high point is either its start (all activations plus
+  // the first layer's gradients) or its end (all gradients plus the last layer's
+  // activations); with accumulation both are fully allocated at its start.
+  uint64_t backward_live = gradients + activations;
+  if (!accumulating) {
+    const uint64_t start = activations + largest_single_layer(plan, MEMPLAN_LIFETIME_GRADIENT);
+    const uint64_t end = gradients + largest_single_layer(plan, MEMPLAN_LIFETIME_ACTIVATION);
+    backward_live = std::min(backward_live, std::max(start, end));
+  }
+  t[kBackward] = persistent + backward_live + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_BACKWARD];
+  t[kOptimizerStep] = persistent + gradients + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER];
+
+  breakdown.peak = 0;
+  breakdown.peak_phase = kInit;
+  for (int phase = 0; phase < kStepPhaseCount; ++phase)
+    if (t[static_cast<size_t>(phase)] > breakdown.peak) {
+      breakdown.peak = t[static_cast<size_t>(phase)];
+      breakdown.peak_phase = phase;
+    }
+}
+
+}  // namespace memplan

@@ -1,0 +1,99 @@
+#include "memplan/core/catalog.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model_reader.hpp"
+#include "toml_reader.hpp"
+
+namespace memplan {
+namespace {
+
+toml::table parse_file(const std::filesystem::path& path) {
+  try {
+    return toml::parse_file(path.string());
+  } catch (const toml::parse_error& error) {
+    fail_at(location_of(path.string(), error.source()), std::string(error.description()));
+  }
+}
+
+std::vector<GpuEntry> load_gpus(const std::filesystem::path& path) {
+  std::vector<GpuEntry> gpus;
+  if (!std::filesystem::exists(path)) return gpus;
+  const toml::table root = parse_file(path);
+  for (const auto& [key, node] : root) {
+    const std::string name(key.str());
+    if (!node.is_table()) fail_at(location_of(path.string(), key.source()), "GPU '" + name + "' must be a table");
+    TomlReader reader(*node.as_table(), path.string(), "[" + name + "]");
+    reader.reject_unknown_keys({"label", "memory_gib", "source"});
+    GpuEntry gpu;
+    gpu.name = name;
+    gpu.label = reader.string("label").value_or(name);
+    auto gib = reader.positive_number("memory_gib");
+    if (!gib) fail_at(reader.table_location(), "GPU '" + name + "' needs memory_gib");
+    gpu.memory_bytes = static_cast<uint64_t>(std::llround(*gib * 1024.0 * 1024.0 * 1024.0));
+    gpu.source = reader.string("source").value_or("");
+    gpus.push_back(std::move(gpu));
+  }
+  return gpus;
+}
+
+ModelPreset load_preset(const std::filesystem::path& path) {
+  const toml::table root = parse_file(path);
+  ModelPreset preset;
+  preset.name = path.stem().string();
+  preset.file = path.string();
+  TomlReader reader(root, path.string(), "model preset '" + preset.name + "'");
+  std::vector<std::string_view> allowed(kModelKeys.begin(), kModelKeys.end());
+  allowed.insert(allowed.end(), {"published_params", "source"});
+  reader.reject_unknown_keys(allowed);
+  read_model_keys(reader, root, preset.spec);
+  preset.spec.preset = preset.name;
+  preset.published_params = reader.positive_number("published_params").value_or(0);
+  preset.source = reader.string("source").value_or("");
+  validate_model(preset.spec, reader);
+  return preset;
+}
+
+}  // namespace
+
+Catalog Catalog::load(const std::filesystem::path& data_dir) {
+  Catalog catalog;
+  catalog.data_dir_ = data_dir;
+  catalog.gpus_ = load_gpus(data_dir / "gpus.toml");
+  const std::filesystem::path models = data_dir / "models";
+  if (std::filesystem::is_directory(models)) {
+    std::vector<std::filesystem::path> files;
+    for (const auto& entry : std::filesystem::directory_iterator(models))
+      if (entry.path().extension() == ".toml") files.push_back(entry.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& file : files) catalog.models_.push_back(load_preset(file));
+  }
+  return catalog;
+}
+
+const GpuEntry* Catalog::find_gpu(std::string_view name) const {
+  for (const GpuEntry& gpu : gpus_)
+    if (gpu.name == name) return &gpu;
+  return nullptr;
+}
+
+const ModelPreset* Catalog::find_model(std::string_view name) const {
+  for (const ModelPreset& model : models_)
+    if (model.name == name) return &model;
+  return nullptr;
+}
+
+std::vector<std::string> Catalog::gpu_names() const {
+  std::vector<std::string> names;
+  for (const GpuEntry& gpu : gpus_) names.push_back(gpu.name);
+  return names;
+}
+
+std::vector<std::string> Catalog::model_names() const {
+  std::vector<std::string> names;
+  for (const ModelPreset& model : models_) names.push_back(model.name);
+  return names;
+}
+
+}  // namespace memplan

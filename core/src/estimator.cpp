@@ -1,0 +1,218 @@
+#include "memplan/core/estimator.hpp"
+
+#include <memplan/conventions.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "host_api.hpp"
+#include "memplan/core/text.hpp"
+
+namespace memplan {
+namespace {
+
+std::string_view option_type_name(int32_t type) {
+  switch (type) {
+    case MEMPLAN_OPTION_INT: return "an integer";
+    case MEMPLAN_OPTION_DOUBLE: return "a number";
+    case MEMPLAN_OPTION_BOOL: return "a boolean (true or false)";
+    default: return "a string";
+  }
+}
+
+std::string_view value_type_name(OptionValue::Type type) {
+  switch (type) {
+    case OptionValue::Type::integer: return "an integer";
+    case OptionValue::Type::floating: return "a float";
+    case OptionValue::Type::boolean: return "a boolean";
+    default: return "a string";
+  }
+}
+
+bool accepts(int32_t spec_type, OptionValue::Type value_type) {
+  switch (spec_type) {
+    case MEMPLAN_OPTION_INT: return value_type == OptionValue::Type::integer;
+    case MEMPLAN_OPTION_DOUBLE:
+      return value_type == OptionValue::Type::integer || value_type == OptionValue::Type::floating;
+    case MEMPLAN_OPTION_BOOL: return value_type == OptionValue::Type::boolean;
+    default: return value_type == OptionValue::Type::string;
+  }
+}
+
+std::string plugin_label(const LoadedPlugin& plugin) {
+  return std::string(kind_name(plugin.descriptor.kind)) + " plugin '" + plugin.name + "'";
+}
+
+// Throws the error a plugin call left in the context, located at the option it
+// names (or at the component's `use`), naming the library.
+[[noreturn]] void fail_plugin_call(const memplan_ctx& ctx, const char* callback) {
+  const ComponentSpec& component = *ctx.component;
+  const LoadedPlugin& plugin = *ctx.plugin;
+  std::string message = ctx.has_error ? ctx.error_message
+                                      : std::string(callback) + "() returned an error without saying why";
+  SourceLocation where = component.use_location;
+  std::string subject = "in " + component.section + ", " + plugin_label(plugin);
+  if (!ctx.error_option.empty()) {
+    for (const OptionValue& option : component.options)
+      if (option.key == ctx.error_option) where = option.value_location;
+    subject += ", option '" + ctx.error_option + "'";
+  }
+  fail_at(where, subject + ": " + message + " (plugin library " + plugin.path + ")");
+}
+
+}  // namespace
+
+Estimator::Estimator(const Scenario& scenario, const PluginRegistry& registry)
+    : scenario_(scenario), inventory_(parameter_inventory(scenario.model)), host_(std::make_unique<HostState>()) {
+  memplan_ctx& ctx = host_->ctx;
+  ctx.model = to_abi_model(scenario.model, count_parameters(inventory_));
+  ctx.workload.struct_size = sizeof ctx.workload;
+  ctx.workload.mode = scenario.mode;
+  ctx.workload.micro_batch = scenario.micro_batch;
+  ctx.workload.seq_len = scenario.seq_len;
+  ctx.workload.grad_accum = scenario.grad_accum;
+  ctx.workload.gpu_count = scenario.hardware.count;
+  ctx.workload.gpu_memory_bytes = scenario.hardware.memory_bytes;
+
+  for (const ComponentSpec& component : scenario.components) {
+    const LoadedPlugin* plugin = registry.find(component.use);
+    if (plugin == nullptr) {
+      std::vector<std::string> same_kind = registry.names(component.kind);
+      std::string message = "no " + std::string(kind_name(component.kind)) + " plugin named '" + component.use +
+                            "'" + did_you_mean(component.use, registry.names()) + " Available " +
+                            std::string(kind_name(component.kind)) + " plugins: " +
+                            (same_kind.empty() ? std::string("none") : join_alternatives(same_kind, ", ")) +
+                            ". `memplan plugins` lists every plugin and where it was found.";
+      if (!registry.diagnostics().empty())
+        message += " Note: " + std::to_string(registry.diagnostics().size()) +
+                   " plugin libraries were rejected while loading (see the warnings above).";
+      fail_at(component.use_location, message);
+    }
+    if (plugin->descriptor.kind != component.kind)
+      fail_at(component.use_location,
+              "'" + component.use + "' is a " + std::string(kind_name(plugin->descriptor.kind)) + " plugin, but " +
+                  component.section + " needs a " + std::string(kind_name(component.kind)) + " plugin; move it to " +
+                  (plugin->descriptor.kind == MEMPLAN_KIND_STRATEGY
+                       ? std::string("a [[strategy]] table")
+                       : "the [" + std::string(kind_name(plugin->descriptor.kind)) + "] table"));
+    plugins_.push_back(ConfiguredPlugin{plugin, &component, nullptr});
+  }
+  // Phase order; scenario order within a phase.
+  std::stable_sort(plugins_.begin(), plugins_.end(), [](const ConfiguredPlugin& a, const ConfiguredPlugin& b) {
+    return a.plugin->descriptor.phase < b.plugin->descriptor.phase;
+  });
+  try {
+    for (ConfiguredPlugin& configured : plugins_) configure(configured);
+  } catch (...) {
+    // A throwing constructor runs no destructor: free the states created so far.
+    for (ConfiguredPlugin& configured : plugins_)
+      if (configured.state != nullptr) configured.plugin->descriptor.destroy(configured.state);
+    throw;
+  }
+  host_->ctx.plan.items.reserve(inventory_.size() * 8);
+}
+
+Estimator::~Estimator() {
+  for (ConfiguredPlugin& configured : plugins_)
+    if (configured.state != nullptr) configured.plugin->descriptor.destroy(configured.state);
+}
+
+void Estimator::configure(ConfiguredPlugin& configured) {
+  const ComponentSpec& component = *configured.component;
+  const LoadedPlugin& plugin = *configured.plugin;
+  std::vector<std::string> declared;
+  for (const memplan_option_spec& spec : plugin.options) declared.emplace_back(spec.name);
+  for (const OptionValue& option : component.options) {
+    const memplan_option_spec* spec = nullptr;
+    for (const memplan_option_spec& candidate : plugin.options)
+      if (option.key == candidate.name) spec = &candidate;
+    if (spec == nullptr)
+      fail_at(option.key_location, "unknown key '" + option.key + "' in " + component.section + " for " +
+                                       plugin_label(plugin) + did_you_mean(option.key, declared) +
+                                       (declared.empty() ? std::string(" It takes no options.")
+                                                         : " Accepted keys: " + join_alternatives(declared, ", ") +
+                                                               "."));
+    if (!accepts(spec->type, option.type))
+      fail_at(option.value_location, "in " + component.section + ", '" + option.key + "' of " +
+                                         plugin_label(plugin) + " must be " +
+                                         std::string(option_type_name(spec->type)) + ", not " +
+                                         std::string(value_type_name(option.type)));
+  }
+  memplan_ctx& ctx = host_->ctx;
+  const auto index = static_cast<int32_t>(&configured - plugins_.data());
+  ctx.begin_call(&plugin, &component, index, true);
+  void* state = nullptr;
+  const int status = plugin.descriptor.create(&host_table(), &ctx, &state);
+  configured.state = state;
+  if (status != MEMPLAN_OK || ctx.has_error) fail_plugin_call(ctx, "create");
+}
+
+const Breakdown& Estimator::evaluate() {
+  memplan_ctx& ctx = host_->ctx;
+  ctx.plan.items.assign(inventory_.begin(), inventory_.end());
+  ctx.clear_attributes();
+  bool counted = false;
+  auto count_parameters_now = [&] {
+    breakdown_.params_total = 0;
+    breakdown_.params_trainable = 0;
+    for (const PlanItem& item : ctx.plan.items) {
+      if (item.role != MEMPLAN_ROLE_WEIGHTS) continue;
+      const double n = item.elements * item.count;
+      breakdown_.params_total += n;
+      if (item.flags & MEMPLAN_ITEM_TRAINABLE) breakdown_.params_trainable += n;
+    }
+    counted = true;
+  };
+  for (size_t i = 0; i < plugins_.size(); ++i) {
+    const ConfiguredPlugin& configured = plugins_[i];
+    // Parameter counts are the model's, before layout plugins split weights across ranks.
+    if (!counted && configured.plugin->descriptor.phase >= MEMPLAN_PHASE_LAYOUT) count_parameters_now();
+    ctx.begin_call(configured.plugin, configured.component, static_cast<int32_t>(i), false);
+    const int status = configured.plugin->descriptor.apply(configured.state, &host_table(), &ctx);
+    if (status != MEMPLAN_OK || ctx.has_error) fail_plugin_call(ctx, "apply");
+  }
+  if (!counted) count_parameters_now();
+  check_world_size();
+  summarize(ctx.plan, scenario_.grad_accum, breakdown_);
+  return breakdown_;
+}
+
+void Estimator::check_world_size() {
+  const memplan_ctx& ctx = host_->ctx;
+  int64_t world = 1;
+  std::vector<std::string> factors;
+  const size_t prefix = std::strlen(MEMPLAN_ATTR_RANKS_PREFIX);
+  for (const memplan_attribute& attribute : ctx.attributes) {
+    if (attribute.type != memplan_attribute::Type::integer || attribute.key.compare(0, prefix, MEMPLAN_ATTR_RANKS_PREFIX) != 0)
+      continue;
+    if (attribute.integer < 1) continue;
+    world *= attribute.integer;
+    if (attribute.integer > 1 && scenario_.hardware.count > 0)
+      factors.push_back(attribute.key.substr(prefix) + " " + std::to_string(attribute.integer) + " (set by '" +
+                        plugins_[static_cast<size_t>(attribute.set_by)].plugin->name + "')");
+  }
+  breakdown_.world_size = world;
+  if (scenario_.hardware.count > 0 && scenario_.hardware.count != world)
+    fail_at(scenario_.hardware.count_location,
+            "[hardware] count = " + std::to_string(scenario_.hardware.count) + " but the strategies lay the job out on " +
+                std::to_string(world) + " GPU" + (world == 1 ? "" : "s") +
+                (factors.empty() ? std::string(" (no strategy splits it)") : " (" + join_alternatives(factors, " x ") + ")") +
+                "; change count, or the strategies' sizes so that their product equals count");
+}
+
+const Plan& Estimator::plan() const { return host_->ctx.plan; }
+
+std::string Estimator::display_name(const PlanItem& item) {
+  if (item.layer < 0) return std::string(item.name_view());
+  std::string name = "layers." + std::to_string(item.layer);
+  if (item.count > 1) name += "-" + std::to_string(item.layer + static_cast<int64_t>(item.count) - 1);
+  return name + "." + std::string(item.name_view());
+}
+
+std::string Estimator::origin(const PlanItem& item) const {
+  if (item.added_by < 0 || static_cast<size_t>(item.added_by) >= plugins_.size()) return "model";
+  return plugins_[static_cast<size_t>(item.added_by)].plugin->name;
+}
+
+}  // namespace memplan

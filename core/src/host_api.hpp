@@ -1,0 +1,69 @@
+// The host side of the plugin ABI: the memplan_ctx a plugin receives and the
+// function table (memplan_host) it calls. Kept out of the public headers: it
+// is the core's business how a context is laid out.
+#pragma once
+
+#include <memplan/plugin_abi.h>
+
+#include <string>
+#include <vector>
+
+#include "memplan/core/plan.hpp"
+#include "memplan/core/plugin_registry.hpp"
+#include "memplan/core/scenario.hpp"
+
+// Attributes are reused between evaluations: clearing marks them unset but
+// keeps their storage, so a warm evaluation allocates nothing.
+struct memplan_attribute {
+  std::string key;
+  enum class Type { unset, integer, floating, text } type = Type::unset;
+  int64_t integer = 0;
+  double floating = 0;
+  std::string text;
+  int32_t set_by = -1;
+};
+
+struct memplan_ctx {
+  memplan::Plan plan;
+  std::vector<memplan_attribute> attributes;
+  memplan_model model{};
+  memplan_workload workload{};
+
+  // The plugin being called.
+  const memplan::LoadedPlugin* plugin = nullptr;
+  const memplan::ComponentSpec* component = nullptr;
+  int32_t plugin_index = -1;
+  bool configuring = false;
+
+  // The first error the plugin reported during the current call.
+  bool has_error = false;
+  std::string error_option;
+  std::string error_message;
+
+  void begin_call(const memplan::LoadedPlugin* p, const memplan::ComponentSpec* c, int32_t index, bool config) {
+    plugin = p;
+    component = c;
+    plugin_index = index;
+    configuring = config;
+    has_error = false;
+    error_option.clear();
+    error_message.clear();
+  }
+  void clear_attributes() {
+    for (memplan_attribute& attribute : attributes) attribute.type = memplan_attribute::Type::unset;
+  }
+  const memplan_attribute* find_attribute(const char* key) const;
+};
+
+namespace memplan {
+
+struct HostState {
+  memplan_ctx ctx;
+};
+
+const memplan_host& host_table();
+
+// Records an error on behalf of the host (e.g. a bad item) as if the plugin had reported it.
+void host_report(memplan_ctx* ctx, const char* option, const std::string& message);
+
+}  // namespace memplan

@@ -1,0 +1,91 @@
+#include "memplan/core/model.hpp"
+
+namespace memplan {
+namespace {
+
+PlanItem weight(std::string_view name, int32_t param_class, int32_t layer, uint32_t count, double elements) {
+  PlanItem item;
+  item.set_name(name);
+  item.role = MEMPLAN_ROLE_WEIGHTS;
+  item.lifetime = MEMPLAN_LIFETIME_PERSISTENT;
+  item.param_class = param_class;
+  item.layer = layer;
+  item.count = count;
+  item.flags = MEMPLAN_ITEM_TRAINABLE;
+  item.elements = elements;
+  return item;
+}
+
+}  // namespace
+
+memplan_model to_abi_model(const ModelSpec& spec, double total_params) {
+  memplan_model model{};
+  model.struct_size = sizeof model;
+  model.has_architecture = spec.has_architecture() ? 1 : 0;
+  model.params = total_params;
+  model.layers = spec.layers;
+  model.hidden = spec.hidden;
+  model.heads = spec.heads;
+  model.kv_heads = spec.effective_kv_heads();
+  model.head_dim = spec.effective_head_dim();
+  model.ffn_hidden = spec.ffn_hidden;
+  model.vocab = spec.vocab;
+  model.gated_mlp = spec.mlp == MlpKind::swiglu ? 1 : 0;
+  model.tied_embeddings = spec.tied_embeddings ? 1 : 0;
+  model.experts = spec.experts;
+  model.experts_top_k = spec.experts_top_k;
+  model.expert_ffn_hidden = spec.expert_ffn_hidden;
+  return model;
+}
+
+std::vector<PlanItem> parameter_inventory(const ModelSpec& spec) {
+  std::vector<PlanItem> items;
+  if (!spec.has_architecture()) {
+    items.push_back(weight("parameters", MEMPLAN_CLASS_OTHER, -1, 1, spec.params_only));
+    return items;
+  }
+  const double h = static_cast<double>(spec.hidden);
+  const double q_width = static_cast<double>(spec.heads * spec.effective_head_dim());
+  const double kv_width = static_cast<double>(spec.effective_kv_heads() * spec.effective_head_dim());
+  const double vocab = static_cast<double>(spec.vocab);
+  const auto layers = static_cast<uint32_t>(spec.layers);
+  // A LayerNorm has a scale and a shift per channel; an RMSNorm only a scale.
+  const double norm = spec.norm == NormKind::layernorm ? 2 * h : h;
+
+  items.push_back(weight("embed_tokens", MEMPLAN_CLASS_EMBEDDING, -1, 1, vocab * h));
+  if (spec.position_embeddings > 0)
+    items.push_back(weight("embed_positions", MEMPLAN_CLASS_POSITION_EMBEDDING, -1, 1,
+                           static_cast<double>(spec.position_embeddings) * h));
+
+  const double qkv_bias = spec.qkv_bias ? 1 : 0;
+  items.push_back(weight("attn.q", MEMPLAN_CLASS_ATTENTION, 0, layers, h * q_width + qkv_bias * q_width));
+  items.push_back(weight("attn.k", MEMPLAN_CLASS_ATTENTION_KV, 0, layers, h * kv_width + qkv_bias * kv_width));
+  items.push_back(weight("attn.v", MEMPLAN_CLASS_ATTENTION_KV, 0, layers, h * kv_width + qkv_bias * kv_width));
+  items.push_back(weight("attn.o", MEMPLAN_CLASS_ATTENTION, 0, layers, q_width * h + (spec.output_bias ? h : 0)));
+
+  // Gated MLPs (SwiGLU, Shazeer 2020) have gate, up and down projections;
+  // plain MLPs (GELU) have up and down.
+  const double projections = spec.mlp == MlpKind::swiglu ? 3 : 2;
+  if (spec.experts > 0) {
+    const double experts = static_cast<double>(spec.experts);
+    const double f = static_cast<double>(spec.expert_ffn_hidden);
+    items.push_back(weight("moe.router", MEMPLAN_CLASS_ROUTER, 0, layers, h * experts));
+    items.push_back(weight("moe.experts", MEMPLAN_CLASS_EXPERT, 0, layers, experts * projections * h * f));
+  } else {
+    const double f = static_cast<double>(spec.ffn_hidden);
+    const double bias = spec.mlp_bias ? (projections - 1) * f + h : 0;
+    items.push_back(weight("mlp", MEMPLAN_CLASS_MLP, 0, layers, projections * h * f + bias));
+  }
+  items.push_back(weight("norms", MEMPLAN_CLASS_NORM, 0, layers, 2 * norm));
+  items.push_back(weight("final_norm", MEMPLAN_CLASS_NORM, -1, 1, norm));
+  if (!spec.tied_embeddings) items.push_back(weight("lm_head", MEMPLAN_CLASS_LM_HEAD, -1, 1, h * vocab));
+  return items;
+}
+
+double count_parameters(const std::vector<PlanItem>& inventory) {
+  double total = 0;
+  for (const PlanItem& item : inventory) total += item.elements * item.count;
+  return total;
+}
+
+}  // namespace memplan

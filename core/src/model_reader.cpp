@@ -1,0 +1,72 @@
+#include "model_reader.hpp"
+
+namespace memplan {
+
+void read_model_keys(const TomlReader& reader, const toml::table& table, ModelSpec& spec) {
+  if (auto v = reader.positive_number("params")) spec.params_only = *v;
+  if (auto v = reader.positive_integer("layers")) spec.layers = *v;
+  if (auto v = reader.positive_integer("hidden")) spec.hidden = *v;
+  if (auto v = reader.positive_integer("heads")) spec.heads = *v;
+  if (auto v = reader.positive_integer("kv_heads")) spec.kv_heads = *v;
+  if (auto v = reader.positive_integer("head_dim")) spec.head_dim = *v;
+  if (auto v = reader.positive_integer("ffn_hidden")) spec.ffn_hidden = *v;
+  if (auto v = reader.positive_integer("vocab")) spec.vocab = *v;
+  if (auto v = reader.choice("mlp", {"swiglu", "gelu"})) spec.mlp = *v == "swiglu" ? MlpKind::swiglu : MlpKind::gelu;
+  if (auto v = reader.choice("norm", {"rmsnorm", "layernorm"}))
+    spec.norm = *v == "rmsnorm" ? NormKind::rmsnorm : NormKind::layernorm;
+  if (auto v = reader.boolean("tied_embeddings")) spec.tied_embeddings = *v;
+  if (auto v = reader.boolean("qkv_bias")) spec.qkv_bias = *v;
+  if (auto v = reader.boolean("output_bias")) spec.output_bias = *v;
+  if (auto v = reader.boolean("mlp_bias")) spec.mlp_bias = *v;
+  if (auto v = reader.integer("position_embeddings")) {
+    if (*v < 0) reader.fail_key("position_embeddings", "must be zero or positive");
+    spec.position_embeddings = *v;
+  }
+  if (const toml::node* moe = table.get("moe")) {
+    if (!moe->is_table()) reader.fail_key("moe", "must be a table ([model.moe])");
+    TomlReader moe_reader(*moe->as_table(), reader.file(), reader.section() + " moe");
+    moe_reader.reject_unknown_keys({"experts", "top_k", "expert_ffn_hidden"});
+    if (auto v = moe_reader.positive_integer("experts")) spec.experts = *v;
+    if (auto v = moe_reader.positive_integer("top_k")) spec.experts_top_k = *v;
+    if (auto v = moe_reader.positive_integer("expert_ffn_hidden")) spec.expert_ffn_hidden = *v;
+  }
+}
+
+void validate_model(const ModelSpec& spec, const TomlReader& where) {
+  const SourceLocation at = where.table_location();
+  const std::string section = where.section();
+  if (!spec.has_architecture()) {
+    if (spec.layers || spec.hidden || spec.heads || spec.vocab)
+      fail_at(at, section + " gives both 'params' and architecture keys; give one or the other (a preset counts as "
+                            "architecture)");
+    return;
+  }
+  const char* required[] = {"layers", "hidden", "heads", "vocab"};
+  const int64_t values[] = {spec.layers, spec.hidden, spec.heads, spec.vocab};
+  for (size_t i = 0; i < 4; ++i)
+    if (values[i] == 0)
+      fail_at(at, section + " needs '" + required[i] +
+                      "' (or a 'preset', or only 'params' when the architecture is unknown)");
+  if (spec.experts == 0 && spec.ffn_hidden == 0)
+    fail_at(at, section + " needs 'ffn_hidden' (the MLP's inner width)");
+  if (spec.head_dim == 0 && spec.hidden % spec.heads != 0)
+    fail_at(at, section + ": hidden " + std::to_string(spec.hidden) + " is not divisible by heads " +
+                    std::to_string(spec.heads) + "; set 'head_dim' explicitly");
+  if (spec.heads % spec.effective_kv_heads() != 0)
+    fail_at(at, section + ": heads " + std::to_string(spec.heads) + " is not a multiple of kv_heads " +
+                    std::to_string(spec.kv_heads) + " (grouped-query attention shares each kv head among a whole "
+                    "number of query heads)");
+  if (spec.experts > 0) {
+    if (spec.experts_top_k == 0 || spec.expert_ffn_hidden == 0)
+      fail_at(at, section + " moe needs 'experts', 'top_k' and 'expert_ffn_hidden'");
+    if (spec.experts_top_k > spec.experts)
+      fail_at(at, section + " moe: top_k " + std::to_string(spec.experts_top_k) + " exceeds experts " +
+                      std::to_string(spec.experts));
+  } else if (spec.experts_top_k || spec.expert_ffn_hidden) {
+    fail_at(at, section + " moe needs 'experts'");
+  }
+  if (spec.layers > 1'000'000 || spec.hidden > 10'000'000 || spec.vocab > 100'000'000)
+    fail_at(at, section + " has an implausibly large dimension; check the numbers");
+}
+
+}  // namespace memplan

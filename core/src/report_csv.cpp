@@ -1,0 +1,50 @@
+// CSV (one row per item, then one per component and the totals) and a
+// Markdown table, for spreadsheets and documents. Sizes in bytes.
+#include <string>
+
+#include "memplan/core/text.hpp"
+#include "report_writers.hpp"
+
+namespace memplan {
+namespace {
+
+std::string csv_field(std::string_view text) {
+  if (text.find_first_of(",\"\n") == std::string_view::npos) return std::string(text);
+  std::string out = "\"";
+  for (char c : text) out += (c == '"') ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+}  // namespace
+
+void write_csv(std::ostream& out, const Estimator& estimator) {
+  const Breakdown& b = estimator.breakdown();
+  out << "kind,name,role,device,bytes\n";
+  for (const PlanItem& item : estimator.plan().items)
+    out << "item," << csv_field(Estimator::display_name(item)) << "," << role_name(item.role) << ","
+        << (item.device == MEMPLAN_DEVICE_GPU ? "gpu" : "cpu") << "," << item.bytes() << "\n";
+  for (int32_t role = 0; role < MEMPLAN_ROLE_COUNT; ++role)
+    out << "component," << role_name(role) << "," << role_name(role) << ",gpu,"
+        << b.components[static_cast<size_t>(role)] << "\n";
+  out << "total,sum,,gpu," << b.sum << "\n";
+  out << "total,peak," << phase_name(b.peak_phase) << ",gpu," << b.peak << "\n";
+}
+
+void write_markdown(std::ostream& out, const Estimator& estimator) {
+  const Scenario& scenario = estimator.scenario();
+  const Breakdown& b = estimator.breakdown();
+  out << "### " << scenario.name << "\n\n";
+  out << "| component | bytes | GiB |\n|---|---:|---:|\n";
+  auto row = [&](std::string_view name, uint64_t bytes) {
+    std::string gib = format_gib(static_cast<double>(bytes));
+    out << "| " << name << " | " << bytes << " | " << gib.substr(0, gib.size() - 4) << " |\n";
+  };
+  for (int32_t role = 0; role < MEMPLAN_ROLE_COUNT; ++role) row(role_name(role), b.components[static_cast<size_t>(role)]);
+  row("**sum**", b.sum);
+  row("**peak** (" + std::string(phase_name(b.peak_phase)) + ")", b.peak);
+  if (scenario.hardware.memory_bytes > 0)
+    out << "\nGPU: " << scenario.hardware.label << " (" << format_gib(static_cast<double>(scenario.hardware.memory_bytes))
+        << "): " << (b.peak <= scenario.hardware.memory_bytes ? "fits" : "does not fit") << "\n";
+}
+
+}  // namespace memplan

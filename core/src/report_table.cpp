@@ -1,0 +1,71 @@
+// The human-readable report: components, timeline, fit, and what to change.
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "advice.hpp"
+#include "memplan/core/text.hpp"
+#include "report_writers.hpp"
+
+namespace memplan {
+namespace {
+
+std::string gib_column(uint64_t bytes) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%12.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return buffer;
+}
+
+std::string billions(double count) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.3f B", count / 1e9);
+  return buffer;
+}
+
+std::string padded(std::string_view text, size_t width) {
+  std::string out(text);
+  if (out.size() < width) out.append(width - out.size(), ' ');
+  return out;
+}
+
+}  // namespace
+
+void write_table(std::ostream& out, const Estimator& estimator) {
+  const Scenario& scenario = estimator.scenario();
+  const Breakdown& b = estimator.breakdown();
+  out << "memplan estimate: " << scenario.name << " (" << (scenario.mode == MEMPLAN_MODE_TRAIN ? "train" : "infer")
+      << ")\n";
+  out << "model: " << (scenario.model.preset.empty() ? std::string("inline") : scenario.model.preset) << ", "
+      << billions(b.params_total) << " parameters, " << billions(b.params_trainable) << " trainable\n";
+  out << "batch: micro_batch " << scenario.micro_batch << ", seq_len " << scenario.seq_len << ", grad_accum "
+      << scenario.grad_accum << "; world size " << b.world_size << " GPU" << (b.world_size == 1 ? "" : "s") << "\n";
+  out << "plugins:";
+  for (const ConfiguredPlugin& configured : estimator.plugins())
+    out << " " << configured.plugin->name << "@" << configured.plugin->version;
+  out << "\n\nper GPU (1 GiB = 2^30 bytes)\n";
+  for (int32_t role = 0; role < MEMPLAN_ROLE_COUNT; ++role)
+    out << "  " << padded(role_name(role), 18) << gib_column(b.components[static_cast<size_t>(role)]) << "\n";
+  out << "  " << padded("sum", 18) << gib_column(b.sum) << "\n";
+  out << "  " << padded("peak", 18) << gib_column(b.peak) << "   (" << phase_name(b.peak_phase) << ")\n";
+  out << "\nstep timeline\n";
+  for (int phase = 0; phase < kStepPhaseCount; ++phase)
+    out << "  " << padded(phase_name(phase), 18) << gib_column(b.timeline[static_cast<size_t>(phase)]) << "\n";
+  if (b.cpu_sum > 0) out << "\nper host CPU\n  " << padded("sum", 18) << gib_column(b.cpu_sum) << "\n";
+
+  const uint64_t memory = scenario.hardware.memory_bytes;
+  out << "\n";
+  if (memory == 0) {
+    out << "fit: no GPU given ([hardware] gpu or memory_gib)\n";
+    return;
+  }
+  out << "GPU: " << scenario.hardware.label << ", " << format_gib(static_cast<double>(memory)) << "\n";
+  if (b.peak <= memory) {
+    out << "fits: yes, " << format_gib(static_cast<double>(memory - b.peak)) << " to spare ("
+        << std::lround(100.0 * static_cast<double>(b.peak) / static_cast<double>(memory)) << "% used at peak)\n";
+    return;
+  }
+  out << "fits: no\n\nwhat to change:\n";
+  for (const std::string& line : advice_for(b, memory)) out << "  - " << line << "\n";
+}
+
+}  // namespace memplan

@@ -1,0 +1,252 @@
+#include "memplan/core/scenario.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "memplan/core/text.hpp"
+#include "model_reader.hpp"
+#include "toml_reader.hpp"
+
+namespace memplan {
+namespace {
+
+std::vector<OptionValue> read_options(const toml::table& table, const std::string& file,
+                                      const std::string& section) {
+  std::vector<OptionValue> options;
+  for (const auto& [key, node] : table) {
+    if (key.str() == "use") continue;
+    OptionValue option;
+    option.key = std::string(key.str());
+    option.key_location = location_of(file, key.source());
+    option.value_location = location_of(file, node.source());
+    if (node.is_integer()) {
+      option.type = OptionValue::Type::integer;
+      option.integer = node.as_integer()->get();
+    } else if (node.is_floating_point()) {
+      option.type = OptionValue::Type::floating;
+      option.floating = node.as_floating_point()->get();
+      if (!std::isfinite(option.floating))
+        fail_at(option.value_location, "in " + section + ", '" + option.key + "' must be a finite number");
+    } else if (node.is_boolean()) {
+      option.type = OptionValue::Type::boolean;
+      option.boolean = node.as_boolean()->get();
+    } else if (node.is_string()) {
+      option.type = OptionValue::Type::string;
+      option.text = node.as_string()->get();
+    } else {
+      fail_at(option.value_location, "in " + section + ", '" + option.key + "' is " +
+                                         std::string(describe_type(node)) +
+                                         "; plugin options are integers, floats, booleans or strings");
+    }
+    options.push_back(std::move(option));
+  }
+  return options;
+}
+
+ComponentSpec read_component(const toml::table& table, int32_t kind, const std::string& file,
+                             const std::string& section) {
+  TomlReader reader(table, file, section);
+  ComponentSpec component;
+  component.kind = kind;
+  component.section = section;
+  component.table_location = reader.table_location();
+  auto use = reader.string("use");
+  if (!use)
+    fail_at(component.table_location,
+            section + " needs 'use = \"<plugin name>\"'; `memplan plugins` lists the " +
+                std::string(kind_name(kind)) + " plugins");
+  component.use = *use;
+  component.use_location = reader.value_location("use");
+  component.options = read_options(table, file, section);
+  return component;
+}
+
+const toml::table* optional_table(const toml::table& root, std::string_view key, const std::string& file) {
+  const toml::node* node = root.get(key);
+  if (node == nullptr) return nullptr;
+  if (!node->is_table())
+    fail_at(location_of(file, node->source()), "'" + std::string(key) + "' must be a table ([" + std::string(key) +
+                                                   "]), not " + std::string(describe_type(*node)));
+  return node->as_table();
+}
+
+void read_model(const toml::table& root, const std::string& file, const Catalog& catalog, Scenario& scenario) {
+  const toml::table* table = optional_table(root, "model", file);
+  if (table == nullptr) fail_at(SourceLocation{file, 1, 1}, "the scenario needs a [model] table");
+  TomlReader reader(*table, file, "[model]");
+  std::vector<std::string_view> allowed(kModelKeys.begin(), kModelKeys.end());
+  allowed.push_back("preset");
+  reader.reject_unknown_keys(allowed);
+  scenario.model_location = reader.table_location();
+  if (auto preset = reader.string("preset")) {
+    const ModelPreset* found = catalog.find_model(*preset);
+    if (found == nullptr) {
+      std::vector<std::string> names = catalog.model_names();
+      reader.fail_key("preset", "names no model in the catalog (" + catalog.data_dir().string() + "/models)" +
+                                    did_you_mean(*preset, names) + " Known presets: " +
+                                    join_alternatives(names, ", ") + ".");
+    }
+    scenario.model = found->spec;
+  }
+  read_model_keys(reader, *table, scenario.model);
+  validate_model(scenario.model, reader);
+}
+
+void read_batch(const toml::table& root, const std::string& file, Scenario& scenario) {
+  const toml::table* table = optional_table(root, "batch", file);
+  if (table == nullptr) return;
+  TomlReader reader(*table, file, "[batch]");
+  reader.reject_unknown_keys({"micro_batch", "seq_len", "grad_accum"});
+  scenario.micro_batch = reader.positive_integer("micro_batch").value_or(1);
+  scenario.seq_len = reader.positive_integer("seq_len").value_or(0);
+  scenario.grad_accum = reader.positive_integer("grad_accum").value_or(1);
+}
+
+void read_hardware(const toml::table& root, const std::string& file, const Catalog& catalog, Scenario& scenario) {
+  const toml::table* table = optional_table(root, "hardware", file);
+  if (table == nullptr) return;
+  TomlReader reader(*table, file, "[hardware]");
+  reader.reject_unknown_keys({"gpu", "memory_gib", "count"});
+  HardwareSpec& hardware = scenario.hardware;
+  auto gpu = reader.string("gpu");
+  auto gib = reader.positive_number("memory_gib");
+  if (gpu && gib) reader.fail_key("memory_gib", "conflicts with 'gpu'; give one of them");
+  if (gpu) {
+    const GpuEntry* entry = catalog.find_gpu(*gpu);
+    if (entry == nullptr) {
+      std::vector<std::string> names = catalog.gpu_names();
+      reader.fail_key("gpu", "names no GPU in the catalog (" + catalog.data_dir().string() + "/gpus.toml)" +
+                                 did_you_mean(*gpu, names) + " Known GPUs: " + join_alternatives(names, ", ") +
+                                 ". Or give memory_gib instead.");
+    }
+    hardware.gpu = entry->name;
+    hardware.label = entry->label;
+    hardware.memory_bytes = entry->memory_bytes;
+  } else if (gib) {
+    hardware.memory_bytes = static_cast<uint64_t>(std::llround(*gib * 1024.0 * 1024.0 * 1024.0));
+    std::ostringstream label;
+    label << *gib << " GiB GPU";
+    hardware.label = label.str();
+  }
+  if (auto count = reader.positive_integer("count")) {
+    hardware.count = *count;
+    hardware.count_location = reader.value_location("count");
+  }
+}
+
+void read_plugins(const toml::table& root, const std::string& file, Scenario& scenario) {
+  const toml::table* table = optional_table(root, "plugins", file);
+  if (table == nullptr) return;
+  TomlReader reader(*table, file, "[plugins]");
+  reader.reject_unknown_keys({"search_path"});
+  const toml::node* node = table->get("search_path");
+  if (node == nullptr) return;
+  scenario.search_path_location = location_of(file, node->source());
+  if (!node->is_array()) reader.fail_key("search_path", "must be an array of folder names");
+  const std::filesystem::path base = std::filesystem::absolute(file).parent_path();
+  for (const toml::node& entry : *node->as_array()) {
+    if (!entry.is_string())
+      fail_at(location_of(file, entry.source()), "in [plugins], 'search_path' entries must be strings");
+    std::filesystem::path folder(entry.as_string()->get());
+    if (folder.is_relative()) folder = base / folder;
+    scenario.search_path.push_back(folder.lexically_normal().string());
+  }
+}
+
+void read_components(const toml::table& root, const std::string& file, Scenario& scenario) {
+  struct Single {
+    const char* key;
+    int32_t kind;
+  };
+  for (Single single : {Single{"precision", MEMPLAN_KIND_PRECISION}, Single{"optimizer", MEMPLAN_KIND_OPTIMIZER},
+                        Single{"activations", MEMPLAN_KIND_ACTIVATIONS}}) {
+    const toml::node* node = root.get(single.key);
+    if (node == nullptr) continue;
+    if (node->is_array_of_tables())
+      fail_at(location_of(file, node->source()),
+              "'" + std::string(single.key) + "' must be one table ([" + single.key + "]), not [[" + single.key + "]]");
+    const toml::table* table = optional_table(root, single.key, file);
+    scenario.components.push_back(read_component(*table, single.kind, file, "[" + std::string(single.key) + "]"));
+  }
+  if (const toml::node* node = root.get("strategy")) {
+    if (!node->is_array_of_tables())
+      fail_at(location_of(file, node->source()), "'strategy' must be written as [[strategy]] tables");
+    int index = 0;
+    for (const toml::node& entry : *node->as_array())
+      scenario.components.push_back(read_component(*entry.as_table(), MEMPLAN_KIND_STRATEGY, file,
+                                                   "[[strategy]] #" + std::to_string(++index)));
+  }
+}
+
+bool has_component(const Scenario& scenario, int32_t kind) {
+  for (const ComponentSpec& component : scenario.components)
+    if (component.kind == kind) return true;
+  return false;
+}
+
+void check_required_components(const toml::table& root, const std::string& file, Scenario& scenario) {
+  const SourceLocation top{file, 1, 1};
+  if (!has_component(scenario, MEMPLAN_KIND_PRECISION))
+    fail_at(top, "the scenario needs a [precision] table, e.g. [precision] use = \"mixed-bf16\"");
+  if (scenario.mode == MEMPLAN_MODE_TRAIN) {
+    if (!has_component(scenario, MEMPLAN_KIND_OPTIMIZER))
+      fail_at(top, "a training scenario needs an [optimizer] table, e.g. [optimizer] use = \"adamw\"");
+    if (!has_component(scenario, MEMPLAN_KIND_ACTIVATIONS))
+      fail_at(top, "a training scenario needs an [activations] table, e.g. [activations] use = \"megatron\" "
+                   "(or use = \"none\" to leave activations out on purpose)");
+  } else if (const toml::node* optimizer = root.get("optimizer")) {
+    fail_at(location_of(file, optimizer->source()),
+            "mode = \"infer\" runs no optimizer; remove the [optimizer] table or set mode = \"train\"");
+  }
+}
+
+}  // namespace
+
+std::string_view kind_name(int32_t kind) {
+  switch (kind) {
+    case MEMPLAN_KIND_OPTIMIZER: return "optimizer";
+    case MEMPLAN_KIND_PRECISION: return "precision";
+    case MEMPLAN_KIND_ACTIVATIONS: return "activations";
+    case MEMPLAN_KIND_STRATEGY: return "strategy";
+    default: return "unknown";
+  }
+}
+
+Scenario parse_scenario(std::string_view text, const std::string& path, const Catalog& catalog) {
+  toml::table root;
+  try {
+    root = toml::parse(text, path);
+  } catch (const toml::parse_error& error) {
+    fail_at(location_of(path, error.source()), "invalid TOML: " + std::string(error.description()));
+  }
+  TomlReader reader(root, path, "the scenario's top level");
+  reader.reject_unknown_keys({"name", "mode", "model", "batch", "precision", "optimizer", "activations",
+                              "strategy", "hardware", "plugins"});
+  Scenario scenario;
+  scenario.file = path;
+  scenario.name = reader.string("name").value_or(std::filesystem::path(path).stem().string());
+  auto mode = reader.choice("mode", {"train", "infer"});
+  if (!mode) fail_at(SourceLocation{path, 1, 1}, "the scenario needs mode = \"train\" or mode = \"infer\"");
+  scenario.mode = *mode == "train" ? MEMPLAN_MODE_TRAIN : MEMPLAN_MODE_INFER;
+  read_model(root, path, catalog, scenario);
+  read_batch(root, path, scenario);
+  read_hardware(root, path, catalog, scenario);
+  read_plugins(root, path, scenario);
+  read_components(root, path, scenario);
+  check_required_components(root, path, scenario);
+  return scenario;
+}
+
+Scenario load_scenario(const std::string& path, const Catalog& catalog) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": error: cannot open the scenario file: " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_scenario(text.str(), path, catalog);
+}
+
+}  // namespace memplan

@@ -1,0 +1,115 @@
+// 'megatron': training activations per transformer layer from Korthikanti et
+// al. 2022 (see transformer_activations.hpp), for the layers and in-flight
+// micro-batches of the reported pipeline stage. Reads the layout the
+// strategies declared: tensor-parallel ranks, sequence parallelism, stage
+// layers, in-flight micro-batches and the recompute policy.
+#include <memplan/sdk.hpp>
+
+#include <array>
+#include <string>
+
+#include "transformer_activations.hpp"
+
+namespace {
+
+using memplan::plugins::ActivationSettings;
+using memplan::plugins::RecomputePolicy;
+using memplan::plugins::TransformerShape;
+
+constexpr std::array<memplan_option_spec, 2> kOptions{{
+    {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false"},
+    {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true"},
+}};
+
+class MegatronActivations {
+ public:
+  static constexpr memplan::sdk::PluginInfo info{
+      "megatron", "1.0.0", "Per-layer transformer activations, Korthikanti et al. 2022 Table 2",
+      memplan::sdk::Kind::activations, memplan::sdk::Phase::activations};
+  static std::span<const memplan_option_spec> options() { return kOptions; }
+
+  explicit MegatronActivations(memplan::sdk::Options& options)
+      : flash_attention_(options.boolean("flash_attention").value_or(false)),
+        dropout_(options.boolean("dropout").value_or(true)) {
+    if (!options.model().has_architecture)
+      options.fail("needs the model's architecture (layers, hidden, heads) but the scenario gives only params; use "
+                   "a preset or an inline architecture in [model], or [activations] use = \"none\"");
+    if (!options.training())
+      options.fail("models training (activations kept for backward) but the scenario has mode = \"infer\"");
+    if (options.workload().seq_len <= 0)
+      options.fail("needs the sequence length: set [batch] seq_len");
+  }
+
+  void apply(memplan::sdk::Context& ctx) {
+    const memplan_model& model = ctx.model();
+    const memplan_workload& workload = ctx.workload();
+    TransformerShape shape;
+    shape.seq = static_cast<double>(workload.seq_len);
+    shape.batch = static_cast<double>(workload.micro_batch);
+    shape.hidden = static_cast<double>(model.hidden);
+    shape.heads = static_cast<double>(model.heads);
+    shape.q_width = static_cast<double>(model.heads * model.head_dim);
+    shape.kv_width = static_cast<double>(model.kv_heads * model.head_dim);
+    shape.gated = model.gated_mlp != 0;
+    if (model.experts > 0) {
+      shape.ffn = static_cast<double>(model.expert_ffn_hidden);
+      shape.top_k = static_cast<double>(model.experts_top_k);
+      shape.experts = static_cast<double>(model.experts);
+    } else {
+      shape.ffn = static_cast<double>(model.ffn_hidden);
+    }
+
+    ActivationSettings settings;
+    settings.bytes = ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_ACTIVATIONS);
+    settings.dropout = dropout_;
+    settings.flash_attention = flash_attention_;
+    settings.tensor_parallel = static_cast<double>(ctx.attr_int(MEMPLAN_ATTR_RANKS_TENSOR, 1));
+    settings.sequence_parallel = ctx.attr_int(MEMPLAN_ATTR_SEQUENCE_PARALLEL, 0) != 0;
+    const std::string_view policy = ctx.attr_string(MEMPLAN_ATTR_RECOMPUTE_POLICY, "none");
+    settings.recompute = policy == "full"        ? RecomputePolicy::full
+                         : policy == "selective" ? RecomputePolicy::selective
+                                                 : RecomputePolicy::none;
+
+    const int64_t stage_layers = ctx.attr_int(MEMPLAN_ATTR_STAGE_LAYERS, model.layers);
+    const int64_t inflight = ctx.attr_int(MEMPLAN_ATTR_INFLIGHT_MICROBATCHES, 1);
+
+    memplan::sdk::Item stored;
+    stored.name = "activations";
+    stored.role = memplan::sdk::Role::activations;
+    stored.lifetime = memplan::sdk::Lifetime::activation;
+    stored.layer = first_layer(ctx);
+    stored.count = static_cast<uint32_t>(stage_layers);
+    // Bytes per layer for all in-flight micro-batches, as bytes (1 per element).
+    stored.elements = memplan::plugins::stored_bytes_per_layer(shape, settings) * static_cast<double>(inflight);
+    stored.bytes_per_element = 1;
+    ctx.add(stored);
+
+    const double working_set = memplan::plugins::recompute_working_set(shape, settings);
+    if (working_set > 0) {
+      memplan::sdk::Item recompute = stored;
+      recompute.name = "activations.recompute";
+      recompute.lifetime = memplan::sdk::Lifetime::transient_backward;
+      recompute.layer = -1;
+      recompute.count = 1;
+      recompute.elements = working_set;
+      ctx.add(recompute);
+    }
+  }
+
+ private:
+  // The first layer the reported rank holds, from the layered weights.
+  static int32_t first_layer(const memplan::sdk::Context& ctx) {
+    for (size_t i = 0; i < ctx.size(); ++i) {
+      const memplan::sdk::Item item = ctx.item(i);
+      if (item.role == memplan::sdk::Role::weights && item.layer >= 0) return item.layer;
+    }
+    return 0;
+  }
+
+  bool flash_attention_;
+  bool dropout_;
+};
+
+}  // namespace
+
+MEMPLAN_PLUGIN(MegatronActivations)

@@ -1,0 +1,111 @@
+// Per-layer activation memory of a transformer layer, following Korthikanti et
+// al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
+// (arXiv 2205.05198), section 4.1 and Table 2, generalized to grouped-query
+// attention, gated MLPs, any activation dtype and optional dropout. With
+// q_width = kv_width = h, ffn = 4h, a plain MLP, 2-byte activations and
+// 1-byte dropout masks it reduces to the paper's formulas exactly:
+//   no parallelism         sbh (34 + 5as/h)
+//   tensor parallel        sbh (10 + 24/t + 5as/(ht))
+//   + sequence parallel    sbh/t (34 + 5as/h)
+//   + selective recompute  sbh (10 + 24/t), or sbh 34/t with sequence parallel
+//   full recompute         2sbh (2sbh/t with sequence parallel)
+// Header-only and free of plugin plumbing so tests can check it directly.
+#pragma once
+
+#include <cstdint>
+
+namespace memplan::plugins {
+
+enum class RecomputePolicy { none, selective, full };
+
+struct TransformerShape {
+  double seq = 0;        // s
+  double batch = 0;      // b, the micro-batch
+  double hidden = 0;     // h
+  double heads = 0;      // a
+  double q_width = 0;    // heads * head_dim
+  double kv_width = 0;   // kv_heads * head_dim
+  double ffn = 0;        // MLP inner width (per expert for MoE)
+  bool gated = false;    // SwiGLU: gate and up outputs are both stored
+  double top_k = 0;      // MoE: experts each token visits; 0 for a dense MLP
+  double experts = 0;    // MoE: experts per layer (router logits)
+};
+
+struct ActivationSettings {
+  double bytes = 2;            // activation dtype size
+  bool dropout = true;         // Korthikanti et al. assume dropout (1-byte masks)
+  bool flash_attention = false;
+  double tensor_parallel = 1;  // t
+  bool sequence_parallel = false;
+  RecomputePolicy recompute = RecomputePolicy::none;
+};
+
+struct LayerActivations {
+  double replicated = 0;      // norms, their outputs and dropout masks: split only with sequence parallelism
+  double split = 0;           // projections and MLP: split t ways
+  double attention_core = 0;  // softmax, its dropout, attention over V (or flash-attention statistics)
+};
+
+// The three groups of bytes one layer stores for one micro-batch, before
+// parallelism and recomputation.
+inline LayerActivations layer_activation_terms(const TransformerShape& x, const ActivationSettings& o) {
+  const double sb = x.seq * x.batch;
+  const double p = o.bytes;
+  const double mask = o.dropout ? 1.0 : 0.0;
+  LayerActivations terms;
+  // Inputs of the two norms, the two norm outputs (inputs of QKV and of the
+  // MLP), and the dropout masks after attention and after the MLP.
+  terms.replicated = 2 * p * sb * x.hidden + 2 * p * sb * x.hidden + 2 * mask * sb * x.hidden;
+  // Q and K for QK^T, V, and the attention output entering the output projection.
+  terms.split = p * sb * (x.q_width + x.kv_width) + p * sb * x.kv_width + p * sb * x.q_width;
+  // MLP: first projection's output(s) and the activation function's output.
+  const double mlp = p * sb * x.ffn * (x.gated ? 2 : 1) + p * sb * x.ffn;
+  if (x.top_k > 0)
+    // Each token's hidden state is dispatched to top_k experts, which store
+    // their MLP activations per routed token; the router's logits are small.
+    terms.split += x.top_k * (p * sb * x.hidden + mlp) + p * sb * x.experts;
+  else
+    terms.split += mlp;
+  const double scores = x.heads * x.seq * x.seq * x.batch;
+  if (o.flash_attention)
+    // FlashAttention keeps no s x s matrices, only the fp32 log-sum-exp per
+    // query row and head (Dao 2023, FlashAttention-2, algorithm 1).
+    terms.attention_core = 4 * x.heads * sb;
+  else
+    // Softmax output, plus its dropout mask and dropout output when dropout is on.
+    terms.attention_core = p * scores + (o.dropout ? (mask + p) * scores : 0);
+  return terms;
+}
+
+// Bytes one layer keeps from forward to backward for one micro-batch.
+inline double stored_bytes_per_layer(const TransformerShape& x, const ActivationSettings& o) {
+  const LayerActivations terms = layer_activation_terms(x, o);
+  const double t = o.tensor_parallel;
+  const double replicated = o.sequence_parallel ? terms.replicated / t : terms.replicated;
+  switch (o.recompute) {
+    case RecomputePolicy::full:
+      // Only the layer's input survives (sequence-parallel ranks hold 1/t of it).
+      return o.bytes * x.seq * x.batch * x.hidden / (o.sequence_parallel ? t : 1);
+    case RecomputePolicy::selective:
+      return replicated + terms.split / t;
+    default:
+      return replicated + terms.split / t + terms.attention_core / t;
+  }
+}
+
+// Extra bytes alive while backward recomputes one layer.
+inline double recompute_working_set(const TransformerShape& x, const ActivationSettings& o) {
+  const LayerActivations terms = layer_activation_terms(x, o);
+  const double t = o.tensor_parallel;
+  switch (o.recompute) {
+    case RecomputePolicy::full: {
+      ActivationSettings stored = o;
+      stored.recompute = RecomputePolicy::none;
+      return stored_bytes_per_layer(x, stored);
+    }
+    case RecomputePolicy::selective: return terms.attention_core / t;
+    default: return 0;
+  }
+}
+
+}  // namespace memplan::plugins

@@ -1,0 +1,31 @@
+// 'data-parallel': N replicas, each on its own micro-batch. Every rank holds the
+// full model state unless a sharding strategy (e.g. ZeRO) divides it over the
+// data-parallel group; this plugin only declares the group's size.
+#include <memplan/sdk.hpp>
+
+#include <array>
+
+namespace {
+
+constexpr std::array<memplan_option_spec, 1> kOptions{{
+    {"size", MEMPLAN_OPTION_INT, "number of data-parallel replicas", "1"},
+}};
+
+class DataParallelStrategy {
+ public:
+  static constexpr memplan::sdk::PluginInfo info{"data-parallel", "1.0.0",
+                                                 "Data parallelism: declares the data-parallel group size",
+                                                 memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout};
+  static std::span<const memplan_option_spec> options() { return kOptions; }
+
+  explicit DataParallelStrategy(memplan::sdk::Options& options) : size_(options.positive_integer("size", 1)) {}
+
+  void apply(memplan::sdk::Context& ctx) { ctx.set_attr(MEMPLAN_ATTR_RANKS_DATA, size_); }
+
+ private:
+  int64_t size_;
+};
+
+}  // namespace
+
+MEMPLAN_PLUGIN(DataParallelStrategy)

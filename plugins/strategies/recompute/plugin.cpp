@@ -1,0 +1,40 @@
+// 'recompute': activation recomputation policy (Korthikanti et al. 2022,
+// arXiv 2205.05198, section 4): "none" stores every activation, "selective"
+// recomputes the attention core (softmax, its dropout, attention over V),
+// "full" stores only each layer's input and recomputes the layer in backward.
+// The activation model reads the policy; this plugin only declares it.
+#include <memplan/sdk.hpp>
+
+#include <array>
+#include <string>
+
+namespace {
+
+constexpr std::array<memplan_option_spec, 1> kOptions{{
+    {"policy", MEMPLAN_OPTION_STRING, "\"none\", \"selective\" or \"full\"", "required"},
+}};
+
+class RecomputeStrategy {
+ public:
+  static constexpr memplan::sdk::PluginInfo info{"recompute", "1.0.0",
+                                                 "Activation recomputation policy: none, selective or full",
+                                                 memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout};
+  static std::span<const memplan_option_spec> options() { return kOptions; }
+
+  explicit RecomputeStrategy(memplan::sdk::Options& options) {
+    auto policy = options.string("policy");
+    if (!policy) options.fail("policy", "is required: \"none\", \"selective\" or \"full\"");
+    if (*policy != "none" && *policy != "selective" && *policy != "full")
+      options.fail("policy", "must be \"none\", \"selective\" or \"full\", not \"" + *policy + "\"");
+    policy_ = *policy;
+  }
+
+  void apply(memplan::sdk::Context& ctx) { ctx.set_attr(MEMPLAN_ATTR_RECOMPUTE_POLICY, policy_.c_str()); }
+
+ private:
+  std::string policy_;
+};
+
+}  // namespace
+
+MEMPLAN_PLUGIN(RecomputeStrategy)

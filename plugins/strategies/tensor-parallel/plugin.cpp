@@ -1,0 +1,80 @@
+// 'tensor-parallel': Megatron-LM tensor parallelism (Shoeybi et al. 2019,
+// arXiv 1909.08053) over t ranks. Column- and row-parallel projections, the
+// vocabulary-parallel embedding and LM head, and the experts' MLPs are split t
+// ways; norms, the router and learned position embeddings are replicated.
+// Grouped-query k/v projections split when kv_heads is a multiple of t; when t
+// is a multiple of kv_heads each rank keeps one whole kv head (replicated), as
+// Megatron and vLLM do. `sequence_parallel` (Korthikanti et al. 2022) splits
+// the replicated activations too; the activation model reads it.
+// A model known only by its parameter count is split as a whole (its norms,
+// under 0.1% of a transformer's weights, are then counted as split).
+#include <memplan/sdk.hpp>
+
+#include <array>
+#include <string>
+
+namespace {
+
+using memplan::sdk::ParamClass;
+
+constexpr std::array<memplan_option_spec, 2> kOptions{{
+    {"size", MEMPLAN_OPTION_INT, "tensor-parallel ranks t", "1"},
+    {"sequence_parallel", MEMPLAN_OPTION_BOOL, "also split norm and dropout activations along the sequence",
+     "false"},
+}};
+
+class TensorParallelStrategy {
+ public:
+  static constexpr memplan::sdk::PluginInfo info{
+      "tensor-parallel", "1.0.0", "Megatron tensor parallelism, optionally with sequence parallelism",
+      memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout};
+  static std::span<const memplan_option_spec> options() { return kOptions; }
+
+  explicit TensorParallelStrategy(memplan::sdk::Options& options)
+      : size_(options.positive_integer("size", 1)), sequence_parallel_(options.boolean("sequence_parallel").value_or(false)) {
+    const memplan_model& model = options.model();
+    if (size_ == 1 || !model.has_architecture) return;
+    if (model.heads % size_ != 0)
+      options.fail("size", std::to_string(size_) + " does not divide the " + std::to_string(model.heads) +
+                               " attention heads; choose a divisor of the head count");
+    if (model.kv_heads % size_ != 0 && size_ % model.kv_heads != 0)
+      options.fail("size", std::to_string(size_) + " and the " + std::to_string(model.kv_heads) +
+                               " kv heads do not divide one another; choose a size that divides or is a multiple "
+                               "of kv_heads");
+  }
+
+  void apply(memplan::sdk::Context& ctx) {
+    ctx.set_attr(MEMPLAN_ATTR_RANKS_TENSOR, size_);
+    ctx.set_attr(MEMPLAN_ATTR_SEQUENCE_PARALLEL, sequence_parallel_ ? 1 : 0);
+    if (size_ == 1) return;
+    const memplan_model& model = ctx.model();
+    const double t = static_cast<double>(size_);
+    // Fraction of the k/v projections each rank holds.
+    const double kv_fraction = model.kv_heads >= size_ ? 1.0 / t : 1.0 / static_cast<double>(model.kv_heads);
+    for (size_t i = 0; i < ctx.size(); ++i) {
+      memplan::sdk::Item item = ctx.item(i);
+      double fraction = 1.0;
+      switch (item.param_class) {
+        case ParamClass::attention:
+        case ParamClass::mlp:
+        case ParamClass::expert:
+        case ParamClass::embedding:
+        case ParamClass::lm_head: fraction = 1.0 / t; break;
+        case ParamClass::attention_kv: fraction = kv_fraction; break;
+        case ParamClass::other: fraction = model.has_architecture ? 1.0 : 1.0 / t; break;
+        default: break;
+      }
+      if (fraction == 1.0) continue;
+      item.elements *= fraction;
+      ctx.set(i, item);
+    }
+  }
+
+ private:
+  int64_t size_;
+  bool sequence_parallel_;
+};
+
+}  // namespace
+
+MEMPLAN_PLUGIN(TensorParallelStrategy)

@@ -1,0 +1,34 @@
+/*
+ * Attribute names that plugins use to talk to each other through the host
+ * without knowing each other. The host stores them and never interprets them,
+ * with one exception: every integer attribute whose name starts with
+ * MEMPLAN_ATTR_RANKS_PREFIX is a factor of the world size, and the host checks
+ * their product against [hardware] count.
+ *
+ * Adding a name here is an ABI-compatible change; renaming one is not.
+ */
+#ifndef MEMPLAN_CONVENTIONS_H
+#define MEMPLAN_CONVENTIONS_H
+
+/* Bytes per element of each role, set by the precision plugin (double). */
+#define MEMPLAN_ATTR_DTYPE_WEIGHTS "dtype.weights"
+#define MEMPLAN_ATTR_DTYPE_GRADIENTS "dtype.gradients"
+#define MEMPLAN_ATTR_DTYPE_MASTER_WEIGHTS "dtype.master_weights"
+#define MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES "dtype.optimizer_states"
+#define MEMPLAN_ATTR_DTYPE_ACTIVATIONS "dtype.activations"
+
+/* World-size factors (int). The product of all ranks.* is the GPU count. */
+#define MEMPLAN_ATTR_RANKS_PREFIX "ranks."
+#define MEMPLAN_ATTR_RANKS_DATA "ranks.data"
+#define MEMPLAN_ATTR_RANKS_TENSOR "ranks.tensor"
+#define MEMPLAN_ATTR_RANKS_PIPELINE "ranks.pipeline"
+
+/* Layout facts for activation models (int). */
+#define MEMPLAN_ATTR_SEQUENCE_PARALLEL "layout.sequence_parallel"         /* 0 or 1 */
+#define MEMPLAN_ATTR_STAGE_LAYERS "layout.stage_layers"                   /* layers on the reported rank */
+#define MEMPLAN_ATTR_INFLIGHT_MICROBATCHES "layout.inflight_microbatches" /* activations held at once */
+
+/* Recomputation policy (string): "none", "selective" or "full". */
+#define MEMPLAN_ATTR_RECOMPUTE_POLICY "recompute.policy"
+
+#endif /* MEMPLAN_CONVENTIONS_H */
