@@ -13,12 +13,12 @@ std::string_view remedy(int32_t role) {
       return "split the weights across GPUs (tensor or pipeline parallelism, or parameter sharding), or store them "
              "in a smaller format";
     case MEMPLAN_ROLE_GRADIENTS:
-      return "shard gradients across the data-parallel ranks, split the model across GPUs, or train fewer weights "
+      return "shard gradients across the model replicas, split the model across GPUs, or train fewer weights "
              "(freezing, adapters)";
     case MEMPLAN_ROLE_MASTER_WEIGHTS:
-      return "shard the master copy across the data-parallel ranks, offload it, or drop it (pure 16-bit training)";
+      return "shard the master copy across the model replicas, offload it, or drop it (pure 16-bit training)";
     case MEMPLAN_ROLE_OPTIMIZER_STATES:
-      return "shard optimizer states across the data-parallel ranks, offload them to CPU, or use an optimizer "
+      return "shard optimizer states across the model replicas, offload them to CPU, or use an optimizer "
              "with fewer or smaller states";
     case MEMPLAN_ROLE_ACTIVATIONS:
       return "lower micro_batch or seq_len (raise grad_accum to keep the global batch), checkpoint activations, "

@@ -191,13 +191,15 @@ bool has_component(const Scenario& scenario, int32_t kind) {
 void check_required_components(const toml::table& root, const std::string& file, Scenario& scenario) {
   const SourceLocation top{file, 1, 1};
   if (!has_component(scenario, MEMPLAN_KIND_PRECISION))
-    fail_at(top, "the scenario needs a [precision] table, e.g. [precision] use = \"mixed-bf16\"");
+    fail_at(top, "the scenario needs a [precision] table: [precision] use = \"<precision plugin>\" (`memplan "
+                 "plugins` lists them)");
   if (scenario.mode == MEMPLAN_MODE_TRAIN) {
     if (!has_component(scenario, MEMPLAN_KIND_OPTIMIZER))
-      fail_at(top, "a training scenario needs an [optimizer] table, e.g. [optimizer] use = \"adamw\"");
+      fail_at(top, "a training scenario needs an [optimizer] table: [optimizer] use = \"<optimizer plugin>\" "
+                   "(`memplan plugins` lists them)");
     if (!has_component(scenario, MEMPLAN_KIND_ACTIVATIONS))
-      fail_at(top, "a training scenario needs an [activations] table, e.g. [activations] use = \"megatron\" "
-                   "(or use = \"none\" to leave activations out on purpose)");
+      fail_at(top, "a training scenario needs an [activations] table: [activations] use = \"<activation model "
+                   "plugin>\" (`memplan plugins` lists them; leaving activations out must be explicit too)");
   } else if (const toml::node* optimizer = root.get("optimizer")) {
     fail_at(location_of(file, optimizer->source()),
             "mode = \"infer\" runs no optimizer; remove the [optimizer] table or set mode = \"train\"");

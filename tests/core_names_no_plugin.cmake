@@ -1,0 +1,31 @@
+# Fails if a core source names a particular built-in plugin: the core knows
+# plugin kinds and phases, never a specific optimizer, precision, activation
+# model or strategy. Distinctive names are matched as whole words anywhere;
+# names that are also English words ("zero", "none", "full") only when quoted.
+file(GLOB_RECURSE sources ${CORE_DIR}/src/*.cpp ${CORE_DIR}/src/*.hpp ${CORE_DIR}/include/*.hpp ${CORE_DIR}/cli/*.cpp)
+set(words adam adamw sgd sgdm megatron fp32 fp16 bf16 mixed-bf16 mixed-fp16 data-parallel tensor-parallel
+          pipeline-parallel recompute lora zero-3 zero3 deepspeed fsdp)
+set(quoted zero selective full)
+set(found "")
+foreach(source ${sources})
+  file(READ ${source} text)
+  string(TOLOWER "${text}" text)
+  foreach(name ${words})
+    string(REGEX MATCH "(^|[^a-z0-9_-])${name}([^a-z0-9_-]|$)" hit "${text}")
+    if(hit)
+      list(APPEND found "${source}: ${name}")
+    endif()
+  endforeach()
+  foreach(name ${quoted})
+    string(REGEX MATCH "[\"']${name}[\"']" hit "${text}")
+    if(hit)
+      list(APPEND found "${source}: \"${name}\"")
+    endif()
+  endforeach()
+endforeach()
+list(LENGTH sources checked)
+if(found)
+  string(REPLACE ";" "\n  " found "${found}")
+  message(FATAL_ERROR "the core names specific plugins:\n  ${found}")
+endif()
+message(STATUS "core names no plugin (${checked} files checked)")

@@ -1,0 +1,1 @@
+# GoogleTest executables (see memplan_add_test in CMakeLists.txt).

@@ -1,0 +1,102 @@
+#include "test_support.hpp"
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "memplan/core/error.hpp"
+
+namespace memplan::testing {
+
+std::string plugin_dir() { return MEMPLAN_TEST_PLUGIN_DIR; }
+std::string data_dir() { return MEMPLAN_TEST_DATA_DIR; }
+std::string source_dir() { return MEMPLAN_TEST_SOURCE_DIR; }
+std::string cli_path() { return MEMPLAN_TEST_CLI; }
+
+const Catalog& catalog() {
+  static const Catalog loaded = Catalog::load(data_dir());
+  return loaded;
+}
+
+const PluginRegistry& builtin_plugins() {
+  static const PluginRegistry* registry = [] {
+    auto* r = new PluginRegistry();  // never freed: plugins stay loaded for the whole test binary
+    r->load_folder(plugin_dir());
+    return r;
+  }();
+  return *registry;
+}
+
+Evaluation::Evaluation(std::string_view toml, const std::string& file_name)
+    : scenario_(std::make_unique<Scenario>(parse_scenario(toml, file_name, catalog()))),
+      estimator_(std::make_unique<Estimator>(*scenario_, builtin_plugins())) {
+  estimator_->evaluate();
+}
+
+uint64_t Evaluation::item_bytes(std::string_view display_name, int32_t role) const {
+  uint64_t bytes = 0;
+  for (const PlanItem& item : estimator_->plan().items)
+    if (item.device == MEMPLAN_DEVICE_GPU && item.role == role && Estimator::display_name(item) == display_name)
+      bytes += item.bytes();
+  return bytes;
+}
+
+Evaluation evaluate(std::string_view toml, const std::string& file_name) { return Evaluation(toml, file_name); }
+
+std::string error_of(std::string_view toml, const std::string& file_name) {
+  try {
+    Evaluation evaluation(toml, file_name);
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+CommandResult run_command(const std::string& command) {
+  TempDir dir;
+  const std::string out = dir.path() + "/out";
+  const std::string err = dir.path() + "/err";
+  const int status = std::system((command + " >" + out + " 2>" + err).c_str());
+  CommandResult result;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.out = read_file(out);
+  result.err = read_file(err);
+  return result;
+}
+
+CommandResult run_cli(const std::string& arguments) { return run_command(cli_path() + " " + arguments); }
+
+TempDir::TempDir() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "memplan-test-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+std::string TempDir::write(const std::string& name, std::string_view content) const {
+  const std::filesystem::path file = std::filesystem::path(path_) / name;
+  std::filesystem::create_directories(file.parent_path());
+  std::ofstream(file) << content;
+  return file.string();
+}
+
+}  // namespace memplan::testing

@@ -1,0 +1,72 @@
+// Test helpers: evaluate scenario text through the built plugins, capture
+// errors, run the CLI.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "memplan/core/breakdown.hpp"
+#include "memplan/core/catalog.hpp"
+#include "memplan/core/estimator.hpp"
+#include "memplan/core/plugin_registry.hpp"
+#include "memplan/core/scenario.hpp"
+
+namespace memplan::testing {
+
+std::string plugin_dir();  // build/lib/memplan/plugins
+std::string data_dir();    // build/share/memplan
+std::string source_dir();  // the repository
+std::string cli_path();    // build/bin/memplan
+
+const Catalog& catalog();
+const PluginRegistry& builtin_plugins();  // loaded once per test binary
+
+// A parsed scenario and its estimator, evaluated once.
+class Evaluation {
+ public:
+  Evaluation(std::string_view toml, const std::string& file_name);
+  const Breakdown& breakdown() const { return estimator_->breakdown(); }
+  const Estimator& estimator() const { return *estimator_; }
+  uint64_t component(int32_t role) const { return breakdown().components[static_cast<size_t>(role)]; }
+  // Sum of bytes of the GPU items named `display_name` with `role`.
+  uint64_t item_bytes(std::string_view display_name, int32_t role) const;
+
+ private:
+  std::unique_ptr<Scenario> scenario_;
+  std::unique_ptr<Estimator> estimator_;
+};
+
+Evaluation evaluate(std::string_view toml, const std::string& file_name = "scenario.toml");
+
+// The message of the memplan::Error that loading or evaluating `toml` throws,
+// or "" if it succeeds.
+std::string error_of(std::string_view toml, const std::string& file_name = "scenario.toml");
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+// Runs `command` with /bin/sh, capturing stdout and stderr.
+CommandResult run_command(const std::string& command);
+// Runs the memplan CLI with `arguments` (shell-quoted by the caller).
+CommandResult run_cli(const std::string& arguments);
+
+// A temporary folder removed when the object goes away.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string write(const std::string& name, std::string_view content) const;  // returns the file path
+
+ private:
+  std::string path_;
+};
+
+constexpr double kGB = 1e9;                       // decimal, as in the ZeRO paper and seeds 001-004
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;  // binary, as Korthikanti et al. and seed 000 use "GB"
+
+}  // namespace memplan::testing
