@@ -3,3 +3,7 @@ memplan_add_test(test_sources
   sources/zero_table1_test.cpp
   sources/bytes_per_parameter_test.cpp
   sources/korthikanti_table2_test.cpp)
+memplan_add_test(test_core
+  core/inventory_test.cpp
+  core/timeline_test.cpp
+  core/scenario_errors_test.cpp)

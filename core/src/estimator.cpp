@@ -12,6 +12,11 @@
 namespace memplan {
 namespace {
 
+std::string with_article(std::string_view noun) {
+  const bool vowel = !noun.empty() && std::string_view("aeiou").find(noun[0]) != std::string_view::npos;
+  return (vowel ? "an " : "a ") + std::string(noun);
+}
+
 std::string_view option_type_name(int32_t type) {
   switch (type) {
     case MEMPLAN_OPTION_INT: return "an integer";
@@ -91,8 +96,8 @@ Estimator::Estimator(const Scenario& scenario, const PluginRegistry& registry)
     }
     if (plugin->descriptor.kind != component.kind)
       fail_at(component.use_location,
-              "'" + component.use + "' is a " + std::string(kind_name(plugin->descriptor.kind)) + " plugin, but " +
-                  component.section + " needs a " + std::string(kind_name(component.kind)) + " plugin; move it to " +
+              "'" + component.use + "' is " + with_article(kind_name(plugin->descriptor.kind)) + " plugin, but " +
+                  component.section + " needs " + with_article(kind_name(component.kind)) + " plugin; move it to " +
                   (plugin->descriptor.kind == MEMPLAN_KIND_STRATEGY
                        ? std::string("a [[strategy]] table")
                        : "the [" + std::string(kind_name(plugin->descriptor.kind)) + "] table"));
@@ -197,7 +202,7 @@ void Estimator::check_world_size() {
     fail_at(scenario_.hardware.count_location,
             "[hardware] count = " + std::to_string(scenario_.hardware.count) + " but the strategies lay the job out on " +
                 std::to_string(world) + " GPU" + (world == 1 ? "" : "s") +
-                (factors.empty() ? std::string(" (no strategy splits it)") : " (" + join_alternatives(factors, " x ") + ")") +
+                (factors.empty() ? std::string(" (no strategy splits it; add the strategies that use the other GPUs, e.g. data parallelism)") : " (" + join_alternatives(factors, " x ") + ")") +
                 "; change count, or the strategies' sizes so that their product equals count");
 }
 

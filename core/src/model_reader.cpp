@@ -35,6 +35,8 @@ void read_model_keys(const TomlReader& reader, const toml::table& table, ModelSp
 void validate_model(const ModelSpec& spec, const TomlReader& where) {
   const SourceLocation at = where.table_location();
   const std::string section = where.section();
+  // Point at the scenario's own key when it has one (it may come from a preset).
+  auto at_key = [&](std::string_view key) { return where.contains(key) ? where.value_location(key) : at; };
   if (!spec.has_architecture()) {
     if (spec.layers || spec.hidden || spec.heads || spec.vocab)
       fail_at(at, section + " gives both 'params' and architecture keys; give one or the other (a preset counts as "
@@ -50,17 +52,17 @@ void validate_model(const ModelSpec& spec, const TomlReader& where) {
   if (spec.experts == 0 && spec.ffn_hidden == 0)
     fail_at(at, section + " needs 'ffn_hidden' (the MLP's inner width)");
   if (spec.head_dim == 0 && spec.hidden % spec.heads != 0)
-    fail_at(at, section + ": hidden " + std::to_string(spec.hidden) + " is not divisible by heads " +
+    fail_at(at_key("heads"), section + ": hidden " + std::to_string(spec.hidden) + " is not divisible by heads " +
                     std::to_string(spec.heads) + "; set 'head_dim' explicitly");
   if (spec.heads % spec.effective_kv_heads() != 0)
-    fail_at(at, section + ": heads " + std::to_string(spec.heads) + " is not a multiple of kv_heads " +
+    fail_at(at_key("kv_heads"), section + ": heads " + std::to_string(spec.heads) + " is not a multiple of kv_heads " +
                     std::to_string(spec.kv_heads) + " (grouped-query attention shares each kv head among a whole "
                     "number of query heads)");
   if (spec.experts > 0) {
     if (spec.experts_top_k == 0 || spec.expert_ffn_hidden == 0)
       fail_at(at, section + " moe needs 'experts', 'top_k' and 'expert_ffn_hidden'");
     if (spec.experts_top_k > spec.experts)
-      fail_at(at, section + " moe: top_k " + std::to_string(spec.experts_top_k) + " exceeds experts " +
+      fail_at(at_key("moe"), section + " moe: top_k " + std::to_string(spec.experts_top_k) + " exceeds experts " +
                       std::to_string(spec.experts));
   } else if (spec.experts_top_k || spec.expert_ffn_hidden) {
     fail_at(at, section + " moe needs 'experts'");

@@ -1,0 +1,142 @@
+// Scenario errors: every message names file:line:column and the fix, and
+// nothing crashes on bad input. Messages are asserted exactly.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+// Line numbers below count from this text's first line.
+const std::string kBase =
+    "name = \"t\"\n"            // 1
+    "mode = \"train\"\n"        // 2
+    "[model]\n"                 // 3
+    "preset = \"llama-2-7b\"\n" // 4
+    "[batch]\n"                 // 5
+    "micro_batch = 1\n"         // 6
+    "seq_len = 2048\n"          // 7
+    "[precision]\n"             // 8
+    "use = \"mixed-bf16\"\n"    // 9
+    "[optimizer]\n"             // 10
+    "use = \"adamw\"\n"         // 11
+    "[activations]\n"           // 12
+    "use = \"megatron\"\n";     // 13
+
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return text.replace(at, from.size(), to);
+}
+
+TEST(ScenarioErrors, BaseScenarioIsValid) { EXPECT_EQ(error_of(kBase), ""); }
+
+TEST(ScenarioErrors, TomlSyntaxErrorHasLineAndColumn) {
+  EXPECT_EQ(error_of(replaced(kBase, "micro_batch = 1", "micro_batch = = 1"), "s.toml"),
+            "s.toml:6:15: error: invalid TOML: Error while parsing value: could not determine value type");
+}
+
+TEST(ScenarioErrors, TypoInAPluginKeySuggestsTheKey) {
+  EXPECT_EQ(error_of(kBase + "[[strategy]]\nuse = \"zero\"\nstgae = 1\n", "s.toml"),
+            "s.toml:16:1: error: unknown key 'stgae' in [[strategy]] #1 for strategy plugin 'zero'. Did you mean "
+            "'stage'? Accepted keys: stage.");
+}
+
+TEST(ScenarioErrors, WrongTypeForAPluginKey) {
+  EXPECT_EQ(error_of(kBase + "[[strategy]]\nuse = \"zero\"\nstage = \"one\"\n", "s.toml"),
+            "s.toml:16:9: error: in [[strategy]] #1, 'stage' of strategy plugin 'zero' must be an integer, not a "
+            "string");
+}
+
+TEST(ScenarioErrors, PluginRejectsAValueWithItsLocationAndLibrary) {
+  EXPECT_EQ(error_of(kBase + "[[strategy]]\nuse = \"zero\"\nstage = 4\n", "s.toml"),
+            "s.toml:16:9: error: in [[strategy]] #1, strategy plugin 'zero', option 'stage': must be 0, 1, 2 or 3, "
+            "got 4 (plugin library " + plugin_dir() + "/memplan-zero.so)");
+}
+
+TEST(ScenarioErrors, UnknownPluginNameSuggestsClosestNames) {
+  EXPECT_EQ(error_of(replaced(kBase, "\"adamw\"", "\"adamm\""), "s.toml"),
+            "s.toml:11:7: error: no optimizer plugin named 'adamm'. Did you mean 'adam' or 'adamw'? Available "
+            "optimizer plugins: adam, adamw, sgd, sgdm. `memplan plugins` lists every plugin and where it was found.");
+}
+
+TEST(ScenarioErrors, PluginOfTheWrongKind) {
+  EXPECT_EQ(error_of(replaced(kBase, "\"adamw\"", "\"zero\""), "s.toml"),
+            "s.toml:11:7: error: 'zero' is a strategy plugin, but [optimizer] needs an optimizer plugin; move it to "
+            "a [[strategy]] table");
+}
+
+TEST(ScenarioErrors, UnknownTopLevelTable) {
+  EXPECT_EQ(error_of(replaced(kBase, "[batch]", "[bacth]"), "s.toml"),
+            "s.toml:5:2: error: unknown key 'bacth' in the scenario's top level. Did you mean 'batch'? Accepted keys: "
+            "name, mode, model, batch, precision, optimizer, activations, strategy, hardware, plugins.");
+}
+
+TEST(ScenarioErrors, UnknownPresetListsTheCatalog) {
+  EXPECT_EQ(error_of(replaced(kBase, "llama-2-7b", "llama-2-7B"), "s.toml"),
+            "s.toml:4:10: error: in [model], 'preset' names no model in the catalog (" + data_dir() +
+                "/models). Did you mean 'llama-2-7b', 'llama-2-70b' or 'llama-2-13b'? Known presets: gpt3-175b, "
+                "llama-2-13b, llama-2-70b, llama-2-7b, megatron-22b, mixtral-8x7b.");
+}
+
+TEST(ScenarioErrors, NegativeSizesAreRejected) {
+  EXPECT_EQ(error_of(replaced(kBase, "seq_len = 2048", "seq_len = -5"), "s.toml"),
+            "s.toml:7:11: error: in [batch], 'seq_len' must be a positive integer, got -5");
+  EXPECT_EQ(error_of(replaced(kBase, "preset = \"llama-2-7b\"", "params = -1.0"), "s.toml"),
+            "s.toml:4:10: error: in [model], 'params' must be greater than zero");
+  EXPECT_EQ(error_of(replaced(kBase, "preset = \"llama-2-7b\"", "params = nan"), "s.toml"),
+            "s.toml:4:10: error: in [model], 'params' must be a finite number");
+}
+
+TEST(ScenarioErrors, HardwareCountMustMatchTheLayout) {
+  EXPECT_EQ(error_of(kBase + "[hardware]\ngpu = \"h100-sxm-80gb\"\ncount = 8\n", "s.toml"),
+            "s.toml:16:9: error: [hardware] count = 8 but the strategies lay the job out on 1 GPU (no strategy splits "
+            "it; add the strategies that use the other GPUs, e.g. data parallelism); change count, or the "
+            "strategies' sizes so that their product equals count");
+  EXPECT_EQ(error_of(kBase + "[hardware]\ncount = 16\n[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n", "s.toml"),
+            "s.toml:15:9: error: [hardware] count = 16 but the strategies lay the job out on 8 GPUs (data 8 (set by "
+            "'data-parallel')); change count, or the strategies' sizes so that their product equals count");
+}
+
+TEST(ScenarioErrors, MissingRequiredTables) {
+  const std::string no_activations = kBase.substr(0, kBase.find("[activations]"));
+  EXPECT_EQ(error_of(no_activations, "s.toml"),
+            "s.toml:1:1: error: a training scenario needs an [activations] table: [activations] use = \"<activation "
+            "model plugin>\" (`memplan plugins` lists them; leaving activations out must be explicit too)");
+  EXPECT_EQ(error_of(replaced(kBase, "mode = \"train\"", "mode = \"infer\""), "s.toml"),
+            "s.toml:10:1: error: mode = \"infer\" runs no optimizer; remove the [optimizer] table or set mode = "
+            "\"train\"");
+}
+
+TEST(ScenarioErrors, ModelArchitectureIsChecked) {
+  const std::string inline_model =
+      "layers = 2\nhidden = 100\nheads = 3\nffn_hidden = 400\nvocab = 1000";
+  EXPECT_EQ(error_of(replaced(kBase, "preset = \"llama-2-7b\"", inline_model), "s.toml"),
+            "s.toml:6:9: error: [model]: hidden 100 is not divisible by heads 3; set 'head_dim' explicitly");
+  EXPECT_EQ(error_of(replaced(kBase, "preset = \"llama-2-7b\"", "preset = \"llama-2-7b\"\nkv_heads = 5"), "s.toml"),
+            "s.toml:5:12: error: [model]: heads 32 is not a multiple of kv_heads 5 (grouped-query attention shares "
+            "each kv head among a whole number of query heads)");
+}
+
+TEST(ScenarioErrors, ActivationModelNeedsAnArchitecture) {
+  EXPECT_EQ(error_of(replaced(kBase, "preset = \"llama-2-7b\"", "params = 7e9"), "s.toml"),
+            "s.toml:13:7: error: in [activations], activations plugin 'megatron': needs the model's architecture "
+            "(layers, hidden, heads) but the scenario gives only params; use a preset or an inline architecture in "
+            "[model], or [activations] use = \"none\" (plugin library " + plugin_dir() + "/memplan-megatron.so)");
+}
+
+TEST(ScenarioErrors, BadInputNeverCrashes) {
+  // Arbitrary damage to the scenario gives an error or an estimate, never a crash.
+  for (size_t cut = 0; cut < kBase.size(); cut += 7) {
+    std::string damaged = kBase.substr(0, cut);
+    std::string message = error_of(damaged, "s.toml");
+    if (!message.empty()) {
+      EXPECT_EQ(message.rfind("s.toml:", 0), 0u) << message;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace memplan::testing
