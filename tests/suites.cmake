@@ -6,4 +6,6 @@ memplan_add_test(test_sources
 memplan_add_test(test_core
   core/inventory_test.cpp
   core/timeline_test.cpp
-  core/scenario_errors_test.cpp)
+  core/scenario_errors_test.cpp
+  core/plugin_composition_test.cpp)
+memplan_add_test(test_cli cli/cli_test.cpp)

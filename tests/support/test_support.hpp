@@ -29,6 +29,7 @@ class Evaluation {
   Evaluation(std::string_view toml, const std::string& file_name);
   const Breakdown& breakdown() const { return estimator_->breakdown(); }
   const Estimator& estimator() const { return *estimator_; }
+  Estimator& estimator() { return *estimator_; }
   uint64_t component(int32_t role) const { return breakdown().components[static_cast<size_t>(role)]; }
   // Sum of bytes of the GPU items named `display_name` with `role`.
   uint64_t item_bytes(std::string_view display_name, int32_t role) const;

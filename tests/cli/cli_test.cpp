@@ -1,0 +1,109 @@
+// The CLI contract (design.md section 4): `memplan run FILE --format json`
+// prints the estimate object with every component key; `memplan plugins`
+// lists every built-in from its own library; errors exit non-zero with one
+// paragraph on stderr.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+std::string example(const std::string& name) { return source_dir() + "/examples/" + name; }
+
+TEST(Cli, RunPrintsTheJsonContract) {
+  CommandResult result = run_cli("run " + example("llama2-7b-single-gpu.toml") + " --format json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  for (const char* key : {"\"schema\": \"memplan.estimate/1\"", "\"scenario\": \"llama2-7b-full-finetune-1gpu\"",
+                          "\"mode\": \"train\"", "\"parameters\": { \"total\": 6738415616, \"trainable\": 6738415616 }",
+                          "\"peak\":", "\"sum\":", "\"peak_phase\": \"backward\"", "\"weights\": 13476831232",
+                          "\"gradients\":", "\"master_weights\": 26953662464", "\"optimizer_states\": 53907324928",
+                          "\"activations\":", "\"kv_cache\": 0", "\"buffers\": 0", "\"overhead\": 0", "\"items\": [",
+                          "\"gpu_memory\": 85899345920", "\"fits\": false", "\"plugins\": [",
+                          "{ \"kind\": \"optimizer\", \"name\": \"adamw\", \"version\": \"1.0.0\""})
+    EXPECT_NE(result.out.find(key), std::string::npos) << key;
+}
+
+TEST(Cli, EveryExampleRunsInEveryFormat) {
+  int examples = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(source_dir() + "/examples")) {
+    if (entry.path().extension() != ".toml") continue;
+    ++examples;
+    for (const char* format : {"table", "json", "csv", "markdown"}) {
+      CommandResult result = run_cli("run " + entry.path().string() + " --format " + format);
+      EXPECT_EQ(result.exit_code, 0) << entry.path() << " " << format << ": " << result.err;
+      EXPECT_EQ(result.out.find("nan"), std::string::npos) << entry.path();
+      EXPECT_EQ(result.out.find("inf"), std::string::npos) << entry.path();
+    }
+  }
+  EXPECT_GE(examples, 1);
+}
+
+TEST(Cli, PluginsListsEveryBuiltInFromItsOwnLibrary) {
+  CommandResult result = run_cli("plugins");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::set<std::string> expected{"sgd", "sgdm", "adam", "adamw", "fp32", "mixed-fp16", "mixed-bf16", "bf16",
+                                       "megatron", "none", "data-parallel", "zero", "tensor-parallel",
+                                       "pipeline-parallel", "recompute"};
+  std::set<std::string> names, libraries;
+  std::istringstream lines(result.out);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    std::string kind, name, version, library;
+    std::getline(fields, kind, '\t');
+    std::getline(fields, name, '\t');
+    std::getline(fields, version, '\t');
+    std::getline(fields, library, '\t');
+    names.insert(name);
+    libraries.insert(library);
+    EXPECT_EQ(library, plugin_dir() + "/memplan-" + name + ".so");
+  }
+  EXPECT_EQ(names, expected);
+  EXPECT_EQ(libraries.size(), expected.size());
+}
+
+TEST(Cli, ErrorsExitNonZeroWithOneParagraph) {
+  TempDir dir;
+  const std::string file = dir.write("broken.toml", "name = \"x\"\nmode = \"train\"\n[model\n");
+  CommandResult syntax = run_cli("run " + file);
+  EXPECT_EQ(syntax.exit_code, 1);
+  EXPECT_EQ(syntax.out, "");
+  EXPECT_EQ(syntax.err.rfind(file + ":3:", 0), 0u) << syntax.err;
+  EXPECT_EQ(syntax.err.find('\n'), syntax.err.size() - 1);  // one paragraph, one line
+
+  CommandResult missing = run_cli("run " + dir.path() + "/absent.toml");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_EQ(missing.err, dir.path() + "/absent.toml: error: cannot open the scenario file: No such file or directory\n");
+
+  CommandResult format = run_cli("run " + example("llama2-7b-single-gpu.toml") + " --format yaml");
+  EXPECT_EQ(format.exit_code, 2);
+  EXPECT_EQ(format.err, "memplan: error: unknown --format 'yaml'; use table, json, csv or markdown\n");
+
+  CommandResult command = run_cli("estimate");
+  EXPECT_EQ(command.exit_code, 2);
+}
+
+TEST(Cli, VersionAndHelp) {
+  CommandResult version = run_cli("--version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.out.rfind("memplan ", 0), 0u);
+  EXPECT_NE(version.out.find("plugin ABI 1.0"), std::string::npos);
+  CommandResult help = run_cli("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("run FILE"), std::string::npos);
+}
+
+TEST(Cli, TableSaysWhetherItFitsAndWhatToChange) {
+  CommandResult result = run_cli("run " + example("llama2-7b-single-gpu.toml"));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("fits: no"), std::string::npos);
+  EXPECT_NE(result.out.find("what to change:"), std::string::npos);
+  EXPECT_NE(result.out.find("GiB"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace memplan::testing
