@@ -122,9 +122,11 @@ bool convert_item(memplan_ctx* ctx, const memplan_item* in, PlanItem& out) {
   }
   memplan_item item{};
   std::memcpy(&item, in, std::min<size_t>(in->struct_size, sizeof item));
-  const std::string name = item.name != nullptr ? item.name : "";
+  // Bounded read: a name longer than the limit is an error, not a reason to scan on.
+  const std::string_view name =
+      item.name != nullptr ? std::string_view(item.name, strnlen(item.name, kMaxItemName + 1)) : std::string_view();
   auto bad = [&](const std::string& why) {
-    host_report(ctx, nullptr, "gave plan item '" + name + "' " + why);
+    host_report(ctx, nullptr, "gave plan item '" + std::string(name) + "' " + why);
     return false;
   };
   if (name.empty()) return bad("an empty name");
