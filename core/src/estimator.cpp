@@ -101,6 +101,10 @@ Estimator::Estimator(const Scenario& scenario, const PluginRegistry& registry)
                   (plugin->descriptor.kind == MEMPLAN_KIND_STRATEGY
                        ? std::string("a [[strategy]] table")
                        : "the [" + std::string(kind_name(plugin->descriptor.kind)) + "] table"));
+    for (const ConfiguredPlugin& earlier : plugins_)
+      if (earlier.plugin == plugin)
+        fail_at(component.use_location, "'" + component.use + "' is used twice (" + earlier.component->section +
+                                             " and " + component.section + "); keep one table");
     plugins_.push_back(ConfiguredPlugin{plugin, &component, nullptr});
   }
   // Phase order; scenario order within a phase.

@@ -72,7 +72,7 @@ void report_error(memplan_ctx* ctx, const char* option_key, const char* message)
 const memplan_model* model(memplan_ctx* ctx) { return &ctx->model; }
 const memplan_workload* workload(memplan_ctx* ctx) { return &ctx->workload; }
 
-size_t item_count(memplan_ctx* ctx) { return ctx->plan.items.size(); }
+size_t item_count(memplan_ctx* ctx) { return ctx->configuring ? 0 : ctx->plan.items.size(); }
 
 bool in_plan(memplan_ctx* ctx, size_t index) {
   if (index < ctx->plan.items.size()) return true;

@@ -96,9 +96,11 @@ void write_json(std::ostream& out, const Estimator& estimator) {
         << ",\n";
     out << "  \"gpu_memory\": " << gpu_memory << ",\n";
     out << "  \"fits\": " << (b.peak <= gpu_memory ? "true" : "false") << ",\n";
-    out << "  \"headroom\": " << static_cast<int64_t>(gpu_memory) - static_cast<int64_t>(b.peak) << ",\n";
+    // Both are sizes, so neither is ever negative: one of them is zero.
+    out << "  \"headroom\": " << (b.peak <= gpu_memory ? gpu_memory - b.peak : 0) << ",\n";
+    out << "  \"shortfall\": " << (b.peak > gpu_memory ? b.peak - gpu_memory : 0) << ",\n";
   } else {
-    out << "  \"gpu\": null,\n  \"gpu_memory\": null,\n  \"fits\": null,\n  \"headroom\": null,\n";
+    out << "  \"gpu\": null,\n  \"gpu_memory\": null,\n  \"fits\": null,\n  \"headroom\": null,\n  \"shortfall\": null,\n";
   }
   out << "  \"advice\": [";
   const std::vector<std::string> advice = advice_for(b, gpu_memory);

@@ -140,3 +140,16 @@ TEST(ScenarioErrors, BadInputNeverCrashes) {
 
 }  // namespace
 }  // namespace memplan::testing
+
+namespace memplan::testing {
+namespace {
+
+TEST(ScenarioErrors, AStrategyUsedTwiceIsAnError) {
+  EXPECT_EQ(error_of(kBase + "[[strategy]]\nuse = \"data-parallel\"\nsize = 2\n[[strategy]]\nuse = \"data-parallel\"\n"
+                             "size = 4\n",
+                     "s.toml"),
+            "s.toml:18:7: error: 'data-parallel' is used twice ([[strategy]] #1 and [[strategy]] #2); keep one table");
+}
+
+}  // namespace
+}  // namespace memplan::testing
