@@ -51,11 +51,12 @@ std::string plugin_label(const LoadedPlugin& plugin) {
 
 // Throws the error a plugin call left in the context, located at the option it
 // names (or at the component's `use`), naming the library.
-[[noreturn]] void fail_plugin_call(const memplan_ctx& ctx, const char* callback) {
+[[noreturn]] void fail_plugin_call(const memplan_ctx& ctx, const char* callback, int status) {
   const ComponentSpec& component = *ctx.component;
   const LoadedPlugin& plugin = *ctx.plugin;
   std::string message = ctx.has_error ? ctx.error_message
-                                      : std::string(callback) + "() returned an error without saying why";
+                                      : std::string(callback) + "() returned status " + std::to_string(status) +
+                                            " (not MEMPLAN_OK) without reporting why";
   SourceLocation where = component.use_location;
   std::string subject = "in " + component.section + ", " + plugin_label(plugin);
   if (!ctx.error_option.empty()) {
@@ -90,8 +91,9 @@ Estimator::Estimator(const Scenario& scenario, const PluginRegistry& registry)
                             (same_kind.empty() ? std::string("none") : join_alternatives(same_kind, ", ")) +
                             ". `memplan plugins` lists every plugin and where it was found.";
       if (!registry.diagnostics().empty())
-        message += " Note: " + std::to_string(registry.diagnostics().size()) +
-                   " plugin libraries were rejected while loading (see the warnings above).";
+        message += " Note: " + std::to_string(registry.diagnostics().size()) + " plugin librar" +
+                   (registry.diagnostics().size() == 1 ? "y was" : "ies were") +
+                   " rejected while loading (see the warnings above).";
       fail_at(component.use_location, message);
     }
     if (plugin->descriptor.kind != component.kind)
@@ -154,7 +156,7 @@ void Estimator::configure(ConfiguredPlugin& configured) {
   void* state = nullptr;
   const int status = plugin.descriptor.create(&host_table(), &ctx, &state);
   configured.state = state;
-  if (status != MEMPLAN_OK || ctx.has_error) fail_plugin_call(ctx, "create");
+  if (status != MEMPLAN_OK || ctx.has_error) fail_plugin_call(ctx, "create", status);
 }
 
 const Breakdown& Estimator::evaluate() {
@@ -179,9 +181,10 @@ const Breakdown& Estimator::evaluate() {
     if (!counted && configured.plugin->descriptor.phase >= MEMPLAN_PHASE_LAYOUT) count_parameters_now();
     ctx.begin_call(configured.plugin, configured.component, static_cast<int32_t>(i), false);
     const int status = configured.plugin->descriptor.apply(configured.state, &host_table(), &ctx);
-    if (status != MEMPLAN_OK || ctx.has_error) fail_plugin_call(ctx, "apply");
+    if (status != MEMPLAN_OK || ctx.has_error) fail_plugin_call(ctx, "apply", status);
   }
   if (!counted) count_parameters_now();
+  if (scenario_.mode == MEMPLAN_MODE_INFER) breakdown_.params_trainable = 0;  // nothing trains in inference
   check_world_size();
   summarize(ctx.plan, scenario_.grad_accum, breakdown_);
   return breakdown_;

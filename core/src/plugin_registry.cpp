@@ -16,6 +16,7 @@ namespace {
 // The descriptor fields of ABI 1.0 end with `destroy`; a plugin built
 // against 1.0 is exactly this large, later minors only larger.
 constexpr size_t kMinimumDescriptorSize = offsetof(memplan_plugin_descriptor, destroy) + sizeof(void (*)(void*));
+constexpr size_t kVersionFieldsSize = offsetof(memplan_plugin_descriptor, abi_minor) + sizeof(uint16_t);
 constexpr size_t kMinimumOptionSpecSize = offsetof(memplan_option_spec, default_text) + sizeof(const char*);
 constexpr size_t kMaxPluginName = 48;
 
@@ -71,11 +72,15 @@ bool PluginRegistry::load_folder(const std::string& folder) {
 }
 
 bool PluginRegistry::load_library(const std::string& given_path) {
+  // Messages show the path as the user laid it out (absolute, normalized);
+  // the canonical path (symlinks resolved) only identifies the file, so the
+  // same library reached through two search folders is seen once.
   std::error_code fs_error;
-  std::string path = std::filesystem::weakly_canonical(given_path, fs_error).string();
-  if (fs_error) path = given_path;
-  // The same file reached through two search folders is one library, not a duplicate.
-  if (std::find(loaded_paths_.begin(), loaded_paths_.end(), path) != loaded_paths_.end()) return true;
+  const std::string path = std::filesystem::absolute(given_path, fs_error).lexically_normal().string();
+  std::string identity = std::filesystem::weakly_canonical(given_path, fs_error).string();
+  if (fs_error) identity = path;
+  if (std::find(seen_files_.begin(), seen_files_.end(), identity) != seen_files_.end()) return true;
+  seen_files_.push_back(identity);
 
   auto reject = [&](const std::string& why) {
     diagnostics_.push_back("plugin library " + path + " was not loaded: " + why);
@@ -94,16 +99,19 @@ bool PluginRegistry::load_library(const std::string& given_path) {
   if (!library.has(MEMPLAN_ENTRY_POINT))
     return reject(std::string("it exports no '") + MEMPLAN_ENTRY_POINT +
                   "' function, so it is not a memplan plugin. Register the plugin class with MEMPLAN_PLUGIN(...) "
-                  "from <memplan/sdk.hpp>, or remove the file from the plugin path.");
+                  "from <memplan/sdk.hpp> (or declare the entry point extern \"C\"), or remove the file from the "
+                  "plugin path.");
 
   auto entry = library.get<const memplan_plugin_descriptor*()>(MEMPLAN_ENTRY_POINT);
   const memplan_plugin_descriptor* raw = entry();
   if (raw == nullptr)
     return reject(std::string("its '") + MEMPLAN_ENTRY_POINT + "' returned no descriptor (NULL). Return the "
                   "address of a static descriptor.");
-  if (raw->struct_size < kMinimumDescriptorSize)
-    return reject("its descriptor is " + std::to_string(raw->struct_size) + " bytes, smaller than the " +
-                  std::to_string(kMinimumDescriptorSize) + " bytes of ABI 1.0. Rebuild it against the memplan SDK.");
+  // Every ABI version starts with struct_size, abi_major and abi_minor, so
+  // the version can be read (and judged) before the size of the rest.
+  if (raw->struct_size < kVersionFieldsSize)
+    return reject("its descriptor is " + std::to_string(raw->struct_size) + " bytes, too small to hold its version. "
+                  "Rebuild it against the memplan SDK.");
   if (raw->abi_major != MEMPLAN_ABI_MAJOR)
     return reject("it was built for plugin ABI " + abi_text(raw->abi_major, raw->abi_minor) + " but this memplan "
                   "implements ABI " + abi_text(MEMPLAN_ABI_MAJOR, MEMPLAN_ABI_MINOR) + " (rule: the ABI major "
@@ -114,6 +122,10 @@ bool PluginRegistry::load_library(const std::string& given_path) {
                   ", newer than this memplan's ABI " + abi_text(MEMPLAN_ABI_MAJOR, MEMPLAN_ABI_MINOR) +
                   " (rule: the plugin's ABI minor must not exceed the host's). Upgrade memplan, or rebuild the "
                   "plugin against SDK " + abi_text(MEMPLAN_ABI_MAJOR, MEMPLAN_ABI_MINOR) + ".");
+
+  if (raw->struct_size < kMinimumDescriptorSize)
+    return reject("its descriptor is " + std::to_string(raw->struct_size) + " bytes, smaller than the " +
+                  std::to_string(kMinimumDescriptorSize) + " bytes of ABI 1.0. Rebuild it against the memplan SDK.");
 
   auto plugin = std::make_unique<LoadedPlugin>();
   std::memcpy(&plugin->descriptor, raw, std::min<size_t>(raw->struct_size, sizeof plugin->descriptor));
@@ -156,7 +168,6 @@ bool PluginRegistry::load_library(const std::string& given_path) {
   plugin->summary = d.summary ? d.summary : "";
   plugin->path = path;
   libraries_->handles.push_back(std::move(library));
-  loaded_paths_.push_back(path);
   plugins_.push_back(std::move(plugin));
   return true;
 }

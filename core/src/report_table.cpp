@@ -48,7 +48,9 @@ void write_table(std::ostream& out, const Estimator& estimator) {
   out << "  " << padded("sum", 18) << gib_column(b.sum) << "\n";
   out << "  " << padded("peak", 18) << gib_column(b.peak) << "   (" << phase_name(b.peak_phase) << ")\n";
   out << "\nstep timeline\n";
-  for (int phase = 0; phase < kStepPhaseCount; ++phase)
+  // Inference has no backward pass and no optimizer step.
+  const int phases = scenario.mode == MEMPLAN_MODE_TRAIN ? kStepPhaseCount : kBackward;
+  for (int phase = 0; phase < phases; ++phase)
     out << "  " << padded(phase_name(phase), 18) << gib_column(b.timeline[static_cast<size_t>(phase)]) << "\n";
   if (b.cpu_sum > 0) out << "\nper host CPU\n  " << padded("sum", 18) << gib_column(b.cpu_sum) << "\n";
 

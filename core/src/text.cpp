@@ -49,7 +49,7 @@ std::string join_alternatives(std::span<const std::string> words, std::string_vi
 
 std::string did_you_mean(std::string_view word, std::span<const std::string> candidates) {
   std::vector<std::string> best = closest_names(word, candidates);
-  if (best.empty()) return "";
+  if (best.empty()) return ".";
   for (std::string& name : best) name = "'" + name + "'";
   return ". Did you mean " + join_alternatives(best) + "?";
 }

@@ -113,3 +113,26 @@ TEST(Evaluation, RepeatsIdentically) {
 
 }  // namespace
 }  // namespace memplan::testing
+
+namespace memplan::testing {
+namespace {
+
+TEST(Zero, NeedsADeclaredDataParallelGroup) {
+  EXPECT_EQ(error_of("name = \"t\"\nmode = \"train\"\n[model]\nparams = 7e9\n[precision]\nuse = \"mixed-bf16\"\n"
+                     "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"zero\"\n"
+                     "stage = 3\n",
+                     "s.toml"),
+            "s.toml:12:7: error: in [[strategy]] #1, strategy plugin 'zero': stage 3 shards over the data-parallel "
+            "group, but no strategy declares its size; add [[strategy]] use = \"data-parallel\" with its size (size "
+            "= 1 on a single GPU) (plugin library " + plugin_dir() + "/memplan-zero.so)");
+}
+
+TEST(Inference, NothingIsTrainable) {
+  Evaluation e = evaluate(
+      "name = \"t\"\nmode = \"infer\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\nuse = \"mixed-fp16\"\n");
+  EXPECT_EQ(e.breakdown().params_total, 6'738'415'616.0);
+  EXPECT_EQ(e.breakdown().params_trainable, 0.0);
+}
+
+}  // namespace
+}  // namespace memplan::testing

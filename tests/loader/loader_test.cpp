@@ -131,7 +131,8 @@ TEST(loader_rejection, LibraryWithoutEntryPoint) {
   const std::string expected = rejected(
       path,
       "it exports no 'memplan_plugin_v1' function, so it is not a memplan plugin. Register the plugin class with "
-      "MEMPLAN_PLUGIN(...) from <memplan/sdk.hpp>, or remove the file from the plugin path.");
+      "MEMPLAN_PLUGIN(...) from <memplan/sdk.hpp> (or declare the entry point extern \"C\"), or remove the file "
+      "from the plugin path.");
   expect_rejected_alone(path, expected);
 
   const auto registry = builtins_then(LOADER_DIR_NO_ENTRY_POINT);
@@ -155,7 +156,7 @@ TEST(loader_rejection, AbiMajorMismatch) {
   // A scenario naming the rejected plugin is told that a library was rejected.
   const std::string error = error_with(*registry, train_scenario("loader-abi2"));
   EXPECT_EQ(error.rfind("scenario.toml:11:7: error: no optimizer plugin named 'loader-abi2'", 0), 0u) << error;
-  const std::string note = " Note: 1 plugin libraries were rejected while loading (see the warnings above).";
+  const std::string note = " Note: 1 plugin library was rejected while loading (see the warnings above).";
   ASSERT_GE(error.size(), note.size()) << error;
   EXPECT_EQ(error.substr(error.size() - note.size()), note) << error;
 }
@@ -344,8 +345,8 @@ TEST(loader_plugin_call, RawCreateErrorWithoutMessage) {
   const auto registry = builtins_then(LOADER_DIR_SILENT_ERROR);
   EXPECT_TRUE(registry->diagnostics().empty());
   EXPECT_EQ(error_with(*registry, train_scenario("loader-silent-error")),
-            "scenario.toml:11:7: error: in [optimizer], optimizer plugin 'loader-silent-error': create() returned an "
-            "error without saying why (plugin library " + path + ")");
+            "scenario.toml:11:7: error: in [optimizer], optimizer plugin 'loader-silent-error': create() returned "
+            "status -1 (not MEMPLAN_OK) without reporting why (plugin library " + path + ")");
   EXPECT_EQ(optimizer_states(evaluate_with(*registry, train_scenario("adam"))), 2 * kFp32Bytes);
 }
 

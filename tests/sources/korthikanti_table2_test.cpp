@@ -103,3 +103,25 @@ TEST(GeneralizedActivations, GroupedQueryAttentionAndSwiGlu) {
 
 }  // namespace
 }  // namespace memplan::testing
+
+namespace memplan::testing {
+namespace {
+
+// With more tensor-parallel ranks than kv heads, each rank keeps one whole kv
+// head: Llama-2-70B at t = 16 holds K and V at 1/8 (8 kv heads), not 1/16.
+// Per layer, s = 4096, b = 1, bf16, flash attention, no dropout, in units of sb:
+//   replicated norms 4*8192*2 = 65,536 (no sequence parallelism)
+//   Q and attention out 2*2*8192 / 16 = 2,048; K and V 2*2*1024 / 8 = 512
+//   MLP 3*2*28672 / 16 = 10,752 -> 78,848 * 4096 = 322,961,408
+//   log-sum-exp 4*64*4096 / 16 = 65,536 -> 323,026,944 bytes.
+TEST(GeneralizedActivations, KvHeadsReplicatedBeyondTheirCount) {
+  plugins::TransformerShape shape{4096, 1, 8192, 64, 8192, 1024, 28672, true, 0, 0, 8};
+  plugins::ActivationSettings settings;
+  settings.dropout = false;
+  settings.flash_attention = true;
+  settings.tensor_parallel = 16;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(shape, settings), 323'026'944.0);
+}
+
+}  // namespace
+}  // namespace memplan::testing

@@ -50,6 +50,7 @@ class MegatronActivations {
     shape.heads = static_cast<double>(model.heads);
     shape.q_width = static_cast<double>(model.heads * model.head_dim);
     shape.kv_width = static_cast<double>(model.kv_heads * model.head_dim);
+    shape.kv_heads = static_cast<double>(model.kv_heads);
     shape.gated = model.gated_mlp != 0;
     if (model.experts > 0) {
       shape.ffn = static_cast<double>(model.expert_ffn_hidden);

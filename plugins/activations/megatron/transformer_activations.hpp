@@ -29,6 +29,7 @@ struct TransformerShape {
   bool gated = false;    // SwiGLU: gate and up outputs are both stored
   double top_k = 0;      // MoE: experts each token visits; 0 for a dense MLP
   double experts = 0;    // MoE: experts per layer (router logits)
+  double kv_heads = 0;   // kv heads; 0: as many as the tensor-parallel ranks need (no replication)
 };
 
 struct ActivationSettings {
@@ -43,6 +44,7 @@ struct ActivationSettings {
 struct LayerActivations {
   double replicated = 0;      // norms, their outputs and dropout masks: split only with sequence parallelism
   double split = 0;           // projections and MLP: split t ways
+  double split_kv = 0;        // K and V: split min(t, kv_heads) ways (ranks beyond kv_heads hold replicas)
   double attention_core = 0;  // softmax, its dropout, attention over V (or flash-attention statistics)
 };
 
@@ -56,8 +58,10 @@ inline LayerActivations layer_activation_terms(const TransformerShape& x, const 
   // Inputs of the two norms, the two norm outputs (inputs of QKV and of the
   // MLP), and the dropout masks after attention and after the MLP.
   terms.replicated = 2 * p * sb * x.hidden + 2 * p * sb * x.hidden + 2 * mask * sb * x.hidden;
-  // Q and K for QK^T, V, and the attention output entering the output projection.
-  terms.split = p * sb * (x.q_width + x.kv_width) + p * sb * x.kv_width + p * sb * x.q_width;
+  // Q for QK^T and the attention output entering the output projection; K (for
+  // QK^T) and V (for attention over V) at the kv width of grouped-query attention.
+  terms.split = p * sb * x.q_width + p * sb * x.q_width;
+  terms.split_kv = p * sb * x.kv_width + p * sb * x.kv_width;
   // MLP: first projection's output(s) and the activation function's output.
   const double mlp = p * sb * x.ffn * (x.gated ? 2 : 1) + p * sb * x.ffn;
   if (x.top_k > 0)
@@ -77,19 +81,26 @@ inline LayerActivations layer_activation_terms(const TransformerShape& x, const 
   return terms;
 }
 
+// Ranks that share out the K and V heads: with fewer kv heads than
+// tensor-parallel ranks, each rank keeps one whole (replicated) kv head.
+inline double kv_divisor(const TransformerShape& x, const ActivationSettings& o) {
+  return x.kv_heads > 0 && x.kv_heads < o.tensor_parallel ? x.kv_heads : o.tensor_parallel;
+}
+
 // Bytes one layer keeps from forward to backward for one micro-batch.
 inline double stored_bytes_per_layer(const TransformerShape& x, const ActivationSettings& o) {
   const LayerActivations terms = layer_activation_terms(x, o);
   const double t = o.tensor_parallel;
+  const double split = terms.split / t + terms.split_kv / kv_divisor(x, o);
   const double replicated = o.sequence_parallel ? terms.replicated / t : terms.replicated;
   switch (o.recompute) {
     case RecomputePolicy::full:
       // Only the layer's input survives (sequence-parallel ranks hold 1/t of it).
       return o.bytes * x.seq * x.batch * x.hidden / (o.sequence_parallel ? t : 1);
     case RecomputePolicy::selective:
-      return replicated + terms.split / t;
+      return replicated + split;
     default:
-      return replicated + terms.split / t + terms.attention_core / t;
+      return replicated + split + terms.attention_core / t;
   }
 }
 

@@ -33,8 +33,12 @@ class ZeroShardingStrategy {
 
   void apply(memplan::sdk::Context& ctx) {
     using memplan::sdk::Role;
-    const double ranks = static_cast<double>(ctx.attr_int(MEMPLAN_ATTR_RANKS_DATA, 1));
-    if (stage_ == 0 || ranks == 1) return;
+    const int64_t declared = ctx.attr_int(MEMPLAN_ATTR_RANKS_DATA, 0);
+    if (stage_ > 0 && declared == 0)
+      ctx.fail("stage " + std::to_string(stage_) + " shards over the data-parallel group, but no strategy declares "
+               "its size; add [[strategy]] use = \"data-parallel\" with its size (size = 1 on a single GPU)");
+    const double ranks = static_cast<double>(declared);
+    if (stage_ == 0 || ranks <= 1) return;
     for (size_t i = 0; i < ctx.size(); ++i) {
       memplan::sdk::Item item = ctx.item(i);
       const bool sharded = (stage_ >= 1 && (item.role == Role::optimizer_states || item.role == Role::master_weights)) ||

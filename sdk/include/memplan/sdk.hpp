@@ -85,10 +85,10 @@ enum class ParamClass : int32_t {
   attention_kv = MEMPLAN_CLASS_ATTENTION_KV,
 };
 
-// A plan item as plugins see it. `name` points into host storage when read
-// and must outlive only the add/set call when written.
+// A plan item as plugins see it. It owns its name, so an item read before the
+// plan grows stays valid after (adding items may move the host's storage).
 struct Item {
-  std::string_view name;
+  std::string name;
   Role role = Role::weights;
   Lifetime lifetime = Lifetime::persistent;
   Device device = Device::gpu;
@@ -253,7 +253,7 @@ class Context : public HostView {
   }
   static Item from_raw(const memplan_item& raw) {
     Item item;
-    item.name = raw.name != nullptr ? std::string_view(raw.name) : std::string_view();
+    if (raw.name != nullptr) item.name.assign(raw.name);
     item.role = static_cast<Role>(raw.role);
     item.lifetime = static_cast<Lifetime>(raw.lifetime);
     item.device = static_cast<Device>(raw.device);
@@ -265,13 +265,10 @@ class Context : public HostView {
     item.bytes_per_element = raw.bytes_per_element;
     return item;
   }
-  // The name is copied into a buffer owned by this Context so that a
-  // string_view into a temporary is still terminated when the host reads it.
-  memplan_item to_raw(const Item& item) {
-    name_buffer_.assign(item.name);
+  static memplan_item to_raw(const Item& item) {
     memplan_item raw{};
     raw.struct_size = sizeof raw;
-    raw.name = name_buffer_.c_str();
+    raw.name = item.name.c_str();
     raw.role = static_cast<int32_t>(item.role);
     raw.lifetime = static_cast<int32_t>(item.lifetime);
     raw.device = static_cast<int32_t>(item.device);
@@ -283,7 +280,6 @@ class Context : public HostView {
     raw.bytes_per_element = item.bytes_per_element;
     return raw;
   }
-  std::string name_buffer_;
 };
 
 namespace detail {

@@ -3,8 +3,9 @@
 // names the library and the fix:
 //   1. the file loads (dlopen with RTLD_NOW | RTLD_LOCAL);
 //   2. it exports the entry point MEMPLAN_ENTRY_POINT, which returns a descriptor;
-//   3. the descriptor is at least as large as ABI 1.0's;
-//   4. ABI major equals the host's, and ABI minor is not newer than the host's;
+//   3. ABI major equals the host's, and ABI minor is not newer than the host's
+//      (read first: every ABI version starts with struct_size and the version);
+//   4. the descriptor is at least as large as ABI 1.0's;
 //   5. name, version, kind, phase, callbacks and option specs are well formed;
 //   6. no plugin of the same name was loaded before (the first one found is kept).
 // A library that fails a check is skipped and reported; the others stay usable.
@@ -53,7 +54,7 @@ class PluginRegistry {
   std::unique_ptr<Libraries> libraries_;
   std::vector<std::unique_ptr<LoadedPlugin>> plugins_;
   std::vector<std::string> diagnostics_;
-  std::vector<std::string> loaded_paths_;
+  std::vector<std::string> seen_files_;  // canonical paths of every library tried
 };
 
 }  // namespace memplan

@@ -18,7 +18,7 @@ std::vector<std::string> closest_names(std::string_view word, std::span<const st
 // "a, b or c"
 std::string join_alternatives(std::span<const std::string> words, std::string_view last_separator = " or ");
 
-// ". Did you mean 'x'?" or "" when nothing is close.
+// ". Did you mean 'x'?", or just "." when nothing is close: it ends a sentence.
 std::string did_you_mean(std::string_view word, std::span<const std::string> candidates);
 
 // Bytes in binary units with the unit spelled out: "12.50 GiB".
