@@ -35,6 +35,9 @@ memplan_model to_abi_model(const ModelSpec& spec, double total_params) {
   model.experts = spec.experts;
   model.experts_top_k = spec.experts_top_k;
   model.expert_ffn_hidden = spec.expert_ffn_hidden;
+  model.sliding_window = spec.sliding_window;
+  model.global_attention_every = spec.global_attention_every;
+  model.max_context = spec.max_context;
   return model;
 }
 

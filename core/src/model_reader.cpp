@@ -22,6 +22,9 @@ void read_model_keys(const TomlReader& reader, const toml::table& table, ModelSp
     if (*v < 0) reader.fail_key("position_embeddings", "must be zero or positive");
     spec.position_embeddings = *v;
   }
+  if (auto v = reader.positive_integer("sliding_window")) spec.sliding_window = *v;
+  if (auto v = reader.positive_integer("global_attention_every")) spec.global_attention_every = *v;
+  if (auto v = reader.positive_integer("max_context")) spec.max_context = *v;
   if (const toml::node* moe = table.get("moe")) {
     if (!moe->is_table()) reader.fail_key("moe", "must be a table ([model.moe])");
     TomlReader moe_reader(*moe->as_table(), reader.file(), reader.section() + " moe");
@@ -67,6 +70,9 @@ void validate_model(const ModelSpec& spec, const TomlReader& where) {
   } else if (spec.experts_top_k || spec.expert_ffn_hidden) {
     fail_at(at, section + " moe needs 'experts'");
   }
+  if (spec.global_attention_every > 0 && spec.sliding_window == 0)
+    fail_at(at_key("global_attention_every"), section + ": 'global_attention_every' needs 'sliding_window' (the "
+                                                        "other layers' window)");
   if (spec.layers > 1'000'000 || spec.hidden > 10'000'000 || spec.vocab > 100'000'000)
     fail_at(at, section + " has an implausibly large dimension; check the numbers");
 }

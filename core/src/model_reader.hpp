@@ -10,9 +10,10 @@
 namespace memplan {
 
 // The architecture keys a [model] table and a preset file share.
-inline constexpr std::array<std::string_view, 16> kModelKeys = {
+inline constexpr std::array<std::string_view, 19> kModelKeys = {
     "params", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "vocab", "mlp", "norm",
-    "tied_embeddings", "qkv_bias", "output_bias", "mlp_bias", "position_embeddings", "moe"};
+    "tied_embeddings", "qkv_bias", "output_bias", "mlp_bias", "position_embeddings", "moe", "sliding_window",
+    "global_attention_every", "max_context"};
 
 // Applies every model key present in `reader`'s table to `spec` (so a
 // scenario can override a preset's keys).

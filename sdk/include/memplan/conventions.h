@@ -31,4 +31,20 @@
 /* Recomputation policy (string): "none", "selective" or "full". */
 #define MEMPLAN_ATTR_RECOMPUTE_POLICY "recompute.policy"
 
+/* KV cache layout, set by the plugin that adds kv_cache items (int/double):
+ * tokens per allocation block (1 when not paged) and bytes of one block on
+ * the reported rank, for budget plugins that turn free memory into blocks. */
+#define MEMPLAN_ATTR_KV_BLOCK_TOKENS "kv.block_tokens"
+#define MEMPLAN_ATTR_KV_BLOCK_BYTES "kv.block_bytes"
+
+/* The fraction of GPU memory the job may use (double, 0 < f <= 1), e.g. a
+ * serving engine's gpu_memory_utilization. The host compares the peak with
+ * f x GPU memory when it decides whether the job fits. */
+#define MEMPLAN_ATTR_MEMORY_FRACTION "limits.memory_fraction"
+
+/* Figures a plugin wants in the report: every attribute whose name starts with
+ * this prefix is printed, without the prefix, under "details" in JSON and in
+ * the table (e.g. "report.kv_blocks"). */
+#define MEMPLAN_ATTR_REPORT_PREFIX "report."
+
 #endif /* MEMPLAN_CONVENTIONS_H */

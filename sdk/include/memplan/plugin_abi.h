@@ -62,6 +62,7 @@ extern "C" {
 #define MEMPLAN_PHASE_SHARDING 500     /* shard or offload states, gradients, weights */
 #define MEMPLAN_PHASE_ACTIVATIONS 600  /* activations of the micro-batch(es) in flight */
 #define MEMPLAN_PHASE_OVERHEAD 700     /* buffers, allocator and runtime overhead */
+#define MEMPLAN_PHASE_BUDGET 800       /* read the finished plan, derive limits (e.g. a serving engine's KV budget) */
 
 /* Roles: the components of the per-GPU breakdown. */
 #define MEMPLAN_ROLE_WEIGHTS 0
@@ -153,6 +154,9 @@ typedef struct memplan_model {
   int64_t experts; /* 0 for a dense model */
   int64_t experts_top_k;
   int64_t expert_ffn_hidden;
+  int64_t sliding_window;         /* tokens a windowed attention layer sees; 0 when no layer is windowed */
+  int64_t global_attention_every; /* with a window: every Nth layer (N-1, 2N-1, ...) attends globally; 0: none does */
+  int64_t max_context;            /* the longest context the model supports; 0 when unknown */
 } memplan_model;
 
 /* What the scenario runs: mode, batch and hardware. */

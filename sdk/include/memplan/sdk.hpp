@@ -47,6 +47,7 @@ enum class Phase : int32_t {
   sharding = MEMPLAN_PHASE_SHARDING,
   activations = MEMPLAN_PHASE_ACTIVATIONS,
   overhead = MEMPLAN_PHASE_OVERHEAD,
+  budget = MEMPLAN_PHASE_BUDGET,
 };
 
 enum class Role : int32_t {

@@ -35,6 +35,9 @@ struct ModelSpec {
   int64_t experts = 0;              // MoE: experts per layer, 0 for dense
   int64_t experts_top_k = 0;
   int64_t expert_ffn_hidden = 0;
+  int64_t sliding_window = 0;          // tokens a windowed layer attends to; 0: no windowed layers
+  int64_t global_attention_every = 0;  // with a window: every Nth layer is global (hybrid models); 0: none
+  int64_t max_context = 0;             // longest supported context (max_position_embeddings); 0: unknown
 
   bool has_architecture() const { return params_only <= 0; }
   int64_t effective_kv_heads() const { return kv_heads > 0 ? kv_heads : heads; }
