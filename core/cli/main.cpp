@@ -9,6 +9,7 @@
 #include "memplan/core/error.hpp"
 #include "memplan/core/estimator.hpp"
 #include "memplan/core/install_layout.hpp"
+#include "memplan/core/limits.hpp"
 #include "memplan/core/report.hpp"
 
 namespace po = boost::program_options;
@@ -64,8 +65,8 @@ int run_command(const std::vector<std::string>& args) {
   memplan::load_plugins(registry, layout, &scenario);
   print_warnings(registry);
   memplan::Estimator estimator(scenario, registry);
-  estimator.evaluate();
-  memplan::write_report(std::cout, estimator, *format);
+  const memplan::ScenarioLimits limits = memplan::evaluate_with_limits(estimator);
+  memplan::write_report(std::cout, estimator, limits, *format);
   return 0;
 }
 

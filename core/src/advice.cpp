@@ -32,11 +32,11 @@ std::string_view remedy(int32_t role) {
 
 }  // namespace
 
-std::vector<std::string> advice_for(const Breakdown& breakdown, uint64_t gpu_memory_bytes) {
+std::vector<std::string> advice_for(const Breakdown& breakdown, uint64_t capacity) {
   std::vector<std::string> advice;
-  if (gpu_memory_bytes == 0 || breakdown.peak <= gpu_memory_bytes) return advice;
-  const uint64_t excess = breakdown.peak - gpu_memory_bytes;
-  advice.push_back("The peak exceeds the GPU's memory by " + format_gib(static_cast<double>(excess)) + ".");
+  if (capacity == 0 || breakdown.peak <= capacity) return advice;
+  const uint64_t excess = breakdown.peak - capacity;
+  advice.push_back("The peak exceeds the memory available by " + format_gib(static_cast<double>(excess)) + ".");
   std::vector<int32_t> roles;
   for (int32_t role = 0; role < MEMPLAN_ROLE_COUNT; ++role)
     if (breakdown.components[static_cast<size_t>(role)] > 0) roles.push_back(role);

@@ -10,6 +10,7 @@
 
 namespace memplan {
 
-std::vector<std::string> advice_for(const Breakdown& breakdown, uint64_t gpu_memory_bytes);
+// `capacity`: the memory the peak must fit in (GPU memory x the memory fraction).
+std::vector<std::string> advice_for(const Breakdown& breakdown, uint64_t capacity);
 
 }  // namespace memplan

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "host_api.hpp"
@@ -184,6 +185,7 @@ const Breakdown& Estimator::evaluate() {
     if (status != MEMPLAN_OK || ctx.has_error) fail_plugin_call(ctx, "apply", status);
   }
   if (!counted) count_parameters_now();
+  read_memory_fraction();
   if (scenario_.mode == MEMPLAN_MODE_INFER) breakdown_.params_trainable = 0;  // nothing trains in inference
   check_world_size();
   summarize(ctx.plan, scenario_.grad_accum, breakdown_);
@@ -211,6 +213,53 @@ void Estimator::check_world_size() {
                 std::to_string(world) + " GPU" + (world == 1 ? "" : "s") +
                 (factors.empty() ? std::string(" (no strategy splits it; add the strategies that use the other GPUs, e.g. data parallelism)") : " (" + join_alternatives(factors, " x ") + ")") +
                 "; change count, or the strategies' sizes so that their product equals count");
+}
+
+void Estimator::read_memory_fraction() {
+  const memplan_attribute* attribute = host_->ctx.find_attribute(MEMPLAN_ATTR_MEMORY_FRACTION);
+  breakdown_.memory_fraction = 1.0;
+  if (attribute == nullptr) return;
+  const std::string& setter = plugins_[static_cast<size_t>(attribute->set_by)].plugin->name;
+  if (attribute->type != memplan_attribute::Type::floating || !(attribute->floating > 0) || attribute->floating > 1)
+    fail_at(plugins_[static_cast<size_t>(attribute->set_by)].component->use_location,
+            "plugin '" + setter + "' set " + MEMPLAN_ATTR_MEMORY_FRACTION +
+                " to something other than a number in (0, 1]; fix the plugin");
+  breakdown_.memory_fraction = attribute->floating;
+}
+
+const Breakdown& Estimator::evaluate_at(int64_t micro_batch, int64_t seq_len) {
+  host_->ctx.workload.micro_batch = micro_batch;
+  host_->ctx.workload.seq_len = seq_len;
+  return evaluate();
+}
+
+int64_t Estimator::micro_batch() const { return host_->ctx.workload.micro_batch; }
+int64_t Estimator::seq_len() const { return host_->ctx.workload.seq_len; }
+
+bool Estimator::fits() const {
+  return breakdown_.peak <= breakdown_.capacity(scenario_.hardware.memory_bytes);
+}
+
+std::vector<std::pair<std::string, std::string>> Estimator::report_details() const {
+  std::vector<std::pair<std::string, std::string>> details;
+  const size_t prefix = std::strlen(MEMPLAN_ATTR_REPORT_PREFIX);
+  for (const memplan_attribute& attribute : host_->ctx.attributes) {
+    if (attribute.key.compare(0, prefix, MEMPLAN_ATTR_REPORT_PREFIX) != 0) continue;
+    std::string value;
+    switch (attribute.type) {
+      case memplan_attribute::Type::integer: value = std::to_string(attribute.integer); break;
+      case memplan_attribute::Type::floating: {
+        char buffer[32];
+        std::snprintf(buffer, sizeof buffer, "%.17g", attribute.floating);
+        value = buffer;
+        break;
+      }
+      case memplan_attribute::Type::text: value = json_string(attribute.text); break;
+      default: continue;
+    }
+    details.emplace_back(attribute.key.substr(prefix), value);
+  }
+  return details;
 }
 
 const Plan& Estimator::plan() const { return host_->ctx.plan; }

@@ -12,10 +12,10 @@ std::optional<ReportFormat> parse_report_format(std::string_view name) {
   return std::nullopt;
 }
 
-void write_report(std::ostream& out, const Estimator& estimator, ReportFormat format) {
+void write_report(std::ostream& out, const Estimator& estimator, const ScenarioLimits& limits, ReportFormat format) {
   switch (format) {
-    case ReportFormat::table: write_table(out, estimator); break;
-    case ReportFormat::json: write_json(out, estimator); break;
+    case ReportFormat::table: write_table(out, estimator, limits); break;
+    case ReportFormat::json: write_json(out, estimator, limits); break;
     case ReportFormat::csv: write_csv(out, estimator); break;
     case ReportFormat::markdown: write_markdown(out, estimator); break;
   }

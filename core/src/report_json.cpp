@@ -5,32 +5,11 @@
 #include <string>
 
 #include "advice.hpp"
+#include "memplan/core/text.hpp"
 #include "report_writers.hpp"
 
 namespace memplan {
 namespace {
-
-std::string quoted(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buffer[8];
-          std::snprintf(buffer, sizeof buffer, "\\u%04x", static_cast<unsigned>(c));
-          out += buffer;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 std::string number(double value) {
   char buffer[32];
@@ -41,7 +20,7 @@ std::string number(double value) {
 void write_components(std::ostream& out, const std::array<uint64_t, MEMPLAN_ROLE_COUNT>& components) {
   out << "{";
   for (int32_t role = 0; role < MEMPLAN_ROLE_COUNT; ++role)
-    out << (role ? ", " : " ") << quoted(role_name(role)) << ": " << components[static_cast<size_t>(role)];
+    out << (role ? ", " : " ") << json_string(role_name(role)) << ": " << components[static_cast<size_t>(role)];
   out << " }";
 }
 
@@ -50,35 +29,46 @@ void write_items(std::ostream& out, const Estimator& estimator, int32_t device) 
   bool first = true;
   for (const PlanItem& item : estimator.plan().items) {
     if (item.device != device) continue;
-    out << (first ? "\n" : ",\n") << "      { \"name\": " << quoted(Estimator::display_name(item))
-        << ", \"role\": " << quoted(role_name(item.role)) << ", \"bytes\": " << item.bytes()
+    out << (first ? "\n" : ",\n") << "      { \"name\": " << json_string(Estimator::display_name(item))
+        << ", \"role\": " << json_string(role_name(item.role)) << ", \"bytes\": " << item.bytes()
         << ", \"count\": " << item.count << ", \"elements\": " << number(item.elements)
         << ", \"bytes_per_element\": " << number(item.bytes_per_element)
-        << ", \"lifetime\": " << quoted(lifetime_name(item.lifetime))
-        << ", \"added_by\": " << quoted(estimator.origin(item)) << " }";
+        << ", \"lifetime\": " << json_string(lifetime_name(item.lifetime))
+        << ", \"added_by\": " << json_string(estimator.origin(item)) << " }";
     first = false;
   }
   out << (first ? "]" : "\n    ]");
 }
 
+std::string limit_json(const std::optional<SizeLimit>& limit) {
+  if (!limit) return "null";
+  const std::string other = limit->variable == SizeVariable::micro_batch ? "seq_len" : "micro_batch";
+  return "{ \"variable\": " + json_string(variable_name(limit->variable)) + ", \"value\": " +
+         std::to_string(limit->value) + ", \"" + other + "\": " + std::to_string(limit->other) +
+         ", \"binding\": " + json_string(limit->binding) + ", \"capped\": " + (limit->capped ? "true" : "false") +
+         ", \"peak\": " + std::to_string(limit->peak) + ", \"capacity\": " + std::to_string(limit->capacity) + " }";
+}
+
 }  // namespace
 
-void write_json(std::ostream& out, const Estimator& estimator) {
+void write_json(std::ostream& out, const Estimator& estimator, const ScenarioLimits& limits) {
   const Scenario& scenario = estimator.scenario();
   const Breakdown& b = estimator.breakdown();
   const uint64_t gpu_memory = scenario.hardware.memory_bytes;
   out << "{\n";
   out << "  \"schema\": \"memplan.estimate/1\",\n";
-  out << "  \"scenario\": " << quoted(scenario.name) << ",\n";
-  out << "  \"mode\": " << quoted(scenario.mode == MEMPLAN_MODE_TRAIN ? "train" : "infer") << ",\n";
+  out << "  \"scenario\": " << json_string(scenario.name) << ",\n";
+  out << "  \"mode\": " << json_string(scenario.mode == MEMPLAN_MODE_TRAIN ? "train" : "infer") << ",\n";
+  out << "  \"batch\": { \"micro_batch\": " << estimator.micro_batch() << ", \"seq_len\": " << estimator.seq_len()
+      << ", \"grad_accum\": " << scenario.grad_accum << " },\n";
   out << "  \"parameters\": { \"total\": " << std::llround(b.params_total)
       << ", \"trainable\": " << std::llround(b.params_trainable) << " },\n";
   out << "  \"per_gpu\": {\n";
-  out << "    \"peak\": " << b.peak << ", \"sum\": " << b.sum << ", \"peak_phase\": " << quoted(phase_name(b.peak_phase))
+  out << "    \"peak\": " << b.peak << ", \"sum\": " << b.sum << ", \"peak_phase\": " << json_string(phase_name(b.peak_phase))
       << ",\n";
   out << "    \"timeline\": {";
   for (int phase = 0; phase < kStepPhaseCount; ++phase)
-    out << (phase ? ", " : " ") << quoted(phase_name(phase)) << ": " << b.timeline[static_cast<size_t>(phase)];
+    out << (phase ? ", " : " ") << json_string(phase_name(phase)) << ": " << b.timeline[static_cast<size_t>(phase)];
   out << " },\n";
   out << "    \"components\": ";
   write_components(out, b.components);
@@ -92,27 +82,39 @@ void write_json(std::ostream& out, const Estimator& estimator) {
   out << " },\n";
   out << "  \"world_size\": " << b.world_size << ",\n";
   if (gpu_memory > 0) {
-    out << "  \"gpu\": " << quoted(scenario.hardware.gpu.empty() ? scenario.hardware.label : scenario.hardware.gpu)
+    out << "  \"gpu\": " << json_string(scenario.hardware.gpu.empty() ? scenario.hardware.label : scenario.hardware.gpu)
         << ",\n";
     out << "  \"gpu_memory\": " << gpu_memory << ",\n";
-    out << "  \"fits\": " << (b.peak <= gpu_memory ? "true" : "false") << ",\n";
+    const uint64_t capacity = b.capacity(gpu_memory);
+    out << "  \"memory_fraction\": " << number(b.memory_fraction) << ",\n";
+    out << "  \"capacity\": " << capacity << ",\n";
+    out << "  \"fits\": " << (b.peak <= capacity ? "true" : "false") << ",\n";
     // Both are sizes, so neither is ever negative: one of them is zero.
-    out << "  \"headroom\": " << (b.peak <= gpu_memory ? gpu_memory - b.peak : 0) << ",\n";
-    out << "  \"shortfall\": " << (b.peak > gpu_memory ? b.peak - gpu_memory : 0) << ",\n";
+    out << "  \"headroom\": " << (b.peak <= capacity ? capacity - b.peak : 0) << ",\n";
+    out << "  \"shortfall\": " << (b.peak > capacity ? b.peak - capacity : 0) << ",\n";
   } else {
-    out << "  \"gpu\": null,\n  \"gpu_memory\": null,\n  \"fits\": null,\n  \"headroom\": null,\n  \"shortfall\": null,\n";
+    out << "  \"gpu\": null,\n  \"gpu_memory\": null,\n  \"memory_fraction\": null,\n  \"capacity\": null,\n"
+           "  \"fits\": null,\n  \"headroom\": null,\n  \"shortfall\": null,\n";
   }
+  out << "  \"solved\": " << limit_json(limits.solved) << ",\n";
+  out << "  \"limits\": { \"max_micro_batch\": " << limit_json(limits.max_micro_batch)
+      << ", \"max_seq_len\": " << limit_json(limits.max_seq_len) << " },\n";
+  out << "  \"details\": {";
+  const auto details = estimator.report_details();
+  for (size_t i = 0; i < details.size(); ++i)
+    out << (i ? ", " : " ") << json_string(details[i].first) << ": " << details[i].second;
+  out << (details.empty() ? "},\n" : " },\n");
   out << "  \"advice\": [";
-  const std::vector<std::string> advice = advice_for(b, gpu_memory);
-  for (size_t i = 0; i < advice.size(); ++i) out << (i ? ", " : "") << quoted(advice[i]);
+  const std::vector<std::string> advice = advice_for(b, b.capacity(gpu_memory));
+  for (size_t i = 0; i < advice.size(); ++i) out << (i ? ", " : "") << json_string(advice[i]);
   out << "],\n";
   out << "  \"plugins\": [";
   bool first = true;
   for (const ConfiguredPlugin& configured : estimator.plugins()) {
     const LoadedPlugin& plugin = *configured.plugin;
-    out << (first ? "\n" : ",\n") << "    { \"kind\": " << quoted(kind_name(plugin.descriptor.kind))
-        << ", \"name\": " << quoted(plugin.name) << ", \"version\": " << quoted(plugin.version)
-        << ", \"library\": " << quoted(plugin.path) << " }";
+    out << (first ? "\n" : ",\n") << "    { \"kind\": " << json_string(kind_name(plugin.descriptor.kind))
+        << ", \"name\": " << json_string(plugin.name) << ", \"version\": " << json_string(plugin.version)
+        << ", \"library\": " << json_string(plugin.path) << " }";
     first = false;
   }
   out << (first ? "]\n" : "\n  ]\n");

@@ -28,16 +28,31 @@ std::string padded(std::string_view text, size_t width) {
   return out;
 }
 
+void write_limits(std::ostream& out, const ScenarioLimits& limits) {
+  auto line = [&](const char* title, const std::optional<SizeLimit>& limit) {
+    if (!limit) return;
+    const bool batch = limit->variable == SizeVariable::micro_batch;
+    out << "  " << padded(title, 30) << limit->value << "   (" << (batch ? "at seq_len " : "at micro_batch ")
+        << limit->other << "; " << (limit->capped ? "capped by " : "bound by ") << limit->binding << ")\n";
+  };
+  if (!limits.solved && !limits.max_micro_batch && !limits.max_seq_len) return;
+  out << "\nlimits\n";
+  if (limits.solved)
+    line(limits.solved->variable == SizeVariable::micro_batch ? "solved micro_batch" : "solved seq_len", limits.solved);
+  line("max micro_batch (sequences)", limits.max_micro_batch);
+  line("max seq_len (tokens)", limits.max_seq_len);
+}
+
 }  // namespace
 
-void write_table(std::ostream& out, const Estimator& estimator) {
+void write_table(std::ostream& out, const Estimator& estimator, const ScenarioLimits& limits) {
   const Scenario& scenario = estimator.scenario();
   const Breakdown& b = estimator.breakdown();
   out << "memplan estimate: " << scenario.name << " (" << (scenario.mode == MEMPLAN_MODE_TRAIN ? "train" : "infer")
       << ")\n";
   out << "model: " << (scenario.model.preset.empty() ? std::string("inline") : scenario.model.preset) << ", "
       << billions(b.params_total) << " parameters, " << billions(b.params_trainable) << " trainable\n";
-  out << "batch: micro_batch " << scenario.micro_batch << ", seq_len " << scenario.seq_len << ", grad_accum "
+  out << "batch: micro_batch " << estimator.micro_batch() << ", seq_len " << estimator.seq_len() << ", grad_accum "
       << scenario.grad_accum << "; world size " << b.world_size << " GPU" << (b.world_size == 1 ? "" : "s") << "\n";
   out << "plugins:";
   for (const ConfiguredPlugin& configured : estimator.plugins())
@@ -54,20 +69,30 @@ void write_table(std::ostream& out, const Estimator& estimator) {
     out << "  " << padded(phase_name(phase), 18) << gib_column(b.timeline[static_cast<size_t>(phase)]) << "\n";
   if (b.cpu_sum > 0) out << "\nper host CPU\n  " << padded("sum", 18) << gib_column(b.cpu_sum) << "\n";
 
+  const auto details = estimator.report_details();
+  if (!details.empty()) out << "\ndetails\n";
+  for (const auto& [key, value] : details) out << "  " << padded(key, 30) << value << "\n";
+  write_limits(out, limits);
+
   const uint64_t memory = scenario.hardware.memory_bytes;
   out << "\n";
   if (memory == 0) {
     out << "fit: no GPU given ([hardware] gpu or memory_gib)\n";
     return;
   }
-  out << "GPU: " << scenario.hardware.label << ", " << format_gib(static_cast<double>(memory)) << "\n";
-  if (b.peak <= memory) {
-    out << "fits: yes, " << format_gib(static_cast<double>(memory - b.peak)) << " to spare ("
-        << std::lround(100.0 * static_cast<double>(b.peak) / static_cast<double>(memory)) << "% used at peak)\n";
+  const uint64_t capacity = b.capacity(memory);
+  out << "GPU: " << scenario.hardware.label << ", " << format_gib(static_cast<double>(memory));
+  if (capacity < memory)
+    out << ", of which " << format_gib(static_cast<double>(capacity)) << " usable (memory fraction "
+        << b.memory_fraction << ")";
+  out << "\n";
+  if (b.peak <= capacity) {
+    out << "fits: yes, " << format_gib(static_cast<double>(capacity - b.peak)) << " to spare ("
+        << std::lround(100.0 * static_cast<double>(b.peak) / static_cast<double>(capacity)) << "% used at peak)\n";
     return;
   }
   out << "fits: no\n\nwhat to change:\n";
-  for (const std::string& line : advice_for(b, memory)) out << "  - " << line << "\n";
+  for (const std::string& line : advice_for(b, capacity)) out << "  - " << line << "\n";
 }
 
 }  // namespace memplan

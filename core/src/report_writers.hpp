@@ -4,11 +4,12 @@
 #include <ostream>
 
 #include "memplan/core/estimator.hpp"
+#include "memplan/core/limits.hpp"
 
 namespace memplan {
 
-void write_table(std::ostream& out, const Estimator& estimator);
-void write_json(std::ostream& out, const Estimator& estimator);
+void write_table(std::ostream& out, const Estimator& estimator, const ScenarioLimits& limits);
+void write_json(std::ostream& out, const Estimator& estimator, const ScenarioLimits& limits);
 void write_csv(std::ostream& out, const Estimator& estimator);
 void write_markdown(std::ostream& out, const Estimator& estimator);
 

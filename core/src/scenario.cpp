@@ -101,8 +101,22 @@ void read_batch(const toml::table& root, const std::string& file, Scenario& scen
   if (table == nullptr) return;
   TomlReader reader(*table, file, "[batch]");
   reader.reject_unknown_keys({"micro_batch", "seq_len", "grad_accum"});
-  scenario.micro_batch = reader.positive_integer("micro_batch").value_or(1);
-  scenario.seq_len = reader.positive_integer("seq_len").value_or(0);
+  // A size, or "max" to solve for the largest that fits.
+  auto size_or_max = [&](std::string_view key, int64_t fallback, bool& is_max) {
+    const toml::node* node = table->get(key);
+    if (node != nullptr && node->is_string()) {
+      if (node->as_string()->get() != "max")
+        reader.fail_key(key, "must be a positive integer or \"max\", not \"" + node->as_string()->get() + "\"");
+      is_max = true;
+      scenario.max_location = reader.value_location(key);
+      return int64_t{1};
+    }
+    return reader.positive_integer(key).value_or(fallback);
+  };
+  scenario.micro_batch = size_or_max("micro_batch", 1, scenario.micro_batch_max);
+  scenario.seq_len = size_or_max("seq_len", 0, scenario.seq_len_max);
+  if (scenario.micro_batch_max && scenario.seq_len_max)
+    reader.fail_key("seq_len", "and 'micro_batch' are both \"max\"; solve for one and fix the other");
   scenario.grad_accum = reader.positive_integer("grad_accum").value_or(1);
 }
 

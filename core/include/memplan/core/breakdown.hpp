@@ -25,6 +25,12 @@ struct Breakdown {
   double params_total = 0;
   double params_trainable = 0;
   int64_t world_size = 1;
+  double memory_fraction = 1.0;  // of GPU memory the job may use (limits.memory_fraction)
+
+  // The memory the peak is compared with: the GPU's, times the fraction.
+  uint64_t capacity(uint64_t gpu_memory_bytes) const {
+    return static_cast<uint64_t>(static_cast<double>(gpu_memory_bytes) * memory_fraction);
+  }
 };
 
 std::string_view role_name(int32_t role);        // "weights", "optimizer_states", ...

@@ -36,6 +36,14 @@ class Estimator {
 
   // Runs the plugins and returns the breakdown; throws Error on a plugin failure.
   const Breakdown& evaluate();
+  // The same at another micro-batch and sequence length (what a search varies).
+  const Breakdown& evaluate_at(int64_t micro_batch, int64_t seq_len);
+  int64_t micro_batch() const;
+  int64_t seq_len() const;
+  // Whether the last evaluation's peak fits the GPU (times the memory fraction).
+  bool fits() const;
+  // The "report." attributes of the last evaluation, prefix removed, values as JSON.
+  std::vector<std::pair<std::string, std::string>> report_details() const;
 
   const Scenario& scenario() const { return scenario_; }
   const Plan& plan() const;  // after the last evaluate()
@@ -49,6 +57,7 @@ class Estimator {
  private:
   void configure(ConfiguredPlugin& configured);
   void check_world_size();
+  void read_memory_fraction();
 
   const Scenario& scenario_;
   std::vector<PlanItem> inventory_;

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "memplan/core/estimator.hpp"
+#include "memplan/core/limits.hpp"
 
 namespace memplan {
 
@@ -14,6 +15,7 @@ enum class ReportFormat { table, json, csv, markdown };
 
 std::optional<ReportFormat> parse_report_format(std::string_view name);
 
-void write_report(std::ostream& out, const Estimator& estimator, ReportFormat format);
+// `limits` comes from evaluate_with_limits(), which also left `estimator` evaluated.
+void write_report(std::ostream& out, const Estimator& estimator, const ScenarioLimits& limits, ReportFormat format);
 
 }  // namespace memplan

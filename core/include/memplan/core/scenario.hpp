@@ -51,6 +51,11 @@ struct Scenario {
   SourceLocation model_location;
   int64_t micro_batch = 1;
   int64_t seq_len = 0;  // 0 when not given; activation models that need it say so
+  // `micro_batch = "max"` or `seq_len = "max"`: solve for the largest value that
+  // fits (the other is fixed); the field above then holds 1 until solved.
+  bool micro_batch_max = false;
+  bool seq_len_max = false;
+  SourceLocation max_location;
   int64_t grad_accum = 1;
   std::vector<ComponentSpec> components;
   HardwareSpec hardware;

@@ -21,6 +21,9 @@ std::string join_alternatives(std::span<const std::string> words, std::string_vi
 // ". Did you mean 'x'?", or just "." when nothing is close: it ends a sentence.
 std::string did_you_mean(std::string_view word, std::span<const std::string> candidates);
 
+// A JSON string literal: quoted, with quotes, backslashes and control characters escaped.
+std::string json_string(std::string_view text);
+
 // Bytes in binary units with the unit spelled out: "12.50 GiB".
 std::string format_gib(double bytes);
 

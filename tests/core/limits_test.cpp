@@ -1,0 +1,111 @@
+// The core's size solver (core/src/limits.cpp): "max" micro-batch or sequence
+// length. Figures are hand-derived below for Llama-2-7B, ZeRO-3 over 8 ranks,
+// mixed bf16 + AdamW, megatron activations with FlashAttention and no dropout,
+// grad_accum 1, on an 80 GiB GPU (85,899,345,920 bytes).
+//
+// Persistent per GPU: (2 + 4 + 8) x 6,738,415,616 / 8       = 11,792,227,328
+// Largest single gradient group (one layer): 202,383,360 x 2 / 8 = 50,595,840
+// Activations per sequence per layer at s = 4096 (see korthikanti tests for
+// the terms): 539,492,352 = 131,712 bytes per token; x 32 layers:
+//   17,263,755,264 per sequence, 4,214,784 per token.
+// Peak (start of backward) = 11,842,823,168 + activations.
+//   micro_batch: (85,899,345,920 - 11,842,823,168) / 17,263,755,264 = 4.29 -> 4
+//   seq_len at micro_batch 1: 74,056,522,752 / 4,214,784 = 17,570.7 -> 17,570
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "memplan/core/limits.hpp"
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+std::string scenario(const std::string& micro_batch, const std::string& seq_len, bool with_gpu = true) {
+  return "name = \"limits\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nmicro_batch = " +
+         micro_batch + "\nseq_len = " + seq_len +
+         "\n[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n"
+         "flash_attention = true\ndropout = false\n[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n"
+         "[[strategy]]\nuse = \"zero\"\nstage = 3\n" +
+         (with_gpu ? "[hardware]\ngpu = \"h100-sxm-80gb\"\ncount = 8\n" : "");
+}
+
+constexpr uint64_t kCapacity = 85'899'345'920;
+
+TEST(Limits, MaxMicroBatch) {
+  Evaluation e = evaluate(scenario("\"max\"", "4096"));
+  const ScenarioLimits limits = evaluate_with_limits(e.estimator());
+  ASSERT_TRUE(limits.solved.has_value());
+  EXPECT_EQ(limits.solved->value, 4);
+  EXPECT_EQ(limits.solved->binding, "activations");
+  EXPECT_EQ(e.estimator().micro_batch(), 4);  // the report is at the solved size
+  EXPECT_EQ(e.breakdown().peak, 11'842'823'168u + 4 * 17'263'755'264u);
+  EXPECT_FALSE(limits.max_micro_batch.has_value());  // training: only what was asked
+}
+
+TEST(Limits, MaxSequenceLength) {
+  Evaluation e = evaluate(scenario("1", "\"max\""));
+  const ScenarioLimits limits = evaluate_with_limits(e.estimator());
+  ASSERT_TRUE(limits.solved.has_value());
+  EXPECT_EQ(limits.solved->value, 17'570);
+  EXPECT_EQ(limits.solved->other, 1);
+}
+
+// The contract of "max": the answer, fed back as a fixed value, fits; one more does not.
+TEST(Limits, AnswerFitsAndOneMoreDoesNot) {
+  for (const auto& [micro_batch, seq_len] : {std::pair<std::string, std::string>{"\"max\"", "8192"},
+                                             std::pair<std::string, std::string>{"2", "\"max\""}}) {
+    Evaluation solved = evaluate(scenario(micro_batch, seq_len));
+    const SizeLimit limit = *evaluate_with_limits(solved.estimator()).solved;
+    ASSERT_GT(limit.value, 0);
+    const bool batch = limit.variable == SizeVariable::micro_batch;
+    auto peak_at = [&](int64_t value) {
+      Evaluation fixed = evaluate(batch ? scenario(std::to_string(value), seq_len)
+                                        : scenario(micro_batch, std::to_string(value)));
+      return fixed.breakdown().peak;
+    };
+    EXPECT_LE(peak_at(limit.value), kCapacity);
+    EXPECT_GT(peak_at(limit.value + 1), kCapacity);
+  }
+}
+
+TEST(Limits, NothingFitsGivesZeroAndNamesTheLargestComponent) {
+  // Without sharding (ZeRO stage 0) the 7B model states alone (16 B x P = 100 GiB) exceed 80 GiB.
+  std::string text = scenario("\"max\"", "4096");
+  text.replace(text.find("stage = 3"), 9, "stage = 0");
+  Evaluation e = evaluate(text);
+  const ScenarioLimits limits = evaluate_with_limits(e.estimator());
+  EXPECT_EQ(limits.solved->value, 0);
+  EXPECT_EQ(limits.solved->binding, "optimizer_states");
+  EXPECT_EQ(e.estimator().micro_batch(), 1);
+}
+
+TEST(Limits, ModelMaxContextCapsTheLength) {
+  std::string text = scenario("1", "\"max\"");
+  text.replace(text.find("preset = \"llama-2-7b\""), 21, "preset = \"llama-2-7b\"\nmax_context = 4096");
+  Evaluation e = evaluate(text);
+  const SizeLimit limit = *evaluate_with_limits(e.estimator()).solved;
+  EXPECT_EQ(limit.value, 4096);
+  EXPECT_TRUE(limit.capped);
+  EXPECT_EQ(limit.binding, "model max_context");
+}
+
+TEST(Limits, Errors) {
+  EXPECT_EQ(error_of(scenario("\"max\"", "\"max\""), "s.toml"),
+            "s.toml:7:11: error: in [batch], 'seq_len' and 'micro_batch' are both \"max\"; solve for one and fix the "
+            "other");
+  EXPECT_EQ(error_of(scenario("\"most\"", "4096"), "s.toml"),
+            "s.toml:6:15: error: in [batch], 'micro_batch' must be a positive integer or \"max\", not \"most\"");
+  Evaluation no_gpu = evaluate(scenario("\"max\"", "4096", false));
+  try {
+    evaluate_with_limits(no_gpu.estimator());
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_STREQ(error.what(),
+                 "scenario.toml:6:15: error: finding the largest micro_batch that fits needs the GPU's memory; set "
+                 "[hardware] gpu or memory_gib");
+  }
+}
+
+}  // namespace
+}  // namespace memplan::testing
