@@ -10,10 +10,5 @@ memplan_add_test(test_core
   core/plugin_composition_test.cpp
   core/limits_test.cpp)
 memplan_add_test(test_cli cli/cli_test.cpp)
-
-# Inference (issue 4). TEMPORARY guards while the tests are being written.
-foreach(suite inference precision)
-  if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${suite}/suite.cmake AND NOT suite IN_LIST MEMPLAN_SKIP_SUITES)
-    include(${CMAKE_CURRENT_SOURCE_DIR}/${suite}/suite.cmake)
-  endif()
-endforeach()
+include(${CMAKE_CURRENT_SOURCE_DIR}/inference/suite.cmake)
+include(${CMAKE_CURRENT_SOURCE_DIR}/precision/suite.cmake)

@@ -262,6 +262,31 @@ std::vector<std::pair<std::string, std::string>> Estimator::report_details() con
   return details;
 }
 
+namespace {
+
+const memplan_attribute* find_typed(const memplan_ctx& ctx, std::string_view key, memplan_attribute::Type type) {
+  for (const memplan_attribute& attribute : ctx.attributes)
+    if (attribute.type == type && attribute.key == key) return &attribute;
+  return nullptr;
+}
+
+}  // namespace
+
+std::optional<int64_t> Estimator::attribute_int(std::string_view key) const {
+  const auto* a = find_typed(host_->ctx, key, memplan_attribute::Type::integer);
+  return a ? std::optional<int64_t>(a->integer) : std::nullopt;
+}
+
+std::optional<double> Estimator::attribute_double(std::string_view key) const {
+  const auto* a = find_typed(host_->ctx, key, memplan_attribute::Type::floating);
+  return a ? std::optional<double>(a->floating) : std::nullopt;
+}
+
+std::optional<std::string> Estimator::attribute_string(std::string_view key) const {
+  const auto* a = find_typed(host_->ctx, key, memplan_attribute::Type::text);
+  return a ? std::optional<std::string>(a->text) : std::nullopt;
+}
+
 const Plan& Estimator::plan() const { return host_->ctx.plan; }
 
 std::string Estimator::display_name(const PlanItem& item) {

@@ -109,9 +109,12 @@ ScenarioLimits evaluate_with_limits(Estimator& estimator) {
     limits.solved = solve_limit(estimator, SizeVariable::seq_len, micro_batch);
     seq_len = std::max<int64_t>(1, limits.solved->value);
   }
+  // Inference always answers both serving questions; the one a "max" already
+  // solved is that answer.
   if (scenario.mode == MEMPLAN_MODE_INFER && scenario.hardware.memory_bytes > 0 && seq_len > 0) {
-    limits.max_micro_batch = solve_limit(estimator, SizeVariable::micro_batch, seq_len);
-    limits.max_seq_len = solve_limit(estimator, SizeVariable::seq_len, micro_batch);
+    limits.max_micro_batch = scenario.micro_batch_max ? limits.solved
+                                                      : solve_limit(estimator, SizeVariable::micro_batch, seq_len);
+    limits.max_seq_len = scenario.seq_len_max ? limits.solved : solve_limit(estimator, SizeVariable::seq_len, micro_batch);
   }
   estimator.evaluate_at(micro_batch, seq_len);
   return limits;

@@ -86,7 +86,9 @@ void write_json(std::ostream& out, const Estimator& estimator, const ScenarioLim
         << ",\n";
     out << "  \"gpu_memory\": " << gpu_memory << ",\n";
     const uint64_t capacity = b.capacity(gpu_memory);
-    out << "  \"memory_fraction\": " << number(b.memory_fraction) << ",\n";
+    char fraction[32];
+    std::snprintf(fraction, sizeof fraction, "%.6g", b.memory_fraction);  // a setting, not a measurement
+    out << "  \"memory_fraction\": " << fraction << ",\n";
     out << "  \"capacity\": " << capacity << ",\n";
     out << "  \"fits\": " << (b.peak <= capacity ? "true" : "false") << ",\n";
     // Both are sizes, so neither is ever negative: one of them is zero.

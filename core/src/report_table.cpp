@@ -37,10 +37,11 @@ void write_limits(std::ostream& out, const ScenarioLimits& limits) {
   };
   if (!limits.solved && !limits.max_micro_batch && !limits.max_seq_len) return;
   out << "\nlimits\n";
-  if (limits.solved)
-    line(limits.solved->variable == SizeVariable::micro_batch ? "solved micro_batch" : "solved seq_len", limits.solved);
-  line("max micro_batch (sequences)", limits.max_micro_batch);
-  line("max seq_len (tokens)", limits.max_seq_len);
+  const bool solved_batch = limits.solved && limits.solved->variable == SizeVariable::micro_batch;
+  const bool solved_length = limits.solved && limits.solved->variable == SizeVariable::seq_len;
+  line(solved_batch ? "max micro_batch (solved)" : "max micro_batch (sequences)",
+       solved_batch ? limits.solved : limits.max_micro_batch);
+  line(solved_length ? "max seq_len (solved)" : "max seq_len (tokens)", solved_length ? limits.solved : limits.max_seq_len);
 }
 
 }  // namespace

@@ -22,7 +22,9 @@ namespace memplan::testing {
 namespace {
 
 std::string scenario(const std::string& micro_batch, const std::string& seq_len, bool with_gpu = true) {
-  return "name = \"limits\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nmicro_batch = " +
+  // Llama-2 supports 4096 tokens (max_context); lifted here so the memory, not the model, binds.
+  return "name = \"limits\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\nmax_context = 1000000\n"
+         "[batch]\nmicro_batch = " +
          micro_batch + "\nseq_len = " + seq_len +
          "\n[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n"
          "flash_attention = true\ndropout = false\n[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n"
@@ -82,7 +84,7 @@ TEST(Limits, NothingFitsGivesZeroAndNamesTheLargestComponent) {
 
 TEST(Limits, ModelMaxContextCapsTheLength) {
   std::string text = scenario("1", "\"max\"");
-  text.replace(text.find("preset = \"llama-2-7b\""), 21, "preset = \"llama-2-7b\"\nmax_context = 4096");
+  text.replace(text.find("max_context = 1000000"), 21, "max_context = 4096");
   Evaluation e = evaluate(text);
   const SizeLimit limit = *evaluate_with_limits(e.estimator()).solved;
   EXPECT_EQ(limit.value, 4096);
@@ -92,17 +94,17 @@ TEST(Limits, ModelMaxContextCapsTheLength) {
 
 TEST(Limits, Errors) {
   EXPECT_EQ(error_of(scenario("\"max\"", "\"max\""), "s.toml"),
-            "s.toml:7:11: error: in [batch], 'seq_len' and 'micro_batch' are both \"max\"; solve for one and fix the "
+            "s.toml:8:11: error: in [batch], 'seq_len' and 'micro_batch' are both \"max\"; solve for one and fix the "
             "other");
   EXPECT_EQ(error_of(scenario("\"most\"", "4096"), "s.toml"),
-            "s.toml:6:15: error: in [batch], 'micro_batch' must be a positive integer or \"max\", not \"most\"");
+            "s.toml:7:15: error: in [batch], 'micro_batch' must be a positive integer or \"max\", not \"most\"");
   Evaluation no_gpu = evaluate(scenario("\"max\"", "4096", false));
   try {
     evaluate_with_limits(no_gpu.estimator());
     ADD_FAILURE() << "expected an error";
   } catch (const Error& error) {
     EXPECT_STREQ(error.what(),
-                 "scenario.toml:6:15: error: finding the largest micro_batch that fits needs the GPU's memory; set "
+                 "scenario.toml:7:15: error: finding the largest micro_batch that fits needs the GPU's memory; set "
                  "[hardware] gpu or memory_gib");
   }
 }

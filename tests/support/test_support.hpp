@@ -26,7 +26,7 @@ const PluginRegistry& builtin_plugins();  // loaded once per test binary
 // A parsed scenario and its estimator, evaluated once.
 class Evaluation {
  public:
-  Evaluation(std::string_view toml, const std::string& file_name);
+  explicit Evaluation(std::string_view toml, const std::string& file_name = "scenario.toml");
   const Breakdown& breakdown() const { return estimator_->breakdown(); }
   const Estimator& estimator() const { return *estimator_; }
   Estimator& estimator() { return *estimator_; }

@@ -9,6 +9,8 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,10 @@ class Estimator {
   int64_t seq_len() const;
   // Whether the last evaluation's peak fits the GPU (times the memory fraction).
   bool fits() const;
+  // An attribute the plugins set in the last evaluation; nullopt when unset or of another type.
+  std::optional<int64_t> attribute_int(std::string_view key) const;
+  std::optional<double> attribute_double(std::string_view key) const;
+  std::optional<std::string> attribute_string(std::string_view key) const;
   // The "report." attributes of the last evaluation, prefix removed, values as JSON.
   std::vector<std::pair<std::string, std::string>> report_details() const;
 

@@ -1,0 +1,132 @@
+// Inference memory of a decoder-only transformer on one rank: the KV cache
+// and the largest forward transient. Header-only and free of plugin plumbing
+// so tests can check the formulas directly (docs/inference.md derives them).
+//
+// KV cache. Every attention layer keeps, for every cached token, one key and
+// one value vector per kv head:
+//   bytes per layer = 2 x kv_heads_per_rank x head_dim x tokens x sequences x kv_bytes
+// (Kwon et al. 2023, "Efficient Memory Management for Large Language Model
+// Serving with PagedAttention", arXiv 2309.06180, section 3: OPT-13B needs
+// 2 x 5120 x 40 x 2 bytes = 800 KB per token.) Grouped-query attention
+// (Ainslie et al. 2023, arXiv 2305.13245) and multi-query attention (Shazeer
+// 2019, arXiv 1911.02150) shrink kv_heads below the query heads.
+// PagedAttention stores a sequence's tokens in fixed blocks of `block` tokens,
+// so a sequence occupies ceil(tokens / block) blocks (section 4.1).
+// A sliding window of W tokens (Mistral 7B, Jiang et al. 2023, arXiv
+// 2310.06825, section 2: rolling buffer cache) caps a windowed layer at W.
+//
+// Forward transient: a first-order model of the largest temporary memory of
+// one layer's forward pass over a chunk of c tokens (see layer_transient).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace memplan::plugins::inference {
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// KV heads one tensor-parallel rank keeps. With at least as many kv heads as
+// ranks they are shared out; with fewer, each rank keeps a replica of one
+// whole kv head. This is vLLM's ModelConfig.get_num_kv_heads:
+// max(1, total_num_kv_heads // tensor_parallel_size) ("We will replicate the
+// KV heads in the case where the number of KV heads is smaller than the
+// tensor parallel size so each GPU has at least one KV head"). memplan rounds
+// up instead of down so that a non-divisible split never loses a head (the
+// tensor-parallel plugin rejects such sizes anyway).
+inline int64_t kv_heads_per_rank(int64_t kv_heads, int64_t tensor_parallel) {
+  if (tensor_parallel <= 1) return kv_heads;
+  return kv_heads >= tensor_parallel ? ceil_div(kv_heads, tensor_parallel) : 1;
+}
+
+// Tokens a sequence occupies once rounded up to whole blocks of `block` tokens
+// (PagedAttention); block = 1 means no paging.
+inline int64_t paged_tokens(int64_t tokens, int64_t block) { return ceil_div(tokens, block) * block; }
+
+// Which of the layers [first, first + count) attend globally and which through
+// a window. `window` 0: every layer is global. `global_every` N > 0 (with a
+// window): layers N-1, 2N-1, ... are global, the rest windowed (hybrid models
+// such as Gemma 2, N = 2, and Gemma 3, N = 6). `global_every` 0 with a window:
+// every layer is windowed (Mistral 7B).
+struct LayerMix {
+  int64_t global_first = -1;
+  int64_t global_count = 0;
+  int64_t window_first = -1;
+  int64_t window_count = 0;
+};
+
+inline LayerMix classify_layers(int64_t first, int64_t count, int64_t window, int64_t global_every) {
+  LayerMix mix;
+  if (count <= 0) return mix;
+  if (window <= 0) {
+    mix.global_first = first;
+    mix.global_count = count;
+    return mix;
+  }
+  if (global_every <= 0) {
+    mix.window_first = first;
+    mix.window_count = count;
+    return mix;
+  }
+  // Layer i is global when (i + 1) is a multiple of N: count the multiples of
+  // N in [first + 1, first + count].
+  const int64_t n = global_every;
+  mix.global_count = (first + count) / n - first / n;
+  mix.window_count = count - mix.global_count;
+  if (mix.global_count > 0) mix.global_first = ceil_div(first + 1, n) * n - 1;
+  if (mix.window_count > 0) mix.window_first = (first + 1) % n != 0 ? first : first + 1;
+  return mix;
+}
+
+struct KvShape {
+  double kv_heads = 0;  // per rank
+  double head_dim = 0;
+  double bytes = 2;     // per element of the cache dtype
+};
+
+// Bytes one layer caches for `sequences` sequences of `tokens` tokens each.
+inline double kv_bytes_per_layer(const KvShape& kv, double tokens, double sequences) {
+  return 2 * kv.kv_heads * kv.head_dim * tokens * sequences * kv.bytes;
+}
+
+// The shape of one layer's forward on one tensor-parallel rank.
+struct ForwardShape {
+  double hidden = 0;         // h
+  double heads = 0;          // query heads of the whole model
+  double head_dim = 0;
+  double kv_heads_rank = 0;  // kv heads on this rank (kv_heads_per_rank)
+  double ffn = 0;            // MLP inner width f (per expert for MoE)
+  bool gated = false;        // SwiGLU: gate, up and their product
+  double top_k = 0;          // MoE: experts each token visits; 0 for a dense MLP
+  double tensor = 1;         // t
+  double bytes = 2;          // p, the activation dtype size
+  bool flash_attention = true;
+};
+
+// The largest transient of one layer's forward pass over c tokens whose
+// queries attend to up to `context` keys (a first-order model, not a
+// profiler's measurement):
+//   residual stream in and out           2 p c h              (replicated across ranks)
+//   + the larger of
+//     attention: Q, K, V outputs         p c (q/t + 2 kv_rank)   q = heads x head_dim
+//                scores without FlashAttention   p (heads/t) c context
+//     MLP:       p c f (3 if gated, else 2) / t   gate and up outputs and their product
+//                (x top_k for MoE: each token visits top_k experts)
+// The two branches do not coexist: the attention temporaries are freed before
+// the MLP runs. Prefill over a whole prompt is c = b s with context s; decode
+// is c = b (one new token per sequence) with context s.
+inline double layer_transient(const ForwardShape& x, double tokens, double context) {
+  const double p = x.bytes;
+  const double c = tokens;
+  const double residual = 2 * p * c * x.hidden;
+  double attention = p * c * (x.heads * x.head_dim / x.tensor + 2 * x.kv_heads_rank * x.head_dim);
+  if (!x.flash_attention) attention += p * (x.heads / x.tensor) * c * context;
+  double mlp = p * c * x.ffn * (x.gated ? 3 : 2) / x.tensor;
+  if (x.top_k > 0) mlp *= x.top_k;
+  return residual + std::max(attention, mlp);
+}
+
+// fp32 logits of `rows` positions over a vocabulary-parallel LM head.
+inline double logits_bytes(double rows, double vocab, double tensor) { return 4 * rows * vocab / tensor; }
+
+}  // namespace memplan::plugins::inference

@@ -1,0 +1,219 @@
+// 'inference': the memory a serving engine adds to the weights on the
+// reported rank, in mode = "infer":
+//   - the KV cache of micro_batch concurrent sequences of seq_len tokens
+//     (Kwon et al. 2023, arXiv 2309.06180), grouped-query aware, split over
+//     tensor-parallel ranks as vLLM does, cut to the pipeline stage's layers,
+//     capped by a sliding window for windowed layers (Jiang et al. 2023, arXiv
+//     2310.06825) and rounded up to whole PagedAttention blocks;
+//   - the largest forward transient of one layer, for a prefill chunk or a
+//     decode step, and the fp32 logits (a first-order model).
+// It also declares the paged block (kv.block_tokens, kv.block_bytes) for
+// budget plugins such as 'serving-budget'. Formulas: inference_memory.hpp and
+// docs/inference.md.
+#include <memplan/dtypes.hpp>
+#include <memplan/sdk.hpp>
+
+#include <algorithm>
+#include <array>
+#include <optional>
+#include <string>
+
+#include "inference_memory.hpp"
+
+namespace {
+
+namespace inf = memplan::plugins::inference;
+using memplan::sdk::Item;
+using memplan::sdk::Lifetime;
+using memplan::sdk::ParamClass;
+using memplan::sdk::Role;
+
+constexpr std::array<memplan_option_spec, 6> kOptions{{
+    {"kv_dtype", MEMPLAN_OPTION_STRING, "dtype of the cached keys and values: fp32, fp16, bf16, fp8 or int8",
+     "the activation dtype of [precision]"},
+    {"block_size", MEMPLAN_OPTION_INT,
+     "tokens per paged KV block (PagedAttention); each sequence rounds up to whole blocks; 1 = no paging",
+     "16 (vLLM's default)"},
+    {"sliding_window", MEMPLAN_OPTION_INT, "tokens a windowed layer caches, overriding the model's; 0 = no window",
+     "the model's sliding_window"},
+    {"prefill_chunk", MEMPLAN_OPTION_INT,
+     "tokens one forward pass processes at once (vLLM's max_num_batched_tokens)", "micro_batch x seq_len (whole prompts)"},
+    {"logits", MEMPLAN_OPTION_STRING,
+     "fp32 logits kept: \"last\" (the last position of each sequence, as vLLM's sampler) or \"all\" (every token "
+     "of the chunk)",
+     "\"last\""},
+    {"flash_attention", MEMPLAN_OPTION_BOOL, "attention materializes no score matrix (FlashAttention)", "true"},
+}};
+
+// The KV cache dtypes a serving engine stores (vLLM's kv_cache_dtype: auto,
+// i.e. the model dtype, or fp8; int8 as in TensorRT-LLM's INT8 KV cache).
+constexpr std::array<const char*, 5> kKvDtypes{"fp32", "fp16", "bf16", "fp8", "int8"};
+
+class InferenceMemory {
+ public:
+  static constexpr memplan::sdk::PluginInfo info{
+      "inference", "1.0.0", "KV cache (paged, GQA, sliding window) and forward transients for serving",
+      memplan::sdk::Kind::activations, memplan::sdk::Phase::activations};
+  static std::span<const memplan_option_spec> options() { return kOptions; }
+
+  explicit InferenceMemory(memplan::sdk::Options& options)
+      : block_size_(options.positive_integer("block_size", 16)),
+        flash_attention_(options.boolean("flash_attention").value_or(true)) {
+    if (!options.model().has_architecture)
+      options.fail("needs the model's architecture (layers, heads, kv_heads, head_dim) but the scenario gives only "
+                   "params; use a preset or an inline architecture in [model]");
+    if (options.training())
+      options.fail("models inference (a KV cache and forward-only activations) but the scenario has mode = "
+                   "\"train\"; set mode = \"infer\", or use [activations] use = \"megatron\" to model training");
+    if (options.workload().seq_len <= 0)
+      options.fail("needs the context length: set [batch] seq_len (tokens cached per sequence)");
+
+    if (auto name = options.string("kv_dtype")) {
+      const bool known = std::find_if(kKvDtypes.begin(), kKvDtypes.end(),
+                                      [&](const char* d) { return *name == d; }) != kKvDtypes.end();
+      if (!known)
+        options.fail("kv_dtype", "is \"" + *name + "\", not a KV cache dtype; use fp32, fp16, bf16, fp8 or int8");
+      kv_bytes_ = memplan::sdk::dtype_bytes(*name);
+    }
+    if (auto window = options.integer("sliding_window")) {
+      if (*window < 0)
+        options.fail("sliding_window",
+                     "must be 0 (no window) or a positive number of tokens, got " + std::to_string(*window));
+      window_ = *window;
+    }
+    if (options.integer("prefill_chunk")) prefill_chunk_ = options.positive_integer("prefill_chunk", 1);
+    const std::string logits = options.string("logits").value_or("last");
+    if (logits != "last" && logits != "all")
+      options.fail("logits", "must be \"last\" or \"all\", not \"" + logits + "\"");
+    all_logits_ = logits == "all";
+  }
+
+  void apply(memplan::sdk::Context& ctx) {
+    const memplan_model& model = ctx.model();
+    const memplan_workload& workload = ctx.workload();
+    const double activation_bytes = ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_ACTIVATIONS);
+    const double kv_bytes = kv_bytes_.value_or(activation_bytes);
+    const int64_t t = std::max<int64_t>(1, ctx.attr_int(MEMPLAN_ATTR_RANKS_TENSOR, 1));
+    const int64_t stage_layers = ctx.attr_int(MEMPLAN_ATTR_STAGE_LAYERS, model.layers);
+    const RankWeights rank = scan_weights(ctx);
+    const int64_t first = rank.first_layer;
+    const int64_t sequences = workload.micro_batch;
+    const int64_t seq_len = workload.seq_len;
+
+    // Which layers of the stage are windowed. A window overridden to 0 makes
+    // every layer global.
+    const int64_t window = window_.value_or(model.sliding_window);
+    const inf::LayerMix mix =
+        inf::classify_layers(first, stage_layers, window, window > 0 ? model.global_attention_every : 0);
+
+    const inf::KvShape kv{static_cast<double>(inf::kv_heads_per_rank(model.kv_heads, t)),
+                          static_cast<double>(model.head_dim), kv_bytes};
+    const int64_t global_tokens = inf::paged_tokens(seq_len, block_size_);
+    const int64_t window_tokens = window > 0 ? inf::paged_tokens(std::min(seq_len, window), block_size_) : 0;
+    const bool hybrid = mix.global_count > 0 && mix.window_count > 0;
+    add_kv(ctx, hybrid ? "kv_cache.global" : "kv_cache", mix.global_first, mix.global_count,
+           inf::kv_bytes_per_layer(kv, static_cast<double>(global_tokens), static_cast<double>(sequences)));
+    add_kv(ctx, hybrid ? "kv_cache.window" : "kv_cache", mix.window_first, mix.window_count,
+           inf::kv_bytes_per_layer(kv, static_cast<double>(window_tokens), static_cast<double>(sequences)));
+
+    // One paged block: block_size tokens of one sequence in every layer of the
+    // rank, as vLLM's CacheEngine.get_cache_block_size (num_layers x 2 x
+    // block_size x kv heads x head size x dtype size).
+    ctx.set_attr(MEMPLAN_ATTR_KV_BLOCK_TOKENS, block_size_);
+    ctx.set_attr(MEMPLAN_ATTR_KV_BLOCK_BYTES,
+                 inf::kv_bytes_per_layer(kv, static_cast<double>(block_size_), 1) * static_cast<double>(stage_layers));
+
+    add_transients(ctx, model, t, activation_bytes, seq_len, sequences,
+                   mix.global_count > 0 ? seq_len : std::min(seq_len, window), rank.lm_head);
+  }
+
+ private:
+  static void add_kv(memplan::sdk::Context& ctx, const char* name, int64_t first, int64_t count, double bytes) {
+    if (count <= 0) return;
+    Item item;
+    item.name = name;
+    item.role = Role::kv_cache;
+    item.lifetime = Lifetime::persistent;
+    item.layer = static_cast<int32_t>(first);
+    item.count = static_cast<uint32_t>(count);
+    item.elements = bytes;  // per layer, in bytes
+    item.bytes_per_element = 1;
+    ctx.add(item);
+  }
+
+  // The forward transient of one layer, prefill or decode, whichever is
+  // larger, and the fp32 logits on the rank that holds the LM head.
+  void add_transients(memplan::sdk::Context& ctx, const memplan_model& model, int64_t t, double activation_bytes,
+                      int64_t seq_len, int64_t sequences, int64_t context, bool lm_head) const {
+    inf::ForwardShape shape;
+    shape.hidden = static_cast<double>(model.hidden);
+    shape.heads = static_cast<double>(model.heads);
+    shape.head_dim = static_cast<double>(model.head_dim);
+    shape.kv_heads_rank = static_cast<double>(inf::kv_heads_per_rank(model.kv_heads, t));
+    shape.gated = model.gated_mlp != 0;
+    if (model.experts > 0) {
+      shape.ffn = static_cast<double>(model.expert_ffn_hidden);
+      shape.top_k = static_cast<double>(model.experts_top_k);
+    } else {
+      shape.ffn = static_cast<double>(model.ffn_hidden);
+    }
+    shape.tensor = static_cast<double>(t);
+    shape.bytes = activation_bytes;
+    shape.flash_attention = flash_attention_;
+
+    const double b = static_cast<double>(sequences);
+    const double chunk = static_cast<double>(prefill_chunk_.value_or(sequences * seq_len));
+    const double prefill = inf::layer_transient(shape, chunk, static_cast<double>(context));
+    const double decode = inf::layer_transient(shape, b, static_cast<double>(context));
+    add_transient(ctx, "activations.layer", std::max(prefill, decode));
+
+    if (!lm_head) return;  // an earlier pipeline stage computes no logits
+    const double rows = all_logits_ ? std::max(chunk, b) : b;
+    add_transient(ctx, "activations.logits",
+                  inf::logits_bytes(rows, static_cast<double>(model.vocab), static_cast<double>(t)));
+  }
+
+  static void add_transient(memplan::sdk::Context& ctx, const char* name, double bytes) {
+    Item item;
+    item.name = name;
+    item.role = Role::activations;
+    item.lifetime = Lifetime::transient_forward;
+    item.elements = bytes;
+    item.bytes_per_element = 1;
+    ctx.add(item);
+  }
+
+  // What the reported rank holds, from its weights: the first layer (as
+  // pipeline-parallel cut the layered items) and whether it computes the
+  // logits, i.e. holds the LM head or the final norm (with tied embeddings
+  // there is no separate head; pipeline-parallel keeps the final norm on the
+  // last stage only). One pass over the plan.
+  struct RankWeights {
+    int64_t first_layer = 0;
+    bool lm_head = false;
+  };
+  static RankWeights scan_weights(const memplan::sdk::Context& ctx) {
+    RankWeights found;
+    int64_t first = -1;
+    for (size_t i = 0; i < ctx.size(); ++i) {
+      const Item item = ctx.item(i);
+      if (item.role != Role::weights) continue;
+      if (item.layer >= 0 && (first < 0 || item.layer < first)) first = item.layer;
+      if (item.param_class == ParamClass::lm_head || (item.param_class == ParamClass::norm && item.layer < 0))
+        found.lm_head = true;
+    }
+    found.first_layer = first < 0 ? 0 : first;
+    return found;
+  }
+
+  int64_t block_size_;
+  bool flash_attention_;
+  std::optional<double> kv_bytes_;
+  std::optional<int64_t> window_;
+  std::optional<int64_t> prefill_chunk_;
+  bool all_logits_ = false;
+};
+
+}  // namespace
+
+MEMPLAN_PLUGIN(InferenceMemory)

@@ -1,0 +1,130 @@
+// 'serving-budget': how much KV cache a paged serving engine can allocate on
+// the reported rank, with vLLM's semantics (Kwon et al. 2023, "Efficient
+// Memory Management for Large Language Model Serving with PagedAttention",
+// arXiv 2309.06180; vLLM's gpu_memory_utilization, "the fraction of GPU
+// memory to be used for the model executor", default 0.9).
+//
+// vLLM profiles one forward pass, then gives the KV cache what is left of
+// u x GPU memory (Worker.determine_num_available_blocks of vLLM's v0 worker, e.g. 0.4):
+//   num_gpu_blocks = max(0, floor((total_gpu_memory x u - peak_memory) / cache_block_size))
+// memplan takes peak_memory from the finished plan: the step timeline's high
+// point without the KV cache (weights, other persistent items, and the
+// forward transients), and cache_block_size from the kv.block_bytes the KV
+// cache plugin declares. It runs in the budget phase, after every plugin that
+// adds memory.
+//
+// Reported (attributes "report.*", printed under "details"):
+//   kv_blocks                 floor(free / block_bytes), 0 when free <= 0
+//   kv_tokens                 kv_blocks x block_tokens
+//   max_sequences_at_seq_len  floor(kv_blocks / ceil(seq_len / block_tokens))
+//   kv_budget_bytes           free = u x GPU memory - non-KV bytes (negative when nothing is left)
+//   non_kv_bytes              the non-KV high point
+//   kv_note                   only when free <= 0: why there is no room
+// and limits.memory_fraction = u, so the host judges the fit against u x GPU.
+#include <memplan/sdk.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace {
+
+using memplan::sdk::Device;
+using memplan::sdk::Lifetime;
+using memplan::sdk::Role;
+
+constexpr std::array<memplan_option_spec, 1> kOptions{{
+    {"gpu_memory_utilization", MEMPLAN_OPTION_DOUBLE,
+     "fraction u of GPU memory the engine may use (0 < u <= 1), as vLLM's gpu_memory_utilization", "0.9"},
+}};
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string gib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f GiB", bytes / kGiB);
+  return text;
+}
+
+class ServingBudget {
+ public:
+  static constexpr memplan::sdk::PluginInfo info{
+      "serving-budget", "1.0.0", "KV cache blocks, tokens and sequences that fit in u x GPU memory (vLLM)",
+      memplan::sdk::Kind::strategy, memplan::sdk::Phase::budget};
+  static std::span<const memplan_option_spec> options() { return kOptions; }
+
+  explicit ServingBudget(memplan::sdk::Options& options)
+      : utilization_(options.number("gpu_memory_utilization").value_or(0.9)) {
+    if (!(utilization_ > 0 && utilization_ <= 1))
+      options.fail("gpu_memory_utilization",
+                   "must be greater than 0 and at most 1 (a fraction of GPU memory), got " + number(utilization_));
+    if (options.workload().gpu_memory_bytes == 0)
+      options.fail("needs the GPU's memory to budget the KV cache: set [hardware] gpu or memory_gib");
+  }
+
+  void apply(memplan::sdk::Context& ctx) {
+    ctx.set_attr(MEMPLAN_ATTR_MEMORY_FRACTION, utilization_);
+    const double block_bytes = ctx.attr_double(MEMPLAN_ATTR_KV_BLOCK_BYTES, 0);
+    if (block_bytes <= 0)
+      ctx.fail("attribute 'kv.block_bytes' is not set: no plugin declared a paged KV cache; use [activations] use "
+               "= \"inference\" (mode = \"infer\")");
+    const int64_t block_tokens = std::max<int64_t>(1, ctx.attr_int(MEMPLAN_ATTR_KV_BLOCK_TOKENS, 1));
+
+    const double non_kv = static_cast<double>(non_kv_high_point(ctx));
+    const double budget = utilization_ * static_cast<double>(ctx.workload().gpu_memory_bytes);
+    const double free = budget - non_kv;
+    const int64_t blocks = free > 0 ? static_cast<int64_t>(std::floor(free / block_bytes)) : 0;
+    const int64_t seq_len = ctx.workload().seq_len;
+    const int64_t blocks_per_sequence = seq_len > 0 ? (seq_len + block_tokens - 1) / block_tokens : 0;
+
+    ctx.set_attr("report.kv_blocks", blocks);
+    ctx.set_attr("report.kv_tokens", blocks * block_tokens);
+    ctx.set_attr("report.max_sequences_at_seq_len", blocks_per_sequence > 0 ? blocks / blocks_per_sequence : 0);
+    ctx.set_attr("report.kv_budget_bytes", static_cast<int64_t>(std::floor(free)));
+    ctx.set_attr("report.non_kv_bytes", static_cast<int64_t>(non_kv));
+    if (free <= 0)
+      ctx.set_attr("report.kv_note",
+                   ("no memory is left for the KV cache: weights and activations take " + gib(non_kv) +
+                    " of the budget of " + gib(budget) + " (gpu_memory_utilization " + number(utilization_) +
+                    " x GPU memory); lower the model's footprint (quantize, tensor-parallel) or raise "
+                    "gpu_memory_utilization")
+                       .c_str());
+  }
+
+ private:
+  // The step timeline's high point (docs/estimate.md section 4) over the GPU
+  // items other than the KV cache. Inference has no gradients (any a plugin
+  // added are counted whole), so it is persistent + max(activation +
+  // transient_forward, activation + transient_backward, transient_optimizer);
+  // sizes as the host computes them, ceil(elements x bytes per element) x count.
+  static uint64_t non_kv_high_point(const memplan::sdk::Context& ctx) {
+    std::array<uint64_t, 6> by_lifetime{};
+    for (size_t i = 0; i < ctx.size(); ++i) {
+      const memplan::sdk::Item item = ctx.item(i);
+      if (item.device != Device::gpu || item.role == Role::kv_cache) continue;
+      const auto lifetime = static_cast<size_t>(item.lifetime);
+      if (lifetime >= by_lifetime.size()) continue;
+      by_lifetime[lifetime] +=
+          static_cast<uint64_t>(std::ceil(item.elements * item.bytes_per_element)) * static_cast<uint64_t>(item.count);
+    }
+    auto of = [&](Lifetime l) { return by_lifetime[static_cast<size_t>(l)]; };
+    const uint64_t activations = of(Lifetime::activation);
+    return of(Lifetime::persistent) + of(Lifetime::gradient) +
+           std::max({activations + of(Lifetime::transient_forward), activations + of(Lifetime::transient_backward),
+                     of(Lifetime::transient_optimizer)});
+  }
+
+  static std::string number(double value) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", value);
+    return text;
+  }
+
+  double utilization_;
+};
+
+}  // namespace
+
+MEMPLAN_PLUGIN(ServingBudget)

@@ -1,0 +1,139 @@
+// The 'serving-budget' plugin: vLLM's KV cache budget (Kwon et al. 2023, arXiv
+// 2309.06180; vLLM Worker.determine_num_available_blocks):
+//   blocks = max(0, floor((u x GPU memory - non-KV peak) / block bytes))
+// Its figures are attributes ("report.*", kv.*, limits.memory_fraction), read
+// back from the estimator after the evaluation.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "inference_scenarios.hpp"
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+std::string budget(const std::string& options, const std::string& hardware) {
+  return "[[strategy]]\nuse = \"serving-budget\"\n" + options + "[hardware]\n" + hardware;
+}
+
+// Llama-2-7B in fp16, one sequence of 4096 tokens, on a 24 GiB RTX 4090 with
+// gpu_memory_utilization u = 0.9. By hand:
+//   weights     6,738,415,616 x 2 B                         = 13,476,831,232
+//   transients  one layer's prefill 337,641,472 + logits 128,000 (forward_transient_test.cpp)
+//   non-KV      13,476,831,232 + 337,641,472 + 128,000      = 13,814,600,704
+//   budget      0.9 x 24 x 2^30 = 0.9 x 25,769,803,776      = 23,192,823,398.4
+//   free        23,192,823,398.4 - 13,814,600,704           =  9,378,222,694.4
+//   block       16 tokens x 524,288 B (all 32 layers)       =      8,388,608 (8 MiB)
+//   blocks      floor(9,378,222,694.4 / 8,388,608) = floor(1117.97) = 1117
+//   tokens      1117 x 16                                   = 17,872
+//   sequences   ceil(4096 / 16) = 256 blocks each; floor(1117 / 256) = 4
+TEST(ServingBudget, Llama2_7BOnA24GiBGpu) {
+  const std::string text = infer_scenario(preset("llama-2-7b"), 1, 4096, "",
+                                          budget("gpu_memory_utilization = 0.9\n", "gpu = \"rtx-4090-24gb\"\n"),
+                                          "mixed-fp16");
+  Evaluation probe(text);
+  EXPECT_EQ(probe.estimator().attribute_double("limits.memory_fraction"), 0.9);
+  EXPECT_EQ(probe.estimator().attribute_int("kv.block_tokens"), 16);
+  EXPECT_EQ(probe.estimator().attribute_double("kv.block_bytes"), 8'388'608.0);
+  EXPECT_EQ(probe.estimator().attribute_int("report.non_kv_bytes"), 13'814'600'704);
+  EXPECT_EQ(probe.estimator().attribute_int("report.kv_budget_bytes"), 9'378'222'694);
+  EXPECT_EQ(probe.estimator().attribute_int("report.kv_blocks"), 1117);
+  EXPECT_EQ(probe.estimator().attribute_int("report.kv_tokens"), 17'872);
+  EXPECT_EQ(probe.estimator().attribute_int("report.max_sequences_at_seq_len"), 4);
+  EXPECT_EQ(probe.estimator().attribute_string("report.kv_note"), std::nullopt);
+
+  // The core's evaluation of the same scenario: its peak is the non-KV high
+  // point plus the 2 GiB the one sequence caches (256 blocks of 8 MiB).
+  Evaluation e = evaluate(text);
+  EXPECT_EQ(e.breakdown().peak, 13'814'600'704u + 2'147'483'648u);
+  EXPECT_EQ(e.component(MEMPLAN_ROLE_KV_CACHE), 256u * 8'388'608);
+  EXPECT_EQ(bytes_named(probe.estimator().plan().items, "kv_cache"), e.component(MEMPLAN_ROLE_KV_CACHE));
+}
+
+// The default u is vLLM's 0.9.
+TEST(ServingBudget, DefaultUtilizationIsVllms) {
+  Evaluation probe(infer_scenario(preset("llama-2-7b"), 1, 4096, "", budget("", "memory_gib = 24\n"),
+                                      "mixed-fp16"));
+  EXPECT_EQ(probe.estimator().attribute_double("limits.memory_fraction"), 0.9);
+  EXPECT_EQ(probe.estimator().attribute_int("report.kv_blocks"), 1117);
+}
+
+// The same model on 80 GiB with u = 1:
+//   free   85,899,345,920 - 13,814,600,704 = 72,084,745,216
+//   blocks floor(72,084,745,216 / 8,388,608) = floor(8593.17) = 8593; tokens 137,488
+//   sequences of 4096: floor(8593 / 256) = 33
+TEST(ServingBudget, WholeGpu) {
+  Evaluation probe(infer_scenario(preset("llama-2-7b"), 1, 4096, "",
+                                      budget("gpu_memory_utilization = 1\n", "memory_gib = 80\n"), "mixed-fp16"));
+  EXPECT_EQ(probe.estimator().attribute_int("report.kv_blocks"), 8593);
+  EXPECT_EQ(probe.estimator().attribute_int("report.kv_tokens"), 137'488);
+  EXPECT_EQ(probe.estimator().attribute_int("report.max_sequences_at_seq_len"), 33);
+}
+
+// Llama-2-70B in bf16 on one 80 GiB GPU: the weights alone (137,953,296,384 B)
+// exceed 0.9 x 80 GiB = 72 GiB. Non-KV = weights + one layer's prefill
+// (2 x 2 x 4096 x 8192 + 2 x 4096 x 28672 x 3 = 838,860,800) + logits 128,000
+// = 138,792,285,184 B = 129.26 GiB: no block fits.
+TEST(ServingBudget, NothingLeftForTheCache) {
+  Evaluation probe(infer_scenario(preset("llama-2-70b"), 1, 4096, "", budget("", "gpu = \"h100-sxm-80gb\"\n")));
+  EXPECT_EQ(probe.estimator().attribute_int("report.kv_blocks"), 0);
+  EXPECT_EQ(probe.estimator().attribute_int("report.kv_tokens"), 0);
+  EXPECT_EQ(probe.estimator().attribute_int("report.max_sequences_at_seq_len"), 0);
+  EXPECT_EQ(probe.estimator().attribute_int("report.non_kv_bytes"), 138'792'285'184);
+  EXPECT_EQ(probe.estimator().attribute_string("report.kv_note"),
+            "no memory is left for the KV cache: weights and activations take 129.26 GiB of the budget of 72.00 GiB "
+            "(gpu_memory_utilization 0.9 x GPU memory); lower the model's footprint (quantize, tensor-parallel) or "
+            "raise gpu_memory_utilization");
+}
+
+// Tensor parallelism shrinks the block: Llama-2-70B over 8 ranks keeps one kv
+// head per rank, 16 tokens x 2 x 80 x 1 x 128 x 2 B = 655,360 B per block.
+TEST(ServingBudget, TensorParallelBlock) {
+  Evaluation probe(infer_scenario(
+      preset("llama-2-70b"), 1, 4096, "",
+      "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 8\n" + budget("", "gpu = \"h100-sxm-80gb\"\ncount = 8\n")));
+  EXPECT_EQ(probe.estimator().attribute_double("kv.block_bytes"), 655'360.0);
+  const int64_t blocks = probe.estimator().attribute_int("report.kv_blocks").value_or(-1);
+  EXPECT_EQ(blocks, probe.estimator().attribute_int("report.kv_budget_bytes").value_or(0) / 655'360);
+  EXPECT_EQ(probe.estimator().attribute_int("report.max_sequences_at_seq_len"), blocks / 256);
+}
+
+// Errors, with their exact located messages. infer_scenario puts
+// [[strategy]] on line 12, its use on line 13 and its first option on line 14.
+std::string library() { return " (plugin library " + plugin_dir() + "/memplan-serving-budget.so)"; }
+
+TEST(ServingBudgetErrors, NeedsAGpu) {
+  EXPECT_EQ(error_of(infer_scenario(preset("llama-2-7b"), 1, 4096, "", "[[strategy]]\nuse = \"serving-budget\"\n"),
+                     "s.toml"),
+            "s.toml:13:7: error: in [[strategy]] #1, strategy plugin 'serving-budget': needs the GPU's memory to "
+            "budget the KV cache: set [hardware] gpu or memory_gib" + library());
+}
+
+TEST(ServingBudgetErrors, UtilizationIsAFraction) {
+  EXPECT_EQ(error_of(infer_scenario(preset("llama-2-7b"), 1, 4096, "",
+                                    budget("gpu_memory_utilization = 1.5\n", "memory_gib = 24\n")),
+                     "s.toml"),
+            "s.toml:14:26: error: in [[strategy]] #1, strategy plugin 'serving-budget', option "
+            "'gpu_memory_utilization': must be greater than 0 and at most 1 (a fraction of GPU memory), got 1.5" +
+                library());
+  EXPECT_EQ(error_of(infer_scenario(preset("llama-2-7b"), 1, 4096, "",
+                                    budget("gpu_memory_utilization = 0\n", "memory_gib = 24\n")),
+                     "s.toml"),
+            "s.toml:14:26: error: in [[strategy]] #1, strategy plugin 'serving-budget', option "
+            "'gpu_memory_utilization': must be greater than 0 and at most 1 (a fraction of GPU memory), got 0" +
+                library());
+}
+
+TEST(ServingBudgetErrors, NeedsAKvCachePlugin) {
+  EXPECT_EQ(error_of("name = \"t\"\nmode = \"infer\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nseq_len = 1024\n"
+                     "[precision]\nuse = \"bf16\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = "
+                     "\"serving-budget\"\n[hardware]\nmemory_gib = 24\n",
+                     "s.toml"),
+            "s.toml:12:7: error: in [[strategy]] #1, strategy plugin 'serving-budget': attribute 'kv.block_bytes' is "
+            "not set: no plugin declared a paged KV cache; use [activations] use = \"inference\" (mode = \"infer\")" +
+                library());
+}
+
+}  // namespace
+}  // namespace memplan::testing

@@ -1,0 +1,7 @@
+# Inference memory (issue 4): the 'inference' KV cache and transient model and
+# the 'serving-budget' plugin. Included from tests/suites.cmake; paths are
+# relative to tests/.
+memplan_add_test(test_inference
+  inference/kv_cache_test.cpp
+  inference/forward_transient_test.cpp
+  inference/serving_budget_test.cpp)

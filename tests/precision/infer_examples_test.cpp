@@ -1,0 +1,53 @@
+// The hand-checked figures in the header comments of examples/infer-*.toml
+// (the derivations are in those comments), evaluated through the plugins.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+Evaluation example(const std::string& name) {
+  const std::string path = source_dir() + "/examples/" + name;
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << path;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return evaluate(text.str(), path);
+}
+
+// Llama 3.1 70B, AWQ-style int4 (g128, fp16 scale, 4-bit zero), 8 x 8192
+// tokens of bf16 KV cache, on one 80 GB GPU.
+TEST(InferExamples, Llama31SeventyBillionInt4OnOneGpu) {
+  Evaluation evaluation = example("infer-llama-3.1-70b-int4-1gpu.toml");
+  EXPECT_EQ(evaluation.component(MEMPLAN_ROLE_WEIGHTS), 39'767'785'472u);
+  EXPECT_EQ(evaluation.component(MEMPLAN_ROLE_KV_CACHE), 21'474'836'480u);
+  EXPECT_EQ(evaluation.component(MEMPLAN_ROLE_ACTIVATIONS), 1'677'721'600u + 4'104'192u);
+  EXPECT_EQ(evaluation.breakdown().peak, 62'924'447'744u);
+  EXPECT_TRUE(evaluation.estimator().fits());
+}
+
+// Seed 001: 168 GB for Llama 70B in 16-bit, 42 GB on each of 4 GPUs.
+TEST(InferExamples, Seed001RuleOfThumbOnFourGpus) {
+  Evaluation evaluation = example("infer-llama-70b-rule-of-thumb.toml");
+  EXPECT_EQ(evaluation.component(MEMPLAN_ROLE_WEIGHTS), 35'000'000'000u);
+  EXPECT_EQ(evaluation.component(MEMPLAN_ROLE_OVERHEAD), 7'000'000'000u);
+  EXPECT_EQ(evaluation.breakdown().peak, 42'000'000'000u);
+  EXPECT_DOUBLE_EQ(4.0 * static_cast<double>(evaluation.breakdown().peak) / kGB, 168);
+}
+
+// The detailed bf16 estimate beside it: preset llama-3.1-70b, TP 4.
+TEST(InferExamples, Llama31SeventyBillionBf16OnFourGpus) {
+  Evaluation evaluation = example("infer-llama-3.1-70b-bf16-tp4.toml");
+  EXPECT_EQ(evaluation.component(MEMPLAN_ROLE_WEIGHTS), 35'278'831'616u);
+  EXPECT_EQ(evaluation.component(MEMPLAN_ROLE_KV_CACHE), 5'368'709'120u);
+  EXPECT_EQ(evaluation.component(MEMPLAN_ROLE_ACTIVATIONS), 620'756'992u + 1'026'048u);
+  EXPECT_EQ(evaluation.breakdown().peak, 41'269'323'776u);
+}
+
+}  // namespace
+}  // namespace memplan::testing

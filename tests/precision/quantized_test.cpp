@@ -1,0 +1,237 @@
+// The 'quantized' precision plugin: bytes per weight of each format with its
+// block scales, checked against the figures of the papers that define them
+// and against hand derivations written beside each test.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+std::string scenario(const std::string& model, const std::string& precision_options) {
+  return "name = \"quantized\"\nmode = \"infer\"\n[model]\n" + model + "[precision]\nuse = \"quantized\"\n" +
+         precision_options;
+}
+
+const std::string kLlama2_7b = "preset = \"llama-2-7b\"\n";
+
+uint64_t weights(const Evaluation& evaluation) { return evaluation.component(MEMPLAN_ROLE_WEIGHTS); }
+
+uint64_t weight_item(const Evaluation& evaluation, const char* name) {
+  return evaluation.item_bytes(name, MEMPLAN_ROLE_WEIGHTS);
+}
+
+std::string detail(const Evaluation& evaluation, const std::string& key) {
+  for (const auto& [name, value] : evaluation.estimator().report_details())
+    if (name == key) return value;
+  return "";
+}
+
+// Bits per parameter of a params-only model: all of it is one quantized item.
+double bits_per_parameter(const std::string& precision_options, double params) {
+  Evaluation evaluation = evaluate(scenario("params = " + std::to_string(params) + "\n", precision_options));
+  return static_cast<double>(weights(evaluation)) * 8.0 / params;
+}
+
+// 2^16 x 10^5 parameters: a whole number of 64 x 256-element blocks, so no
+// rounding hides in the sizes below.
+constexpr double kBlockAligned = 65536.0 * 1e5;
+
+// QLoRA (Dettmers et al. 2023, arXiv 2305.14314), section 3, "Double
+// Quantization": NF4 in blocks of 64 with an fp32 absmax each costs
+// 32/64 = 0.5 bits of constants per parameter, 4.5 bits in all:
+// 0.5 + 4/64 = 0.5625 bytes per parameter.
+TEST(QloraNf4, FourAndAHalfBitsWithoutDoubleQuantization) {
+  Evaluation evaluation = evaluate(scenario("params = 6553600000\n", "format = \"nf4\"\n"));
+  EXPECT_EQ(weights(evaluation), 3'686'400'000u);  // 6.5536e9 x 0.5625
+  EXPECT_DOUBLE_EQ(bits_per_parameter("format = \"nf4\"\n", kBlockAligned), 4.5);
+  EXPECT_EQ(detail(evaluation, "quantized_bits_per_weight"), "4.5");
+}
+
+// Same section: double quantization stores the absmax constants in 8 bits
+// with one fp32 constant per 256 of them, 8/64 + 32/(64 x 256) = 0.127 bits
+// per parameter instead of 0.5. Bytes: 0.5 + 1/64 + 4/16384 = 0.515869140625
+// (x 65536 = 33808 bytes per 65536 parameters).
+TEST(QloraNf4, DoubleQuantizationCostsPoint127BitsPerParameter) {
+  const std::string options = "format = \"nf4\"\ndouble_quant = true\n";
+  Evaluation evaluation = evaluate(scenario("params = 6553600000\n", options));
+  EXPECT_EQ(weights(evaluation), 3'380'800'000u);  // 1e5 x 33808
+  const double bits = bits_per_parameter(options, kBlockAligned);
+  EXPECT_DOUBLE_EQ(bits, 4.0 + 8.0 / 64 + 32.0 / (64 * 256));
+  EXPECT_NEAR(bits - 4.0, 0.127, 0.0005);  // the paper's rounded figure
+}
+
+// QLoRA, section 1: double quantization saves "an average of about 0.37 bits
+// per parameter (approximately 3 GB for a 65B model)". 0.373 bits x 65e9 / 8
+// = 3.03e9 bytes (GB = 10^9).
+TEST(QloraNf4, DoubleQuantizationSavesAboutThreeGigabytesOnA65BModel) {
+  const std::string model = "params = 65e9\n";
+  const double plain = static_cast<double>(weights(evaluate(scenario(model, "format = \"nf4\"\n"))));
+  const double double_quant =
+      static_cast<double>(weights(evaluate(scenario(model, "format = \"nf4\"\ndouble_quant = true\n"))));
+  EXPECT_NEAR((plain - double_quant) / kGB, 3.0, 0.05);
+  EXPECT_NEAR((plain - double_quant) * 8 / 65e9, 0.373, 0.0005);
+}
+
+// GPTQ (Frantar et al. 2022, arXiv 2210.17323) and AWQ (Lin et al. 2023,
+// arXiv 2306.00978) quantize to 4 bits in groups of 128 with an fp16 scale:
+// 0.5 + 2/128 = 0.515625 bytes = 4.125 bits per weight. AWQ is asymmetric and
+// also stores a 4-bit zero point per group: + 0.5/128 = 0.51953125 bytes =
+// 4.15625 bits. Llama-2-7B's q projection is 4096 x 4096 per layer, 32 layers:
+// 16,777,216 x 0.515625 = 8,650,752 bytes per layer, x 32 = 276,824,064;
+// with zeros 16,777,216 x 0.51953125 = 8,716,288, x 32 = 278,921,216.
+TEST(Int4Groupwise, Group128WithFp16ScalesAndOptionalFourBitZeros) {
+  Evaluation gptq = evaluate(scenario(kLlama2_7b, "format = \"int4\"\n"));
+  EXPECT_EQ(weight_item(gptq, "layers.0-31.attn.q"), 276'824'064u);
+  EXPECT_EQ(detail(gptq, "quantized_bits_per_weight"), "4.125");
+  Evaluation awq = evaluate(scenario(kLlama2_7b, "format = \"int4\"\nzero_point = true\n"));
+  EXPECT_EQ(weight_item(awq, "layers.0-31.attn.q"), 278'921'216u);
+  EXPECT_EQ(detail(awq, "quantized_bits_per_weight"), "4.15625");
+  // group_size and scale_dtype override the defaults: 0.5 + 4/32 = 0.625 bytes.
+  Evaluation g32 = evaluate(scenario(kLlama2_7b, "format = \"int4\"\ngroup_size = 32\nscale_dtype = \"fp32\"\n"));
+  EXPECT_EQ(weight_item(g32, "layers.0-31.attn.q"), 16'777'216u * 5 / 8 * 32);
+}
+
+// LLM.int8() (Dettmers et al. 2022, arXiv 2208.07339), section 3.1,
+// vector-wise quantization: one scale per row, taken as one per model.hidden
+// (4096) elements, fp16: 1 + 2/4096 bytes per weight. q: 4096 x 4096 +
+// 4096 scales x 2 bytes = 16,785,408 bytes per layer, x 32 = 537,133,056.
+// MLP: 3 x 4096 x 11008 = 135,266,304 weights + 33,024 scales x 2 =
+// 135,332,352 bytes per layer, x 32 = 4,330,635,264.
+TEST(Int8RowWise, OneFp16ScalePerRowOfHiddenElements) {
+  Evaluation evaluation = evaluate(scenario(kLlama2_7b, "format = \"int8\"\n"));
+  EXPECT_EQ(weight_item(evaluation, "layers.0-31.attn.q"), 537'133'056u);
+  EXPECT_EQ(weight_item(evaluation, "layers.0-31.mlp"), 4'330'635'264u);
+  // A params-only model has no rows; group_size makes it explicit: 1 + 2/128.
+  Evaluation grouped = evaluate(scenario("params = 1.28e9\n", "format = \"int8\"\ngroup_size = 128\n"));
+  EXPECT_EQ(weights(grouped), 1'300'000'000u);  // 1.28e9 + 1e7 scales x 2 bytes
+}
+
+// fp8 (E4M3) weights with one scale per tensor: the scales are negligible and
+// not counted, 1 byte per weight: q = 4096^2 x 32 = 536,870,912 bytes. With
+// blocks of 128 and fp32 scales: 1 + 4/128 = 1.03125 bytes, 553,648,128.
+TEST(Fp8, PerTensorScaleIsNegligibleUnlessGrouped) {
+  Evaluation per_tensor = evaluate(scenario(kLlama2_7b, "format = \"fp8\"\n"));
+  EXPECT_EQ(weight_item(per_tensor, "layers.0-31.attn.q"), 536'870'912u);
+  EXPECT_EQ(detail(per_tensor, "quantized_bits_per_weight"), "8");
+  Evaluation blocked = evaluate(scenario(kLlama2_7b, "format = \"fp8\"\ngroup_size = 128\nscale_dtype = \"fp32\"\n"));
+  EXPECT_EQ(weight_item(blocked, "layers.0-31.attn.q"), 553'648'128u);
+}
+
+// Embeddings, LM head and norms keep the `unquantized` dtype (bf16 by
+// default): 32000 x 4096 x 2 = 262,144,000 bytes each for the embedding and
+// the LM head; norms 32 x 2 x 4096 x 2 = 524,288; final norm 8,192.
+TEST(Unquantized, EmbeddingsLmHeadAndNormsStayInBf16) {
+  Evaluation evaluation = evaluate(scenario(kLlama2_7b, "format = \"nf4\"\ndouble_quant = true\n"));
+  EXPECT_EQ(weight_item(evaluation, "embed_tokens"), 262'144'000u);
+  EXPECT_EQ(weight_item(evaluation, "lm_head"), 262'144'000u);
+  EXPECT_EQ(weight_item(evaluation, "layers.0-31.norms"), 524'288u);
+  EXPECT_EQ(weight_item(evaluation, "final_norm"), 8'192u);
+  Evaluation fp32 = evaluate(scenario(kLlama2_7b, "format = \"nf4\"\nunquantized = \"fp32\"\n"));
+  EXPECT_EQ(weight_item(fp32, "embed_tokens"), 524'288'000u);
+  EXPECT_EQ(weight_item(fp32, "lm_head"), 524'288'000u);
+}
+
+// MoE: the experts are quantized, the router is not. Mixtral 8x7B, int4 g128:
+// router 4096 x 8 x 2 bytes x 32 layers = 2,097,152; experts
+// 8 x 3 x 4096 x 14336 = 1,409,286,144 x 0.515625 = 726,663,168 per layer,
+// x 32 = 23,253,221,376.
+TEST(Unquantized, MoeRouterStaysUnquantizedExpertsAreQuantized) {
+  Evaluation evaluation = evaluate(scenario("preset = \"mixtral-8x7b\"\n", "format = \"int4\"\n"));
+  EXPECT_EQ(weight_item(evaluation, "layers.0-31.moe.router"), 2'097'152u);
+  EXPECT_EQ(weight_item(evaluation, "layers.0-31.moe.experts"), 23'253'221'376u);
+}
+
+// Llama-2-7B in int4 (g128, fp16 scales, no zeros), by hand:
+// quantized: 32 x (4 x 4096^2 + 3 x 4096 x 11008) = 6,476,005,376 weights
+//            x 0.515625 = 3,339,190,272 bytes;
+// bf16:      2 x 32000 x 4096 + 32 x 2 x 4096 + 4096 = 262,410,240 weights
+//            x 2 = 524,820,480 bytes;
+// total 3,864,010,752 bytes (3.60 GiB), against 13,476,831,232 in bf16.
+TEST(Llama2SevenBillion, Int4WeightsByHand) {
+  Evaluation evaluation = evaluate(scenario(kLlama2_7b, "format = \"int4\"\n"));
+  EXPECT_EQ(weights(evaluation), 3'864'010'752u);
+  EXPECT_EQ(evaluation.breakdown().params_total, 6'738'415'616.0);
+  EXPECT_EQ(evaluation.breakdown().params_trainable, 0.0);
+}
+
+// A params-only model is one item, quantized whole, and the report says so.
+TEST(ParamsOnly, TheSingleItemIsQuantizedWithANote) {
+  Evaluation evaluation = evaluate(scenario("params = 7e9\n", "format = \"int4\"\n"));
+  EXPECT_EQ(weight_item(evaluation, "parameters"), 3'609'375'000u);  // 7e9 x 0.515625
+  EXPECT_NE(detail(evaluation, "quantized_note").find("known only by its parameter count"), std::string::npos);
+  Evaluation architecture = evaluate(scenario(kLlama2_7b, "format = \"int4\"\n"));
+  EXPECT_EQ(detail(architecture, "quantized_note"), "");
+}
+
+// With tensor parallelism the quantized items split like any weight.
+TEST(Layout, TensorParallelSplitsQuantizedWeights) {
+  Evaluation evaluation = evaluate(scenario(kLlama2_7b, "format = \"int4\"\n") +
+                                   "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 2\n");
+  EXPECT_EQ(weight_item(evaluation, "layers.0-31.attn.q"), 276'824'064u / 2);
+}
+
+// ---- errors, asserted exactly ----
+
+std::string library() { return " (plugin library " + plugin_dir() + "/memplan-quantized.so)"; }
+
+// Line numbers count from the scenario text's first line:
+// 1 name, 2 mode, 3 [model], 4 preset, 5 [precision], 6 use, 7 first option.
+TEST(QuantizedErrors, TrainingIsRefusedBecauseQuantizedWeightsAreFrozen) {
+  const std::string train = "name = \"q\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\n"
+                            "use = \"quantized\"\nformat = \"nf4\"\n[optimizer]\nuse = \"adamw\"\n"
+                            "[activations]\nuse = \"none\"\n";
+  EXPECT_EQ(error_of(train, "q.toml"),
+            "q.toml:6:7: error: in [precision], precision plugin 'quantized': quantized weights are frozen, so mode "
+            "= \"train\" has nothing to train; use mode = \"infer\" to serve them (fine-tuning adapters on top of "
+            "quantized weights, as LoRA/QLoRA do, arrives with a trainability plugin)" + library());
+}
+
+TEST(QuantizedErrors, FormatIsRequiredAndChecked) {
+  EXPECT_EQ(error_of(scenario(kLlama2_7b, ""), "q.toml"),
+            "q.toml:6:7: error: in [precision], precision plugin 'quantized': needs format = \"int8\", \"int4\", "
+            "\"nf4\" or \"fp8\" (the quantized weight format)" + library());
+  EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"int3\"\n"), "q.toml"),
+            "q.toml:7:10: error: in [precision], precision plugin 'quantized', option 'format': is \"int3\", not a "
+            "quantized format; use int8, int4, nf4 or fp8" + library());
+}
+
+TEST(QuantizedErrors, OptionsThatDoNotApplyToTheFormat) {
+  EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"int4\"\ndouble_quant = true\n"), "q.toml"),
+            "q.toml:8:16: error: in [precision], precision plugin 'quantized', option 'double_quant': applies to "
+            "nf4 only (QLoRA's double quantization of the absmax constants); remove it or use format = \"nf4\"" +
+                library());
+  EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"nf4\"\nzero_point = true\n"), "q.toml"),
+            "q.toml:8:14: error: in [precision], precision plugin 'quantized', option 'zero_point': nf4 is "
+            "symmetric: QLoRA scales each block by its absmax and stores no zero point; remove zero_point" +
+                library());
+  EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"nf4\"\ndouble_quant = true\nscale_dtype = \"fp16\"\n"),
+                     "q.toml"),
+            "q.toml:9:15: error: in [precision], precision plugin 'quantized', option 'scale_dtype': is fixed by "
+            "double_quant (8-bit scales with one fp32 constant per 256 of them, as QLoRA); remove scale_dtype or "
+            "double_quant" + library());
+  EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"fp8\"\nscale_dtype = \"fp32\"\n"), "q.toml"),
+            "q.toml:8:15: error: in [precision], precision plugin 'quantized', option 'scale_dtype': has no effect "
+            "with fp8's one scale per tensor; give group_size too, or remove scale_dtype" + library());
+}
+
+TEST(QuantizedErrors, BadValues) {
+  EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"int4\"\ngroup_size = 0\n"), "q.toml"),
+            "q.toml:8:14: error: in [precision], precision plugin 'quantized', option 'group_size': must be a "
+            "positive integer, got 0" + library());
+  EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"int4\"\nscale_dtype = \"int8\"\n"), "q.toml"),
+            "q.toml:8:15: error: in [precision], precision plugin 'quantized', option 'scale_dtype': is \"int8\"; "
+            "use fp32, fp16, bf16 or fp8" + library());
+  EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"int4\"\nunquantized = \"fp64\"\n"), "q.toml"),
+            "q.toml:8:15: error: in [precision], precision plugin 'quantized', option 'unquantized': is \"fp64\", "
+            "not a known dtype; use fp32, fp16, bf16, fp8, int8, int4" + library());
+  EXPECT_EQ(error_of(scenario("params = 7e9\n", "format = \"int8\"\n"), "q.toml"),
+            "q.toml:7:10: error: in [precision], precision plugin 'quantized', option 'format': \"int8\" keeps one "
+            "scale per row of model.hidden elements (LLM.int8()), but the model is known only by its parameter "
+            "count; set group_size" + library());
+}
+
+}  // namespace
+}  // namespace memplan::testing
