@@ -7,7 +7,7 @@
 namespace memplan {
 namespace {
 
-std::string_view remedy(int32_t role) {
+std::string_view remedy(int32_t role, bool training) {
   switch (role) {
     case MEMPLAN_ROLE_WEIGHTS:
       return "split the weights across GPUs (tensor or pipeline parallelism, or parameter sharding), or store them "
@@ -21,6 +21,9 @@ std::string_view remedy(int32_t role) {
       return "shard optimizer states across the model replicas, offload them to CPU, or use an optimizer "
              "with fewer or smaller states";
     case MEMPLAN_ROLE_ACTIVATIONS:
+      if (!training)
+        return "process fewer tokens per forward pass (a smaller prefill chunk or fewer concurrent sequences), "
+               "or split the layers across GPUs";
       return "lower micro_batch or seq_len (raise grad_accum to keep the global batch), checkpoint activations, "
              "or split them across GPUs with sequence or tensor parallelism";
     case MEMPLAN_ROLE_KV_CACHE:
@@ -32,7 +35,7 @@ std::string_view remedy(int32_t role) {
 
 }  // namespace
 
-std::vector<std::string> advice_for(const Breakdown& breakdown, uint64_t capacity) {
+std::vector<std::string> advice_for(const Breakdown& breakdown, uint64_t capacity, bool training) {
   std::vector<std::string> advice;
   if (capacity == 0 || breakdown.peak <= capacity) return advice;
   const uint64_t excess = breakdown.peak - capacity;
@@ -45,9 +48,9 @@ std::vector<std::string> advice_for(const Breakdown& breakdown, uint64_t capacit
   });
   for (size_t i = 0; i < roles.size() && i < 3; ++i) {
     const int32_t role = roles[i];
-    advice.push_back(std::string(role_name(role)) + " take " +
-                     format_gib(static_cast<double>(breakdown.components[static_cast<size_t>(role)])) + ": " +
-                     std::string(remedy(role)) + ".");
+    advice.push_back(std::string(role_name(role)) + " (" +
+                     format_gib(static_cast<double>(breakdown.components[static_cast<size_t>(role)])) + "): " +
+                     std::string(remedy(role, training)) + ".");
   }
   return advice;
 }

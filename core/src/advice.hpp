@@ -11,6 +11,7 @@
 namespace memplan {
 
 // `capacity`: the memory the peak must fit in (GPU memory x the memory fraction).
-std::vector<std::string> advice_for(const Breakdown& breakdown, uint64_t capacity);
+// `training`: the scenario trains (advice on activations differs for inference).
+std::vector<std::string> advice_for(const Breakdown& breakdown, uint64_t capacity, bool training);
 
 }  // namespace memplan

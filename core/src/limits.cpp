@@ -71,6 +71,7 @@ SizeLimit solve_limit(Estimator& estimator, SizeVariable variable, int64_t other
     limit.binding = largest_component(at_one);  // nothing fits: name what is biggest already
     return limit;
   }
+  const uint64_t peak_at_one = estimator.breakdown().peak;
   // Double until it stops fitting (or reaches the cap), then bisect: `low`
   // always fits, `high` never does (or is one past the cap).
   int64_t low = 1;
@@ -91,6 +92,12 @@ SizeLimit solve_limit(Estimator& estimator, SizeVariable variable, int64_t other
   if (low == cap) {
     limit.capped = true;
     limit.binding = cap == kSearchCeiling ? "search ceiling" : "model max_context";
+    // Reaching the ceiling with the same peak as at 1: nothing depends on the
+    // variable (e.g. weights only), so no number would mean anything.
+    if (cap == kSearchCeiling && limit.peak == peak_at_one) {
+      limit.unbounded = true;
+      limit.binding = "no component grows with " + std::string(variable_name(variable));
+    }
     return limit;
   }
   limit.binding = growing_component(at_value, evaluate(estimator, variable, low + 1, other));

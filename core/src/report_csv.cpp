@@ -42,9 +42,12 @@ void write_markdown(std::ostream& out, const Estimator& estimator) {
   for (int32_t role = 0; role < MEMPLAN_ROLE_COUNT; ++role) row(role_name(role), b.components[static_cast<size_t>(role)]);
   row("**sum**", b.sum);
   row("**peak** (" + std::string(phase_name(b.peak_phase)) + ")", b.peak);
-  if (scenario.hardware.memory_bytes > 0)
-    out << "\nGPU: " << scenario.hardware.label << " (" << format_gib(static_cast<double>(scenario.hardware.memory_bytes))
-        << "): " << (b.peak <= scenario.hardware.memory_bytes ? "fits" : "does not fit") << "\n";
+  if (scenario.hardware.memory_bytes > 0) {
+    const uint64_t capacity = b.capacity(scenario.hardware.memory_bytes);
+    out << "\nGPU: " << scenario.hardware.label << " (" << format_gib(static_cast<double>(scenario.hardware.memory_bytes));
+    if (capacity < scenario.hardware.memory_bytes) out << ", " << format_gib(static_cast<double>(capacity)) << " usable";
+    out << "): " << (b.peak <= capacity ? "fits" : "does not fit") << "\n";
+  }
 }
 
 }  // namespace memplan

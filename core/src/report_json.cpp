@@ -44,8 +44,9 @@ std::string limit_json(const std::optional<SizeLimit>& limit) {
   if (!limit) return "null";
   const std::string other = limit->variable == SizeVariable::micro_batch ? "seq_len" : "micro_batch";
   return "{ \"variable\": " + json_string(variable_name(limit->variable)) + ", \"value\": " +
-         std::to_string(limit->value) + ", \"" + other + "\": " + std::to_string(limit->other) +
+         (limit->unbounded ? std::string("null") : std::to_string(limit->value)) + ", \"" + other + "\": " + std::to_string(limit->other) +
          ", \"binding\": " + json_string(limit->binding) + ", \"capped\": " + (limit->capped ? "true" : "false") +
+         ", \"unbounded\": " + (limit->unbounded ? "true" : "false") +
          ", \"peak\": " + std::to_string(limit->peak) + ", \"capacity\": " + std::to_string(limit->capacity) + " }";
 }
 
@@ -107,7 +108,7 @@ void write_json(std::ostream& out, const Estimator& estimator, const ScenarioLim
     out << (i ? ", " : " ") << json_string(details[i].first) << ": " << details[i].second;
   out << (details.empty() ? "},\n" : " },\n");
   out << "  \"advice\": [";
-  const std::vector<std::string> advice = advice_for(b, b.capacity(gpu_memory));
+  const std::vector<std::string> advice = advice_for(b, b.capacity(gpu_memory), scenario.mode == MEMPLAN_MODE_TRAIN);
   for (size_t i = 0; i < advice.size(); ++i) out << (i ? ", " : "") << json_string(advice[i]);
   out << "],\n";
   out << "  \"plugins\": [";

@@ -32,8 +32,13 @@ void write_limits(std::ostream& out, const ScenarioLimits& limits) {
   auto line = [&](const char* title, const std::optional<SizeLimit>& limit) {
     if (!limit) return;
     const bool batch = limit->variable == SizeVariable::micro_batch;
-    out << "  " << padded(title, 30) << limit->value << "   (" << (batch ? "at seq_len " : "at micro_batch ")
-        << limit->other << "; " << (limit->capped ? "capped by " : "bound by ") << limit->binding << ")\n";
+    out << "  " << padded(title, 30);
+    if (limit->unbounded) {
+      out << "unbounded   (" << limit->binding << ")\n";
+      return;
+    }
+    out << limit->value << "   (" << (batch ? "at seq_len " : "at micro_batch ") << limit->other << "; "
+        << (limit->capped ? "capped by " : "bound by ") << limit->binding << ")\n";
   };
   if (!limits.solved && !limits.max_micro_batch && !limits.max_seq_len) return;
   out << "\nlimits\n";
@@ -93,7 +98,7 @@ void write_table(std::ostream& out, const Estimator& estimator, const ScenarioLi
     return;
   }
   out << "fits: no\n\nwhat to change:\n";
-  for (const std::string& line : advice_for(b, capacity)) out << "  - " << line << "\n";
+  for (const std::string& line : advice_for(b, capacity, scenario.mode == MEMPLAN_MODE_TRAIN)) out << "  - " << line << "\n";
 }
 
 }  // namespace memplan

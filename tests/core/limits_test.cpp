@@ -111,3 +111,25 @@ TEST(Limits, Errors) {
 
 }  // namespace
 }  // namespace memplan::testing
+
+namespace memplan::testing {
+namespace {
+
+// A weights-only inference scenario: no memory depends on the batch or the
+// length, so there is no limit to report (not 2^31, which would read as one).
+TEST(Limits, NothingGrowsMeansUnbounded) {
+  Evaluation e = evaluate(
+      "name = \"t\"\nmode = \"infer\"\n[model]\npreset = \"llama-2-7b\"\nmax_context = 1000000\n[batch]\nseq_len = 2048\n"
+      "[precision]\nuse = \"bf16\"\n[activations]\nuse = \"none\"\n[hardware]\ngpu = \"h100-sxm-80gb\"\n");
+  const ScenarioLimits limits = evaluate_with_limits(e.estimator());
+  ASSERT_TRUE(limits.max_micro_batch.has_value());
+  EXPECT_TRUE(limits.max_micro_batch->unbounded);
+  EXPECT_EQ(limits.max_micro_batch->binding, "no component grows with micro_batch");
+  // The length search stops at the model's max_context, a real cap.
+  EXPECT_FALSE(limits.max_seq_len->unbounded);
+  EXPECT_EQ(limits.max_seq_len->value, 1'000'000);
+  EXPECT_EQ(limits.max_seq_len->binding, "model max_context");
+}
+
+}  // namespace
+}  // namespace memplan::testing

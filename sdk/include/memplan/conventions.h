@@ -1,9 +1,10 @@
 /*
  * Attribute names that plugins use to talk to each other through the host
- * without knowing each other. The host stores them and never interprets them,
- * with one exception: every integer attribute whose name starts with
- * MEMPLAN_ATTR_RANKS_PREFIX is a factor of the world size, and the host checks
- * their product against [hardware] count.
+ * without knowing each other. The host stores them and interprets only three
+ * families, all by their generic meaning: every integer ranks.* attribute is a
+ * factor of the world size (checked against [hardware] count);
+ * limits.memory_fraction scales the GPU memory the peak must fit in; report.*
+ * attributes are printed in the report.
  *
  * Adding a name here is an ABI-compatible change; renaming one is not.
  */

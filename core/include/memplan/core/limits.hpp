@@ -21,6 +21,7 @@ struct SizeLimit {
   int64_t other = 0;        // the fixed value of the other variable
   std::string binding;      // the component that grows most from value to value + 1, or what caps the search
   bool capped = false;      // stopped by a cap (the model's max_context, or the search's upper bound)
+  bool unbounded = false;   // no memory grows with the variable: there is no limit to report
   uint64_t peak = 0;        // peak at `value` (at 1 when value is 0)
   uint64_t capacity = 0;    // what the peak is compared with
 };
