@@ -133,3 +133,38 @@ TEST(Limits, NothingGrowsMeansUnbounded) {
 
 }  // namespace
 }  // namespace memplan::testing
+
+namespace memplan::testing {
+namespace {
+
+// The "max" contract on a paged KV cache (16-token blocks): Llama-3.1-8B in
+// bf16 on a 24 GiB GPU, prefill in fixed 2048-token chunks so that only the
+// KV cache grows with the length. One more token past the answer opens a
+// block that does not fit, so the answer is a whole number of blocks.
+TEST(Limits, InferenceAnswerFitsAndOneMoreDoesNot) {
+  auto scenario_at = [](const std::string& micro_batch, const std::string& seq_len) {
+    return "name = \"t\"\nmode = \"infer\"\n[model]\npreset = \"llama-3.1-8b\"\n[batch]\nmicro_batch = " + micro_batch +
+           "\nseq_len = " + seq_len +
+           "\n[precision]\nuse = \"bf16\"\n[activations]\nuse = \"inference\"\nblock_size = 16\nprefill_chunk = 2048\n"
+           "[hardware]\ngpu = \"rtx-4090-24gb\"\n";
+  };
+  constexpr uint64_t kRtx4090 = 24ull << 30;
+  auto peak = [&](const std::string& micro_batch, const std::string& seq_len) {
+    return evaluate(scenario_at(micro_batch, seq_len)).breakdown().peak;
+  };
+  Evaluation by_length = evaluate(scenario_at("1", "\"max\""));
+  const SizeLimit length = *evaluate_with_limits(by_length.estimator()).solved;
+  EXPECT_EQ(length.binding, "kv_cache");
+  EXPECT_EQ(length.value % 16, 0);
+  EXPECT_LE(peak("1", std::to_string(length.value)), kRtx4090);
+  EXPECT_GT(peak("1", std::to_string(length.value + 1)), kRtx4090);
+
+  Evaluation by_batch = evaluate(scenario_at("\"max\"", "4096"));
+  const SizeLimit batch = *evaluate_with_limits(by_batch.estimator()).solved;
+  EXPECT_GT(batch.value, 1);
+  EXPECT_LE(peak(std::to_string(batch.value), "4096"), kRtx4090);
+  EXPECT_GT(peak(std::to_string(batch.value + 1), "4096"), kRtx4090);
+}
+
+}  // namespace
+}  // namespace memplan::testing
