@@ -1,4 +1,6 @@
-# GoogleTest executables (see memplan_add_test in CMakeLists.txt).
+# GoogleTest executables (see memplan_add_test in CMakeLists.txt). Each test
+# folder with a suite.cmake declares its own executables; paths are relative
+# to tests/.
 memplan_add_test(test_sources
   sources/zero_table1_test.cpp
   sources/bytes_per_parameter_test.cpp
@@ -10,5 +12,8 @@ memplan_add_test(test_core
   core/plugin_composition_test.cpp
   core/limits_test.cpp)
 memplan_add_test(test_cli cli/cli_test.cpp)
-include(${CMAKE_CURRENT_SOURCE_DIR}/inference/suite.cmake)
-include(${CMAKE_CURRENT_SOURCE_DIR}/precision/suite.cmake)
+
+file(GLOB MEMPLAN_TEST_SUITES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*/suite.cmake)
+foreach(suite ${MEMPLAN_TEST_SUITES})
+  include(${suite})
+endforeach()

@@ -23,11 +23,23 @@
 #define MEMPLAN_ATTR_RANKS_DATA "ranks.data"
 #define MEMPLAN_ATTR_RANKS_TENSOR "ranks.tensor"
 #define MEMPLAN_ATTR_RANKS_PIPELINE "ranks.pipeline"
+#define MEMPLAN_ATTR_RANKS_CONTEXT "ranks.context"
 
 /* Layout facts for activation models (int). */
 #define MEMPLAN_ATTR_SEQUENCE_PARALLEL "layout.sequence_parallel"         /* 0 or 1 */
 #define MEMPLAN_ATTR_STAGE_LAYERS "layout.stage_layers"                   /* layers on the reported rank */
 #define MEMPLAN_ATTR_INFLIGHT_MICROBATCHES "layout.inflight_microbatches" /* activations held at once */
+/* Multiplies the stored activations of the reported stage (double, default 1):
+ * e.g. the interleaved 1F1B schedule's 1 + (p - 1) / (p m) (Korthikanti et al. 2022). */
+#define MEMPLAN_ATTR_ACTIVATION_FACTOR "layout.activation_factor"
+/* Expert parallelism (int): experts are split over this many ranks, carved out
+ * of the data-parallel (and context-parallel) ranks, so it is not a world-size
+ * factor (Megatron-LM's expert_model_parallel_size). */
+#define MEMPLAN_ATTR_EXPERT_PARALLEL "layout.expert_parallel"
+/* Whether the reported stage holds the token embedding / the LM head (int 0/1),
+ * for activation models that add the embedding's and the logits' activations. */
+#define MEMPLAN_ATTR_STAGE_HAS_EMBEDDING "layout.stage_has_embedding"
+#define MEMPLAN_ATTR_STAGE_HAS_LM_HEAD "layout.stage_has_lm_head"
 
 /* Recomputation policy (string): "none", "selective" or "full". */
 #define MEMPLAN_ATTR_RECOMPUTE_POLICY "recompute.policy"
