@@ -31,7 +31,9 @@ memplan_model to_abi_model(const ModelSpec& spec, double total_params) {
   model.ffn_hidden = spec.ffn_hidden;
   model.vocab = spec.vocab;
   model.gated_mlp = spec.mlp == MlpKind::swiglu ? 1 : 0;
-  model.tied_embeddings = spec.tied_embeddings ? 1 : 0;
+  // Layout plugins read "tied" as "the last pipeline stage holds a copy of the
+  // token embedding"; an encoder without an output head has none to tie.
+  model.tied_embeddings = spec.shares_embedding() ? 1 : 0;
   model.experts = spec.experts;
   model.experts_top_k = spec.experts_top_k;
   model.expert_ffn_hidden = spec.expert_ffn_hidden;
@@ -59,6 +61,12 @@ std::vector<PlanItem> parameter_inventory(const ModelSpec& spec) {
   if (spec.position_embeddings > 0)
     items.push_back(weight("embed_positions", MEMPLAN_CLASS_POSITION_EMBEDDING, -1, 1,
                            static_cast<double>(spec.position_embeddings) * h));
+  // Token-type (segment) embeddings are a small table like the positions:
+  // replicated under tensor parallelism, on the first pipeline stage.
+  if (spec.type_vocab > 0)
+    items.push_back(weight("embed_token_types", MEMPLAN_CLASS_POSITION_EMBEDDING, -1, 1,
+                           static_cast<double>(spec.type_vocab) * h));
+  if (spec.embedding_norm) items.push_back(weight("embed_norm", MEMPLAN_CLASS_NORM, -1, 1, norm));
 
   const double qkv_bias = spec.qkv_bias ? 1 : 0;
   items.push_back(weight("attn.q", MEMPLAN_CLASS_ATTENTION, 0, layers, h * q_width + qkv_bias * q_width));
@@ -80,8 +88,26 @@ std::vector<PlanItem> parameter_inventory(const ModelSpec& spec) {
     items.push_back(weight("mlp", MEMPLAN_CLASS_MLP, 0, layers, projections * h * f + bias));
   }
   items.push_back(weight("norms", MEMPLAN_CLASS_NORM, 0, layers, 2 * norm));
-  items.push_back(weight("final_norm", MEMPLAN_CLASS_NORM, -1, 1, norm));
-  if (!spec.tied_embeddings) items.push_back(weight("lm_head", MEMPLAN_CLASS_LM_HEAD, -1, 1, h * vocab));
+  if (spec.final_norm) items.push_back(weight("final_norm", MEMPLAN_CLASS_NORM, -1, 1, norm));
+  // BERT's pooler: dense h x h with a bias, applied to the first token.
+  if (spec.pooler) items.push_back(weight("pooler", MEMPLAN_CLASS_OTHER, -1, 1, h * h + h));
+  switch (spec.output_head) {
+    case OutputHead::lm:
+      if (!spec.tied_embeddings) items.push_back(weight("lm_head", MEMPLAN_CLASS_LM_HEAD, -1, 1, h * vocab));
+      break;
+    case OutputHead::mlm:
+      // BERT's masked-LM head (transformers' BertLMPredictionHead): a dense
+      // h x h transform with a bias, a norm, then the vocabulary projection
+      // with a bias of V (its weight tied to the token embedding or not).
+      items.push_back(weight("mlm_head.transform", MEMPLAN_CLASS_OTHER, -1, 1, h * h + h));
+      items.push_back(weight("mlm_head.norm", MEMPLAN_CLASS_NORM, -1, 1, norm));
+      if (spec.tied_embeddings)
+        items.push_back(weight("lm_head.bias", MEMPLAN_CLASS_LM_HEAD, -1, 1, vocab));
+      else
+        items.push_back(weight("lm_head", MEMPLAN_CLASS_LM_HEAD, -1, 1, h * vocab + vocab));
+      break;
+    case OutputHead::none: break;
+  }
   return items;
 }
 

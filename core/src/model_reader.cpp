@@ -22,6 +22,15 @@ void read_model_keys(const TomlReader& reader, const toml::table& table, ModelSp
     if (*v < 0) reader.fail_key("position_embeddings", "must be zero or positive");
     spec.position_embeddings = *v;
   }
+  if (auto v = reader.integer("type_vocab")) {
+    if (*v < 0) reader.fail_key("type_vocab", "must be zero or positive");
+    spec.type_vocab = *v;
+  }
+  if (auto v = reader.boolean("embedding_norm")) spec.embedding_norm = *v;
+  if (auto v = reader.boolean("final_norm")) spec.final_norm = *v;
+  if (auto v = reader.boolean("pooler")) spec.pooler = *v;
+  if (auto v = reader.choice("output_head", {"lm", "mlm", "none"}))
+    spec.output_head = *v == "lm" ? OutputHead::lm : *v == "mlm" ? OutputHead::mlm : OutputHead::none;
   if (auto v = reader.positive_integer("sliding_window")) spec.sliding_window = *v;
   if (auto v = reader.positive_integer("global_attention_every")) spec.global_attention_every = *v;
   if (auto v = reader.positive_integer("max_context")) spec.max_context = *v;
@@ -42,8 +51,8 @@ void validate_model(const ModelSpec& spec, const TomlReader& where) {
   auto at_key = [&](std::string_view key) { return where.contains(key) ? where.value_location(key) : at; };
   if (!spec.has_architecture()) {
     if (spec.layers || spec.hidden || spec.heads || spec.vocab)
-      fail_at(at, section + " gives both 'params' and architecture keys; give one or the other (a preset counts as "
-                            "architecture)");
+      fail_at(at, section + " gives both 'params' and architecture keys; give one or the other (a preset or an "
+                            "hf_config counts as architecture)");
     return;
   }
   const char* required[] = {"layers", "hidden", "heads", "vocab"};
@@ -51,7 +60,8 @@ void validate_model(const ModelSpec& spec, const TomlReader& where) {
   for (size_t i = 0; i < 4; ++i)
     if (values[i] == 0)
       fail_at(at, section + " needs '" + required[i] +
-                      "' (or a 'preset', or only 'params' when the architecture is unknown)");
+                      "' (or a 'preset' or an 'hf_config', or only 'params' when the architecture is "
+                      "unknown)");
   if (spec.experts == 0 && spec.ffn_hidden == 0)
     fail_at(at, section + " needs 'ffn_hidden' (the MLP's inner width)");
   if (spec.head_dim == 0 && spec.hidden % spec.heads != 0)
@@ -73,7 +83,8 @@ void validate_model(const ModelSpec& spec, const TomlReader& where) {
   if (spec.global_attention_every > 0 && spec.sliding_window == 0)
     fail_at(at_key("global_attention_every"), section + ": 'global_attention_every' needs 'sliding_window' (the "
                                                         "other layers' window)");
-  if (spec.layers > 1'000'000 || spec.hidden > 10'000'000 || spec.vocab > 100'000'000)
+  if (spec.layers > 1'000'000 || spec.hidden > 10'000'000 || spec.vocab > 100'000'000 ||
+      spec.position_embeddings > 100'000'000 || spec.type_vocab > 100'000'000)
     fail_at(at, section + " has an implausibly large dimension; check the numbers");
 }
 

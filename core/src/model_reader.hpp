@@ -10,13 +10,14 @@
 namespace memplan {
 
 // The architecture keys a [model] table and a preset file share.
-inline constexpr std::array<std::string_view, 19> kModelKeys = {
+inline constexpr std::array<std::string_view, 24> kModelKeys = {
     "params", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "vocab", "mlp", "norm",
-    "tied_embeddings", "qkv_bias", "output_bias", "mlp_bias", "position_embeddings", "moe", "sliding_window",
-    "global_attention_every", "max_context"};
+    "tied_embeddings", "qkv_bias", "output_bias", "mlp_bias", "position_embeddings", "type_vocab",
+    "embedding_norm", "final_norm", "pooler", "output_head", "moe", "sliding_window", "global_attention_every",
+    "max_context"};
 
 // Applies every model key present in `reader`'s table to `spec` (so a
-// scenario can override a preset's keys).
+// scenario can override the keys a preset or a Hugging Face config gave).
 void read_model_keys(const TomlReader& reader, const toml::table& table, ModelSpec& spec);
 
 // Checks that `spec` describes a buildable model; errors point at `where`.

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "hf_config.hpp"
 #include "memplan/core/text.hpp"
 #include "model_reader.hpp"
 #include "toml_reader.hpp"
@@ -80,9 +81,14 @@ void read_model(const toml::table& root, const std::string& file, const Catalog&
   TomlReader reader(*table, file, "[model]");
   std::vector<std::string_view> allowed(kModelKeys.begin(), kModelKeys.end());
   allowed.push_back("preset");
+  allowed.push_back("hf_config");
   reader.reject_unknown_keys(allowed);
   scenario.model_location = reader.table_location();
-  if (auto preset = reader.string("preset")) {
+  auto preset = reader.string("preset");
+  auto hf_config = reader.string("hf_config");
+  if (preset && hf_config)
+    reader.fail_key("hf_config", "conflicts with 'preset'; give one of them (keys in [model] may override either)");
+  if (preset) {
     const ModelPreset* found = catalog.find_model(*preset);
     if (found == nullptr) {
       std::vector<std::string> names = catalog.model_names();
@@ -91,6 +97,22 @@ void read_model(const toml::table& root, const std::string& file, const Catalog&
                                     join_alternatives(names, ", ") + ".");
     }
     scenario.model = found->spec;
+  }
+  if (hf_config) {
+    // Relative to the scenario file's folder, as [plugins] search_path.
+    std::filesystem::path config(*hf_config);
+    if (config.is_relative()) config = std::filesystem::path(file).parent_path() / config;
+    const std::string config_path = config.lexically_normal().string();
+    std::ifstream in(config_path, std::ios::binary);
+    const std::string why = !in ? std::strerror(errno) : "";
+    std::error_code ignored;
+    if (!in || std::filesystem::is_directory(config, ignored))
+      reader.fail_key("hf_config", "names a file that cannot be read: " + config_path + " (" +
+                                       (why.empty() ? std::string("a folder") : why) +
+                                       "); paths are relative to the scenario file's folder");
+    std::ostringstream text;
+    text << in.rdbuf();
+    scenario.model = read_hf_config(text.str(), config_path);
   }
   read_model_keys(reader, *table, scenario.model);
   validate_model(scenario.model, reader);

@@ -11,6 +11,25 @@
 // 16-bit gradients is what Megatron-LM keeps as `main_grad`
 // (accumulate_allreduce_grads_in_fp32) and what the Hugging Face Ultra-Scale
 // Playbook counts when it arrives at 20 bytes per parameter with Adam.
+//
+// `main_grads` is the other fp32 gradient copy Megatron-LM keeps: with 16-bit
+// gradients its optimizer steps from an fp32 copy of each gradient, made at
+// the step beside the fp32 master weights and sharded with them by the
+// distributed optimizer (megatron/core/optimizer/distrib_optimizer.py,
+// _copy_model_grads_to_main_grads: shard_main_param.grad =
+// shard_model_grad.float(), a new fp32 tensor each step, released when
+// zero_grad sets the grads to None before the next step). It is
+// the 4 bytes that make the Megatron-LM documentation's "float16 param,
+// float16 grads" row 20 bytes (4 + 16/d distributed;
+// docs/source/api-guide/dist_optimizer.md: "4 fp32 main grad elements
+// (separate buffer, owned by the optimizer)"). The copy belongs to the
+// optimizer's state (the documentation counts it in the 16/d), so its items
+// have role optimizer_states, which ZeRO stage 1 and up shards, and lifetime
+// transient_optimizer: the step timeline adds them to the optimizer phase.
+//
+// A recipe may extend this one (Traits::Extension, e.g. the fp8 recipe's
+// fp8 weight copies): it declares extra options, reads them, and adds items
+// next to each weight.
 #pragma once
 
 #include <memplan/dtypes.hpp>
@@ -18,6 +37,7 @@
 
 #include <array>
 #include <optional>
+#include <span>
 #include <string>
 
 namespace memplan::plugins {
@@ -30,7 +50,7 @@ struct RecipeDefaults {
   const char* activations;
 };
 
-inline constexpr std::array<memplan_option_spec, 6> kPrecisionOptions{{
+inline constexpr std::array<memplan_option_spec, 7> kPrecisionOptions{{
     {"weights", MEMPLAN_OPTION_STRING, "dtype of the weights used in forward and backward", "the recipe's"},
     {"gradients", MEMPLAN_OPTION_STRING, "dtype of the gradients backward produces", "the recipe's"},
     {"master_weights", MEMPLAN_OPTION_STRING, "dtype of the master copy the optimizer updates, or \"none\"",
@@ -39,44 +59,85 @@ inline constexpr std::array<memplan_option_spec, 6> kPrecisionOptions{{
     {"activations", MEMPLAN_OPTION_STRING, "dtype of stored activations", "the recipe's"},
     {"grad_accumulation", MEMPLAN_OPTION_STRING,
      "dtype of a separate gradient accumulation buffer (Megatron main_grad), or \"none\"", "\"none\""},
+    {"main_grads", MEMPLAN_OPTION_STRING,
+     "dtype of the gradient copy the optimizer steps from, made at the step and sharded with the master weights "
+     "(Megatron-LM's fp32 main grads for 16-bit gradients), or \"none\"",
+     "\"none\""},
 }};
+
+// The dtypes a recipe resolved, for extensions.
+struct RecipeDtypes {
+  double weights = 0;
+  double gradients = 0;
+  std::optional<double> master_weights;
+  double optimizer_states = 0;
+  double activations = 0;
+};
+
+// No extension: the plain recipe.
+struct NoRecipeExtension {
+  static constexpr std::array<memplan_option_spec, 0> kOptions{};
+  NoRecipeExtension(sdk::Options&, const RecipeDtypes&) {}
+  void add_items(sdk::Context&, const sdk::Item&) const {}
+};
+
+template <typename Traits>
+struct RecipeExtensionOf {
+  using type = NoRecipeExtension;
+};
+template <typename Traits>
+  requires requires { typename Traits::Extension; }
+struct RecipeExtensionOf<Traits> {
+  using type = typename Traits::Extension;
+};
+
+template <size_t A, size_t B>
+constexpr std::array<memplan_option_spec, A + B> concat_options(const std::array<memplan_option_spec, A>& a,
+                                                                const std::array<memplan_option_spec, B>& b) {
+  std::array<memplan_option_spec, A + B> all{};
+  for (size_t i = 0; i < A; ++i) all[i] = a[i];
+  for (size_t i = 0; i < B; ++i) all[A + i] = b[i];
+  return all;
+}
 
 template <typename Traits>
 class PrecisionRecipe {
+  using Extension = typename RecipeExtensionOf<Traits>::type;
+  static constexpr auto kOptions = concat_options(kPrecisionOptions, Extension::kOptions);
+
  public:
   static constexpr sdk::PluginInfo info{Traits::name, "1.0.0", Traits::summary, sdk::Kind::precision,
                                         sdk::Phase::precision};
-  static std::span<const memplan_option_spec> options() { return kPrecisionOptions; }
+  static std::span<const memplan_option_spec> options() { return kOptions; }
 
-  explicit PrecisionRecipe(sdk::Options& options) {
-    const RecipeDefaults& d = Traits::defaults;
-    weights_ = dtype(options, "weights", d.weights, false).value();
-    gradients_ = dtype(options, "gradients", d.gradients, false).value();
-    master_weights_ = dtype(options, "master_weights", d.master_weights, true);
-    optimizer_states_ = dtype(options, "optimizer_states", d.optimizer_states, false).value();
-    activations_ = dtype(options, "activations", d.activations, false).value();
-    grad_accumulation_ = dtype(options, "grad_accumulation", "none", true);
-  }
+  explicit PrecisionRecipe(sdk::Options& options) : extension_(options, read_dtypes(options)) {}
 
   void apply(sdk::Context& ctx) {
-    ctx.set_attr(MEMPLAN_ATTR_DTYPE_WEIGHTS, weights_);
-    ctx.set_attr(MEMPLAN_ATTR_DTYPE_GRADIENTS, gradients_);
-    ctx.set_attr(MEMPLAN_ATTR_DTYPE_MASTER_WEIGHTS, master_weights_.value_or(0.0));
-    ctx.set_attr(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES, optimizer_states_);
-    ctx.set_attr(MEMPLAN_ATTR_DTYPE_ACTIVATIONS, activations_);
+    const RecipeDtypes& d = dtypes_;
+    ctx.set_attr(MEMPLAN_ATTR_DTYPE_WEIGHTS, d.weights);
+    ctx.set_attr(MEMPLAN_ATTR_DTYPE_GRADIENTS, d.gradients);
+    ctx.set_attr(MEMPLAN_ATTR_DTYPE_MASTER_WEIGHTS, d.master_weights.value_or(0.0));
+    ctx.set_attr(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES, d.optimizer_states);
+    ctx.set_attr(MEMPLAN_ATTR_DTYPE_ACTIVATIONS, d.activations);
     const bool training = ctx.training();
     const size_t count = ctx.size();
     for (size_t i = 0; i < count; ++i) {
       sdk::Item item = ctx.item(i);
       if (item.role != sdk::Role::weights) continue;
-      item.bytes_per_element = weights_;
+      item.bytes_per_element = d.weights;
       ctx.set(i, item);
+      extension_.add_items(ctx, item);
       if (!training || !item.trainable) continue;
-      add_copy(ctx, item, sdk::Role::gradients, sdk::Lifetime::gradient, gradients_);
+      add_copy(ctx, item, sdk::Role::gradients, sdk::Lifetime::gradient, d.gradients);
       // The accumulation buffer lives across steps (Megatron allocates it once).
       if (grad_accumulation_)
         add_copy(ctx, item, sdk::Role::gradients, sdk::Lifetime::persistent, *grad_accumulation_);
-      if (master_weights_) add_copy(ctx, item, sdk::Role::master_weights, sdk::Lifetime::persistent, *master_weights_);
+      if (d.master_weights) add_copy(ctx, item, sdk::Role::master_weights, sdk::Lifetime::persistent, *d.master_weights);
+      if (main_grads_) {
+        sdk::Item main_grad = item;
+        main_grad.name += ".main_grad";
+        add_copy(ctx, main_grad, sdk::Role::optimizer_states, sdk::Lifetime::transient_optimizer, *main_grads_);
+      }
     }
   }
 
@@ -88,6 +149,19 @@ class PrecisionRecipe {
     ctx.add(item);
   }
 
+  // Reads the role dtypes into the members and returns them for the extension.
+  const RecipeDtypes& read_dtypes(sdk::Options& options) {
+    const RecipeDefaults& d = Traits::defaults;
+    dtypes_.weights = dtype(options, "weights", d.weights, false).value();
+    dtypes_.gradients = dtype(options, "gradients", d.gradients, false).value();
+    dtypes_.master_weights = dtype(options, "master_weights", d.master_weights, true);
+    dtypes_.optimizer_states = dtype(options, "optimizer_states", d.optimizer_states, false).value();
+    dtypes_.activations = dtype(options, "activations", d.activations, false).value();
+    grad_accumulation_ = dtype(options, "grad_accumulation", "none", true);
+    main_grads_ = dtype(options, "main_grads", "none", true);
+    return dtypes_;
+  }
+
   static std::optional<double> dtype(sdk::Options& options, const char* key, const char* fallback, bool may_be_none) {
     const std::string name = options.string(key).value_or(fallback);
     if (may_be_none && name == "none") return std::nullopt;
@@ -96,12 +170,11 @@ class PrecisionRecipe {
                           (may_be_none ? ", or \"none\"" : ""));
   }
 
-  double weights_ = 0;
-  double gradients_ = 0;
-  std::optional<double> master_weights_;
-  double optimizer_states_ = 0;
-  double activations_ = 0;
+  // Declared before extension_, which is built from them.
+  RecipeDtypes dtypes_;
   std::optional<double> grad_accumulation_;
+  std::optional<double> main_grads_;
+  Extension extension_;
 };
 
 }  // namespace memplan::plugins

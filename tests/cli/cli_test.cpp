@@ -46,13 +46,26 @@ TEST(Cli, EveryExampleRunsInEveryFormat) {
   EXPECT_GE(examples, 1);
 }
 
+// Every plugin folder in the source tree (plugins/<kind>/<name>/plugin.cpp)
+// must be listed, each from its own library file memplan-<name>.so.
+std::set<std::string> plugin_folders() {
+  std::set<std::string> names;
+  for (const auto& kind : std::filesystem::directory_iterator(source_dir() + "/plugins")) {
+    if (!kind.is_directory()) continue;
+    for (const auto& folder : std::filesystem::directory_iterator(kind.path()))
+      if (std::filesystem::exists(folder.path() / "plugin.cpp")) names.insert(folder.path().filename().string());
+  }
+  return names;
+}
+
 TEST(Cli, PluginsListsEveryBuiltInFromItsOwnLibrary) {
   CommandResult result = run_cli("plugins");
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  const std::set<std::string> expected{"sgd", "sgdm", "adam", "adamw", "fp32", "mixed-fp16", "mixed-bf16", "bf16",
-                                       "megatron", "none", "data-parallel", "zero", "tensor-parallel",
-                                       "pipeline-parallel", "recompute", "inference", "serving-budget",
-                                       "quantized", "rule-of-thumb"};
+  const std::set<std::string> expected = plugin_folders();
+  // The ones the issues promise, whatever else is added.
+  for (const char* name : {"sgd", "sgdm", "adam", "adamw", "fp32", "mixed-fp16", "mixed-bf16", "bf16", "megatron",
+                           "none", "data-parallel", "zero", "tensor-parallel", "pipeline-parallel", "recompute"})
+    EXPECT_TRUE(expected.count(name)) << name;
   std::set<std::string> names, libraries;
   std::istringstream lines(result.out);
   for (std::string line; std::getline(lines, line);) {

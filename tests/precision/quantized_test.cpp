@@ -179,14 +179,21 @@ std::string library() { return " (plugin library " + plugin_dir() + "/memplan-qu
 
 // Line numbers count from the scenario text's first line:
 // 1 name, 2 mode, 3 [model], 4 preset, 5 [precision], 6 use, 7 first option.
-TEST(QuantizedErrors, TrainingIsRefusedBecauseQuantizedWeightsAreFrozen) {
+// Quantized weights are frozen: training is allowed only once a trainability
+// plugin ('lora', 'freeze') has frozen every quantized item (QLoRA; see
+// tests/trainability/qlora_test.cpp). Without one, every weight is trainable
+// and the first quantized item (attn.q of layers 0-31) is named with the fixes.
+TEST(QuantizedErrors, TrainingNeedsTheQuantizedWeightsFrozen) {
   const std::string train = "name = \"q\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\n"
                             "use = \"quantized\"\nformat = \"nf4\"\n[optimizer]\nuse = \"adamw\"\n"
                             "[activations]\nuse = \"none\"\n";
   EXPECT_EQ(error_of(train, "q.toml"),
-            "q.toml:6:7: error: in [precision], precision plugin 'quantized': quantized weights are frozen, so mode "
-            "= \"train\" has nothing to train; use mode = \"infer\" to serve them (fine-tuning adapters on top of "
-            "quantized weights, as LoRA/QLoRA do, arrives with a trainability plugin)" + library());
+            "q.toml:6:7: error: in [precision], precision plugin 'quantized': 'layers.0-31.attn.q' is trainable, but "
+            "quantized weights are frozen: no gradient updates them. Freeze them with a trainability [[strategy]]: "
+            "use = \"lora\" (QLoRA: adapters train on the frozen quantized weights), or use = \"freeze\" training "
+            "only parts that stay unquantized (router, norms, embeddings, lm_head); or set skip_trainable = true in "
+            "[precision] to keep trainable weights unquantized; or use a precision that does not quantize, such as "
+            "mixed-bf16" + library());
 }
 
 TEST(QuantizedErrors, FormatIsRequiredAndChecked) {

@@ -1,8 +1,11 @@
 // 'megatron': training activations per transformer layer from Korthikanti et
 // al. 2022 (see transformer_activations.hpp), for the layers and in-flight
-// micro-batches of the reported pipeline stage. Reads the layout the
-// strategies declared: tensor-parallel ranks, sequence parallelism, stage
-// layers, in-flight micro-batches and the recompute policy.
+// micro-batches of the reported pipeline stage, plus the activations outside
+// the layers (section 4.3): the embedding dropout's mask on the stage that
+// holds the embedding; the final norm, the fp32 logits and the loss's saved
+// softmax on the stage that holds the LM head. Reads the layout the strategies
+// declared: tensor-parallel ranks, sequence parallelism, stage layers and
+// contents, in-flight micro-batches and the recompute policy.
 #include <memplan/sdk.hpp>
 
 #include <array>
@@ -13,24 +16,35 @@
 namespace {
 
 using memplan::plugins::ActivationSettings;
+using memplan::plugins::CrossEntropy;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 2> kOptions{{
+constexpr std::array<memplan_option_spec, 3> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true"},
+    {"cross_entropy", MEMPLAN_OPTION_STRING,
+     "\"unfused\": the fp32 logits and the loss's fp32 softmax are both kept (PyTorch cross_entropy on upcast "
+     "logits); \"vocab-parallel\": Megatron-LM's vocab-parallel cross entropy computes the softmax in place in the "
+     "fp32 logits",
+     "\"unfused\""},
 }};
 
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.0.0", "Per-layer transformer activations, Korthikanti et al. 2022 Table 2",
+      "megatron", "1.1.0",
+      "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
   explicit MegatronActivations(memplan::sdk::Options& options)
       : flash_attention_(options.boolean("flash_attention").value_or(false)),
         dropout_(options.boolean("dropout").value_or(true)) {
+    const std::string loss = options.string("cross_entropy").value_or("unfused");
+    if (loss != "unfused" && loss != "vocab-parallel")
+      options.fail("cross_entropy", "must be \"unfused\" or \"vocab-parallel\", not \"" + loss + "\"");
+    cross_entropy_ = loss == "unfused" ? CrossEntropy::unfused : CrossEntropy::vocab_parallel;
     if (!options.model().has_architecture)
       options.fail("needs the model's architecture (layers, hidden, heads) but the scenario gives only params; use "
                    "a preset or an inline architecture in [model], or [activations] use = \"none\"");
@@ -73,6 +87,11 @@ class MegatronActivations {
 
     const int64_t stage_layers = ctx.attr_int(MEMPLAN_ATTR_STAGE_LAYERS, model.layers);
     const int64_t inflight = ctx.attr_int(MEMPLAN_ATTR_INFLIGHT_MICROBATCHES, 1);
+    // Context parallelism splits every layer's sequence over ranks.context ranks; an
+    // interleaved pipeline schedule scales the stage's stored activations by
+    // layout.activation_factor (Korthikanti et al. 2022, section 4.2.3).
+    const double context = static_cast<double>(ctx.attr_int(MEMPLAN_ATTR_RANKS_CONTEXT, 1));
+    const double factor = ctx.attr_double(MEMPLAN_ATTR_ACTIVATION_FACTOR, 1.0);
 
     memplan::sdk::Item stored;
     stored.name = "activations";
@@ -81,11 +100,12 @@ class MegatronActivations {
     stored.layer = first_layer(ctx);
     stored.count = static_cast<uint32_t>(stage_layers);
     // Bytes per layer for all in-flight micro-batches, as bytes (1 per element).
-    stored.elements = memplan::plugins::stored_bytes_per_layer(shape, settings) * static_cast<double>(inflight);
+    stored.elements =
+        memplan::plugins::stored_bytes_per_layer(shape, settings) * static_cast<double>(inflight) * factor / context;
     stored.bytes_per_element = 1;
     ctx.add(stored);
 
-    const double working_set = memplan::plugins::recompute_working_set(shape, settings);
+    const double working_set = memplan::plugins::recompute_working_set(shape, settings) / context;
     if (working_set > 0) {
       memplan::sdk::Item recompute = stored;
       recompute.name = "activations.recompute";
@@ -94,6 +114,20 @@ class MegatronActivations {
       recompute.count = 1;
       recompute.elements = working_set;
       ctx.add(recompute);
+    }
+
+    // Outside the layers (not recomputed under any policy), for the same
+    // micro-batches in flight as the stage's layers. A single stage holds both
+    // ends; pipeline-parallel says which end the reported stage holds.
+    const memplan::plugins::OutputActivations outside = memplan::plugins::output_activations(
+        {shape.seq, shape.batch, shape.hidden, static_cast<double>(model.vocab)}, settings, cross_entropy_);
+    const double scale = static_cast<double>(inflight) * factor / context;
+    if (ctx.attr_int(MEMPLAN_ATTR_STAGE_HAS_EMBEDDING, 1) != 0)
+      add_outside(ctx, "activations.embedding_dropout", outside.embedding_dropout * scale);
+    if (ctx.attr_int(MEMPLAN_ATTR_STAGE_HAS_LM_HEAD, 1) != 0) {
+      add_outside(ctx, "activations.final_norm", outside.final_norm * scale);
+      add_outside(ctx, "activations.logits", outside.logits * scale);
+      add_outside(ctx, "activations.cross_entropy", outside.cross_entropy * scale);
     }
   }
 
@@ -107,8 +141,21 @@ class MegatronActivations {
     return 0;
   }
 
+  // One stored-activation item outside the layers, when it has any bytes.
+  static void add_outside(memplan::sdk::Context& ctx, const char* name, double bytes) {
+    if (bytes <= 0) return;
+    memplan::sdk::Item item;
+    item.name = name;
+    item.role = memplan::sdk::Role::activations;
+    item.lifetime = memplan::sdk::Lifetime::activation;
+    item.elements = bytes;
+    item.bytes_per_element = 1;
+    ctx.add(item);
+  }
+
   bool flash_attention_;
   bool dropout_;
+  CrossEntropy cross_entropy_ = CrossEntropy::unfused;
 };
 
 }  // namespace

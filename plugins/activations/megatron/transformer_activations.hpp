@@ -65,9 +65,13 @@ inline LayerActivations layer_activation_terms(const TransformerShape& x, const 
   // MLP: first projection's output(s) and the activation function's output.
   const double mlp = p * sb * x.ffn * (x.gated ? 2 : 1) + p * sb * x.ffn;
   if (x.top_k > 0)
-    // Each token's hidden state is dispatched to top_k experts, which store
-    // their MLP activations per routed token; the router's logits are small.
-    terms.split += x.top_k * (p * sb * x.hidden + mlp) + p * sb * x.experts;
+    // Each token's hidden state is dispatched to top_k experts: per routed
+    // token the expert keeps its input (the permuted copy of the hidden state)
+    // and its MLP activations, and the weighted sum of the experts' outputs
+    // keeps each output for the gradient of its routing weight (Hugging Face
+    // Mixtral: expert_layer(x) * routing_weights; Megatron-LM: the unpermute
+    // that applies the probabilities). Plus the router's probabilities, p sb E.
+    terms.split += x.top_k * (2 * p * sb * x.hidden + mlp) + p * sb * x.experts;
   else
     terms.split += mlp;
   const double scores = x.heads * x.seq * x.seq * x.batch;
@@ -117,6 +121,46 @@ inline double recompute_working_set(const TransformerShape& x, const ActivationS
     case RecomputePolicy::selective: return terms.attention_core / t;
     default: return 0;
   }
+}
+
+// The activations outside the transformer layers, for one micro-batch, after
+// tensor and sequence parallelism (Korthikanti et al. 2022, section 4.3, which
+// counts the input embedding's dropout mask, the final norm, the output
+// projection's input and the fp32 cross-entropy logits: sbh/t + 4sbh/t (1 + v/h)
+// with sequence parallelism and 2-byte activations).
+enum class CrossEntropy {
+  unfused,         // fp32 logits kept, and the loss saves its own fp32 (log-)softmax of the same size
+  vocab_parallel,  // Megatron-LM's vocab-parallel cross entropy: softmax computed in place in the fp32 logits
+};
+
+struct OutputShape {
+  double seq = 0;     // s
+  double batch = 0;   // b
+  double hidden = 0;  // h
+  double vocab = 0;   // v
+};
+
+struct OutputActivations {
+  double embedding_dropout = 0;  // the embedding dropout's 1-byte mask, sbh (the stage holding the embedding)
+  double final_norm = 0;         // final norm input and output (the output projection's input), 2p sbh
+  double logits = 0;             // fp32 logits, 4 sbv / t (vocabulary-parallel)
+  double cross_entropy = 0;      // the loss's saved fp32 softmax, 4 sbv / t, unless computed in place
+};
+
+// The embedding output itself is the first layer's input, which the layer
+// formula already counts (the first norm's input); dropout keeps only its mask.
+// The bf16 output of the LM head projection lives only until the upcast and is
+// not counted.
+inline OutputActivations output_activations(const OutputShape& x, const ActivationSettings& o, CrossEntropy loss) {
+  const double sb = x.seq * x.batch;
+  const double t = o.tensor_parallel;
+  const double replicated_divisor = o.sequence_parallel ? t : 1;
+  OutputActivations out;
+  out.embedding_dropout = (o.dropout ? 1.0 : 0.0) * sb * x.hidden / replicated_divisor;
+  out.final_norm = 2 * o.bytes * sb * x.hidden / replicated_divisor;
+  out.logits = 4 * sb * x.vocab / t;
+  out.cross_entropy = loss == CrossEntropy::unfused ? 4 * sb * x.vocab / t : 0;
+  return out;
 }
 
 }  // namespace memplan::plugins

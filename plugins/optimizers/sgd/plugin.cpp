@@ -1,4 +1,7 @@
-// 'sgd' optimizer: 0 state tensor(s) per trainable weight.
+// 'sgd' optimizer: 0 state tensors per trainable weight. torch.optim.SGD with
+// its defaults (no weight decay, no nesterov, no maximize) updates in place in
+// all three implementations (param.add_(grad, alpha=-lr); torch._foreach_add_),
+// so every implementation adds no temporaries.
 #include "../elementwise_optimizer.hpp"
 
 namespace {
@@ -7,6 +10,8 @@ struct SgdTraits {
   static constexpr const char* name = "sgd";
   static constexpr const char* summary = "Plain SGD: no state beyond the gradient (Robbins and Monro 1951)";
   static constexpr double states_per_parameter = 0;
+  static constexpr memplan::plugins::StepTemporaries temporaries{0, 0, true};
+  static constexpr memplan::plugins::Implementation default_implementation = memplan::plugins::Implementation::fused;
 };
 
 }  // namespace

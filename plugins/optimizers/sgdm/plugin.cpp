@@ -1,4 +1,9 @@
-// 'sgdm' optimizer: 1 state tensor(s) per trainable weight.
+// 'sgdm' optimizer: 1 state tensor per trainable weight (momentum_buffer).
+// torch.optim.SGD with momentum and its other defaults updates the buffer and
+// the parameter in place in all three implementations
+// (buf.mul_(momentum).add_(grad, alpha=1 - dampening); torch._foreach_mul_ and
+// torch._foreach_add_ on the buffers), so every implementation adds no
+// temporaries.
 #include "../elementwise_optimizer.hpp"
 
 namespace {
@@ -7,6 +12,8 @@ struct SgdmTraits {
   static constexpr const char* name = "sgdm";
   static constexpr const char* summary = "SGD with momentum: one momentum buffer per weight (PyTorch torch.optim.SGD, momentum > 0)";
   static constexpr double states_per_parameter = 1;
+  static constexpr memplan::plugins::StepTemporaries temporaries{0, 0, true};
+  static constexpr memplan::plugins::Implementation default_implementation = memplan::plugins::Implementation::fused;
 };
 
 }  // namespace

@@ -1,15 +1,28 @@
 // 'quantized': weights stored in a block-quantized format (int8, int4, nf4,
 // fp8) with the scales (and zero points) its groups carry; see
-// quantized_format.hpp for the formula and its sources. For serving: the
-// quantized weights are frozen, so training is refused (adapters trained on
-// top of them, as in QLoRA, are a trainability plugin's job).
+// quantized_format.hpp for the formula and its sources.
 //
 // Quantized: the projections of attention (q, o, and k, v), the dense MLP and
 // the MoE experts, which hold almost all weights; GPTQ, AWQ, bitsandbytes
 // (LLM.int8(), QLoRA) quantize exactly these linear layers. Kept in
 // `unquantized`: token and position embeddings, LM head, norms and the MoE
-// router. A model known only by its parameter count is one item, quantized
-// whole, and the report says so.
+// router. Adapters (class adapter, e.g. from 'lora') get `adapters`. A model
+// known only by its parameter count is one item, quantized whole, and the
+// report says so.
+//
+// Training (QLoRA, Dettmers et al. 2023, arXiv 2305.14314): quantized weights
+// are frozen, so every quantized item must have been frozen by a trainability
+// plugin ('lora', 'freeze'); a trainable one is an error that names the fixes,
+// unless skip_trainable keeps trainable linear weights unquantized (as
+// bitsandbytes' llm_int8_skip_modules keeps named modules in 16 bits). Every
+// trainable weight gets, like the precision recipes do, a gradient (in its own
+// dtype unless `gradients` says otherwise: autograd gives a gradient the
+// parameter's dtype) and, if `master_weights` is not "none", a master copy.
+// Defaults follow the QLoRA reference code (github.com/artidoro/qlora,
+// qlora.py): LoRA layers cast to bf16 (--bf16), no master copy (the bf16
+// adapters are updated in place), optim = "paged_adamw_32bit" (fp32 states).
+// Paged optimizer states live in unified memory and move to the CPU only
+// under memory pressure; they are counted on the GPU.
 #include <memplan/dtypes.hpp>
 #include <memplan/sdk.hpp>
 
@@ -25,7 +38,7 @@ namespace sdk = memplan::sdk;
 namespace q = memplan::plugins::quantized;
 using sdk::ParamClass;
 
-constexpr std::array<memplan_option_spec, 7> kOptions{{
+constexpr std::array<memplan_option_spec, 12> kOptions{{
     {"format", MEMPLAN_OPTION_STRING, "quantized weight format: \"int8\", \"int4\", \"nf4\" or \"fp8\"", "required"},
     {"group_size", MEMPLAN_OPTION_INT, "elements that share one scale",
      "int4 128 (GPTQ, AWQ), nf4 64 (QLoRA), int8 one row = model.hidden (LLM.int8()), fp8 per tensor (not counted)"},
@@ -39,6 +52,18 @@ constexpr std::array<memplan_option_spec, 7> kOptions{{
     {"unquantized", MEMPLAN_OPTION_STRING, "dtype of the embeddings, LM head, norms and router", "\"bf16\""},
     {"activations", MEMPLAN_OPTION_STRING, "dtype of activations (and the KV cache an inference plugin adds)",
      "\"bf16\""},
+    {"adapters", MEMPLAN_OPTION_STRING, "dtype of adapter weights (class adapter, e.g. from 'lora')",
+     "the unquantized dtype (QLoRA's LoRA layers in bf16)"},
+    {"gradients", MEMPLAN_OPTION_STRING, "training: dtype of the gradients of trainable weights",
+     "each trainable weight's own dtype"},
+    {"master_weights", MEMPLAN_OPTION_STRING, "training: dtype of a master copy of trainable weights, or \"none\"",
+     "\"none\" (QLoRA updates its bf16 adapters in place)"},
+    {"optimizer_states", MEMPLAN_OPTION_STRING, "training: dtype of the optimizer states",
+     "\"fp32\" (QLoRA's paged_adamw_32bit)"},
+    {"skip_trainable", MEMPLAN_OPTION_BOOL,
+     "training: keep trainable linear weights (e.g. experts a 'freeze' trains) in the unquantized dtype instead of "
+     "failing",
+     "false"},
 }};
 
 constexpr std::array<std::string_view, 4> kScaleDtypes{"fp32", "fp16", "bf16", "fp8"};
@@ -47,6 +72,23 @@ double plain_dtype(sdk::Options& options, const char* key, const char* fallback)
   const std::string name = options.string(key).value_or(fallback);
   if (auto bytes = sdk::dtype_bytes(name)) return *bytes;
   options.fail(key, "is \"" + name + "\", not a known dtype; use " + sdk::dtype_names());
+}
+
+// A dtype option that may be absent (nullopt) or "none" (nullopt too, when allowed).
+std::optional<double> optional_dtype(sdk::Options& options, const char* key, bool may_be_none) {
+  const std::optional<std::string> name = options.string(key);
+  if (!name || (may_be_none && *name == "none")) return std::nullopt;
+  if (auto bytes = sdk::dtype_bytes(*name)) return *bytes;
+  options.fail(key, "is \"" + *name + "\", not a known dtype; use " + sdk::dtype_names() +
+                        (may_be_none ? ", or \"none\"" : ""));
+}
+
+// How the report names an item: layers.<first>-<last>.<name>, as the host does.
+std::string display_name(const sdk::Item& item) {
+  if (item.layer < 0) return item.name;
+  std::string name = "layers." + std::to_string(item.layer);
+  if (item.count > 1) name += "-" + std::to_string(static_cast<int64_t>(item.layer) + item.count - 1);
+  return name + "." + item.name;
 }
 
 bool is_quantized_class(ParamClass param_class) {
@@ -62,16 +104,12 @@ bool is_quantized_class(ParamClass param_class) {
 class QuantizedPrecision {
  public:
   static constexpr sdk::PluginInfo info{
-      "quantized", "1.0.0", "Quantized weights for serving (int8, int4, nf4, fp8) with their block scales",
+      "quantized", "1.1.0",
+      "Quantized weights (int8, int4, nf4, fp8) with their block scales; frozen in training (QLoRA)",
       sdk::Kind::precision, sdk::Phase::precision};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
   explicit QuantizedPrecision(sdk::Options& options) {
-    if (options.training())
-      options.fail(
-          "quantized weights are frozen, so mode = \"train\" has nothing to train; use mode = \"infer\" to serve "
-          "them (fine-tuning adapters on top of quantized weights, as LoRA/QLoRA do, arrives with a trainability "
-          "plugin)");
     const std::optional<std::string> name = options.string("format");
     if (!name) options.fail("needs format = \"int8\", \"int4\", \"nf4\" or \"fp8\" (the quantized weight format)");
     const q::Format* format = q::find_format(*name);
@@ -125,37 +163,71 @@ class QuantizedPrecision {
     quantized_ = q::bytes_per_element(layout);
     unquantized_ = plain_dtype(options, "unquantized", "bf16");
     activations_ = plain_dtype(options, "activations", "bf16");
+    adapters_ = optional_dtype(options, "adapters", false).value_or(unquantized_);
+    gradients_ = optional_dtype(options, "gradients", false);
+    master_weights_ = optional_dtype(options, "master_weights", true);
+    optimizer_states_ = plain_dtype(options, "optimizer_states", "fp32");
+    skip_trainable_ = options.boolean("skip_trainable").value_or(false);
     whole_model_ = !model.has_architecture;
   }
 
   void apply(sdk::Context& ctx) {
+    const bool training = ctx.training();
     ctx.set_attr(MEMPLAN_ATTR_DTYPE_WEIGHTS, quantized_);
     ctx.set_attr(MEMPLAN_ATTR_DTYPE_ACTIVATIONS, activations_);
-    // Nothing trains under this recipe; were an adapter plugin to add
-    // trainable weights, they would be kept and updated in the unquantized dtype.
-    ctx.set_attr(MEMPLAN_ATTR_DTYPE_GRADIENTS, unquantized_);
-    ctx.set_attr(MEMPLAN_ATTR_DTYPE_MASTER_WEIGHTS, 0.0);
-    ctx.set_attr(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES, unquantized_);
+    ctx.set_attr(MEMPLAN_ATTR_DTYPE_GRADIENTS, gradients_.value_or(adapters_));
+    ctx.set_attr(MEMPLAN_ATTR_DTYPE_MASTER_WEIGHTS, master_weights_.value_or(0.0));
+    ctx.set_attr(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES, optimizer_states_);
     ctx.set_attr(MEMPLAN_ATTR_REPORT_PREFIX "quantized_bits_per_weight", quantized_ * 8.0);
     if (whole_model_)
       ctx.set_attr(MEMPLAN_ATTR_REPORT_PREFIX "quantized_note",
                    "the model is known only by its parameter count, so all of it is quantized, including the "
                    "embeddings, LM head and norms that an architecture model keeps unquantized");
-    const size_t count = ctx.size();
+    const size_t count = ctx.size();  // gradients and master copies are appended; visit the weights present before
     for (size_t i = 0; i < count; ++i) {
       sdk::Item item = ctx.item(i);
       if (item.role != sdk::Role::weights) continue;
-      const bool quantize = is_quantized_class(item.param_class) ||
-                            (whole_model_ && item.param_class == ParamClass::other);  // the one `parameters` item
-      item.bytes_per_element = quantize ? quantized_ : unquantized_;
+      const bool trains = training && item.trainable;
+      bool quantize = is_quantized_class(item.param_class) ||
+                      (whole_model_ && item.param_class == ParamClass::other);  // the one `parameters` item
+      if (quantize && trains) {
+        if (!skip_trainable_) fail_trainable(ctx, item);
+        quantize = false;
+      }
+      item.bytes_per_element =
+          quantize ? quantized_ : (item.param_class == ParamClass::adapter ? adapters_ : unquantized_);
       ctx.set(i, item);
+      if (!trains) continue;
+      add_copy(ctx, item, sdk::Role::gradients, sdk::Lifetime::gradient, gradients_.value_or(item.bytes_per_element));
+      if (master_weights_) add_copy(ctx, item, sdk::Role::master_weights, sdk::Lifetime::persistent, *master_weights_);
     }
   }
 
  private:
+  static void add_copy(sdk::Context& ctx, sdk::Item item, sdk::Role role, sdk::Lifetime lifetime, double bytes) {
+    item.role = role;
+    item.lifetime = lifetime;
+    item.bytes_per_element = bytes;
+    ctx.add(item);
+  }
+
+  [[noreturn]] static void fail_trainable(const sdk::Context& ctx, const sdk::Item& item) {
+    ctx.fail("'" + display_name(item) +
+             "' is trainable, but quantized weights are frozen: no gradient updates them. Freeze them with a "
+             "trainability [[strategy]]: use = \"lora\" (QLoRA: adapters train on the frozen quantized weights), "
+             "or use = \"freeze\" training only parts that stay unquantized (router, norms, embeddings, lm_head); "
+             "or set skip_trainable = true in [precision] to keep trainable weights unquantized; or use a "
+             "precision that does not quantize, such as mixed-bf16");
+  }
+
   double quantized_ = 0;
   double unquantized_ = 0;
   double activations_ = 0;
+  double adapters_ = 0;
+  std::optional<double> gradients_;
+  std::optional<double> master_weights_;
+  double optimizer_states_ = 0;
+  bool skip_trainable_ = false;
   bool whole_model_ = false;
 };
 

@@ -14,9 +14,15 @@ namespace memplan {
 
 enum class MlpKind { gelu, swiglu };
 enum class NormKind { rmsnorm, layernorm };
+// What the last layer's output feeds: a language-model head over the
+// vocabulary (decoders), BERT's masked-LM prediction head (a dense layer, a
+// norm and a vocabulary projection with a bias), or nothing (an encoder
+// backbone such as transformers' BertModel).
+enum class OutputHead { lm, mlm, none };
 
 struct ModelSpec {
   std::string preset;       // catalog name the spec came from, or empty
+  std::string hf_config;    // the Hugging Face config.json the spec came from, or empty
   double params_only = 0;   // > 0 when only a parameter count is known
   int64_t layers = 0;
   int64_t hidden = 0;
@@ -32,6 +38,11 @@ struct ModelSpec {
   bool output_bias = false;     // bias on the attention output projection (GPT-2/3)
   bool mlp_bias = false;        // biases on the MLP projections (GPT-2/3)
   int64_t position_embeddings = 0;  // learned absolute positions (GPT-2/3); 0 for rotary
+  int64_t type_vocab = 0;           // token-type (segment) embeddings (BERT: 2); 0: none
+  bool embedding_norm = false;      // a norm on the summed embeddings (BERT)
+  bool final_norm = true;           // a norm after the last layer (pre-norm models); false for post-norm (BERT)
+  bool pooler = false;              // BERT's pooler: a dense hidden x hidden layer with a bias on the first token
+  OutputHead output_head = OutputHead::lm;
   int64_t experts = 0;              // MoE: experts per layer, 0 for dense
   int64_t experts_top_k = 0;
   int64_t expert_ffn_hidden = 0;
@@ -40,6 +51,8 @@ struct ModelSpec {
   int64_t max_context = 0;             // longest supported context (max_position_embeddings); 0: unknown
 
   bool has_architecture() const { return params_only <= 0; }
+  // The output layer reuses the token embedding (no head: nothing to share).
+  bool shares_embedding() const { return tied_embeddings && output_head != OutputHead::none; }
   int64_t effective_kv_heads() const { return kv_heads > 0 ? kv_heads : heads; }
   int64_t effective_head_dim() const { return head_dim > 0 ? head_dim : (heads > 0 ? hidden / heads : 0); }
 };
@@ -47,8 +60,9 @@ struct ModelSpec {
 // The C view plugins read through the host table.
 memplan_model to_abi_model(const ModelSpec& spec, double total_params);
 
-// Parameter groups: embeddings, per-layer attention (GQA aware), MLP (gated
-// or not) or MoE router and experts, norms, final norm, LM head (absent when
+// Parameter groups: embeddings (tokens, positions, token types, their norm),
+// per-layer attention (GQA aware), MLP (gated or not) or MoE router and
+// experts, norms, final norm, pooler, output head (the LM head is absent when
 // tied). Identical layers are one item with count = layers. All items are
 // weights, trainable, with bytes_per_element still 0 (precision sets it).
 std::vector<PlanItem> parameter_inventory(const ModelSpec& spec);

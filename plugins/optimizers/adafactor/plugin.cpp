@@ -1,0 +1,118 @@
+// 'adafactor' optimizer (Shazeer and Stern 2018, "Adafactor: Adaptive Learning
+// Rates with Sublinear Memory Cost", arXiv 1804.04235). For an n x m weight
+// matrix it keeps "only the per-row and per-column sums of these moving
+// averages" of the squared gradients (the abstract): n + m second-moment
+// elements instead of n m, rebuilt as R C / (1^T R) when needed. 1-D
+// parameters (norm weights, biases) keep the full second moment (the paper's
+// algorithm for weight vectors). The first moment is optional: the paper's
+// recipe drops momentum; Hugging Face's Adafactor keeps exp_avg only when
+// beta1 is given; torch.optim.Adafactor has none.
+//
+// The shapes come from parameter_shapes.hpp: per parameter class, the model's
+// dimensions, unfused (separate q, k, v, o, gate, up, down), with the hidden
+// size whole and the other side divided by tensor parallelism. So on a rank an
+// instance holds
+//
+//   second moment = matrices x (h + cols) + 1-D elements
+//   first moment  = the weight's elements (with first_moment / beta1)
+//
+// in the optimizer-states dtype. A fused QKV or gate+up matrix (Megatron-LM's
+// layout) has fewer rows+cols than the separate matrices: memplan's count is
+// then a little high (by h per fused-away matrix and layer).
+//
+// Step temporaries, from torch.optim.Adafactor (torch/optim/_adafactor.py):
+//   for-loop  _single_tensor_adafactor: var_estimate = row_var @ col_var is one
+//             tensor the size of the parameter; the previous parameter's update
+//             (the same tensor, updated in place) is still bound: 2 x the largest tensor.
+//             The default, as in torch.optim.Adafactor ("Adafactor will default to
+//             the slower single tensor for-loop implementation").
+//   foreach   _multi_tensor_adafactor: var_estimates over the group, "~ sizeof(params)
+//             more peak memory than the for-loop version" (its docstring): 1 x all.
+//   fused     none exists: an error.
+#include <memplan/sdk.hpp>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "../optimizer_step.hpp"
+#include "../parameter_shapes.hpp"
+
+namespace {
+
+namespace sdk = memplan::sdk;
+using memplan::plugins::Implementation;
+using memplan::plugins::StepTemporaries;
+
+constexpr StepTemporaries kTemporaries{2, 1, false};
+
+constexpr std::array<memplan_option_spec, 3> kOptions{{
+    {"first_moment", MEMPLAN_OPTION_BOOL, "keep a full first moment (exp_avg) per weight", "false, or true when beta1 is set"},
+    {"beta1", MEMPLAN_OPTION_DOUBLE,
+     "first-moment decay in [0, 1); setting it keeps a first moment, as Hugging Face's Adafactor does", "not set"},
+    {"implementation", MEMPLAN_OPTION_STRING,
+     "\"for-loop\" (torch.optim.Adafactor's default: one tensor at a time) or \"foreach\" (temporaries as large as all "
+     "parameters)",
+     "\"for-loop\""},
+}};
+
+class AdafactorOptimizer {
+ public:
+  static constexpr sdk::PluginInfo info{
+      "adafactor", "1.0.0",
+      "Adafactor: factored second moment, rows + cols per matrix (Shazeer and Stern 2018, arXiv 1804.04235)",
+      sdk::Kind::optimizer, sdk::Phase::optimizer};
+  static std::span<const memplan_option_spec> options() { return kOptions; }
+
+  explicit AdafactorOptimizer(sdk::Options& options) {
+    if (!options.model().has_architecture)
+      options.fail(
+          "adafactor keeps a row and a column vector per weight matrix, so it needs the matrices' shapes; give the "
+          "model's architecture (a preset, or layers, hidden, heads, ...) instead of only params");
+    const std::optional<double> beta1 = options.number("beta1");
+    if (beta1 && !(*beta1 >= 0.0 && *beta1 < 1.0)) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", *beta1);
+      options.fail("beta1", std::string("must be in [0, 1), got ") + text);
+    }
+    const std::optional<bool> first_moment = options.boolean("first_moment");
+    if (beta1 && first_moment && !*first_moment)
+      options.fail("beta1",
+                   "keeps a first moment (Hugging Face's Adafactor keeps exp_avg whenever beta1 is set), but "
+                   "first_moment = false; remove one of the two");
+    first_moment_ = first_moment.value_or(beta1.has_value());
+    implementation_ = memplan::plugins::read_implementation(options, Implementation::for_loop,
+                                                            kTemporaries.fused_available, "adafactor");
+  }
+
+  void apply(sdk::Context& ctx) {
+    const double state_bytes = ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES);
+    const memplan::plugins::RankLayout ranks = memplan::plugins::rank_layout(ctx);
+    const size_t weights = ctx.size();
+    for (size_t i = 0; i < weights; ++i) {
+      sdk::Item item = ctx.item(i);
+      if (item.role != sdk::Role::weights || !item.trainable) continue;
+      const memplan::plugins::TensorShapes shapes = memplan::plugins::tensor_shapes(item, ctx.model(), ranks);
+      // Unknown shapes (adapters, out-of-tree classes): the full second
+      // moment, an upper bound.
+      double second = item.elements;
+      if (shapes.known) second = shapes.matrices * (shapes.rows + shapes.cols) + shapes.vector_elements;
+      item.role = sdk::Role::optimizer_states;
+      item.lifetime = sdk::Lifetime::persistent;
+      item.elements = second + (first_moment_ ? item.elements : 0.0);
+      item.bytes_per_element = state_bytes;
+      ctx.add(item);
+    }
+    memplan::plugins::add_step_temporaries(ctx, weights, implementation_, kTemporaries, state_bytes);
+  }
+
+ private:
+  bool first_moment_ = false;
+  Implementation implementation_ = Implementation::for_loop;
+};
+
+}  // namespace
+
+MEMPLAN_PLUGIN(AdafactorOptimizer)

@@ -1,0 +1,121 @@
+// 'adam-8bit' optimizer: bitsandbytes' Adam8bit / AdamW8bit (Dettmers et al.
+// 2022, "8-bit Optimizers via Block-wise Quantization", arXiv 2110.02861).
+// Both Adam states are stored as 1-byte codes, quantized block by block: each
+// block of B elements of a state has its own fp32 absolute maximum. Tensors
+// with fewer than min_8bit_size (4096) elements keep fp32 states. From
+// bitsandbytes/optim/optimizer.py, Optimizer2State.init_state:
+//
+//   if p.numel() < config["min_8bit_size"]: dtype = torch.float32
+//   ... state["state1"], state["state2"]: uint8 like p
+//   blocks = n // blocksize (+ 1 if n % blocksize > 0)
+//   state["absmax1"], state["absmax2"] = torch.zeros((blocks,), dtype=torch.float32)
+//
+// so per tensor of n elements: 2n bytes of codes + 2 x 4 x ceil(n / B) bytes
+// of absmax, or 2 x 4 x n bytes when n < min_8bit_size. The block size was
+// 2048 in the paper and in bitsandbytes up to 0.43; bitsandbytes 0.44.0
+// changed the 8-bit optimizers to 256 (bitsandbytes pull request #1365,
+// "Change 8bit optimizer blocksize 2048->256"), which is the default here.
+// The two 256-entry quantization maps are shared by all tensors (1 KiB each)
+// and not counted.
+//
+// Tensor sizes come from parameter_shapes.hpp (per class, from the model's
+// dimensions, split by tensor parallelism); an item of unknown shape (a
+// params-only model, adapters) counts as one tensor. Biases inside projection
+// items are taken to be as wide as the projection's split dimension.
+//
+// The states' dtype is bitsandbytes' own (uint8 codes, fp32 absmax and fp32
+// small tensors), whatever the precision recipe's optimizer_states dtype. The
+// update is one fused CUDA kernel per tensor (optimizer_update_8bit_blockwise)
+// that works in place: no step temporaries and no `implementation` option.
+#include <memplan/sdk.hpp>
+
+#include <array>
+#include <cmath>
+#include <string>
+
+#include "../parameter_shapes.hpp"
+
+namespace {
+
+namespace sdk = memplan::sdk;
+
+constexpr std::array<memplan_option_spec, 2> kOptions{{
+    {"block_size", MEMPLAN_OPTION_INT,
+     "elements per quantization block, each with one fp32 absmax per state (bitsandbytes >= 0.44: 256; the paper "
+     "and bitsandbytes <= 0.43: 2048)",
+     "256"},
+    {"min_8bit_size", MEMPLAN_OPTION_INT, "tensors with fewer elements keep fp32 states (bitsandbytes' min_8bit_size)",
+     "4096"},
+}};
+
+class Adam8bitOptimizer {
+ public:
+  static constexpr sdk::PluginInfo info{
+      "adam-8bit", "1.0.0",
+      "Adam with block-wise 8-bit states, bitsandbytes Adam8bit (Dettmers et al. 2022, arXiv 2110.02861)",
+      sdk::Kind::optimizer, sdk::Phase::optimizer};
+  static std::span<const memplan_option_spec> options() { return kOptions; }
+
+  explicit Adam8bitOptimizer(sdk::Options& options)
+      : block_size_(static_cast<double>(options.positive_integer("block_size", 256))),
+        min_8bit_size_(static_cast<double>(options.integer("min_8bit_size").value_or(4096))) {
+    if (min_8bit_size_ < 0)
+      options.fail("min_8bit_size", "must be 0 or more, got " + std::to_string(static_cast<int64_t>(min_8bit_size_)));
+  }
+
+  void apply(sdk::Context& ctx) {
+    const memplan::plugins::RankLayout ranks = memplan::plugins::rank_layout(ctx);
+    const size_t weights = ctx.size();
+    for (size_t i = 0; i < weights; ++i) {
+      const sdk::Item weight = ctx.item(i);
+      if (weight.role != sdk::Role::weights || !weight.trainable) continue;
+      const memplan::plugins::TensorShapes shapes = memplan::plugins::tensor_shapes(weight, ctx.model(), ranks);
+      Split split;
+      if (!shapes.known) {
+        add_tensors(split, 1, weight.elements);
+      } else {
+        add_tensors(split, shapes.matrices, shapes.matrix_size());
+        if (shapes.vector_elements > 0) add_tensors(split, shapes.vectors(), shapes.vector_size);
+      }
+      add(ctx, weight, "", 2 * split.quantized, 1.0);        // two 1-byte codes per element
+      add(ctx, weight, ".absmax", 2 * split.blocks, 4.0);     // one fp32 absmax per block and state
+      add(ctx, weight, ".fp32", 2 * split.small, 4.0);        // small tensors: two fp32 states
+    }
+  }
+
+ private:
+  struct Split {
+    double quantized = 0;  // elements with 8-bit states, per instance
+    double blocks = 0;     // their quantization blocks
+    double small = 0;      // elements with fp32 states
+  };
+
+  // `tensors` tensors of `size` elements each (tensors may be fractional for
+  // biases of unknown width).
+  void add_tensors(Split& split, double tensors, double size) const {
+    if (tensors <= 0 || size <= 0) return;
+    if (size < min_8bit_size_) {
+      split.small += tensors * size;
+      return;
+    }
+    split.quantized += tensors * size;
+    split.blocks += tensors * std::ceil(size / block_size_);
+  }
+
+  static void add(sdk::Context& ctx, sdk::Item item, const char* suffix, double elements, double bytes) {
+    if (elements <= 0) return;
+    item.name += suffix;
+    item.role = sdk::Role::optimizer_states;
+    item.lifetime = sdk::Lifetime::persistent;
+    item.elements = elements;
+    item.bytes_per_element = bytes;
+    ctx.add(item);
+  }
+
+  double block_size_;
+  double min_8bit_size_;
+};
+
+}  // namespace
+
+MEMPLAN_PLUGIN(Adam8bitOptimizer)

@@ -1,0 +1,136 @@
+// Temporaries of the optimizer step, by implementation, in PyTorch's
+// torch.optim terms (https://pytorch.org/docs/stable/optim.html, "Algorithms"
+// and the foreach/fused notes):
+//
+//   "for-loop"  the _single_tensor_<optimizer> functions: one parameter at a
+//               time, so temporaries the size of one parameter tensor;
+//   "foreach"   the _multi_tensor_<optimizer> functions: torch._foreach_* ops
+//               over the whole group of parameters at once, so every
+//               out-of-place op materializes a list of tensors as large as all
+//               the group's parameters together;
+//   "fused"     one kernel per group (torch._fused_adam_, apex/Transformer
+//               Engine FusedAdam, DeepSpeed FusedAdam, bitsandbytes): updates
+//               in place, allocates no parameter-sized temporaries.
+//
+// Each optimizer states how many parameter-sized temporaries are alive at its
+// step's high point, read from the implementation's source (not measured; the
+// plugin READMEs quote the lines). For the for-loop it counts the largest
+// parameter tensor; the loop variable that holds the last temporary of one
+// parameter is rebound only after the next parameter's temporaries exist, so
+// it counts one more. The temporaries are items of lifetime
+// transient_optimizer (the step timeline adds them to the optimizer phase
+// only) and role optimizer_states, so ZeRO stage 1 and up divides them with
+// the states: a sharded optimizer steps only its own shard. Their dtype is the
+// optimizer states' (Adam's sqrt(exp_avg_sq) has exp_avg_sq's dtype).
+#pragma once
+
+#include <memplan/sdk.hpp>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+
+#include "parameter_shapes.hpp"
+
+namespace memplan::plugins {
+
+enum class Implementation { for_loop, foreach, fused };
+
+inline const char* implementation_name(Implementation implementation) {
+  switch (implementation) {
+    case Implementation::for_loop: return "for-loop";
+    case Implementation::foreach: return "foreach";
+    case Implementation::fused: return "fused";
+  }
+  return "?";
+}
+
+// Parameter-sized temporaries alive at the step's high point.
+struct StepTemporaries {
+  double for_loop;       // x the largest parameter tensor
+  double foreach;        // x every trainable element
+  bool fused_available;  // a fused kernel exists (it allocates none)
+};
+
+inline constexpr const char* kImplementationHelp =
+    "how the step runs, in torch.optim terms: \"for-loop\" (one tensor at a time), \"foreach\" (multi-tensor ops "
+    "over the whole group: temporaries as large as all parameters) or \"fused\" (one kernel, no temporaries)";
+
+// Reads `implementation`; `fallback` is the optimizer's default.
+inline Implementation read_implementation(sdk::Options& options, Implementation fallback, bool fused_available,
+                                          const char* optimizer) {
+  const std::optional<std::string> value = options.string("implementation");
+  if (!value) return fallback;
+  if (*value == "for-loop") return Implementation::for_loop;
+  if (*value == "foreach") return Implementation::foreach;
+  if (*value == "fused") {
+    if (!fused_available)
+      options.fail("implementation", std::string("is \"fused\", but ") + optimizer +
+                                         " has no fused implementation in torch.optim; use \"for-loop\" or "
+                                         "\"foreach\"");
+    return Implementation::fused;
+  }
+  options.fail("implementation", "is \"" + *value + "\", not an implementation; use \"for-loop\", \"foreach\"" +
+                                     (fused_available ? " or \"fused\"" : ""));
+}
+
+// A for-loop step sizes its temporaries by the largest parameter tensor,
+// which a model known only by its parameter count does not give.
+inline void require_shapes_for_loop(sdk::Options& options, Implementation implementation,
+                                    const StepTemporaries& temporaries) {
+  if (implementation == Implementation::for_loop && temporaries.for_loop > 0 && !options.model().has_architecture)
+    options.fail("implementation",
+                 "is \"for-loop\", whose temporaries are the size of the largest parameter tensor, which a model "
+                 "given only as params does not tell; give the architecture (a preset, or layers, hidden, ...), or "
+                 "use \"foreach\" or \"fused\"");
+}
+
+// Elements of the largest parameter tensor among the first `weights` items
+// (trainable weights on the GPU). An item of unknown shape counts as one tensor.
+inline double largest_trainable_tensor(const sdk::Context& ctx, size_t weights) {
+  const RankLayout ranks = rank_layout(ctx);
+  double largest = 0;
+  for (size_t i = 0; i < weights; ++i) {
+    const sdk::Item item = ctx.item(i);
+    if (item.role != sdk::Role::weights || !item.trainable || item.device != sdk::Device::gpu) continue;
+    const TensorShapes shapes = tensor_shapes(item, ctx.model(), ranks);
+    if (!shapes.known) {
+      largest = std::max(largest, item.elements);
+      continue;
+    }
+    if (shapes.matrices > 0) largest = std::max(largest, shapes.matrix_size());
+    if (shapes.vector_elements > 0) largest = std::max(largest, std::min(shapes.vector_size, shapes.vector_elements));
+  }
+  return largest;
+}
+
+// Adds the step's temporaries for the trainable weight items among the first
+// `weights` items of the plan.
+inline void add_step_temporaries(sdk::Context& ctx, size_t weights, Implementation implementation,
+                                 const StepTemporaries& temporaries, double state_bytes) {
+  if (implementation == Implementation::foreach && temporaries.foreach > 0) {
+    for (size_t i = 0; i < weights; ++i) {
+      sdk::Item item = ctx.item(i);
+      if (item.role != sdk::Role::weights || !item.trainable) continue;
+      item.name += ".foreach_temps";
+      item.role = sdk::Role::optimizer_states;
+      item.lifetime = sdk::Lifetime::transient_optimizer;
+      item.trainable = false;
+      item.elements *= temporaries.foreach;
+      item.bytes_per_element = state_bytes;
+      ctx.add(item);
+    }
+  } else if (implementation == Implementation::for_loop && temporaries.for_loop > 0) {
+    const double largest = largest_trainable_tensor(ctx, weights);
+    if (largest <= 0) return;
+    sdk::Item item;
+    item.name = "optimizer.for_loop_temps";
+    item.role = sdk::Role::optimizer_states;
+    item.lifetime = sdk::Lifetime::transient_optimizer;
+    item.elements = largest * temporaries.for_loop;
+    item.bytes_per_element = state_bytes;
+    ctx.add(item);
+  }
+}
+
+}  // namespace memplan::plugins

@@ -1,0 +1,139 @@
+// The tensors behind one weight item, for optimizers whose memory depends on
+// tensor shapes rather than on element counts alone: Adafactor factors each
+// matrix's second moment into a row and a column vector, bitsandbytes keeps
+// tensors under 4096 elements in 32 bits and quantizes the rest per block, and
+// a for-loop optimizer step allocates temporaries the size of one tensor.
+//
+// The core's inventory (docs/estimate.md, section 1) has one item per
+// parameter class and layer group, so the shapes are derived from the class
+// and the model's dimensions, in the unfused layout of Hugging Face models
+// (separate q, k, v, o, gate, up and down projections):
+//
+//   class               matrices per instance   shape (rows x cols)
+//   embedding           1                       h x V
+//   position_embedding  1                       h x P   (P = elements / h)
+//   attention (q, o)    1                       h x q   (q = heads x head_dim)
+//   attention_kv (k, v) 1                       h x kv  (kv = kv_heads x head_dim)
+//   mlp                 n (3 gated, 2 not)      h x f
+//   expert              E n / expert-parallel   h x f_e
+//   router              1                       h x E
+//   lm_head             1                       h x V
+//   norm                0 (1-D tensors of h)
+//
+// Megatron-style tensor parallelism never splits the hidden dimension h of
+// these matrices: column-parallel layers (q, k, v, gate, up, vocabulary-
+// parallel embedding and LM head) split their output dimension and
+// row-parallel ones (o, down) their input dimension, which is q or f. So on a
+// rank the rows stay h and the cols are divided as the tensor-parallel plugin
+// divides the elements (plugins/strategies/tensor-parallel: 1/t, and for k and
+// v 1/t or one whole kv head). Whatever an item holds beyond its matrices
+// (qkv, output and MLP biases) is counted as 1-D tensors.
+//
+// Unknown classes (other, adapter) and params-only models have no known shape:
+// callers treat such an item as one tensor or refuse, and say so.
+#pragma once
+
+#include <memplan/sdk.hpp>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace memplan::plugins {
+
+struct TensorShapes {
+  bool known = false;          // false: the item's tensors cannot be told apart
+  double matrices = 0;         // 2-D tensors per instance on this rank
+  double rows = 0;             // the dimension no layout plugin splits (h)
+  double cols = 0;             // the other dimension, on this rank
+  double vector_elements = 0;  // elements in 1-D tensors per instance (norm weights, biases)
+  double vector_size = 0;      // elements of one 1-D tensor (h for norms; cols for biases, approximately)
+
+  double matrix_size() const { return rows * cols; }
+  double matrix_elements() const { return matrices * rows * cols; }
+  // Tensors of 1-D elements per instance.
+  double vectors() const { return vector_size > 0 ? vector_elements / vector_size : 0; }
+};
+
+// Group sizes that change a rank's share of a tensor, from the layout plugins'
+// attributes (sdk/include/memplan/conventions.h).
+struct RankLayout {
+  double tensor = 1;  // ranks.tensor
+  double expert = 1;  // layout.expert_parallel: experts are divided over these ranks
+};
+
+inline RankLayout rank_layout(const sdk::Context& ctx) {
+  RankLayout layout;
+  layout.tensor = static_cast<double>(std::max<int64_t>(1, ctx.attr_int(MEMPLAN_ATTR_RANKS_TENSOR, 1)));
+  layout.expert = static_cast<double>(std::max<int64_t>(1, ctx.attr_int(MEMPLAN_ATTR_EXPERT_PARALLEL, 1)));
+  return layout;
+}
+
+inline TensorShapes tensor_shapes(const sdk::Item& item, const memplan_model& model, const RankLayout& ranks) {
+  using sdk::ParamClass;
+  TensorShapes shapes;
+  if (!model.has_architecture || model.hidden <= 0) return shapes;
+  const double h = static_cast<double>(model.hidden);
+  const double t = ranks.tensor;
+  const double head_dim = static_cast<double>(model.head_dim);
+  const double q = static_cast<double>(model.heads) * head_dim;
+  const double kv = static_cast<double>(model.kv_heads) * head_dim;
+  const double n = model.gated_mlp ? 3.0 : 2.0;
+  // The tensor-parallel plugin's share of k and v: 1/t, or one whole kv head
+  // per rank when there are fewer kv heads than ranks.
+  const double kv_share =
+      static_cast<double>(model.kv_heads) >= t ? 1.0 / t : 1.0 / static_cast<double>(std::max<int64_t>(1, model.kv_heads));
+
+  switch (item.param_class) {
+    case ParamClass::embedding:
+    case ParamClass::lm_head:
+      shapes.matrices = 1;
+      shapes.cols = static_cast<double>(model.vocab) / t;
+      break;
+    case ParamClass::position_embedding:
+      shapes.matrices = 1;
+      shapes.cols = item.elements / h;
+      break;
+    case ParamClass::attention:
+      shapes.matrices = 1;
+      shapes.cols = q / t;
+      break;
+    case ParamClass::attention_kv:
+      shapes.matrices = 1;
+      shapes.cols = kv * kv_share;
+      break;
+    case ParamClass::mlp:
+      shapes.matrices = n;
+      shapes.cols = static_cast<double>(model.ffn_hidden) / t;
+      break;
+    case ParamClass::expert:
+      shapes.matrices = static_cast<double>(model.experts) * n / ranks.expert;
+      shapes.cols = static_cast<double>(model.expert_ffn_hidden) / t;
+      break;
+    case ParamClass::router:
+      shapes.matrices = 1;
+      shapes.cols = static_cast<double>(model.experts);
+      break;
+    case ParamClass::norm:
+      shapes.known = true;
+      shapes.vector_elements = item.elements;
+      shapes.vector_size = h;
+      return shapes;
+    default:
+      return shapes;  // other, adapter: unknown
+  }
+  if (shapes.matrices <= 0 || shapes.cols <= 0) return shapes;
+  shapes.known = true;
+  shapes.rows = h;
+  const double matrix_elements = shapes.matrix_elements();
+  if (item.elements + 0.5 < matrix_elements) {
+    // Split in a way this table does not know (a plugin other than the
+    // built-in tensor-parallel one): keep h whole and scale the other side.
+    shapes.cols = item.elements / (shapes.matrices * h);
+    return shapes;
+  }
+  shapes.vector_elements = std::max(0.0, item.elements - matrix_elements);
+  if (shapes.vector_elements > 0) shapes.vector_size = shapes.cols;
+  return shapes;
+}
+
+}  // namespace memplan::plugins

@@ -1,0 +1,122 @@
+// 'fp8' precision recipe: fp8 GEMMs as Transformer Engine runs them in
+// Megatron-LM (Micikevicius et al. 2022, "FP8 Formats for Deep Learning",
+// arXiv 2209.05433: fp8 is for the matrix multiplications' inputs, while the
+// weights are kept and updated in higher precision).
+//
+// Roles: bf16 weights, fp32 gradients, fp32 master weights, fp32 optimizer
+// states, bf16 activations. The gradients are fp32 because Megatron-LM
+// accumulates and all-reduces them in fp32 whenever the weights are bf16
+// (megatron/training/arguments.py: "bfloat16 requires gradient accumulation
+// and all-reduce to be done in fp32"; Transformer Engine's
+// fuse_wgrad_accumulation writes weight gradients into that fp32 main_grad);
+// set gradients = "bf16" for --grad-reduce-in-bf16.
+//
+// On top of mixed precision, every linear layer (attention q, k, v, o; dense
+// MLP; MoE experts) has fp8 copies of its weight for the GEMMs. From
+// Transformer Engine's Linear (transformer_engine/pytorch/module/linear.py,
+// get_fp8_weights_scratchpad and _Linear.forward, TE 1.x):
+//   - with is_first_microbatch set (cache_fp8_weights = true), the module keeps
+//     persistent buffers weight1_fp8 and weight1_t_fp8, filled in the first
+//     micro-batch of a step (fp8_cast_transpose_fused) and reused by the others:
+//     1 byte per element for the fp8 weight and 1 for its fp8 transpose, which
+//     the backward pass's dgrad GEMM needs (Hopper's fp8 GEMMs take one layout
+//     only). Megatron-LM's TE layers pass is_first_microbatch unless
+//     --disable-parameter-transpose-cache (megatron/core/extensions/
+//     transformer_engine.py, TELinear.forward). Items `<name>.fp8`, role
+//     buffers, persistent.
+//   - with is_first_microbatch = None (cache_fp8_weights = false), each forward
+//     casts into fresh tensors and saves the transpose for backward
+//     (ctx.save_for_backward(..., weight_t_fp8, ...)): 1 byte per element held
+//     from a layer's forward to its backward. Items `<name>.fp8_t`, role
+//     buffers, lifetime activation. Not counted: the row-wise copy of the one
+//     layer being computed (freed after its GEMM), and more than one
+//     micro-batch's copies under pipeline parallelism.
+// With weights = "fp8" (Transformer Engine's fp8_model_init: fp8 primary
+// weights, no bf16 copy) only the transpose remains. fp8_transpose = false
+// drops the transpose (a GPU whose fp8 GEMMs take both layouts).
+//
+// Not modelled: the fp8 inputs Transformer Engine saves for backward instead
+// of bf16 ones (the activation model counts them in dtype.activations, so
+// activations are overstated for the linear layers' inputs); per-tensor
+// scaling metadata (a few floats per tensor); MXFP8's per-32-element scales.
+// The embedding, LM head, norms and MoE router are not run in fp8 (Megatron's
+// output layer and router are not Transformer Engine modules). A params-only
+// model's one `parameters` item is treated as linear layers, which overstates
+// the copies by the embedding and LM-head share.
+#include "../precision_recipe.hpp"
+
+namespace {
+
+namespace sdk = memplan::sdk;
+
+class Fp8WeightCopies {
+ public:
+  static constexpr std::array<memplan_option_spec, 2> kOptions{{
+      {"cache_fp8_weights", MEMPLAN_OPTION_BOOL,
+       "keep each linear layer's fp8 weight (and transpose) for the whole step, as Transformer Engine does with "
+       "is_first_microbatch (Megatron-LM's default); false: cast in every forward and keep the transpose until "
+       "backward",
+       "true"},
+      {"fp8_transpose", MEMPLAN_OPTION_BOOL,
+       "keep an fp8 transpose of each linear weight for the backward pass (Hopper fp8 GEMMs need it)", "true"},
+  }};
+
+  Fp8WeightCopies(sdk::Options& options, const memplan::plugins::RecipeDtypes& dtypes)
+      : cache_(options.boolean("cache_fp8_weights").value_or(true)),
+        transpose_(options.boolean("fp8_transpose").value_or(true)) {
+    if (!options.training())
+      options.fail(
+          "the fp8 recipe models Transformer Engine's fp8 training (fp8 weight copies next to bf16 weights and fp32 "
+          "master weights), so it needs mode = \"train\"; for fp8 weights in inference use [precision] use = \"bf16\" "
+          "with weights = \"fp8\", or the quantized plugin");
+    const bool fp8_primary = dtypes.weights == 1.0;  // fp8_model_init: the weight itself is fp8
+    // Cached: the fp8 weight (unless it is the weight itself) and its transpose.
+    cached_bytes_ = (fp8_primary ? 0.0 : 1.0) + (transpose_ ? 1.0 : 0.0);
+    // Not cached: what backward keeps, the transpose (or the fp8 weight itself
+    // when there is no transpose and the weight is not already fp8).
+    saved_bytes_ = (transpose_ || !fp8_primary) ? 1.0 : 0.0;
+  }
+
+  void add_items(sdk::Context& ctx, sdk::Item item) const {
+    if (!runs_in_fp8(item.param_class)) return;
+    const double bytes = cache_ ? cached_bytes_ : saved_bytes_;
+    if (bytes <= 0) return;
+    item.name += cache_ ? ".fp8" : ".fp8_t";
+    item.role = sdk::Role::buffers;
+    item.lifetime = cache_ ? sdk::Lifetime::persistent : sdk::Lifetime::activation;
+    item.trainable = false;
+    item.bytes_per_element = bytes;
+    ctx.add(item);
+  }
+
+ private:
+  static bool runs_in_fp8(sdk::ParamClass param_class) {
+    switch (param_class) {
+      case sdk::ParamClass::attention:
+      case sdk::ParamClass::attention_kv:
+      case sdk::ParamClass::mlp:
+      case sdk::ParamClass::expert:
+      case sdk::ParamClass::other: return true;
+      default: return false;
+    }
+  }
+
+  bool cache_;
+  bool transpose_;
+  double cached_bytes_ = 0;
+  double saved_bytes_ = 0;
+};
+
+struct Fp8Traits {
+  static constexpr const char* name = "fp8";
+  static constexpr const char* summary =
+      "fp8 training (Transformer Engine, Micikevicius et al. 2022): fp8 weight copies beside bf16 weights, fp32 "
+      "master weights and gradients";
+  static constexpr memplan::plugins::RecipeDefaults defaults{"bf16", "fp32", "fp32", "fp32", "bf16"};
+  using Extension = Fp8WeightCopies;
+};
+
+}  // namespace
+
+using Fp8Precision = memplan::plugins::PrecisionRecipe<Fp8Traits>;
+MEMPLAN_PLUGIN(Fp8Precision)

@@ -1,0 +1,133 @@
+// 'allocator': what PyTorch's CUDA caching allocator reserves beyond the bytes
+// the tensors ask for (phase overhead; c10/cuda/CUDACachingAllocator.cpp):
+//
+//   rounding       every block is rounded up to a multiple of 512 bytes
+//                  (kMinBlockSize); an allocation of 10 MiB or more
+//                  (kMinLargeAlloc) gets a segment of its own, rounded up to
+//                  2 MiB (kRoundLarge). Smaller ones share 2 MiB (up to 1 MiB)
+//                  or 20 MiB segments. memplan rounds each item instance as one
+//                  allocation; an item that stands for several tensors (a
+//                  layer's activations) rounds once where the allocator rounds
+//                  each tensor, so this is a lower bound (at most 2 MiB per
+//                  tensor).
+//   fragmentation  cached blocks that are free but too small or split for the
+//                  next request: a fraction `fragmentation` of the memory the
+//                  step allocates and frees (activations, gradients,
+//                  transients). Persistent tensors allocated once (weights,
+//                  master weights, optimizer states, KV cache) are taken to
+//                  pack without it.
+//
+// Only roles that are tensors of the job are considered (weights, gradients,
+// master weights, optimizer states, activations, KV cache): not `buffers` or
+// `overhead` items, which other plugins add for memory outside the allocator
+// (the CUDA context, NCCL buffers). The added items follow the lifetime, first
+// layer and count of what they come from, so the step timeline sees them when
+// their tensors are alive.
+#include <memplan/sdk.hpp>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace sdk = memplan::sdk;
+
+constexpr double kMinBlockSize = 512;                  // kMinBlockSize
+constexpr double kMinLargeAlloc = 10.0 * 1024 * 1024;  // kMinLargeAlloc: own segment from here
+constexpr double kRoundLarge = 2.0 * 1024 * 1024;      // kRoundLarge
+
+constexpr std::array<memplan_option_spec, 2> kOptions{{
+    {"fragmentation", MEMPLAN_OPTION_DOUBLE,
+     "reserved-but-unused memory as a fraction of what the step allocates and frees (activations, gradients, "
+     "transients), 0 to 1",
+     "0.1"},
+    {"rounding", MEMPLAN_OPTION_BOOL, "round every allocation as the caching allocator does (512 B; 2 MiB segments)",
+     "true"},
+}};
+
+// Bytes the allocator reserves for one allocation of `bytes`, beyond them.
+double rounding_waste(double bytes) {
+  if (bytes <= 0) return 0;
+  const double granule = bytes >= kMinLargeAlloc ? kRoundLarge : kMinBlockSize;
+  return std::ceil(bytes / granule) * granule - bytes;
+}
+
+bool is_tensor_role(sdk::Role role) {
+  return role != sdk::Role::buffers && role != sdk::Role::overhead;
+}
+
+class AllocatorOverhead {
+ public:
+  static constexpr sdk::PluginInfo info{"allocator", "1.0.0",
+                                        "PyTorch caching allocator: block rounding and fragmentation",
+                                        sdk::Kind::strategy, sdk::Phase::overhead};
+  static std::span<const memplan_option_spec> options() { return kOptions; }
+
+  explicit AllocatorOverhead(sdk::Options& options)
+      : fragmentation_(options.number("fragmentation").value_or(0.1)),
+        rounding_(options.boolean("rounding").value_or(true)) {
+    if (!std::isfinite(fragmentation_) || fragmentation_ < 0 || fragmentation_ >= 1) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", fragmentation_);
+      options.fail("fragmentation", std::string("must be a fraction from 0 up to (not including) 1, got ") + text);
+    }
+  }
+
+  void apply(sdk::Context& ctx) {
+    // One group per (lifetime, first layer, count): the timeline treats items
+    // with the same layers as one layer.
+    std::vector<Group> groups;
+    const size_t count = ctx.size();
+    for (size_t i = 0; i < count; ++i) {
+      const sdk::Item item = ctx.item(i);
+      if (item.device != sdk::Device::gpu || item.count == 0 || !is_tensor_role(item.role)) continue;
+      const double bytes = std::ceil(item.elements * item.bytes_per_element);
+      Group& group = find(groups, item);
+      if (rounding_) group.rounding += rounding_waste(bytes);
+      if (item.lifetime != sdk::Lifetime::persistent) group.fragmentation += fragmentation_ * bytes;
+    }
+    for (const Group& group : groups) {
+      add(ctx, group, "allocator.rounding", group.rounding);
+      add(ctx, group, "allocator.fragmentation", group.fragmentation);
+    }
+  }
+
+ private:
+  struct Group {
+    sdk::Lifetime lifetime;
+    int32_t layer;
+    uint32_t count;
+    double rounding = 0;       // per instance
+    double fragmentation = 0;  // per instance
+  };
+
+  static Group& find(std::vector<Group>& groups, const sdk::Item& item) {
+    for (Group& group : groups)
+      if (group.lifetime == item.lifetime && group.layer == item.layer && group.count == item.count) return group;
+    groups.push_back(Group{item.lifetime, item.layer, item.count});
+    return groups.back();
+  }
+
+  static void add(sdk::Context& ctx, const Group& group, const char* name, double bytes) {
+    if (bytes <= 0) return;
+    sdk::Item item;
+    item.name = name;
+    item.role = sdk::Role::overhead;
+    item.lifetime = group.lifetime;
+    item.layer = group.layer;
+    item.count = group.count;
+    item.elements = bytes;
+    item.bytes_per_element = 1;
+    ctx.add(item);
+  }
+
+  double fragmentation_;
+  bool rounding_;
+};
+
+}  // namespace
+
+MEMPLAN_PLUGIN(AllocatorOverhead)

@@ -1,0 +1,206 @@
+// 'comm-buffers': communication memory per GPU (phase overhead).
+//
+// NCCL buffers (role buffers, persistent, outside PyTorch's allocator). NCCL
+// gives each channel of a communicator its own buffers per connection, one
+// FIFO per protocol (NVIDIA/nccl issue #1450; src/init.cc):
+//   Simple  NCCL_BUFFSIZE, default 4 MiB (1 << 22)
+//   LL128   NCCL_LL128_BUFFSIZE, default 120 x 640 x 8 x 8 = 4,915,200 bytes
+//   LL      NCCL_LL_BUFFSIZE, default 8 x 512 x 8 x 16 = 524,288 bytes
+// and memory grows linearly with the channels and with the communicators
+// (NVIDIA/nccl issues #864 and #986). memplan counts
+//   communicators x nccl_channels x nccl_peers x (buffsize [+ LL128 + LL])
+// with one communicator per parallel group of more than one rank (ranks.data,
+// ranks.tensor, ranks.pipeline, ranks.context, and the expert-parallel group
+// layout.expert_parallel) unless `communicators` is set,
+// and nccl_peers = 2 connections per channel (a ring's and a tree's). The
+// channel count NCCL picks at init depends on the topology (its NCCL_DEBUG=INFO
+// log prints it); 16 is an assumption, not a measurement.
+//
+// Gradient buckets (role buffers), training with data parallelism only:
+//   "ddp"        PyTorch DistributedDataParallel: the reducer's bucket tensors
+//                hold a copy of every gradient (bucket_cap_mb, 25 MiB by
+//                default, sets how gradients are grouped, not how much memory
+//                the buckets take). gradient_as_bucket_view = true makes the
+//                gradients views of the buckets and saves exactly that copy
+//                (PyTorch DDP documentation; PR #41954 measured ~1 GB less peak
+//                for a model with ~1 GB of gradients).
+//   "deepspeed"  DeepSpeed ZeRO 1/2: a reduce bucket of reduce_bucket_size
+//                elements (persistent) and an all-gather bucket of
+//                allgather_bucket_size elements (during the optimizer step), in
+//                the gradients' dtype; with overlap_comm, 4.5 x both, as the
+//                Hugging Face DeepSpeed guide states (5e8 x 2 bytes x 2 x 4.5
+//                = 9 GB).
+//   "none"       gradients reduced from their own contiguous buffer
+//                (Megatron-LM's DDP and distributed optimizer, FSDP).
+#include <memplan/sdk.hpp>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+namespace {
+
+namespace sdk = memplan::sdk;
+
+constexpr double kLl128Bytes = 120.0 * 640 * 8 * 8;  // NCCL DEFAULT_LL128_BUFFSIZE
+constexpr double kLlBytes = 8.0 * 512 * 8 * 16;      // NCCL DEFAULT_LL_BUFFSIZE
+constexpr double kOverlapCommFactor = 4.5;           // Hugging Face DeepSpeed guide, overlap_comm
+
+constexpr std::array<memplan_option_spec, 11> kOptions{{
+    {"nccl_channels", MEMPLAN_OPTION_INT, "channels per NCCL communicator", "16"},
+    {"nccl_peers", MEMPLAN_OPTION_INT, "connections with buffers per channel", "2 (ring and tree)"},
+    {"nccl_buffsize", MEMPLAN_OPTION_INT, "NCCL_BUFFSIZE: the Simple protocol's buffer per connection, bytes",
+     "4194304 (4 MiB)"},
+    {"nccl_protocols", MEMPLAN_OPTION_STRING,
+     "\"all\" (Simple, LL128 and LL buffers) or \"simple\" (NCCL_PROTO=Simple)", "\"all\""},
+    {"communicators", MEMPLAN_OPTION_INT, "NCCL communicators on each GPU",
+     "one per parallel group of more than one rank"},
+    {"buckets", MEMPLAN_OPTION_STRING, "gradient buckets: \"ddp\", \"deepspeed\" or \"none\"", "\"ddp\""},
+    {"gradient_as_bucket_view", MEMPLAN_OPTION_BOOL, "ddp: gradients are views of the buckets (no copy)", "false"},
+    {"reduce_bucket_size", MEMPLAN_OPTION_DOUBLE, "deepspeed: elements reduced at a time", "5e8"},
+    {"allgather_bucket_size", MEMPLAN_OPTION_DOUBLE, "deepspeed: elements all-gathered at a time", "5e8"},
+    {"overlap_comm", MEMPLAN_OPTION_BOOL, "deepspeed: overlap gradient reduction with backward (4.5 x the buckets)",
+     "false"},
+    {"nccl", MEMPLAN_OPTION_BOOL, "count NCCL's buffers", "true"},
+}};
+
+enum class Buckets { ddp, deepspeed, none };
+
+std::string number_text(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
+class CommBuffers {
+ public:
+  static constexpr sdk::PluginInfo info{"comm-buffers", "1.0.0",
+                                        "NCCL buffers and data-parallel gradient buckets (DDP, DeepSpeed)",
+                                        sdk::Kind::strategy, sdk::Phase::overhead};
+  static std::span<const memplan_option_spec> options() { return kOptions; }
+
+  explicit CommBuffers(sdk::Options& options)
+      : channels_(options.positive_integer("nccl_channels", 16)),
+        peers_(options.positive_integer("nccl_peers", 2)),
+        buffsize_(options.positive_integer("nccl_buffsize", int64_t{1} << 22)),
+        nccl_(options.boolean("nccl").value_or(true)),
+        view_(options.boolean("gradient_as_bucket_view").value_or(false)),
+        overlap_comm_(options.boolean("overlap_comm").value_or(false)) {
+    const std::string protocols = options.string("nccl_protocols").value_or("all");
+    if (protocols != "all" && protocols != "simple")
+      options.fail("nccl_protocols", "must be \"all\" or \"simple\", not \"" + protocols + "\"");
+    all_protocols_ = protocols == "all";
+    if (options.integer("communicators")) {
+      const std::optional<int64_t> value = options.integer("communicators");
+      if (*value < 0) options.fail("communicators", "must not be negative, got " + std::to_string(*value));
+      communicators_ = *value;
+    }
+    const std::string buckets = options.string("buckets").value_or("ddp");
+    if (buckets != "ddp" && buckets != "deepspeed" && buckets != "none")
+      options.fail("buckets", "must be \"ddp\", \"deepspeed\" or \"none\", not \"" + buckets + "\"");
+    buckets_ = buckets == "ddp" ? Buckets::ddp : buckets == "deepspeed" ? Buckets::deepspeed : Buckets::none;
+    reduce_bucket_ = elements(options, "reduce_bucket_size");
+    allgather_bucket_ = elements(options, "allgather_bucket_size");
+    if (buckets_ != Buckets::ddp && options.boolean("gradient_as_bucket_view"))
+      options.fail("gradient_as_bucket_view", "is an option of PyTorch DDP; it needs buckets = \"ddp\"");
+    if (buckets_ != Buckets::deepspeed) {
+      for (const char* key : {"reduce_bucket_size", "allgather_bucket_size"})
+        if (options.number(key)) options.fail(key, "is a DeepSpeed option; it needs buckets = \"deepspeed\"");
+      if (options.boolean("overlap_comm"))
+        options.fail("overlap_comm", "is a DeepSpeed option; it needs buckets = \"deepspeed\"");
+    }
+  }
+
+  void apply(sdk::Context& ctx) {
+    if (nccl_) add_nccl(ctx);
+    if (!ctx.training() || ctx.attr_int(MEMPLAN_ATTR_RANKS_DATA, 1) <= 1) return;
+    switch (buckets_) {
+      case Buckets::ddp:
+        if (!view_) add(ctx, "ddp.buckets", sdk::Lifetime::persistent, gradient_bytes(ctx));
+        break;
+      case Buckets::deepspeed: {
+        const double bytes = ctx.attr_double(MEMPLAN_ATTR_DTYPE_GRADIENTS, 2.0);
+        if (overlap_comm_) {
+          add(ctx, "deepspeed.buckets", sdk::Lifetime::persistent,
+              kOverlapCommFactor * (reduce_bucket_ + allgather_bucket_) * bytes);
+        } else {
+          add(ctx, "deepspeed.reduce_bucket", sdk::Lifetime::persistent, reduce_bucket_ * bytes);
+          add(ctx, "deepspeed.allgather_bucket", sdk::Lifetime::transient_optimizer, allgather_bucket_ * bytes);
+        }
+        break;
+      }
+      case Buckets::none: break;
+    }
+  }
+
+ private:
+  static double elements(sdk::Options& options, const char* key) {
+    const double value = options.number(key).value_or(5e8);
+    if (!std::isfinite(value) || value < 0) options.fail(key, "must be a non-negative count, got " + number_text(value));
+    return value;
+  }
+
+  void add_nccl(sdk::Context& ctx) const {
+    int64_t communicators = 0;
+    if (communicators_) {
+      communicators = *communicators_;
+    } else {
+      for (const char* group : {MEMPLAN_ATTR_RANKS_DATA, MEMPLAN_ATTR_RANKS_TENSOR, MEMPLAN_ATTR_RANKS_PIPELINE,
+                                MEMPLAN_ATTR_RANKS_CONTEXT, MEMPLAN_ATTR_EXPERT_PARALLEL})
+        if (ctx.attr_int(group, 1) > 1) ++communicators;
+    }
+    const double per_connection = static_cast<double>(buffsize_) + (all_protocols_ ? kLl128Bytes + kLlBytes : 0);
+    if (communicators == 0) return;
+    sdk::Item item;
+    item.name = "nccl.buffers";
+    item.role = sdk::Role::buffers;
+    item.lifetime = sdk::Lifetime::persistent;
+    // One instance per communicator.
+    item.count = static_cast<uint32_t>(communicators);
+    item.elements = static_cast<double>(channels_ * peers_) * per_connection;
+    item.bytes_per_element = 1;
+    ctx.add(item);
+  }
+
+  // The bytes of the gradients the step produces on this GPU.
+  static double gradient_bytes(const sdk::Context& ctx) {
+    double total = 0;
+    for (size_t i = 0; i < ctx.size(); ++i) {
+      const sdk::Item item = ctx.item(i);
+      if (item.role != sdk::Role::gradients || item.lifetime != sdk::Lifetime::gradient ||
+          item.device != sdk::Device::gpu)
+        continue;
+      total += std::ceil(item.elements * item.bytes_per_element) * static_cast<double>(item.count);
+    }
+    return total;
+  }
+
+  static void add(sdk::Context& ctx, const char* name, sdk::Lifetime lifetime, double bytes) {
+    if (bytes <= 0) return;
+    sdk::Item item;
+    item.name = name;
+    item.role = sdk::Role::buffers;
+    item.lifetime = lifetime;
+    item.elements = bytes;
+    item.bytes_per_element = 1;
+    ctx.add(item);
+  }
+
+  int64_t channels_;
+  int64_t peers_;
+  int64_t buffsize_;
+  bool nccl_;
+  bool view_;
+  bool overlap_comm_;
+  bool all_protocols_ = true;
+  std::optional<int64_t> communicators_;
+  Buckets buckets_ = Buckets::ddp;
+  double reduce_bucket_ = 5e8;
+  double allgather_bucket_ = 5e8;
+};
+
+}  // namespace
+
+MEMPLAN_PLUGIN(CommBuffers)

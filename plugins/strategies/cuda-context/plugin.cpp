@@ -1,0 +1,104 @@
+// 'cuda-context': memory a CUDA process holds on its GPU beyond its tensors
+// (phase overhead), with defaults from documented measurements:
+//
+//   cuda_context      the driver's context and the kernels it has loaded,
+//                     outside PyTorch's allocator (nvidia-smi sees it,
+//                     torch.cuda.memory_allocated does not). Measured: 287 MB
+//                     with lazy module loading and 667 MB without (PyTorch PR
+//                     #86509, which made CUDA_MODULE_LOADING=LAZY the default);
+//                     "~300MB", over 1000 MB before CUDA 11.7's lazy loading
+//                     (PyTorch issue #107667); "around 400MB" (issue #109888);
+//                     200 to 700 MB across machines (issue #28113). Kernels
+//                     loaded lazily during a step add to the start-up figure.
+//                     Default 512 MiB.
+//   cublas_workspace  PyTorch's cuBLAS workspace, allocated through the
+//                     caching allocator per handle and stream: 4096 KiB x 8 =
+//                     32 MiB on Hopper (sm90), 4096 KiB x 2 + 16 KiB x 8 on
+//                     other GPUs (CublasHandlePool.cpp; CUBLAS_WORKSPACE_CONFIG
+//                     overrides). cuBLASLt shares it in recent PyTorch. Default
+//                     32 MiB (one stream).
+//   cudnn_workspace   cuDNN's per-call workspace (convolutions, cuDNN
+//                     attention); transformers on FlashAttention use none.
+//                     Default 0.
+#include <memplan/sdk.hpp>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+namespace {
+
+namespace sdk = memplan::sdk;
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+constexpr std::array<memplan_option_spec, 4> kOptions{{
+    {"mib", MEMPLAN_OPTION_DOUBLE, "the CUDA context, in MiB (2^20 bytes)", "512"},
+    {"bytes", MEMPLAN_OPTION_INT, "the CUDA context in bytes, instead of mib", "512 MiB"},
+    {"cublas_workspace_mib", MEMPLAN_OPTION_DOUBLE,
+     "cuBLAS workspace per GPU, in MiB (PyTorch: 32 on Hopper, 8.125 on other GPUs, per stream)", "32"},
+    {"cudnn_workspace_mib", MEMPLAN_OPTION_DOUBLE, "cuDNN workspace per GPU, in MiB", "0"},
+}};
+
+std::string number_text(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
+double mebibytes(sdk::Options& options, const char* key, double fallback) {
+  const double value = options.number(key).value_or(fallback);
+  if (!std::isfinite(value) || value < 0)
+    options.fail(key, "must be a non-negative number of MiB, got " + number_text(value));
+  return value * kMiB;
+}
+
+class CudaContextOverhead {
+ public:
+  static constexpr sdk::PluginInfo info{"cuda-context", "1.0.0",
+                                        "CUDA context and cuBLAS/cuDNN workspaces per GPU (PyTorch figures)",
+                                        sdk::Kind::strategy, sdk::Phase::overhead};
+  static std::span<const memplan_option_spec> options() { return kOptions; }
+
+  explicit CudaContextOverhead(sdk::Options& options) {
+    const std::optional<int64_t> bytes = options.integer("bytes");
+    if (bytes && options.number("mib"))
+      options.fail("bytes", "gives the context size a second time; set either mib or bytes");
+    if (bytes) {
+      if (*bytes < 0) options.fail("bytes", "must not be negative, got " + std::to_string(*bytes));
+      context_ = static_cast<double>(*bytes);
+    } else {
+      context_ = mebibytes(options, "mib", 512);
+    }
+    cublas_ = mebibytes(options, "cublas_workspace_mib", 32);
+    cudnn_ = mebibytes(options, "cudnn_workspace_mib", 0);
+  }
+
+  void apply(sdk::Context& ctx) {
+    add(ctx, "cuda_context", sdk::Role::overhead, context_);
+    add(ctx, "cublas_workspace", sdk::Role::buffers, cublas_);
+    add(ctx, "cudnn_workspace", sdk::Role::buffers, cudnn_);
+  }
+
+ private:
+  static void add(sdk::Context& ctx, const char* name, sdk::Role role, double bytes) {
+    if (bytes <= 0) return;
+    sdk::Item item;
+    item.name = name;
+    item.role = role;
+    item.lifetime = sdk::Lifetime::persistent;
+    item.elements = bytes;
+    item.bytes_per_element = 1;
+    ctx.add(item);
+  }
+
+  double context_ = 0;
+  double cublas_ = 0;
+  double cudnn_ = 0;
+};
+
+}  // namespace
+
+MEMPLAN_PLUGIN(CudaContextOverhead)

@@ -1,0 +1,301 @@
+// 'freeze': train only part of the model; everything else is frozen (no
+// gradient, no master copy, no optimizer state: the precision and optimizer
+// plugins skip weights without MEMPLAN_ITEM_TRAINABLE).
+//
+//   train          which parts train: a comma-separated list of "layers",
+//                  "attention", "mlp", "experts", "router", "norms",
+//                  "embeddings", "lm_head", "all"
+//   layers         which layers: "0-5", "0-5,28-31", "7" (inclusive ranges)
+//   first_layers   shorthand: the N layers nearest the input (0 .. N-1)
+//   last_layers    shorthand: the N layers nearest the output
+//   experts        experts per layer that train (the first N of each layer)
+//
+// Layered items (one item with a count of layers) are cut into runs of
+// trained and frozen layers; a trained MoE expert item is cut into the
+// trained experts ("<name>.trained") and the frozen rest (its own name).
+// Adapter items (class adapter, added by e.g. 'lora') are never touched. The
+// plugin sets the flag of every other weight, so it composes with 'lora' by
+// order: after 'lora' it makes the listed base parts train fully next to the
+// adapters (PEFT's modules_to_save); before 'lora', 'lora' freezes them again.
+#include <memplan/sdk.hpp>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+namespace sdk = memplan::sdk;
+using sdk::ParamClass;
+
+constexpr std::array<memplan_option_spec, 5> kOptions{{
+    {"train", MEMPLAN_OPTION_STRING,
+     "parts that train, comma-separated: layers, attention, mlp, experts, router, norms, embeddings, lm_head, all",
+     "\"layers\" when a layer or expert selection is given; otherwise required"},
+    {"layers", MEMPLAN_OPTION_STRING, "layers whose selected parts train: inclusive ranges such as \"0-5\" or \"0-5,30-31\"",
+     "all layers"},
+    {"first_layers", MEMPLAN_OPTION_INT, "train the N layers nearest the input (layers 0 to N-1)", "all layers"},
+    {"last_layers", MEMPLAN_OPTION_INT, "train the N layers nearest the output (layers L-N to L-1)", "all layers"},
+    {"experts", MEMPLAN_OPTION_INT, "MoE experts per trained layer that train (1 to the model's experts)",
+     "all experts"},
+}};
+
+// Parts of the model a scenario can name, as bits.
+enum Part : uint32_t {
+  kAttention = 1u << 0,
+  kMlp = 1u << 1,
+  kExperts = 1u << 2,
+  kRouter = 1u << 3,
+  kNorms = 1u << 4,
+  kEmbeddings = 1u << 5,
+  kLmHead = 1u << 6,
+  kLayers = 1u << 7,  // every weight that belongs to a layer
+  kAll = 0xffu,
+};
+
+struct PartName {
+  std::string_view name;
+  uint32_t bits;
+};
+
+constexpr std::array<PartName, 9> kParts{{
+    {"layers", kLayers},
+    {"attention", kAttention},
+    {"mlp", kMlp},
+    {"experts", kExperts},
+    {"router", kRouter},
+    {"norms", kNorms},
+    {"embeddings", kEmbeddings},
+    {"lm_head", kLmHead},
+    {"all", kAll},
+}};
+
+constexpr const char* kPartList = "layers, attention, mlp, experts, router, norms, embeddings, lm_head, all";
+
+std::string_view trim(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
+  return text;
+}
+
+// Splits "a, b,c" into trimmed fields (empty fields kept, so callers can reject them).
+std::vector<std::string_view> split_list(std::string_view text) {
+  std::vector<std::string_view> fields;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    fields.push_back(trim(text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return fields;
+}
+
+std::optional<int64_t> parse_index(std::string_view text) {
+  if (text.empty() || text.size() > 9) return std::nullopt;
+  int64_t value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + (c - '0');
+  }
+  return value;
+}
+
+// The parts an item belongs to.
+uint32_t parts_of(const sdk::Item& item) {
+  uint32_t bits = item.layer >= 0 ? kLayers : 0u;
+  switch (item.param_class) {
+    case ParamClass::attention:
+    case ParamClass::attention_kv: return bits | kAttention;
+    case ParamClass::mlp: return bits | kMlp;
+    case ParamClass::expert: return bits | kExperts;
+    case ParamClass::router: return bits | kRouter;
+    case ParamClass::norm: return bits | kNorms;
+    case ParamClass::embedding:
+    case ParamClass::position_embedding: return bits | kEmbeddings;
+    case ParamClass::lm_head: return bits | kLmHead;
+    default: return bits;
+  }
+}
+
+class FreezeStrategy {
+ public:
+  static constexpr sdk::PluginInfo info{"freeze", "1.0.0",
+                                        "Train only some layers, experts, the router or the embeddings; freeze the rest",
+                                        sdk::Kind::strategy, sdk::Phase::trainability};
+  static std::span<const memplan_option_spec> options() { return kOptions; }
+
+  explicit FreezeStrategy(sdk::Options& options) {
+    const memplan_model& model = options.model();
+    if (!options.training())
+      options.fail("decides which weights train, but mode = \"infer\" trains nothing; remove this [[strategy]] or "
+                   "set mode = \"train\"");
+    if (!model.has_architecture)
+      options.fail("needs the model's architecture (layers, experts, embeddings) but the scenario gives only "
+                   "params; use a preset or an inline architecture in [model]");
+    layers_ = model.layers;
+    model_experts_ = model.experts;
+
+    const std::optional<std::string> layers = options.string("layers");
+    const std::optional<int64_t> first = options.integer("first_layers");
+    const std::optional<int64_t> last = options.integer("last_layers");
+    const std::optional<int64_t> experts = options.integer("experts");
+    const int selections = (layers ? 1 : 0) + (first ? 1 : 0) + (last ? 1 : 0);
+    if (selections > 1)
+      options.fail(layers ? "layers" : "first_layers",
+                   "layers, first_layers and last_layers each select the trained layers; give only one of them");
+
+    const std::optional<std::string> train = options.string("train");
+    if (train) {
+      train_ = parse_parts(options, *train, model);
+    } else if (selections > 0 || experts) {
+      train_ = kLayers;
+    } else {
+      options.fail("needs to know what trains: set train (e.g. train = \"router\" or \"embeddings,lm_head\") "
+                   "and/or the layers (layers = \"0-5\", first_layers = N or last_layers = N)");
+    }
+
+    trained_layer_.assign(static_cast<size_t>(layers_), selections == 0);
+    if (layers) parse_layers(options, *layers);
+    if (first) select_end(options, "first_layers", *first, false);
+    if (last) select_end(options, "last_layers", *last, true);
+    if (selections > 0 && (train_ & (kLayers | kAttention | kMlp | kExperts | kRouter | kNorms)) == 0)
+      options.fail(layers ? "layers" : (first ? "first_layers" : "last_layers"),
+                   "selects layers, but train = \"" + *train +
+                       "\" names no part inside the layers (layers, attention, mlp, experts, router, norms)");
+
+    trained_experts_ = model_experts_;
+    if (experts) {
+      if (model_experts_ == 0)
+        options.fail("experts", "selects MoE experts, but the model is dense (no [model.moe] experts)");
+      if (*experts < 1 || *experts > model_experts_)
+        options.fail("experts", "must be between 1 and the model's " + std::to_string(model_experts_) +
+                                    " experts per layer, got " + std::to_string(*experts));
+      if ((train_ & (kLayers | kExperts)) == 0)
+        options.fail("experts", "selects experts, but train = \"" + *train +
+                                    "\" does not train them; add \"experts\" (or \"layers\") to train");
+      trained_experts_ = *experts;
+    }
+  }
+
+  void apply(sdk::Context& ctx) {
+    const size_t count = ctx.size();  // pieces are appended; visit only the items present before
+    for (size_t i = 0; i < count; ++i) {
+      sdk::Item item = ctx.item(i);
+      if (item.role != sdk::Role::weights || item.param_class == ParamClass::adapter) continue;
+      // "all" also takes weights no part names (e.g. BERT's pooler, class other).
+      const bool selected = train_ == kAll || (parts_of(item) & train_) != 0;
+      if (!selected || item.layer < 0 || item.count == 0) {
+        item.trainable = selected;
+        ctx.set(i, item);
+        continue;
+      }
+      // Cut the layer range into runs of trained and frozen layers; the first
+      // run replaces the item in place (so it keeps the lowest layer first).
+      bool in_place = true;
+      const int64_t end = static_cast<int64_t>(item.layer) + item.count;
+      for (int64_t run = item.layer; run < end;) {
+        const bool trained = trained_at(run);
+        int64_t stop = run + 1;
+        while (stop < end && trained_at(stop) == trained) ++stop;
+        sdk::Item piece = item;
+        piece.layer = static_cast<int32_t>(run);
+        piece.count = static_cast<uint32_t>(stop - run);
+        piece.trainable = trained;
+        emit(ctx, i, in_place, piece);
+        run = stop;
+      }
+    }
+  }
+
+ private:
+  bool trained_at(int64_t layer) const {
+    return layer >= 0 && layer < layers_ && trained_layer_[static_cast<size_t>(layer)];
+  }
+
+  // Writes one run; a trained expert run is cut into its trained experts and the frozen rest.
+  void emit(sdk::Context& ctx, size_t index, bool& in_place, sdk::Item piece) const {
+    if (piece.trainable && piece.param_class == ParamClass::expert && trained_experts_ < model_experts_ &&
+        model_experts_ > 0) {
+      const double per_expert = piece.elements / static_cast<double>(model_experts_);
+      sdk::Item frozen = piece;
+      frozen.trainable = false;
+      frozen.elements = per_expert * static_cast<double>(model_experts_ - trained_experts_);
+      piece.name += ".trained";
+      piece.elements = per_expert * static_cast<double>(trained_experts_);
+      put(ctx, index, in_place, piece);
+      put(ctx, index, in_place, frozen);
+      return;
+    }
+    put(ctx, index, in_place, piece);
+  }
+
+  static void put(sdk::Context& ctx, size_t index, bool& in_place, const sdk::Item& item) {
+    if (in_place) {
+      ctx.set(index, item);
+      in_place = false;
+    } else {
+      ctx.add(item);
+    }
+  }
+
+  static uint32_t parse_parts(sdk::Options& options, const std::string& text, const memplan_model& model) {
+    uint32_t bits = 0;
+    for (std::string_view field : split_list(text)) {
+      const PartName* found = nullptr;
+      for (const PartName& part : kParts)
+        if (part.name == field) found = &part;
+      if (found == nullptr)
+        options.fail("train", "has \"" + std::string(field) + "\", not a part of the model; use " + kPartList +
+                                  " (comma-separated)");
+      // A part the model does not have would silently train nothing.
+      if (found->bits == kMlp && model.experts > 0)
+        options.fail("train", "has \"mlp\", but the model's MLPs are MoE experts; use \"experts\" (and "
+                              "\"router\" for the gate)");
+      if ((found->bits == kExperts || found->bits == kRouter) && model.experts == 0)
+        options.fail("train", "has \"" + std::string(field) +
+                                  "\", but the model is dense (no [model.moe] experts); use \"mlp\"");
+      if (found->bits == kLmHead && model.tied_embeddings)
+        options.fail("train", "has \"lm_head\", but the model ties its LM head to the token embedding; use "
+                              "\"embeddings\"");
+      bits |= found->bits;
+    }
+    return bits;
+  }
+
+  void parse_layers(sdk::Options& options, const std::string& text) {
+    for (std::string_view field : split_list(text)) {
+      const size_t dash = field.find('-');
+      const std::optional<int64_t> from = parse_index(trim(field.substr(0, dash)));
+      const std::optional<int64_t> to =
+          dash == std::string_view::npos ? from : parse_index(trim(field.substr(dash + 1)));
+      if (!from || !to || *to < *from)
+        options.fail("layers", "has \"" + std::string(field) +
+                                   "\"; give layer numbers or inclusive ranges such as \"0-5\" or \"0-5,30-31\"");
+      if (*to >= layers_)
+        options.fail("layers", "has \"" + std::string(field) + "\", but the model's layers are 0 to " +
+                                   std::to_string(layers_ - 1));
+      for (int64_t layer = *from; layer <= *to; ++layer) trained_layer_[static_cast<size_t>(layer)] = true;
+    }
+  }
+
+  void select_end(sdk::Options& options, const char* key, int64_t n, bool from_top) {
+    if (n < 1 || n > layers_)
+      options.fail(key, "must be between 1 and the model's " + std::to_string(layers_) + " layers, got " +
+                            std::to_string(n));
+    for (int64_t k = 0; k < n; ++k) trained_layer_[static_cast<size_t>(from_top ? layers_ - 1 - k : k)] = true;
+  }
+
+  uint32_t train_ = 0;
+  int64_t layers_ = 0;
+  int64_t model_experts_ = 0;
+  int64_t trained_experts_ = 0;
+  std::vector<bool> trained_layer_;
+};
+
+}  // namespace
+
+MEMPLAN_PLUGIN(FreezeStrategy)

@@ -1,0 +1,192 @@
+// 'lora': low-rank adapters on frozen weights (Hu et al. 2021, "LoRA: Low-Rank
+// Adaptation of Large Language Models", arXiv 2106.09685, section 4.1). A
+// weight matrix W of d_in x d_out stays frozen; the adapter adds B A with A of
+// d_in x r and B of r x d_out: r (d_in + d_out) trainable parameters.
+//
+// Targets (comma-separated), with h = hidden, q = heads x head_dim,
+// kv = kv_heads x head_dim, f = ffn_hidden, f_e = expert_ffn_hidden, E experts,
+// n = 3 projections (gate, up, down) for a gated MLP, 2 otherwise:
+//   q  r (h + q)     k, v  r (h + kv) each     o  r (q + h)
+//   mlp      n r (h + f)        per layer, dense models
+//   experts  E n r (h + f_e)    per layer: each expert's gate, up and down
+//   router   r (h + E)          per layer, the MoE gate
+//   lm_head  r (h + V)          once
+//   attention = q, k, v, o;  all-linear = every linear layer of the blocks:
+//   attention, mlp or experts, router (PEFT's "all-linear" keeps out only the
+//   output layer; QLoRA, arXiv 2305.14314 section 4, adapts all of them).
+//
+// Adapters are weights of class adapter, trainable, one item per target with
+// a count of layers; the precision plugin (which runs after) gives them their
+// dtype, gradients and master copies, the optimizer its states. Every other
+// weight is frozen. `alpha` scales B A by alpha / r and changes no memory.
+#include <memplan/sdk.hpp>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+namespace {
+
+namespace sdk = memplan::sdk;
+using sdk::ParamClass;
+
+constexpr std::array<memplan_option_spec, 3> kOptions{{
+    {"rank", MEMPLAN_OPTION_INT, "adapter rank r (positive)", "required"},
+    {"alpha", MEMPLAN_OPTION_DOUBLE, "scaling numerator: the update is (alpha / r) B A; no memory effect",
+     "not reported"},
+    {"targets", MEMPLAN_OPTION_STRING,
+     "adapted matrices, comma-separated: q, k, v, o, attention, mlp, experts, router, lm_head, all-linear",
+     "required"},
+}};
+
+enum Target : uint32_t {
+  kQ = 1u << 0,
+  kK = 1u << 1,
+  kV = 1u << 2,
+  kO = 1u << 3,
+  kMlp = 1u << 4,
+  kExperts = 1u << 5,
+  kRouter = 1u << 6,
+  kLmHead = 1u << 7,
+};
+
+constexpr const char* kTargetList = "q, k, v, o, attention, mlp, experts, router, lm_head, all-linear";
+
+std::string_view trim(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
+  return text;
+}
+
+struct Adapter {
+  const char* name;
+  uint32_t target;
+  bool layered;
+  double elements;  // per layer (or once for lm_head)
+};
+
+class LoraStrategy {
+ public:
+  static constexpr sdk::PluginInfo info{"lora", "1.0.0",
+                                        "LoRA adapters r (d_in + d_out) on frozen weights (Hu et al. 2021)",
+                                        sdk::Kind::strategy, sdk::Phase::trainability};
+  static std::span<const memplan_option_spec> options() { return kOptions; }
+
+  explicit LoraStrategy(sdk::Options& options) {
+    const memplan_model& model = options.model();
+    if (!model.has_architecture)
+      options.fail("needs the model's architecture (the shapes of the adapted matrices) but the scenario gives "
+                   "only params; use a preset or an inline architecture in [model]");
+    const std::optional<int64_t> rank = options.integer("rank");
+    if (!rank) options.fail("needs rank = r, the adapters' rank (e.g. 8, 16 or 64)");
+    if (*rank < 1) options.fail("rank", "must be a positive integer, got " + std::to_string(*rank));
+    const std::optional<double> alpha = options.number("alpha");
+    if (alpha && !(std::isfinite(*alpha) && *alpha > 0)) {
+      std::ostringstream text;
+      text << *alpha;
+      options.fail("alpha", "must be a positive number (the update is scaled by alpha / rank), got " + text.str());
+    }
+    if (alpha) scaling_ = *alpha / static_cast<double>(*rank);
+
+    const std::optional<std::string> targets = options.string("targets");
+    if (!targets) options.fail(std::string("needs targets = \"...\", the adapted matrices: ") + kTargetList);
+    const uint32_t wanted = parse_targets(options, *targets, model);
+
+    const double r = static_cast<double>(*rank);
+    const double h = static_cast<double>(model.hidden);
+    const double q = static_cast<double>(model.heads * model.head_dim);
+    const double kv = static_cast<double>(model.kv_heads * model.head_dim);
+    const double projections = model.gated_mlp ? 3 : 2;
+    const double experts = static_cast<double>(model.experts);
+    const std::array<Adapter, 8> all{{
+        {"lora.attn.q", kQ, true, r * (h + q)},
+        {"lora.attn.k", kK, true, r * (h + kv)},
+        {"lora.attn.v", kV, true, r * (h + kv)},
+        {"lora.attn.o", kO, true, r * (q + h)},
+        {"lora.mlp", kMlp, true, projections * r * (h + static_cast<double>(model.ffn_hidden))},
+        {"lora.moe.router", kRouter, true, r * (h + experts)},
+        {"lora.moe.experts", kExperts, true,
+         experts * projections * r * (h + static_cast<double>(model.expert_ffn_hidden))},
+        {"lora.lm_head", kLmHead, false, r * (h + static_cast<double>(model.vocab))},
+    }};
+    for (const Adapter& adapter : all)
+      if ((wanted & adapter.target) != 0) adapters_[adapter_count_++] = adapter;
+    layers_ = static_cast<uint32_t>(model.layers);
+  }
+
+  void apply(sdk::Context& ctx) {
+    // The base model is frozen: only the adapters train.
+    const size_t count = ctx.size();
+    double total = 0;
+    for (size_t i = 0; i < count; ++i) {
+      sdk::Item item = ctx.item(i);
+      if (item.role != sdk::Role::weights || item.param_class == ParamClass::adapter || !item.trainable) continue;
+      item.trainable = false;
+      ctx.set(i, item);
+    }
+    for (size_t a = 0; a < adapter_count_; ++a) {
+      const Adapter& adapter = adapters_[a];
+      sdk::Item item;
+      item.name = adapter.name;
+      item.role = sdk::Role::weights;
+      item.lifetime = sdk::Lifetime::persistent;
+      item.param_class = ParamClass::adapter;
+      item.layer = adapter.layered ? 0 : -1;
+      item.count = adapter.layered ? layers_ : 1;
+      item.trainable = true;
+      item.elements = adapter.elements;
+      ctx.add(item);
+      total += adapter.elements * item.count;
+    }
+    ctx.set_attr(MEMPLAN_ATTR_REPORT_PREFIX "lora_parameters", static_cast<int64_t>(std::llround(total)));
+    if (scaling_) ctx.set_attr(MEMPLAN_ATTR_REPORT_PREFIX "lora_scaling", *scaling_);
+  }
+
+ private:
+  static uint32_t parse_targets(sdk::Options& options, const std::string& text, const memplan_model& model) {
+    const bool moe = model.experts > 0;
+    uint32_t bits = 0;
+    size_t start = 0;
+    while (true) {
+      const size_t comma = text.find(',', start);
+      const std::string_view field =
+          trim(std::string_view(text).substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+      uint32_t found = 0;
+      if (field == "q") found = kQ;
+      else if (field == "k") found = kK;
+      else if (field == "v") found = kV;
+      else if (field == "o") found = kO;
+      else if (field == "attention") found = kQ | kK | kV | kO;
+      else if (field == "mlp") found = kMlp;
+      else if (field == "experts") found = kExperts;
+      else if (field == "router") found = kRouter;
+      else if (field == "lm_head") found = kLmHead;
+      else if (field == "all-linear") found = kQ | kK | kV | kO | (moe ? kExperts | kRouter : kMlp);
+      else
+        options.fail("targets", "has \"" + std::string(field) + "\", not a target; use " + kTargetList +
+                                    " (comma-separated)");
+      if (found == kMlp && moe)
+        options.fail("targets", "has \"mlp\", but the model's MLPs are MoE experts; use \"experts\"");
+      if ((found == kExperts || found == kRouter) && !moe)
+        options.fail("targets", "has \"" + std::string(field) +
+                                    "\", but the model is dense (no [model.moe] experts); use \"mlp\"");
+      bits |= found;
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    return bits;
+  }
+
+  std::array<Adapter, 8> adapters_{};
+  size_t adapter_count_ = 0;
+  uint32_t layers_ = 0;
+  std::optional<double> scaling_;
+};
+
+}  // namespace
+
+MEMPLAN_PLUGIN(LoraStrategy)

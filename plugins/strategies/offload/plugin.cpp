@@ -1,0 +1,89 @@
+// 'offload': CPU offload (ZeRO-Offload, Ren et al. 2021, "ZeRO-Offload:
+// Democratizing Billion-Scale Model Training", arXiv 2101.06840; DeepSpeed's
+// offload_optimizer and offload_param; PyTorch FSDP's CPUOffload). Moves plan
+// items to the CPU (MEMPLAN_DEVICE_CPU): the report's per-GPU peak no longer
+// counts them and per_cpu does. The moved items are the ones of the reported
+// GPU's rank, after sharding: host memory per node is per_cpu times the GPUs
+// the node runs.
+//   optimizer = true:  optimizer states and master weights (ZeRO-Offload keeps
+//                      the fp32 copy and the Adam moments on the CPU, which
+//                      runs the optimizer step)
+//   gradients:         the gradients (default: as optimizer; ZeRO-Offload
+//                      moves each rank's reduced gradient partition to the
+//                      CPU for the CPU optimizer step)
+//   parameters = true: the weights (ZeRO-Infinity's offload_param, FSDP's
+//                      offload_params): they are gathered to the GPU module by
+//                      module, so this needs zero stage 3 (with
+//                      gathered_parameters = true) or fsdp, which count that
+//                      working set on the GPU.
+// Runs just after the sharding phase (500), so the items it moves are the
+// shards, whatever the scenario order.
+#include <memplan/sdk.hpp>
+
+#include <array>
+#include <string>
+
+#include "../zero/sharding.hpp"
+
+namespace {
+
+using memplan::sdk::Role;
+
+constexpr std::array<memplan_option_spec, 3> kOptions{{
+    {"optimizer", MEMPLAN_OPTION_BOOL, "move optimizer states and master weights to the CPU", "false"},
+    {"gradients", MEMPLAN_OPTION_BOOL, "move gradients to the CPU", "the value of optimizer"},
+    {"parameters", MEMPLAN_OPTION_BOOL, "move the weights to the CPU (needs zero stage 3 or fsdp)", "false"},
+}};
+
+constexpr auto kAfterSharding = static_cast<memplan::sdk::Phase>(MEMPLAN_PHASE_SHARDING + 50);
+
+class OffloadStrategy {
+ public:
+  static constexpr memplan::sdk::PluginInfo info{
+      "offload", "1.0.0", "CPU offload of optimizer states, master weights, gradients and parameters (ZeRO-Offload)",
+      memplan::sdk::Kind::strategy, kAfterSharding};
+  static std::span<const memplan_option_spec> options() { return kOptions; }
+
+  explicit OffloadStrategy(memplan::sdk::Options& options)
+      : optimizer_(options.boolean("optimizer").value_or(false)),
+        gradients_(options.boolean("gradients").value_or(optimizer_)),
+        parameters_(options.boolean("parameters").value_or(false)) {
+    if (!optimizer_ && !gradients_ && !parameters_)
+      options.fail("offloads nothing; set optimizer = true, gradients = true and/or parameters = true");
+    if (!options.training() && (optimizer_ || gradients_))
+      options.fail(optimizer_ ? "optimizer" : "gradients",
+                   "moves training state, but the scenario has mode = \"infer\"");
+  }
+
+  void apply(memplan::sdk::Context& ctx) {
+    if (parameters_) {
+      const int64_t gathers = ctx.attr_int(memplan::plugins::sharding::kGatherAttr, -1);
+      if (gathers < 0)
+        throw memplan::sdk::PluginError(
+            "parameters", "moves the weights to the CPU, but no strategy gathers them back to the GPU before use; add "
+                          "[[strategy]] use = \"zero\" with stage = 3 and gathered_parameters = true, or use = "
+                          "\"fsdp\" (DeepSpeed offloads parameters only with ZeRO stage 3)");
+      if (gathers == 0)
+        throw memplan::sdk::PluginError(
+            "parameters", "moves the weights to the CPU, leaving only the gathered modules on the GPU, which zero "
+                          "does not count unless gathered_parameters = true; set it in the zero table");
+    }
+    for (size_t i = 0; i < ctx.size(); ++i) {
+      memplan::sdk::Item item = ctx.item(i);
+      const bool moved = (optimizer_ && (item.role == Role::optimizer_states || item.role == Role::master_weights)) ||
+                         (gradients_ && item.role == Role::gradients) || (parameters_ && item.role == Role::weights);
+      if (!moved || item.device == memplan::sdk::Device::cpu) continue;
+      item.device = memplan::sdk::Device::cpu;
+      ctx.set(i, item);
+    }
+  }
+
+ private:
+  bool optimizer_;
+  bool gradients_;
+  bool parameters_;
+};
+
+}  // namespace
+
+MEMPLAN_PLUGIN(OffloadStrategy)

@@ -1,0 +1,154 @@
+// Helpers shared by the sharding strategies 'zero' and 'fsdp' (header-only,
+// compiled into each plugin): the groups they shard over, and the sizes of
+// the weights they gather before use.
+#pragma once
+
+#include <memplan/sdk.hpp>
+
+#include <algorithm>
+#include <limits>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace memplan::plugins::sharding {
+
+// Set by a sharding plugin that keeps only a shard of the weights and gathers
+// each module or unit before use (zero stage 3, fsdp): 1 when it counts the
+// gathered working set on the GPU, 0 when it does not. Read by 'offload',
+// whose parameters = true needs it. (Proposed for conventions.h.)
+inline constexpr const char* kGatherAttr = "sharding.gathers_parameters";
+
+// The ranks that hold identical replicas of a dense weight: Megatron-LM's
+// distributed optimizer shards over the data-parallel x context-parallel
+// group (intra_dp_cp_group), and over the expert data-parallel group
+// (intra_expt_dp_group, dp x cp / ep) for the experts; DeepSpeed's ZeRO and
+// PyTorch FSDP shard over the group they are given, the same ranks.
+struct Groups {
+  int64_t data = 1;
+  int64_t context = 1;
+  int64_t expert_parallel = 1;
+  int64_t dense() const { return data * context; }
+};
+
+inline Groups read_groups(const sdk::Context& ctx) {
+  Groups groups;
+  groups.data = ctx.attr_int(MEMPLAN_ATTR_RANKS_DATA, 1);
+  groups.context = ctx.attr_int(MEMPLAN_ATTR_RANKS_CONTEXT, 1);
+  groups.expert_parallel = ctx.attr_int(MEMPLAN_ATTR_EXPERT_PARALLEL, 1);
+  return groups;
+}
+
+// Divides the GPU items for which `sharded(item)` holds: dense items by
+// `dense`, expert items by `expert`.
+template <typename Predicate>
+void shard(sdk::Context& ctx, double dense, double expert, Predicate sharded) {
+  for (size_t i = 0; i < ctx.size(); ++i) {
+    sdk::Item item = ctx.item(i);
+    if (item.device != sdk::Device::gpu || !sharded(item)) continue;
+    const double ranks = item.param_class == sdk::ParamClass::expert ? expert : dense;
+    if (ranks == 1) continue;
+    item.elements /= ranks;
+    ctx.set(i, item);
+  }
+}
+
+// Weight elements on this rank (after tensor, pipeline and expert splits,
+// before any sharding), by where they sit.
+struct WeightLayout {
+  std::vector<double> per_layer;        // full weights of each layer on this rank, from first_layer on
+  std::vector<double> trainable_layer;  // of which trainable
+  int32_t first_layer = 0;
+  double outside_layers = 0;            // embeddings, final norm, LM head: not in a layer
+  double trainable_outside = 0;
+  double total = 0;
+};
+
+inline WeightLayout weight_layout(const sdk::Context& ctx) {
+  WeightLayout layout;
+  int32_t begin = std::numeric_limits<int32_t>::max();
+  int32_t end = -1;
+  for (size_t i = 0; i < ctx.size(); ++i) {
+    const sdk::Item item = ctx.item(i);
+    if (item.role != sdk::Role::weights || item.layer < 0 || item.count == 0) continue;
+    begin = std::min(begin, item.layer);
+    end = std::max(end, static_cast<int32_t>(item.layer + static_cast<int32_t>(item.count)));
+  }
+  if (end > begin) {
+    layout.first_layer = begin;
+    layout.per_layer.assign(static_cast<size_t>(end - begin), 0.0);
+    layout.trainable_layer.assign(static_cast<size_t>(end - begin), 0.0);
+  }
+  for (size_t i = 0; i < ctx.size(); ++i) {
+    const sdk::Item item = ctx.item(i);
+    if (item.role != sdk::Role::weights) continue;
+    layout.total += item.elements * item.count;
+    if (item.layer < 0) {
+      layout.outside_layers += item.elements * item.count;
+      if (item.trainable) layout.trainable_outside += item.elements * item.count;
+      continue;
+    }
+    for (uint32_t k = 0; k < item.count; ++k) {
+      const size_t at = static_cast<size_t>(item.layer - begin) + k;
+      layout.per_layer[at] += item.elements;
+      if (item.trainable) layout.trainable_layer[at] += item.elements;
+    }
+  }
+  return layout;
+}
+
+// The largest sum of `values` over aligned windows of `width` consecutive
+// entries (FSDP units of `width` layers).
+inline double largest_window(const std::vector<double>& values, int64_t width) {
+  double largest = 0;
+  for (size_t start = 0; start < values.size(); start += static_cast<size_t>(width)) {
+    double sum = 0;
+    for (size_t k = start; k < std::min(values.size(), start + static_cast<size_t>(width)); ++k) sum += values[k];
+    largest = std::max(largest, sum);
+  }
+  return largest;
+}
+
+// Modules (parameterised torch modules, which DeepSpeed ZeRO-3 gathers one at
+// a time) in one instance of an item: the dense MLP is 2 (GELU: up, down) or 3
+// (SwiGLU: gate, up, down) linear layers; the experts item holds E / ep
+// experts of as many; a layer's `norms` item is its 2 norms; anything else
+// (q, k, v, o, router, embeddings, LM head, final norm) is one module.
+inline double modules_in(const sdk::Item& item, const memplan_model& model, int64_t expert_parallel) {
+  const double projections = model.gated_mlp ? 3 : 2;
+  switch (item.param_class) {
+    case sdk::ParamClass::mlp: return projections;
+    case sdk::ParamClass::expert:
+      return projections * std::max<double>(1.0, static_cast<double>(model.experts) / static_cast<double>(expert_parallel));
+    case sdk::ParamClass::norm: return item.layer >= 0 ? 2 : 1;
+    default: return 1;
+  }
+}
+
+// Elements of the largest module among the weight items (trainable ones only
+// when `trainable_only`).
+inline double largest_module(const sdk::Context& ctx, int64_t expert_parallel, bool trainable_only) {
+  const memplan_model& model = ctx.model();
+  double largest = 0;
+  for (size_t i = 0; i < ctx.size(); ++i) {
+    const sdk::Item item = ctx.item(i);
+    if (item.role != sdk::Role::weights || item.count == 0 || (trainable_only && !item.trainable)) continue;
+    largest = std::max(largest, item.elements / modules_in(item, model, expert_parallel));
+  }
+  return largest;
+}
+
+// Adds one working-set item (role buffers, outside the layers).
+inline void add_buffer(sdk::Context& ctx, const std::string& name, sdk::Lifetime lifetime, double elements,
+                       double bytes_per_element) {
+  if (elements <= 0) return;
+  sdk::Item item;
+  item.name = name;
+  item.role = sdk::Role::buffers;
+  item.lifetime = lifetime;
+  item.elements = elements;
+  item.bytes_per_element = bytes_per_element;
+  ctx.add(item);
+}
+
+}  // namespace memplan::plugins::sharding

@@ -1,0 +1,66 @@
+// The 'megatron' per-layer formula for mixture-of-experts layers (top-k
+// routing), grouped-query attention, SwiGLU and FlashAttention, through the
+// plugin. Table 2 itself is checked in tests/sources/korthikanti_table2_test.cpp.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "../../plugins/activations/megatron/transformer_activations.hpp"
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+constexpr int32_t kAct = MEMPLAN_ROLE_ACTIVATIONS;
+
+std::string scenario(const std::string& preset, const std::string& strategies = "") {
+  return "name = \"layers\"\nmode = \"train\"\n[model]\npreset = \"" + preset +
+         "\"\n[batch]\nmicro_batch = 1\nseq_len = 4096\n[precision]\nuse = \"mixed-bf16\"\n[optimizer]\n"
+         "use = \"adamw\"\n[activations]\nuse = \"megatron\"\nflash_attention = true\ndropout = false\n" + strategies;
+}
+
+// Mixtral 8x7B (h 4096, 32 heads, 8 kv heads of 128, 8 SwiGLU experts of
+// 14336, top-2) at s 4096, b 1, bf16. Bytes per token and layer:
+//   norms' inputs and outputs 4 x 2 x 4096                   32,768
+//   Q and attention output 2 x 2 x 4096; K and V 2 x 2 x 1024 20,480
+//   per routed token: the expert's input 2 x 4096, its SwiGLU
+//     3 x 2 x 14336 = 86,016, its output (kept for the routing
+//     weight's gradient) 2 x 4096: 102,400; x top-2          204,800
+//   router probabilities 2 x 8                                   16
+//   FlashAttention's log-sum-exp 4 x 32                          128
+//   = 258,192 x 4096 = 1,057,554,432 per layer.
+TEST(MegatronMoe, TopTwoRoutingStoresTwoExpertsPerToken) {
+  Evaluation e = evaluate(scenario("mixtral-8x7b"));
+  EXPECT_EQ(e.item_bytes("layers.0-31.activations", kAct), uint64_t{32} * 1'057'554'432u);
+  // Tensor parallelism 2 with sequence parallelism halves every term (8 kv heads >= 2 ranks).
+  Evaluation tp = evaluate(scenario("mixtral-8x7b", "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 2\n"
+                                                    "sequence_parallel = true\n"));
+  EXPECT_EQ(tp.item_bytes("layers.0-31.activations", kAct), uint64_t{32} * 528'777'216u);
+}
+
+// Routing each token to one expert of the dense MLP's width costs what the
+// dense MLP costs plus the expert's input and output copies (2 p sbh) and the
+// router's probabilities (p sb E): with s b = 4096, h 4096, E 8, p 2, that is
+// 2 x 2 x 4096 x 4096 + 2 x 4096 x 8 = 67,108,864 + 65,536.
+TEST(MegatronMoe, OneExpertPerTokenCostsTheDenseMlpPlusTheRoutingCopies) {
+  plugins::TransformerShape dense{4096, 1, 4096, 32, 4096, 1024, 14336, true, 0, 0, 8};
+  plugins::TransformerShape routed = dense;
+  routed.top_k = 1;
+  routed.experts = 8;
+  plugins::ActivationSettings settings;
+  settings.dropout = false;
+  settings.flash_attention = true;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(routed, settings) - plugins::stored_bytes_per_layer(dense, settings),
+                   67'108'864.0 + 65'536.0);
+}
+
+// Grouped-query attention, SwiGLU and FlashAttention through the plugin:
+// Llama-2-70B at s 4096, b 1 stores 1,125,122,048 bytes per layer (derived in
+// korthikanti_table2_test.cpp, GeneralizedActivations), x 80 layers.
+TEST(MegatronLayers, GroupedQueryAttentionSwiGluFlashAttention) {
+  Evaluation e = evaluate(scenario("llama-2-70b"));
+  EXPECT_EQ(e.item_bytes("layers.0-79.activations", kAct), uint64_t{80} * 1'125'122'048u);
+}
+
+}  // namespace
+}  // namespace memplan::testing

@@ -1,0 +1,156 @@
+// The 'megatron' activation model outside the transformer layers: the
+// embedding dropout's mask on the stage holding the embedding; the final
+// norm's input and output, the fp32 logits and the loss's saved softmax on the
+// stage holding the LM head. Korthikanti et al. 2022 (arXiv 2205.05198),
+// section 4.3, count sbhp/t for the embedding dropout (p stages' micro-batches
+// on the first stage) and 4sbh/t (1 + v/h) for the output layer with sequence
+// parallelism: the final norm's input and output (2 bytes each) and the fp32
+// logits of Megatron-LM's vocab-parallel cross entropy, which computes the
+// softmax in place.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+constexpr int32_t kAct = MEMPLAN_ROLE_ACTIVATIONS;
+
+// GPT-3 175B (h 12288, v 51200, 96 layers) at s 2048, b 1, fp16, dropout on,
+// tensor parallel 8 with sequence parallelism.
+std::string gpt3(const std::string& extra_activations, const std::string& pipeline = "", int grad_accum = 1) {
+  return "name = \"gpt3\"\nmode = \"train\"\n[model]\npreset = \"gpt3-175b\"\n[batch]\nmicro_batch = 1\n"
+         "seq_len = 2048\ngrad_accum = " + std::to_string(grad_accum) +
+         "\n[precision]\nuse = \"mixed-fp16\"\n[optimizer]\nuse = \"adam\"\n[activations]\nuse = \"megatron\"\n" +
+         extra_activations + "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 8\nsequence_parallel = true\n" + pipeline;
+}
+
+// sbh/t = 2048 x 12288 / 8 = 3,145,728; 4sbh/t = 12,582,912; 4sbv/t = 4 x 2048 x 51200 / 8 = 52,428,800.
+TEST(MegatronOutsideLayers, KorthikantiSection43WithVocabParallelCrossEntropy) {
+  Evaluation e = evaluate(gpt3("cross_entropy = \"vocab-parallel\"\n"));
+  EXPECT_EQ(e.item_bytes("activations.embedding_dropout", kAct), 3'145'728u);
+  EXPECT_EQ(e.item_bytes("activations.final_norm", kAct), 12'582'912u);
+  EXPECT_EQ(e.item_bytes("activations.logits", kAct), 52'428'800u);
+  EXPECT_EQ(e.item_bytes("activations.cross_entropy", kAct), 0u);  // computed in place in the logits
+  // The paper's output-layer total 4sbh/t (1 + v/h) = 12,582,912 + 52,428,800.
+  EXPECT_EQ(e.item_bytes("activations.final_norm", kAct) + e.item_bytes("activations.logits", kAct), 65'011'712u);
+  // The per-layer item is Table 2's "tensor + sequence parallel" row, unchanged: 358,612,992 x 96.
+  EXPECT_EQ(e.item_bytes("layers.0-95.activations", kAct), uint64_t{96} * 358'612'992u);
+}
+
+// By default the loss keeps its own fp32 softmax next to the fp32 logits.
+TEST(MegatronOutsideLayers, UnfusedCrossEntropyKeepsASecondFp32Copy) {
+  Evaluation e = evaluate(gpt3(""));
+  EXPECT_EQ(e.item_bytes("activations.logits", kAct), 52'428'800u);
+  EXPECT_EQ(e.item_bytes("activations.cross_entropy", kAct), 52'428'800u);
+}
+
+// Llama 3.1 8B (h 4096, v 128256, 32 layers, GQA 8 kv heads, SwiGLU 14336) at
+// s 8192, b 1, bf16, no dropout, FlashAttention, one GPU.
+std::string llama3_8b(const std::string& batch, const std::string& activations, const std::string& strategies = "") {
+  return "name = \"llama3\"\nmode = \"train\"\n[model]\npreset = \"llama-3.1-8b\"\n[batch]\n" + batch +
+         "[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n"
+         "flash_attention = true\n" + activations + strategies;
+}
+const std::string kOneSequence = "micro_batch = 1\nseq_len = 8192\n";
+
+// A 128k vocabulary at sequence 8192 is gigabytes:
+//   logits 4 x 8192 x 128256 = 4,202,692,608 bytes (3.91 GiB), the softmax as much again;
+//   final norm input and output 2 x 2 x 8192 x 4096 = 134,217,728.
+// Per layer, in bytes per token: norms 4 x 2 x 4096 = 32,768; Q and attention
+// output 2 x 2 x 4096 = 16,384; K and V 2 x 2 x 1024 = 4,096; SwiGLU
+// 3 x 2 x 14336 = 86,016; log-sum-exp 4 x 32 = 128: 139,392 x 8192 =
+// 1,141,899,264 per layer, 36,540,776,448 for 32 layers. The vocabulary adds
+// 23% to the layers' activations.
+TEST(MegatronOutsideLayers, LargeVocabularyLogitsAreGigabytes) {
+  Evaluation e = evaluate(llama3_8b(kOneSequence, "dropout = false\n"));
+  EXPECT_EQ(e.item_bytes("activations.logits", kAct), 4'202'692'608u);
+  EXPECT_EQ(e.item_bytes("activations.cross_entropy", kAct), 4'202'692'608u);
+  EXPECT_EQ(e.item_bytes("activations.final_norm", kAct), 134'217'728u);
+  EXPECT_EQ(e.item_bytes("activations.embedding_dropout", kAct), 0u);  // no dropout, no mask
+  EXPECT_EQ(e.item_bytes("layers.0-31.activations", kAct), 36'540'776'448u);
+  EXPECT_EQ(e.component(kAct), uint64_t{36'540'776'448} + 134'217'728u + 2 * uint64_t{4'202'692'608});
+}
+
+// With dropout the embedding keeps a 1-byte mask per element: s b h = 33,554,432.
+TEST(MegatronOutsideLayers, EmbeddingDropoutMask) {
+  Evaluation e = evaluate(llama3_8b(kOneSequence, "dropout = true\n"));
+  EXPECT_EQ(e.item_bytes("activations.embedding_dropout", kAct), 33'554'432u);
+}
+
+// Tensor parallelism splits the vocabulary-parallel logits t ways; the final
+// norm's activations are split only with sequence parallelism.
+TEST(MegatronOutsideLayers, TensorAndSequenceParallelism) {
+  Evaluation tp = evaluate(llama3_8b(kOneSequence, "dropout = true\n",
+                                     "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 8\n"));
+  EXPECT_EQ(tp.item_bytes("activations.logits", kAct), 525'336'576u);  // 4,202,692,608 / 8
+  EXPECT_EQ(tp.item_bytes("activations.final_norm", kAct), 134'217'728u);
+  EXPECT_EQ(tp.item_bytes("activations.embedding_dropout", kAct), 33'554'432u);
+  Evaluation sp = evaluate(llama3_8b(kOneSequence, "dropout = true\n",
+                                     "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 8\nsequence_parallel = true\n"));
+  EXPECT_EQ(sp.item_bytes("activations.logits", kAct), 525'336'576u);
+  EXPECT_EQ(sp.item_bytes("activations.final_norm", kAct), 16'777'216u);
+  EXPECT_EQ(sp.item_bytes("activations.embedding_dropout", kAct), 4'194'304u);
+}
+
+// Pipeline parallelism (1F1B, p = 8, 16 micro-batches): the first stage holds
+// the embedding dropout of p = 8 micro-batches, Korthikanti's sbhp/t =
+// 3,145,728 x 8, and no logits; the last stage holds one micro-batch's final
+// norm and logits and no embedding dropout.
+TEST(MegatronOutsideLayers, PipelineStagesHoldTheirOwnEnd) {
+  const std::string vocab_parallel = "cross_entropy = \"vocab-parallel\"\n";
+  Evaluation first = evaluate(gpt3(vocab_parallel, "[[strategy]]\nuse = \"pipeline-parallel\"\nsize = 8\n", 16));
+  EXPECT_EQ(first.item_bytes("activations.embedding_dropout", kAct), 25'165'824u);
+  EXPECT_EQ(first.item_bytes("activations.final_norm", kAct), 0u);
+  EXPECT_EQ(first.item_bytes("activations.logits", kAct), 0u);
+  Evaluation last = evaluate(
+      gpt3(vocab_parallel, "[[strategy]]\nuse = \"pipeline-parallel\"\nsize = 8\nstage = \"last\"\n", 16));
+  EXPECT_EQ(last.item_bytes("activations.embedding_dropout", kAct), 0u);
+  EXPECT_EQ(last.item_bytes("activations.final_norm", kAct), 12'582'912u);
+  EXPECT_EQ(last.item_bytes("activations.logits", kAct), 52'428'800u);
+}
+
+// Full recomputation checkpoints the transformer layers only; the embedding,
+// final norm and loss keep their activations.
+TEST(MegatronOutsideLayers, FullRecomputeKeepsThem) {
+  Evaluation e = evaluate(llama3_8b(kOneSequence, "dropout = false\n",
+                                    "[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\n"));
+  EXPECT_EQ(e.item_bytes("activations.logits", kAct), 4'202'692'608u);
+  EXPECT_EQ(e.item_bytes("activations.final_norm", kAct), 134'217'728u);
+  // Each layer keeps only its input: 2 x 8192 x 4096 = 67,108,864, x 32.
+  EXPECT_EQ(e.item_bytes("layers.0-31.activations", kAct), uint64_t{32} * 67'108'864u);
+}
+
+// Activations are per micro-batch: accumulating gradients over 8 micro-batches
+// stores the same activations as one step of one micro-batch (only pipeline
+// schedules hold several micro-batches at once), and doubling the micro-batch
+// doubles them. What accumulation changes is the timeline: the accumulated
+// gradients already exist while the next micro-batch runs forward.
+TEST(MegatronOutsideLayers, ActivationsArePerMicroBatch) {
+  Evaluation one = evaluate(llama3_8b(kOneSequence + "grad_accum = 1\n", "dropout = false\n"));
+  Evaluation eight = evaluate(llama3_8b(kOneSequence + "grad_accum = 8\n", "dropout = false\n"));
+  Evaluation doubled = evaluate(llama3_8b("micro_batch = 2\nseq_len = 8192\ngrad_accum = 8\n", "dropout = false\n"));
+  const uint64_t activations = uint64_t{36'540'776'448} + 134'217'728u + 2 * uint64_t{4'202'692'608};
+  EXPECT_EQ(one.component(kAct), activations);
+  EXPECT_EQ(eight.component(kAct), activations);
+  EXPECT_EQ(doubled.component(kAct), 2 * activations);
+  const auto& t1 = one.breakdown().timeline;
+  const auto& t8 = eight.breakdown().timeline;
+  EXPECT_EQ(t1[kForward] - t1[kInit], activations);
+  EXPECT_EQ(t8[kForward] - t8[kInit], activations + eight.component(MEMPLAN_ROLE_GRADIENTS));
+}
+
+std::string library() { return " (plugin library " + plugin_dir() + "/memplan-megatron.so)"; }
+
+// Lines: 1 name, 2 mode, 3 [model], 4 preset, 5 [batch], 6 micro_batch, 7 seq_len, 8 [precision], 9 use,
+// 10 [optimizer], 11 use, 12 [activations], 13 use, 14 flash_attention, 15 cross_entropy.
+TEST(MegatronOutsideLayers, CrossEntropyOptionIsChecked) {
+  EXPECT_EQ(error_of(llama3_8b(kOneSequence, "cross_entropy = \"fused\"\n"), "m.toml"),
+            "m.toml:15:17: error: in [activations], activations plugin 'megatron', option 'cross_entropy': must be "
+            "\"unfused\" or \"vocab-parallel\", not \"fused\"" + library());
+}
+
+}  // namespace
+}  // namespace memplan::testing

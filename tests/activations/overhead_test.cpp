@@ -1,0 +1,203 @@
+// The overhead plugins (phase overhead): 'cuda-context', 'allocator' and
+// 'comm-buffers'. Every figure is derived by hand in the comments.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+constexpr int32_t kOverhead = MEMPLAN_ROLE_OVERHEAD;
+constexpr int32_t kBuffers = MEMPLAN_ROLE_BUFFERS;
+
+// 1e9 parameters in bf16 with SGD: 2e9 bytes of weights and 2e9 of gradients.
+// Lines: 1 name, 2 mode, 3 [model], 4 params, 5 [precision], 6 use, 7 [optimizer], 8 use, 9 [activations],
+// 10 use, 11.. activation options and strategies.
+std::string scenario(const std::string& activations_and_strategies) {
+  return "name = \"overhead\"\nmode = \"train\"\n[model]\nparams = 1e9\n[precision]\nuse = \"bf16\"\n[optimizer]\n"
+         "use = \"sgd\"\n[activations]\n" + activations_and_strategies;
+}
+const std::string kNoActivations = "use = \"none\"\n";
+
+std::string library(const std::string& name) { return " (plugin library " + plugin_dir() + "/memplan-" + name + ".so)"; }
+
+// ---- cuda-context ----------------------------------------------------------
+
+// Defaults: a 512 MiB context (overhead) and PyTorch's 32 MiB Hopper cuBLAS
+// workspace (buffers): 536,870,912 + 33,554,432 bytes, persistent.
+TEST(CudaContext, DefaultsAreShownAsItems) {
+  Evaluation e = evaluate(scenario(kNoActivations + "[[strategy]]\nuse = \"cuda-context\"\n"));
+  EXPECT_EQ(e.item_bytes("cuda_context", kOverhead), 536'870'912u);
+  EXPECT_EQ(e.item_bytes("cublas_workspace", kBuffers), 33'554'432u);
+  EXPECT_EQ(e.item_bytes("cudnn_workspace", kBuffers), 0u);
+  EXPECT_EQ(e.breakdown().timeline[kInit], uint64_t{2'000'000'000} + 536'870'912u + 33'554'432u);
+  EXPECT_EQ(e.breakdown().peak, uint64_t{4'000'000'000} + 536'870'912u + 33'554'432u);
+}
+
+// PyTorch's non-Hopper cuBLAS workspace, 4096 KiB x 2 + 16 KiB x 8 = 8.125 MiB
+// = 8,519,680 bytes; a measured context in bytes; a cuDNN workspace of 64 MiB.
+TEST(CudaContext, Options) {
+  Evaluation e = evaluate(scenario(kNoActivations + "[[strategy]]\nuse = \"cuda-context\"\nbytes = 287047680\n"
+                                                    "cublas_workspace_mib = 8.125\ncudnn_workspace_mib = 64\n"));
+  EXPECT_EQ(e.item_bytes("cuda_context", kOverhead), 287'047'680u);  // PyTorch PR #86509, lazy loading
+  EXPECT_EQ(e.item_bytes("cublas_workspace", kBuffers), 8'519'680u);
+  EXPECT_EQ(e.item_bytes("cudnn_workspace", kBuffers), 67'108'864u);
+  Evaluation mib = evaluate(scenario(kNoActivations + "[[strategy]]\nuse = \"cuda-context\"\nmib = 1024\n"));
+  EXPECT_EQ(mib.item_bytes("cuda_context", kOverhead), 1'073'741'824u);
+}
+
+// Lines 11 [[strategy]], 12 use, 13 mib, 14 bytes.
+TEST(CudaContext, Errors) {
+  EXPECT_EQ(error_of(scenario(kNoActivations + "[[strategy]]\nuse = \"cuda-context\"\nmib = 512\nbytes = 1\n"), "c.toml"),
+            "c.toml:14:9: error: in [[strategy]] #1, strategy plugin 'cuda-context', option 'bytes': gives the "
+            "context size a second time; set either mib or bytes" + library("cuda-context"));
+  EXPECT_EQ(error_of(scenario(kNoActivations + "[[strategy]]\nuse = \"cuda-context\"\nmib = -1\n"), "c.toml"),
+            "c.toml:13:7: error: in [[strategy]] #1, strategy plugin 'cuda-context', option 'mib': must be a "
+            "non-negative number of MiB, got -1" + library("cuda-context"));
+}
+
+// ---- allocator -------------------------------------------------------------
+
+// 2e9-byte weights, gradients and activations (ratio 1 of the bf16 weights):
+// each is one allocation of 10 MiB or more, so its segment rounds up to 2 MiB:
+// ceil(2e9 / 2,097,152) = 954 blocks = 2,000,683,008 bytes, 683,008 more, for
+// each of the three. Fragmentation 0.1 of what the step allocates and frees
+// (gradients and activations): 0.1 x 4e9 = 4e8.
+TEST(Allocator, RoundingAndFragmentation) {
+  Evaluation e = evaluate(scenario("use = \"ratio\"\nfactor = 1\n[[strategy]]\nuse = \"allocator\"\n"));
+  EXPECT_EQ(e.item_bytes("allocator.rounding", kOverhead), uint64_t{3} * 683'008u);
+  EXPECT_EQ(e.item_bytes("allocator.fragmentation", kOverhead), 400'000'000u);
+  EXPECT_EQ(e.component(kOverhead), 402'049'024u);
+  // The added items follow their tensors' lifetimes: weights 2,000,683,008 at
+  // init; backward holds all activations (2,200,683,008) plus the largest
+  // single gradient (2e9), or the reverse: 2,000,683,008 + 4,200,683,008.
+  EXPECT_EQ(e.breakdown().timeline[kInit], 2'000'683'008u);
+  EXPECT_EQ(e.breakdown().peak, 6'201'366'016u);
+  EXPECT_EQ(e.breakdown().peak_phase, kBackward);
+}
+
+// Llama-2-7B's tensors are all multiples of 2 MiB (e.g. attn.q 4096 x 4096 x 2
+// = 16 x 2 MiB; the embedding 32000 x 4096 x 2 = 125 x 2 MiB) or of 512 bytes
+// (a layer's two RMSNorms, 16,384 bytes): rounding adds nothing.
+TEST(Allocator, TransformerShapesRoundExactly) {
+  const std::string llama = "name = \"a\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\n"
+                            "use = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"none\"\n"
+                            "[[strategy]]\nuse = \"allocator\"\nfragmentation = 0\n";
+  EXPECT_EQ(evaluate(llama).component(kOverhead), 0u);
+}
+
+TEST(Allocator, OptionsAndErrors) {
+  Evaluation off = evaluate(scenario("use = \"ratio\"\nfactor = 1\n[[strategy]]\nuse = \"allocator\"\n"
+                                     "fragmentation = 0\nrounding = false\n"));
+  EXPECT_EQ(off.component(kOverhead), 0u);
+  Evaluation quarter = evaluate(scenario("use = \"ratio\"\nfactor = 1\n[[strategy]]\nuse = \"allocator\"\n"
+                                         "fragmentation = 0.25\nrounding = false\n"));
+  EXPECT_EQ(quarter.component(kOverhead), 1'000'000'000u);
+  // Lines 11 [[strategy]], 12 use, 13 fragmentation.
+  EXPECT_EQ(error_of(scenario(kNoActivations + "[[strategy]]\nuse = \"allocator\"\nfragmentation = 1\n"), "a.toml"),
+            "a.toml:13:17: error: in [[strategy]] #1, strategy plugin 'allocator', option 'fragmentation': must be a "
+            "fraction from 0 up to (not including) 1, got 1" + library("allocator"));
+}
+
+// ---- comm-buffers ------------------------------------------------------------
+
+// 1e9 parameters, mixed bf16 with Adam, data parallel 8 x tensor parallel 2.
+std::string parallel(const std::string& comm_options, const std::string& precision = "mixed-bf16") {
+  return "name = \"comm\"\nmode = \"train\"\n[model]\nparams = 1e9\n[precision]\nuse = \"" + precision +
+         "\"\n[optimizer]\nuse = \"adam\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"data-parallel\"\n"
+         "size = 8\n[[strategy]]\nuse = \"tensor-parallel\"\nsize = 2\n[[strategy]]\nuse = \"comm-buffers\"\n" +
+         comm_options;
+}
+
+// NCCL: per connection 4,194,304 (Simple) + 4,915,200 (LL128) + 524,288 (LL)
+// = 9,633,792 bytes; x 16 channels x 2 connections = 308,281,344 per
+// communicator; the data- and tensor-parallel groups make 2: 616,562,688.
+// DDP: the buckets copy the rank's gradients, 1e9 / 2 x 2 bytes = 1e9.
+TEST(CommBuffers, NcclAndDdpDefaults) {
+  Evaluation e = evaluate(parallel(""));
+  EXPECT_EQ(e.item_bytes("nccl.buffers", kBuffers), 616'562'688u);
+  EXPECT_EQ(e.item_bytes("ddp.buckets", kBuffers), 1'000'000'000u);
+  EXPECT_EQ(e.component(kBuffers), 1'616'562'688u);
+}
+
+TEST(CommBuffers, NcclOptions) {
+  // Simple protocol only: 2 x 16 x 2 x 4,194,304.
+  EXPECT_EQ(evaluate(parallel("nccl_protocols = \"simple\"\n")).item_bytes("nccl.buffers", kBuffers), 268'435'456u);
+  // One communicator of 32 channels with one connection each: 32 x 9,633,792.
+  EXPECT_EQ(evaluate(parallel("communicators = 1\nnccl_channels = 32\nnccl_peers = 1\n"))
+                .item_bytes("nccl.buffers", kBuffers),
+            308'281'344u);
+  // NCCL_BUFFSIZE = 1 MiB: 2 x 16 x 2 x (1,048,576 + 4,915,200 + 524,288).
+  EXPECT_EQ(evaluate(parallel("nccl_buffsize = 1048576\n")).item_bytes("nccl.buffers", kBuffers), 415'236'096u);
+  EXPECT_EQ(evaluate(parallel("nccl = false\n")).item_bytes("nccl.buffers", kBuffers), 0u);
+}
+
+// gradient_as_bucket_view = true: the gradients are the buckets, no copy.
+// buckets = "none" (Megatron-LM's contiguous buffers, FSDP): nothing either.
+TEST(CommBuffers, DdpBucketViewAndNone) {
+  EXPECT_EQ(evaluate(parallel("gradient_as_bucket_view = true\n")).item_bytes("ddp.buckets", kBuffers), 0u);
+  EXPECT_EQ(evaluate(parallel("buckets = \"none\"\n")).item_bytes("ddp.buckets", kBuffers), 0u);
+}
+
+// DeepSpeed with overlap_comm: 4.5 x (5e8 + 5e8) elements x 2 bytes = 9e9, the
+// Hugging Face DeepSpeed guide's "9GB footprint (5e8 x 2Bytes x 2 x 4.5)".
+// Without it: a 1e9-byte reduce bucket throughout and a 1e9-byte all-gather
+// bucket during the optimizer step.
+TEST(CommBuffers, DeepSpeedBuckets) {
+  Evaluation overlap = evaluate(parallel("buckets = \"deepspeed\"\noverlap_comm = true\n"));
+  EXPECT_EQ(overlap.item_bytes("deepspeed.buckets", kBuffers), 9'000'000'000u);
+  Evaluation plain = evaluate(parallel("buckets = \"deepspeed\"\nnccl = false\n"));
+  EXPECT_EQ(plain.item_bytes("deepspeed.reduce_bucket", kBuffers), 1'000'000'000u);
+  EXPECT_EQ(plain.item_bytes("deepspeed.allgather_bucket", kBuffers), 1'000'000'000u);
+  const auto& t = plain.breakdown().timeline;
+  EXPECT_EQ(t[kOptimizerStep] - t[kInit], plain.component(MEMPLAN_ROLE_GRADIENTS) + uint64_t{1'000'000'000});
+  Evaluation smaller = evaluate(parallel("buckets = \"deepspeed\"\nnccl = false\nreduce_bucket_size = 2e8\n"
+                                         "allgather_bucket_size = 2e8\noverlap_comm = true\n"));
+  // The guide's 2e8 advice: 2e8 x 2 bytes x 2 x 4.5 = 3.6 GB.
+  EXPECT_EQ(smaller.component(kBuffers), 3'600'000'000u);
+}
+
+// Expert parallelism has its own (all-to-all) communicator: Mixtral with data
+// parallel 8 and expert parallel 8 has 2 communicators, 2 x 308,281,344.
+TEST(CommBuffers, ExpertParallelGroupIsACommunicator) {
+  const std::string mixtral = "name = \"comm\"\nmode = \"train\"\n[model]\npreset = \"mixtral-8x7b\"\n[precision]\n"
+                              "use = \"mixed-bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"none\"\n"
+                              "[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n[[strategy]]\nuse = \"expert-parallel\"\n"
+                              "size = 8\n[[strategy]]\nuse = \"comm-buffers\"\nbuckets = \"none\"\n";
+  EXPECT_EQ(evaluate(mixtral).item_bytes("nccl.buffers", kBuffers), 616'562'688u);
+}
+
+// One GPU: no group, no communicator, no data parallelism: nothing.
+TEST(CommBuffers, SingleGpuHasNone) {
+  const std::string one = "name = \"comm\"\nmode = \"train\"\n[model]\nparams = 1e9\n[precision]\nuse = \"bf16\"\n"
+                          "[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"none\"\n[[strategy]]\n"
+                          "use = \"comm-buffers\"\n";
+  EXPECT_EQ(evaluate(one).component(kBuffers), 0u);
+}
+
+// Serving with tensor parallelism 4: one communicator, no gradient buckets.
+TEST(CommBuffers, InferenceHasNcclOnly) {
+  const std::string infer = "name = \"comm\"\nmode = \"infer\"\n[model]\nparams = 1e9\n[precision]\nuse = \"bf16\"\n"
+                            "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 4\n[[strategy]]\nuse = \"comm-buffers\"\n";
+  EXPECT_EQ(evaluate(infer).component(kBuffers), 308'281'344u);
+}
+
+// Lines: 1-10 as parallel(), 11 [[strategy]], 12 use, 13 size, 14 [[strategy]], 15 use, 16 size,
+// 17 [[strategy]], 18 use, 19.. options.
+TEST(CommBuffers, Errors) {
+  EXPECT_EQ(error_of(parallel("buckets = \"none\"\ngradient_as_bucket_view = true\n"), "b.toml"),
+            "b.toml:20:27: error: in [[strategy]] #3, strategy plugin 'comm-buffers', option "
+            "'gradient_as_bucket_view': is an option of PyTorch DDP; it needs buckets = \"ddp\"" +
+                library("comm-buffers"));
+  EXPECT_EQ(error_of(parallel("reduce_bucket_size = 2e8\n"), "b.toml"),
+            "b.toml:19:22: error: in [[strategy]] #3, strategy plugin 'comm-buffers', option 'reduce_bucket_size': "
+            "is a DeepSpeed option; it needs buckets = \"deepspeed\"" + library("comm-buffers"));
+  EXPECT_EQ(error_of(parallel("buckets = \"fsdp\"\n"), "b.toml"),
+            "b.toml:19:11: error: in [[strategy]] #3, strategy plugin 'comm-buffers', option 'buckets': must be "
+            "\"ddp\", \"deepspeed\" or \"none\", not \"fsdp\"" + library("comm-buffers"));
+}
+
+}  // namespace
+}  // namespace memplan::testing

@@ -1,0 +1,427 @@
+// [model] hf_config = "path/config.json" (issue 3): a Hugging Face config
+// gives the same model as the matching preset, so the same estimate, for
+// every family memplan reads (llama, mistral, mixtral, qwen2, gpt2, bert); and
+// every way a config can be wrong is an error naming the file, the field and
+// the fix. The fixtures are written from the public config.json files
+// (tests/catalog/fixtures/README.md).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "memplan/core/model.hpp"
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+std::string fixtures() { return source_dir() + "/tests/catalog/fixtures"; }
+
+std::string replaced(std::string text, std::string_view from, std::string_view to) {
+  const size_t at = text.find(from);
+  if (at == std::string::npos) throw std::runtime_error("no '" + std::string(from) + "' in the text");
+  return text.replace(at, from.size(), to);
+}
+
+// Training (ZeRO-3 over 8 GPUs, Korthikanti activations) and serving (KV cache
+// and forward transients): between them they read every model field plugins
+// see.
+constexpr std::string_view kTrain = R"(mode = "train"
+[model]
+MODEL
+[batch]
+micro_batch = 2
+seq_len = 512
+grad_accum = 4
+[precision]
+use = "mixed-bf16"
+[optimizer]
+use = "adamw"
+[activations]
+use = "megatron"
+flash_attention = true
+[[strategy]]
+use = "data-parallel"
+size = 8
+[[strategy]]
+use = "zero"
+stage = 3
+[[strategy]]
+use = "recompute"
+policy = "selective"
+[hardware]
+gpu = "h100-sxm-80gb"
+)";
+
+constexpr std::string_view kInfer = R"(mode = "infer"
+[model]
+MODEL
+[batch]
+micro_batch = 8
+seq_len = 512
+[precision]
+use = "bf16"
+[activations]
+use = "inference"
+[hardware]
+gpu = "h100-sxm-80gb"
+)";
+
+void expect_same_model(const ModelSpec& a, const ModelSpec& b) {
+  const memplan_model x = to_abi_model(a, 0), y = to_abi_model(b, 0);
+  EXPECT_EQ(x.has_architecture, y.has_architecture);
+  EXPECT_EQ(x.layers, y.layers);
+  EXPECT_EQ(x.hidden, y.hidden);
+  EXPECT_EQ(x.heads, y.heads);
+  EXPECT_EQ(x.kv_heads, y.kv_heads);
+  EXPECT_EQ(x.head_dim, y.head_dim);
+  EXPECT_EQ(x.ffn_hidden, y.ffn_hidden);
+  EXPECT_EQ(x.vocab, y.vocab);
+  EXPECT_EQ(x.gated_mlp, y.gated_mlp);
+  EXPECT_EQ(x.tied_embeddings, y.tied_embeddings);
+  EXPECT_EQ(x.experts, y.experts);
+  EXPECT_EQ(x.experts_top_k, y.experts_top_k);
+  EXPECT_EQ(x.expert_ffn_hidden, y.expert_ffn_hidden);
+  EXPECT_EQ(x.sliding_window, y.sliding_window);
+  EXPECT_EQ(x.global_attention_every, y.global_attention_every);
+  EXPECT_EQ(x.max_context, y.max_context);
+}
+
+void expect_same_estimate(const Evaluation& a, const Evaluation& b) {
+  EXPECT_EQ(a.breakdown().params_total, b.breakdown().params_total);
+  EXPECT_EQ(a.breakdown().params_trainable, b.breakdown().params_trainable);
+  EXPECT_EQ(a.breakdown().components, b.breakdown().components);
+  EXPECT_EQ(a.breakdown().timeline, b.breakdown().timeline);
+  EXPECT_EQ(a.breakdown().sum, b.breakdown().sum);
+  EXPECT_EQ(a.breakdown().peak, b.breakdown().peak);
+  EXPECT_EQ(a.breakdown().peak_phase, b.breakdown().peak_phase);
+  const auto& x = a.estimator().plan().items;
+  const auto& y = b.estimator().plan().items;
+  ASSERT_EQ(x.size(), y.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(Estimator::display_name(x[i]), Estimator::display_name(y[i]));
+    EXPECT_EQ(x[i].role, y[i].role);
+    EXPECT_EQ(x[i].device, y[i].device);
+    EXPECT_EQ(x[i].bytes(), y[i].bytes()) << Estimator::display_name(x[i]);
+  }
+}
+
+struct Family {
+  const char* preset;  // also the fixture folder
+  double params;       // transformers' num_parameters()
+};
+
+void PrintTo(const Family& family, std::ostream* out) { *out << family.preset; }
+
+class SameAsPreset : public ::testing::TestWithParam<Family> {};
+
+TEST_P(SameAsPreset, TrainingAndServing) {
+  const Family family = GetParam();
+  const std::string scenario = fixtures() + "/scenario.toml";  // hf_config is relative to its folder
+  const std::string from_preset = "preset = \"" + std::string(family.preset) + "\"";
+  const std::string from_config = "hf_config = \"" + std::string(family.preset) + "/config.json\"";
+  for (std::string_view base : {kTrain, kInfer}) {
+    SCOPED_TRACE(base == kTrain ? "train" : "infer");
+    const Evaluation preset = evaluate(replaced(std::string(base), "MODEL", from_preset), scenario);
+    const Evaluation config = evaluate(replaced(std::string(base), "MODEL", from_config), scenario);
+    EXPECT_EQ(config.breakdown().params_total, family.params);
+    EXPECT_EQ(config.breakdown().params_trainable, base == kTrain ? family.params : 0.0);
+    expect_same_estimate(preset, config);
+    expect_same_model(preset.estimator().scenario().model, config.estimator().scenario().model);
+    EXPECT_EQ(config.estimator().scenario().model.hf_config, fixtures() + "/" + family.preset + "/config.json");
+    EXPECT_EQ(config.estimator().scenario().model.preset, "");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Families, SameAsPreset,
+    ::testing::Values(Family{"llama-2-7b", 6'738'415'616.0}, Family{"llama-2-13b", 13'015'864'320.0},
+                      Family{"llama-2-70b", 68'976'648'192.0}, Family{"llama-3.1-8b", 8'030'261'248.0},
+                      Family{"llama-3.1-70b", 70'553'706'496.0}, Family{"llama-3.1-405b", 405'853'388'800.0},
+                      Family{"llama-3.2-1b", 1'235'814'400.0}, Family{"llama-3.2-3b", 3'212'749'824.0},
+                      Family{"mistral-7b", 7'241'732'096.0}, Family{"mixtral-8x7b", 46'702'792'704.0},
+                      Family{"mixtral-8x22b", 140'630'071'296.0}, Family{"qwen2-0.5b", 494'032'768.0},
+                      Family{"qwen2-7b", 7'615'616'512.0}, Family{"qwen2-72b", 72'706'203'648.0},
+                      Family{"gpt2-xl", 1'557'611'200.0}, Family{"bert-large-uncased", 335'141'888.0}),
+    [](const ::testing::TestParamInfo<Family>& info) {
+      std::string name = info.param.preset;
+      for (char& c : name)
+        if (c == '-' || c == '.') c = '_';
+      return name;
+    });
+
+// The fields that differ between families, read from the fixtures.
+TEST(HfConfig, FamilyFields) {
+  const std::string scenario = fixtures() + "/scenario.toml";
+  auto model = [&](const char* folder) {
+    return evaluate(replaced(std::string(kInfer), "MODEL", "hf_config = \"" + std::string(folder) + "/config.json\""),
+                    scenario)
+        .estimator()
+        .scenario()
+        .model;
+  };
+  const ModelSpec mistral = model("mistral-7b");
+  EXPECT_EQ(mistral.sliding_window, 4096);
+  EXPECT_EQ(mistral.max_context, 32768);
+  const ModelSpec mixtral = model("mixtral-8x22b");
+  EXPECT_EQ(mixtral.sliding_window, 0);  // null
+  EXPECT_EQ(mixtral.experts, 8);
+  EXPECT_EQ(mixtral.experts_top_k, 2);
+  EXPECT_EQ(mixtral.expert_ffn_hidden, 16384);
+  EXPECT_EQ(mixtral.ffn_hidden, 0);
+  const ModelSpec qwen = model("qwen2-7b");
+  EXPECT_TRUE(qwen.qkv_bias);
+  EXPECT_FALSE(qwen.output_bias);
+  EXPECT_EQ(qwen.sliding_window, 0);  // use_sliding_window false
+  const ModelSpec llama = model("llama-3.2-3b");
+  EXPECT_EQ(llama.head_dim, 128);
+  EXPECT_TRUE(llama.tied_embeddings);
+  const ModelSpec gpt2 = model("gpt2-xl");
+  EXPECT_EQ(gpt2.ffn_hidden, 6400);  // n_inner null: 4 x n_embd
+  EXPECT_EQ(gpt2.position_embeddings, 1024);
+  EXPECT_TRUE(gpt2.tied_embeddings);
+  EXPECT_EQ(gpt2.norm, NormKind::layernorm);
+  const ModelSpec bert = model("bert-large-uncased");
+  EXPECT_EQ(bert.type_vocab, 2);
+  EXPECT_TRUE(bert.embedding_norm);
+  EXPECT_FALSE(bert.final_norm);
+  EXPECT_TRUE(bert.pooler);
+  EXPECT_EQ(bert.output_head, OutputHead::none);
+}
+
+// A config written to a temporary folder, with `edit` applied to the
+// Llama 2 7B fixture's text, loaded through a scenario beside it.
+class ConfigFile {
+ public:
+  explicit ConfigFile(const std::string& text) : path_(dir_.write("config.json", text)) {}
+  const std::string& path() const { return path_; }
+  std::string scenario() const { return dir_.path() + "/s.toml"; }
+  std::string error(std::string_view base = kInfer, std::string_view extra = "") const {
+    return error_of(replaced(std::string(base), "MODEL", "hf_config = \"config.json\"" + std::string(extra)),
+                    scenario());
+  }
+  Evaluation evaluation(std::string_view extra = "") const {
+    return evaluate(replaced(std::string(kInfer), "MODEL", "hf_config = \"config.json\"" + std::string(extra)),
+                    scenario());
+  }
+
+ private:
+  TempDir dir_;
+  std::string path_;
+};
+
+std::string fixture_text(const std::string& folder) {
+  std::ifstream in(fixtures() + "/" + folder + "/config.json");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string llama2(std::string_view from, std::string_view to) {
+  return replaced(fixture_text("llama-2-7b"), from, to);
+}
+
+// Keys in [model] override what the config gives, as they do a preset's.
+TEST(HfConfig, InlineKeysOverride) {
+  const ConfigFile config(fixture_text("llama-2-7b"));
+  // 16 of Llama 2 7B's 32 layers: 16 x 202,383,360 fewer.
+  EXPECT_EQ(config.evaluation("\nlayers = 16").breakdown().params_total, 6'738'415'616.0 - 16 * 202'383'360.0);
+  EXPECT_EQ(config.evaluation("\nmax_context = 2048").estimator().scenario().model.max_context, 2048);
+}
+
+TEST(HfConfig, PathIsRelativeToTheScenario) {
+  TempDir dir;
+  dir.write("models/llama/config.json", fixture_text("llama-2-7b"));
+  const std::string scenario = dir.path() + "/scenarios/s.toml";
+  const Evaluation evaluation =
+      evaluate(replaced(std::string(kInfer), "MODEL", "hf_config = \"../models/llama/config.json\""), scenario);
+  EXPECT_EQ(evaluation.breakdown().params_total, 6'738'415'616.0);
+  EXPECT_EQ(evaluation.estimator().scenario().model.hf_config, dir.path() + "/models/llama/config.json");
+}
+
+TEST(HfConfig, MistralWindowDefaults) {
+  // Absent: MistralConfig's default of 4096; null: no window; a number: that window.
+  const std::string mistral = fixture_text("mistral-7b");
+  EXPECT_EQ(ConfigFile(replaced(mistral, "\"sliding_window\": 4096,", "")).evaluation().estimator().scenario()
+                .model.sliding_window,
+            4096);
+  EXPECT_EQ(ConfigFile(replaced(mistral, "\"sliding_window\": 4096", "\"sliding_window\": null"))
+                .evaluation()
+                .estimator()
+                .scenario()
+                .model.sliding_window,
+            0);
+  EXPECT_EQ(ConfigFile(replaced(mistral, "\"sliding_window\": 4096", "\"sliding_window\": 8192"))
+                .evaluation()
+                .estimator()
+                .scenario()
+                .model.sliding_window,
+            8192);
+}
+
+TEST(HfConfig, QwenSlidingWindowOnEveryLayer) {
+  const std::string qwen = replaced(fixture_text("qwen2-0.5b"), "\"use_sliding_window\": false",
+                                    "\"use_sliding_window\": true");
+  // max_window_layers 24 of 24 layers: no layer is windowed.
+  EXPECT_EQ(ConfigFile(qwen).evaluation().estimator().scenario().model.sliding_window, 0);
+  // 0: every layer is.
+  const std::string all = replaced(qwen, "\"max_window_layers\": 24", "\"max_window_layers\": 0");
+  EXPECT_EQ(ConfigFile(all).evaluation().estimator().scenario().model.sliding_window, 131072);
+  // Some layers only: not modelled.
+  const ConfigFile some(replaced(qwen, "\"max_window_layers\": 24", "\"max_window_layers\": 20"));
+  EXPECT_EQ(some.error(), some.path() +
+                              ": error: Hugging Face config: \"use_sliding_window\" is true with \"max_window_layers\" "
+                              "20 of 24 layers: only the layers from there on are windowed, which memplan cannot "
+                              "model (it windows every layer, or all but every Nth); set \"max_window_layers\" to 0 "
+                              "to window every layer, or \"use_sliding_window\" to false to count every layer as "
+                              "global");
+}
+
+TEST(HfConfig, LlamaBiases) {
+  // attention_bias: q, k, v and o (4 x 4096 per layer); mlp_bias: gate, up, down (2 x 11008 + 4096).
+  const ConfigFile attention(llama2("\"hidden_act\"", "\"attention_bias\": true, \"hidden_act\""));
+  EXPECT_EQ(attention.evaluation().breakdown().params_total, 6'738'415'616.0 + 32 * 4 * 4096.0);
+  const ConfigFile mlp(llama2("\"hidden_act\"", "\"mlp_bias\": true, \"hidden_act\""));
+  EXPECT_EQ(mlp.evaluation().breakdown().params_total, 6'738'415'616.0 + 32 * (2 * 11008.0 + 4096));
+}
+
+TEST(HfConfig, UnsupportedModelType) {
+  const std::string path = fixtures() + "/opt-13b/config.json";
+  EXPECT_EQ(error_of(replaced(std::string(kInfer), "MODEL", "hf_config = \"opt-13b/config.json\""),
+                     fixtures() + "/s.toml"),
+            path +
+                ": error: Hugging Face config: model_type \"opt\" is not supported; memplan reads \"bert\", \"gpt2\", "
+                "\"llama\", \"mistral\", \"mixtral\" and \"qwen2\" configs. For another model, remove 'hf_config' "
+                "and describe the architecture with [model] keys (layers, hidden, heads, ...)");
+}
+
+TEST(HfConfig, MissingAndMistypedFields) {
+  {
+    const ConfigFile config(llama2("\"num_hidden_layers\": 32,", ""));
+    EXPECT_EQ(config.error(), config.path() +
+                                  ": error: Hugging Face config: \"num_hidden_layers\" is missing (the number of "
+                                  "layers; model_type \"llama\" needs it); add it to the file");
+  }
+  {
+    const ConfigFile config(llama2("\"hidden_size\": 4096", "\"hidden_size\": \"4096\""));
+    EXPECT_EQ(config.error(), config.path() +
+                                  ": error: Hugging Face config: \"hidden_size\" must be a positive integer, not the "
+                                  "string \"4096\"; correct it in the file");
+  }
+  {
+    const ConfigFile config(llama2("\"vocab_size\": 32000", "\"vocab_size\": null"));
+    EXPECT_EQ(config.error(), config.path() +
+                                  ": error: Hugging Face config: \"vocab_size\" must be a positive integer, not null; "
+                                  "correct it in the file");
+  }
+  {
+    const ConfigFile config(llama2("\"intermediate_size\": 11008", "\"intermediate_size\": 11008.0"));
+    EXPECT_EQ(config.error(), config.path() +
+                                  ": error: Hugging Face config: \"intermediate_size\" must be a positive integer, "
+                                  "not the number 11008.0; correct it in the file");
+  }
+  {
+    const ConfigFile config(llama2("\"num_key_value_heads\": 32", "\"num_key_value_heads\": -8"));
+    EXPECT_EQ(config.error(), config.path() +
+                                  ": error: Hugging Face config: \"num_key_value_heads\" must be a positive integer, "
+                                  "not the integer -8; correct it in the file");
+  }
+  {
+    const ConfigFile config(llama2("\"tie_word_embeddings\": false", "\"tie_word_embeddings\": \"false\""));
+    EXPECT_EQ(config.error(), config.path() +
+                                  ": error: Hugging Face config: \"tie_word_embeddings\" must be true or false, not "
+                                  "the string \"false\"; correct it in the file");
+  }
+  {
+    const ConfigFile config(llama2("\"hidden_act\": \"silu\"", "\"hidden_act\": [\"silu\"]"));
+    EXPECT_EQ(config.error(), config.path() +
+                                  ": error: Hugging Face config: \"hidden_act\" must be a string, not an array; "
+                                  "correct it in the file");
+  }
+  {
+    const ConfigFile config(llama2("\"model_type\": \"llama\",", ""));
+    EXPECT_EQ(config.error(), config.path() +
+                                  ": error: Hugging Face config: \"model_type\" is missing (the architecture family, "
+                                  "such as \"llama\"); add it to the file");
+  }
+  {
+    const ConfigFile config(replaced(fixture_text("mixtral-8x7b"), "\"num_local_experts\": 8,", ""));
+    EXPECT_EQ(config.error(), config.path() +
+                                  ": error: Hugging Face config: \"num_local_experts\" is missing (the experts per "
+                                  "layer; model_type \"mixtral\" needs it); add it to the file");
+  }
+  {
+    const ConfigFile config(replaced(fixture_text("gpt2-xl"), "\"n_positions\": 1024,", ""));
+    EXPECT_EQ(config.error(), config.path() +
+                                  ": error: Hugging Face config: \"n_positions\" is missing (the learned positions; "
+                                  "model_type \"gpt2\" needs it); add it to the file");
+  }
+  {
+    const ConfigFile config(replaced(fixture_text("bert-large-uncased"), "\"type_vocab_size\": 2",
+                                     "\"type_vocab_size\": true"));
+    EXPECT_EQ(config.error(), config.path() +
+                                  ": error: Hugging Face config: \"type_vocab_size\" must be a positive integer, not "
+                                  "the boolean true; correct it in the file");
+  }
+}
+
+TEST(HfConfig, UnsupportedVariants) {
+  {
+    const ConfigFile config(replaced(fixture_text("bert-large-uncased"), "\"position_embedding_type\": \"absolute\"",
+                                     "\"position_embedding_type\": \"relative_key\""));
+    EXPECT_EQ(config.error(), config.path() +
+                                  ": error: Hugging Face config: \"position_embedding_type\" is \"relative_key\": "
+                                  "memplan models BERT's absolute position embeddings only; set it to \"absolute\" or "
+                                  "describe the model with [model] keys instead of hf_config");
+  }
+  {
+    const ConfigFile config(replaced(fixture_text("gpt2-xl"), "\"n_positions\": 1024,",
+                                     "\"n_positions\": 1024, \"add_cross_attention\": true,"));
+    EXPECT_EQ(config.error(), config.path() +
+                                  ": error: Hugging Face config: \"add_cross_attention\" is true: memplan does not "
+                                  "model GPT-2 with cross-attention layers; set it to false or describe the model "
+                                  "with [model] keys instead of hf_config");
+  }
+}
+
+TEST(HfConfig, NotAConfig) {
+  {
+    const ConfigFile config("{\n  \"model_type\": \"llama\",\n  \"hidden_size\": 4096,,\n}\n");
+    EXPECT_EQ(config.error(), config.path() +
+                                  ":3:23: error: invalid JSON in the Hugging Face config: syntax error while parsing "
+                                  "object key - unexpected ','; expected string literal");
+  }
+  {
+    const ConfigFile config("[1, 2]");
+    EXPECT_EQ(config.error(), config.path() +
+                                  ": error: Hugging Face config: the file holds an array, not a JSON object; "
+                                  "'hf_config' names a transformers config.json");
+  }
+}
+
+TEST(HfConfig, ScenarioErrors) {
+  TempDir dir;
+  const std::string scenario = dir.path() + "/s.toml";
+  EXPECT_EQ(error_of(replaced(std::string(kInfer), "MODEL", "hf_config = \"nope/config.json\""), scenario),
+            scenario + ":3:13: error: in [model], 'hf_config' names a file that cannot be read: " + dir.path() +
+                "/nope/config.json (No such file or directory); paths are relative to the scenario file's folder");
+  dir.write("models/README", "");
+  EXPECT_EQ(error_of(replaced(std::string(kInfer), "MODEL", "hf_config = \"models\""), scenario),
+            scenario + ":3:13: error: in [model], 'hf_config' names a file that cannot be read: " + dir.path() +
+                "/models (a folder); paths are relative to the scenario file's folder");
+  EXPECT_EQ(error_of(replaced(std::string(kInfer), "MODEL",
+                              "preset = \"llama-2-7b\"\nhf_config = \"llama-2-7b/config.json\""),
+                     fixtures() + "/s.toml"),
+            fixtures() + "/s.toml:4:13: error: in [model], 'hf_config' conflicts with 'preset'; give one of them "
+                         "(keys in [model] may override either)");
+  EXPECT_EQ(error_of(replaced(std::string(kInfer), "MODEL", "hf_config = \"llama-2-7b/config.json\"\nparams = 7e9"),
+                     fixtures() + "/s.toml"),
+            fixtures() + "/s.toml:2:1: error: [model] gives both 'params' and architecture keys; give one or the "
+                         "other (a preset or an hf_config counts as architecture)");
+  EXPECT_EQ(error_of(replaced(std::string(kInfer), "MODEL", "hf_config = 7"), scenario),
+            scenario + ":3:13: error: in [model], 'hf_config' must be a string, not an integer");
+}
+
+}  // namespace
+}  // namespace memplan::testing

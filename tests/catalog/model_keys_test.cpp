@@ -1,0 +1,148 @@
+// The model keys encoders need (issue 3): token-type embeddings, a norm on the
+// embeddings, no final norm (post-norm), a pooler, and the output head (none,
+// a decoder's LM head, or BERT's masked-LM head). BERT-large's figures are
+// transformers' BertModel of google-bert/bert-large-uncased.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "memplan/core/model.hpp"
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+const ModelSpec& bert() { return catalog().find_model("bert-large-uncased")->spec; }
+
+std::map<std::string, double> elements_by_name(const ModelSpec& spec) {
+  std::map<std::string, double> out;
+  for (const PlanItem& item : parameter_inventory(spec))
+    out[std::string(item.name_view())] += item.elements * item.count;
+  return out;
+}
+
+// h = 1024, f = 4096, V = 30522, 512 positions, 2 token types.
+TEST(ModelKeys, BertLargeInventory) {
+  const std::map<std::string, double> items = elements_by_name(bert());
+  const std::map<std::string, double> expected = {
+      {"embed_tokens", 30522.0 * 1024},
+      {"embed_positions", 512.0 * 1024},
+      {"embed_token_types", 2.0 * 1024},
+      {"embed_norm", 2.0 * 1024},  // LayerNorm: scale and shift
+      {"attn.q", 24 * (1024.0 * 1024 + 1024)},
+      {"attn.k", 24 * (1024.0 * 1024 + 1024)},
+      {"attn.v", 24 * (1024.0 * 1024 + 1024)},
+      {"attn.o", 24 * (1024.0 * 1024 + 1024)},
+      {"mlp", 24 * (2 * 1024.0 * 4096 + 4096 + 1024)},
+      {"norms", 24 * 2 * 2048.0},  // after attention and after the MLP (post-norm)
+      {"pooler", 1024.0 * 1024 + 1024},
+  };
+  EXPECT_EQ(items, expected);  // no final_norm, no lm_head
+  EXPECT_EQ(count_parameters(parameter_inventory(bert())), 335'141'888.0);
+}
+
+TEST(ModelKeys, EncoderItemsHaveClassesAndNoLayer) {
+  int seen = 0;
+  for (const PlanItem& item : parameter_inventory(bert())) {
+    const std::string name(item.name_view());
+    if (name != "embed_token_types" && name != "embed_norm" && name != "pooler") continue;
+    const int32_t expected = name == "embed_token_types" ? MEMPLAN_CLASS_POSITION_EMBEDDING
+                             : name == "embed_norm"      ? MEMPLAN_CLASS_NORM
+                                                         : MEMPLAN_CLASS_OTHER;
+    EXPECT_EQ(item.param_class, expected) << name;
+    EXPECT_EQ(item.layer, -1) << name;
+    EXPECT_EQ(item.count, 1u) << name;
+    ++seen;
+  }
+  EXPECT_EQ(seen, 3);
+}
+
+// BertForMaskedLM: no pooler; the prediction head's transform h^2 + h, its
+// LayerNorm 2h and the decoder's bias V (the decoder's weight is the token
+// embedding): 335,141,888 - 1,049,600 + 1,049,600 + 2,048 + 30,522.
+TEST(ModelKeys, MaskedLanguageModelHead) {
+  ModelSpec spec = bert();
+  spec.pooler = false;
+  spec.output_head = OutputHead::mlm;
+  EXPECT_EQ(count_parameters(parameter_inventory(spec)), 335'174'458.0);
+  const std::map<std::string, double> items = elements_by_name(spec);
+  EXPECT_EQ(items.at("mlm_head.transform"), 1024.0 * 1024 + 1024);
+  EXPECT_EQ(items.at("mlm_head.norm"), 2048.0);
+  EXPECT_EQ(items.at("lm_head.bias"), 30522.0);
+  // Untied, the decoder has its own V x h weight.
+  spec.tied_embeddings = false;
+  EXPECT_EQ(count_parameters(parameter_inventory(spec)), 335'174'458.0 + 30522.0 * 1024);
+  EXPECT_EQ(elements_by_name(spec).at("lm_head"), 30522.0 * 1024 + 30522);
+}
+
+// Without an output head there is nothing to tie: plugins are told untied, so
+// the last pipeline stage keeps no copy of the token embedding.
+TEST(ModelKeys, NoHeadSharesNoEmbedding) {
+  ASSERT_TRUE(bert().tied_embeddings);
+  EXPECT_EQ(to_abi_model(bert(), 0).tied_embeddings, 0);
+  ModelSpec spec = bert();
+  spec.output_head = OutputHead::mlm;
+  EXPECT_EQ(to_abi_model(spec, 0).tied_embeddings, 1);
+  spec.output_head = OutputHead::lm;
+  EXPECT_EQ(to_abi_model(spec, 0).tied_embeddings, 1);
+}
+
+// With RMSNorm, the embedding norm has h weights; final_norm = false removes
+// the h of a decoder's final norm.
+TEST(ModelKeys, NormKeysOnADecoder) {
+  ModelSpec spec = catalog().find_model("llama-2-7b")->spec;
+  spec.embedding_norm = true;
+  spec.final_norm = false;
+  spec.type_vocab = 3;
+  spec.pooler = true;
+  spec.output_head = OutputHead::none;
+  EXPECT_EQ(count_parameters(parameter_inventory(spec)),
+            6'738'415'616.0 + 4096 /* embed_norm */ - 4096 /* final_norm */ + 3 * 4096.0 /* token types */ +
+                (4096.0 * 4096 + 4096) /* pooler */ - 32000.0 * 4096 /* lm_head */);
+}
+
+constexpr std::string_view kScenario = R"(mode = "train"
+[model]
+preset = "bert-large-uncased"
+KEY
+[batch]
+seq_len = 512
+[precision]
+use = "mixed-bf16"
+[optimizer]
+use = "adamw"
+[activations]
+use = "none"
+)";
+
+std::string with(std::string_view key) {
+  std::string text(kScenario);
+  text.replace(text.find("KEY"), 3, key);
+  return text;
+}
+
+TEST(ModelKeys, ScenarioOverridesThePresetsEncoderKeys) {
+  EXPECT_EQ(evaluate(with("")).breakdown().params_total, 335'141'888.0);
+  EXPECT_EQ(evaluate(with("output_head = \"mlm\"\npooler = false")).breakdown().params_total, 335'174'458.0);
+  EXPECT_EQ(evaluate(with("type_vocab = 0")).breakdown().params_total, 335'141'888.0 - 2048);
+  EXPECT_EQ(evaluate(with("embedding_norm = false")).breakdown().params_total, 335'141'888.0 - 2048);
+  EXPECT_EQ(evaluate(with("final_norm = true")).breakdown().params_total, 335'141'888.0 + 2048);
+}
+
+TEST(ModelKeys, Errors) {
+  EXPECT_EQ(error_of(with("output_head = \"cls\""), "s.toml"),
+            "s.toml:4:15: error: in [model], 'output_head' must be \"lm\", \"mlm\" or \"none\", not \"cls\"");
+  EXPECT_EQ(error_of(with("type_vocab = -2"), "s.toml"),
+            "s.toml:4:14: error: in [model], 'type_vocab' must be zero or positive");
+  EXPECT_EQ(error_of(with("pooler = 1"), "s.toml"),
+            "s.toml:4:10: error: in [model], 'pooler' must be a boolean (true or false), not an integer");
+  EXPECT_EQ(error_of(with("final_nrom = false"), "s.toml"),
+            "s.toml:4:1: error: unknown key 'final_nrom' in [model]. Did you mean 'final_norm'? Accepted keys: "
+            "params, layers, hidden, heads, kv_heads, head_dim, ffn_hidden, vocab, mlp, norm, tied_embeddings, "
+            "qkv_bias, output_bias, mlp_bias, position_embeddings, type_vocab, embedding_norm, final_norm, pooler, "
+            "output_head, moe, sliding_window, global_attention_every, max_context, preset, hf_config.");
+}
+
+}  // namespace
+}  // namespace memplan::testing

@@ -1,0 +1,7 @@
+# Model catalog and import (issue 3): exact preset totals, the model keys for
+# encoders (BERT), and [model] hf_config. Included from tests/suites.cmake;
+# paths are relative to tests/.
+memplan_add_test(test_catalog
+  catalog/preset_totals_test.cpp
+  catalog/model_keys_test.cpp
+  catalog/hf_config_test.cpp)

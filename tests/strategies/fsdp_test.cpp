@@ -1,0 +1,118 @@
+// 'fsdp': PyTorch FSDP FULL_SHARD / HYBRID_SHARD on Llama-2-7B (P =
+// 6,738,415,616), mixed bf16 + AdamW, 8 data-parallel ranks. Hand derivation:
+//   persistent per GPU (ZeRO-3):   (2 + 4 + 8) x P / 8 = 11,792,227,328 B
+//   gradients:                     2 x P / 8           =  1,684,603,904 B
+//   one layer (unit_layers = 1):   4 x 4096^2 + 3 x 4096 x 11008 + 2 x 4096 = 202,383,360 elements
+//   root unit (outside the layers): embed 131,072,000 + LM head 131,072,000
+//                                   + final norm 4,096 = 262,148,096 elements
+//   fsdp.gathered_forward   (root + 2 units) x 2 B = 666,914,816 x 2 = 1,333,829,632 B
+//   fsdp.gathered_backward  BACKWARD_PRE: the same
+//   fsdp.unsharded_gradients (root + 1 unit) x 2 B = 464,531,456 x 2 =   929,062,912 B
+// Without activations the backward high point is persistent + gradients +
+// the backward working set: 11,792,227,328 + 1,684,603,904 + 1,333,829,632
+// + 929,062,912 = 15,739,723,776 B.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+std::string llama7b(int data_parallel, const std::string& fsdp, const std::string& extra = "") {
+  return "name = \"fsdp\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nmicro_batch = 1\n"
+         "seq_len = 4096\n[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\n"
+         "use = \"none\"\n[[strategy]]\nuse = \"data-parallel\"\nsize = " +
+         std::to_string(data_parallel) + "\n[[strategy]]\nuse = \"fsdp\"\n" + fsdp + extra;
+}
+
+TEST(Fsdp, FullShardHasZeroThreeStatesPlusTheGatheredUnits) {
+  Evaluation e = evaluate(llama7b(8, ""));
+  const Breakdown& b = e.breakdown();
+  EXPECT_EQ(b.timeline[kInit], 11'792'227'328u);
+  EXPECT_EQ(e.component(MEMPLAN_ROLE_GRADIENTS), 1'684'603'904u);
+  EXPECT_EQ(e.item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 1'333'829'632u);
+  EXPECT_EQ(e.item_bytes("fsdp.gathered_backward", MEMPLAN_ROLE_BUFFERS), 1'333'829'632u);
+  EXPECT_EQ(e.item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), 929'062'912u);
+  EXPECT_EQ(b.timeline[kForward], 11'792'227'328u + 1'333'829'632u);
+  EXPECT_EQ(b.peak, 15'739'723'776u);
+  EXPECT_EQ(b.peak_phase, kBackward);
+  // The same model states as ZeRO stage 3 over the same ranks.
+  std::string zero3_text = llama7b(8, "");
+  zero3_text.replace(zero3_text.find("use = \"fsdp\"\n"), 13, "use = \"zero\"\nstage = 3\n");
+  Evaluation zero3 = evaluate(zero3_text);
+  EXPECT_EQ(zero3.breakdown().timeline[kInit], b.timeline[kInit]);
+  const auto details = e.estimator().report_details();
+  ASSERT_EQ(details.size(), 3u);
+  EXPECT_EQ(details[0], (std::pair<std::string, std::string>{"fsdp_unit_parameters", "202383360"}));
+  EXPECT_EQ(details[1], (std::pair<std::string, std::string>{"fsdp_root_parameters", "262148096"}));
+  EXPECT_EQ(details[2], (std::pair<std::string, std::string>{"fsdp_shard_group", "8"}));
+}
+
+// HYBRID_SHARD: 32 data-parallel ranks in shard groups of 8 hold what
+// FULL_SHARD over 8 ranks holds.
+TEST(Fsdp, HybridShardShardsWithinItsGroup) {
+  Evaluation hybrid = evaluate(llama7b(32, "shard_size = 8\n"));
+  Evaluation full = evaluate(llama7b(8, ""));
+  EXPECT_EQ(hybrid.breakdown().sum, full.breakdown().sum);
+  EXPECT_EQ(hybrid.breakdown().peak, 15'739'723'776u);
+  EXPECT_EQ(hybrid.breakdown().world_size, 32);
+  // FULL_SHARD over 32: model states 16 x P / 32 = 3,369,207,808 B.
+  EXPECT_EQ(evaluate(llama7b(32, "")).breakdown().timeline[kOptimizerStep], 3'369'207'808u);
+}
+
+TEST(Fsdp, UnitsAndPrefetch) {
+  // backward_prefetch = "none": one unit in backward, (root + 1 unit) x 2 B.
+  EXPECT_EQ(evaluate(llama7b(8, "backward_prefetch = \"none\"\n")).item_bytes("fsdp.gathered_backward",
+                                                                                 MEMPLAN_ROLE_BUFFERS),
+            929'062'912u);
+  // Units of 4 layers: 809,533,440 elements; forward (262,148,096 + 2 x 809,533,440) x 2.
+  Evaluation four = evaluate(llama7b(8, "unit_layers = 4\n"));
+  EXPECT_EQ(four.item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 3'762'429'952u);
+  EXPECT_EQ(four.item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), (262'148'096u + 809'533'440u) * 2);
+  // One unit of all 32 layers: there is no second unit to prefetch.
+  Evaluation whole = evaluate(llama7b(8, "unit_layers = 32\n"));
+  EXPECT_EQ(whole.item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 6'738'415'616u * 2);
+}
+
+// Mixtral 8x7B with 8 expert-parallel ranks out of 8 data-parallel ranks:
+// experts are sharded over 8 / 8 = 1 rank, the dense weights over 8.
+// Weights per GPU: 2 x (1,605,636,096 / 8 + 32 x 176,160,768) = 11,675,698,176.
+TEST(Fsdp, ExpertsShardOverTheShardGroupDividedByEp) {
+  const std::string mixtral =
+      "name = \"fsdp\"\nmode = \"train\"\n[model]\npreset = \"mixtral-8x7b\"\n[precision]\nuse = \"mixed-bf16\"\n"
+      "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n"
+      "[[strategy]]\nuse = \"expert-parallel\"\nsize = 8\n[[strategy]]\nuse = \"fsdp\"\n";
+  EXPECT_EQ(evaluate(mixtral).component(MEMPLAN_ROLE_WEIGHTS), 11'675'698'176u);
+  EXPECT_EQ(error_of(mixtral + "shard_size = 4\n", "f.toml"),
+            "f.toml:19:14: error: in [[strategy]] #3, strategy plugin 'fsdp', option 'shard_size': the experts are "
+            "sharded over the shard group's 4 ranks / 8 expert-parallel ranks, which is not a whole number; choose a "
+            "multiple of the expert-parallel size (plugin library " + plugin_dir() + "/memplan-fsdp.so)");
+}
+
+TEST(Fsdp, Errors) {
+  const std::string library = " (plugin library " + plugin_dir() + "/memplan-fsdp.so)";
+  EXPECT_EQ(error_of(llama7b(8, "shard_size = 3\n"), "f.toml"),
+            "f.toml:19:14: error: in [[strategy]] #2, strategy plugin 'fsdp', option 'shard_size': 3 does not divide "
+            "the 8 data-parallel ranks; HYBRID_SHARD replicates whole shard groups, so choose a divisor" + library);
+  EXPECT_EQ(error_of(llama7b(8, "backward_prefetch = \"later\"\n"), "f.toml"),
+            "f.toml:19:21: error: in [[strategy]] #2, strategy plugin 'fsdp', option 'backward_prefetch': must be "
+            "\"pre\", \"post\" or \"none\", not \"later\"" + library);
+  EXPECT_EQ(error_of("name = \"fsdp\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\nuse = "
+                     "\"mixed-bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"none\"\n"
+                     "[[strategy]]\nuse = \"fsdp\"\n",
+                     "f.toml"),
+            "f.toml:12:7: error: in [[strategy]] #1, strategy plugin 'fsdp': shards over the data-parallel group, but "
+            "no strategy declares its size; add [[strategy]] use = \"data-parallel\" with its size (size = 1 on a "
+            "single GPU)" + library);
+  EXPECT_EQ(error_of("name = \"fsdp\"\nmode = \"train\"\n[model]\nparams = 7e9\n[precision]\nuse = \"mixed-bf16\"\n"
+                     "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"fsdp\"\n",
+                     "f.toml"),
+            "f.toml:12:7: error: in [[strategy]] #1, strategy plugin 'fsdp': needs the model's layers to size its "
+            "units, but the scenario gives only params; give a preset or the architecture in [model], or use "
+            "[[strategy]] use = \"zero\" with stage = 3" + library);
+}
+
+}  // namespace
+}  // namespace memplan::testing

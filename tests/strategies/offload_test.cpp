@@ -1,0 +1,98 @@
+// 'offload': ZeRO-Offload (Ren et al. 2021, arXiv 2101.06840) and parameter
+// offload. Items move to the CPU; per_cpu is the reported rank's share (a
+// node's host memory is per_cpu x its GPUs).
+//
+// ZeRO-Offload as the paper runs it, on ZeRO-2: Psi = 7.5e9 parameters, mixed
+// fp16 + Adam, 4 data-parallel ranks. Per GPU: the fp16 weights, 2 Psi = 15e9 B.
+// Per rank on the CPU: fp32 master 4 Psi / 4 = 7.5e9, Adam moments
+// 8 Psi / 4 = 15e9 and the fp16 gradient partition 2 Psi / 4 = 3.75e9:
+// 26.25e9 B (14 Psi / N_d, the paper's 2 + 12 bytes per parameter).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+std::string zero_offload(const std::string& offload, bool offload_first = false) {
+  const std::string zero = "[[strategy]]\nuse = \"zero\"\nstage = 2\n";
+  const std::string moved = "[[strategy]]\nuse = \"offload\"\n" + offload;
+  return "name = \"offload\"\nmode = \"train\"\n[model]\nparams = 7.5e9\n[precision]\nuse = \"mixed-fp16\"\n"
+         "[optimizer]\nuse = \"adam\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"data-parallel\"\n"
+         "size = 4\n" +
+         (offload_first ? moved + zero : zero + moved);
+}
+
+TEST(Offload, ZeroOffloadKeepsOnlyTheSixteenBitWeightsOnTheGpu) {
+  Evaluation e = evaluate(zero_offload("optimizer = true\n"));
+  const Breakdown& b = e.breakdown();
+  EXPECT_EQ(b.sum, 15'000'000'000u);
+  EXPECT_EQ(b.peak, 15'000'000'000u);
+  EXPECT_EQ(e.component(MEMPLAN_ROLE_WEIGHTS), 15'000'000'000u);
+  EXPECT_EQ(e.component(MEMPLAN_ROLE_GRADIENTS), 0u);
+  EXPECT_EQ(b.cpu_components[MEMPLAN_ROLE_MASTER_WEIGHTS], 7'500'000'000u);
+  EXPECT_EQ(b.cpu_components[MEMPLAN_ROLE_OPTIMIZER_STATES], 15'000'000'000u);
+  EXPECT_EQ(b.cpu_components[MEMPLAN_ROLE_GRADIENTS], 3'750'000'000u);
+  EXPECT_EQ(b.cpu_sum, 26'250'000'000u);
+  // Runs after the sharding plugins whatever the scenario order.
+  EXPECT_EQ(evaluate(zero_offload("optimizer = true\n", true)).breakdown().cpu_sum, 26'250'000'000u);
+}
+
+TEST(Offload, GradientsCanStayOnTheGpu) {
+  Evaluation e = evaluate(zero_offload("optimizer = true\ngradients = false\n"));
+  EXPECT_EQ(e.component(MEMPLAN_ROLE_GRADIENTS), 3'750'000'000u);
+  EXPECT_EQ(e.breakdown().cpu_sum, 22'500'000'000u);
+}
+
+// ZeRO-3 with parameters and optimizer on the CPU (ZeRO-Infinity's CPU
+// offload), Llama-2-7B over 8 ranks: the GPU keeps only the gathered modules
+// (see zero3_gathered_test.cpp): 362,144,000 B in forward, 362,144,000 +
+// 262,144,000 = 624,288,000 B in backward. The CPU holds the rank's shard of
+// everything: 16 x 6,738,415,616 / 8 = 13,476,831,232 B.
+TEST(Offload, ParametersWithZeroStageThree) {
+  Evaluation e = evaluate(
+      "name = \"offload\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\nuse = \"mixed-bf16\"\n"
+      "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n"
+      "[[strategy]]\nuse = \"zero\"\nstage = 3\ngathered_parameters = true\n"
+      "[[strategy]]\nuse = \"offload\"\noptimizer = true\nparameters = true\n");
+  EXPECT_EQ(e.breakdown().peak, 624'288'000u);
+  EXPECT_EQ(e.breakdown().timeline[kInit], 0u);
+  EXPECT_EQ(e.component(MEMPLAN_ROLE_WEIGHTS), 0u);
+  EXPECT_EQ(e.breakdown().cpu_sum, 13'476'831'232u);
+}
+
+// FSDP with CPUOffload(offload_params=True) and the optimizer step on the
+// CPU: the GPU keeps the gathered units (see fsdp_test.cpp), 1,333,829,632 B
+// in forward, 1,333,829,632 + 929,062,912 = 2,262,892,544 B in backward.
+TEST(Offload, ParametersWithFsdp) {
+  Evaluation e = evaluate(
+      "name = \"offload\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\nuse = \"mixed-bf16\"\n"
+      "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n"
+      "[[strategy]]\nuse = \"offload\"\noptimizer = true\nparameters = true\n[[strategy]]\nuse = \"fsdp\"\n");
+  EXPECT_EQ(e.breakdown().timeline[kForward], 1'333'829'632u);
+  EXPECT_EQ(e.breakdown().peak, 2'262'892'544u);
+  EXPECT_EQ(e.breakdown().cpu_sum, 13'476'831'232u);
+}
+
+TEST(Offload, Errors) {
+  const std::string library = " (plugin library " + plugin_dir() + "/memplan-offload.so)";
+  EXPECT_EQ(error_of(zero_offload("parameters = true\n"), "o.toml"),
+            "o.toml:19:14: error: in [[strategy]] #3, strategy plugin 'offload', option 'parameters': moves the "
+            "weights to the CPU, but no strategy gathers them back to the GPU before use; add [[strategy]] use = "
+            "\"zero\" with stage = 3 and gathered_parameters = true, or use = \"fsdp\" (DeepSpeed offloads "
+            "parameters only with ZeRO stage 3)" + library);
+  std::string stage3 = zero_offload("parameters = true\n");
+  stage3.replace(stage3.find("stage = 2"), 9, "stage = 3");
+  EXPECT_EQ(error_of(stage3, "o.toml"),
+            "o.toml:19:14: error: in [[strategy]] #3, strategy plugin 'offload', option 'parameters': moves the "
+            "weights to the CPU, leaving only the gathered modules on the GPU, which zero does not count unless "
+            "gathered_parameters = true; set it in the zero table" + library);
+  EXPECT_EQ(error_of(zero_offload("optimizer = false\n"), "o.toml"),
+            "o.toml:18:7: error: in [[strategy]] #3, strategy plugin 'offload': offloads nothing; set optimizer = "
+            "true, gradients = true and/or parameters = true" + library);
+}
+
+}  // namespace
+}  // namespace memplan::testing

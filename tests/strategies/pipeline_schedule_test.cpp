@@ -1,0 +1,132 @@
+// 'pipeline-parallel': the interleaved 1F1B schedule (virtual_stages) and
+// uneven first/last stages.
+//
+// Interleaved schedule, counted as Megatron-LM's schedules.py does: rank r of
+// p runs min(2 (p - r - 1) + (m - 1) p, M m) warm-up forward passes of one
+// model chunk (the stage's layers / m) and one more forward before its first
+// backward, so it holds min(2 (p - r - 1) + (m - 1) p + 1, M m) chunk passes.
+// GPT-3 175B, t = 8, p = 8, m = 3 (12 layers per stage, chunks of 4), TP only:
+// one layer and micro-batch stores 578,813,952 bytes (Korthikanti Table 2).
+//   first stage, M = 64: min(14 + 16 + 1, 192) = 31 chunks = 31/3 micro-batches
+//                        of 12 layers: 12 x 31/3 x 578,813,952 = 71,772,930,048
+//                        (= L (1 + (p - 1)/(p m)) layers, Korthikanti section 4.2.3)
+//   last stage, M = 64:  min(0 + 16 + 1, 192) = 17 chunks: 12 x 17/3 x 578,813,952
+//                        = 39,359,348,736
+//   first stage, M = 9:  min(31, 27) = 27 chunks (all forwards first):
+//                        12 x 9 x 578,813,952 = 62,511,906,816
+//   first stage, M = 8:  min(31, 24) = 24 chunks = 8 micro-batches, no more than
+//                        plain 1F1B: 12 x 8 x 578,813,952 = 55,566,139,392
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+constexpr uint64_t kGpt3TpLayer = 578'813'952;
+
+std::string gpt3(int micro_batches, const std::string& pipeline) {
+  return "name = \"pp\"\nmode = \"train\"\n[model]\npreset = \"gpt3-175b\"\n[batch]\nmicro_batch = 1\nseq_len = 2048\n"
+         "grad_accum = " +
+         std::to_string(micro_batches) +
+         "\n[precision]\nuse = \"mixed-fp16\"\n[optimizer]\nuse = \"adam\"\n[activations]\nuse = \"megatron\"\n"
+         "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 8\n[[strategy]]\nuse = \"pipeline-parallel\"\nsize = 8\n" +
+         pipeline;
+}
+
+uint64_t layers_item(const std::string& toml, const std::string& name) {
+  return evaluate(toml).item_bytes(name, MEMPLAN_ROLE_ACTIVATIONS);
+}
+
+TEST(InterleavedPipeline, FirstStageHoldsOnePlusPMinusOneOverPmTimesL) {
+  EXPECT_EQ(layers_item(gpt3(64, "virtual_stages = 3\n"), "layers.0-11.activations"), 71'772'930'048u);
+  EXPECT_EQ(71'772'930'048u * 24, 96 * kGpt3TpLayer * 31);  // L (1 + 7/24) layers' worth
+}
+
+TEST(InterleavedPipeline, LastStageHoldsTheChunksOfItsWarmUp) {
+  EXPECT_EQ(layers_item(gpt3(64, "virtual_stages = 3\nstage = \"last\"\n"), "layers.84-95.activations"),
+            39'359'348'736u);
+  EXPECT_EQ(39'359'348'736u * 3, 12 * 17 * kGpt3TpLayer);
+  // Without interleaving the last stage holds one micro-batch.
+  EXPECT_EQ(layers_item(gpt3(64, "stage = \"last\"\n"), "layers.84-95.activations"), 12 * kGpt3TpLayer);
+}
+
+TEST(InterleavedPipeline, FewMicroBatchesCapTheWarmUp) {
+  EXPECT_EQ(layers_item(gpt3(9, "virtual_stages = 3\n"), "layers.0-11.activations"), 62'511'906'816u);
+  EXPECT_EQ(layers_item(gpt3(8, "virtual_stages = 3\n"), "layers.0-11.activations"), 55'566'139'392u);
+  EXPECT_EQ(layers_item(gpt3(8, ""), "layers.0-11.activations"), 55'566'139'392u);
+  // Two micro-batches: min(31, 6) chunks = 2 micro-batches, as plain 1F1B.
+  EXPECT_EQ(layers_item(gpt3(2, "virtual_stages = 3\n"), "layers.0-11.activations"), 12 * 2 * kGpt3TpLayer);
+}
+
+// Llama-2-70B (80 layers, per layer 2 x 67,108,864 bytes of attn.q in bf16)
+// over 4 stages with Megatron-LM's decoder_first/last_pipeline_num_layers.
+std::string llama70b(const std::string& pipeline) {
+  return "name = \"pp\"\nmode = \"train\"\n[model]\npreset = \"llama-2-70b\"\n[batch]\nmicro_batch = 1\n"
+         "seq_len = 4096\ngrad_accum = 8\n[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adamw\"\n"
+         "[activations]\nuse = \"megatron\"\nflash_attention = true\ndropout = false\n"
+         "[[strategy]]\nuse = \"pipeline-parallel\"\nsize = 4\n" +
+         pipeline;
+}
+
+TEST(UnevenPipeline, EndStagesTakeTheirLayersAndTheOthersShareTheRest) {
+  // 18 + 22 + 22 + 18 = 80.
+  Evaluation first = evaluate(llama70b("first_stage_layers = 18\nlast_stage_layers = 18\n"));
+  EXPECT_EQ(first.item_bytes("layers.0-17.attn.q", MEMPLAN_ROLE_WEIGHTS), 18ull * 2 * 67'108'864);
+  EXPECT_NE(first.item_bytes("layers.0-17.activations", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+  Evaluation last = evaluate(llama70b("first_stage_layers = 18\nlast_stage_layers = 18\nstage = \"last\"\n"));
+  EXPECT_EQ(last.item_bytes("layers.62-79.attn.q", MEMPLAN_ROLE_WEIGHTS), 18ull * 2 * 67'108'864);
+  // Only the first given: 17 + 21 + 21 + 21.
+  Evaluation only_first = evaluate(llama70b("first_stage_layers = 17\nstage = \"last\"\n"));
+  EXPECT_EQ(only_first.item_bytes("layers.59-79.attn.q", MEMPLAN_ROLE_WEIGHTS), 21ull * 2 * 67'108'864);
+  // The first stage's activations scale with its layers: 18 vs the even 20.
+  Evaluation even = evaluate(llama70b(""));
+  EXPECT_EQ(first.item_bytes("layers.0-17.activations", MEMPLAN_ROLE_ACTIVATIONS) * 20,
+            even.item_bytes("layers.0-19.activations", MEMPLAN_ROLE_ACTIVATIONS) * 18);
+}
+
+// layout.stage_has_embedding / layout.stage_has_lm_head: the activation model
+// adds the embedding dropout's mask on the first stage only and the logits on
+// the last only (GPT-3 with dropout, 8 stages).
+TEST(PipelineStages, StagesDeclareWhichEndTheyHold) {
+  Evaluation first = evaluate(gpt3(64, ""));
+  EXPECT_GT(first.item_bytes("activations.embedding_dropout", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+  EXPECT_EQ(first.item_bytes("activations.logits", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+  Evaluation last = evaluate(gpt3(64, "stage = \"last\"\n"));
+  EXPECT_GT(last.item_bytes("activations.logits", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+  EXPECT_EQ(last.item_bytes("activations.embedding_dropout", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+}
+
+TEST(PipelineOptions, Errors) {
+  const std::string library = " (plugin library " + plugin_dir() + "/memplan-pipeline-parallel.so)";
+  EXPECT_EQ(error_of(llama70b("first_stage_layers = 79\n"), "pp.toml"),
+            "pp.toml:20:22: error: in [[strategy]] #1, strategy plugin 'pipeline-parallel', option "
+            "'first_stage_layers': first_stage_layers = 79 leaves 1 of the model's 80 layers for the other 3 stages, "
+            "which must share them evenly with at least one layer each" + library);
+  EXPECT_EQ(error_of(llama70b("first_stage_layers = 20\nlast_stage_layers = 21\n"), "pp.toml"),
+            "pp.toml:21:21: error: in [[strategy]] #1, strategy plugin 'pipeline-parallel', option "
+            "'last_stage_layers': first_stage_layers = 20 and last_stage_layers = 21 leave 39 of the model's 80 "
+            "layers for the other 2 stages, which must share them evenly with at least one layer each" + library);
+  EXPECT_EQ(error_of(llama70b("virtual_stages = 3\n"), "pp.toml"),
+            "pp.toml:20:18: error: in [[strategy]] #1, strategy plugin 'pipeline-parallel', option 'virtual_stages': "
+            "the first stage's 20 layers do not split into 3 model chunks of equal size; choose a divisor of the "
+            "stage's layers" + library);
+  EXPECT_EQ(error_of(llama70b("virtual_stages = 2\nschedule = \"gpipe\"\n"), "pp.toml"),
+            "pp.toml:20:18: error: in [[strategy]] #1, strategy plugin 'pipeline-parallel', option 'virtual_stages': "
+            "is Megatron-LM's interleaved 1F1B schedule; it needs schedule = \"1f1b\"" + library);
+  std::string one_stage = llama70b("virtual_stages = 2\n");
+  one_stage.replace(one_stage.find("size = 4"), 8, "size = 1");
+  EXPECT_EQ(error_of(one_stage, "pp.toml"),
+            "pp.toml:20:18: error: in [[strategy]] #1, strategy plugin 'pipeline-parallel', option 'virtual_stages': "
+            "interleaves the stages of a pipeline; it needs size > 1" + library);
+  std::string one_stage_layers = llama70b("first_stage_layers = 2\n");
+  one_stage_layers.replace(one_stage_layers.find("size = 4"), 8, "size = 1");
+  EXPECT_EQ(error_of(one_stage_layers, "pp.toml"),
+            "pp.toml:20:22: error: in [[strategy]] #1, strategy plugin 'pipeline-parallel', option "
+            "'first_stage_layers': sizes a pipeline stage; it needs size > 1" + library);
+}
+
+}  // namespace
+}  // namespace memplan::testing

@@ -1,0 +1,73 @@
+// The hand-checked figures in the header comments of examples/train-freeze-*,
+// train-lora-* and train-qlora-*.toml (the derivations are in those comments),
+// evaluated through the plugins.
+#include <gtest/gtest.h>
+
+#include "trainability_support.hpp"
+
+namespace memplan::testing::trainability {
+namespace {
+
+TEST(TrainabilityExamples, FreezeLlama2LastEightLayers) {
+  Evaluation evaluation = example("train-freeze-llama2-7b-last-8-layers.toml");
+  EXPECT_EQ(evaluation.breakdown().params_trainable, 1'750'138'880.0);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_WEIGHTS), 13'476'831'232u);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_GRADIENTS), 3'500'277'760u);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_MASTER_WEIGHTS), 7'000'555'520u);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_OPTIMIZER_STATES), 14'001'111'040u);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_ACTIVATIONS), 17'263'755'264u + 1'115'684'864u);
+  EXPECT_EQ(evaluation.breakdown().peak, 56'358'215'680u);
+  EXPECT_TRUE(evaluation.estimator().fits());
+}
+
+TEST(TrainabilityExamples, FreezeMixtralTwoExpertsOverAnNf4Base) {
+  Evaluation evaluation = example("train-freeze-mixtral-2-experts-nf4-80gb.toml");
+  EXPECT_EQ(evaluation.breakdown().params_trainable, 2'114'125'824.0);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_WEIGHTS), 27'620'884'480u);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_GRADIENTS), 4'228'251'648u);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_MASTER_WEIGHTS), 8'456'503'296u);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_OPTIMIZER_STATES), 16'913'006'592u);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_ACTIVATIONS), 811'745'280u);
+  EXPECT_EQ(evaluation.breakdown().peak, 57'614'106'624u);
+  EXPECT_TRUE(evaluation.estimator().fits());
+}
+
+TEST(TrainabilityExamples, LoraLlama2RankEightQueryValue) {
+  Evaluation evaluation = example("train-lora-llama2-7b-r8-qv.toml");
+  EXPECT_EQ(evaluation.breakdown().params_trainable, 4'194'304.0);
+  EXPECT_EQ(evaluation.breakdown().params_total, 6'742'609'920.0);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_WEIGHTS), 13'485'219'840u);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_GRADIENTS), 8'388'608u);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_MASTER_WEIGHTS), 16'777'216u);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_OPTIMIZER_STATES), 33'554'432u);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_ACTIVATIONS), 18'379'440'128u);
+  EXPECT_EQ(evaluation.breakdown().peak, 31'923'380'224u);
+  EXPECT_TRUE(evaluation.estimator().fits());
+}
+
+TEST(TrainabilityExamples, QloraMixtralExpertsSeedCaseC) {
+  Evaluation evaluation = example("train-qlora-mixtral-experts-r16-44gb.toml");
+  EXPECT_EQ(evaluation.breakdown().params_trainable, 226'492'416.0);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_WEIGHTS), 23'956'619'264u + 526'917'632u + 452'984'832u);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_GRADIENTS), 452'984'832u);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_MASTER_WEIGHTS), 0u);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_OPTIMIZER_STATES), 1'811'939'328u);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_ACTIVATIONS), 811'745'280u);
+  EXPECT_EQ(evaluation.breakdown().peak, 27'596'906'496u);
+  EXPECT_TRUE(evaluation.estimator().fits());
+}
+
+TEST(TrainabilityExamples, QloraLlamaSixtyFiveBillionOnA48GigabyteGpu) {
+  Evaluation evaluation = example("train-qlora-llama-65b-48gb.toml");
+  EXPECT_EQ(evaluation.breakdown().params_trainable, 799'539'200.0);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_WEIGHTS), 33'407'713'280u + 1'051'213'824u + 1'599'078'400u);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_GRADIENTS), 1'599'078'400u);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_OPTIMIZER_STATES), 6'396'313'600u);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_ACTIVATIONS), 1'342'177'280u + 295'698'432u + 403'701'760u);
+  EXPECT_EQ(evaluation.breakdown().peak, 46'094'974'976u);
+  EXPECT_LT(static_cast<double>(evaluation.breakdown().peak), 48 * kGB);
+  EXPECT_TRUE(evaluation.estimator().fits());
+}
+
+}  // namespace
+}  // namespace memplan::testing::trainability

@@ -1,0 +1,170 @@
+// The 'lora' strategy: adapter parameters r (d_in + d_out) per adapted
+// matrix (Hu et al. 2021, "LoRA: Low-Rank Adaptation of Large Language
+// Models", arXiv 2106.09685, section 4.1: W + BA with B of d x r and A of
+// r x k), checked against published parameter counts and hand derivations.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "trainability_support.hpp"
+
+namespace memplan::testing::trainability {
+namespace {
+
+const std::string kLlama = "preset = \"llama-2-7b\"\n";
+const std::string kMixtral = "preset = \"mixtral-8x7b\"\n";
+const std::string kGpt3 = "preset = \"gpt3-175b\"\n";
+const std::string kMixedAdamW =
+    "[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"none\"\n";
+
+std::string lora(const std::string& model, const std::string& options, const std::string& tables = kMixedAdamW) {
+  return train_scenario(model, tables + "[[strategy]]\nuse = \"lora\"\n" + options);
+}
+
+double trainable(const std::string& model, const std::string& options) {
+  return evaluate(lora(model, options)).breakdown().params_trainable;
+}
+
+// PEFT's print_trainable_parameters for meta-llama/Llama-2-7b-hf with
+// llama-recipes' default LoRA config (meta-llama/llama-recipes,
+// src/llama_recipes/configs/peft.py at 44e0820: r = 8, target_modules q_proj
+// and v_proj) prints "trainable params: 4,194,304 || all params:
+// 6,742,609,920". By hand: 2 matrices x 8 x (4096 + 4096) x 32 layers =
+// 4,194,304; all = 6,738,415,616 + 4,194,304.
+TEST(Lora, PeftLlama2SevenBillionQueryValueRank8) {
+  Evaluation evaluation = evaluate(lora(kLlama, "rank = 8\nalpha = 32\ntargets = \"q, v\"\n"));
+  EXPECT_EQ(evaluation.breakdown().params_trainable, 4'194'304.0);
+  EXPECT_EQ(evaluation.breakdown().params_total, 6'742'609'920.0);
+  EXPECT_EQ(detail(evaluation, "lora_parameters"), "4194304");
+  EXPECT_EQ(detail(evaluation, "lora_scaling"), "4");  // alpha / r = 32 / 8
+  // bf16 adapters: 32 x 8 x 8192 x 2 bytes = 4,194,304 bytes for q's.
+  EXPECT_EQ(evaluation.item_bytes("layers.0-31.lora.attn.q", MEMPLAN_ROLE_WEIGHTS), 4'194'304u);
+  // The base is frozen: the only gradients are the adapters' (bf16, 2 bytes each).
+  EXPECT_EQ(evaluation.component(MEMPLAN_ROLE_GRADIENTS), 4'194'304u * 2);
+  EXPECT_EQ(evaluation.item_bytes("layers.0-31.attn.q", MEMPLAN_ROLE_GRADIENTS), 0u);
+  // Mixed precision: 2 + 2 + 4 + 8 = 16 bytes per adapter parameter beyond the
+  // frozen bf16 base (6,738,415,616 x 2 = 13,476,831,232 bytes).
+  EXPECT_EQ(evaluation.breakdown().sum, 13'476'831'232u + 4'194'304u * 16);
+}
+
+// Hu et al. 2021, section 5.1: |Θ| = 2 x L̂ x d_model x r with L̂ the adapted
+// matrices. GPT-3 175B (96 layers, d_model 12288), Wq and Wv: L̂ = 192.
+// Table 4's 37.7M is r = 8: 2 x 192 x 12288 x 8 = 37,748,736; its 4.7M is
+// 2 x 192 x 12288 x 1 = 4,718,592.
+TEST(Lora, HuEtAlGpt3TrainableParameters) {
+  EXPECT_EQ(trainable(kGpt3, "rank = 8\ntargets = \"q,v\"\n"), 37'748'736.0);
+  EXPECT_EQ(trainable(kGpt3, "rank = 1\ntargets = \"q,v\"\n"), 4'718'592.0);
+}
+
+// Hu et al. 2021, section 4.2: LoRA on GPT-3 175B with r = 4 on Wq and Wv
+// trains with about 350 GB of memory (the frozen 16-bit weights: 2 bytes x
+// 174,615,846,912 = 349.23 GB), and the adapters, 2 x 192 x 12288 x 4 =
+// 18,874,368 parameters, take 37,748,736 bytes in 16 bits (36.0 MiB; the
+// paper rounds its checkpoint to "35MB"). Full fine-tuning's "1.2TB" is not
+// derivable from the paper's text and is not asserted.
+TEST(Lora, HuEtAlGpt3MemoryIsTheFrozen16BitWeights) {
+  const std::string bf16 = "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"adam\"\n[activations]\nuse = \"none\"\n";
+  Evaluation evaluation = evaluate(lora(kGpt3, "rank = 4\ntargets = \"q,v\"\n", bf16));
+  EXPECT_EQ(evaluation.breakdown().params_trainable, 18'874'368.0);
+  EXPECT_EQ(evaluation.item_bytes("layers.0-95.lora.attn.q", MEMPLAN_ROLE_WEIGHTS) +
+                evaluation.item_bytes("layers.0-95.lora.attn.v", MEMPLAN_ROLE_WEIGHTS),
+            37'748'736u);
+  EXPECT_EQ(evaluation.component(MEMPLAN_ROLE_WEIGHTS), 349'231'693'824u + 37'748'736u);
+  EXPECT_NEAR(static_cast<double>(evaluation.breakdown().peak) / kGB, 350.0, 1.0);
+}
+
+// "all-linear" on a dense model: q, k, v, o and the MLP's gate, up and down.
+// Llama-2-7B, r = 16, per layer: 4 x 16 x (4096 + 4096) = 524,288 +
+// 3 x 16 x (4096 + 11008) = 724,992, = 1,249,280; x 32 = 39,976,960 (the
+// count PEFT prints for target_modules="all-linear", r=16 on this model).
+TEST(Lora, AllLinearOnADenseModel) {
+  EXPECT_EQ(trainable(kLlama, "rank = 16\ntargets = \"all-linear\"\n"), 39'976'960.0);
+  EXPECT_EQ(trainable(kLlama, "rank = 16\ntargets = \"attention,mlp\"\n"), 39'976'960.0);
+  // "attention" already holds q: naming it twice counts it once.
+  EXPECT_EQ(trainable(kLlama, "rank = 16\ntargets = \"attention,q\"\n"), 32.0 * 524'288);
+}
+
+// Grouped-query attention and MoE, Mixtral (q 4096 wide, k and v 1024,
+// 8 experts of 14336), r = 16, per layer: q and o 16 x 8192 = 131,072 each;
+// k and v 16 x (4096 + 1024) = 81,920 each; router 16 x (4096 + 8) = 65,664;
+// experts 8 x 3 x 16 x (4096 + 14336) = 7,077,888. all-linear (PEFT's: every
+// linear layer but the output layer, the router included) = 7,569,536 per
+// layer, x 32 = 242,225,152.
+TEST(Lora, AllLinearOnMixtral) {
+  EXPECT_EQ(trainable(kMixtral, "rank = 16\ntargets = \"k\"\n"), 32.0 * 81'920);
+  EXPECT_EQ(trainable(kMixtral, "rank = 16\ntargets = \"router\"\n"), 32.0 * 65'664);
+  EXPECT_EQ(trainable(kMixtral, "rank = 16\ntargets = \"experts\"\n"), 32.0 * 7'077'888);
+  EXPECT_EQ(trainable(kMixtral, "rank = 16\ntargets = \"all-linear\"\n"), 242'225'152.0);
+}
+
+// A plain (GELU) MLP has two projections: GPT-3, r = 8,
+// 96 x 2 x 8 x (12288 + 49152) = 94,371,840. The LM head is adapted once:
+// Llama-2-7B, r = 8: 8 x (4096 + 32000) = 288,768, outside the layers.
+TEST(Lora, GeluMlpAndLmHead) {
+  EXPECT_EQ(trainable(kGpt3, "rank = 8\ntargets = \"mlp\"\n"), 94'371'840.0);
+  Evaluation head = evaluate(lora(kLlama, "rank = 8\ntargets = \"lm_head\"\n"));
+  EXPECT_EQ(head.breakdown().params_trainable, 288'768.0);
+  EXPECT_EQ(head.item_bytes("lora.lm_head", MEMPLAN_ROLE_WEIGHTS), 288'768u * 2);
+}
+
+// Serving unmerged adapters: in mode = "infer" the adapters are extra weights
+// (Llama-2-7B bf16, r = 8 on q and v: 13,476,831,232 + 4,194,304 x 2 bytes)
+// and nothing trains.
+TEST(Lora, InferenceServesTheAdaptersAsWeights) {
+  Evaluation evaluation = evaluate(
+      "name = \"l\"\nmode = \"infer\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\nuse = \"bf16\"\n"
+      "[[strategy]]\nuse = \"lora\"\nrank = 8\ntargets = \"q,v\"\n");
+  EXPECT_EQ(evaluation.component(MEMPLAN_ROLE_WEIGHTS), 13'476'831'232u + 8'388'608u);
+  EXPECT_EQ(evaluation.component(MEMPLAN_ROLE_GRADIENTS), 0u);
+  EXPECT_EQ(evaluation.breakdown().params_trainable, 0.0);
+}
+
+// ---- errors, asserted exactly ----
+// Lines of lora(...): 11 [[strategy]], 12 use, 13 the first option.
+
+std::string lora_error(const std::string& model, const std::string& options) {
+  return error_of(lora(model, options), "l.toml");
+}
+
+const std::string kPrefix = "error: in [[strategy]] #1, strategy plugin 'lora'";
+
+TEST(LoraErrors, RankAndAlpha) {
+  EXPECT_EQ(lora_error(kLlama, "targets = \"q\"\n"),
+            "l.toml:12:7: " + kPrefix + ": needs rank = r, the adapters' rank (e.g. 8, 16 or 64)" + library("lora"));
+  EXPECT_EQ(lora_error(kLlama, "rank = 0\ntargets = \"q\"\n"),
+            "l.toml:13:8: " + kPrefix + ", option 'rank': must be a positive integer, got 0" + library("lora"));
+  EXPECT_EQ(lora_error(kLlama, "rank = 8\nalpha = -16\ntargets = \"q\"\n"),
+            "l.toml:14:9: " + kPrefix +
+                ", option 'alpha': must be a positive number (the update is scaled by alpha / rank), got -16" +
+                library("lora"));
+  EXPECT_EQ(lora_error(kLlama, "rank = 8\nalpha = 0\ntargets = \"q\"\n"),
+            "l.toml:14:9: " + kPrefix +
+                ", option 'alpha': must be a positive number (the update is scaled by alpha / rank), got 0" +
+                library("lora"));
+}
+
+TEST(LoraErrors, Targets) {
+  EXPECT_EQ(lora_error(kLlama, "rank = 8\n"),
+            "l.toml:12:7: " + kPrefix +
+                ": needs targets = \"...\", the adapted matrices: q, k, v, o, attention, mlp, experts, router, "
+                "lm_head, all-linear" + library("lora"));
+  EXPECT_EQ(lora_error(kLlama, "rank = 8\ntargets = \"q_proj\"\n"),
+            "l.toml:14:11: " + kPrefix +
+                ", option 'targets': has \"q_proj\", not a target; use q, k, v, o, attention, mlp, experts, router, "
+                "lm_head, all-linear (comma-separated)" + library("lora"));
+  EXPECT_EQ(lora_error(kMixtral, "rank = 8\ntargets = \"mlp\"\n"),
+            "l.toml:14:11: " + kPrefix +
+                ", option 'targets': has \"mlp\", but the model's MLPs are MoE experts; use \"experts\"" +
+                library("lora"));
+  EXPECT_EQ(lora_error(kLlama, "rank = 8\ntargets = \"experts\"\n"),
+            "l.toml:14:11: " + kPrefix +
+                ", option 'targets': has \"experts\", but the model is dense (no [model.moe] experts); use \"mlp\"" +
+                library("lora"));
+  EXPECT_EQ(lora_error("params = 7e9\n", "rank = 8\ntargets = \"q\"\n"),
+            "l.toml:12:7: " + kPrefix +
+                ": needs the model's architecture (the shapes of the adapted matrices) but the scenario gives only "
+                "params; use a preset or an inline architecture in [model]" + library("lora"));
+}
+
+}  // namespace
+}  // namespace memplan::testing::trainability
