@@ -88,7 +88,7 @@ std::vector<PlanItem> parameter_inventory(const ModelSpec& spec) {
     items.push_back(weight("mlp", MEMPLAN_CLASS_MLP, 0, layers, projections * h * f + bias));
   }
   items.push_back(weight("norms", MEMPLAN_CLASS_NORM, 0, layers, 2 * norm));
-  if (spec.final_norm) items.push_back(weight("final_norm", MEMPLAN_CLASS_NORM, -1, 1, norm));
+  if (spec.final_norm) items.push_back(weight("final_norm", MEMPLAN_CLASS_FINAL_NORM, -1, 1, norm));
   // BERT's pooler: dense h x h with a bias, applied to the first token.
   if (spec.pooler) items.push_back(weight("pooler", MEMPLAN_CLASS_OTHER, -1, 1, h * h + h));
   switch (spec.output_head) {
@@ -100,7 +100,7 @@ std::vector<PlanItem> parameter_inventory(const ModelSpec& spec) {
       // h x h transform with a bias, a norm, then the vocabulary projection
       // with a bias of V (its weight tied to the token embedding or not).
       items.push_back(weight("mlm_head.transform", MEMPLAN_CLASS_OTHER, -1, 1, h * h + h));
-      items.push_back(weight("mlm_head.norm", MEMPLAN_CLASS_NORM, -1, 1, norm));
+      items.push_back(weight("mlm_head.norm", MEMPLAN_CLASS_FINAL_NORM, -1, 1, norm));  // with the head
       if (spec.tied_embeddings)
         items.push_back(weight("lm_head.bias", MEMPLAN_CLASS_LM_HEAD, -1, 1, vocab));
       else

@@ -114,6 +114,7 @@ inline TensorShapes tensor_shapes(const sdk::Item& item, const memplan_model& mo
       shapes.cols = static_cast<double>(model.experts);
       break;
     case ParamClass::norm:
+    case ParamClass::final_norm:
       shapes.known = true;
       shapes.vector_elements = item.elements;
       shapes.vector_size = h;

@@ -136,3 +136,26 @@ TEST(Inference, NothingIsTrainable) {
 
 }  // namespace
 }  // namespace memplan::testing
+
+namespace memplan::testing {
+namespace {
+
+// The embedding's norm (BERT-style embedding_norm) stays with the embedding on
+// the first stage; the final norm goes with the head to the last.
+TEST(PipelineParallel, EmbeddingNormOnFirstStageFinalNormOnLast) {
+  auto stage = [](const char* which) {
+    return evaluate("name = \"t\"\nmode = \"infer\"\n[model]\npreset = \"llama-2-7b\"\nembedding_norm = true\n"
+                    "[precision]\nuse = \"fp32\"\n[[strategy]]\nuse = \"pipeline-parallel\"\nsize = 2\nstage = \"" +
+                    std::string(which) + "\"\n");
+  };
+  Evaluation first = stage("first");
+  Evaluation last = stage("last");
+  // Llama's RMSNorm: 4096 elements x 4 bytes.
+  EXPECT_EQ(first.item_bytes("embed_norm", MEMPLAN_ROLE_WEIGHTS), 16'384u);
+  EXPECT_EQ(first.item_bytes("final_norm", MEMPLAN_ROLE_WEIGHTS), 0u);
+  EXPECT_EQ(last.item_bytes("embed_norm", MEMPLAN_ROLE_WEIGHTS), 0u);
+  EXPECT_EQ(last.item_bytes("final_norm", MEMPLAN_ROLE_WEIGHTS), 16'384u);
+}
+
+}  // namespace
+}  // namespace memplan::testing

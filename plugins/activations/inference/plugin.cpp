@@ -199,7 +199,7 @@ class InferenceMemory {
       const Item item = ctx.item(i);
       if (item.role != Role::weights) continue;
       if (item.layer >= 0 && (first < 0 || item.layer < first)) first = item.layer;
-      if (item.param_class == ParamClass::lm_head || (item.param_class == ParamClass::norm && item.layer < 0))
+      if (item.param_class == ParamClass::lm_head || item.param_class == ParamClass::final_norm)
         found.lm_head = true;
     }
     found.first_layer = first < 0 ? 0 : first;

@@ -113,7 +113,8 @@ uint32_t parts_of(const sdk::Item& item) {
     case ParamClass::mlp: return bits | kMlp;
     case ParamClass::expert: return bits | kExperts;
     case ParamClass::router: return bits | kRouter;
-    case ParamClass::norm: return bits | kNorms;
+    case ParamClass::norm:
+    case ParamClass::final_norm: return bits | kNorms;
     case ParamClass::embedding:
     case ParamClass::position_embedding: return bits | kEmbeddings;
     case ParamClass::lm_head: return bits | kLmHead;

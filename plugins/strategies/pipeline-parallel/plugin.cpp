@@ -177,7 +177,8 @@ class PipelineParallelStrategy {
       case ParamClass::embedding: return !last_stage_ || model.tied_embeddings;
       case ParamClass::position_embedding: return !last_stage_;
       case ParamClass::lm_head: return last_stage_;
-      case ParamClass::norm: return last_stage_;  // the final norm; layer norms have a layer index
+      case ParamClass::final_norm: return last_stage_;
+      case ParamClass::norm: return !last_stage_;  // outside the layers: the embedding's norm (BERT)
       default: return true;
     }
   }

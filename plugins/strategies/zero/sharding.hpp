@@ -121,6 +121,7 @@ inline double modules_in(const sdk::Item& item, const memplan_model& model, int6
     case sdk::ParamClass::expert:
       return projections * std::max<double>(1.0, static_cast<double>(model.experts) / static_cast<double>(expert_parallel));
     case sdk::ParamClass::norm: return item.layer >= 0 ? 2 : 1;
+    case sdk::ParamClass::final_norm: return 1;
     default: return 1;
   }
 }

@@ -97,12 +97,13 @@ extern "C" {
 #define MEMPLAN_CLASS_POSITION_EMBEDDING 2 /* learned positions */
 #define MEMPLAN_CLASS_ATTENTION 3          /* q and o projections and their biases */
 #define MEMPLAN_CLASS_MLP 4                /* dense MLP */
-#define MEMPLAN_CLASS_NORM 5               /* layer norms, RMS norms */
+#define MEMPLAN_CLASS_NORM 5               /* layer norms, RMS norms (with layer -1: the embedding's norm) */
 #define MEMPLAN_CLASS_ROUTER 6             /* MoE gate */
 #define MEMPLAN_CLASS_EXPERT 7             /* MoE expert MLPs */
 #define MEMPLAN_CLASS_LM_HEAD 8            /* output projection, hidden x vocab */
 #define MEMPLAN_CLASS_ADAPTER 9            /* LoRA and other added trainable weights */
 #define MEMPLAN_CLASS_ATTENTION_KV 10      /* k and v projections: kv_heads wide (grouped-query attention) */
+#define MEMPLAN_CLASS_FINAL_NORM 11        /* the norm after the last layer, on the LM head's pipeline stage */
 
 /* Item flags. */
 #define MEMPLAN_ITEM_TRAINABLE 0x1u

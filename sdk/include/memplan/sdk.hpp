@@ -84,6 +84,7 @@ enum class ParamClass : int32_t {
   lm_head = MEMPLAN_CLASS_LM_HEAD,
   adapter = MEMPLAN_CLASS_ADAPTER,
   attention_kv = MEMPLAN_CLASS_ATTENTION_KV,
+  final_norm = MEMPLAN_CLASS_FINAL_NORM,
 };
 
 // A plan item as plugins see it. It owns its name, so an item read before the
