@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -120,6 +122,25 @@ TEST(Cli, TableSaysWhetherItFitsAndWhatToChange) {
   EXPECT_NE(result.out.find("fits: no"), std::string::npos);
   EXPECT_NE(result.out.find("what to change:"), std::string::npos);
   EXPECT_NE(result.out.find("GiB"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace memplan::testing
+
+namespace memplan::testing {
+namespace {
+
+// Issue 3's bar: every plugin is used by at least one example scenario (and
+// EveryExampleRunsInEveryFormat runs them all).
+TEST(Cli, EveryPluginHasAnExample) {
+  std::string all_examples;
+  for (const auto& entry : std::filesystem::directory_iterator(source_dir() + "/examples")) {
+    if (entry.path().extension() != ".toml") continue;
+    std::ifstream in(entry.path());
+    all_examples += std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  for (const std::string& name : plugin_folders())
+    EXPECT_NE(all_examples.find("use = \"" + name + "\""), std::string::npos) << "no example uses " << name;
 }
 
 }  // namespace
