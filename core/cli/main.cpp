@@ -1,10 +1,13 @@
-// memplan command line: `memplan run FILE [--format ...]`, `memplan plugins`.
+// memplan command line: `memplan run FILE [--format ...]`, `memplan plugins`,
+// `memplan bundle ...` and `memplan trust ...` (docs/bundles.md).
 // Exit status: 0 success, 1 an estimate or plugin error, 2 a usage error.
 #include <boost/program_options.hpp>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "memplan/core/bundle.hpp"
 #include "memplan/core/catalog.hpp"
 #include "memplan/core/error.hpp"
 #include "memplan/core/estimator.hpp"
@@ -22,30 +25,74 @@ constexpr const char* kUsage =
     "commands:\n"
     "  run FILE [--format table|json|csv|markdown]   estimate the per-GPU memory of a scenario\n"
     "  plugins                                       list every plugin found: kind, name, version, library\n"
+    "  bundle create|keygen|sign|verify|install|list|remove   signed plugin bundles (docs/bundles.md)\n"
+    "  trust add|list|remove                         the public keys whose bundles you trust\n"
     "\n"
     "options:\n"
     "  -h, --help      show this help (or `memplan <command> --help`)\n"
     "  --version       print the version\n"
     "\n"
     "Plugins are searched beside the binary (../lib/memplan/plugins), then in MEMPLAN_PLUGIN_PATH\n"
-    "(folders separated by ':'), then in the scenario's [plugins] search_path.\n";
+    "(folders separated by ':'), then in the installed bundles, then in the scenario's [plugins]\n"
+    "search_path. Bundles and trusted keys live in $MEMPLAN_HOME (default: $XDG_DATA_HOME/memplan,\n"
+    "else ~/.local/share/memplan).\n";
+
+constexpr const char* kBundleUsage =
+    "usage: memplan bundle <command> [options]\n"
+    "\n"
+    "  create DIR --name NAME --version VERSION --publisher TEXT --library FILE.so [--library ...] [--data FOLDER]\n"
+    "                               make an unsigned bundle folder\n"
+    "  keygen --out KEYFILE         make an Ed25519 key pair: KEYFILE (private) and its .pub.pem (public)\n"
+    "  sign DIR --key KEYFILE       write the key id into DIR/bundle.toml and sign it (DIR/bundle.sig)\n"
+    "  verify DIR [--allow-unsigned]\n"
+    "                               run every check install runs, write nothing\n"
+    "  install DIR [--allow-unsigned] [--force]\n"
+    "                               verify, copy into the store, verify again, then rename into place\n"
+    "  list                         the installed bundles\n"
+    "  remove NAME                  uninstall a bundle\n"
+    "\n"
+    "--allow-unsigned accepts unsigned bundles and bundles signed by keys you do not trust (never a\n"
+    "bad signature or a revoked key); docs/security.md says what that risks. --force replaces an\n"
+    "installed bundle of the same name from another publisher.\n";
+
+constexpr const char* kTrustUsage =
+    "usage: memplan trust <command>\n"
+    "\n"
+    "  add PUBKEY.pem [--name LABEL] [--reinstate]   trust bundles signed by this key\n"
+    "  list                                          trusted and revoked keys\n"
+    "  remove KEYID                                  revoke a key: its bundles are refused from now on\n"
+    "\n"
+    "A removed key stays revoked: adding it again needs --reinstate.\n";
 
 void print_warnings(const memplan::PluginRegistry& registry) {
   for (const std::string& diagnostic : registry.diagnostics()) std::cerr << "memplan: warning: " << diagnostic << "\n";
+}
+
+// Parses `args` against `options`, with `positional` names taking the bare
+// arguments in order (at most one each).
+po::variables_map parse(const std::vector<std::string>& args, const po::options_description& options,
+                        std::initializer_list<const char*> positional_names) {
+  po::positional_options_description positional;
+  for (const char* name : positional_names) positional.add(name, 1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
+  po::notify(vm);
+  return vm;
 }
 
 int run_command(const std::vector<std::string>& args) {
   po::options_description options("run options");
   options.add_options()("help,h", "show help")("format,f", po::value<std::string>()->default_value("table"),
                                                "table, json, csv or markdown")("file", po::value<std::string>(),
-                                                                                "scenario file");
+                                                                                "scenario file")(
+      "allow-unsigned", "load installed bundles that are unsigned or signed by keys you do not trust");
   po::positional_options_description positional;
   positional.add("file", 1);
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
   po::notify(vm);
   if (vm.count("help")) {
-    std::cout << "usage: memplan run FILE [--format table|json|csv|markdown]\n\n" << options;
+    std::cout << "usage: memplan run FILE [--format table|json|csv|markdown] [--allow-unsigned]\n\n" << options;
     return 0;
   }
   if (!vm.count("file")) {
@@ -62,7 +109,9 @@ int run_command(const std::vector<std::string>& args) {
   const memplan::Catalog catalog = memplan::Catalog::load(layout.data_dir);
   const memplan::Scenario scenario = memplan::load_scenario(vm["file"].as<std::string>(), catalog);
   memplan::PluginRegistry registry;
-  memplan::load_plugins(registry, layout, &scenario);
+  memplan::PluginLoadOptions load_options;
+  load_options.allow_unsigned = vm.count("allow-unsigned") > 0;
+  memplan::load_plugins(registry, layout, &scenario, load_options);
   print_warnings(registry);
   memplan::Estimator estimator(scenario, registry);
   const memplan::ScenarioLimits limits = memplan::evaluate_with_limits(estimator);
@@ -71,17 +120,24 @@ int run_command(const std::vector<std::string>& args) {
 }
 
 int plugins_command(const std::vector<std::string>& args) {
-  if (!args.empty()) {
-    if (args[0] == "--help" || args[0] == "-h") {
-      std::cout << "usage: memplan plugins\n\nLists every plugin found; exit status 1 if a library was rejected.\n";
+  bool allow_unsigned = false;
+  for (const std::string& arg : args) {
+    if (arg == "--help" || arg == "-h") {
+      std::cout << "usage: memplan plugins [--allow-unsigned]\n\nLists every plugin found; exit status 1 if a "
+                   "library or bundle was rejected.\n";
       return 0;
     }
-    std::cerr << "memplan: error: `memplan plugins` takes no arguments, got '" << args[0] << "'\n";
-    return 2;
+    if (arg != "--allow-unsigned") {
+      std::cerr << "memplan: error: `memplan plugins` takes only --allow-unsigned, got '" << arg << "'\n";
+      return 2;
+    }
+    allow_unsigned = true;
   }
   const memplan::InstallLayout layout = memplan::layout_beside(memplan::current_executable());
   memplan::PluginRegistry registry;
-  memplan::load_plugins(registry, layout, nullptr);
+  memplan::PluginLoadOptions load_options;
+  load_options.allow_unsigned = allow_unsigned;
+  memplan::load_plugins(registry, layout, nullptr, load_options);
   for (int32_t kind : {MEMPLAN_KIND_PRECISION, MEMPLAN_KIND_OPTIMIZER, MEMPLAN_KIND_ACTIVATIONS,
                        MEMPLAN_KIND_STRATEGY}) {
     for (const auto& plugin : registry.plugins()) {
@@ -92,6 +148,197 @@ int plugins_command(const std::vector<std::string>& args) {
   }
   print_warnings(registry);
   return registry.diagnostics().empty() ? 0 : 1;
+}
+
+std::string plural(size_t count, const std::string& noun) {
+  return std::to_string(count) + " " + noun + (count == 1 ? "" : "s");
+}
+
+std::string joined(const std::vector<std::string>& items, const char* separator = ", ") {
+  std::string text;
+  for (const std::string& item : items) text += (text.empty() ? "" : separator) + item;
+  return text;
+}
+
+std::vector<std::string> plugin_names(const memplan::bundle::Manifest& manifest) {
+  std::vector<std::string> names;
+  for (const auto& library : manifest.libraries) names.insert(names.end(), library.plugins.begin(), library.plugins.end());
+  return names;
+}
+
+// `memplan bundle <command>`: an unknown or missing argument is a usage error (2).
+int bundle_command(const std::vector<std::string>& all_args) {
+  namespace bundle = memplan::bundle;
+  if (all_args.empty() || all_args[0] == "--help" || all_args[0] == "-h") {
+    std::cout << kBundleUsage;
+    return all_args.empty() ? 2 : 0;
+  }
+  const std::string command = all_args[0];
+  const std::vector<std::string> args(all_args.begin() + 1, all_args.end());
+  po::options_description options("bundle " + command + " options");
+  options.add_options()("help,h", "show help");
+  auto needs = [&](const po::variables_map& vm, const char* key, const char* what) {
+    if (vm.count(key)) return true;
+    std::cerr << "memplan: error: `memplan bundle " << command << "` needs " << what << " (see memplan bundle --help)\n";
+    return false;
+  };
+
+  if (command == "create") {
+    options.add_options()("dir", po::value<std::string>(), "the bundle folder to make")(
+        "name", po::value<std::string>(), "bundle name")("version", po::value<std::string>(), "bundle version")(
+        "publisher", po::value<std::string>(), "who publishes it")(
+        "library", po::value<std::vector<std::string>>()->composing(), "a plugin library (repeatable)")(
+        "data", po::value<std::string>(), "a folder of scenario or preset files to ship");
+    const auto vm = parse(args, options, {"dir"});
+    if (vm.count("help")) return std::cout << kBundleUsage, 0;
+    if (!needs(vm, "dir", "the folder to create, e.g. memplan bundle create out/acme-optimizers") ||
+        !needs(vm, "name", "--name") || !needs(vm, "version", "--version") || !needs(vm, "publisher", "--publisher"))
+      return 2;
+    bundle::CreateRequest request;
+    request.folder = vm["dir"].as<std::string>();
+    request.name = vm["name"].as<std::string>();
+    request.version = vm["version"].as<std::string>();
+    request.publisher = vm["publisher"].as<std::string>();
+    if (vm.count("library"))
+      for (const std::string& library : vm["library"].as<std::vector<std::string>>()) request.libraries.push_back(library);
+    if (vm.count("data")) request.data = vm["data"].as<std::string>();
+    const bundle::Manifest manifest = bundle::create_bundle(request);
+    std::cout << "created bundle " << manifest.name << " " << manifest.version << " in " << request.folder.string()
+              << ": " << plural(manifest.libraries.size(), "library file") << " (plugins "
+              << joined(plugin_names(manifest)) << "), " << plural(manifest.data.size(), "data file")
+              << "; unsigned: sign it with `memplan bundle sign " << request.folder.string() << " --key KEYFILE`\n";
+    return 0;
+  }
+  if (command == "keygen") {
+    options.add_options()("out", po::value<std::string>(), "private key file to write");
+    const auto vm = parse(args, options, {});
+    if (vm.count("help")) return std::cout << kBundleUsage, 0;
+    if (!needs(vm, "out", "--out KEYFILE, the private key file to write")) return 2;
+    const bundle::KeygenResult key = bundle::generate_key(vm["out"].as<std::string>());
+    std::cout << "private key: " << key.private_key.string() << " (keep it secret: it signs bundles in your name)\n"
+              << "public key:  " << key.public_key.string() << " (users trust it with `memplan trust add "
+              << key.public_key.string() << "`)\n"
+              << "key id:      " << key.key_id << "\n";
+    return 0;
+  }
+  if (command == "sign") {
+    options.add_options()("dir", po::value<std::string>(), "the bundle folder")(
+        "key", po::value<std::string>(), "private key file (memplan bundle keygen)");
+    const auto vm = parse(args, options, {"dir"});
+    if (vm.count("help")) return std::cout << kBundleUsage, 0;
+    if (!needs(vm, "dir", "the bundle folder") || !needs(vm, "key", "--key KEYFILE")) return 2;
+    const std::string id = bundle::sign_bundle(vm["dir"].as<std::string>(), vm["key"].as<std::string>());
+    std::cout << "signed bundle " << vm["dir"].as<std::string>() << " with key " << id << "\n";
+    return 0;
+  }
+  if (command == "verify" || command == "install") {
+    options.add_options()("dir", po::value<std::string>(), "the bundle folder")(
+        "allow-unsigned", "accept an unsigned bundle, or one signed by a key you do not trust");
+    if (command == "install")
+      options.add_options()("force", "replace an installed bundle of the same name from another publisher");
+    const auto vm = parse(args, options, {"dir"});
+    if (vm.count("help")) return std::cout << kBundleUsage, 0;
+    if (!needs(vm, "dir", "the bundle folder")) return 2;
+    const bool allow_unsigned = vm.count("allow-unsigned") > 0;
+    const std::filesystem::path home = bundle::memplan_home();
+    if (command == "install") {
+      bundle::InstallRequest request{vm["dir"].as<std::string>(), allow_unsigned, vm.count("force") > 0};
+      std::cout << bundle::install_bundle(home, request) << "\n";
+      return 0;
+    }
+    bundle::VerifyPolicy policy;
+    policy.allow_unsigned = allow_unsigned;
+    const bundle::VerifiedBundle verified =
+        bundle::verify_bundle(vm["dir"].as<std::string>(), bundle::TrustStore(home), policy);
+    for (const std::string& warning : verified.warnings) std::cerr << "memplan: warning: " << warning << "\n";
+    const bundle::Manifest& manifest = verified.manifest;
+    std::cout << "bundle " << manifest.name << " " << manifest.version << " from " << manifest.publisher << ": "
+              << (verified.trusted ? "signed by trusted key " + manifest.key_id + " (" + verified.signer_label + ")"
+                  : verified.is_signed ? std::string("signed by an untrusted key, accepted by --allow-unsigned")
+                                       : std::string("unsigned, accepted by --allow-unsigned"))
+              << "; " << plural(manifest.libraries.size(), "library file") << " and "
+              << plural(manifest.data.size(), "data file") << " match their sha256; plugins "
+              << joined(plugin_names(manifest)) << "\n";
+    return 0;
+  }
+  if (command == "list") {
+    const auto vm = parse(args, options, {});
+    if (vm.count("help")) return std::cout << kBundleUsage, 0;
+    for (const bundle::InstalledBundle& installed : bundle::installed_bundles(bundle::memplan_home())) {
+      const std::string name = installed.folder.filename().string();
+      if (!installed.manifest) {
+        std::cout << name << "\tunreadable: " << installed.problem << "\n";
+        continue;
+      }
+      const bundle::Manifest& manifest = *installed.manifest;
+      std::cout << name << "\t" << manifest.version << "\t" << manifest.publisher << "\t"
+                << (manifest.key_id.empty() ? "unsigned" : manifest.key_id) << "\t"
+                << joined(plugin_names(manifest), ",") << "\t"
+                << (installed.origin ? installed.origin->source : "origin unknown") << "\n";
+    }
+    return 0;
+  }
+  if (command == "remove") {
+    options.add_options()("name", po::value<std::string>(), "the bundle to remove");
+    const auto vm = parse(args, options, {"name"});
+    if (vm.count("help")) return std::cout << kBundleUsage, 0;
+    if (!needs(vm, "name", "the name of an installed bundle (memplan bundle list)")) return 2;
+    std::cout << bundle::remove_bundle(bundle::memplan_home(), vm["name"].as<std::string>()) << "\n";
+    return 0;
+  }
+  std::cerr << "memplan: error: unknown bundle command '" << command
+            << "'; the commands are create, keygen, sign, verify, install, list and remove (see memplan bundle --help)\n";
+  return 2;
+}
+
+int trust_command(const std::vector<std::string>& all_args) {
+  namespace bundle = memplan::bundle;
+  if (all_args.empty() || all_args[0] == "--help" || all_args[0] == "-h") {
+    std::cout << kTrustUsage;
+    return all_args.empty() ? 2 : 0;
+  }
+  const std::string command = all_args[0];
+  const std::vector<std::string> args(all_args.begin() + 1, all_args.end());
+  po::options_description options("trust " + command + " options");
+  options.add_options()("help,h", "show help");
+  if (command == "add") {
+    options.add_options()("file", po::value<std::string>(), "public key PEM")(
+        "name", po::value<std::string>()->default_value(""), "a label for the key")(
+        "reinstate", "trust a key that was removed (revoked) before");
+    const auto vm = parse(args, options, {"file"});
+    if (vm.count("help")) return std::cout << kTrustUsage, 0;
+    if (!vm.count("file")) {
+      std::cerr << "memplan: error: `memplan trust add` needs a public key file, e.g. memplan trust add acme.pub.pem\n";
+      return 2;
+    }
+    bundle::TrustStore store(bundle::memplan_home());
+    std::cout << store.add(vm["file"].as<std::string>(), vm["name"].as<std::string>(), vm.count("reinstate") > 0)
+              << "\n";
+    return 0;
+  }
+  if (command == "list") {
+    const auto vm = parse(args, options, {});
+    if (vm.count("help")) return std::cout << kTrustUsage, 0;
+    bundle::TrustStore store(bundle::memplan_home());
+    for (const bundle::TrustedKey& key : store.trusted()) std::cout << key.key_id << "\ttrusted\t" << key.label << "\n";
+    for (const std::string& id : store.revoked_ids()) std::cout << id << "\trevoked\n";
+    return 0;
+  }
+  if (command == "remove") {
+    options.add_options()("key", po::value<std::string>(), "key id");
+    const auto vm = parse(args, options, {"key"});
+    if (vm.count("help")) return std::cout << kTrustUsage, 0;
+    if (!vm.count("key")) {
+      std::cerr << "memplan: error: `memplan trust remove` needs a key id (`memplan trust list` shows them)\n";
+      return 2;
+    }
+    bundle::TrustStore store(bundle::memplan_home());
+    std::cout << store.remove(vm["key"].as<std::string>()) << "\n";
+    return 0;
+  }
+  std::cerr << "memplan: error: unknown trust command '" << command
+            << "'; the commands are add, list and remove (see memplan trust --help)\n";
+  return 2;
 }
 
 }  // namespace
@@ -112,7 +359,10 @@ int main(int argc, char** argv) {
     args.erase(args.begin());
     if (command == "run") return run_command(args);
     if (command == "plugins") return plugins_command(args);
-    std::cerr << "memplan: error: unknown command '" << command << "'; the commands are run and plugins (see --help)\n";
+    if (command == "bundle") return bundle_command(args);
+    if (command == "trust") return trust_command(args);
+    std::cerr << "memplan: error: unknown command '" << command
+              << "'; the commands are run, plugins, bundle and trust (see --help)\n";
     return 2;
   } catch (const memplan::Error& error) {
     std::cerr << error.what() << "\n";

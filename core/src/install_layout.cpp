@@ -4,6 +4,8 @@
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <cstdlib>
 
+#include "memplan/core/bundle.hpp"
+
 namespace memplan {
 
 InstallLayout layout_beside(const std::filesystem::path& executable) {
@@ -28,9 +30,53 @@ std::vector<std::string> plugin_path_from_environment() {
   return folders;
 }
 
-void load_plugins(PluginRegistry& registry, const InstallLayout& layout, const Scenario* scenario) {
+namespace {
+
+void check_bundle_requirements(const Scenario& scenario, const std::vector<bundle::BundleLoad>& loads) {
+  for (const BundleRequirementSpec& spec : scenario.bundles) {
+    std::string why;
+    const auto requirement = bundle::parse_requirement(spec.text, why);
+    if (!requirement) fail_at(spec.location, "in [plugins], 'bundles' entry " + why);
+    const bundle::BundleLoad* found = nullptr;
+    for (const bundle::BundleLoad& load : loads)
+      if (load.name == requirement->name) found = &load;
+    const std::string needs = "[plugins] bundles requires '" + spec.text + "'";
+    if (found == nullptr)
+      fail_at(spec.location, needs + ", but no bundle named '" + requirement->name + "' is installed; install it with "
+                             "`memplan bundle install DIR` (`memplan bundle list` shows what is installed)");
+    if (!found->loaded)
+      fail_at(spec.location, needs + ", but the installed bundle '" + requirement->name + "' was refused: " +
+                                 found->refusal);
+    const auto installed = bundle::parse_version(found->version);
+    if (!installed || !bundle::satisfies(*installed, *requirement))
+      fail_at(spec.location, needs + ", but version " + found->version + " of '" + requirement->name +
+                                 "' is installed; install a version " + requirement->op + " " +
+                                 requirement->version.text);
+  }
+}
+
+}  // namespace
+
+void load_plugins(PluginRegistry& registry, const InstallLayout& layout, const Scenario* scenario,
+                  const PluginLoadOptions& options) {
   registry.load_folder(layout.plugin_dir.string());
   for (const std::string& folder : plugin_path_from_environment()) registry.load_folder(folder);
+
+  std::filesystem::path home = options.home;
+  if (home.empty()) {
+    try {
+      home = bundle::memplan_home();
+    } catch (const Error&) {
+      // No store can be found (no MEMPLAN_HOME, no HOME): no bundles are installed.
+    }
+  }
+  std::vector<bundle::BundleLoad> loads;
+  if (!home.empty()) {
+    bundle::VerifyPolicy policy;
+    policy.allow_unsigned = options.allow_unsigned;
+    loads = bundle::load_installed_bundles(registry, home, policy);
+  }
+
   if (scenario == nullptr) return;
   for (const std::string& folder : scenario->search_path) {
     std::error_code error;
@@ -40,6 +86,7 @@ void load_plugins(PluginRegistry& registry, const InstallLayout& layout, const S
               "(relative paths start at the scenario file's folder)");
     registry.load_folder(folder);
   }
+  check_bundle_requirements(*scenario, loads);
 }
 
 }  // namespace memplan

@@ -71,7 +71,9 @@ bool PluginRegistry::load_folder(const std::string& folder) {
   return true;
 }
 
-bool PluginRegistry::load_library(const std::string& given_path) {
+bool PluginRegistry::load_library(const std::string& given_path) { return load_library(given_path, nullptr); }
+
+bool PluginRegistry::load_library(const std::string& given_path, const PreloadCheck& check) {
   // Messages show the path as the user laid it out (absolute, normalized);
   // the canonical path (symlinks resolved) only identifies the file, so the
   // same library reached through two search folders is seen once.
@@ -86,6 +88,10 @@ bool PluginRegistry::load_library(const std::string& given_path) {
     diagnostics_.push_back("plugin library " + path + " was not loaded: " + why);
     return false;
   };
+
+  if (check) {
+    if (std::string why = check(path); !why.empty()) return reject(why);
+  }
 
   boost::dll::shared_library library;
   boost::dll::fs::error_code error;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "hf_config.hpp"
+#include "memplan/core/bundle.hpp"
 #include "memplan/core/text.hpp"
 #include "model_reader.hpp"
 #include "toml_reader.hpp"
@@ -174,11 +175,30 @@ void read_hardware(const toml::table& root, const std::string& file, const Catal
   }
 }
 
+void read_bundle_requirements(const toml::table& table, const TomlReader& reader, const std::string& file,
+                              Scenario& scenario) {
+  const toml::node* node = table.get("bundles");
+  if (node == nullptr) return;
+  if (!node->is_array())
+    reader.fail_key("bundles", "must be an array of bundle requirements, e.g. [\"acme-optimizers>=1.2\"]");
+  for (const toml::node& entry : *node->as_array()) {
+    const SourceLocation location = location_of(file, entry.source());
+    if (!entry.is_string())
+      fail_at(location, "in [plugins], 'bundles' entries must be strings such as \"acme-optimizers>=1.2\"");
+    std::string why;
+    auto requirement = bundle::parse_requirement(entry.as_string()->get(), why);
+    if (!requirement) fail_at(location, "in [plugins], 'bundles' entry " + why);
+    scenario.bundles.push_back(BundleRequirementSpec{requirement->text, requirement->name, location});
+  }
+}
+
 void read_plugins(const toml::table& root, const std::string& file, Scenario& scenario) {
   const toml::table* table = optional_table(root, "plugins", file);
   if (table == nullptr) return;
   TomlReader reader(*table, file, "[plugins]");
-  reader.reject_unknown_keys({"search_path"});
+  // No key here can relax a security setting: --allow-unsigned exists only on the command line.
+  reader.reject_unknown_keys({"search_path", "bundles"});
+  read_bundle_requirements(*table, reader, file, scenario);
   const toml::node* node = table->get("search_path");
   if (node == nullptr) return;
   scenario.search_path_location = location_of(file, node->source());

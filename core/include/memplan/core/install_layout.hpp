@@ -25,10 +25,23 @@ std::filesystem::path current_executable();
 // MEMPLAN_PLUGIN_PATH, split at ':' (empty entries skipped).
 std::vector<std::string> plugin_path_from_environment();
 
+struct PluginLoadOptions {
+  // Accept unsigned bundles and bundles of untrusted keys. Set only from the
+  // command line (--allow-unsigned); no scenario or bundle can set it.
+  bool allow_unsigned = false;
+  // The per-user store of trusted keys and installed bundles; empty: the
+  // default (bundle::memplan_home()).
+  std::filesystem::path home;
+};
+
 // Loads plugins in precedence order: built-ins, then MEMPLAN_PLUGIN_PATH, then
-// the scenario's [plugins] search_path (a missing scenario folder is an error
-// at its file:line:column). Names already taken are refused, so a plugin
-// folder can never silently replace a built-in.
-void load_plugins(PluginRegistry& registry, const InstallLayout& layout, const Scenario* scenario);
+// the installed bundles (each verified, each library's sha256 re-checked right
+// before it is opened), then the scenario's [plugins] search_path (a missing
+// scenario folder is an error at its file:line:column). Names already taken
+// are refused, so nothing can silently replace a built-in, and a scenario's
+// folder cannot shadow an installed, verified bundle. Then the scenario's
+// [plugins] bundles requirements are checked (errors at file:line:column).
+void load_plugins(PluginRegistry& registry, const InstallLayout& layout, const Scenario* scenario,
+                  const PluginLoadOptions& options = {});
 
 }  // namespace memplan

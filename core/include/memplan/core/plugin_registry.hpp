@@ -8,12 +8,15 @@
 //   4. the descriptor is at least as large as ABI 1.0's;
 //   5. name, version, kind, phase, callbacks and option specs are well formed;
 //   6. no plugin of the same name was loaded before (the first one found is kept).
+// Callers may add a check 0 that runs before the file is opened (bundles
+// re-check the library's sha256 there; see bundle.hpp).
 // A library that fails a check is skipped and reported; the others stay usable.
 // Libraries are never unloaded while the registry lives.
 #pragma once
 
 #include <memplan/plugin_abi.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -42,6 +45,12 @@ class PluginRegistry {
   bool load_folder(const std::string& folder);
   // Loads one library; returns false and records a diagnostic if it fails a check.
   bool load_library(const std::string& path);
+  // Check 0: runs on the absolute path right before the library is opened; a
+  // non-empty result rejects the library with that text, and it is never opened.
+  using PreloadCheck = std::function<std::string(const std::string& path)>;
+  bool load_library(const std::string& path, const PreloadCheck& check);
+  // Records a rejection found outside the registry (a whole bundle refused).
+  void add_diagnostic(std::string diagnostic) { diagnostics_.push_back(std::move(diagnostic)); }
 
   const LoadedPlugin* find(std::string_view name) const;
   std::vector<std::string> names(int32_t kind = 0) const;  // kind 0: all

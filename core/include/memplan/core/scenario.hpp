@@ -43,6 +43,13 @@ struct HardwareSpec {
   SourceLocation count_location;
 };
 
+// One entry of [plugins] bundles: "acme-optimizers>=1.2" (bundle.hpp parses it).
+struct BundleRequirementSpec {
+  std::string text;
+  std::string name;
+  SourceLocation location;
+};
+
 struct Scenario {
   std::string file;
   std::string name;
@@ -61,6 +68,7 @@ struct Scenario {
   HardwareSpec hardware;
   std::vector<std::string> search_path;  // absolute, resolved against the scenario's folder
   SourceLocation search_path_location;
+  std::vector<BundleRequirementSpec> bundles;  // [plugins] bundles: installed bundles the scenario needs
 };
 
 // Reads and checks a scenario; throws Error with file:line:column.

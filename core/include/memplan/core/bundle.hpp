@@ -1,0 +1,219 @@
+// Bundles: signed, versioned folders of plugin libraries (docs/bundles.md).
+//
+// A bundle folder holds bundle.toml (the manifest: name, version, publisher,
+// key id, and per file its sha256 and size), bundle.sig (an Ed25519 signature
+// over the manifest's bytes) and the files the manifest lists. Every check
+// runs in a fixed order (docs/bundles.md, "Checks") and each refusal says
+// what failed and how to fix it. Nothing here ever relaxes a security
+// setting: only the command line can pass `allow_unsigned`.
+//
+// Functions come in pairs where a caller may want to go on after a refusal:
+// try_x() returns the refusal as text, x() throws memplan::Error.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "memplan/core/error.hpp"
+
+namespace memplan {
+class PluginRegistry;
+}
+
+namespace memplan::bundle {
+
+// ---------------------------------------------------------------------------
+// Versions and requirements ("acme-optimizers>=1.2").
+
+// 1 to 4 dot-separated decimal numbers: "1", "1.2", "1.2.3". Missing parts
+// compare as 0, so "1.2" == "1.2.0".
+struct Version {
+  std::vector<uint64_t> parts;
+  std::string text;
+};
+std::optional<Version> parse_version(std::string_view text);
+int compare_versions(const Version& a, const Version& b);  // <0, 0, >0
+
+struct Requirement {
+  std::string name;
+  std::string op;  // "", ">=", ">", "==", "<", "<="; "" (a bare name) accepts any version
+  Version version;
+  std::string text;  // as written
+};
+// Parses `name[OP VERSION]` (spaces around OP allowed); on failure returns
+// nullopt and sets `why` to what is wrong, e.g. "'=>' is not an operator".
+std::optional<Requirement> parse_requirement(std::string_view text, std::string& why);
+bool satisfies(const Version& installed, const Requirement& requirement);
+
+// Bundle names follow the plugin name rule: 1 to 64 lower-case letters,
+// digits and dashes, starting with a letter, not ending with a dash.
+bool valid_bundle_name(std::string_view name);
+
+// ---------------------------------------------------------------------------
+// The manifest (bundle.toml).
+
+struct LibraryEntry {
+  std::string file;  // relative to the bundle folder, e.g. "lib/memplan-x.so"
+  std::vector<std::string> plugins;
+  uint32_t abi_major = 0;
+  uint32_t abi_minor = 0;
+  std::string platform;  // "linux-x86_64"
+  std::string sha256;    // lower-case hex
+  uint64_t size = 0;
+  SourceLocation location;  // of its [[library]] table, when read from a file
+};
+
+struct DataEntry {
+  std::string file;  // relative to the bundle folder, under "data/"
+  std::string sha256;
+  uint64_t size = 0;
+  SourceLocation location;
+};
+
+struct Manifest {
+  int64_t format = 1;
+  std::string name;
+  std::string version;
+  std::string publisher;
+  std::string key_id;  // "" until signed
+  std::vector<LibraryEntry> libraries;
+  std::vector<DataEntry> data;
+};
+
+// This build's platform, as manifests spell it: "<os>-<cpu>".
+std::string host_platform();
+
+// ---------------------------------------------------------------------------
+// Where the per-user state lives: $MEMPLAN_HOME, else $XDG_DATA_HOME/memplan,
+// else ~/.local/share/memplan. trust/ holds the trust store, bundles/ the
+// installed bundles.
+std::filesystem::path memplan_home();
+
+struct TrustedKey {
+  std::string key_id;
+  std::string label;
+  std::string raw_public_key;  // 32 bytes
+};
+
+// The keys whose bundles are trusted, and the keys that were removed
+// (revoked): a revoked key is refused even with --allow-unsigned, and adding
+// it again needs `trust add --reinstate`.
+class TrustStore {
+ public:
+  explicit TrustStore(std::filesystem::path home);
+  const std::filesystem::path& folder() const { return folder_; }
+  std::vector<TrustedKey> trusted() const;  // sorted by key id
+  std::optional<TrustedKey> find(std::string_view key_id) const;
+  bool revoked(std::string_view key_id) const;
+  std::vector<std::string> revoked_ids() const;
+  // Each returns a line for the user; throws Error with the fix on refusal.
+  std::string add(const std::filesystem::path& public_key_pem, const std::string& label, bool reinstate);
+  std::string remove(std::string_view key_id);
+
+ private:
+  std::filesystem::path folder_;
+};
+
+// ---------------------------------------------------------------------------
+// Verification, in the order docs/bundles.md lists.
+
+struct VerifyPolicy {
+  bool allow_unsigned = false;  // only ever set from the command line
+  bool check_files = true;      // sizes and sha256 of every listed file
+};
+
+struct VerifiedBundle {
+  std::filesystem::path folder;
+  Manifest manifest;
+  std::string manifest_bytes;
+  bool is_signed = false;
+  bool trusted = false;      // signed by a key in the trust store
+  std::string signer_label;  // that key's label
+  std::vector<std::string> warnings;
+};
+
+VerifiedBundle verify_bundle(const std::filesystem::path& folder, const TrustStore& trust, const VerifyPolicy& policy);
+std::optional<VerifiedBundle> try_verify_bundle(const std::filesystem::path& folder, const TrustStore& trust,
+                                                const VerifyPolicy& policy, std::string& refusal);
+
+// ---------------------------------------------------------------------------
+// Authoring: keys, bundle folders, signatures.
+
+struct KeygenResult {
+  std::filesystem::path private_key;
+  std::filesystem::path public_key;
+  std::string key_id;
+};
+// Writes an Ed25519 private key PEM (mode 0600) at `private_key` and the
+// public key PEM beside it; refuses to overwrite either.
+KeygenResult generate_key(const std::filesystem::path& private_key);
+std::filesystem::path public_key_path_for(const std::filesystem::path& private_key);
+
+struct CreateRequest {
+  std::filesystem::path folder;
+  std::string name;
+  std::string version;
+  std::string publisher;
+  std::vector<std::filesystem::path> libraries;
+  std::optional<std::filesystem::path> data;
+};
+// Builds an unsigned bundle folder; each library is loaded with the plugin
+// registry's checks to read its plugin names and ABI.
+Manifest create_bundle(const CreateRequest& request);
+
+// Writes the key's id into the manifest, then signs the manifest's bytes.
+// Returns the key id.
+std::string sign_bundle(const std::filesystem::path& folder, const std::filesystem::path& private_key);
+
+// ---------------------------------------------------------------------------
+// The store of installed bundles.
+
+struct Origin {
+  std::string source;
+  std::string installed_at;  // UTC, ISO 8601
+  std::string key_id;        // "" when installed unsigned
+  std::string publisher;
+};
+
+struct InstalledBundle {
+  std::filesystem::path folder;
+  std::optional<Manifest> manifest;  // nullopt when its manifest cannot be read
+  std::optional<Origin> origin;
+  std::string problem;  // why the manifest or origin could not be read
+};
+
+std::filesystem::path bundles_folder(const std::filesystem::path& home);
+std::vector<InstalledBundle> installed_bundles(const std::filesystem::path& home);  // sorted by name
+
+struct InstallRequest {
+  std::filesystem::path source;
+  bool allow_unsigned = false;
+  bool force = false;  // replace a bundle of the same name from another publisher
+};
+// Verifies, copies into a temporary folder inside the store, verifies the
+// copy, records its origin and renames it into place. Returns a line for the user.
+std::string install_bundle(const std::filesystem::path& home, const InstallRequest& request);
+std::string remove_bundle(const std::filesystem::path& home, std::string_view name);
+
+// ---------------------------------------------------------------------------
+// Load time.
+
+struct BundleLoad {
+  std::string name;
+  std::string version;
+  std::filesystem::path folder;
+  bool loaded = false;  // passed the bundle checks (its libraries then went to the registry)
+  std::string refusal;  // why not
+};
+// Verifies every installed bundle (manifest signature against the trust
+// store, platform, ABI) and loads its libraries into `registry`, re-checking
+// each library's size and sha256 right before it is opened. A refused bundle
+// or library becomes a registry diagnostic; the others stay usable.
+std::vector<BundleLoad> load_installed_bundles(PluginRegistry& registry, const std::filesystem::path& home,
+                                               const VerifyPolicy& policy);
+
+}  // namespace memplan::bundle

@@ -1,0 +1,212 @@
+// Installing, removing and loading bundles of the per-user store.
+//
+// An install never leaves a half-written bundle visible: the bundle is
+// verified where it is, copied into <store>/bundles/.tmp-<pid>-<name>,
+// verified again there (so what lands is what was checked), given its origin
+// record, and only then renamed to <store>/bundles/<name> -- exchanged
+// atomically with an older version (renameat2 RENAME_EXCHANGE) where one is
+// installed. Folders starting with '.' are never read as bundles, and the
+// next install or removal deletes those whose process is gone.
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <set>
+
+#include "bundle/manifest.hpp"
+#include "bundle/store.hpp"
+#include "bundle/verify.hpp"
+#include "memplan/core/plugin_registry.hpp"
+
+namespace memplan::bundle {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Test hook: MEMPLAN_TEST_INTERRUPT_INSTALL=after-copy ends the process right
+// after the copy into the store, as a crash or kill -9 would, so the tests can
+// show that no half-installed bundle is ever visible. Documented in docs/bundles.md.
+void maybe_interrupt(const char* point) {
+  const char* hook = std::getenv("MEMPLAN_TEST_INTERRUPT_INSTALL");
+  if (hook != nullptr && std::strcmp(hook, point) == 0) {
+    std::cerr << "memplan: MEMPLAN_TEST_INTERRUPT_INSTALL: stopping " << point << "\n";
+    std::_Exit(75);
+  }
+}
+
+void copy_into(const fs::path& from, const fs::path& to) {
+  std::error_code error;
+  fs::create_directories(to.parent_path(), error);
+  if (!error) fs::copy_file(from, to, fs::copy_options::none, error);
+  if (error) refuse("cannot copy " + display(from) + " into the store: " + error.message());
+}
+
+// Moves `prepared` to `target` atomically. An existing target is exchanged
+// with it in one step, so readers see the old bundle or the new one, never none.
+void move_into_place(const fs::path& prepared, const fs::path& target) {
+  std::error_code error;
+  if (!fs::exists(fs::symlink_status(target, error))) {
+    fs::rename(prepared, target, error);
+    if (error) refuse("cannot move the new bundle to " + display(target) + ": " + error.message());
+    return;
+  }
+#ifdef RENAME_EXCHANGE
+  if (::renameat2(AT_FDCWD, prepared.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
+    fs::remove_all(prepared, error);  // now the old version; a leftover is cleaned up next time
+    return;
+  }
+#endif
+  // No atomic exchange on this file system: move the old one aside first.
+  const fs::path old = target.parent_path() / temporary_folder_name("old-" + target.filename().string());
+  fs::rename(target, old, error);
+  if (!error) fs::rename(prepared, target, error);
+  if (error) refuse("cannot replace " + display(target) + ": " + error.message());
+  fs::remove_all(old, error);
+}
+
+std::string signer_text(const VerifiedBundle& bundle) {
+  if (bundle.trusted) return "signed by key " + bundle.manifest.key_id + " (" + bundle.signer_label + ")";
+  if (bundle.is_signed) return "signed by untrusted key " + bundle.manifest.key_id + ", accepted by --allow-unsigned";
+  return "unsigned, accepted by --allow-unsigned";
+}
+
+}  // namespace
+
+std::string install_bundle(const fs::path& home, const InstallRequest& request) {
+  const TrustStore trust(home);
+  const VerifyPolicy policy{request.allow_unsigned, true};
+  // Verified before anything is written.
+  const VerifiedBundle source = verify_bundle(request.source, trust, policy);
+  for (const std::string& warning : source.warnings) std::cerr << "memplan: warning: " << warning << "\n";
+  const Manifest& manifest = source.manifest;
+  const fs::path bundles = bundles_folder(home);
+  const fs::path target = bundles / manifest.name;
+
+  std::error_code error;
+  const fs::path source_real = fs::weakly_canonical(request.source, error);
+  const fs::path store_real = fs::weakly_canonical(bundles, error);
+  if (!error && source_real.string().rfind(store_real.string() + "/", 0) == 0)
+    refuse(display(request.source) + " is inside the bundle store; install from the publisher's copy instead");
+
+  for (const InstalledBundle& installed : installed_bundles(home)) {
+    if (!installed.manifest) continue;
+    const Manifest& other = *installed.manifest;
+    if (installed.folder.filename() == manifest.name) {
+      if (!request.force && (other.publisher != manifest.publisher || other.key_id != manifest.key_id))
+        refuse("bundle '" + manifest.name + "' is already installed from publisher '" + other.publisher + "' (key " +
+               (other.key_id.empty() ? "none" : other.key_id) + "), and this one is from '" + manifest.publisher +
+               "' (key " + (manifest.key_id.empty() ? "none" : manifest.key_id) + "). Nothing was changed; to "
+               "replace it, pass --force, or remove it first with `memplan bundle remove " + manifest.name + "`");
+      continue;
+    }
+    for (const LibraryEntry& library : manifest.libraries)
+      for (const std::string& plugin : library.plugins)
+        for (const LibraryEntry& theirs : other.libraries)
+          for (const std::string& their_plugin : theirs.plugins)
+            if (plugin == their_plugin)
+              refuse("bundle '" + manifest.name + "' offers plugin '" + plugin + "', which installed bundle '" +
+                     other.name + "' already offers (rule: plugin names are unique). Nothing was changed; remove "
+                     "the other bundle first (`memplan bundle remove " + other.name + "`), or ask the publisher to "
+                     "rename the plugin");
+  }
+
+  fs::create_directories(bundles, error);
+  if (error) refuse("cannot create the bundle store " + display(bundles) + ": " + error.message());
+  remove_stale_temporary_folders(bundles);
+  const fs::path temporary = bundles / temporary_folder_name("install-" + manifest.name);
+  fs::remove_all(temporary, error);
+  try {
+    fs::create_directory(temporary, error);
+    if (error) refuse("cannot create " + display(temporary) + ": " + error.message());
+    // The manifest bytes that were verified, not a second read of the file.
+    write_new_file(temporary / kManifestFile, source.manifest_bytes, 0644);
+    if (source.is_signed) copy_into(request.source / kSignatureFile, temporary / kSignatureFile);
+    for (const LibraryEntry& library : manifest.libraries)
+      copy_into(request.source / library.file, temporary / library.file);
+    for (const DataEntry& data : manifest.data) copy_into(request.source / data.file, temporary / data.file);
+    maybe_interrupt("after-copy");
+
+    std::string refusal;
+    auto copy = try_verify_bundle(temporary, trust, policy, refusal);
+    if (!copy) refuse("the copy of bundle '" + manifest.name + "' in the store failed verification, so nothing was "
+                      "installed (was the source changed while it was copied?): " + refusal);
+    if (copy->manifest_bytes != source.manifest_bytes)
+      refuse("the copy of bundle '" + manifest.name + "' in the store differs from the verified manifest, so nothing "
+             "was installed; run the install again");
+    const Origin origin{display(request.source), utc_now(), copy->is_signed ? manifest.key_id : "", manifest.publisher};
+    write_new_file(temporary / kOriginFile, write_origin(origin), 0644);
+    move_into_place(temporary, target);
+  } catch (...) {
+    fs::remove_all(temporary, error);
+    throw;
+  }
+  return "installed bundle " + manifest.name + " " + manifest.version + " from " + manifest.publisher + " (" +
+         signer_text(source) + ") into " + display(target);
+}
+
+std::string remove_bundle(const fs::path& home, std::string_view name) {
+  const std::string bundle_name(name);
+  if (!valid_bundle_name(bundle_name))
+    refuse("'" + bundle_name + "' is not a bundle name (lower-case letters, digits and dashes); `memplan bundle "
+           "list` shows the installed bundles");
+  const fs::path bundles = bundles_folder(home);
+  const fs::path target = bundles / bundle_name;
+  std::error_code error;
+  if (!fs::is_directory(fs::symlink_status(target, error)))
+    refuse("no bundle named '" + bundle_name + "' is installed; `memplan bundle list` shows the installed bundles");
+  remove_stale_temporary_folders(bundles);
+  // Renamed away first, so the bundle disappears at once and a crash
+  // leaves only a temporary folder that the next command removes.
+  const fs::path doomed = bundles / temporary_folder_name("remove-" + bundle_name);
+  fs::rename(target, doomed, error);
+  if (error) refuse("cannot remove " + display(target) + ": " + error.message());
+  fs::remove_all(doomed, error);
+  return "removed bundle " + bundle_name + " (" + display(target) + ")";
+}
+
+std::vector<BundleLoad> load_installed_bundles(PluginRegistry& registry, const fs::path& home,
+                                               const VerifyPolicy& policy) {
+  std::vector<BundleLoad> loads;
+  const TrustStore trust(home);
+  for (const InstalledBundle& installed : installed_bundles(home)) {
+    BundleLoad load;
+    load.folder = installed.folder;
+    load.name = installed.folder.filename().string();
+    // Library files are checked one by one below, right before each is opened.
+    VerifyPolicy bundle_policy = policy;
+    bundle_policy.check_files = false;
+    auto verified = try_verify_bundle(installed.folder, trust, bundle_policy, load.refusal);
+    if (verified && verified->manifest.name != load.name)
+      load.refusal = "its folder " + display(installed.folder) + " does not match the manifest's name '" +
+                     verified->manifest.name + "'; reinstall it with `memplan bundle install`";
+    if (!load.refusal.empty()) {
+      registry.add_diagnostic("installed bundle '" + load.name + "' was not loaded: " + load.refusal);
+      loads.push_back(std::move(load));
+      continue;
+    }
+    load.version = verified->manifest.version;
+    load.loaded = true;
+    for (const LibraryEntry& library : verified->manifest.libraries) {
+      const fs::path folder = installed.folder;
+      const std::string name = load.name;
+      const bool ok = registry.load_library((folder / library.file).string(), [&](const std::string&) {
+        std::string refusal = check_file(folder, library.file, library.size, library.sha256);
+        if (refusal.empty()) return refusal;
+        return refusal + ", then install it again (`memplan bundle install DIR`), or remove it (`memplan bundle "
+                         "remove " + name + "`)";
+      });
+      if (!ok && load.loaded) {
+        load.loaded = false;
+        load.refusal = registry.diagnostics().back();
+      }
+    }
+    loads.push_back(std::move(load));
+  }
+  return loads;
+}
+
+}  // namespace memplan::bundle

@@ -1,0 +1,295 @@
+#include "bundle/store.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include "bundle/crypto.hpp"
+#include "bundle/manifest.hpp"
+#include "toml_reader.hpp"
+
+namespace memplan::bundle {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr size_t kMaxKeyFile = 64 * 1024;
+constexpr size_t kMaxLabel = 128;
+
+bool is_key_id(std::string_view text) {
+  if (text.size() != 16) return false;
+  for (char c : text)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+std::string trim(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+}  // namespace
+
+void refuse(const std::string& text) { throw Refusal(text); }
+
+std::optional<std::string> read_regular_file(const fs::path& file, size_t limit, std::string& why) {
+  std::error_code error;
+  const fs::file_status status = fs::symlink_status(file, error);
+  if (error || !fs::exists(status)) {
+    why = "does not exist";
+    return std::nullopt;
+  }
+  if (!fs::is_regular_file(status)) {
+    why = "is not a regular file";
+    return std::nullopt;
+  }
+  const uintmax_t size = fs::file_size(file, error);
+  if (error || size > limit) {
+    why = error ? "cannot be read" : "is larger than " + std::to_string(limit) + " bytes";
+    return std::nullopt;
+  }
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (!in && !in.eof()) {
+    why = "cannot be read";
+    return std::nullopt;
+  }
+  return bytes.str();
+}
+
+void write_new_file(const fs::path& file, const std::string& content, unsigned mode) {
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (fd < 0)
+    refuse("cannot create " + display(file) + ": " + std::strerror(errno) +
+           (errno == EEXIST ? "; choose another file name or remove the old file" : ""));
+  size_t written = 0;
+  while (written < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + written, content.size() - written);
+    if (n <= 0) {
+      const int saved = errno;
+      ::close(fd);
+      ::unlink(file.c_str());
+      refuse("cannot write " + display(file) + ": " + std::strerror(saved));
+    }
+    written += static_cast<size_t>(n);
+  }
+  ::fchmod(fd, mode);  // the umask may have narrowed it; never widen beyond `mode`
+  ::close(fd);
+}
+
+void write_file_atomically(const fs::path& file, const std::string& content, unsigned mode) {
+  const fs::path temporary = file.parent_path() / (".tmp-" + std::to_string(::getpid()) + "-" +
+                                                   file.filename().string());
+  std::error_code ignored;
+  fs::remove(temporary, ignored);
+  write_new_file(temporary, content, mode);
+  std::error_code error;
+  fs::rename(temporary, file, error);
+  if (error) {
+    fs::remove(temporary, ignored);
+    refuse("cannot replace " + display(file) + ": " + error.message());
+  }
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm parts{};
+  gmtime_r(&now, &parts);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &parts);
+  return text;
+}
+
+std::string display(const fs::path& path) {
+  std::error_code error;
+  const fs::path absolute = fs::absolute(path, error);
+  return (error ? path : absolute).lexically_normal().string();
+}
+
+fs::path memplan_home() {
+  if (const char* home = std::getenv("MEMPLAN_HOME"); home != nullptr && home[0] != '\0') return home;
+  if (const char* data = std::getenv("XDG_DATA_HOME"); data != nullptr && data[0] == '/')
+    return fs::path(data) / "memplan";
+  if (const char* home = std::getenv("HOME"); home != nullptr && home[0] != '\0')
+    return fs::path(home) / ".local" / "share" / "memplan";
+  refuse("cannot find a folder for memplan's trust store and bundles: set MEMPLAN_HOME (or HOME)");
+}
+
+fs::path bundles_folder(const fs::path& home) { return home / "bundles"; }
+
+// ---------------------------------------------------------------------------
+// Trust store: trust/keys/<key id>.pem and .label, trust/revoked/<key id>.
+
+TrustStore::TrustStore(fs::path home) : folder_(std::move(home) / "trust") {}
+
+std::optional<TrustedKey> TrustStore::find(std::string_view key_id) const {
+  if (!is_key_id(key_id) || revoked(key_id)) return std::nullopt;
+  std::string why;
+  const fs::path pem_file = folder_ / "keys" / (std::string(key_id) + ".pem");
+  auto pem = read_regular_file(pem_file, kMaxKeyFile, why);
+  if (!pem) return std::nullopt;
+  auto raw = crypto::public_key_from_pem(*pem, why);
+  // A key file whose content is not the key its name says is not trusted.
+  if (!raw || crypto::key_id(*raw) != key_id) return std::nullopt;
+  auto label = read_regular_file(folder_ / "keys" / (std::string(key_id) + ".label"), kMaxLabel + 2, why);
+  return TrustedKey{std::string(key_id), label ? trim(*label) : "", *raw};
+}
+
+std::vector<TrustedKey> TrustStore::trusted() const {
+  std::vector<TrustedKey> keys;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(folder_ / "keys", error)) {
+    const fs::path file = entry.path();
+    if (file.extension() != ".pem") continue;
+    if (auto key = find(file.stem().string())) keys.push_back(*key);
+  }
+  std::sort(keys.begin(), keys.end(), [](const auto& a, const auto& b) { return a.key_id < b.key_id; });
+  return keys;
+}
+
+bool TrustStore::revoked(std::string_view key_id) const {
+  if (!is_key_id(key_id)) return false;  // never a path
+  std::error_code error;
+  return fs::exists(folder_ / "revoked" / std::string(key_id), error);
+}
+
+std::vector<std::string> TrustStore::revoked_ids() const {
+  std::vector<std::string> ids;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(folder_ / "revoked", error))
+    if (is_key_id(entry.path().filename().string())) ids.push_back(entry.path().filename().string());
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+std::string TrustStore::add(const fs::path& public_key_pem, const std::string& given_label, bool reinstate) {
+  std::string why;
+  auto pem = read_regular_file(public_key_pem, kMaxKeyFile, why);
+  if (!pem) refuse("cannot read the public key " + display(public_key_pem) + ": it " + why);
+  auto raw = crypto::public_key_from_pem(*pem, why);
+  if (!raw) refuse(display(public_key_pem) + " is not an Ed25519 public key: " + why);
+  const std::string id = crypto::key_id(*raw);
+  const std::string label = given_label.empty() ? public_key_pem.stem().string() : given_label;
+  if (label.size() > kMaxLabel || label.find_first_of("\n\r\t") != std::string::npos)
+    refuse("the label '" + label + "' is not valid (rule: at most 128 characters on one line); pick another --name");
+  if (revoked(id)) {
+    if (!reinstate)
+      refuse("key " + id + " was revoked (memplan trust remove), so it is not added back silently; if you trust it "
+             "again, run `memplan trust add " + public_key_pem.string() + " --reinstate`");
+  }
+  if (auto existing = find(id)) return "key " + id + " (" + existing->label + ") is already trusted";
+  std::error_code error;
+  fs::create_directories(folder_ / "keys", error);
+  if (error) refuse("cannot create the trust store " + display(folder_) + ": " + error.message());
+  write_file_atomically(folder_ / "keys" / (id + ".label"), label + "\n");
+  write_file_atomically(folder_ / "keys" / (id + ".pem"), *pem);
+  // The key is trusted before its revocation mark goes, so a crash in
+  // between leaves it revoked (the safe side), never half-reinstated.
+  if (reinstate) fs::remove(folder_ / "revoked" / id, error);
+  return "trusted key " + id + " (" + label + ")" + (reinstate ? ", reinstated" : "");
+}
+
+std::string TrustStore::remove(std::string_view key_id) {
+  const std::string id(key_id);
+  if (!is_key_id(id)) refuse("'" + id + "' is not a key id (16 hexadecimal digits); `memplan trust list` shows them");
+  if (revoked(id)) refuse("key " + id + " is already revoked");
+  const auto key = find(id);
+  if (!key) refuse("no trusted key has id " + id + "; `memplan trust list` shows them");
+  std::error_code error;
+  fs::create_directories(folder_ / "revoked", error);
+  if (error) refuse("cannot create " + display(folder_ / "revoked") + ": " + error.message());
+  // Revoked first: once the mark exists the key is refused, whatever happens next.
+  write_file_atomically(folder_ / "revoked" / id, "revoked " + utc_now() + "\n");
+  fs::remove(folder_ / "keys" / (id + ".pem"), error);
+  fs::remove(folder_ / "keys" / (id + ".label"), error);
+  return "revoked key " + id + " (" + key->label + "): bundles signed by it are refused from now on; "
+         "`memplan trust add PUBKEY.pem --reinstate` trusts it again";
+}
+
+// ---------------------------------------------------------------------------
+// Origin records and installed bundles.
+
+std::string write_origin(const Origin& origin) {
+  return "# Where this bundle came from; written by memplan bundle install (not signed).\n"
+         "source = " + toml_quote(origin.source) + "\n"
+         "installed_at = " + toml_quote(origin.installed_at) + "\n"
+         "key_id = " + toml_quote(origin.key_id) + "\n"
+         "publisher = " + toml_quote(origin.publisher) + "\n";
+}
+
+std::optional<Origin> read_origin(const fs::path& bundle_folder, std::string& why) {
+  auto text = read_regular_file(bundle_folder / kOriginFile, 64 * 1024, why);
+  if (!text) {
+    why = std::string(kOriginFile) + " " + why;
+    return std::nullopt;
+  }
+  try {
+    const toml::table root = toml::parse(*text, (bundle_folder / kOriginFile).string());
+    TomlReader reader(root, (bundle_folder / kOriginFile).string(), "the origin record");
+    return Origin{reader.string("source").value_or(""), reader.string("installed_at").value_or(""),
+                  reader.string("key_id").value_or(""), reader.string("publisher").value_or("")};
+  } catch (const toml::parse_error& error) {
+    why = std::string(kOriginFile) + " is not valid TOML";
+  } catch (const Error& error) {
+    why = error.what();
+  }
+  return std::nullopt;
+}
+
+std::vector<InstalledBundle> installed_bundles(const fs::path& home) {
+  std::vector<InstalledBundle> bundles;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(bundles_folder(home), error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name[0] == '.' || !entry.is_directory()) continue;  // temporary folders stay invisible
+    InstalledBundle bundle;
+    bundle.folder = entry.path();
+    std::string why;
+    if (auto text = read_regular_file(entry.path() / kManifestFile, kMaxManifestBytes, why)) {
+      try {
+        bundle.manifest = parse_manifest(*text, (entry.path() / kManifestFile).string());
+      } catch (const Error& parse_error) {
+        bundle.problem = parse_error.what();
+      }
+    } else {
+      bundle.problem = display(entry.path() / kManifestFile) + " " + why;
+    }
+    bundle.origin = read_origin(entry.path(), why);
+    if (!bundle.origin && bundle.problem.empty()) bundle.problem = why;
+    bundles.push_back(std::move(bundle));
+  }
+  std::sort(bundles.begin(), bundles.end(), [](const auto& a, const auto& b) { return a.folder < b.folder; });
+  return bundles;
+}
+
+std::string temporary_folder_name(const std::string& purpose) {
+  return ".tmp-" + std::to_string(::getpid()) + "-" + purpose;
+}
+
+void remove_stale_temporary_folders(const fs::path& bundles) {
+  std::error_code error;
+  std::vector<fs::path> stale;
+  for (const auto& entry : fs::directory_iterator(bundles, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(".tmp-", 0) != 0) continue;
+    const std::string pid_text = name.substr(5, name.find('-', 5) - 5);
+    char* end = nullptr;
+    const long pid = std::strtol(pid_text.c_str(), &end, 10);
+    const bool alive = end != pid_text.c_str() && *end == '\0' && pid > 0 && pid <= 0x7fffffff &&
+                       (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+    if (!alive || pid == ::getpid()) stale.push_back(entry.path());
+  }
+  for (const fs::path& folder : stale) fs::remove_all(folder, error);
+}
+
+}  // namespace memplan::bundle
