@@ -512,3 +512,98 @@ TEST(Packages, TarballHasThePrefixLayout) {
 
 }  // namespace
 }  // namespace memplan::testing
+
+namespace memplan::testing {
+namespace {
+
+// Issue 5's whole journey in one test: team A installs memplan, builds two
+// plugins out of tree against the installed package, runs a scenario with
+// them, packs and signs them as a bundle; team B (another home, trusting A's
+// key) installs the bundle and runs the same scenario, getting the same
+// estimate from the bundle's copies of the libraries.
+TEST(TeamHandoff, BuildPackSignInstallAndRunElsewhere) {
+  TempDir teams;
+  const std::string home_a = teams.path() + "/home-a";
+  const std::string home_b = teams.path() + "/home-b";
+  fs::create_directories(home_a);
+  fs::create_directories(home_b);
+  const std::string adan = kWork + "/adan-optimizer/build/memplan-adan.so";
+  const std::string offload = kWork + "/activation-offload/build/memplan-activation-offload.so";
+  ASSERT_TRUE(fs::exists(adan) && fs::exists(offload));
+
+  const std::string body =
+      "name = \"handoff\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nseq_len = 4096\n"
+      "[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adan\"\n[activations]\nuse = \"megatron\"\n"
+      "flash_attention = true\ndropout = false\n[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n"
+      "[[strategy]]\nuse = \"zero\"\nstage = 1\n[[strategy]]\nuse = \"activation-offload\"\nfraction = 0.75\n"
+      "[hardware]\ngpu = \"h100-sxm-80gb\"\ncount = 8\n";
+  const std::string scenario_a = teams.write("a/scenario.toml", body);
+  const std::string scenario_b =
+      teams.write("b/scenario.toml", body + "[plugins]\nbundles = [\"acme-plugins>=1.2\"]\n");
+  auto memplan = [&](const std::string& home, const std::string& arguments, const std::string& plugin_path = "") {
+    std::string command = "env -u MEMPLAN_PLUGIN_PATH MEMPLAN_HOME=" + quote(home) + " ";
+    if (!plugin_path.empty()) command += "MEMPLAN_PLUGIN_PATH=" + quote(plugin_path) + " ";
+    return run_command(command + quote(kPrefix + "/bin/memplan") + " " + arguments);
+  };
+
+  // Team A: the plugins from their build folders.
+  const CommandResult run_a = memplan(home_a, "run " + quote(scenario_a) + " --format json",
+                                      fs::path(adan).parent_path().string() + ":" + fs::path(offload).parent_path().string());
+  ASSERT_EQ(run_a.exit_code, 0) << run_a.err;
+  const json estimate_a = json::parse(run_a.out);
+
+  // Team A packs and signs.
+  const std::string key = teams.path() + "/keys/acme.pem";
+  const std::string bundle = teams.path() + "/out/acme-plugins";
+  fs::create_directories(teams.path() + "/keys");
+  fs::create_directories(teams.path() + "/out");
+  ASSERT_EQ(memplan(home_a, "bundle keygen --out " + quote(key)).exit_code, 0);
+  const CommandResult created =
+      memplan(home_a, "bundle create " + quote(bundle) + " --name acme-plugins --version 1.2.0 --publisher Acme" +
+                          " --library " + quote(adan) + " --library " + quote(offload));
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  ASSERT_EQ(memplan(home_a, "bundle sign " + quote(bundle) + " --key " + quote(key)).exit_code, 0);
+  // Verifying checks the signature against the verifier's trust store: team A trusts its own key.
+  const std::string public_key = teams.path() + "/keys/acme.pub.pem";
+  ASSERT_EQ(memplan(home_a, "trust add " + quote(public_key) + " --name Acme").exit_code, 0);
+  const CommandResult verified = memplan(home_a, "bundle verify " + quote(bundle));
+  ASSERT_EQ(verified.exit_code, 0) << verified.err;
+
+  // Team B: nothing is trusted yet, so the install is refused and leaves nothing.
+  const CommandResult untrusted = memplan(home_b, "bundle install " + quote(bundle));
+  EXPECT_NE(untrusted.exit_code, 0);
+  EXPECT_TRUE(contains(memplan(home_b, "bundle list").out + memplan(home_b, "bundle list").err, "acme") == false);
+
+  // Team B trusts A's public key, installs, and runs the same scenario.
+  ASSERT_EQ(memplan(home_b, "trust add " + quote(public_key) + " --name Acme").exit_code, 0);
+  const CommandResult installed = memplan(home_b, "bundle install " + quote(bundle));
+  ASSERT_EQ(installed.exit_code, 0) << installed.err;
+  const CommandResult run_b = memplan(home_b, "run " + quote(scenario_b) + " --format json");
+  ASSERT_EQ(run_b.exit_code, 0) << run_b.err;
+  EXPECT_EQ(run_b.err, "");
+  const json estimate_b = json::parse(run_b.out);
+
+  // The same estimate, from the bundle's copies under team B's home.
+  EXPECT_EQ(estimate_b.at("per_gpu").at("components"), estimate_a.at("per_gpu").at("components"));
+  EXPECT_EQ(estimate_b.at("per_gpu").at("peak"), estimate_a.at("per_gpu").at("peak"));
+  EXPECT_EQ(estimate_b.at("per_cpu").at("sum"), estimate_a.at("per_cpu").at("sum"));
+  // Adan's four fp32 states over 8 ZeRO-1 ranks: 16 x 6,738,415,616 / 8.
+  EXPECT_EQ(estimate_b.at("per_gpu").at("components").at("optimizer_states").get<uint64_t>(), 13'476'831'232u);
+  int from_bundle = 0;
+  for (const json& plugin : estimate_b.at("plugins")) {
+    const std::string name = plugin.at("name");
+    if (name != "adan" && name != "activation-offload") continue;
+    EXPECT_EQ(plugin.at("library").get<std::string>().rfind(home_b, 0), 0u) << plugin.dump();
+    ++from_bundle;
+  }
+  EXPECT_EQ(from_bundle, 2);
+
+  // Without the bundle the requirement names what is missing.
+  ASSERT_EQ(memplan(home_b, "bundle remove acme-plugins").exit_code, 0);
+  const CommandResult missing = memplan(home_b, "run " + quote(scenario_b));
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_TRUE(contains(missing.err, "acme-plugins")) << missing.err;
+}
+
+}  // namespace
+}  // namespace memplan::testing
