@@ -56,7 +56,10 @@ void write_table(std::ostream& out, const Estimator& estimator, const ScenarioLi
   const Breakdown& b = estimator.breakdown();
   out << "memplan estimate: " << scenario.name << " (" << (scenario.mode == MEMPLAN_MODE_TRAIN ? "train" : "infer")
       << ")\n";
-  out << "model: " << (scenario.model.preset.empty() ? std::string("inline") : scenario.model.preset) << ", "
+  const std::string model_source = !scenario.model.preset.empty()     ? scenario.model.preset
+                                   : !scenario.model.hf_config.empty() ? scenario.model.hf_config
+                                                                       : std::string("inline");
+  out << "model: " << model_source << ", "
       << billions(b.params_total) << " parameters, " << billions(b.params_trainable) << " trainable\n";
   out << "batch: micro_batch " << estimator.micro_batch() << ", seq_len " << estimator.seq_len() << ", grad_accum "
       << scenario.grad_accum << "; world size " << b.world_size << " GPU" << (b.world_size == 1 ? "" : "s") << "\n";

@@ -16,8 +16,8 @@ namespace memplan::plugins::sharding {
 // Set by a sharding plugin that keeps only a shard of the weights and gathers
 // each module or unit before use (zero stage 3, fsdp): 1 when it counts the
 // gathered working set on the GPU, 0 when it does not. Read by 'offload',
-// whose parameters = true needs it. (Proposed for conventions.h.)
-inline constexpr const char* kGatherAttr = "sharding.gathers_parameters";
+// whose parameters = true needs it (conventions.h).
+inline constexpr const char* kGatherAttr = MEMPLAN_ATTR_GATHERS_PARAMETERS;
 
 // The ranks that hold identical replicas of a dense weight: Megatron-LM's
 // distributed optimizer shards over the data-parallel x context-parallel

@@ -41,6 +41,10 @@
 #define MEMPLAN_ATTR_STAGE_HAS_EMBEDDING "layout.stage_has_embedding"
 #define MEMPLAN_ATTR_STAGE_HAS_LM_HEAD "layout.stage_has_lm_head"
 
+/* Whether the sharding plugin counts the weights it gathers back to the GPU
+ * before use (int 0/1): ZeRO-3 and FSDP set it; offloading parameters needs it. */
+#define MEMPLAN_ATTR_GATHERS_PARAMETERS "sharding.gathers_parameters"
+
 /* Recomputation policy (string): "none", "selective" or "full". */
 #define MEMPLAN_ATTR_RECOMPUTE_POLICY "recompute.policy"
 
