@@ -154,3 +154,60 @@ TEST(MegatronOutsideLayers, CrossEntropyOptionIsChecked) {
 
 }  // namespace
 }  // namespace memplan::testing
+
+namespace memplan::testing {
+namespace {
+
+// An encoder without an output head (output_head = "none", no final norm)
+// computes no logits and no loss; the same backbone with a tied LM head does:
+// fp32 logits 4 x s x b x V = 4 x 512 x 8 x 30522 = 500,072,448 bytes, and the
+// saved softmax the same again.
+TEST(MegatronOutputHead, NoHeadNoLogits) {
+  const std::string backbone =
+      "name = \"t\"\nmode = \"train\"\n[model]\nlayers = 2\nhidden = 1024\nheads = 16\nffn_hidden = 4096\n"
+      "vocab = 30522\nmlp = \"gelu\"\nnorm = \"layernorm\"\n";
+  const std::string rest = "[batch]\nmicro_batch = 8\nseq_len = 512\n[precision]\nuse = \"mixed-bf16\"\n"
+                           "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n";
+  Evaluation encoder = evaluate(backbone + "final_norm = false\noutput_head = \"none\"\n" + rest);
+  EXPECT_EQ(encoder.item_bytes("activations.logits", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+  EXPECT_EQ(encoder.item_bytes("activations.cross_entropy", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+  EXPECT_EQ(encoder.item_bytes("activations.final_norm", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+  Evaluation decoder = evaluate(backbone + "tied_embeddings = true\n" + rest);
+  EXPECT_EQ(decoder.item_bytes("activations.logits", MEMPLAN_ROLE_ACTIVATIONS), 500'072'448u);
+  EXPECT_EQ(decoder.item_bytes("activations.cross_entropy", MEMPLAN_ROLE_ACTIVATIONS), 500'072'448u);
+}
+
+// The interleaved schedule keeps extra model chunks in flight, but the LM head
+// lives in the last chunk only, of which the last stage holds one micro-batch
+// (as without interleaving): Llama-2-7B, s = 4096, b = 1: logits
+// 4 x 4096 x 32000 = 524,288,000 bytes; final norm 2 x 2 x 4096 x 4096 = 67,108,864.
+TEST(MegatronOutputHead, InterleavingDoesNotMultiplyTheHead) {
+  Evaluation last = evaluate(
+      "name = \"t\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nmicro_batch = 1\nseq_len = 4096\n"
+      "grad_accum = 8\n[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\n"
+      "use = \"megatron\"\nflash_attention = true\ndropout = false\n[[strategy]]\nuse = \"pipeline-parallel\"\n"
+      "size = 4\nvirtual_stages = 2\nstage = \"last\"\n");
+  EXPECT_EQ(last.item_bytes("activations.logits", MEMPLAN_ROLE_ACTIVATIONS), 524'288'000u);
+  EXPECT_EQ(last.item_bytes("activations.final_norm", MEMPLAN_ROLE_ACTIVATIONS), 67'108'864u);
+}
+
+}  // namespace
+}  // namespace memplan::testing
+
+namespace memplan::testing {
+namespace {
+
+// The same for serving: an encoder without a head computes no logits, even
+// with logits = "all" (250,000-token vocabulary, 64 x 512 tokens would be
+// 4 x 32,768 x 250,000 = 32,768,000,000 bytes of logits).
+TEST(InferenceOutputHead, NoHeadNoLogits) {
+  Evaluation encoder = evaluate(
+      "name = \"t\"\nmode = \"infer\"\n[model]\nlayers = 2\nhidden = 1024\nheads = 16\nffn_hidden = 4096\n"
+      "vocab = 250000\nmlp = \"gelu\"\nnorm = \"layernorm\"\nfinal_norm = false\noutput_head = \"none\"\n"
+      "[batch]\nmicro_batch = 64\nseq_len = 512\n[precision]\nuse = \"bf16\"\n[activations]\nuse = \"inference\"\n"
+      "logits = \"all\"\n");
+  EXPECT_EQ(encoder.item_bytes("activations.logits", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+}
+
+}  // namespace
+}  // namespace memplan::testing

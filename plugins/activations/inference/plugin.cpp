@@ -185,9 +185,9 @@ class InferenceMemory {
 
   // What the reported rank holds, from its weights: the first layer (as
   // pipeline-parallel cut the layered items) and whether it computes the
-  // logits, i.e. holds the LM head or the final norm (with tied embeddings
-  // there is no separate head; pipeline-parallel keeps the final norm on the
-  // last stage only). One pass over the plan.
+  // logits: it holds the LM head, or the embedding reused as the head (tied)
+  // on the stage that holds the head. A model without an output head (an
+  // encoder's output_head = "none") computes none. One pass over the plan.
   struct RankWeights {
     int64_t first_layer = 0;
     bool lm_head = false;
@@ -195,13 +195,16 @@ class InferenceMemory {
   static RankWeights scan_weights(const memplan::sdk::Context& ctx) {
     RankWeights found;
     int64_t first = -1;
+    bool embedding = false;
     for (size_t i = 0; i < ctx.size(); ++i) {
       const Item item = ctx.item(i);
       if (item.role != Role::weights) continue;
       if (item.layer >= 0 && (first < 0 || item.layer < first)) first = item.layer;
-      if (item.param_class == ParamClass::lm_head || item.param_class == ParamClass::final_norm)
-        found.lm_head = true;
+      found.lm_head = found.lm_head || item.param_class == ParamClass::lm_head;
+      embedding = embedding || item.param_class == ParamClass::embedding;
     }
+    if (!found.lm_head && embedding && ctx.model().tied_embeddings != 0)
+      found.lm_head = ctx.attr_int(MEMPLAN_ATTR_STAGE_HAS_LM_HEAD, 1) != 0;
     found.first_layer = first < 0 ? 0 : first;
     return found;
   }

@@ -125,13 +125,42 @@ class MegatronActivations {
     if (ctx.attr_int(MEMPLAN_ATTR_STAGE_HAS_EMBEDDING, 1) != 0)
       add_outside(ctx, "activations.embedding_dropout", outside.embedding_dropout * scale);
     if (ctx.attr_int(MEMPLAN_ATTR_STAGE_HAS_LM_HEAD, 1) != 0) {
-      add_outside(ctx, "activations.final_norm", outside.final_norm * scale);
-      add_outside(ctx, "activations.logits", outside.logits * scale);
-      add_outside(ctx, "activations.cross_entropy", outside.cross_entropy * scale);
+      // The head sits in the last model chunk only: the interleaved schedule's
+      // factor (extra chunks in flight) does not apply to it.
+      const double head_scale = static_cast<double>(inflight) / context;
+      const HeadWeights head = scan_head_weights(ctx);
+      if (head.final_norm) add_outside(ctx, "activations.final_norm", outside.final_norm * head_scale);
+      // Logits need an output projection: an LM head, or the embedding reused
+      // as one (tied). An encoder without a head (BERT's output_head = "none")
+      // computes none.
+      if (head.lm_head || (model.tied_embeddings != 0 && head.embedding)) {
+        add_outside(ctx, "activations.logits", outside.logits * head_scale);
+        add_outside(ctx, "activations.cross_entropy", outside.cross_entropy * head_scale);
+      }
     }
   }
 
  private:
+  struct HeadWeights {
+    bool final_norm = false;
+    bool lm_head = false;
+    bool embedding = false;
+  };
+
+  // Which of the output side's weights the reported rank holds.
+  static HeadWeights scan_head_weights(const memplan::sdk::Context& ctx) {
+    using memplan::sdk::ParamClass;
+    HeadWeights found;
+    for (size_t i = 0; i < ctx.size(); ++i) {
+      const memplan::sdk::Item item = ctx.item(i);
+      if (item.role != memplan::sdk::Role::weights) continue;
+      found.final_norm = found.final_norm || item.param_class == ParamClass::final_norm;
+      found.lm_head = found.lm_head || item.param_class == ParamClass::lm_head;
+      found.embedding = found.embedding || item.param_class == ParamClass::embedding;
+    }
+    return found;
+  }
+
   // The first layer the reported rank holds, from the layered weights.
   static int32_t first_layer(const memplan::sdk::Context& ctx) {
     for (size_t i = 0; i < ctx.size(); ++i) {
