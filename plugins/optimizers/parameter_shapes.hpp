@@ -36,6 +36,7 @@
 #include <memplan/sdk.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 namespace memplan::plugins {
@@ -105,10 +106,16 @@ inline TensorShapes tensor_shapes(const sdk::Item& item, const memplan_model& mo
       shapes.matrices = n;
       shapes.cols = static_cast<double>(model.ffn_hidden) / t;
       break;
-    case ParamClass::expert:
-      shapes.matrices = static_cast<double>(model.experts) * n / ranks.expert;
+    case ParamClass::expert: {
       shapes.cols = static_cast<double>(model.expert_ffn_hidden) / t;
+      // Whole h x f_e matrices: E n / ep of them, or fewer when a trainability
+      // plugin split the experts (freeze's trained experts): count them from
+      // the item rather than assume every expert is in it.
+      const double whole = std::floor(item.elements / (h * shapes.cols) + 0.5);
+      shapes.matrices = whole >= 1 ? std::min(whole, static_cast<double>(model.experts) * n / ranks.expert)
+                                   : static_cast<double>(model.experts) * n / ranks.expert;
       break;
+    }
     case ParamClass::router:
       shapes.matrices = 1;
       shapes.cols = static_cast<double>(model.experts);

@@ -139,3 +139,22 @@ TEST(StepTemporaries, Errors) {
 
 }  // namespace
 }  // namespace memplan::testing::optimizers
+
+namespace memplan::testing {
+namespace {
+
+// Trained experts split off by 'freeze' are whole expert matrices: Mixtral
+// with 2 of 8 experts training per layer, AdamW's for-loop step holds 3
+// temporaries of the largest trainable tensor, one expert projection of
+// 4096 x 14336 = 58,720,256 elements: 3 x 58,720,256 x 4 bytes = 704,643,072
+// (not a quarter of it, as when the item was read as all 8 experts' shapes).
+TEST(StepTemporaries, ForLoopOverFreezesTrainedExperts) {
+  Evaluation e = evaluate(
+      "name = \"t\"\nmode = \"train\"\n[model]\npreset = \"mixtral-8x7b\"\n[batch]\nseq_len = 1024\n"
+      "[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adamw\"\nimplementation = \"for-loop\"\n"
+      "[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"freeze\"\ntrain = \"experts\"\nexperts = 2\n");
+  EXPECT_EQ(e.item_bytes("optimizer.for_loop_temps", MEMPLAN_ROLE_OPTIMIZER_STATES), 704'643'072u);
+}
+
+}  // namespace
+}  // namespace memplan::testing
