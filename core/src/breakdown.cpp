@@ -58,7 +58,23 @@ uint64_t largest_single_layer(const Plan& plan, int32_t lifetime) {
 
 }  // namespace
 
+namespace {
+
+// Sizes beyond 2^62 bytes are no plan; adding stays far from wrapping.
+constexpr uint64_t kTooLarge = uint64_t{1} << 62;
+
+}  // namespace
+
 void summarize(const Plan& plan, int64_t grad_accum, Breakdown& breakdown) {
+  breakdown.too_large = false;
+  uint64_t everything = 0;
+  for (const PlanItem& item : plan.items) {
+    const uint64_t bytes = item.bytes();
+    if (bytes >= kTooLarge || __builtin_add_overflow(everything, bytes, &everything) || everything >= kTooLarge) {
+      breakdown.too_large = true;
+      return;
+    }
+  }
   breakdown.components.fill(0);
   breakdown.cpu_components.fill(0);
   std::array<uint64_t, 6> by_lifetime{};

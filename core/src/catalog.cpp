@@ -29,9 +29,9 @@ std::vector<GpuEntry> load_gpus(const std::filesystem::path& path) {
     GpuEntry gpu;
     gpu.name = name;
     gpu.label = reader.string("label").value_or(name);
-    auto gib = reader.positive_number("memory_gib");
+    auto gib = reader.memory_gib_bytes("memory_gib");
     if (!gib) fail_at(reader.table_location(), "GPU '" + name + "' needs memory_gib");
-    gpu.memory_bytes = static_cast<uint64_t>(std::llround(*gib * 1024.0 * 1024.0 * 1024.0));
+    gpu.memory_bytes = *gib;
     gpu.source = reader.string("source").value_or("");
     gpus.push_back(std::move(gpu));
   }

@@ -65,7 +65,9 @@ std::string plugin_label(const LoadedPlugin& plugin) {
       if (option.key == ctx.error_option) where = option.value_location;
     subject += ", option '" + ctx.error_option + "'";
   }
-  fail_at(where, subject + ": " + message + " (plugin library " + plugin.path + ")");
+  const std::string text = where.str() + ": error: " + subject + ": " + message + " (plugin library " + plugin.path + ")";
+  if (ctx.size_overflow) throw PlanTooLargeError(text);
+  throw Error(text);
 }
 
 }  // namespace
@@ -189,6 +191,11 @@ const Breakdown& Estimator::evaluate() {
   if (scenario_.mode == MEMPLAN_MODE_INFER) breakdown_.params_trainable = 0;  // nothing trains in inference
   check_world_size();
   summarize(ctx.plan, scenario_.grad_accum, breakdown_);
+  if (breakdown_.too_large)
+    throw PlanTooLargeError(scenario_.file + ": error: the plan at micro_batch " +
+                            std::to_string(ctx.workload.micro_batch) + ", seq_len " +
+                            std::to_string(ctx.workload.seq_len) +
+                            " needs more than 2^62 bytes per GPU; check the model's dimensions and the batch");
   return breakdown_;
 }
 
@@ -200,8 +207,12 @@ void Estimator::check_world_size() {
   for (const memplan_attribute& attribute : ctx.attributes) {
     if (attribute.type != memplan_attribute::Type::integer || attribute.key.compare(0, prefix, MEMPLAN_ATTR_RANKS_PREFIX) != 0)
       continue;
-    if (attribute.integer < 1) continue;
-    world *= attribute.integer;
+    if (attribute.integer < 1 || __builtin_mul_overflow(world, attribute.integer, &world))
+      fail_at(plugins_[static_cast<size_t>(attribute.set_by)].component->use_location,
+              "plugin '" + plugins_[static_cast<size_t>(attribute.set_by)].plugin->name + "' set " + attribute.key +
+                  " = " + std::to_string(attribute.integer) +
+                  ", which makes no world size (rule: every ranks.* factor is at least 1 and their product fits "
+                  "in 64 bits); check the parallel sizes");
     if (attribute.integer > 1 && scenario_.hardware.count > 0)
       factors.push_back(attribute.key.substr(prefix) + " " + std::to_string(attribute.integer) + " (set by '" +
                         plugins_[static_cast<size_t>(attribute.set_by)].plugin->name + "')");

@@ -187,7 +187,8 @@ void read_gpt2(const ConfigReader& config, ModelSpec& spec) {
   spec.vocab = config.required("vocab_size", "the vocabulary size");
   spec.position_embeddings = config.required("n_positions", "the learned positions");
   spec.max_context = spec.position_embeddings;
-  spec.ffn_hidden = config.positive("n_inner").value_or(4 * spec.hidden);  // null: 4 x n_embd
+  // null: 4 x n_embd (an implausible n_embd is left for validate_model to report, not multiplied)
+  spec.ffn_hidden = config.positive("n_inner").value_or(spec.hidden <= 10'000'000 ? 4 * spec.hidden : 0);
   config.string("activation_function");
   if (config.boolean("add_cross_attention").value_or(false))
     config.fail("\"add_cross_attention\" is true: memplan does not model GPT-2 with cross-attention layers; set it "

@@ -142,8 +142,10 @@ bool convert_item(memplan_ctx* ctx, const memplan_item* in, PlanItem& out) {
   if (!std::isfinite(item.bytes_per_element) || item.bytes_per_element < 0)
     return bad("bytes per element that are negative or not finite");
   // 2^62 bytes is far beyond any GPU or host; larger is a plugin bug, not a plan.
-  if (std::ceil(item.elements * item.bytes_per_element) * static_cast<double>(item.count) > 4.6e18)
+  if (std::ceil(item.elements * item.bytes_per_element) * static_cast<double>(item.count) > 4.6e18) {
+    ctx->size_overflow = !ctx->has_error;  // only when this is the error the call reports
     return bad("a size beyond 2^62 bytes");
+  }
   out.set_name(name);
   out.role = item.role;
   out.lifetime = item.lifetime;

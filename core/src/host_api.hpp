@@ -5,6 +5,7 @@
 
 #include <memplan/plugin_abi.h>
 
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,9 @@ struct memplan_attribute {
 
 struct memplan_ctx {
   memplan::Plan plan;
-  std::vector<memplan_attribute> attributes;
+  // A deque: adding an attribute never moves the others, so a string a plugin
+  // read stays valid until that attribute is set again (as the ABI promises).
+  std::deque<memplan_attribute> attributes;
   memplan_model model{};
   memplan_workload workload{};
 
@@ -37,6 +40,7 @@ struct memplan_ctx {
 
   // The first error the plugin reported during the current call.
   bool has_error = false;
+  bool size_overflow = false;  // the error is an item beyond 2^62 bytes
   std::string error_option;
   std::string error_message;
 
@@ -46,6 +50,7 @@ struct memplan_ctx {
     plugin_index = index;
     configuring = config;
     has_error = false;
+    size_overflow = false;
     error_option.clear();
     error_message.clear();
   }

@@ -59,8 +59,12 @@ SizeLimit solve_limit(Estimator& estimator, SizeVariable variable, int64_t other
   limit.variable = variable;
   limit.other = other;
   auto fits_at = [&](int64_t value) {
-    const Breakdown& b = evaluate(estimator, variable, value, other);
-    return b.peak <= b.capacity(gpu_memory);
+    try {
+      const Breakdown& b = evaluate(estimator, variable, value, other);
+      return b.peak <= b.capacity(gpu_memory);
+    } catch (const PlanTooLargeError&) {
+      return false;  // beyond any memory there is
+    }
   };
 
   const int64_t cap = cap_for(estimator, variable);

@@ -1,5 +1,7 @@
 #include "model_reader.hpp"
 
+#include <cstdio>
+
 namespace memplan {
 
 void read_model_keys(const TomlReader& reader, const toml::table& table, ModelSpec& spec) {
@@ -55,6 +57,26 @@ void validate_model(const ModelSpec& spec, const TomlReader& where) {
                             "hf_config counts as architecture)");
     return;
   }
+  // Bounds far above any real model keep every product below in exact range
+  // (no wrapped or negative sizes): each dimension, and the parameter total.
+  struct Bound {
+    const char* key;
+    int64_t value;
+    int64_t limit;
+  };
+  for (const Bound& bound : {Bound{"layers", spec.layers, 1'000'000}, Bound{"hidden", spec.hidden, 10'000'000},
+                             Bound{"heads", spec.heads, 1'000'000}, Bound{"kv_heads", spec.kv_heads, 1'000'000},
+                             Bound{"head_dim", spec.head_dim, 1'000'000}, Bound{"ffn_hidden", spec.ffn_hidden, 100'000'000},
+                             Bound{"vocab", spec.vocab, 100'000'000},
+                             Bound{"position_embeddings", spec.position_embeddings, 100'000'000},
+                             Bound{"type_vocab", spec.type_vocab, 100'000'000}, Bound{"experts", spec.experts, 1'000'000},
+                             Bound{"expert_ffn_hidden", spec.expert_ffn_hidden, 100'000'000},
+                             Bound{"sliding_window", spec.sliding_window, 1'000'000'000},
+                             Bound{"max_context", spec.max_context, 1'000'000'000}})
+    if (bound.value > bound.limit)
+      fail_at(at_key(bound.key), section + ": '" + bound.key + "' = " + std::to_string(bound.value) +
+                                     " is implausibly large (the limit is " + std::to_string(bound.limit) +
+                                     "); check the number");
   const char* required[] = {"layers", "hidden", "heads", "vocab"};
   const int64_t values[] = {spec.layers, spec.hidden, spec.heads, spec.vocab};
   for (size_t i = 0; i < 4; ++i)
@@ -83,9 +105,12 @@ void validate_model(const ModelSpec& spec, const TomlReader& where) {
   if (spec.global_attention_every > 0 && spec.sliding_window == 0)
     fail_at(at_key("global_attention_every"), section + ": 'global_attention_every' needs 'sliding_window' (the "
                                                         "other layers' window)");
-  if (spec.layers > 1'000'000 || spec.hidden > 10'000'000 || spec.vocab > 100'000'000 ||
-      spec.position_embeddings > 100'000'000 || spec.type_vocab > 100'000'000)
-    fail_at(at, section + " has an implausibly large dimension; check the numbers");
+  const double total = count_parameters(parameter_inventory(spec));
+  if (!(total <= 1e15)) {
+    char count[32];
+    std::snprintf(count, sizeof count, "%.3g", total);
+    fail_at(at, section + " describes " + count + " parameters, more than 10^15; check the dimensions");
+  }
 }
 
 }  // namespace memplan

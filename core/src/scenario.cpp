@@ -150,7 +150,7 @@ void read_hardware(const toml::table& root, const std::string& file, const Catal
   reader.reject_unknown_keys({"gpu", "memory_gib", "count"});
   HardwareSpec& hardware = scenario.hardware;
   auto gpu = reader.string("gpu");
-  auto gib = reader.positive_number("memory_gib");
+  auto gib = reader.memory_gib_bytes("memory_gib");
   if (gpu && gib) reader.fail_key("memory_gib", "conflicts with 'gpu'; give one of them");
   if (gpu) {
     const GpuEntry* entry = catalog.find_gpu(*gpu);
@@ -164,7 +164,7 @@ void read_hardware(const toml::table& root, const std::string& file, const Catal
     hardware.label = entry->label;
     hardware.memory_bytes = entry->memory_bytes;
   } else if (gib) {
-    hardware.memory_bytes = static_cast<uint64_t>(std::llround(*gib * 1024.0 * 1024.0 * 1024.0));
+    hardware.memory_bytes = *gib;
     std::ostringstream label;
     label << *gib << " GiB GPU";
     hardware.label = label.str();

@@ -87,6 +87,18 @@ std::optional<double> TomlReader::positive_number(std::string_view key) const {
   return value;
 }
 
+std::optional<uint64_t> TomlReader::memory_gib_bytes(std::string_view key) const {
+  std::optional<double> gib = positive_number(key);
+  if (!gib) return std::nullopt;
+  if (*gib < 1.0 / 1024 || *gib > 1024.0 * 1024)
+  {
+    char value[32];
+    std::snprintf(value, sizeof value, "%g", *gib);
+    fail_key(key, std::string("must be between 1/1024 GiB (1 MiB) and 1048576 GiB, got ") + value);
+  }
+  return static_cast<uint64_t>(std::llround(*gib * 1024.0 * 1024.0 * 1024.0));
+}
+
 std::optional<bool> TomlReader::boolean(std::string_view key) const {
   const toml::node* node = table_.get(key);
   if (node == nullptr) return std::nullopt;

@@ -33,6 +33,8 @@ class TomlReader {
   std::optional<int64_t> positive_integer(std::string_view key) const;
   std::optional<double> number(std::string_view key) const;  // integer or float
   std::optional<double> positive_number(std::string_view key) const;
+  // A GPU memory size in GiB, 1 MiB to 2^20 GiB, as bytes.
+  std::optional<uint64_t> memory_gib_bytes(std::string_view key) const;
   std::optional<bool> boolean(std::string_view key) const;
   std::optional<std::string> string(std::string_view key) const;
   // One of `accepted`, or an error listing them.

@@ -176,3 +176,41 @@ TEST(ScenarioErrors, AStrategyUsedTwiceIsAnError) {
 
 }  // namespace
 }  // namespace memplan::testing
+
+namespace memplan::testing {
+namespace {
+
+// Sizes that would wrap 64-bit arithmetic are refused at their key, never
+// reported as a small number or a negative one (found by review).
+TEST(ScenarioErrors, ImplausibleSizesAreRefused) {
+  EXPECT_EQ(error_of(replaced(kBase, "preset = \"llama-2-7b\"", "preset = \"llama-2-7b\"\nheads = 8589934592"), "s.toml"),
+            "s.toml:5:9: error: [model]: 'heads' = 8589934592 is implausibly large (the limit is 1000000); check the "
+            "number");
+  // 10^6 layers of a 10^6-wide model: per layer 4 h^2 (q, k, v, o) + 3 h f
+  // (SwiGLU, the default MLP) = 4e12 + 1.2e13 = 1.6e13, so about 1.6 x 10^19 parameters.
+  EXPECT_EQ(error_of(replaced(kBase, "preset = \"llama-2-7b\"",
+                              "layers = 1000000\nhidden = 1000000\nheads = 1000\nffn_hidden = 4000000\nvocab = 1000"),
+                     "s.toml"),
+            "s.toml:3:1: error: [model] describes 1.6e+19 parameters, more than 10^15; check the dimensions");
+  EXPECT_EQ(error_of(kBase + "[hardware]\nmemory_gib = 2e10\n", "s.toml"),
+            "s.toml:15:14: error: in [hardware], 'memory_gib' must be between 1/1024 GiB (1 MiB) and 1048576 GiB, "
+            "got 2e+10");
+  EXPECT_EQ(error_of(kBase + "[hardware]\nmemory_gib = 1e-10\n", "s.toml"),
+            "s.toml:15:14: error: in [hardware], 'memory_gib' must be between 1/1024 GiB (1 MiB) and 1048576 GiB, "
+            "got 1e-10");
+}
+
+TEST(ScenarioErrors, WorldSizeThatWouldOverflowIsRefused) {
+  // A model known only by its size, so tensor parallelism checks no head count:
+  // 7 x 7,905,747,460,161,236,407 would wrap to 1 and pass a count of 1.
+  EXPECT_EQ(error_of("name = \"t\"\nmode = \"train\"\n[model]\nparams = 7e9\n[precision]\nuse = \"bf16\"\n"
+                     "[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"data-parallel\"\n"
+                     "size = 7\n[[strategy]]\nuse = \"tensor-parallel\"\nsize = 7905747460161236407\n[hardware]\ncount = 1\n",
+                     "s.toml"),
+            "s.toml:15:7: error: plugin 'tensor-parallel' set ranks.tensor = 7905747460161236407, which makes no world "
+            "size (rule: every ranks.* factor is at least 1 and their product fits in 64 bits); check the parallel "
+            "sizes");
+}
+
+}  // namespace
+}  // namespace memplan::testing

@@ -21,7 +21,9 @@
 #include <memplan/conventions.h>
 #include <memplan/plugin_abi.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <optional>
@@ -133,8 +135,16 @@ class HostView {
  public:
   HostView(const memplan_host* host, memplan_ctx* ctx) : host_(host), ctx_(ctx) {}
 
-  const memplan_model& model() const { return *host_->model(ctx_); }
-  const memplan_workload& workload() const { return *host_->workload(ctx_); }
+  // Copies sized by struct_size and zero-filled past it: a host built for an
+  // older ABI minor has a smaller struct, and reading past it is undefined.
+  const memplan_model& model() const {
+    if (!model_) model_ = sized_copy<memplan_model>(host_->model(ctx_));
+    return *model_;
+  }
+  const memplan_workload& workload() const {
+    if (!workload_) workload_ = sized_copy<memplan_workload>(host_->workload(ctx_));
+    return *workload_;
+  }
   bool training() const { return workload().mode == MEMPLAN_MODE_TRAIN; }
 
   [[noreturn]] void fail(const std::string& message) const { throw PluginError({}, message); }
@@ -142,6 +152,17 @@ class HostView {
  protected:
   const memplan_host* host_;
   memplan_ctx* ctx_;
+
+ private:
+  template <typename Struct>
+  static Struct sized_copy(const Struct* from) {
+    Struct copy{};
+    if (from != nullptr) std::memcpy(&copy, from, std::min<size_t>(from->struct_size, sizeof copy));
+    copy.struct_size = sizeof copy;
+    return copy;
+  }
+  mutable std::optional<memplan_model> model_;
+  mutable std::optional<memplan_workload> workload_;
 };
 
 // The plugin's scenario options. The host has already rejected unknown keys

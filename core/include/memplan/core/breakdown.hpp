@@ -26,6 +26,7 @@ struct Breakdown {
   double params_trainable = 0;
   int64_t world_size = 1;
   double memory_fraction = 1.0;  // of GPU memory the job may use (limits.memory_fraction)
+  bool too_large = false;        // a total passed 2^62 bytes; the totals above are then meaningless
 
   // The memory the peak is compared with: the GPU's, times the fraction.
   uint64_t capacity(uint64_t gpu_memory_bytes) const {

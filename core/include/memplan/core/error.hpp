@@ -23,6 +23,13 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The plan grew beyond 2^62 bytes (an item, or a per-GPU total): a size no
+// machine has. The size solver takes it for "does not fit".
+class PlanTooLargeError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Throws Error("<file:line:column>: error: <message>").
 [[noreturn]] void fail_at(const SourceLocation& where, const std::string& message);
 
