@@ -201,29 +201,39 @@ const Breakdown& Estimator::evaluate() {
 
 void Estimator::check_world_size() {
   const memplan_ctx& ctx = host_->ctx;
-  int64_t world = 1;
-  std::vector<std::string> factors;
   const size_t prefix = std::strlen(MEMPLAN_ATTR_RANKS_PREFIX);
+  auto is_rank_factor = [&](const memplan_attribute& attribute) {
+    return attribute.type == memplan_attribute::Type::integer &&
+           attribute.key.compare(0, prefix, MEMPLAN_ATTR_RANKS_PREFIX) == 0;
+  };
+  auto setter = [&](const memplan_attribute& attribute) -> const ConfiguredPlugin& {
+    return plugins_[static_cast<size_t>(attribute.set_by)];
+  };
+  int64_t world = 1;
   for (const memplan_attribute& attribute : ctx.attributes) {
-    if (attribute.type != memplan_attribute::Type::integer || attribute.key.compare(0, prefix, MEMPLAN_ATTR_RANKS_PREFIX) != 0)
-      continue;
+    if (!is_rank_factor(attribute)) continue;
     if (attribute.integer < 1 || __builtin_mul_overflow(world, attribute.integer, &world))
-      fail_at(plugins_[static_cast<size_t>(attribute.set_by)].component->use_location,
-              "plugin '" + plugins_[static_cast<size_t>(attribute.set_by)].plugin->name + "' set " + attribute.key +
-                  " = " + std::to_string(attribute.integer) +
+      fail_at(setter(attribute).component->use_location,
+              "plugin '" + setter(attribute).plugin->name + "' set " + attribute.key + " = " +
+                  std::to_string(attribute.integer) +
                   ", which makes no world size (rule: every ranks.* factor is at least 1 and their product fits "
                   "in 64 bits); check the parallel sizes");
-    if (attribute.integer > 1 && scenario_.hardware.count > 0)
-      factors.push_back(attribute.key.substr(prefix) + " " + std::to_string(attribute.integer) + " (set by '" +
-                        plugins_[static_cast<size_t>(attribute.set_by)].plugin->name + "')");
   }
   breakdown_.world_size = world;
-  if (scenario_.hardware.count > 0 && scenario_.hardware.count != world)
-    fail_at(scenario_.hardware.count_location,
-            "[hardware] count = " + std::to_string(scenario_.hardware.count) + " but the strategies lay the job out on " +
-                std::to_string(world) + " GPU" + (world == 1 ? "" : "s") +
-                (factors.empty() ? std::string(" (no strategy splits it; add the strategies that use the other GPUs, e.g. data parallelism)") : " (" + join_alternatives(factors, " x ") + ")") +
-                "; change count, or the strategies' sizes so that their product equals count");
+  if (scenario_.hardware.count <= 0 || scenario_.hardware.count == world) return;
+  // Only a mismatch builds the message: this runs on every evaluation.
+  std::vector<std::string> factors;
+  for (const memplan_attribute& attribute : ctx.attributes)
+    if (is_rank_factor(attribute) && attribute.integer > 1)
+      factors.push_back(attribute.key.substr(prefix) + " " + std::to_string(attribute.integer) + " (set by '" +
+                        setter(attribute).plugin->name + "')");
+  fail_at(scenario_.hardware.count_location,
+          "[hardware] count = " + std::to_string(scenario_.hardware.count) + " but the strategies lay the job out on " +
+              std::to_string(world) + " GPU" + (world == 1 ? "" : "s") +
+              (factors.empty() ? std::string(" (no strategy splits it; add the strategies that use the other GPUs, "
+                                             "e.g. data parallelism)")
+                               : " (" + join_alternatives(factors, " x ") + ")") +
+              "; change count, or the strategies' sizes so that their product equals count");
 }
 
 void Estimator::read_memory_fraction() {
@@ -275,10 +285,10 @@ std::vector<std::pair<std::string, std::string>> Estimator::report_details() con
 
 namespace {
 
+// The set attribute `key`, if it holds `type`.
 const memplan_attribute* find_typed(const memplan_ctx& ctx, std::string_view key, memplan_attribute::Type type) {
-  for (const memplan_attribute& attribute : ctx.attributes)
-    if (attribute.type == type && attribute.key == key) return &attribute;
-  return nullptr;
+  const memplan_attribute* attribute = ctx.find_attribute(std::string(key).c_str());
+  return attribute != nullptr && attribute->type == type ? attribute : nullptr;
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
+#include "memplan/core/text.hpp"
 #include "test_support.hpp"
 
 namespace memplan::testing {
@@ -34,17 +36,12 @@ std::string replaced(std::string text, const std::string& from, const std::strin
 // Lists as the messages print them; plugins gain options and new plugins
 // appear, and the messages must list what is there.
 std::string accepted_keys(const char* plugin) {
-  std::string keys;
-  for (const memplan_option_spec& spec : builtin_plugins().find(plugin)->options)
-    keys += (keys.empty() ? "" : ", ") + std::string(spec.name);
-  return keys;
+  std::vector<std::string> keys;
+  for (const memplan_option_spec& spec : builtin_plugins().find(plugin)->options) keys.emplace_back(spec.name);
+  return join_alternatives(keys, ", ");
 }
 
-std::string names_of_kind(int32_t kind) {
-  std::string names;
-  for (const std::string& name : builtin_plugins().names(kind)) names += (names.empty() ? "" : ", ") + name;
-  return names;
-}
+std::string names_of_kind(int32_t kind) { return join_alternatives(builtin_plugins().names(kind), ", "); }
 
 TEST(ScenarioErrors, BaseScenarioIsValid) { EXPECT_EQ(error_of(kBase), ""); }
 
@@ -91,11 +88,7 @@ TEST(ScenarioErrors, UnknownTopLevelTable) {
 }
 
 // The catalog grows with data files; the message lists all of them, sorted.
-std::string all_presets() {
-  std::string names;
-  for (const std::string& name : catalog().model_names()) names += (names.empty() ? "" : ", ") + name;
-  return names;
-}
+std::string all_presets() { return join_alternatives(catalog().model_names(), ", "); }
 
 TEST(ScenarioErrors, UnknownPresetListsTheCatalog) {
   EXPECT_EQ(error_of(replaced(kBase, "llama-2-7b", "llama-2-7B"), "s.toml"),
