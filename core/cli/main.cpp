@@ -14,6 +14,7 @@
 #include "memplan/core/install_layout.hpp"
 #include "memplan/core/limits.hpp"
 #include "memplan/core/report.hpp"
+#include "memplan/core/validation.hpp"
 
 namespace po = boost::program_options;
 
@@ -24,7 +25,9 @@ constexpr const char* kUsage =
     "\n"
     "commands:\n"
     "  run FILE [--format table|json|csv|markdown]   estimate the per-GPU memory of a scenario\n"
-    "  plugins                                       list every plugin found: kind, name, version, library\n"
+    "  plugins                                       list every plugin found: kind, name, version, library,\n"
+    "                                                and every framework profile\n"
+    "  validate [FOLDER|FILE ...]                    compare estimates with measured runs (default: validation/)\n"
     "  bundle create|keygen|sign|verify|install|list|remove   signed plugin bundles (docs/bundles.md)\n"
     "  trust add|list|remove                         the public keys whose bundles you trust\n"
     "\n"
@@ -146,8 +149,43 @@ int plugins_command(const std::vector<std::string>& args) {
                 << "\n";
     }
   }
+  // Framework profiles are data in the catalog, not libraries: their file stands where a library would.
+  const memplan::Catalog catalog = memplan::Catalog::load(layout.data_dir);
+  for (const memplan::FrameworkProfile& profile : catalog.frameworks())
+    std::cout << "framework\t" << profile.name << "\t" << profile.version << "\t" << profile.file << "\n";
   print_warnings(registry);
   return registry.diagnostics().empty() ? 0 : 1;
+}
+
+int validate_command(const std::vector<std::string>& args) {
+  std::vector<std::string> paths;
+  for (const std::string& arg : args) {
+    if (arg == "--help" || arg == "-h") {
+      std::cout << "usage: memplan validate [FOLDER|FILE ...]\n\n"
+                   "Estimates each measured run (a scenario whose leading comments give '# measured_bytes = N',\n"
+                   "'# quantity = allocated|reserved|device', '# framework = NAME' and optionally\n"
+                   "'# tolerance_percent = T', default 10) and prints id, framework, quantity, measured, estimate\n"
+                   "and signed error, then a summary line. Folders are read for *.toml; the default is\n"
+                   "validation/. Exit status 1 when a case fails or falls outside its tolerance\n"
+                   "(docs/validation.md).\n";
+      return 0;
+    }
+    if (!arg.empty() && arg[0] == '-') {
+      std::cerr << "memplan: error: `memplan validate` takes folders or case files, not '" << arg << "'\n";
+      return 2;
+    }
+    paths.push_back(arg);
+  }
+  if (paths.empty()) paths.push_back("validation");
+  const memplan::InstallLayout layout = memplan::layout_beside(memplan::current_executable());
+  const memplan::Catalog catalog = memplan::Catalog::load(layout.data_dir);
+  std::vector<memplan::ValidationResult> results;
+  for (const std::string& file : memplan::validation_files(paths))
+    results.push_back(memplan::validate_case(memplan::read_validation_case(file), catalog, layout));
+  memplan::write_validation_table(std::cout, results);
+  bool ok = true;
+  for (const memplan::ValidationResult& result : results) ok = ok && result.failure.empty() && result.within;
+  return ok ? 0 : 1;
 }
 
 std::string plural(size_t count, const std::string& noun) {
@@ -359,10 +397,11 @@ int main(int argc, char** argv) {
     args.erase(args.begin());
     if (command == "run") return run_command(args);
     if (command == "plugins") return plugins_command(args);
+    if (command == "validate") return validate_command(args);
     if (command == "bundle") return bundle_command(args);
     if (command == "trust") return trust_command(args);
     std::cerr << "memplan: error: unknown command '" << command
-              << "'; the commands are run, plugins, bundle and trust (see --help)\n";
+              << "'; the commands are run, plugins, validate, bundle and trust (see --help)\n";
     return 2;
   } catch (const memplan::Error& error) {
     std::cerr << error.what() << "\n";

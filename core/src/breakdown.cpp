@@ -22,6 +22,17 @@ std::string_view phase_name(int phase) {
   return phase >= 0 && phase < kStepPhaseCount ? names[static_cast<size_t>(phase)] : "unknown";
 }
 
+std::string_view quantity_name(int quantity) {
+  static constexpr std::array<std::string_view, kQuantityCount> names{"allocated", "reserved", "device"};
+  return quantity >= 0 && quantity < kQuantityCount ? names[static_cast<size_t>(quantity)] : "unknown";
+}
+
+int item_quantity(uint32_t flags) {
+  if (flags & MEMPLAN_ITEM_OUTSIDE_ALLOCATOR) return kDevice;
+  if (flags & MEMPLAN_ITEM_ALLOCATOR_RESERVE) return kReserved;
+  return kAllocated;
+}
+
 namespace {
 
 uint64_t instance_bytes(const PlanItem& item) {
@@ -31,25 +42,27 @@ uint64_t instance_bytes(const PlanItem& item) {
 // The largest amount of one lifetime that belongs to a single layer (or to a
 // single item outside the layers). Items that share (layer, count) are the
 // same layers, so their per-instance bytes add up.
-uint64_t largest_single_layer(const Plan& plan, int32_t lifetime) {
+// Only items that count in `quantity` are considered.
+uint64_t largest_single_layer(const Plan& plan, int32_t lifetime, int quantity) {
   uint64_t largest = 0;
   const auto& items = plan.items;
+  auto counted = [&](const PlanItem& item) {
+    return item.lifetime == lifetime && item.device == MEMPLAN_DEVICE_GPU && item_quantity(item.flags) <= quantity;
+  };
   for (size_t i = 0; i < items.size(); ++i) {
     const PlanItem& item = items[i];
-    if (item.lifetime != lifetime || item.device != MEMPLAN_DEVICE_GPU || item.count == 0) continue;
+    if (!counted(item) || item.count == 0) continue;
     if (item.layer < 0) {
       largest = std::max(largest, item.bytes());
       continue;
     }
     bool first_of_group = true;
     for (size_t j = 0; j < i && first_of_group; ++j)
-      first_of_group = !(items[j].lifetime == lifetime && items[j].device == MEMPLAN_DEVICE_GPU &&
-                         items[j].layer == item.layer && items[j].count == item.count);
+      first_of_group = !(counted(items[j]) && items[j].layer == item.layer && items[j].count == item.count);
     if (!first_of_group) continue;
     uint64_t group = 0;
     for (size_t j = i; j < items.size(); ++j)
-      if (items[j].lifetime == lifetime && items[j].device == MEMPLAN_DEVICE_GPU && items[j].layer == item.layer &&
-          items[j].count == item.count)
+      if (counted(items[j]) && items[j].layer == item.layer && items[j].count == item.count)
         group += instance_bytes(items[j]);
     largest = std::max(largest, group);
   }
@@ -77,7 +90,8 @@ void summarize(const Plan& plan, int64_t grad_accum, Breakdown& breakdown) {
   }
   breakdown.components.fill(0);
   breakdown.cpu_components.fill(0);
-  std::array<uint64_t, 6> by_lifetime{};
+  // Bytes by lifetime that count in each quantity (an item counts in its own and every later one).
+  std::array<std::array<uint64_t, 6>, kQuantityCount> by_lifetime{};
   for (const PlanItem& item : plan.items) {
     const uint64_t bytes = item.bytes();
     if (item.device == MEMPLAN_DEVICE_CPU) {
@@ -85,43 +99,50 @@ void summarize(const Plan& plan, int64_t grad_accum, Breakdown& breakdown) {
       continue;
     }
     breakdown.components[static_cast<size_t>(item.role)] += bytes;
-    by_lifetime[static_cast<size_t>(item.lifetime)] += bytes;
+    for (int quantity = item_quantity(item.flags); quantity < kQuantityCount; ++quantity)
+      by_lifetime[static_cast<size_t>(quantity)][static_cast<size_t>(item.lifetime)] += bytes;
   }
   breakdown.sum = 0;
   for (uint64_t bytes : breakdown.components) breakdown.sum += bytes;
   breakdown.cpu_sum = 0;
   for (uint64_t bytes : breakdown.cpu_components) breakdown.cpu_sum += bytes;
 
-  const uint64_t persistent = by_lifetime[MEMPLAN_LIFETIME_PERSISTENT];
-  const uint64_t gradients = by_lifetime[MEMPLAN_LIFETIME_GRADIENT];
-  const uint64_t activations = by_lifetime[MEMPLAN_LIFETIME_ACTIVATION];
   const bool accumulating = grad_accum > 1;
-
-  auto& t = breakdown.timeline;
-  t[kInit] = persistent;
-  // From the second micro-batch on, accumulated gradients are already allocated during forward.
-  t[kForward] = persistent + activations + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_FORWARD] +
-                (accumulating ? gradients : 0);
-  // Backward walks the layers in reverse: gradients grow while activations are freed.
-  // Without accumulation the high point is either its start (all activations plus
-  // the first layer's gradients) or its end (all gradients plus the last layer's
-  // activations); with accumulation both are fully allocated at its start.
-  uint64_t backward_live = gradients + activations;
-  if (!accumulating) {
-    const uint64_t start = activations + largest_single_layer(plan, MEMPLAN_LIFETIME_GRADIENT);
-    const uint64_t end = gradients + largest_single_layer(plan, MEMPLAN_LIFETIME_ACTIVATION);
-    backward_live = std::min(backward_live, std::max(start, end));
-  }
-  t[kBackward] = persistent + backward_live + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_BACKWARD];
-  t[kOptimizerStep] = persistent + gradients + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER];
-
-  breakdown.peak = 0;
-  breakdown.peak_phase = kInit;
-  for (int phase = 0; phase < kStepPhaseCount; ++phase)
-    if (t[static_cast<size_t>(phase)] > breakdown.peak) {
-      breakdown.peak = t[static_cast<size_t>(phase)];
-      breakdown.peak_phase = phase;
+  for (int quantity = 0; quantity < kQuantityCount; ++quantity) {
+    const auto& lifetime = by_lifetime[static_cast<size_t>(quantity)];
+    const uint64_t persistent = lifetime[MEMPLAN_LIFETIME_PERSISTENT];
+    const uint64_t gradients = lifetime[MEMPLAN_LIFETIME_GRADIENT];
+    const uint64_t activations = lifetime[MEMPLAN_LIFETIME_ACTIVATION];
+    StepPeak& step = breakdown.quantities[static_cast<size_t>(quantity)];
+    auto& t = step.timeline;
+    t[kInit] = persistent;
+    // From the second micro-batch on, accumulated gradients are already allocated during forward.
+    t[kForward] = persistent + activations + lifetime[MEMPLAN_LIFETIME_TRANSIENT_FORWARD] +
+                  (accumulating ? gradients : 0);
+    // Backward walks the layers in reverse: gradients grow while activations are freed.
+    // Without accumulation the high point is either its start (all activations plus
+    // the first layer's gradients) or its end (all gradients plus the last layer's
+    // activations); with accumulation both are fully allocated at its start.
+    uint64_t backward_live = gradients + activations;
+    if (!accumulating) {
+      const uint64_t start = activations + largest_single_layer(plan, MEMPLAN_LIFETIME_GRADIENT, quantity);
+      const uint64_t end = gradients + largest_single_layer(plan, MEMPLAN_LIFETIME_ACTIVATION, quantity);
+      backward_live = std::min(backward_live, std::max(start, end));
     }
+    t[kBackward] = persistent + backward_live + lifetime[MEMPLAN_LIFETIME_TRANSIENT_BACKWARD];
+    t[kOptimizerStep] = persistent + gradients + lifetime[MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER];
+    step.peak = 0;
+    step.peak_phase = kInit;
+    for (int phase = 0; phase < kStepPhaseCount; ++phase)
+      if (t[static_cast<size_t>(phase)] > step.peak) {
+        step.peak = t[static_cast<size_t>(phase)];
+        step.peak_phase = phase;
+      }
+  }
+  const StepPeak& fit = breakdown.quantities[static_cast<size_t>(breakdown.fit_quantity)];
+  breakdown.timeline = fit.timeline;
+  breakdown.peak = fit.peak;
+  breakdown.peak_phase = fit.peak_phase;
 }
 
 }  // namespace memplan

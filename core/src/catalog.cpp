@@ -69,7 +69,43 @@ Catalog Catalog::load(const std::filesystem::path& data_dir) {
     std::sort(files.begin(), files.end());
     for (const auto& file : files) catalog.models_.push_back(load_preset(file));
   }
+  const std::filesystem::path frameworks = data_dir / "frameworks";
+  if (std::filesystem::is_directory(frameworks)) {
+    std::vector<std::filesystem::path> files;
+    for (const auto& entry : std::filesystem::directory_iterator(frameworks))
+      if (entry.path().extension() == ".toml") files.push_back(entry.path());
+    std::sort(files.begin(), files.end());
+    std::string first_default;
+    for (const auto& file : files) {
+      catalog.frameworks_.push_back(load_framework_profile(file.string()));
+      const FrameworkProfile& profile = catalog.frameworks_.back();
+      if (!profile.is_default) continue;
+      if (!first_default.empty())
+        fail_at(SourceLocation{profile.file, 1, 1},
+                "two framework profiles say default = true ('" + first_default + "' and '" + profile.name +
+                    "'); scenarios without [framework] need at most one");
+      first_default = profile.name;
+    }
+  }
   return catalog;
+}
+
+const FrameworkProfile* Catalog::find_framework(std::string_view name) const {
+  for (const FrameworkProfile& profile : frameworks_)
+    if (profile.name == name) return &profile;
+  return nullptr;
+}
+
+const FrameworkProfile* Catalog::default_framework() const {
+  for (const FrameworkProfile& profile : frameworks_)
+    if (profile.is_default) return &profile;
+  return nullptr;
+}
+
+std::vector<std::string> Catalog::framework_names() const {
+  std::vector<std::string> names;
+  for (const FrameworkProfile& profile : frameworks_) names.push_back(profile.name);
+  return names;
 }
 
 const GpuEntry* Catalog::find_gpu(std::string_view name) const {

@@ -190,6 +190,7 @@ const Breakdown& Estimator::evaluate() {
   read_memory_fraction();
   if (scenario_.mode == MEMPLAN_MODE_INFER) breakdown_.params_trainable = 0;  // nothing trains in inference
   check_world_size();
+  breakdown_.fit_quantity = scenario_.hardware.fit_quantity;
   summarize(ctx.plan, scenario_.grad_accum, breakdown_);
   if (breakdown_.too_large)
     throw PlanTooLargeError(scenario_.file + ": error: the plan at micro_batch " +

@@ -136,6 +136,9 @@ bool convert_item(memplan_ctx* ctx, const memplan_item* in, PlanItem& out) {
     return bad("unknown lifetime " + std::to_string(item.lifetime));
   if (item.device != MEMPLAN_DEVICE_GPU && item.device != MEMPLAN_DEVICE_CPU)
     return bad("unknown device " + std::to_string(item.device));
+  if ((item.flags & MEMPLAN_ITEM_ALLOCATOR_RESERVE) && (item.flags & MEMPLAN_ITEM_OUTSIDE_ALLOCATOR))
+    return bad("both MEMPLAN_ITEM_ALLOCATOR_RESERVE and MEMPLAN_ITEM_OUTSIDE_ALLOCATOR (rule: an item is in the "
+               "allocator's reserve or outside the allocator, not both)");
   if (item.layer < -1) return bad("layer " + std::to_string(item.layer) + " (rule: -1 or a layer index)");
   if (!std::isfinite(item.elements) || item.elements < 0)
     return bad("an element count that is negative or not finite");

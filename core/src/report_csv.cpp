@@ -28,6 +28,11 @@ void write_csv(std::ostream& out, const Estimator& estimator) {
         << b.components[static_cast<size_t>(role)] << "\n";
   out << "total,sum,,gpu," << b.sum << "\n";
   out << "total,peak," << phase_name(b.peak_phase) << ",gpu," << b.peak << "\n";
+  // The three quantities (allocated, reserved, device); `peak` above is the one `fits` uses.
+  for (int quantity = 0; quantity < kQuantityCount; ++quantity) {
+    const StepPeak& q = b.quantities[static_cast<size_t>(quantity)];
+    out << "quantity,peak_" << quantity_name(quantity) << "," << phase_name(q.peak_phase) << ",gpu," << q.peak << "\n";
+  }
 }
 
 void write_markdown(std::ostream& out, const Estimator& estimator) {
@@ -41,7 +46,12 @@ void write_markdown(std::ostream& out, const Estimator& estimator) {
   };
   for (int32_t role = 0; role < MEMPLAN_ROLE_COUNT; ++role) row(role_name(role), b.components[static_cast<size_t>(role)]);
   row("**sum**", b.sum);
-  row("**peak** (" + std::string(phase_name(b.peak_phase)) + ")", b.peak);
+  row("**peak** (" + std::string(phase_name(b.peak_phase)) + ", " + std::string(quantity_name(b.fit_quantity)) + ")",
+      b.peak);
+  for (int quantity = 0; quantity < kQuantityCount; ++quantity) {
+    const StepPeak& q = b.quantities[static_cast<size_t>(quantity)];
+    row("peak " + std::string(quantity_name(quantity)) + " (" + std::string(phase_name(q.peak_phase)) + ")", q.peak);
+  }
   if (scenario.hardware.memory_bytes > 0) {
     const uint64_t capacity = b.capacity(scenario.hardware.memory_bytes);
     out << "\nGPU: " << scenario.hardware.label << " (" << format_gib(static_cast<double>(scenario.hardware.memory_bytes));

@@ -34,6 +34,7 @@ void write_items(std::ostream& out, const Estimator& estimator, int32_t device) 
         << ", \"count\": " << item.count << ", \"elements\": " << number(item.elements)
         << ", \"bytes_per_element\": " << number(item.bytes_per_element)
         << ", \"lifetime\": " << json_string(lifetime_name(item.lifetime))
+        << ", \"quantity\": " << json_string(quantity_name(item_quantity(item.flags)))
         << ", \"added_by\": " << json_string(estimator.origin(item)) << " }";
     first = false;
   }
@@ -62,6 +63,14 @@ void write_json(std::ostream& out, const Estimator& estimator, const ScenarioLim
   out << "  \"mode\": " << json_string(scenario.mode == MEMPLAN_MODE_TRAIN ? "train" : "infer") << ",\n";
   out << "  \"batch\": { \"micro_batch\": " << estimator.micro_batch() << ", \"seq_len\": " << estimator.seq_len()
       << ", \"grad_accum\": " << scenario.grad_accum << " },\n";
+  const FrameworkSpec& framework = scenario.framework;
+  if (framework.name.empty()) {
+    out << "  \"framework\": null,\n";
+  } else {
+    out << "  \"framework\": { \"name\": " << json_string(framework.name) << ", \"version\": "
+        << json_string(framework.version) << ", \"profile\": " << json_string(framework.profile_file)
+        << ", \"default\": " << (framework.from_scenario ? "false" : "true") << " },\n";
+  }
   out << "  \"parameters\": { \"total\": " << std::llround(b.params_total)
       << ", \"trainable\": " << std::llround(b.params_trainable) << " },\n";
   out << "  \"per_gpu\": {\n";
@@ -71,6 +80,17 @@ void write_json(std::ostream& out, const Estimator& estimator, const ScenarioLim
   for (int phase = 0; phase < kStepPhaseCount; ++phase)
     out << (phase ? ", " : " ") << json_string(phase_name(phase)) << ": " << b.timeline[static_cast<size_t>(phase)];
   out << " },\n";
+  out << "    \"fit_quantity\": " << json_string(quantity_name(b.fit_quantity)) << ",\n";
+  out << "    \"quantities\": {";
+  for (int quantity = 0; quantity < kQuantityCount; ++quantity) {
+    const StepPeak& q = b.quantities[static_cast<size_t>(quantity)];
+    out << (quantity ? ",\n" : "\n") << "      " << json_string(quantity_name(quantity)) << ": { \"peak\": " << q.peak
+        << ", \"peak_phase\": " << json_string(phase_name(q.peak_phase)) << ", \"timeline\": {";
+    for (int phase = 0; phase < kStepPhaseCount; ++phase)
+      out << (phase ? ", " : " ") << json_string(phase_name(phase)) << ": " << q.timeline[static_cast<size_t>(phase)];
+    out << " } }";
+  }
+  out << "\n    },\n";
   out << "    \"components\": ";
   write_components(out, b.components);
   out << ",\n    \"items\": ";

@@ -63,6 +63,10 @@ void write_table(std::ostream& out, const Estimator& estimator, const ScenarioLi
       << billions(b.params_total) << " parameters, " << billions(b.params_trainable) << " trainable\n";
   out << "batch: micro_batch " << estimator.micro_batch() << ", seq_len " << estimator.seq_len() << ", grad_accum "
       << scenario.grad_accum << "; world size " << b.world_size << " GPU" << (b.world_size == 1 ? "" : "s") << "\n";
+  if (!scenario.framework.name.empty())
+    out << "framework: " << scenario.framework.name
+        << (scenario.framework.version.empty() || scenario.framework.version == "-" ? "" : " " + scenario.framework.version)
+        << (scenario.framework.from_scenario ? "" : " (the default profile; name the software with [framework])") << "\n";
   out << "plugins:";
   for (const ConfiguredPlugin& configured : estimator.plugins())
     out << " " << configured.plugin->name << "@" << configured.plugin->version;
@@ -70,8 +74,18 @@ void write_table(std::ostream& out, const Estimator& estimator, const ScenarioLi
   for (int32_t role = 0; role < MEMPLAN_ROLE_COUNT; ++role)
     out << "  " << padded(role_name(role), 18) << gib_column(b.components[static_cast<size_t>(role)]) << "\n";
   out << "  " << padded("sum", 18) << gib_column(b.sum) << "\n";
-  out << "  " << padded("peak", 18) << gib_column(b.peak) << "   (" << phase_name(b.peak_phase) << ")\n";
-  out << "\nstep timeline\n";
+  out << "  " << padded("peak", 18) << gib_column(b.peak) << "   (" << phase_name(b.peak_phase) << ", "
+      << quantity_name(b.fit_quantity) << " memory)\n";
+  // What each way of measuring would show at its own high point.
+  static constexpr const char* kMeasuredBy[kQuantityCount] = {"torch.cuda.max_memory_allocated",
+                                                              "torch.cuda.max_memory_reserved", "nvidia-smi"};
+  out << "\npeak as measured by\n";
+  for (int quantity = 0; quantity < kQuantityCount; ++quantity) {
+    const StepPeak& q = b.quantities[static_cast<size_t>(quantity)];
+    out << "  " << padded(quantity_name(quantity), 18) << gib_column(q.peak) << "   (" << phase_name(q.peak_phase)
+        << "; " << kMeasuredBy[quantity] << ")\n";
+  }
+  out << "\nstep timeline (" << quantity_name(b.fit_quantity) << " memory)\n";
   // Inference has no backward pass and no optimizer step.
   const int phases = scenario.mode == MEMPLAN_MODE_TRAIN ? kStepPhaseCount : kBackward;
   for (int phase = 0; phase < phases; ++phase)
@@ -96,11 +110,11 @@ void write_table(std::ostream& out, const Estimator& estimator, const ScenarioLi
         << b.memory_fraction << ")";
   out << "\n";
   if (b.peak <= capacity) {
-    out << "fits: yes, " << format_gib(static_cast<double>(capacity - b.peak)) << " to spare ("
+    out << "fits (" << quantity_name(b.fit_quantity) << " memory): yes, " << format_gib(static_cast<double>(capacity - b.peak)) << " to spare ("
         << std::lround(100.0 * static_cast<double>(b.peak) / static_cast<double>(capacity)) << "% used at peak)\n";
     return;
   }
-  out << "fits: no\n\nwhat to change:\n";
+  out << "fits (" << quantity_name(b.fit_quantity) << " memory): no\n\nwhat to change:\n";
   for (const std::string& line : advice_for(b, capacity, scenario.mode == MEMPLAN_MODE_TRAIN)) out << "  - " << line << "\n";
 }
 

@@ -1,5 +1,6 @@
 #include "memplan/core/scenario.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -10,62 +11,12 @@
 #include "hf_config.hpp"
 #include "memplan/core/bundle.hpp"
 #include "memplan/core/text.hpp"
+#include "component_reader.hpp"
 #include "model_reader.hpp"
 #include "toml_reader.hpp"
 
 namespace memplan {
 namespace {
-
-std::vector<OptionValue> read_options(const toml::table& table, const std::string& file,
-                                      const std::string& section) {
-  std::vector<OptionValue> options;
-  for (const auto& [key, node] : table) {
-    if (key.str() == "use") continue;
-    OptionValue option;
-    option.key = std::string(key.str());
-    option.key_location = location_of(file, key.source());
-    option.value_location = location_of(file, node.source());
-    if (node.is_integer()) {
-      option.type = OptionValue::Type::integer;
-      option.integer = node.as_integer()->get();
-    } else if (node.is_floating_point()) {
-      option.type = OptionValue::Type::floating;
-      option.floating = node.as_floating_point()->get();
-      if (!std::isfinite(option.floating))
-        fail_at(option.value_location, "in " + section + ", '" + option.key + "' must be a finite number");
-    } else if (node.is_boolean()) {
-      option.type = OptionValue::Type::boolean;
-      option.boolean = node.as_boolean()->get();
-    } else if (node.is_string()) {
-      option.type = OptionValue::Type::string;
-      option.text = node.as_string()->get();
-    } else {
-      fail_at(option.value_location, "in " + section + ", '" + option.key + "' is " +
-                                         std::string(describe_type(node)) +
-                                         "; plugin options are integers, floats, booleans or strings");
-    }
-    options.push_back(std::move(option));
-  }
-  return options;
-}
-
-ComponentSpec read_component(const toml::table& table, int32_t kind, const std::string& file,
-                             const std::string& section) {
-  TomlReader reader(table, file, section);
-  ComponentSpec component;
-  component.kind = kind;
-  component.section = section;
-  component.table_location = reader.table_location();
-  auto use = reader.string("use");
-  if (!use)
-    fail_at(component.table_location,
-            section + " needs 'use = \"<plugin name>\"'; `memplan plugins` lists the " +
-                std::string(kind_name(kind)) + " plugins");
-  component.use = *use;
-  component.use_location = reader.value_location("use");
-  component.options = read_options(table, file, section);
-  return component;
-}
 
 const toml::table* optional_table(const toml::table& root, std::string_view key, const std::string& file) {
   const toml::node* node = root.get(key);
@@ -147,7 +98,10 @@ void read_hardware(const toml::table& root, const std::string& file, const Catal
   const toml::table* table = optional_table(root, "hardware", file);
   if (table == nullptr) return;
   TomlReader reader(*table, file, "[hardware]");
-  reader.reject_unknown_keys({"gpu", "memory_gib", "count"});
+  reader.reject_unknown_keys({"gpu", "memory_gib", "count", "fit_quantity"});
+  // Which quantity `fits` compares with the GPU: what the device shows unless the scenario asks otherwise.
+  if (auto quantity = reader.choice("fit_quantity", {"allocated", "reserved", "device"}))
+    scenario.hardware.fit_quantity = *quantity == "allocated" ? 0 : *quantity == "reserved" ? 1 : 2;
   HardwareSpec& hardware = scenario.hardware;
   auto gpu = reader.string("gpu");
   auto gib = reader.memory_gib_bytes("memory_gib");
@@ -238,6 +192,89 @@ void read_components(const toml::table& root, const std::string& file, Scenario&
   }
 }
 
+// Merges a framework profile into the scenario's components: the profile's
+// option defaults for the plugins the scenario uses, and the runtime
+// components it brings unless the scenario has them or excludes them. The
+// scenario's own keys always win; merged values keep the profile's locations,
+// so an error in one points at the profile file.
+void add_missing_options(ComponentSpec& component, const std::vector<OptionValue>& defaults) {
+  for (const OptionValue& option : defaults) {
+    bool present = false;
+    for (const OptionValue& own : component.options) present = present || own.key == option.key;
+    if (!present) component.options.push_back(option);
+  }
+}
+
+void apply_framework(const FrameworkProfile& profile, const std::vector<std::string>& excluded,
+                     Scenario& scenario) {
+  const size_t own = scenario.components.size();
+  for (size_t i = 0; i < own; ++i)
+    for (const auto& [plugin, defaults] : profile.defaults)
+      if (scenario.components[i].use == plugin) add_missing_options(scenario.components[i], defaults);
+  for (const ComponentSpec& brought : profile.strategies) {
+    ComponentSpec* existing = nullptr;
+    for (size_t i = 0; i < own; ++i)
+      if (scenario.components[i].use == brought.use) existing = &scenario.components[i];
+    if (existing != nullptr) {
+      add_missing_options(*existing, brought.options);
+      continue;
+    }
+    if (std::find(excluded.begin(), excluded.end(), brought.use) != excluded.end()) continue;
+    ComponentSpec added = brought;
+    for (const auto& [plugin, defaults] : profile.defaults)
+      if (added.use == plugin) add_missing_options(added, defaults);
+    scenario.components.push_back(std::move(added));
+  }
+}
+
+void read_framework(const toml::table& root, const std::string& file, const Catalog& catalog, Scenario& scenario) {
+  const toml::table* table = optional_table(root, "framework", file);
+  const FrameworkProfile* profile = nullptr;
+  std::vector<std::string> excluded;
+  if (table == nullptr) {
+    profile = catalog.default_framework();
+    if (profile == nullptr) return;  // a catalog without profiles: the plan is what the scenario composes
+    scenario.framework.version = profile->version;
+  } else {
+    TomlReader reader(*table, file, "[framework]");
+    reader.reject_unknown_keys({"use", "version", "exclude"});
+    const auto use = reader.string("use");
+    if (!use)
+      fail_at(reader.table_location(), "[framework] needs 'use = \"<framework profile>\"'; known profiles: " +
+                                           join_alternatives(catalog.framework_names(), ", "));
+    profile = catalog.find_framework(*use);
+    if (profile == nullptr)
+      reader.fail_key("use", "names no framework profile in the catalog (" + catalog.data_dir().string() +
+                                 "/frameworks)" + did_you_mean(*use, catalog.framework_names()) +
+                                 " Known profiles: " + join_alternatives(catalog.framework_names(), ", ") + ".");
+    scenario.framework.from_scenario = true;
+    scenario.framework.use_location = reader.value_location("use");
+    scenario.framework.version = reader.string("version").value_or(profile->version);
+    if (const toml::node* node = table->get("exclude")) {
+      std::vector<std::string> brought;
+      for (const ComponentSpec& component : profile->strategies) brought.push_back(component.use);
+      if (!node->is_array())
+        reader.fail_key("exclude", "must be an array of the profile's components to leave out, e.g. [\"" +
+                                       (brought.empty() ? std::string("allocator") : brought.front()) + "\"]");
+      for (const toml::node& entry : *node->as_array()) {
+        const SourceLocation location = location_of(file, entry.source());
+        if (!entry.is_string()) fail_at(location, "in [framework], 'exclude' entries must be strings");
+        const std::string name = entry.as_string()->get();
+        if (std::find(brought.begin(), brought.end(), name) == brought.end())
+          fail_at(location, "in [framework], 'exclude' names '" + name + "', which framework '" + profile->name +
+                                "' does not bring" + did_you_mean(name, brought) + " It brings: " +
+                                (brought.empty() ? std::string("nothing") : join_alternatives(brought, ", ")) +
+                                ".");
+        excluded.push_back(name);
+      }
+    }
+  }
+  scenario.framework.name = profile->name;
+  scenario.framework.profile_file = profile->file;
+  scenario.framework.summary = profile->summary;
+  apply_framework(*profile, excluded, scenario);
+}
+
 bool has_component(const Scenario& scenario, int32_t kind) {
   for (const ComponentSpec& component : scenario.components)
     if (component.kind == kind) return true;
@@ -282,7 +319,7 @@ Scenario parse_scenario(std::string_view text, const std::string& path, const Ca
     fail_at(location_of(path, error.source()), "invalid TOML: " + std::string(error.description()));
   }
   TomlReader reader(root, path, "the scenario's top level");
-  reader.reject_unknown_keys({"name", "mode", "model", "batch", "precision", "optimizer", "activations",
+  reader.reject_unknown_keys({"name", "mode", "framework", "model", "batch", "precision", "optimizer", "activations",
                               "strategy", "hardware", "plugins"});
   Scenario scenario;
   scenario.file = path;
@@ -296,6 +333,7 @@ Scenario parse_scenario(std::string_view text, const std::string& path, const Ca
   read_plugins(root, path, scenario);
   read_components(root, path, scenario);
   check_required_components(root, path, scenario);
+  read_framework(root, path, catalog, scenario);
   return scenario;
 }
 

@@ -18,7 +18,7 @@ Evaluation example(const std::string& name) {
   EXPECT_TRUE(in.good()) << path;
   std::ostringstream text;
   text << in.rdbuf();
-  return evaluate(text.str(), path);
+  return evaluate_paper(text.str(), path);
 }
 
 constexpr int32_t kAct = MEMPLAN_ROLE_ACTIVATIONS;

@@ -30,10 +30,10 @@ std::string scenario(const std::string& preset, const std::string& strategies = 
 //   FlashAttention's log-sum-exp 4 x 32                          128
 //   = 258,192 x 4096 = 1,057,554,432 per layer.
 TEST(MegatronMoe, TopTwoRoutingStoresTwoExpertsPerToken) {
-  Evaluation e = evaluate(scenario("mixtral-8x7b"));
+  Evaluation e = evaluate_paper(scenario("mixtral-8x7b"));
   EXPECT_EQ(e.item_bytes("layers.0-31.activations", kAct), uint64_t{32} * 1'057'554'432u);
   // Tensor parallelism 2 with sequence parallelism halves every term (8 kv heads >= 2 ranks).
-  Evaluation tp = evaluate(scenario("mixtral-8x7b", "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 2\n"
+  Evaluation tp = evaluate_paper(scenario("mixtral-8x7b", "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 2\n"
                                                     "sequence_parallel = true\n"));
   EXPECT_EQ(tp.item_bytes("layers.0-31.activations", kAct), uint64_t{32} * 528'777'216u);
 }
@@ -58,7 +58,7 @@ TEST(MegatronMoe, OneExpertPerTokenCostsTheDenseMlpPlusTheRoutingCopies) {
 // Llama-2-70B at s 4096, b 1 stores 1,125,122,048 bytes per layer (derived in
 // korthikanti_table2_test.cpp, GeneralizedActivations), x 80 layers.
 TEST(MegatronLayers, GroupedQueryAttentionSwiGluFlashAttention) {
-  Evaluation e = evaluate(scenario("llama-2-70b"));
+  Evaluation e = evaluate_paper(scenario("llama-2-70b"));
   EXPECT_EQ(e.item_bytes("layers.0-79.activations", kAct), uint64_t{80} * 1'125'122'048u);
 }
 

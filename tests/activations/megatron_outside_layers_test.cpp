@@ -29,7 +29,7 @@ std::string gpt3(const std::string& extra_activations, const std::string& pipeli
 
 // sbh/t = 2048 x 12288 / 8 = 3,145,728; 4sbh/t = 12,582,912; 4sbv/t = 4 x 2048 x 51200 / 8 = 52,428,800.
 TEST(MegatronOutsideLayers, KorthikantiSection43WithVocabParallelCrossEntropy) {
-  Evaluation e = evaluate(gpt3("cross_entropy = \"vocab-parallel\"\n"));
+  Evaluation e = evaluate_paper(gpt3("cross_entropy = \"vocab-parallel\"\n"));
   EXPECT_EQ(e.item_bytes("activations.embedding_dropout", kAct), 3'145'728u);
   EXPECT_EQ(e.item_bytes("activations.final_norm", kAct), 12'582'912u);
   EXPECT_EQ(e.item_bytes("activations.logits", kAct), 52'428'800u);
@@ -42,7 +42,7 @@ TEST(MegatronOutsideLayers, KorthikantiSection43WithVocabParallelCrossEntropy) {
 
 // By default the loss keeps its own fp32 softmax next to the fp32 logits.
 TEST(MegatronOutsideLayers, UnfusedCrossEntropyKeepsASecondFp32Copy) {
-  Evaluation e = evaluate(gpt3(""));
+  Evaluation e = evaluate_paper(gpt3(""));
   EXPECT_EQ(e.item_bytes("activations.logits", kAct), 52'428'800u);
   EXPECT_EQ(e.item_bytes("activations.cross_entropy", kAct), 52'428'800u);
 }
@@ -65,7 +65,7 @@ const std::string kOneSequence = "micro_batch = 1\nseq_len = 8192\n";
 // 1,141,899,264 per layer, 36,540,776,448 for 32 layers. The vocabulary adds
 // 23% to the layers' activations.
 TEST(MegatronOutsideLayers, LargeVocabularyLogitsAreGigabytes) {
-  Evaluation e = evaluate(llama3_8b(kOneSequence, "dropout = false\n"));
+  Evaluation e = evaluate_paper(llama3_8b(kOneSequence, "dropout = false\n"));
   EXPECT_EQ(e.item_bytes("activations.logits", kAct), 4'202'692'608u);
   EXPECT_EQ(e.item_bytes("activations.cross_entropy", kAct), 4'202'692'608u);
   EXPECT_EQ(e.item_bytes("activations.final_norm", kAct), 134'217'728u);
@@ -76,19 +76,19 @@ TEST(MegatronOutsideLayers, LargeVocabularyLogitsAreGigabytes) {
 
 // With dropout the embedding keeps a 1-byte mask per element: s b h = 33,554,432.
 TEST(MegatronOutsideLayers, EmbeddingDropoutMask) {
-  Evaluation e = evaluate(llama3_8b(kOneSequence, "dropout = true\n"));
+  Evaluation e = evaluate_paper(llama3_8b(kOneSequence, "dropout = true\n"));
   EXPECT_EQ(e.item_bytes("activations.embedding_dropout", kAct), 33'554'432u);
 }
 
 // Tensor parallelism splits the vocabulary-parallel logits t ways; the final
 // norm's activations are split only with sequence parallelism.
 TEST(MegatronOutsideLayers, TensorAndSequenceParallelism) {
-  Evaluation tp = evaluate(llama3_8b(kOneSequence, "dropout = true\n",
+  Evaluation tp = evaluate_paper(llama3_8b(kOneSequence, "dropout = true\n",
                                      "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 8\n"));
   EXPECT_EQ(tp.item_bytes("activations.logits", kAct), 525'336'576u);  // 4,202,692,608 / 8
   EXPECT_EQ(tp.item_bytes("activations.final_norm", kAct), 134'217'728u);
   EXPECT_EQ(tp.item_bytes("activations.embedding_dropout", kAct), 33'554'432u);
-  Evaluation sp = evaluate(llama3_8b(kOneSequence, "dropout = true\n",
+  Evaluation sp = evaluate_paper(llama3_8b(kOneSequence, "dropout = true\n",
                                      "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 8\nsequence_parallel = true\n"));
   EXPECT_EQ(sp.item_bytes("activations.logits", kAct), 525'336'576u);
   EXPECT_EQ(sp.item_bytes("activations.final_norm", kAct), 16'777'216u);
@@ -101,11 +101,11 @@ TEST(MegatronOutsideLayers, TensorAndSequenceParallelism) {
 // norm and logits and no embedding dropout.
 TEST(MegatronOutsideLayers, PipelineStagesHoldTheirOwnEnd) {
   const std::string vocab_parallel = "cross_entropy = \"vocab-parallel\"\n";
-  Evaluation first = evaluate(gpt3(vocab_parallel, "[[strategy]]\nuse = \"pipeline-parallel\"\nsize = 8\n", 16));
+  Evaluation first = evaluate_paper(gpt3(vocab_parallel, "[[strategy]]\nuse = \"pipeline-parallel\"\nsize = 8\n", 16));
   EXPECT_EQ(first.item_bytes("activations.embedding_dropout", kAct), 25'165'824u);
   EXPECT_EQ(first.item_bytes("activations.final_norm", kAct), 0u);
   EXPECT_EQ(first.item_bytes("activations.logits", kAct), 0u);
-  Evaluation last = evaluate(
+  Evaluation last = evaluate_paper(
       gpt3(vocab_parallel, "[[strategy]]\nuse = \"pipeline-parallel\"\nsize = 8\nstage = \"last\"\n", 16));
   EXPECT_EQ(last.item_bytes("activations.embedding_dropout", kAct), 0u);
   EXPECT_EQ(last.item_bytes("activations.final_norm", kAct), 12'582'912u);
@@ -115,7 +115,7 @@ TEST(MegatronOutsideLayers, PipelineStagesHoldTheirOwnEnd) {
 // Full recomputation checkpoints the transformer layers only; the embedding,
 // final norm and loss keep their activations.
 TEST(MegatronOutsideLayers, FullRecomputeKeepsThem) {
-  Evaluation e = evaluate(llama3_8b(kOneSequence, "dropout = false\n",
+  Evaluation e = evaluate_paper(llama3_8b(kOneSequence, "dropout = false\n",
                                     "[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\n"));
   EXPECT_EQ(e.item_bytes("activations.logits", kAct), 4'202'692'608u);
   EXPECT_EQ(e.item_bytes("activations.final_norm", kAct), 134'217'728u);
@@ -129,9 +129,9 @@ TEST(MegatronOutsideLayers, FullRecomputeKeepsThem) {
 // doubles them. What accumulation changes is the timeline: the accumulated
 // gradients already exist while the next micro-batch runs forward.
 TEST(MegatronOutsideLayers, ActivationsArePerMicroBatch) {
-  Evaluation one = evaluate(llama3_8b(kOneSequence + "grad_accum = 1\n", "dropout = false\n"));
-  Evaluation eight = evaluate(llama3_8b(kOneSequence + "grad_accum = 8\n", "dropout = false\n"));
-  Evaluation doubled = evaluate(llama3_8b("micro_batch = 2\nseq_len = 8192\ngrad_accum = 8\n", "dropout = false\n"));
+  Evaluation one = evaluate_paper(llama3_8b(kOneSequence + "grad_accum = 1\n", "dropout = false\n"));
+  Evaluation eight = evaluate_paper(llama3_8b(kOneSequence + "grad_accum = 8\n", "dropout = false\n"));
+  Evaluation doubled = evaluate_paper(llama3_8b("micro_batch = 2\nseq_len = 8192\ngrad_accum = 8\n", "dropout = false\n"));
   const uint64_t activations = uint64_t{36'540'776'448} + 134'217'728u + 2 * uint64_t{4'202'692'608};
   EXPECT_EQ(one.component(kAct), activations);
   EXPECT_EQ(eight.component(kAct), activations);
@@ -168,11 +168,11 @@ TEST(MegatronOutputHead, NoHeadNoLogits) {
       "vocab = 30522\nmlp = \"gelu\"\nnorm = \"layernorm\"\n";
   const std::string rest = "[batch]\nmicro_batch = 8\nseq_len = 512\n[precision]\nuse = \"mixed-bf16\"\n"
                            "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n";
-  Evaluation encoder = evaluate(backbone + "final_norm = false\noutput_head = \"none\"\n" + rest);
+  Evaluation encoder = evaluate_paper(backbone + "final_norm = false\noutput_head = \"none\"\n" + rest);
   EXPECT_EQ(encoder.item_bytes("activations.logits", MEMPLAN_ROLE_ACTIVATIONS), 0u);
   EXPECT_EQ(encoder.item_bytes("activations.cross_entropy", MEMPLAN_ROLE_ACTIVATIONS), 0u);
   EXPECT_EQ(encoder.item_bytes("activations.final_norm", MEMPLAN_ROLE_ACTIVATIONS), 0u);
-  Evaluation decoder = evaluate(backbone + "tied_embeddings = true\n" + rest);
+  Evaluation decoder = evaluate_paper(backbone + "tied_embeddings = true\n" + rest);
   EXPECT_EQ(decoder.item_bytes("activations.logits", MEMPLAN_ROLE_ACTIVATIONS), 500'072'448u);
   EXPECT_EQ(decoder.item_bytes("activations.cross_entropy", MEMPLAN_ROLE_ACTIVATIONS), 500'072'448u);
 }
@@ -182,7 +182,7 @@ TEST(MegatronOutputHead, NoHeadNoLogits) {
 // (as without interleaving): Llama-2-7B, s = 4096, b = 1: logits
 // 4 x 4096 x 32000 = 524,288,000 bytes; final norm 2 x 2 x 4096 x 4096 = 67,108,864.
 TEST(MegatronOutputHead, InterleavingDoesNotMultiplyTheHead) {
-  Evaluation last = evaluate(
+  Evaluation last = evaluate_paper(
       "name = \"t\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nmicro_batch = 1\nseq_len = 4096\n"
       "grad_accum = 8\n[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\n"
       "use = \"megatron\"\nflash_attention = true\ndropout = false\n[[strategy]]\nuse = \"pipeline-parallel\"\n"
@@ -201,7 +201,7 @@ namespace {
 // with logits = "all" (250,000-token vocabulary, 64 x 512 tokens would be
 // 4 x 32,768 x 250,000 = 32,768,000,000 bytes of logits).
 TEST(InferenceOutputHead, NoHeadNoLogits) {
-  Evaluation encoder = evaluate(
+  Evaluation encoder = evaluate_paper(
       "name = \"t\"\nmode = \"infer\"\n[model]\nlayers = 2\nhidden = 1024\nheads = 16\nffn_hidden = 4096\n"
       "vocab = 250000\nmlp = \"gelu\"\nnorm = \"layernorm\"\nfinal_norm = false\noutput_head = \"none\"\n"
       "[batch]\nmicro_batch = 64\nseq_len = 512\n[precision]\nuse = \"bf16\"\n[activations]\nuse = \"inference\"\n"

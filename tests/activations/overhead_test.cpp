@@ -28,7 +28,7 @@ std::string library(const std::string& name) { return " (plugin library " + plug
 // Defaults: a 512 MiB context (overhead) and PyTorch's 32 MiB Hopper cuBLAS
 // workspace (buffers): 536,870,912 + 33,554,432 bytes, persistent.
 TEST(CudaContext, DefaultsAreShownAsItems) {
-  Evaluation e = evaluate(scenario(kNoActivations + "[[strategy]]\nuse = \"cuda-context\"\n"));
+  Evaluation e = evaluate_paper(scenario(kNoActivations + "[[strategy]]\nuse = \"cuda-context\"\n"));
   EXPECT_EQ(e.item_bytes("cuda_context", kOverhead), 536'870'912u);
   EXPECT_EQ(e.item_bytes("cublas_workspace", kBuffers), 33'554'432u);
   EXPECT_EQ(e.item_bytes("cudnn_workspace", kBuffers), 0u);
@@ -39,12 +39,12 @@ TEST(CudaContext, DefaultsAreShownAsItems) {
 // PyTorch's non-Hopper cuBLAS workspace, 4096 KiB x 2 + 16 KiB x 8 = 8.125 MiB
 // = 8,519,680 bytes; a measured context in bytes; a cuDNN workspace of 64 MiB.
 TEST(CudaContext, Options) {
-  Evaluation e = evaluate(scenario(kNoActivations + "[[strategy]]\nuse = \"cuda-context\"\nbytes = 287047680\n"
+  Evaluation e = evaluate_paper(scenario(kNoActivations + "[[strategy]]\nuse = \"cuda-context\"\nbytes = 287047680\n"
                                                     "cublas_workspace_mib = 8.125\ncudnn_workspace_mib = 64\n"));
   EXPECT_EQ(e.item_bytes("cuda_context", kOverhead), 287'047'680u);  // PyTorch PR #86509, lazy loading
   EXPECT_EQ(e.item_bytes("cublas_workspace", kBuffers), 8'519'680u);
   EXPECT_EQ(e.item_bytes("cudnn_workspace", kBuffers), 67'108'864u);
-  Evaluation mib = evaluate(scenario(kNoActivations + "[[strategy]]\nuse = \"cuda-context\"\nmib = 1024\n"));
+  Evaluation mib = evaluate_paper(scenario(kNoActivations + "[[strategy]]\nuse = \"cuda-context\"\nmib = 1024\n"));
   EXPECT_EQ(mib.item_bytes("cuda_context", kOverhead), 1'073'741'824u);
 }
 
@@ -66,7 +66,7 @@ TEST(CudaContext, Errors) {
 // each of the three. Fragmentation 0.1 of what the step allocates and frees
 // (gradients and activations): 0.1 x 4e9 = 4e8.
 TEST(Allocator, RoundingAndFragmentation) {
-  Evaluation e = evaluate(scenario("use = \"ratio\"\nfactor = 1\n[[strategy]]\nuse = \"allocator\"\n"));
+  Evaluation e = evaluate_paper(scenario("use = \"ratio\"\nfactor = 1\n[[strategy]]\nuse = \"allocator\"\n"));
   EXPECT_EQ(e.item_bytes("allocator.rounding", kOverhead), uint64_t{3} * 683'008u);
   EXPECT_EQ(e.item_bytes("allocator.fragmentation", kOverhead), 400'000'000u);
   EXPECT_EQ(e.component(kOverhead), 402'049'024u);
@@ -85,14 +85,14 @@ TEST(Allocator, TransformerShapesRoundExactly) {
   const std::string llama = "name = \"a\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\n"
                             "use = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"none\"\n"
                             "[[strategy]]\nuse = \"allocator\"\nfragmentation = 0\n";
-  EXPECT_EQ(evaluate(llama).component(kOverhead), 0u);
+  EXPECT_EQ(evaluate_paper(llama).component(kOverhead), 0u);
 }
 
 TEST(Allocator, OptionsAndErrors) {
-  Evaluation off = evaluate(scenario("use = \"ratio\"\nfactor = 1\n[[strategy]]\nuse = \"allocator\"\n"
+  Evaluation off = evaluate_paper(scenario("use = \"ratio\"\nfactor = 1\n[[strategy]]\nuse = \"allocator\"\n"
                                      "fragmentation = 0\nrounding = false\n"));
   EXPECT_EQ(off.component(kOverhead), 0u);
-  Evaluation quarter = evaluate(scenario("use = \"ratio\"\nfactor = 1\n[[strategy]]\nuse = \"allocator\"\n"
+  Evaluation quarter = evaluate_paper(scenario("use = \"ratio\"\nfactor = 1\n[[strategy]]\nuse = \"allocator\"\n"
                                          "fragmentation = 0.25\nrounding = false\n"));
   EXPECT_EQ(quarter.component(kOverhead), 1'000'000'000u);
   // Lines 11 [[strategy]], 12 use, 13 fragmentation.
@@ -116,7 +116,7 @@ std::string parallel(const std::string& comm_options, const std::string& precisi
 // communicator; the data- and tensor-parallel groups make 2: 616,562,688.
 // DDP: the buckets copy the rank's gradients, 1e9 / 2 x 2 bytes = 1e9.
 TEST(CommBuffers, NcclAndDdpDefaults) {
-  Evaluation e = evaluate(parallel(""));
+  Evaluation e = evaluate_paper(parallel(""));
   EXPECT_EQ(e.item_bytes("nccl.buffers", kBuffers), 616'562'688u);
   EXPECT_EQ(e.item_bytes("ddp.buckets", kBuffers), 1'000'000'000u);
   EXPECT_EQ(e.component(kBuffers), 1'616'562'688u);
@@ -124,21 +124,21 @@ TEST(CommBuffers, NcclAndDdpDefaults) {
 
 TEST(CommBuffers, NcclOptions) {
   // Simple protocol only: 2 x 16 x 2 x 4,194,304.
-  EXPECT_EQ(evaluate(parallel("nccl_protocols = \"simple\"\n")).item_bytes("nccl.buffers", kBuffers), 268'435'456u);
+  EXPECT_EQ(evaluate_paper(parallel("nccl_protocols = \"simple\"\n")).item_bytes("nccl.buffers", kBuffers), 268'435'456u);
   // One communicator of 32 channels with one connection each: 32 x 9,633,792.
-  EXPECT_EQ(evaluate(parallel("communicators = 1\nnccl_channels = 32\nnccl_peers = 1\n"))
+  EXPECT_EQ(evaluate_paper(parallel("communicators = 1\nnccl_channels = 32\nnccl_peers = 1\n"))
                 .item_bytes("nccl.buffers", kBuffers),
             308'281'344u);
   // NCCL_BUFFSIZE = 1 MiB: 2 x 16 x 2 x (1,048,576 + 4,915,200 + 524,288).
-  EXPECT_EQ(evaluate(parallel("nccl_buffsize = 1048576\n")).item_bytes("nccl.buffers", kBuffers), 415'236'096u);
-  EXPECT_EQ(evaluate(parallel("nccl = false\n")).item_bytes("nccl.buffers", kBuffers), 0u);
+  EXPECT_EQ(evaluate_paper(parallel("nccl_buffsize = 1048576\n")).item_bytes("nccl.buffers", kBuffers), 415'236'096u);
+  EXPECT_EQ(evaluate_paper(parallel("nccl = false\n")).item_bytes("nccl.buffers", kBuffers), 0u);
 }
 
 // gradient_as_bucket_view = true: the gradients are the buckets, no copy.
 // buckets = "none" (Megatron-LM's contiguous buffers, FSDP): nothing either.
 TEST(CommBuffers, DdpBucketViewAndNone) {
-  EXPECT_EQ(evaluate(parallel("gradient_as_bucket_view = true\n")).item_bytes("ddp.buckets", kBuffers), 0u);
-  EXPECT_EQ(evaluate(parallel("buckets = \"none\"\n")).item_bytes("ddp.buckets", kBuffers), 0u);
+  EXPECT_EQ(evaluate_paper(parallel("gradient_as_bucket_view = true\n")).item_bytes("ddp.buckets", kBuffers), 0u);
+  EXPECT_EQ(evaluate_paper(parallel("buckets = \"none\"\n")).item_bytes("ddp.buckets", kBuffers), 0u);
 }
 
 // DeepSpeed with overlap_comm: 4.5 x (5e8 + 5e8) elements x 2 bytes = 9e9, the
@@ -146,14 +146,14 @@ TEST(CommBuffers, DdpBucketViewAndNone) {
 // Without it: a 1e9-byte reduce bucket throughout and a 1e9-byte all-gather
 // bucket during the optimizer step.
 TEST(CommBuffers, DeepSpeedBuckets) {
-  Evaluation overlap = evaluate(parallel("buckets = \"deepspeed\"\noverlap_comm = true\n"));
+  Evaluation overlap = evaluate_paper(parallel("buckets = \"deepspeed\"\noverlap_comm = true\n"));
   EXPECT_EQ(overlap.item_bytes("deepspeed.buckets", kBuffers), 9'000'000'000u);
-  Evaluation plain = evaluate(parallel("buckets = \"deepspeed\"\nnccl = false\n"));
+  Evaluation plain = evaluate_paper(parallel("buckets = \"deepspeed\"\nnccl = false\n"));
   EXPECT_EQ(plain.item_bytes("deepspeed.reduce_bucket", kBuffers), 1'000'000'000u);
   EXPECT_EQ(plain.item_bytes("deepspeed.allgather_bucket", kBuffers), 1'000'000'000u);
   const auto& t = plain.breakdown().timeline;
   EXPECT_EQ(t[kOptimizerStep] - t[kInit], plain.component(MEMPLAN_ROLE_GRADIENTS) + uint64_t{1'000'000'000});
-  Evaluation smaller = evaluate(parallel("buckets = \"deepspeed\"\nnccl = false\nreduce_bucket_size = 2e8\n"
+  Evaluation smaller = evaluate_paper(parallel("buckets = \"deepspeed\"\nnccl = false\nreduce_bucket_size = 2e8\n"
                                          "allgather_bucket_size = 2e8\noverlap_comm = true\n"));
   // The guide's 2e8 advice: 2e8 x 2 bytes x 2 x 4.5 = 3.6 GB.
   EXPECT_EQ(smaller.component(kBuffers), 3'600'000'000u);
@@ -166,7 +166,7 @@ TEST(CommBuffers, ExpertParallelGroupIsACommunicator) {
                               "use = \"mixed-bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"none\"\n"
                               "[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n[[strategy]]\nuse = \"expert-parallel\"\n"
                               "size = 8\n[[strategy]]\nuse = \"comm-buffers\"\nbuckets = \"none\"\n";
-  EXPECT_EQ(evaluate(mixtral).item_bytes("nccl.buffers", kBuffers), 616'562'688u);
+  EXPECT_EQ(evaluate_paper(mixtral).item_bytes("nccl.buffers", kBuffers), 616'562'688u);
 }
 
 // One GPU: no group, no communicator, no data parallelism: nothing.
@@ -174,14 +174,14 @@ TEST(CommBuffers, SingleGpuHasNone) {
   const std::string one = "name = \"comm\"\nmode = \"train\"\n[model]\nparams = 1e9\n[precision]\nuse = \"bf16\"\n"
                           "[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"none\"\n[[strategy]]\n"
                           "use = \"comm-buffers\"\n";
-  EXPECT_EQ(evaluate(one).component(kBuffers), 0u);
+  EXPECT_EQ(evaluate_paper(one).component(kBuffers), 0u);
 }
 
 // Serving with tensor parallelism 4: one communicator, no gradient buckets.
 TEST(CommBuffers, InferenceHasNcclOnly) {
   const std::string infer = "name = \"comm\"\nmode = \"infer\"\n[model]\nparams = 1e9\n[precision]\nuse = \"bf16\"\n"
                             "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 4\n[[strategy]]\nuse = \"comm-buffers\"\n";
-  EXPECT_EQ(evaluate(infer).component(kBuffers), 308'281'344u);
+  EXPECT_EQ(evaluate_paper(infer).component(kBuffers), 308'281'344u);
 }
 
 // Lines: 1-10 as parallel(), 11 [[strategy]], 12 use, 13 size, 14 [[strategy]], 15 use, 16 size,

@@ -23,10 +23,10 @@ std::string scenario(const std::string& options, const std::string& strategies =
 }
 
 TEST(RatioActivations, FactorTimesTheModelsWeights) {
-  EXPECT_EQ(evaluate(scenario("factor = 1\n")).item_bytes("activations.ratio", kAct), 20'000'000'000u);
-  EXPECT_EQ(evaluate(scenario("factor = 0.7\n")).component(kAct), 14'000'000'000u);
-  EXPECT_EQ(evaluate(scenario("factor = 2\n")).component(kAct), 40'000'000'000u);
-  EXPECT_EQ(evaluate(scenario("factor = 0\n")).component(kAct), 0u);
+  EXPECT_EQ(evaluate_paper(scenario("factor = 1\n")).item_bytes("activations.ratio", kAct), 20'000'000'000u);
+  EXPECT_EQ(evaluate_paper(scenario("factor = 0.7\n")).component(kAct), 14'000'000'000u);
+  EXPECT_EQ(evaluate_paper(scenario("factor = 2\n")).component(kAct), 40'000'000'000u);
+  EXPECT_EQ(evaluate_paper(scenario("factor = 0\n")).component(kAct), 0u);
 }
 
 // Seed 001: "Memory for activations does not scale down with the number of
@@ -34,19 +34,19 @@ TEST(RatioActivations, FactorTimesTheModelsWeights) {
 // of = "rank" takes the 10 GB a tensor-parallel rank of 2 holds.
 TEST(RatioActivations, ModelOrRankWeights) {
   const std::string tp2 = "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 2\n";
-  EXPECT_EQ(evaluate(scenario("factor = 1\n", tp2)).component(kAct), 20'000'000'000u);
-  EXPECT_EQ(evaluate(scenario("factor = 1\nof = \"rank\"\n", tp2)).component(kAct), 10'000'000'000u);
+  EXPECT_EQ(evaluate_paper(scenario("factor = 1\n", tp2)).component(kAct), 20'000'000'000u);
+  EXPECT_EQ(evaluate_paper(scenario("factor = 1\nof = \"rank\"\n", tp2)).component(kAct), 10'000'000'000u);
 }
 
 // Seed 001: doubling the batch (or the sequence) doubles the activations, when
 // the factor was observed at a known batch (or sequence).
 TEST(RatioActivations, ScalesWithTheBatchAndSequenceOnlyFromAReference) {
-  EXPECT_EQ(evaluate(scenario("factor = 1\n", "", 64)).component(kAct), 20'000'000'000u);
-  EXPECT_EQ(evaluate(scenario("factor = 1\nreference_micro_batch = 32\n", "", 64)).component(kAct),
+  EXPECT_EQ(evaluate_paper(scenario("factor = 1\n", "", 64)).component(kAct), 20'000'000'000u);
+  EXPECT_EQ(evaluate_paper(scenario("factor = 1\nreference_micro_batch = 32\n", "", 64)).component(kAct),
             40'000'000'000u);
-  EXPECT_EQ(evaluate(scenario("factor = 1\nreference_micro_batch = 32\n", "", 16)).component(kAct),
+  EXPECT_EQ(evaluate_paper(scenario("factor = 1\nreference_micro_batch = 32\n", "", 16)).component(kAct),
             10'000'000'000u);
-  EXPECT_EQ(evaluate(scenario("factor = 1\nreference_seq_len = 4096\n")).component(kAct), 10'000'000'000u);
+  EXPECT_EQ(evaluate_paper(scenario("factor = 1\nreference_seq_len = 4096\n")).component(kAct), 10'000'000'000u);
 }
 
 std::string library() { return " (plugin library " + plugin_dir() + "/memplan-ratio.so)"; }

@@ -68,7 +68,7 @@ TEST(Cli, PluginsListsEveryBuiltInFromItsOwnLibrary) {
   for (const char* name : {"sgd", "sgdm", "adam", "adamw", "fp32", "mixed-fp16", "mixed-bf16", "bf16", "megatron",
                            "none", "data-parallel", "zero", "tensor-parallel", "pipeline-parallel", "recompute"})
     EXPECT_TRUE(expected.count(name)) << name;
-  std::set<std::string> names, libraries;
+  std::set<std::string> names, libraries, frameworks;
   std::istringstream lines(result.out);
   for (std::string line; std::getline(lines, line);) {
     std::istringstream fields(line);
@@ -77,12 +77,21 @@ TEST(Cli, PluginsListsEveryBuiltInFromItsOwnLibrary) {
     std::getline(fields, name, '\t');
     std::getline(fields, version, '\t');
     std::getline(fields, library, '\t');
+    if (kind == "framework") {  // profiles are data files in the catalog, not libraries
+      frameworks.insert(name);
+      EXPECT_EQ(library, data_dir() + "/frameworks/" + name + ".toml");
+      continue;
+    }
     names.insert(name);
     libraries.insert(library);
     EXPECT_EQ(library, plugin_dir() + "/memplan-" + name + ".so");
   }
   EXPECT_EQ(names, expected);
   EXPECT_EQ(libraries.size(), expected.size());
+  std::set<std::string> profile_folders;
+  for (const auto& folder : std::filesystem::directory_iterator(source_dir() + "/plugins/frameworks"))
+    if (std::filesystem::exists(folder.path() / "profile.toml")) profile_folders.insert(folder.path().filename().string());
+  EXPECT_EQ(frameworks, profile_folders);
 }
 
 TEST(Cli, ErrorsExitNonZeroWithOneParagraph) {
@@ -119,7 +128,7 @@ TEST(Cli, VersionAndHelp) {
 TEST(Cli, TableSaysWhetherItFitsAndWhatToChange) {
   CommandResult result = run_cli("run " + example("llama2-7b-single-gpu.toml"));
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_NE(result.out.find("fits: no"), std::string::npos);
+  EXPECT_NE(result.out.find("fits (device memory): no"), std::string::npos);
   EXPECT_NE(result.out.find("what to change:"), std::string::npos);
   EXPECT_NE(result.out.find("GiB"), std::string::npos);
 }

@@ -40,7 +40,7 @@ std::string scenario(const std::string& micro_batch, const std::string& seq_len,
 constexpr uint64_t kCapacity = 85'899'345'920;
 
 TEST(Limits, MaxMicroBatch) {
-  Evaluation e = evaluate(scenario("\"max\"", "4096"));
+  Evaluation e = evaluate_paper(scenario("\"max\"", "4096"));
   const ScenarioLimits limits = evaluate_with_limits(e.estimator());
   ASSERT_TRUE(limits.solved.has_value());
   EXPECT_EQ(limits.solved->value, 4);
@@ -51,7 +51,7 @@ TEST(Limits, MaxMicroBatch) {
 }
 
 TEST(Limits, MaxSequenceLength) {
-  Evaluation e = evaluate(scenario("1", "\"max\""));
+  Evaluation e = evaluate_paper(scenario("1", "\"max\""));
   const ScenarioLimits limits = evaluate_with_limits(e.estimator());
   ASSERT_TRUE(limits.solved.has_value());
   EXPECT_EQ(limits.solved->value, 16'504);
@@ -62,12 +62,12 @@ TEST(Limits, MaxSequenceLength) {
 TEST(Limits, AnswerFitsAndOneMoreDoesNot) {
   for (const auto& [micro_batch, seq_len] : {std::pair<std::string, std::string>{"\"max\"", "8192"},
                                              std::pair<std::string, std::string>{"2", "\"max\""}}) {
-    Evaluation solved = evaluate(scenario(micro_batch, seq_len));
+    Evaluation solved = evaluate_paper(scenario(micro_batch, seq_len));
     const SizeLimit limit = *evaluate_with_limits(solved.estimator()).solved;
     ASSERT_GT(limit.value, 0);
     const bool batch = limit.variable == SizeVariable::micro_batch;
     auto peak_at = [&](int64_t value) {
-      Evaluation fixed = evaluate(batch ? scenario(std::to_string(value), seq_len)
+      Evaluation fixed = evaluate_paper(batch ? scenario(std::to_string(value), seq_len)
                                         : scenario(micro_batch, std::to_string(value)));
       return fixed.breakdown().peak;
     };
@@ -80,7 +80,7 @@ TEST(Limits, NothingFitsGivesZeroAndNamesTheLargestComponent) {
   // Without sharding (ZeRO stage 0) the 7B model states alone (16 B x P = 100 GiB) exceed 80 GiB.
   std::string text = scenario("\"max\"", "4096");
   text.replace(text.find("stage = 3"), 9, "stage = 0");
-  Evaluation e = evaluate(text);
+  Evaluation e = evaluate_paper(text);
   const ScenarioLimits limits = evaluate_with_limits(e.estimator());
   EXPECT_EQ(limits.solved->value, 0);
   EXPECT_EQ(limits.solved->binding, "optimizer_states");
@@ -90,7 +90,7 @@ TEST(Limits, NothingFitsGivesZeroAndNamesTheLargestComponent) {
 TEST(Limits, ModelMaxContextCapsTheLength) {
   std::string text = scenario("1", "\"max\"");
   text.replace(text.find("max_context = 1000000"), 21, "max_context = 4096");
-  Evaluation e = evaluate(text);
+  Evaluation e = evaluate_paper(text);
   const SizeLimit limit = *evaluate_with_limits(e.estimator()).solved;
   EXPECT_EQ(limit.value, 4096);
   EXPECT_TRUE(limit.capped);
@@ -103,13 +103,13 @@ TEST(Limits, Errors) {
             "other");
   EXPECT_EQ(error_of(scenario("\"most\"", "4096"), "s.toml"),
             "s.toml:7:15: error: in [batch], 'micro_batch' must be a positive integer or \"max\", not \"most\"");
-  Evaluation no_gpu = evaluate(scenario("\"max\"", "4096", false));
+  Evaluation no_gpu = evaluate_paper(scenario("\"max\"", "4096", false));
   try {
     evaluate_with_limits(no_gpu.estimator());
     ADD_FAILURE() << "expected an error";
   } catch (const Error& error) {
     EXPECT_STREQ(error.what(),
-                 "scenario.toml:7:15: error: finding the largest micro_batch that fits needs the GPU's memory; set "
+                 "scenario.toml:9:15: error: finding the largest micro_batch that fits needs the GPU's memory; set "
                  "[hardware] gpu or memory_gib");
   }
 }
@@ -123,7 +123,7 @@ namespace {
 // A weights-only inference scenario: no memory depends on the batch or the
 // length, so there is no limit to report (not 2^31, which would read as one).
 TEST(Limits, NothingGrowsMeansUnbounded) {
-  Evaluation e = evaluate(
+  Evaluation e = evaluate_paper(
       "name = \"t\"\nmode = \"infer\"\n[model]\npreset = \"llama-2-7b\"\nmax_context = 1000000\n[batch]\nseq_len = 2048\n"
       "[precision]\nuse = \"bf16\"\n[activations]\nuse = \"none\"\n[hardware]\ngpu = \"h100-sxm-80gb\"\n");
   const ScenarioLimits limits = evaluate_with_limits(e.estimator());
@@ -155,16 +155,16 @@ TEST(Limits, InferenceAnswerFitsAndOneMoreDoesNot) {
   };
   constexpr uint64_t kRtx4090 = 24ull << 30;
   auto peak = [&](const std::string& micro_batch, const std::string& seq_len) {
-    return evaluate(scenario_at(micro_batch, seq_len)).breakdown().peak;
+    return evaluate_paper(scenario_at(micro_batch, seq_len)).breakdown().peak;
   };
-  Evaluation by_length = evaluate(scenario_at("1", "\"max\""));
+  Evaluation by_length = evaluate_paper(scenario_at("1", "\"max\""));
   const SizeLimit length = *evaluate_with_limits(by_length.estimator()).solved;
   EXPECT_EQ(length.binding, "kv_cache");
   EXPECT_EQ(length.value % 16, 0);
   EXPECT_LE(peak("1", std::to_string(length.value)), kRtx4090);
   EXPECT_GT(peak("1", std::to_string(length.value + 1)), kRtx4090);
 
-  Evaluation by_batch = evaluate(scenario_at("\"max\"", "4096"));
+  Evaluation by_batch = evaluate_paper(scenario_at("\"max\"", "4096"));
   const SizeLimit batch = *evaluate_with_limits(by_batch.estimator()).solved;
   EXPECT_GT(batch.value, 1);
   EXPECT_LE(peak(std::to_string(batch.value), "4096"), kRtx4090);

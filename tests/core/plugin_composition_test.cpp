@@ -94,8 +94,8 @@ TEST(Precision, RoleOverridesAndUnknownDtypes) {
 }
 
 TEST(Inference, OnlyWeights) {
-  // Llama-2-7B in fp16 for inference: 6,738,415,616 x 2 bytes, nothing else.
-  Evaluation e = evaluate(
+  // Llama-2-7B in fp16 for inference: 6,738,415,616 x 2 bytes, nothing else (the paper view).
+  Evaluation e = evaluate_paper(
       "name = \"t\"\nmode = \"infer\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\nuse = \"mixed-fp16\"\n");
   EXPECT_EQ(e.breakdown().sum, 13'476'831'232u);
   EXPECT_EQ(e.breakdown().peak, 13'476'831'232u);

@@ -34,7 +34,7 @@ uint64_t logits_bytes(const Evaluation& e) { return e.item_bytes("activations.lo
 // Peak (forward) = weights 6,738,415,616 x 2 + KV 2 GiB + the two transients
 //   = 13,476,831,232 + 2,147,483,648 + 337,641,472 + 128,000 = 15,962,084,352.
 TEST(ForwardTransient, WholePromptPrefillWithFlashAttention) {
-  Evaluation e = evaluate(llama7b(1, 4096));
+  Evaluation e = evaluate_paper(llama7b(1, 4096));
   EXPECT_EQ(layer_bytes(e), 337'641'472u);
   EXPECT_EQ(logits_bytes(e), 128'000u);
   EXPECT_EQ(e.breakdown().peak, 15'962'084'352u);
@@ -53,12 +53,12 @@ TEST(ForwardTransient, WholePromptPrefillWithFlashAttention) {
 //   attention  100,663,296 + 1,073,741,824 = 1,174,405,120 (now the larger)
 //   layer      67,108,864 + 1,174,405,120  = 1,241,513,984
 TEST(ForwardTransient, ScoresWithoutFlashAttention) {
-  EXPECT_EQ(layer_bytes(evaluate(llama7b(1, 4096, "flash_attention = false\n"))), 1'241'513'984u);
+  EXPECT_EQ(layer_bytes(evaluate_paper(llama7b(1, 4096, "flash_attention = false\n"))), 1'241'513'984u);
 }
 
 // logits = "all": every token of the chunk, 4 x 4096 x 32000 = 524,288,000.
 TEST(ForwardTransient, AllLogits) {
-  EXPECT_EQ(logits_bytes(evaluate(llama7b(1, 4096, "logits = \"all\"\n"))), 524'288'000u);
+  EXPECT_EQ(logits_bytes(evaluate_paper(llama7b(1, 4096, "logits = \"all\"\n"))), 524'288'000u);
 }
 
 // Chunked prefill, prefill_chunk = 512 (vLLM's max_num_batched_tokens):
@@ -67,8 +67,8 @@ TEST(ForwardTransient, AllLogits) {
 // Without FlashAttention a chunk still attends to the whole context of 4096:
 //   scores 2 x 32 x 512 x 4096 = 134,217,728; attention 146,800,640 -> 155,189,248.
 TEST(ForwardTransient, ChunkedPrefill) {
-  EXPECT_EQ(layer_bytes(evaluate(llama7b(1, 4096, "prefill_chunk = 512\n"))), 42'205'184u);
-  EXPECT_EQ(layer_bytes(evaluate(llama7b(1, 4096, "prefill_chunk = 512\nflash_attention = false\n"))),
+  EXPECT_EQ(layer_bytes(evaluate_paper(llama7b(1, 4096, "prefill_chunk = 512\n"))), 42'205'184u);
+  EXPECT_EQ(layer_bytes(evaluate_paper(llama7b(1, 4096, "prefill_chunk = 512\nflash_attention = false\n"))),
             155'189'248u);
 }
 
@@ -77,7 +77,7 @@ TEST(ForwardTransient, ChunkedPrefill) {
 //   residual 2 x 2 x 64 x 4096 = 1,048,576; MLP 2 x 64 x 11008 x 3 = 4,227,072
 //   -> 5,275,648; logits of the 64 last positions 4 x 64 x 32000 = 8,192,000.
 TEST(ForwardTransient, DecodeOfManySequences) {
-  Evaluation e = evaluate(llama7b(64, 4096, "prefill_chunk = 16\n"));
+  Evaluation e = evaluate_paper(llama7b(64, 4096, "prefill_chunk = 16\n"));
   EXPECT_EQ(layer_bytes(e), 5'275'648u);
   EXPECT_EQ(logits_bytes(e), 8'192'000u);
 }
@@ -87,20 +87,20 @@ TEST(ForwardTransient, DecodeOfManySequences) {
 //   MLP       270,532,608 / 2 = 135,266,304 -> layer 67,108,864 + 135,266,304 = 202,375,168
 //   logits    4 x 32000 / 2 = 64,000 (vocabulary-parallel LM head)
 TEST(ForwardTransient, TensorParallelSplitsAllButTheResidual) {
-  Evaluation e = evaluate(llama7b(1, 4096, "", "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 2\n"));
+  Evaluation e = evaluate_paper(llama7b(1, 4096, "", "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 2\n"));
   EXPECT_EQ(layer_bytes(e), 202'375'168u);
   EXPECT_EQ(logits_bytes(e), 64'000u);
 }
 
 // Pipeline parallelism: only the stage with the LM head computes logits.
 TEST(ForwardTransient, LogitsOnlyOnTheLastPipelineStage) {
-  Evaluation first = evaluate(llama7b(1, 4096, "", "[[strategy]]\nuse = \"pipeline-parallel\"\nsize = 2\n"));
+  Evaluation first = evaluate_paper(llama7b(1, 4096, "", "[[strategy]]\nuse = \"pipeline-parallel\"\nsize = 2\n"));
   EXPECT_EQ(logits_bytes(first), 0u);
   EXPECT_EQ(layer_bytes(first), 337'641'472u);
   // 16 of 32 layers: half the KV cache, 1 GiB.
   EXPECT_EQ(first.component(MEMPLAN_ROLE_KV_CACHE), 1'073'741'824u);
   Evaluation last =
-      evaluate(llama7b(1, 4096, "", "[[strategy]]\nuse = \"pipeline-parallel\"\nsize = 2\nstage = \"last\"\n"));
+      evaluate_paper(llama7b(1, 4096, "", "[[strategy]]\nuse = \"pipeline-parallel\"\nsize = 2\nstage = \"last\"\n"));
   EXPECT_EQ(logits_bytes(last), 128'000u);
 }
 
@@ -109,7 +109,7 @@ TEST(ForwardTransient, LogitsOnlyOnTheLastPipelineStage) {
 //   residual 67,108,864; attention 2 x 4096 x (4096 + 2 x 1024) = 50,331,648
 //   MLP 2 x 4096 x 14336 x 3 x 2 = 704,643,072 -> layer 771,751,936
 TEST(ForwardTransient, MixtureOfExpertsCountsTopKExperts) {
-  EXPECT_EQ(layer_bytes(evaluate(infer_scenario(preset("mixtral-8x7b"), 1, 4096))), 771'751'936u);
+  EXPECT_EQ(layer_bytes(evaluate_paper(infer_scenario(preset("mixtral-8x7b"), 1, 4096))), 771'751'936u);
 }
 
 }  // namespace

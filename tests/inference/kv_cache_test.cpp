@@ -29,7 +29,7 @@ constexpr std::string_view kOpt13B =
 // vectors) x 5120 (hidden state size) x 40 (number of layers) x 2 (bytes per
 // FP16)". 2 x 5120 x 40 x 2 = 819,200 B = 800 KiB: the paper's KB is 1024 B.
 TEST(VllmPaper, Opt13BKvCacheIs800KBPerToken) {
-  Evaluation e = evaluate(infer_scenario(kOpt13B, 1, 1, "block_size = 1\n", "", "mixed-fp16"));
+  Evaluation e = evaluate_paper(infer_scenario(kOpt13B, 1, 1, "block_size = 1\n", "", "mixed-fp16"));
   EXPECT_EQ(kv_cache_bytes(e), 819'200u);
   EXPECT_EQ(kv_cache_bytes(e) / kKiB, 800u);
 }
@@ -39,7 +39,7 @@ TEST(VllmPaper, Opt13BKvCacheIs800KBPerToken) {
 // 819,200 B x 2048 = 1,677,721,600 B = 1,638,400 KB (of 1024 B), which the
 // paper rounds to 1.6 GB, i.e. 10^6 of its KB (1.5625 GiB; 1.68 x 10^9 B).
 TEST(VllmPaper, Opt13BRequestOf2048TokensIs1Point6GB) {
-  Evaluation e = evaluate(infer_scenario(kOpt13B, 1, 2048, "block_size = 1\n", "", "mixed-fp16"));
+  Evaluation e = evaluate_paper(infer_scenario(kOpt13B, 1, 2048, "block_size = 1\n", "", "mixed-fp16"));
   EXPECT_EQ(kv_cache_bytes(e), 1'677'721'600u);
   EXPECT_EQ(kv_cache_bytes(e) / kKiB, 1'638'400u);
   EXPECT_NEAR(static_cast<double>(kv_cache_bytes(e)) / kKiB / 1e6, 1.6, 0.05);
@@ -48,11 +48,11 @@ TEST(VllmPaper, Opt13BRequestOf2048TokensIs1Point6GB) {
 // Llama-2-7B (preset; 32 layers, 32 kv heads of 128) in fp16:
 // 2 x 32 layers x 4096 (32 x 128) x 2 B = 524,288 B = 0.5 MiB per token.
 TEST(KvCache, Llama2_7BIsHalfAMiBPerToken) {
-  Evaluation one = evaluate(infer_scenario(preset("llama-2-7b"), 1, 1, "block_size = 1\n", "", "mixed-fp16"));
+  Evaluation one = evaluate_paper(infer_scenario(preset("llama-2-7b"), 1, 1, "block_size = 1\n", "", "mixed-fp16"));
   EXPECT_EQ(kv_cache_bytes(one), 524'288u);
   EXPECT_EQ(kv_cache_bytes(one), kMiB / 2);
   // 4096 tokens (256 whole blocks of 16): 4096 x 0.5 MiB = 2 GiB.
-  Evaluation full = evaluate(infer_scenario(preset("llama-2-7b"), 1, 4096, "", "", "mixed-fp16"));
+  Evaluation full = evaluate_paper(infer_scenario(preset("llama-2-7b"), 1, 4096, "", "", "mixed-fp16"));
   EXPECT_EQ(kv_cache_bytes(full), 2 * kGiBu);
   // One item for all 32 layers, 64 MiB each.
   EXPECT_EQ(full.item_bytes("layers.0-31.kv_cache", MEMPLAN_ROLE_KV_CACHE), 2 * kGiBu);
@@ -65,19 +65,19 @@ TEST(KvCache, Llama2_7BIsHalfAMiBPerToken) {
 //   16k  = 16,384 tokens  x 131,072 B = 2,147,483,648 B   = 2 GiB
 //   128k = 131,072 tokens x 131,072 B = 17,179,869,184 B  = 16 GiB
 TEST(KvCache, GroupedQueryAttentionLlama31_8B) {
-  EXPECT_EQ(kv_cache_bytes(evaluate(infer_scenario(kLlama31_8B, 1, 1, "block_size = 1\n"))), 131'072u);
-  EXPECT_EQ(kv_cache_bytes(evaluate(infer_scenario(kLlama31_8B, 1, 1024))), 128 * kMiB);
-  EXPECT_EQ(kv_cache_bytes(evaluate(infer_scenario(kLlama31_8B, 1, 16384))), 2 * kGiBu);
-  EXPECT_EQ(kv_cache_bytes(evaluate(infer_scenario(kLlama31_8B, 1, 131072))), 16 * kGiBu);
+  EXPECT_EQ(kv_cache_bytes(evaluate_paper(infer_scenario(kLlama31_8B, 1, 1, "block_size = 1\n"))), 131'072u);
+  EXPECT_EQ(kv_cache_bytes(evaluate_paper(infer_scenario(kLlama31_8B, 1, 1024))), 128 * kMiB);
+  EXPECT_EQ(kv_cache_bytes(evaluate_paper(infer_scenario(kLlama31_8B, 1, 16384))), 2 * kGiBu);
+  EXPECT_EQ(kv_cache_bytes(evaluate_paper(infer_scenario(kLlama31_8B, 1, 131072))), 16 * kGiBu);
   // Concurrent sequences multiply it: 8 sequences of 16k = 16 GiB.
-  EXPECT_EQ(kv_cache_bytes(evaluate(infer_scenario(kLlama31_8B, 8, 16384))), 16 * kGiBu);
+  EXPECT_EQ(kv_cache_bytes(evaluate_paper(infer_scenario(kLlama31_8B, 8, 16384))), 16 * kGiBu);
 }
 
 // Multi-query attention (Shazeer 2019, arXiv 1911.02150): one kv head.
 // Llama-3.1-8B's shape with kv_heads = 1: 2 x 32 x 1 x 128 x 2 = 16,384 B per token.
 TEST(KvCache, MultiQueryAttentionKeepsOneKvHead) {
   const std::string mqa = "layers = 32\nhidden = 4096\nheads = 32\nkv_heads = 1\nffn_hidden = 14336\nvocab = 128256\n";
-  EXPECT_EQ(kv_cache_bytes(evaluate(infer_scenario(mqa, 1, 1024))), 1024u * 16'384);
+  EXPECT_EQ(kv_cache_bytes(evaluate_paper(infer_scenario(mqa, 1, 1024))), 1024u * 16'384);
 }
 
 // PagedAttention (Kwon et al. 2023, section 4.1) stores each sequence in
@@ -87,13 +87,13 @@ TEST(KvCache, MultiQueryAttentionKeepsOneKvHead) {
 //   block 256: 4 blocks = 1024 tokens = 536,870,912 B
 //   3 sequences, block 16: each rounds up on its own, 3 x 528,482,304 B
 TEST(KvCache, PagedBlocksRoundEachSequenceUp) {
-  EXPECT_EQ(kv_cache_bytes(evaluate(infer_scenario(preset("llama-2-7b"), 1, 1000, "", "", "mixed-fp16"))),
+  EXPECT_EQ(kv_cache_bytes(evaluate_paper(infer_scenario(preset("llama-2-7b"), 1, 1000, "", "", "mixed-fp16"))),
             1008u * 524'288);
-  EXPECT_EQ(kv_cache_bytes(evaluate(infer_scenario(preset("llama-2-7b"), 1, 1000, "block_size = 1\n", "", "mixed-fp16"))),
+  EXPECT_EQ(kv_cache_bytes(evaluate_paper(infer_scenario(preset("llama-2-7b"), 1, 1000, "block_size = 1\n", "", "mixed-fp16"))),
             524'288'000u);
-  EXPECT_EQ(kv_cache_bytes(evaluate(infer_scenario(preset("llama-2-7b"), 1, 1000, "block_size = 256\n", "", "mixed-fp16"))),
+  EXPECT_EQ(kv_cache_bytes(evaluate_paper(infer_scenario(preset("llama-2-7b"), 1, 1000, "block_size = 256\n", "", "mixed-fp16"))),
             536'870'912u);
-  EXPECT_EQ(kv_cache_bytes(evaluate(infer_scenario(preset("llama-2-7b"), 3, 1000, "", "", "mixed-fp16"))),
+  EXPECT_EQ(kv_cache_bytes(evaluate_paper(infer_scenario(preset("llama-2-7b"), 3, 1000, "", "", "mixed-fp16"))),
             3u * 528'482'304);
 }
 
@@ -106,18 +106,18 @@ constexpr std::string_view kMistral7B =
 
 TEST(SlidingWindow, CapsWindowedLayersAtTheWindow) {
   // 16k context: every layer caches 4096 tokens x 131,072 B = 512 MiB.
-  Evaluation e = evaluate(infer_scenario(kMistral7B, 1, 16384));
+  Evaluation e = evaluate_paper(infer_scenario(kMistral7B, 1, 16384));
   EXPECT_EQ(kv_cache_bytes(e), 512 * kMiB);
   EXPECT_EQ(e.item_bytes("layers.0-31.kv_cache", MEMPLAN_ROLE_KV_CACHE), 512 * kMiB);
   // A context shorter than the window is not padded to it: 1008 tokens (63 blocks).
-  EXPECT_EQ(kv_cache_bytes(evaluate(infer_scenario(kMistral7B, 1, 1000))), 1008u * 131'072);
+  EXPECT_EQ(kv_cache_bytes(evaluate_paper(infer_scenario(kMistral7B, 1, 1000))), 1008u * 131'072);
 }
 
 TEST(SlidingWindow, MistralPaperEightfoldAt32k) {
   // 32k = 32,768 tokens: 4 GiB without the window (option sliding_window = 0),
   // 512 MiB with it: 8x.
-  const uint64_t full = kv_cache_bytes(evaluate(infer_scenario(kMistral7B, 1, 32768, "sliding_window = 0\n")));
-  const uint64_t windowed = kv_cache_bytes(evaluate(infer_scenario(kMistral7B, 1, 32768)));
+  const uint64_t full = kv_cache_bytes(evaluate_paper(infer_scenario(kMistral7B, 1, 32768, "sliding_window = 0\n")));
+  const uint64_t windowed = kv_cache_bytes(evaluate_paper(infer_scenario(kMistral7B, 1, 32768)));
   EXPECT_EQ(full, 4 * kGiBu);
   EXPECT_EQ(windowed, 512 * kMiB);
   EXPECT_EQ(full / windowed, 8u);
@@ -125,7 +125,7 @@ TEST(SlidingWindow, MistralPaperEightfoldAt32k) {
 
 TEST(SlidingWindow, OptionOverridesTheModel) {
   // Llama-3.1-8B has no window; sliding_window = 4096 gives it one: 4096 x 131,072 B.
-  EXPECT_EQ(kv_cache_bytes(evaluate(infer_scenario(kLlama31_8B, 1, 16384, "sliding_window = 4096\n"))), 512 * kMiB);
+  EXPECT_EQ(kv_cache_bytes(evaluate_paper(infer_scenario(kLlama31_8B, 1, 16384, "sliding_window = 4096\n"))), 512 * kMiB);
 }
 
 // Hybrid local/global attention, Gemma 2's shape (google/gemma-2-9b
@@ -139,7 +139,7 @@ TEST(SlidingWindow, HybridModelsSplitGlobalAndWindowedLayers) {
   const std::string gemma2 =
       "layers = 42\nhidden = 3584\nheads = 16\nkv_heads = 8\nhead_dim = 256\nffn_hidden = 14336\nvocab = 256000\n"
       "tied_embeddings = true\nsliding_window = 4096\nglobal_attention_every = 2\n";
-  Evaluation e = evaluate(infer_scenario(gemma2, 1, 8192));
+  Evaluation e = evaluate_paper(infer_scenario(gemma2, 1, 8192));
   const auto& items = e.estimator().plan().items;
   EXPECT_EQ(bytes_named(items, "kv_cache.global"), 1'409'286'144u);
   EXPECT_EQ(bytes_named(items, "kv_cache.window"), 704'643'072u);
@@ -165,7 +165,7 @@ TEST(SlidingWindow, PipelineStagesCountTheirOwnGlobalLayers) {
   const std::string model =
       "layers = 16\nhidden = 1024\nheads = 8\nffn_hidden = 4096\nvocab = 32000\nsliding_window = 512\n"
       "global_attention_every = 3\n";
-  Evaluation first = evaluate(
+  Evaluation first = evaluate_paper(
       infer_scenario(model, 1, 2048, "", "[[strategy]]\nuse = \"pipeline-parallel\"\nsize = 2\n"));
   const auto& a = first.estimator().plan().items;
   EXPECT_EQ(bytes_named(a, "kv_cache.global"), 16'777'216u);
@@ -173,7 +173,7 @@ TEST(SlidingWindow, PipelineStagesCountTheirOwnGlobalLayers) {
   EXPECT_EQ(find_named(a, "kv_cache.global")->layer, 2);
   EXPECT_EQ(find_named(a, "kv_cache.window")->layer, 0);
 
-  Evaluation last = evaluate(infer_scenario(
+  Evaluation last = evaluate_paper(infer_scenario(
       model, 1, 2048, "", "[[strategy]]\nuse = \"pipeline-parallel\"\nsize = 2\nstage = \"last\"\n"));
   const auto& b = last.estimator().plan().items;
   EXPECT_EQ(bytes_named(b, "kv_cache.global"), 25'165'824u);
@@ -213,7 +213,7 @@ TEST(SlidingWindow, LayerClassification) {
 //   t = 16: 1 head (a replica; 16 ranks share 8 heads): 40,960 B/token -> 167,772,160 B
 TEST(TensorParallel, KvHeadsPerRankWithReplication) {
   auto kv_at = [](int t) {
-    return kv_cache_bytes(evaluate(infer_scenario(
+    return kv_cache_bytes(evaluate_paper(infer_scenario(
         preset("llama-2-70b"), 1, 4096, "", "[[strategy]]\nuse = \"tensor-parallel\"\nsize = " + std::to_string(t) + "\n")));
   };
   EXPECT_EQ(kv_at(1), 1'342'177'280u);
@@ -227,9 +227,9 @@ TEST(TensorParallel, KvHeadsPerRankWithReplication) {
 // The KV dtype: fp8 (vLLM's kv_cache_dtype = "fp8") and int8 store 1 byte per
 // element, half of bf16. Llama-3.1-8B at 16k: 2 GiB in bf16, 1 GiB in fp8.
 TEST(KvDtype, Fp8HalvesBf16) {
-  const uint64_t bf16 = kv_cache_bytes(evaluate(infer_scenario(kLlama31_8B, 1, 16384)));
-  const uint64_t fp8 = kv_cache_bytes(evaluate(infer_scenario(kLlama31_8B, 1, 16384, "kv_dtype = \"fp8\"\n")));
-  const uint64_t int8 = kv_cache_bytes(evaluate(infer_scenario(kLlama31_8B, 1, 16384, "kv_dtype = \"int8\"\n")));
+  const uint64_t bf16 = kv_cache_bytes(evaluate_paper(infer_scenario(kLlama31_8B, 1, 16384)));
+  const uint64_t fp8 = kv_cache_bytes(evaluate_paper(infer_scenario(kLlama31_8B, 1, 16384, "kv_dtype = \"fp8\"\n")));
+  const uint64_t int8 = kv_cache_bytes(evaluate_paper(infer_scenario(kLlama31_8B, 1, 16384, "kv_dtype = \"int8\"\n")));
   EXPECT_EQ(bf16, 2 * kGiBu);
   EXPECT_EQ(fp8, 1 * kGiBu);
   EXPECT_EQ(int8, fp8);
@@ -241,7 +241,7 @@ TEST(KvDtype, DefaultsToTheActivationDtype) {
   const std::string text = "name = \"t\"\nmode = \"infer\"\n[model]\n" + std::string(kLlama31_8B) +
                            "[batch]\nseq_len = 16384\n[precision]\nuse = \"bf16\"\nactivations = \"fp32\"\n"
                            "[activations]\nuse = \"inference\"\n";
-  EXPECT_EQ(kv_cache_bytes(evaluate(text)), 4 * kGiBu);
+  EXPECT_EQ(kv_cache_bytes(evaluate_paper(text)), 4 * kGiBu);
 }
 
 // Errors, with their exact located messages.

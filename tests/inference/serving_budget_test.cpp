@@ -32,7 +32,7 @@ TEST(ServingBudget, Llama2_7BOnA24GiBGpu) {
   const std::string text = infer_scenario(preset("llama-2-7b"), 1, 4096, "",
                                           budget("gpu_memory_utilization = 0.9\n", "gpu = \"rtx-4090-24gb\"\n"),
                                           "mixed-fp16");
-  Evaluation probe(text);
+  Evaluation probe(paper(text));
   EXPECT_EQ(probe.estimator().attribute_double("limits.memory_fraction"), 0.9);
   EXPECT_EQ(probe.estimator().attribute_int("kv.block_tokens"), 16);
   EXPECT_EQ(probe.estimator().attribute_double("kv.block_bytes"), 8'388'608.0);
@@ -45,7 +45,7 @@ TEST(ServingBudget, Llama2_7BOnA24GiBGpu) {
 
   // The core's evaluation of the same scenario: its peak is the non-KV high
   // point plus the 2 GiB the one sequence caches (256 blocks of 8 MiB).
-  Evaluation e = evaluate(text);
+  Evaluation e = evaluate_paper(text);
   EXPECT_EQ(e.breakdown().peak, 13'814'600'704u + 2'147'483'648u);
   EXPECT_EQ(e.component(MEMPLAN_ROLE_KV_CACHE), 256u * 8'388'608);
   EXPECT_EQ(bytes_named(probe.estimator().plan().items, "kv_cache"), e.component(MEMPLAN_ROLE_KV_CACHE));
@@ -53,8 +53,8 @@ TEST(ServingBudget, Llama2_7BOnA24GiBGpu) {
 
 // The default u is vLLM's 0.9.
 TEST(ServingBudget, DefaultUtilizationIsVllms) {
-  Evaluation probe(infer_scenario(preset("llama-2-7b"), 1, 4096, "", budget("", "memory_gib = 24\n"),
-                                      "mixed-fp16"));
+  Evaluation probe(paper(infer_scenario(preset("llama-2-7b"), 1, 4096, "", budget("", "memory_gib = 24\n"),
+                                      "mixed-fp16")));
   EXPECT_EQ(probe.estimator().attribute_double("limits.memory_fraction"), 0.9);
   EXPECT_EQ(probe.estimator().attribute_int("report.kv_blocks"), 1117);
 }
@@ -64,8 +64,8 @@ TEST(ServingBudget, DefaultUtilizationIsVllms) {
 //   blocks floor(72,084,745,216 / 8,388,608) = floor(8593.17) = 8593; tokens 137,488
 //   sequences of 4096: floor(8593 / 256) = 33
 TEST(ServingBudget, WholeGpu) {
-  Evaluation probe(infer_scenario(preset("llama-2-7b"), 1, 4096, "",
-                                      budget("gpu_memory_utilization = 1\n", "memory_gib = 80\n"), "mixed-fp16"));
+  Evaluation probe(paper(infer_scenario(preset("llama-2-7b"), 1, 4096, "",
+                                      budget("gpu_memory_utilization = 1\n", "memory_gib = 80\n"), "mixed-fp16")));
   EXPECT_EQ(probe.estimator().attribute_int("report.kv_blocks"), 8593);
   EXPECT_EQ(probe.estimator().attribute_int("report.kv_tokens"), 137'488);
   EXPECT_EQ(probe.estimator().attribute_int("report.max_sequences_at_seq_len"), 33);
@@ -76,7 +76,7 @@ TEST(ServingBudget, WholeGpu) {
 // (2 x 2 x 4096 x 8192 + 2 x 4096 x 28672 x 3 = 838,860,800) + logits 128,000
 // = 138,792,285,184 B = 129.26 GiB: no block fits.
 TEST(ServingBudget, NothingLeftForTheCache) {
-  Evaluation probe(infer_scenario(preset("llama-2-70b"), 1, 4096, "", budget("", "gpu = \"h100-sxm-80gb\"\n")));
+  Evaluation probe(paper(infer_scenario(preset("llama-2-70b"), 1, 4096, "", budget("", "gpu = \"h100-sxm-80gb\"\n"))));
   EXPECT_EQ(probe.estimator().attribute_int("report.kv_blocks"), 0);
   EXPECT_EQ(probe.estimator().attribute_int("report.kv_tokens"), 0);
   EXPECT_EQ(probe.estimator().attribute_int("report.max_sequences_at_seq_len"), 0);
@@ -90,9 +90,9 @@ TEST(ServingBudget, NothingLeftForTheCache) {
 // Tensor parallelism shrinks the block: Llama-2-70B over 8 ranks keeps one kv
 // head per rank, 16 tokens x 2 x 80 x 1 x 128 x 2 B = 655,360 B per block.
 TEST(ServingBudget, TensorParallelBlock) {
-  Evaluation probe(infer_scenario(
+  Evaluation probe(paper(infer_scenario(
       preset("llama-2-70b"), 1, 4096, "",
-      "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 8\n" + budget("", "gpu = \"h100-sxm-80gb\"\ncount = 8\n")));
+      "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 8\n" + budget("", "gpu = \"h100-sxm-80gb\"\ncount = 8\n"))));
   EXPECT_EQ(probe.estimator().attribute_double("kv.block_bytes"), 655'360.0);
   const int64_t blocks = probe.estimator().attribute_int("report.kv_blocks").value_or(-1);
   EXPECT_EQ(blocks, probe.estimator().attribute_int("report.kv_budget_bytes").value_or(0) / 655'360);

@@ -116,13 +116,19 @@ TEST(InstalledPrefix, CliLoadsItsOwnPluginsAndCatalog) {
 
   CommandResult plugins = run_installed("plugins");
   ASSERT_EQ(plugins.exit_code, 0) << plugins.err;
-  size_t lines = 0;
+  size_t lines = 0, profiles = 0;
   std::istringstream listing(plugins.out);
   for (std::string line; std::getline(listing, line);) {
+    if (line.rfind("framework\t", 0) == 0) {  // framework profiles: data files of the installed catalog
+      ++profiles;
+      EXPECT_TRUE(contains(line, "\t" + kPrefix + "/share/memplan/frameworks/")) << line;
+      continue;
+    }
     ++lines;
     EXPECT_TRUE(contains(line, "\t" + kPrefix + "/lib/memplan/plugins/memplan-")) << line;
   }
   EXPECT_EQ(lines, file_names(plugin_dir()).size());
+  EXPECT_EQ(profiles, file_names(data_dir() + "/frameworks").size());
 
   // A preset from the installed catalog: Llama-2-7B, P = 6,738,415,616, bf16 weights = 2 B x P.
   const json estimate = run_json(source_dir() + "/examples/llama2-7b-single-gpu.toml");
@@ -184,7 +190,8 @@ TEST(OutOfTree, AdanScenarioThroughTheInstalledCli) {
 // A params-only model makes the figures plain: P = 10^9, mixed bf16, no
 // sharding, no activations.
 std::string adan_scenario(const std::string& implementation) {
-  return "name = \"adan-1b\"\nmode = \"train\"\n\n[model]\nparams = 1e9\n\n[precision]\nuse = \"mixed-bf16\"\n\n"
+  // The paper view: the figures below count the optimizer's tensors, not the runtime.
+  return "name = \"adan-1b\"\nmode = \"train\"\n\n[framework]\nuse = \"paper\"\n\n[model]\nparams = 1e9\n\n[precision]\nuse = \"mixed-bf16\"\n\n"
          "[optimizer]\nuse = \"adan\"\nimplementation = \"" +
          implementation + "\"\n\n[activations]\nuse = \"none\"\n\n[plugins]\nsearch_path = [\"" + kWork +
          "/adan-optimizer/build\"]\n";
@@ -210,7 +217,7 @@ TEST(OutOfTree, AdanRejectsAnUnknownImplementationAtTheOption) {
   CommandResult result = run_installed("run " + quote(scenario));
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_EQ(result.err, scenario +
-                            ":12:18: error: in [optimizer], optimizer plugin 'adan', option 'implementation': must be "
+                            ":15:18: error: in [optimizer], optimizer plugin 'adan', option 'implementation': must be "
                             "\"fused\" or \"foreach\", not \"triton\" (plugin library " +
                             kWork + "/adan-optimizer/build/memplan-adan.so)\n");
 }
@@ -437,10 +444,18 @@ void expect_unpacked_memplan_works(const std::string& root, const std::string& b
   CommandResult plugins = run_command(clean_environment() + quote(binary) + " plugins");
   EXPECT_EQ(plugins.exit_code, 0) << plugins.err;
   std::istringstream listing(plugins.out);
-  size_t lines = 0;
-  for (std::string line; std::getline(listing, line); ++lines)
+  size_t lines = 0, profiles = 0;
+  for (std::string line; std::getline(listing, line);) {
+    if (line.rfind("framework\t", 0) == 0) {  // framework profiles, from the unpacked catalog
+      ++profiles;
+      EXPECT_TRUE(contains(line, "\t" + root + "/share/memplan/frameworks/")) << line;
+      continue;
+    }
+    ++lines;
     EXPECT_TRUE(contains(line, "\t" + root + "/lib/memplan/plugins/memplan-")) << line;
+  }
   EXPECT_EQ(lines, file_names(plugin_dir()).size());
+  EXPECT_EQ(profiles, file_names(data_dir() + "/frameworks").size());
   CommandResult run = run_command(clean_environment() + quote(binary) + " run " +
                                   quote(source_dir() + "/examples/llama2-7b-single-gpu.toml") + " --format json");
   ASSERT_EQ(run.exit_code, 0) << run.err;

@@ -115,7 +115,7 @@ void expect_run_goes_on(const PluginRegistry& registry, const char* folder, size
   const LoadedPlugin* good = registry.find("loader-good");
   ASSERT_NE(good, nullptr);
   EXPECT_EQ(good->path, good_library(folder));
-  const Breakdown builtins = evaluate_with(registry, train_scenario("adam"));
+  const Breakdown builtins = evaluate_with(registry, paper(train_scenario("adam")));
   EXPECT_EQ(builtins.components[MEMPLAN_ROLE_WEIGHTS], kFp32Bytes);
   EXPECT_EQ(builtins.components[MEMPLAN_ROLE_GRADIENTS], kFp32Bytes);
   EXPECT_EQ(optimizer_states(builtins), 2 * kFp32Bytes);
@@ -353,7 +353,8 @@ TEST(loader_plugin_call, RawCreateErrorWithoutMessage) {
 // ---------------------------------------------------------------------------
 // The command line.
 
-// Every line `memplan plugins` prints for a registry, in its order (by kind).
+// Every line `memplan plugins` prints for a registry, in its order (by kind),
+// then the catalog's framework profiles (data files, listed by their path).
 std::string plugin_listing(const std::vector<const LoadedPlugin*>& plugins) {
   std::ostringstream out;
   for (int32_t kind : {MEMPLAN_KIND_PRECISION, MEMPLAN_KIND_OPTIMIZER, MEMPLAN_KIND_ACTIVATIONS,
@@ -361,6 +362,8 @@ std::string plugin_listing(const std::vector<const LoadedPlugin*>& plugins) {
     for (const LoadedPlugin* plugin : plugins)
       if (plugin->descriptor.kind == kind)
         out << kind_name(kind) << "\t" << plugin->name << "\t" << plugin->version << "\t" << plugin->path << "\n";
+  for (const FrameworkProfile& profile : catalog().frameworks())
+    out << "framework\t" << profile.name << "\t" << profile.version << "\t" << profile.file << "\n";
   return out.str();
 }
 

@@ -24,21 +24,21 @@ uint64_t persistent_states(const Evaluation& evaluation) {
 // 1e9 parameters: fp32 weights 4 + gradients 4 + one fp32 momentum 4 = 12
 // bytes per parameter; mixed bf16: 2 + 2 + master 4 + momentum 4 = 12.
 TEST(Lion, OneMomentumPerParameter) {
-  const Evaluation fp32 = evaluate(train(params_model(1e9), "use = \"fp32\"", "use = \"lion\""));
+  const Evaluation fp32 = evaluate_paper(train(params_model(1e9), "use = \"fp32\"", "use = \"lion\""));
   EXPECT_DOUBLE_EQ(static_cast<double>(fp32.breakdown().sum) / 1e9, 12);
   EXPECT_EQ(fp32.component(kStates), 4'000'000'000u);
-  const Evaluation mixed = evaluate(train(params_model(1e9), "use = \"mixed-bf16\"", "use = \"lion\""));
+  const Evaluation mixed = evaluate_paper(train(params_model(1e9), "use = \"mixed-bf16\"", "use = \"lion\""));
   EXPECT_DOUBLE_EQ(static_cast<double>(mixed.breakdown().sum) / 1e9, 12);
   // In the recipe's optimizer-states dtype: pure bf16 keeps a 2-byte momentum.
-  const Evaluation bf16 = evaluate(train(params_model(1e9), "use = \"bf16\"", "use = \"lion\""));
+  const Evaluation bf16 = evaluate_paper(train(params_model(1e9), "use = \"bf16\"", "use = \"lion\""));
   EXPECT_EQ(bf16.component(kStates), 2'000'000'000u);
 }
 
 // Half of AdamW's states, item by item, on a real architecture.
 TEST(Lion, HalfOfAdamWsStates) {
   const std::string model = "[model]\npreset = \"llama-2-7b\"\n";
-  const Evaluation lion = evaluate(train(model, "use = \"mixed-bf16\"", "use = \"lion\""));
-  const Evaluation adamw = evaluate(train(model, "use = \"mixed-bf16\"", "use = \"adamw\""));
+  const Evaluation lion = evaluate_paper(train(model, "use = \"mixed-bf16\"", "use = \"lion\""));
+  const Evaluation adamw = evaluate_paper(train(model, "use = \"mixed-bf16\"", "use = \"adamw\""));
   // 4 B x 6,738,415,616 parameters.
   EXPECT_EQ(lion.component(kStates), 26'953'662'464u);
   EXPECT_EQ(2 * lion.component(kStates), adamw.component(kStates));
@@ -59,7 +59,7 @@ TEST(Lion, HalfOfAdamWsStates) {
 //   final_norm (1-D)                          =    64
 //   total 1,064 + 2,304 + 64 + 1,064 = 4,496 elements = 17,984 bytes
 TEST(Adafactor, FactoredSecondMomentOfTheTinyModel) {
-  const Evaluation e = evaluate(train(kTinyModel, "use = \"fp32\"", "use = \"adafactor\""));
+  const Evaluation e = evaluate_paper(train(kTinyModel, "use = \"fp32\"", "use = \"adafactor\""));
   EXPECT_EQ(persistent_states(e), 17'984u);
   EXPECT_EQ(e.item_bytes("embed_tokens", kStates), 1'064u * 4);
   EXPECT_EQ(e.item_bytes("lm_head", kStates), 1'064u * 4);
@@ -75,16 +75,16 @@ TEST(Adafactor, FactoredSecondMomentOfTheTinyModel) {
 // Face's Adafactor keeps it whenever beta1 is set.
 TEST(Adafactor, OptionalFirstMoment) {
   const std::string fp32 = "use = \"fp32\"";
-  EXPECT_EQ(persistent_states(evaluate(train(kTinyModel, fp32, "use = \"adafactor\"\nfirst_moment = true"))),
+  EXPECT_EQ(persistent_states(evaluate_paper(train(kTinyModel, fp32, "use = \"adafactor\"\nfirst_moment = true"))),
             17'984u + 808'192u);
-  EXPECT_EQ(persistent_states(evaluate(train(kTinyModel, fp32, "use = \"adafactor\"\nbeta1 = 0.9"))),
+  EXPECT_EQ(persistent_states(evaluate_paper(train(kTinyModel, fp32, "use = \"adafactor\"\nbeta1 = 0.9"))),
             17'984u + 808'192u);
-  EXPECT_EQ(persistent_states(evaluate(train(kTinyModel, fp32, "use = \"adafactor\"\nbeta1 = 0.0"))),
+  EXPECT_EQ(persistent_states(evaluate_paper(train(kTinyModel, fp32, "use = \"adafactor\"\nbeta1 = 0.0"))),
             17'984u + 808'192u);
   EXPECT_EQ(persistent_states(
-                evaluate(train(kTinyModel, fp32, "use = \"adafactor\"\nbeta1 = 0.9\nfirst_moment = true"))),
+                evaluate_paper(train(kTinyModel, fp32, "use = \"adafactor\"\nbeta1 = 0.9\nfirst_moment = true"))),
             17'984u + 808'192u);
-  EXPECT_EQ(persistent_states(evaluate(train(kTinyModel, fp32, "use = \"adafactor\"\nfirst_moment = false"))),
+  EXPECT_EQ(persistent_states(evaluate_paper(train(kTinyModel, fp32, "use = \"adafactor\"\nfirst_moment = false"))),
             17'984u);
 }
 
@@ -100,7 +100,7 @@ TEST(Adafactor, OptionalFirstMoment) {
 //   total 314 + 1,472 + 64 + 314 = 2,164 elements = 8,656 bytes
 TEST(Adafactor, TensorParallelSplitsTheNonHiddenSide) {
   auto with_tp = [](int t) {
-    return evaluate(train(kTinyModel, "use = \"fp32\"", "use = \"adafactor\"",
+    return evaluate_paper(train(kTinyModel, "use = \"fp32\"", "use = \"adafactor\"",
                           "[[strategy]]\nuse = \"tensor-parallel\"\nsize = " + std::to_string(t) + "\n"));
   };
   EXPECT_EQ(persistent_states(with_tp(2)), 11'680u);
@@ -110,7 +110,7 @@ TEST(Adafactor, TensorParallelSplitsTheNonHiddenSide) {
 // Biases are 1-D and keep a full second moment. With qkv_bias the q item is
 // 4,096 + 64 elements: 64 + 64 + 64 = 192; k and v 2,048 + 32: 64 + 32 + 32 = 128.
 TEST(Adafactor, BiasesKeepAFullSecondMoment) {
-  const Evaluation e = evaluate(train(kTinyModel + "qkv_bias = true\n", "use = \"fp32\"", "use = \"adafactor\""));
+  const Evaluation e = evaluate_paper(train(kTinyModel + "qkv_bias = true\n", "use = \"fp32\"", "use = \"adafactor\""));
   EXPECT_EQ(e.item_bytes("layers.0-1.attn.q", kStates), 192u * 4 * 2);
   EXPECT_EQ(e.item_bytes("layers.0-1.attn.k", kStates), 128u * 4 * 2);
   EXPECT_EQ(e.item_bytes("layers.0-1.attn.o", kStates), 128u * 4 * 2);
@@ -123,7 +123,7 @@ TEST(Adafactor, ExpertsAndRouter) {
   const std::string moe =
       "[model]\nlayers = 2\nhidden = 64\nheads = 4\nkv_heads = 2\nvocab = 1000\nmlp = \"swiglu\"\n"
       "[model.moe]\nexperts = 4\ntop_k = 2\nexpert_ffn_hidden = 32\n";
-  const Evaluation e = evaluate(train(moe, "use = \"fp32\"", "use = \"adafactor\""));
+  const Evaluation e = evaluate_paper(train(moe, "use = \"fp32\"", "use = \"adafactor\""));
   EXPECT_EQ(e.item_bytes("layers.0-1.moe.experts", kStates), 1'152u * 4 * 2);
   EXPECT_EQ(e.item_bytes("layers.0-1.moe.router", kStates), 68u * 4 * 2);
 }
@@ -162,7 +162,7 @@ TEST(Adafactor, Errors) {
 //   fp32   2 layers x (2 x 16,384 + 1,024) + 512               =  68,096
 //   total                                                      = 461,216
 TEST(Adam8bit, BlockwiseStatesOfTheTinyModel) {
-  const Evaluation e = evaluate(train(kTinyModel, "use = \"fp32\"", "use = \"adam-8bit\""));
+  const Evaluation e = evaluate_paper(train(kTinyModel, "use = \"fp32\"", "use = \"adam-8bit\""));
   EXPECT_EQ(e.component(kStates), 461'216u);
   EXPECT_EQ(e.item_bytes("embed_tokens", kStates), 128'000u);
   EXPECT_EQ(e.item_bytes("embed_tokens.absmax", kStates), 2'000u);
@@ -177,7 +177,7 @@ TEST(Adam8bit, BlockwiseStatesOfTheTinyModel) {
 // = 32, q and o 2, MLP 3 x 4 = 12. absmax 2 x 256 + 2 layers x (2 x 16 + 96)
 // = 768; total 387,072 + 768 + 68,096 = 455,936.
 TEST(Adam8bit, PaperBlockSize) {
-  const Evaluation e = evaluate(train(kTinyModel, "use = \"fp32\"", "use = \"adam-8bit\"\nblock_size = 2048"));
+  const Evaluation e = evaluate_paper(train(kTinyModel, "use = \"fp32\"", "use = \"adam-8bit\"\nblock_size = 2048"));
   EXPECT_EQ(e.component(kStates), 455'936u);
   EXPECT_EQ(e.item_bytes("embed_tokens.absmax", kStates), 256u);
 }
@@ -186,14 +186,14 @@ TEST(Adam8bit, PaperBlockSize) {
 // 250 + 250 + 2 layers x (16 + 8 + 8 + 16 + 96 + 2 norms x 1) + 1 = 793,
 // absmax 8 x 793 = 6,344; total 410,440.
 TEST(Adam8bit, MinimumSizeForEightBits) {
-  const Evaluation e = evaluate(train(kTinyModel, "use = \"fp32\"", "use = \"adam-8bit\"\nmin_8bit_size = 0"));
+  const Evaluation e = evaluate_paper(train(kTinyModel, "use = \"fp32\"", "use = \"adam-8bit\"\nmin_8bit_size = 0"));
   EXPECT_EQ(e.component(kStates), 410'440u);
 }
 
 // The states are bitsandbytes' own dtypes, whatever the recipe says, and the
 // fused update adds no temporaries: the optimizer step is persistent + gradients.
 TEST(Adam8bit, IgnoresTheRecipesStateDtypeAndAddsNoTemporaries) {
-  const Evaluation bf16 = evaluate(train(kTinyModel, "use = \"bf16\"", "use = \"adam-8bit\""));
+  const Evaluation bf16 = evaluate_paper(train(kTinyModel, "use = \"bf16\"", "use = \"adam-8bit\""));
   EXPECT_EQ(bf16.component(kStates), 461'216u);
   EXPECT_EQ(bytes_of(bf16, kStates, MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER), 0u);
   // bf16 weights 2 x 202,048 = 404,096, gradients the same.

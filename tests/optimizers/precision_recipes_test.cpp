@@ -45,7 +45,7 @@ const Row kRows[] = {
 };
 
 double bytes_per_parameter(const std::string& precision, const std::string& strategies) {
-  const Evaluation e = evaluate(train(params_model(1e9), precision, "use = \"adam\"", strategies));
+  const Evaluation e = evaluate_paper(train(params_model(1e9), precision, "use = \"adam\"", strategies));
   return static_cast<double>(e.breakdown().sum) / 1e9;
 }
 
@@ -73,13 +73,13 @@ TEST(MegatronDistributedOptimizerTable, DistributedColumnIsZeroStageOne) {
 //   init 2 + 4 + 8 = 14e9; backward + gradients 2 = 16e9; optimizer + 4 = 20e9
 TEST(MainGrads, OnlyInTheOptimizerStep) {
   const Evaluation e =
-      evaluate(train(params_model(1e9), "use = \"mixed-fp16\"\nmain_grads = \"fp32\"", "use = \"adam\""));
+      evaluate_paper(train(params_model(1e9), "use = \"mixed-fp16\"\nmain_grads = \"fp32\"", "use = \"adam\""));
   EXPECT_EQ(e.breakdown().timeline[kInit], 14'000'000'000u);
   EXPECT_EQ(e.breakdown().timeline[kBackward], 16'000'000'000u);
   EXPECT_EQ(optimizer_step(e), 20'000'000'000u);
   EXPECT_EQ(bytes_named(e, ".main_grad"), 4'000'000'000u);
   // Not set: no copy (the recipes' default).
-  EXPECT_EQ(bytes_named(evaluate(train(params_model(1e9), "use = \"mixed-fp16\"", "use = \"adam\"")), ".main_grad"),
+  EXPECT_EQ(bytes_named(evaluate_paper(train(params_model(1e9), "use = \"mixed-fp16\"", "use = \"adam\"")), ".main_grad"),
             0u);
 }
 
@@ -91,7 +91,7 @@ TEST(MainGrads, OnlyInTheOptimizerStep) {
 constexpr uint64_t kTinyLinear = 73'728;
 
 Evaluation tiny_fp8(const std::string& options, const std::string& extra = "") {
-  return evaluate(train(kTinyModel, "use = \"fp8\"\n" + options, "use = \"adam\"", extra));
+  return evaluate_paper(train(kTinyModel, "use = \"fp8\"\n" + options, "use = \"adam\"", extra));
 }
 
 // Defaults: bf16 weights, fp32 gradients (Megatron-LM accumulates bf16
@@ -143,7 +143,7 @@ TEST(Fp8Recipe, SplitWithTheirWeights) {
 
 // A params-only model's one item counts as linear layers: 2 x 1e9 bytes.
 TEST(Fp8Recipe, ParamsOnlyModel) {
-  const Evaluation e = evaluate(train(params_model(1e9), "use = \"fp8\"", "use = \"adam\""));
+  const Evaluation e = evaluate_paper(train(params_model(1e9), "use = \"fp8\"", "use = \"adam\""));
   EXPECT_EQ(e.component(MEMPLAN_ROLE_BUFFERS), 2'000'000'000u);
 }
 

@@ -23,7 +23,7 @@ uint64_t temporaries(const Evaluation& evaluation) {
 }
 
 Evaluation tiny(const std::string& optimizer, const std::string& extra = "") {
-  return evaluate(train(kTinyModel, "use = \"fp32\"", optimizer, extra));
+  return evaluate_paper(train(kTinyModel, "use = \"fp32\"", optimizer, extra));
 }
 
 // 1e9 parameters, mixed bf16, Adam foreach: one fp32 list the size of all
@@ -34,15 +34,15 @@ Evaluation tiny(const std::string& optimizer, const std::string& extra = "") {
 TEST(StepTemporaries, AdamForeachIsOneCopyOfTheParameters) {
   for (const char* adam : {"adam", "adamw"}) {
     const std::string optimizer = std::string("use = \"") + adam + "\"";
-    const Evaluation foreach = evaluate(
+    const Evaluation foreach = evaluate_paper(
         train(params_model(1e9), "use = \"mixed-bf16\"", optimizer + "\nimplementation = \"foreach\""));
     EXPECT_EQ(temporaries(foreach), 4'000'000'000u) << adam;
     EXPECT_EQ(optimizer_step(foreach), 20'000'000'000u) << adam;
     EXPECT_EQ(foreach.breakdown().timeline[kBackward], 16'000'000'000u) << adam;
     EXPECT_EQ(foreach.breakdown().peak_phase, kOptimizerStep) << adam;
 
-    const Evaluation fused_default = evaluate(train(params_model(1e9), "use = \"mixed-bf16\"", optimizer));
-    const Evaluation fused = evaluate(
+    const Evaluation fused_default = evaluate_paper(train(params_model(1e9), "use = \"mixed-bf16\"", optimizer));
+    const Evaluation fused = evaluate_paper(
         train(params_model(1e9), "use = \"mixed-bf16\"", optimizer + "\nimplementation = \"fused\""));
     for (const Evaluation* e : {&fused_default, &fused}) {
       EXPECT_EQ(temporaries(*e), 0u) << adam;
@@ -54,14 +54,14 @@ TEST(StepTemporaries, AdamForeachIsOneCopyOfTheParameters) {
 // In the states' dtype: pure bf16 (2-byte states) makes a 2-byte list.
 TEST(StepTemporaries, InTheStatesDtype) {
   const Evaluation e =
-      evaluate(train(params_model(1e9), "use = \"bf16\"", "use = \"adam\"\nimplementation = \"foreach\""));
+      evaluate_paper(train(params_model(1e9), "use = \"bf16\"", "use = \"adam\"\nimplementation = \"foreach\""));
   EXPECT_EQ(temporaries(e), 2'000'000'000u);
 }
 
 // With ZeRO stage 1 each rank steps only its shard: 4 x 1e9 / 4 = 1e9.
 //   optimizer = 2e9 + (4 + 8) x 1e9 / 4 + gradients 2e9 + 1e9 = 8e9
 TEST(StepTemporaries, ShardedWithTheStates) {
-  const Evaluation e = evaluate(train(params_model(1e9), "use = \"mixed-bf16\"",
+  const Evaluation e = evaluate_paper(train(params_model(1e9), "use = \"mixed-bf16\"",
                                       "use = \"adamw\"\nimplementation = \"foreach\"", data_parallel_zero(4, 1)));
   EXPECT_EQ(temporaries(e), 1'000'000'000u);
   EXPECT_EQ(optimizer_step(e), 8'000'000'000u);
@@ -149,7 +149,7 @@ namespace {
 // 4096 x 14336 = 58,720,256 elements: 3 x 58,720,256 x 4 bytes = 704,643,072
 // (not a quarter of it, as when the item was read as all 8 experts' shapes).
 TEST(StepTemporaries, ForLoopOverFreezesTrainedExperts) {
-  Evaluation e = evaluate(
+  Evaluation e = evaluate_paper(
       "name = \"t\"\nmode = \"train\"\n[model]\npreset = \"mixtral-8x7b\"\n[batch]\nseq_len = 1024\n"
       "[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adamw\"\nimplementation = \"for-loop\"\n"
       "[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"freeze\"\ntrain = \"experts\"\nexperts = 2\n");

@@ -17,7 +17,7 @@ Evaluation example(const std::string& name) {
   EXPECT_TRUE(in.good()) << path;
   std::ostringstream text;
   text << in.rdbuf();
-  return evaluate(text.str(), path);
+  return evaluate_paper(text.str(), path);
 }
 
 // Llama 3.1 70B, AWQ-style int4 (g128, fp16 scale, 4-bit zero), 8 x 8192

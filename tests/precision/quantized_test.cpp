@@ -31,7 +31,7 @@ std::string detail(const Evaluation& evaluation, const std::string& key) {
 
 // Bits per parameter of a params-only model: all of it is one quantized item.
 double bits_per_parameter(const std::string& precision_options, double params) {
-  Evaluation evaluation = evaluate(scenario("params = " + std::to_string(params) + "\n", precision_options));
+  Evaluation evaluation = evaluate_paper(scenario("params = " + std::to_string(params) + "\n", precision_options));
   return static_cast<double>(weights(evaluation)) * 8.0 / params;
 }
 
@@ -44,7 +44,7 @@ constexpr double kBlockAligned = 65536.0 * 1e5;
 // 32/64 = 0.5 bits of constants per parameter, 4.5 bits in all:
 // 0.5 + 4/64 = 0.5625 bytes per parameter.
 TEST(QloraNf4, FourAndAHalfBitsWithoutDoubleQuantization) {
-  Evaluation evaluation = evaluate(scenario("params = 6553600000\n", "format = \"nf4\"\n"));
+  Evaluation evaluation = evaluate_paper(scenario("params = 6553600000\n", "format = \"nf4\"\n"));
   EXPECT_EQ(weights(evaluation), 3'686'400'000u);  // 6.5536e9 x 0.5625
   EXPECT_DOUBLE_EQ(bits_per_parameter("format = \"nf4\"\n", kBlockAligned), 4.5);
   EXPECT_EQ(detail(evaluation, "quantized_bits_per_weight"), "4.5");
@@ -56,7 +56,7 @@ TEST(QloraNf4, FourAndAHalfBitsWithoutDoubleQuantization) {
 // (x 65536 = 33808 bytes per 65536 parameters).
 TEST(QloraNf4, DoubleQuantizationCostsPoint127BitsPerParameter) {
   const std::string options = "format = \"nf4\"\ndouble_quant = true\n";
-  Evaluation evaluation = evaluate(scenario("params = 6553600000\n", options));
+  Evaluation evaluation = evaluate_paper(scenario("params = 6553600000\n", options));
   EXPECT_EQ(weights(evaluation), 3'380'800'000u);  // 1e5 x 33808
   const double bits = bits_per_parameter(options, kBlockAligned);
   EXPECT_DOUBLE_EQ(bits, 4.0 + 8.0 / 64 + 32.0 / (64 * 256));
@@ -68,9 +68,9 @@ TEST(QloraNf4, DoubleQuantizationCostsPoint127BitsPerParameter) {
 // = 3.03e9 bytes (GB = 10^9).
 TEST(QloraNf4, DoubleQuantizationSavesAboutThreeGigabytesOnA65BModel) {
   const std::string model = "params = 65e9\n";
-  const double plain = static_cast<double>(weights(evaluate(scenario(model, "format = \"nf4\"\n"))));
+  const double plain = static_cast<double>(weights(evaluate_paper(scenario(model, "format = \"nf4\"\n"))));
   const double double_quant =
-      static_cast<double>(weights(evaluate(scenario(model, "format = \"nf4\"\ndouble_quant = true\n"))));
+      static_cast<double>(weights(evaluate_paper(scenario(model, "format = \"nf4\"\ndouble_quant = true\n"))));
   EXPECT_NEAR((plain - double_quant) / kGB, 3.0, 0.05);
   EXPECT_NEAR((plain - double_quant) * 8 / 65e9, 0.373, 0.0005);
 }
@@ -83,14 +83,14 @@ TEST(QloraNf4, DoubleQuantizationSavesAboutThreeGigabytesOnA65BModel) {
 // 16,777,216 x 0.515625 = 8,650,752 bytes per layer, x 32 = 276,824,064;
 // with zeros 16,777,216 x 0.51953125 = 8,716,288, x 32 = 278,921,216.
 TEST(Int4Groupwise, Group128WithFp16ScalesAndOptionalFourBitZeros) {
-  Evaluation gptq = evaluate(scenario(kLlama2_7b, "format = \"int4\"\n"));
+  Evaluation gptq = evaluate_paper(scenario(kLlama2_7b, "format = \"int4\"\n"));
   EXPECT_EQ(weight_item(gptq, "layers.0-31.attn.q"), 276'824'064u);
   EXPECT_EQ(detail(gptq, "quantized_bits_per_weight"), "4.125");
-  Evaluation awq = evaluate(scenario(kLlama2_7b, "format = \"int4\"\nzero_point = true\n"));
+  Evaluation awq = evaluate_paper(scenario(kLlama2_7b, "format = \"int4\"\nzero_point = true\n"));
   EXPECT_EQ(weight_item(awq, "layers.0-31.attn.q"), 278'921'216u);
   EXPECT_EQ(detail(awq, "quantized_bits_per_weight"), "4.15625");
   // group_size and scale_dtype override the defaults: 0.5 + 4/32 = 0.625 bytes.
-  Evaluation g32 = evaluate(scenario(kLlama2_7b, "format = \"int4\"\ngroup_size = 32\nscale_dtype = \"fp32\"\n"));
+  Evaluation g32 = evaluate_paper(scenario(kLlama2_7b, "format = \"int4\"\ngroup_size = 32\nscale_dtype = \"fp32\"\n"));
   EXPECT_EQ(weight_item(g32, "layers.0-31.attn.q"), 16'777'216u * 5 / 8 * 32);
 }
 
@@ -101,11 +101,11 @@ TEST(Int4Groupwise, Group128WithFp16ScalesAndOptionalFourBitZeros) {
 // MLP: 3 x 4096 x 11008 = 135,266,304 weights + 33,024 scales x 2 =
 // 135,332,352 bytes per layer, x 32 = 4,330,635,264.
 TEST(Int8RowWise, OneFp16ScalePerRowOfHiddenElements) {
-  Evaluation evaluation = evaluate(scenario(kLlama2_7b, "format = \"int8\"\n"));
+  Evaluation evaluation = evaluate_paper(scenario(kLlama2_7b, "format = \"int8\"\n"));
   EXPECT_EQ(weight_item(evaluation, "layers.0-31.attn.q"), 537'133'056u);
   EXPECT_EQ(weight_item(evaluation, "layers.0-31.mlp"), 4'330'635'264u);
   // A params-only model has no rows; group_size makes it explicit: 1 + 2/128.
-  Evaluation grouped = evaluate(scenario("params = 1.28e9\n", "format = \"int8\"\ngroup_size = 128\n"));
+  Evaluation grouped = evaluate_paper(scenario("params = 1.28e9\n", "format = \"int8\"\ngroup_size = 128\n"));
   EXPECT_EQ(weights(grouped), 1'300'000'000u);  // 1.28e9 + 1e7 scales x 2 bytes
 }
 
@@ -113,10 +113,10 @@ TEST(Int8RowWise, OneFp16ScalePerRowOfHiddenElements) {
 // not counted, 1 byte per weight: q = 4096^2 x 32 = 536,870,912 bytes. With
 // blocks of 128 and fp32 scales: 1 + 4/128 = 1.03125 bytes, 553,648,128.
 TEST(Fp8, PerTensorScaleIsNegligibleUnlessGrouped) {
-  Evaluation per_tensor = evaluate(scenario(kLlama2_7b, "format = \"fp8\"\n"));
+  Evaluation per_tensor = evaluate_paper(scenario(kLlama2_7b, "format = \"fp8\"\n"));
   EXPECT_EQ(weight_item(per_tensor, "layers.0-31.attn.q"), 536'870'912u);
   EXPECT_EQ(detail(per_tensor, "quantized_bits_per_weight"), "8");
-  Evaluation blocked = evaluate(scenario(kLlama2_7b, "format = \"fp8\"\ngroup_size = 128\nscale_dtype = \"fp32\"\n"));
+  Evaluation blocked = evaluate_paper(scenario(kLlama2_7b, "format = \"fp8\"\ngroup_size = 128\nscale_dtype = \"fp32\"\n"));
   EXPECT_EQ(weight_item(blocked, "layers.0-31.attn.q"), 553'648'128u);
 }
 
@@ -124,12 +124,12 @@ TEST(Fp8, PerTensorScaleIsNegligibleUnlessGrouped) {
 // default): 32000 x 4096 x 2 = 262,144,000 bytes each for the embedding and
 // the LM head; norms 32 x 2 x 4096 x 2 = 524,288; final norm 8,192.
 TEST(Unquantized, EmbeddingsLmHeadAndNormsStayInBf16) {
-  Evaluation evaluation = evaluate(scenario(kLlama2_7b, "format = \"nf4\"\ndouble_quant = true\n"));
+  Evaluation evaluation = evaluate_paper(scenario(kLlama2_7b, "format = \"nf4\"\ndouble_quant = true\n"));
   EXPECT_EQ(weight_item(evaluation, "embed_tokens"), 262'144'000u);
   EXPECT_EQ(weight_item(evaluation, "lm_head"), 262'144'000u);
   EXPECT_EQ(weight_item(evaluation, "layers.0-31.norms"), 524'288u);
   EXPECT_EQ(weight_item(evaluation, "final_norm"), 8'192u);
-  Evaluation fp32 = evaluate(scenario(kLlama2_7b, "format = \"nf4\"\nunquantized = \"fp32\"\n"));
+  Evaluation fp32 = evaluate_paper(scenario(kLlama2_7b, "format = \"nf4\"\nunquantized = \"fp32\"\n"));
   EXPECT_EQ(weight_item(fp32, "embed_tokens"), 524'288'000u);
   EXPECT_EQ(weight_item(fp32, "lm_head"), 524'288'000u);
 }
@@ -139,7 +139,7 @@ TEST(Unquantized, EmbeddingsLmHeadAndNormsStayInBf16) {
 // 8 x 3 x 4096 x 14336 = 1,409,286,144 x 0.515625 = 726,663,168 per layer,
 // x 32 = 23,253,221,376.
 TEST(Unquantized, MoeRouterStaysUnquantizedExpertsAreQuantized) {
-  Evaluation evaluation = evaluate(scenario("preset = \"mixtral-8x7b\"\n", "format = \"int4\"\n"));
+  Evaluation evaluation = evaluate_paper(scenario("preset = \"mixtral-8x7b\"\n", "format = \"int4\"\n"));
   EXPECT_EQ(weight_item(evaluation, "layers.0-31.moe.router"), 2'097'152u);
   EXPECT_EQ(weight_item(evaluation, "layers.0-31.moe.experts"), 23'253'221'376u);
 }
@@ -151,7 +151,7 @@ TEST(Unquantized, MoeRouterStaysUnquantizedExpertsAreQuantized) {
 //            x 2 = 524,820,480 bytes;
 // total 3,864,010,752 bytes (3.60 GiB), against 13,476,831,232 in bf16.
 TEST(Llama2SevenBillion, Int4WeightsByHand) {
-  Evaluation evaluation = evaluate(scenario(kLlama2_7b, "format = \"int4\"\n"));
+  Evaluation evaluation = evaluate_paper(scenario(kLlama2_7b, "format = \"int4\"\n"));
   EXPECT_EQ(weights(evaluation), 3'864'010'752u);
   EXPECT_EQ(evaluation.breakdown().params_total, 6'738'415'616.0);
   EXPECT_EQ(evaluation.breakdown().params_trainable, 0.0);
@@ -159,16 +159,16 @@ TEST(Llama2SevenBillion, Int4WeightsByHand) {
 
 // A params-only model is one item, quantized whole, and the report says so.
 TEST(ParamsOnly, TheSingleItemIsQuantizedWithANote) {
-  Evaluation evaluation = evaluate(scenario("params = 7e9\n", "format = \"int4\"\n"));
+  Evaluation evaluation = evaluate_paper(scenario("params = 7e9\n", "format = \"int4\"\n"));
   EXPECT_EQ(weight_item(evaluation, "parameters"), 3'609'375'000u);  // 7e9 x 0.515625
   EXPECT_NE(detail(evaluation, "quantized_note").find("known only by its parameter count"), std::string::npos);
-  Evaluation architecture = evaluate(scenario(kLlama2_7b, "format = \"int4\"\n"));
+  Evaluation architecture = evaluate_paper(scenario(kLlama2_7b, "format = \"int4\"\n"));
   EXPECT_EQ(detail(architecture, "quantized_note"), "");
 }
 
 // With tensor parallelism the quantized items split like any weight.
 TEST(Layout, TensorParallelSplitsQuantizedWeights) {
-  Evaluation evaluation = evaluate(scenario(kLlama2_7b, "format = \"int4\"\n") +
+  Evaluation evaluation = evaluate_paper(scenario(kLlama2_7b, "format = \"int4\"\n") +
                                    "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 2\n");
   EXPECT_EQ(weight_item(evaluation, "layers.0-31.attn.q"), 276'824'064u / 2);
 }

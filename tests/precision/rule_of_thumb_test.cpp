@@ -20,7 +20,7 @@ const std::string kSeventyBillion = "params = 70e9\n";
 // continuumlabs.ai, gives both): 70e9 x 4 bytes / (32 / 16) x 1.2 = 140 GB of
 // weights + 28 GB = 168 GB.
 TEST(Seed001ServingRule, Llama70BIn16BitNeeds168GB) {
-  Evaluation evaluation = evaluate(scenario(kSeventyBillion, ""));
+  Evaluation evaluation = evaluate_paper(scenario(kSeventyBillion, ""));
   EXPECT_EQ(evaluation.component(MEMPLAN_ROLE_WEIGHTS), 140'000'000'000u);
   EXPECT_EQ(evaluation.component(MEMPLAN_ROLE_OVERHEAD), 28'000'000'000u);
   EXPECT_EQ(evaluation.item_bytes("parameters.overhead", MEMPLAN_ROLE_OVERHEAD), 28'000'000'000u);
@@ -32,7 +32,7 @@ TEST(Seed001ServingRule, Llama70BIn16BitNeeds168GB) {
 // 84 GB, 42 GB and 336 GB.
 TEST(Seed001ServingRule, EightFourAndThirtyTwoBitVariants) {
   auto total_gb = [](int bits) {
-    Evaluation evaluation = evaluate(scenario(kSeventyBillion, "bits = " + std::to_string(bits) + "\n"));
+    Evaluation evaluation = evaluate_paper(scenario(kSeventyBillion, "bits = " + std::to_string(bits) + "\n"));
     return static_cast<double>(evaluation.breakdown().sum) / kGB;
   };
   EXPECT_DOUBLE_EQ(total_gb(8), 84);
@@ -42,17 +42,17 @@ TEST(Seed001ServingRule, EightFourAndThirtyTwoBitVariants) {
 
 // overhead = 1 is the bare P x Q/8: no overhead item at all; 1.5 adds half.
 TEST(Seed001ServingRule, OverheadFactor) {
-  Evaluation bare = evaluate(scenario(kSeventyBillion, "overhead = 1\n"));
+  Evaluation bare = evaluate_paper(scenario(kSeventyBillion, "overhead = 1\n"));
   EXPECT_EQ(bare.breakdown().sum, 140'000'000'000u);
   EXPECT_EQ(bare.component(MEMPLAN_ROLE_OVERHEAD), 0u);
-  Evaluation half = evaluate(scenario(kSeventyBillion, "overhead = 1.5\n"));
+  Evaluation half = evaluate_paper(scenario(kSeventyBillion, "overhead = 1.5\n"));
   EXPECT_EQ(half.breakdown().sum, 210'000'000'000u);
 }
 
 // The seed divides M by the GPU count; the overhead follows the weights it
 // is taken from, so on 4 tensor-parallel ranks each holds 168 / 4 = 42 GB.
 TEST(Seed001ServingRule, TensorParallelDividesWeightsAndOverhead) {
-  Evaluation evaluation = evaluate(scenario(kSeventyBillion, "") +
+  Evaluation evaluation = evaluate_paper(scenario(kSeventyBillion, "") +
                                    "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 4\n[hardware]\n"
                                    "gpu = \"h100-sxm-80gb\"\ncount = 4\n");
   EXPECT_DOUBLE_EQ(static_cast<double>(evaluation.breakdown().peak) / kGB, 42);
@@ -64,10 +64,10 @@ TEST(Seed001ServingRule, TensorParallelDividesWeightsAndOverhead) {
 // 141,107,412,992 bytes of weights, 28,221,482,598.4 of overhead (each item
 // rounds up per layer: under 1 byte x 80 layers x 8 layered items).
 TEST(Seed001ServingRule, WithAnArchitectureTheOverheadFollowsEachWeight) {
-  Evaluation whole = evaluate(scenario("preset = \"llama-3.1-70b\"\n", ""));
+  Evaluation whole = evaluate_paper(scenario("preset = \"llama-3.1-70b\"\n", ""));
   EXPECT_EQ(whole.component(MEMPLAN_ROLE_WEIGHTS), 141'107'412'992u);
   EXPECT_NEAR(static_cast<double>(whole.component(MEMPLAN_ROLE_OVERHEAD)), 28'221'482'598.4, 1000);
-  Evaluation split = evaluate(scenario("preset = \"llama-3.1-70b\"\n", "") +
+  Evaluation split = evaluate_paper(scenario("preset = \"llama-3.1-70b\"\n", "") +
                               "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 4\n");
   const double weights = static_cast<double>(split.component(MEMPLAN_ROLE_WEIGHTS));
   EXPECT_LT(weights, 141'107'412'992.0 / 3);

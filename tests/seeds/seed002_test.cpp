@@ -25,7 +25,7 @@ std::string training(const std::string& params, const std::string& rule_options,
 // 208 GB; gradients 52 GB; AdamW states 104 GB; 208 + 52 + 104 = 364 GB;
 // x 1.2 = 437 GB" (436.8).
 TEST(Seed002, ThirteenBillionWorkedExampleIs437GB) {
-  Evaluation e = evaluate(training("13e9", ""));
+  Evaluation e = evaluate_paper(training("13e9", ""));
   EXPECT_EQ(e.component(MEMPLAN_ROLE_WEIGHTS), 52'000'000'000u);
   EXPECT_EQ(e.component(MEMPLAN_ROLE_GRADIENTS), 52'000'000'000u);
   EXPECT_EQ(e.component(MEMPLAN_ROLE_OPTIMIZER_STATES), 104'000'000'000u);
@@ -39,24 +39,24 @@ TEST(Seed002, ThirteenBillionWorkedExampleIs437GB) {
 // 16 bytes per parameter = 208 GB, the seed's own M_train; with its margin,
 // 249.6 GB. The worked example's extra 156 GB is the double count.
 TEST(Seed002, CountedOnceTheSameModelNeeds208GB) {
-  EXPECT_DOUBLE_EQ(gb(evaluate(training("13e9", "", false)).breakdown().peak), 208);
-  EXPECT_DOUBLE_EQ(gb(evaluate(training("13e9", "gradients_and_states = \"included\"\n")).breakdown().peak), 249.6);
+  EXPECT_DOUBLE_EQ(gb(evaluate_paper(training("13e9", "", false)).breakdown().peak), 208);
+  EXPECT_DOUBLE_EQ(gb(evaluate_paper(training("13e9", "gradients_and_states = \"included\"\n")).breakdown().peak), 249.6);
 }
 
 // "Training a 7B model using float parameters would require: M_train ~
 // 7 billion * 4 bytes * 4 = 112 GB" (no margin, nothing added yet).
 TEST(Seed002, SevenBillionTrainingIs112GB) {
-  Evaluation e = evaluate(training("7e9", "gradients_and_states = \"included\"\nmargin = 0\n"));
+  Evaluation e = evaluate_paper(training("7e9", "gradients_and_states = \"included\"\nmargin = 0\n"));
   EXPECT_EQ(e.item_bytes("continuum.training_factor", MEMPLAN_ROLE_OVERHEAD), 0u);  // the plan already holds 4 x 28
   EXPECT_DOUBLE_EQ(gb(e.breakdown().peak), 112);
   // The full rule on the same model: (4 x 28 + 28 + 56) x 1.2 = 235.2 GB.
-  EXPECT_DOUBLE_EQ(gb(evaluate(training("7e9", "")).breakdown().peak), 235.2);
+  EXPECT_DOUBLE_EQ(gb(evaluate_paper(training("7e9", "")).breakdown().peak), 235.2);
 }
 
 // "A 7B model using BF16 would have a storage size of 14 billion bytes ~
 // 14 GB", and M_inf ~ S: the rule adds nothing to serving.
 TEST(Seed002, SevenBillionInBf16Is14GBToServe) {
-  Evaluation e = evaluate("name = \"seed002-infer\"\nmode = \"infer\"\n[model]\nparams = 7e9\n[precision]\n"
+  Evaluation e = evaluate_paper("name = \"seed002-infer\"\nmode = \"infer\"\n[model]\nparams = 7e9\n[precision]\n"
                           "use = \"bf16\"\n[[strategy]]\nuse = \"continuum-rule\"\n");
   EXPECT_EQ(e.breakdown().peak, 14'000'000'000u);
   EXPECT_EQ(e.component(MEMPLAN_ROLE_OVERHEAD), 0u);

@@ -28,7 +28,7 @@ uint64_t seed_formula_bytes(int layers, int hidden, int heads) {
       "\nffn_hidden = " + std::to_string(4 * hidden) +
       "\nvocab = 151936\nmlp = \"gelu\"\n[batch]\nmicro_batch = 1\nseq_len = 4096\n[precision]\nuse = \"mixed-bf16\"\n"
       "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\ndropout = true\nflash_attention = false\n";
-  Evaluation e = evaluate(toml);
+  Evaluation e = evaluate_paper(toml);
   return e.item_bytes("layers.0-" + std::to_string(layers - 1) + ".activations", MEMPLAN_ROLE_ACTIVATIONS);
 }
 
@@ -54,7 +54,7 @@ TEST(Seed004, QwenActivationTableFromTheSeedsOwnFormula) {
 // 2 x 4 x 4096 x 151936 = 4,978,638,848. In all 8,975,024,128 (8.98 GB): the
 // vocabulary's logits are more than the 24 layers.
 TEST(Seed004, QwenHalfBillionWithItsRealArchitecture) {
-  Evaluation e = evaluate(
+  Evaluation e = evaluate_paper(
       "name = \"qwen2-0.5b\"\nmode = \"train\"\n[model]\nlayers = 24\nhidden = 896\nheads = 14\nkv_heads = 2\n"
       "ffn_hidden = 4864\nvocab = 151936\ntied_embeddings = true\nmlp = \"swiglu\"\nqkv_bias = true\n[batch]\n"
       "micro_batch = 1\nseq_len = 4096\n[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adamw\"\n"

@@ -16,7 +16,7 @@ std::string params_scenario(double params, const std::string& precision_table) {
 }
 
 double total_gb(double params, const std::string& precision_table) {
-  return static_cast<double>(evaluate(params_scenario(params, precision_table)).breakdown().sum) / kGB;
+  return static_cast<double>(evaluate_paper(params_scenario(params, precision_table)).breakdown().sum) / kGB;
 }
 
 // Seed 004, section 15.1.1: fp16 weights and gradients (2 + 2 bytes) and fp32
@@ -63,7 +63,7 @@ TEST(Seed000OptimizerStates, StatesPerOptimizer) {
   auto bytes_per_param = [](const char* optimizer) {
     std::string toml = "name = \"x\"\nmode = \"train\"\n[model]\nparams = 1e9\n[precision]\nuse = \"fp32\"\n"
                        "[optimizer]\nuse = \"" + std::string(optimizer) + "\"\n[activations]\nuse = \"none\"\n";
-    return static_cast<double>(evaluate(toml).breakdown().sum) / 1e9;
+    return static_cast<double>(evaluate_paper(toml).breakdown().sum) / 1e9;
   };
   EXPECT_DOUBLE_EQ(bytes_per_param("sgd"), 8);
   EXPECT_DOUBLE_EQ(bytes_per_param("sgdm"), 12);

@@ -40,7 +40,7 @@ std::string gpt3_scenario(int tensor_parallel, bool sequence_parallel, const std
 }
 
 uint64_t per_layer(const std::string& toml) {
-  Evaluation evaluation = evaluate(toml);
+  Evaluation evaluation = evaluate_paper(toml);
   const uint64_t total = evaluation.item_bytes("layers.0-95.activations", MEMPLAN_ROLE_ACTIVATIONS);
   EXPECT_EQ(total % kLayers, 0u);
   return total / kLayers;
@@ -66,13 +66,13 @@ TEST(KorthikantiTable2, FullRecompute) {
 // L/p layers, i.e. L layers' worth. p = 8 stages of 12 layers, 16 micro-batches:
 // 12 layers x 8 in flight x 578,813,952 = 96 x 578,813,952 bytes.
 TEST(KorthikantiPipeline, FirstStageHoldsPMicroBatches) {
-  Evaluation first = evaluate(gpt3_scenario(8, false, "none", 8, 16));
+  Evaluation first = evaluate_paper(gpt3_scenario(8, false, "none", 8, 16));
   EXPECT_EQ(first.item_bytes("layers.0-11.activations", MEMPLAN_ROLE_ACTIVATIONS), uint64_t{96} * 578'813'952u);
   // The last stage holds one micro-batch: 12 x 578,813,952.
-  Evaluation last = evaluate(gpt3_scenario(8, false, "none", 8, 16, "last"));
+  Evaluation last = evaluate_paper(gpt3_scenario(8, false, "none", 8, 16, "last"));
   EXPECT_EQ(last.item_bytes("layers.84-95.activations", MEMPLAN_ROLE_ACTIVATIONS), uint64_t{12} * 578'813'952u);
   // Fewer micro-batches than stages: only grad_accum = 2 are ever in flight.
-  Evaluation short_pipeline = evaluate(gpt3_scenario(8, false, "none", 8, 2));
+  Evaluation short_pipeline = evaluate_paper(gpt3_scenario(8, false, "none", 8, 2));
   EXPECT_EQ(short_pipeline.item_bytes("layers.0-11.activations", MEMPLAN_ROLE_ACTIVATIONS), uint64_t{24} * 578'813'952u);
 }
 

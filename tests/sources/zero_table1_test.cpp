@@ -57,7 +57,7 @@ TEST(ZeroPaperTable1, SevenPointFiveBillionModelMatchesEveryCell) {
   for (const Row& row : kTable1) {
     for (int stage = 0; stage <= 3; ++stage) {
       SCOPED_TRACE("N_d = " + std::to_string(row.devices) + ", ZeRO stage " + std::to_string(stage));
-      Evaluation evaluation = evaluate(zero_scenario(row.devices, stage));
+      Evaluation evaluation = evaluate_paper(zero_scenario(row.devices, stage));
       const Breakdown& b = evaluation.breakdown();
       EXPECT_NEAR(static_cast<double>(b.sum), formula_bytes(stage, row.devices), 8.0);  // per-item ceil only
       EXPECT_EQ(b.peak, b.sum);  // no activations: the optimizer step holds every model state
@@ -71,7 +71,7 @@ TEST(ZeroPaperTable1, SevenPointFiveBillionModelMatchesEveryCell) {
 TEST(ZeroPaperTable1, StageOneShardsMasterWeightsWithOptimizerStates) {
   // K = 12 is the fp32 master copy (4) plus Adam's two fp32 moments (8): all
   // three are "optimizer states" in the paper and P_os divides all of them.
-  Evaluation evaluation = evaluate(zero_scenario(4, 1));
+  Evaluation evaluation = evaluate_paper(zero_scenario(4, 1));
   EXPECT_EQ(evaluation.component(MEMPLAN_ROLE_MASTER_WEIGHTS), static_cast<uint64_t>(4 * kPsi / 4));
   EXPECT_EQ(evaluation.component(MEMPLAN_ROLE_OPTIMIZER_STATES), static_cast<uint64_t>(8 * kPsi / 4));
   EXPECT_EQ(evaluation.component(MEMPLAN_ROLE_WEIGHTS), static_cast<uint64_t>(2 * kPsi));

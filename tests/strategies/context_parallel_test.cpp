@@ -26,18 +26,18 @@ std::string gpt3(int context, const std::string& policy, const std::string& hard
 }
 
 TEST(ContextParallel, DividesEveryLayersActivationsByCp) {
-  EXPECT_EQ(evaluate(gpt3(1, "none")).item_bytes("layers.0-95.activations", MEMPLAN_ROLE_ACTIVATIONS),
+  EXPECT_EQ(evaluate_paper(gpt3(1, "none")).item_bytes("layers.0-95.activations", MEMPLAN_ROLE_ACTIVATIONS),
             96ull * 358'612'992);
-  EXPECT_EQ(evaluate(gpt3(2, "none")).item_bytes("layers.0-95.activations", MEMPLAN_ROLE_ACTIVATIONS),
+  EXPECT_EQ(evaluate_paper(gpt3(2, "none")).item_bytes("layers.0-95.activations", MEMPLAN_ROLE_ACTIVATIONS),
             96ull * 179'306'496);
-  Evaluation selective = evaluate(gpt3(2, "selective"));
+  Evaluation selective = evaluate_paper(gpt3(2, "selective"));
   EXPECT_EQ(selective.item_bytes("layers.0-95.activations", MEMPLAN_ROLE_ACTIVATIONS), 96ull * 53'477'376);
   EXPECT_EQ(selective.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS), 125'829'120u);
 }
 
 TEST(ContextParallel, WeightsAreReplicatedAndCpCountsTowardsTheWorldSize) {
-  Evaluation one = evaluate(gpt3(1, "none"));
-  Evaluation four = evaluate(gpt3(4, "none", "[hardware]\ngpu = \"h100-sxm-80gb\"\ncount = 32\n"));
+  Evaluation one = evaluate_paper(gpt3(1, "none"));
+  Evaluation four = evaluate_paper(gpt3(4, "none", "[hardware]\ngpu = \"h100-sxm-80gb\"\ncount = 32\n"));
   EXPECT_EQ(four.component(MEMPLAN_ROLE_WEIGHTS), one.component(MEMPLAN_ROLE_WEIGHTS));
   EXPECT_EQ(four.component(MEMPLAN_ROLE_OPTIMIZER_STATES), one.component(MEMPLAN_ROLE_OPTIMIZER_STATES));
   EXPECT_EQ(four.breakdown().world_size, 32);
@@ -51,7 +51,7 @@ TEST(ContextParallel, WeightsAreReplicatedAndCpCountsTowardsTheWorldSize) {
 // Adam: master weights 4 x 7.5e9 / 8 = 3.75e9 B, Adam states 8 x 7.5e9 / 8 =
 // 7.5e9 B (the ZeRO paper's P_os with N_d = 8), weights and gradients whole.
 TEST(ContextParallel, ZeroShardsOverDataTimesContextRanks) {
-  Evaluation e = evaluate(
+  Evaluation e = evaluate_paper(
       "name = \"cp-zero\"\nmode = \"train\"\n[model]\nparams = 7.5e9\n[precision]\nuse = \"mixed-fp16\"\n"
       "[optimizer]\nuse = \"adam\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"data-parallel\"\nsize = 4\n"
       "[[strategy]]\nuse = \"context-parallel\"\nsize = 2\n[[strategy]]\nuse = \"zero\"\nstage = 1\n");

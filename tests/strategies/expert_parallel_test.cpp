@@ -31,7 +31,7 @@ const std::string kEp8 = "[[strategy]]\nuse = \"expert-parallel\"\nsize = 8\n";
 const std::string kZero1 = "[[strategy]]\nuse = \"zero\"\nstage = 1\n";
 
 TEST(ExpertParallel, SplitsTheExpertsOnlyAndAddsNoGpus) {
-  Evaluation e = evaluate(mixtral(kDp8 + kEp8 + "[hardware]\ngpu = \"h100-sxm-80gb\"\ncount = 8\n"));
+  Evaluation e = evaluate_paper(mixtral(kDp8 + kEp8 + "[hardware]\ngpu = \"h100-sxm-80gb\"\ncount = 8\n"));
   EXPECT_EQ(e.item_bytes("layers.0-31.moe.experts", MEMPLAN_ROLE_WEIGHTS), 2ull * 32 * 176'160'768);
   EXPECT_EQ(e.item_bytes("layers.0-31.moe.experts", MEMPLAN_ROLE_GRADIENTS), 2ull * 32 * 176'160'768);
   EXPECT_EQ(e.item_bytes("layers.0-31.moe.router", MEMPLAN_ROLE_WEIGHTS), 2ull * 32 * 32'768);
@@ -47,15 +47,15 @@ TEST(ExpertParallel, SplitsTheExpertsOnlyAndAddsNoGpus) {
 // because each rank's share of the experts is 1/8 either way; the weights and
 // gradients are what expert parallelism saves.
 TEST(ExpertParallel, ZeroShardsExpertsOverTheExpertDataParallelGroup) {
-  Evaluation with_ep = evaluate(mixtral(kDp8 + kEp8 + kZero1));
+  Evaluation with_ep = evaluate_paper(mixtral(kDp8 + kEp8 + kZero1));
   EXPECT_EQ(with_ep.item_bytes("layers.0-31.moe.experts", MEMPLAN_ROLE_MASTER_WEIGHTS), 4ull * 32 * 176'160'768);
   EXPECT_EQ(with_ep.component(MEMPLAN_ROLE_MASTER_WEIGHTS), 23'351'396'352u);
   EXPECT_EQ(with_ep.component(MEMPLAN_ROLE_OPTIMIZER_STATES), 46'702'792'704u);
-  Evaluation without_ep = evaluate(mixtral(kDp8 + kZero1));
+  Evaluation without_ep = evaluate_paper(mixtral(kDp8 + kZero1));
   EXPECT_EQ(without_ep.component(MEMPLAN_ROLE_MASTER_WEIGHTS), 23'351'396'352u);
   EXPECT_EQ(without_ep.component(MEMPLAN_ROLE_WEIGHTS), 2ull * 46'702'792'704);
   // 16 data-parallel ranks, ep 8: experts sharded over 16 / 8 = 2 ranks.
-  Evaluation dp16 = evaluate(mixtral("[[strategy]]\nuse = \"data-parallel\"\nsize = 16\n" + kEp8 + kZero1));
+  Evaluation dp16 = evaluate_paper(mixtral("[[strategy]]\nuse = \"data-parallel\"\nsize = 16\n" + kEp8 + kZero1));
   EXPECT_EQ(dp16.item_bytes("layers.0-31.moe.experts", MEMPLAN_ROLE_MASTER_WEIGHTS), 4ull * 32 * 88'080'384);
   EXPECT_EQ(dp16.item_bytes("layers.0-31.attn.q", MEMPLAN_ROLE_MASTER_WEIGHTS), 4ull * 32 * 1'048'576);
 }
@@ -63,7 +63,7 @@ TEST(ExpertParallel, ZeroShardsExpertsOverTheExpertDataParallelGroup) {
 // Experts keep Megatron-LM's default expert tensor parallelism (= the tensor-
 // parallel size): with t = 2 and ep = 4 a rank holds 1,409,286,144 / 8.
 TEST(ExpertParallel, ComposesWithTensorParallelism) {
-  Evaluation e = evaluate(mixtral("[[strategy]]\nuse = \"tensor-parallel\"\nsize = 2\n" +
+  Evaluation e = evaluate_paper(mixtral("[[strategy]]\nuse = \"tensor-parallel\"\nsize = 2\n" +
                                   std::string("[[strategy]]\nuse = \"data-parallel\"\nsize = 4\n") +
                                   "[[strategy]]\nuse = \"expert-parallel\"\nsize = 4\n"));
   EXPECT_EQ(e.item_bytes("layers.0-31.moe.experts", MEMPLAN_ROLE_WEIGHTS), 2ull * 32 * 176'160'768);
@@ -73,8 +73,8 @@ TEST(ExpertParallel, ComposesWithTensorParallelism) {
 // Runs after every layout plugin: listed before data-parallel it still sees
 // the data-parallel size, and gives the same plan.
 TEST(ExpertParallel, ScenarioOrderDoesNotMatter) {
-  Evaluation before = evaluate(mixtral(kEp8 + kDp8 + kZero1));
-  Evaluation after = evaluate(mixtral(kDp8 + kEp8 + kZero1));
+  Evaluation before = evaluate_paper(mixtral(kEp8 + kDp8 + kZero1));
+  Evaluation after = evaluate_paper(mixtral(kDp8 + kEp8 + kZero1));
   EXPECT_EQ(before.breakdown().sum, after.breakdown().sum);
   EXPECT_EQ(before.component(MEMPLAN_ROLE_WEIGHTS), 2ull * 7'242'780'672);
 }
@@ -84,8 +84,8 @@ TEST(ExpertParallel, ScenarioOrderDoesNotMatter) {
 // does not change how many a rank stores.
 TEST(ExpertParallel, ActivationsAreUnchanged) {
   const std::string megatron = "use = \"megatron\"\nflash_attention = true\ndropout = false\n";
-  EXPECT_EQ(evaluate(mixtral(kDp8 + kEp8, megatron)).component(MEMPLAN_ROLE_ACTIVATIONS),
-            evaluate(mixtral(kDp8, megatron)).component(MEMPLAN_ROLE_ACTIVATIONS));
+  EXPECT_EQ(evaluate_paper(mixtral(kDp8 + kEp8, megatron)).component(MEMPLAN_ROLE_ACTIVATIONS),
+            evaluate_paper(mixtral(kDp8, megatron)).component(MEMPLAN_ROLE_ACTIVATIONS));
 }
 
 TEST(ExpertParallel, Errors) {

@@ -28,7 +28,7 @@ std::string llama7b(int data_parallel, const std::string& fsdp, const std::strin
 }
 
 TEST(Fsdp, FullShardHasZeroThreeStatesPlusTheGatheredUnits) {
-  Evaluation e = evaluate(llama7b(8, ""));
+  Evaluation e = evaluate_paper(llama7b(8, ""));
   const Breakdown& b = e.breakdown();
   EXPECT_EQ(b.timeline[kInit], 11'792'227'328u);
   EXPECT_EQ(e.component(MEMPLAN_ROLE_GRADIENTS), 1'684'603'904u);
@@ -41,7 +41,7 @@ TEST(Fsdp, FullShardHasZeroThreeStatesPlusTheGatheredUnits) {
   // The same model states as ZeRO stage 3 over the same ranks.
   std::string zero3_text = llama7b(8, "");
   zero3_text.replace(zero3_text.find("use = \"fsdp\"\n"), 13, "use = \"zero\"\nstage = 3\n");
-  Evaluation zero3 = evaluate(zero3_text);
+  Evaluation zero3 = evaluate_paper(zero3_text);
   EXPECT_EQ(zero3.breakdown().timeline[kInit], b.timeline[kInit]);
   const auto details = e.estimator().report_details();
   ASSERT_EQ(details.size(), 3u);
@@ -53,26 +53,26 @@ TEST(Fsdp, FullShardHasZeroThreeStatesPlusTheGatheredUnits) {
 // HYBRID_SHARD: 32 data-parallel ranks in shard groups of 8 hold what
 // FULL_SHARD over 8 ranks holds.
 TEST(Fsdp, HybridShardShardsWithinItsGroup) {
-  Evaluation hybrid = evaluate(llama7b(32, "shard_size = 8\n"));
-  Evaluation full = evaluate(llama7b(8, ""));
+  Evaluation hybrid = evaluate_paper(llama7b(32, "shard_size = 8\n"));
+  Evaluation full = evaluate_paper(llama7b(8, ""));
   EXPECT_EQ(hybrid.breakdown().sum, full.breakdown().sum);
   EXPECT_EQ(hybrid.breakdown().peak, 15'739'723'776u);
   EXPECT_EQ(hybrid.breakdown().world_size, 32);
   // FULL_SHARD over 32: model states 16 x P / 32 = 3,369,207,808 B.
-  EXPECT_EQ(evaluate(llama7b(32, "")).breakdown().timeline[kOptimizerStep], 3'369'207'808u);
+  EXPECT_EQ(evaluate_paper(llama7b(32, "")).breakdown().timeline[kOptimizerStep], 3'369'207'808u);
 }
 
 TEST(Fsdp, UnitsAndPrefetch) {
   // backward_prefetch = "none": one unit in backward, (root + 1 unit) x 2 B.
-  EXPECT_EQ(evaluate(llama7b(8, "backward_prefetch = \"none\"\n")).item_bytes("fsdp.gathered_backward",
+  EXPECT_EQ(evaluate_paper(llama7b(8, "backward_prefetch = \"none\"\n")).item_bytes("fsdp.gathered_backward",
                                                                                  MEMPLAN_ROLE_BUFFERS),
             929'062'912u);
   // Units of 4 layers: 809,533,440 elements; forward (262,148,096 + 2 x 809,533,440) x 2.
-  Evaluation four = evaluate(llama7b(8, "unit_layers = 4\n"));
+  Evaluation four = evaluate_paper(llama7b(8, "unit_layers = 4\n"));
   EXPECT_EQ(four.item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 3'762'429'952u);
   EXPECT_EQ(four.item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), (262'148'096u + 809'533'440u) * 2);
   // One unit of all 32 layers: there is no second unit to prefetch.
-  Evaluation whole = evaluate(llama7b(8, "unit_layers = 32\n"));
+  Evaluation whole = evaluate_paper(llama7b(8, "unit_layers = 32\n"));
   EXPECT_EQ(whole.item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 6'738'415'616u * 2);
 }
 
@@ -84,7 +84,7 @@ TEST(Fsdp, ExpertsShardOverTheShardGroupDividedByEp) {
       "name = \"fsdp\"\nmode = \"train\"\n[model]\npreset = \"mixtral-8x7b\"\n[precision]\nuse = \"mixed-bf16\"\n"
       "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n"
       "[[strategy]]\nuse = \"expert-parallel\"\nsize = 8\n[[strategy]]\nuse = \"fsdp\"\n";
-  EXPECT_EQ(evaluate(mixtral).component(MEMPLAN_ROLE_WEIGHTS), 11'675'698'176u);
+  EXPECT_EQ(evaluate_paper(mixtral).component(MEMPLAN_ROLE_WEIGHTS), 11'675'698'176u);
   EXPECT_EQ(error_of(mixtral + "shard_size = 4\n", "f.toml"),
             "f.toml:19:14: error: in [[strategy]] #3, strategy plugin 'fsdp', option 'shard_size': the experts are "
             "sharded over the shard group's 4 ranks / 8 expert-parallel ranks, which is not a whole number; choose a "

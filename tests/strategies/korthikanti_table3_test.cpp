@@ -87,7 +87,7 @@ std::string scenario(const Table3Model& m, Config config) {
 }
 
 uint64_t first_stage_activations(const Table3Model& m, Config config) {
-  Evaluation evaluation = evaluate(scenario(m, config));
+  Evaluation evaluation = evaluate_paper(scenario(m, config));
   EXPECT_EQ(evaluation.breakdown().world_size, 8 * m.pipeline);  // Table 3's GPU counts: 8, 64, 280, 512
   const std::string name = "layers.0-" + std::to_string(m.layers / m.pipeline - 1) + ".activations";
   return evaluation.item_bytes(name, MEMPLAN_ROLE_ACTIVATIONS);

@@ -26,7 +26,7 @@ std::string zero_offload(const std::string& offload, bool offload_first = false)
 }
 
 TEST(Offload, ZeroOffloadKeepsOnlyTheSixteenBitWeightsOnTheGpu) {
-  Evaluation e = evaluate(zero_offload("optimizer = true\n"));
+  Evaluation e = evaluate_paper(zero_offload("optimizer = true\n"));
   const Breakdown& b = e.breakdown();
   EXPECT_EQ(b.sum, 15'000'000'000u);
   EXPECT_EQ(b.peak, 15'000'000'000u);
@@ -37,11 +37,11 @@ TEST(Offload, ZeroOffloadKeepsOnlyTheSixteenBitWeightsOnTheGpu) {
   EXPECT_EQ(b.cpu_components[MEMPLAN_ROLE_GRADIENTS], 3'750'000'000u);
   EXPECT_EQ(b.cpu_sum, 26'250'000'000u);
   // Runs after the sharding plugins whatever the scenario order.
-  EXPECT_EQ(evaluate(zero_offload("optimizer = true\n", true)).breakdown().cpu_sum, 26'250'000'000u);
+  EXPECT_EQ(evaluate_paper(zero_offload("optimizer = true\n", true)).breakdown().cpu_sum, 26'250'000'000u);
 }
 
 TEST(Offload, GradientsCanStayOnTheGpu) {
-  Evaluation e = evaluate(zero_offload("optimizer = true\ngradients = false\n"));
+  Evaluation e = evaluate_paper(zero_offload("optimizer = true\ngradients = false\n"));
   EXPECT_EQ(e.component(MEMPLAN_ROLE_GRADIENTS), 3'750'000'000u);
   EXPECT_EQ(e.breakdown().cpu_sum, 22'500'000'000u);
 }
@@ -52,7 +52,7 @@ TEST(Offload, GradientsCanStayOnTheGpu) {
 // 262,144,000 = 624,288,000 B in backward. The CPU holds the rank's shard of
 // everything: 16 x 6,738,415,616 / 8 = 13,476,831,232 B.
 TEST(Offload, ParametersWithZeroStageThree) {
-  Evaluation e = evaluate(
+  Evaluation e = evaluate_paper(
       "name = \"offload\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\nuse = \"mixed-bf16\"\n"
       "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n"
       "[[strategy]]\nuse = \"zero\"\nstage = 3\ngathered_parameters = true\n"
@@ -67,7 +67,7 @@ TEST(Offload, ParametersWithZeroStageThree) {
 // CPU: the GPU keeps the gathered units (see fsdp_test.cpp), 1,333,829,632 B
 // in forward, 1,333,829,632 + 929,062,912 = 2,262,892,544 B in backward.
 TEST(Offload, ParametersWithFsdp) {
-  Evaluation e = evaluate(
+  Evaluation e = evaluate_paper(
       "name = \"offload\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\nuse = \"mixed-bf16\"\n"
       "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n"
       "[[strategy]]\nuse = \"offload\"\noptimizer = true\nparameters = true\n[[strategy]]\nuse = \"fsdp\"\n");

@@ -37,7 +37,7 @@ std::string gpt3(int micro_batches, const std::string& pipeline) {
 }
 
 uint64_t layers_item(const std::string& toml, const std::string& name) {
-  return evaluate(toml).item_bytes(name, MEMPLAN_ROLE_ACTIVATIONS);
+  return evaluate_paper(toml).item_bytes(name, MEMPLAN_ROLE_ACTIVATIONS);
 }
 
 TEST(InterleavedPipeline, FirstStageHoldsOnePlusPMinusOneOverPmTimesL) {
@@ -73,16 +73,16 @@ std::string llama70b(const std::string& pipeline) {
 
 TEST(UnevenPipeline, EndStagesTakeTheirLayersAndTheOthersShareTheRest) {
   // 18 + 22 + 22 + 18 = 80.
-  Evaluation first = evaluate(llama70b("first_stage_layers = 18\nlast_stage_layers = 18\n"));
+  Evaluation first = evaluate_paper(llama70b("first_stage_layers = 18\nlast_stage_layers = 18\n"));
   EXPECT_EQ(first.item_bytes("layers.0-17.attn.q", MEMPLAN_ROLE_WEIGHTS), 18ull * 2 * 67'108'864);
   EXPECT_NE(first.item_bytes("layers.0-17.activations", MEMPLAN_ROLE_ACTIVATIONS), 0u);
-  Evaluation last = evaluate(llama70b("first_stage_layers = 18\nlast_stage_layers = 18\nstage = \"last\"\n"));
+  Evaluation last = evaluate_paper(llama70b("first_stage_layers = 18\nlast_stage_layers = 18\nstage = \"last\"\n"));
   EXPECT_EQ(last.item_bytes("layers.62-79.attn.q", MEMPLAN_ROLE_WEIGHTS), 18ull * 2 * 67'108'864);
   // Only the first given: 17 + 21 + 21 + 21.
-  Evaluation only_first = evaluate(llama70b("first_stage_layers = 17\nstage = \"last\"\n"));
+  Evaluation only_first = evaluate_paper(llama70b("first_stage_layers = 17\nstage = \"last\"\n"));
   EXPECT_EQ(only_first.item_bytes("layers.59-79.attn.q", MEMPLAN_ROLE_WEIGHTS), 21ull * 2 * 67'108'864);
   // The first stage's activations scale with its layers: 18 vs the even 20.
-  Evaluation even = evaluate(llama70b(""));
+  Evaluation even = evaluate_paper(llama70b(""));
   EXPECT_EQ(first.item_bytes("layers.0-17.activations", MEMPLAN_ROLE_ACTIVATIONS) * 20,
             even.item_bytes("layers.0-19.activations", MEMPLAN_ROLE_ACTIVATIONS) * 18);
 }
@@ -91,10 +91,10 @@ TEST(UnevenPipeline, EndStagesTakeTheirLayersAndTheOthersShareTheRest) {
 // adds the embedding dropout's mask on the first stage only and the logits on
 // the last only (GPT-3 with dropout, 8 stages).
 TEST(PipelineStages, StagesDeclareWhichEndTheyHold) {
-  Evaluation first = evaluate(gpt3(64, ""));
+  Evaluation first = evaluate_paper(gpt3(64, ""));
   EXPECT_GT(first.item_bytes("activations.embedding_dropout", MEMPLAN_ROLE_ACTIVATIONS), 0u);
   EXPECT_EQ(first.item_bytes("activations.logits", MEMPLAN_ROLE_ACTIVATIONS), 0u);
-  Evaluation last = evaluate(gpt3(64, "stage = \"last\"\n"));
+  Evaluation last = evaluate_paper(gpt3(64, "stage = \"last\"\n"));
   EXPECT_GT(last.item_bytes("activations.logits", MEMPLAN_ROLE_ACTIVATIONS), 0u);
   EXPECT_EQ(last.item_bytes("activations.embedding_dropout", MEMPLAN_ROLE_ACTIVATIONS), 0u);
 }

@@ -33,7 +33,7 @@ std::string llama7b(const std::string& zero, int data_parallel = 8, const std::s
 }
 
 TEST(ZeroStage3Gathered, ModulePlusPrefetchBucket) {
-  Evaluation e = evaluate(llama7b("gathered_parameters = true\n"));
+  Evaluation e = evaluate_paper(llama7b("gathered_parameters = true\n"));
   EXPECT_EQ(e.item_bytes("zero3.gathered_forward", MEMPLAN_ROLE_BUFFERS), 362'144'000u);
   EXPECT_EQ(e.item_bytes("zero3.gathered_backward", MEMPLAN_ROLE_BUFFERS), 362'144'000u);
   EXPECT_EQ(e.item_bytes("zero3.module_gradient", MEMPLAN_ROLE_BUFFERS), 262'144'000u);
@@ -47,7 +47,7 @@ TEST(ZeroStage3Gathered, ModulePlusPrefetchBucket) {
 }
 
 TEST(ZeroStage3Gathered, OffByDefaultSoModelStatesAreUnchanged) {
-  Evaluation e = evaluate(llama7b(""));
+  Evaluation e = evaluate_paper(llama7b(""));
   EXPECT_EQ(e.component(MEMPLAN_ROLE_BUFFERS), 0u);
   EXPECT_EQ(e.breakdown().sum, 11'792'227'328u + 1'684'603'904u);
   EXPECT_EQ(e.breakdown().peak, 11'792'227'328u + 1'684'603'904u);
@@ -55,14 +55,14 @@ TEST(ZeroStage3Gathered, OffByDefaultSoModelStatesAreUnchanged) {
 
 TEST(ZeroStage3Gathered, LiveLimitAndBucketBoundThePrefetch) {
   // M = 150,000,000: prefetch min(5e7, 150e6 - 131,072,000 = 18,928,000) -> 150,000,000 gathered.
-  EXPECT_EQ(evaluate(llama7b("gathered_parameters = true\nmax_live_parameters = 150000000\n"))
+  EXPECT_EQ(evaluate_paper(llama7b("gathered_parameters = true\nmax_live_parameters = 150000000\n"))
                 .item_bytes("zero3.gathered_forward", MEMPLAN_ROLE_BUFFERS),
             300'000'000u);
   // M below the module: the module is still gathered whole, nothing prefetched.
-  EXPECT_EQ(evaluate(llama7b("gathered_parameters = true\nmax_live_parameters = 100000000\n"))
+  EXPECT_EQ(evaluate_paper(llama7b("gathered_parameters = true\nmax_live_parameters = 100000000\n"))
                 .item_bytes("zero3.gathered_forward", MEMPLAN_ROLE_BUFFERS),
             262'144'000u);
-  EXPECT_EQ(evaluate(llama7b("gathered_parameters = true\nprefetch_bucket_size = 0\n"))
+  EXPECT_EQ(evaluate_paper(llama7b("gathered_parameters = true\nprefetch_bucket_size = 0\n"))
                 .item_bytes("zero3.gathered_forward", MEMPLAN_ROLE_BUFFERS),
             262'144'000u);
 }
@@ -71,7 +71,7 @@ TEST(ZeroStage3Gathered, LiveLimitAndBucketBoundThePrefetch) {
 // parallel embedding is 65,536,000 elements per rank, still the largest
 // module: (65,536,000 + 50,000,000) x 2 = 231,072,000 B.
 TEST(ZeroStage3Gathered, ModulesAreTheTensorParallelShards) {
-  Evaluation e = evaluate(
+  Evaluation e = evaluate_paper(
       llama7b("gathered_parameters = true\n", 4, "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 2\n"));
   EXPECT_EQ(e.item_bytes("zero3.gathered_forward", MEMPLAN_ROLE_BUFFERS), 231'072'000u);
   EXPECT_EQ(e.item_bytes("zero3.module_gradient", MEMPLAN_ROLE_BUFFERS), 131'072'000u);

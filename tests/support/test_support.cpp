@@ -47,6 +47,24 @@ uint64_t Evaluation::item_bytes(std::string_view display_name, int32_t role) con
 
 Evaluation evaluate(std::string_view toml, const std::string& file_name) { return Evaluation(toml, file_name); }
 
+Evaluation evaluate_paper(std::string_view toml, const std::string& file_name) {
+  return Evaluation(paper(toml), file_name);
+}
+
+std::string paper(std::string_view toml) {
+  std::string text(toml);
+  size_t at = 0;
+  // The first line that opens a table ends the top-level keys.
+  while (at < text.size()) {
+    const size_t first = text.find_first_not_of(" \t", at);
+    if (first != std::string::npos && first < text.size() && text[first] == '[') break;
+    const size_t end = text.find('\n', at);
+    at = end == std::string::npos ? text.size() : end + 1;
+  }
+  text.insert(at, "[framework]\nuse = \"paper\"\n");
+  return text;
+}
+
 std::string error_of(std::string_view toml, const std::string& file_name) {
   try {
     Evaluation evaluation(toml, file_name);

@@ -41,6 +41,16 @@ class Evaluation {
 
 Evaluation evaluate(std::string_view toml, const std::string& file_name = "scenario.toml");
 
+// The scenario as the papers and seeds count it: `toml` with [framework] use =
+// "paper" inserted before its first table. Tests that reproduce a published
+// table or a hand derivation of the model's tensors use it, and so state what
+// they leave out: the CUDA context, the allocator's reserve and the NCCL
+// buffers that memplan's default (device) view adds. Two lines are inserted,
+// so located errors move down by two lines.
+std::string paper(std::string_view toml);
+// evaluate(paper(toml)): the model's tensors only, as papers and hand derivations count them.
+Evaluation evaluate_paper(std::string_view toml, const std::string& file_name = "scenario.toml");
+
 // The message of the memplan::Error that loading or evaluating `toml` throws,
 // or "" if it succeeds.
 std::string error_of(std::string_view toml, const std::string& file_name = "scenario.toml");

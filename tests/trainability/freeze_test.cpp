@@ -43,7 +43,7 @@ uint64_t weight(const Evaluation& evaluation, const char* item) {
 // gradients 2,097,152 bytes, fp32 master 4,194,304, AdamW 8,388,608. Nothing
 // is removed: every weight stays, 46,702,792,704 x 2 = 93,405,585,408 bytes.
 TEST(Freeze, RouterOnly) {
-  Evaluation evaluation = evaluate(freeze(kMixtral, "train = \"router\"\n"));
+  Evaluation evaluation = evaluate_paper(freeze(kMixtral, "train = \"router\"\n"));
   EXPECT_EQ(evaluation.breakdown().params_trainable, 1'048'576.0);
   EXPECT_EQ(evaluation.breakdown().params_total, 46'702'792'704.0);
   EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_GRADIENTS), 2'097'152u);
@@ -57,13 +57,13 @@ TEST(Freeze, RouterOnly) {
 // Embeddings only, Llama-2-7B: the token embedding, 131,072,000 parameters,
 // trains (bf16 gradient 262,144,000 bytes); the untied LM head does not.
 TEST(Freeze, EmbeddingsOnly) {
-  Evaluation evaluation = evaluate(freeze(kLlama, "train = \"embeddings\"\n"));
+  Evaluation evaluation = evaluate_paper(freeze(kLlama, "train = \"embeddings\"\n"));
   EXPECT_EQ(evaluation.breakdown().params_trainable, 131'072'000.0);
   EXPECT_EQ(grad(evaluation, "embed_tokens"), 262'144'000u);
   EXPECT_EQ(grad(evaluation, "lm_head"), 0u);
   EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_OPTIMIZER_STATES), 131'072'000u * 8);
   // "embeddings,lm_head": both, 262,144,000 parameters.
-  Evaluation both = evaluate(freeze(kLlama, "train = \"embeddings, lm_head\"\n"));
+  Evaluation both = evaluate_paper(freeze(kLlama, "train = \"embeddings, lm_head\"\n"));
   EXPECT_EQ(both.breakdown().params_trainable, 262'144'000.0);
 }
 
@@ -72,7 +72,7 @@ TEST(Freeze, EmbeddingsOnly) {
 // x 2 bytes = 67,108,864) and 30-31 train, q of layers 2-29 (28 x 33,554,432
 // = 939,524,096) is frozen; the weights' total is unchanged (13,476,831,232).
 TEST(Freeze, LayerRangesCutLayeredItemsIntoRuns) {
-  Evaluation evaluation = evaluate(freeze(kLlama, "layers = \"0-1, 30-31\"\n"));
+  Evaluation evaluation = evaluate_paper(freeze(kLlama, "layers = \"0-1, 30-31\"\n"));
   EXPECT_EQ(evaluation.breakdown().params_trainable, 809'533'440.0);
   EXPECT_EQ(weight(evaluation, "layers.0-1.attn.q"), 67'108'864u);
   EXPECT_EQ(weight(evaluation, "layers.2-29.attn.q"), 939'524'096u);
@@ -89,7 +89,7 @@ TEST(Freeze, LayerRangesCutLayeredItemsIntoRuns) {
 // (embedding and LM head 2 x 131,072,000, final norm 4,096) and the selected
 // layers (2 x 202,383,360): 666,914,816 trainable.
 TEST(Freeze, AllPartsOfTheSelectedLayersAndEverythingOutside) {
-  Evaluation evaluation = evaluate(freeze(kLlama, "train = \"all\"\nfirst_layers = 2\n"));
+  Evaluation evaluation = evaluate_paper(freeze(kLlama, "train = \"all\"\nfirst_layers = 2\n"));
   EXPECT_EQ(evaluation.breakdown().params_trainable, 666'914'816.0);
   EXPECT_EQ(grad(evaluation, "final_norm"), 8'192u);
 }
@@ -97,12 +97,12 @@ TEST(Freeze, AllPartsOfTheSelectedLayersAndEverythingOutside) {
 // first_layers = N is layers 0 to N-1, last_layers = N the last N: the MLP of
 // layers 30-31 has a bf16 gradient of 2 x 135,266,304 x 2 = 541,065,216 bytes.
 TEST(Freeze, FirstAndLastLayersShorthands) {
-  Evaluation first = evaluate(freeze(kLlama, "first_layers = 2\n"));
-  Evaluation range = evaluate(freeze(kLlama, "layers = \"0-1\"\n"));
+  Evaluation first = evaluate_paper(freeze(kLlama, "first_layers = 2\n"));
+  Evaluation range = evaluate_paper(freeze(kLlama, "layers = \"0-1\"\n"));
   EXPECT_EQ(first.breakdown().params_trainable, 404'766'720.0);  // 2 x 202,383,360
   EXPECT_EQ(first.breakdown().sum, range.breakdown().sum);
   EXPECT_EQ(grad(first, "layers.0-1.mlp"), 541'065'216u);
-  Evaluation last = evaluate(freeze(kLlama, "last_layers = 2\n"));
+  Evaluation last = evaluate_paper(freeze(kLlama, "last_layers = 2\n"));
   EXPECT_EQ(last.breakdown().params_trainable, 404'766'720.0);
   EXPECT_EQ(grad(last, "layers.30-31.mlp"), 541'065'216u);
   EXPECT_EQ(grad(last, "layers.0-29.mlp"), 0u);
@@ -111,7 +111,7 @@ TEST(Freeze, FirstAndLastLayersShorthands) {
 // train = "attention" with first_layers = 6: q, k, v, o of layers 0-5 only,
 // 6 x 67,108,864 = 402,653,184 parameters; the MLPs of those layers stay frozen.
 TEST(Freeze, PartsInsideTheSelectedLayers) {
-  Evaluation evaluation = evaluate(freeze(kLlama, "train = \"attention\"\nfirst_layers = 6\n"));
+  Evaluation evaluation = evaluate_paper(freeze(kLlama, "train = \"attention\"\nfirst_layers = 6\n"));
   EXPECT_EQ(evaluation.breakdown().params_trainable, 402'653'184.0);
   EXPECT_EQ(grad(evaluation, "layers.0-5.attn.k"), 6u * 4096 * 4096 * 2);
   EXPECT_EQ(grad(evaluation, "layers.0-31.mlp"), 0u);
@@ -125,7 +125,7 @@ TEST(Freeze, PartsInsideTheSelectedLayers) {
 // 22,548,578,304 bytes) and the six frozen ones (32 x 1,056,964,608 x 2 =
 // 67,645,734,912).
 TEST(Freeze, ExpertsPerLayerSplitTheExpertItem) {
-  Evaluation evaluation = evaluate(freeze(kMixtral, "experts = 2\n"));
+  Evaluation evaluation = evaluate_paper(freeze(kMixtral, "experts = 2\n"));
   EXPECT_EQ(evaluation.breakdown().params_trainable, 12'617'777'152.0);
   EXPECT_EQ(weight(evaluation, "layers.0-31.moe.experts.trained"), 22'548'578'304u);
   EXPECT_EQ(weight(evaluation, "layers.0-31.moe.experts"), 67'645'734'912u);
@@ -142,9 +142,9 @@ TEST(Freeze, ExpertsPerLayerSplitTheExpertItem) {
 TEST(Freeze, ComposesWithLoraByScenarioOrder) {
   const std::string lora = "[[strategy]]\nuse = \"lora\"\nrank = 8\ntargets = \"q,v\"\n";
   const std::string lm_head = "[[strategy]]\nuse = \"freeze\"\ntrain = \"lm_head\"\n";
-  Evaluation after = evaluate(train_scenario(kLlama, kMixedAdamW + lora + lm_head));
+  Evaluation after = evaluate_paper(train_scenario(kLlama, kMixedAdamW + lora + lm_head));
   EXPECT_EQ(after.breakdown().params_trainable, 4'194'304.0 + 131'072'000.0);
-  Evaluation before = evaluate(train_scenario(kLlama, kMixedAdamW + lm_head + lora));
+  Evaluation before = evaluate_paper(train_scenario(kLlama, kMixedAdamW + lm_head + lora));
   EXPECT_EQ(before.breakdown().params_trainable, 4'194'304.0);
 }
 
@@ -155,9 +155,9 @@ TEST(Freeze, ComposesWithLoraByScenarioOrder) {
 TEST(Freeze, RunsComposeWithPipelineStages) {
   const std::string selection = "train = \"experts,router\"\nfirst_layers = 6\nexperts = 2\n";
   const std::string pipeline = "[[strategy]]\nuse = \"pipeline-parallel\"\nsize = 4\n";
-  Evaluation first = evaluate(freeze(kMixtral, selection + pipeline));
+  Evaluation first = evaluate_paper(freeze(kMixtral, selection + pipeline));
   EXPECT_EQ(role(first, MEMPLAN_ROLE_GRADIENTS), 4'228'251'648u);
-  Evaluation last = evaluate(freeze(kMixtral, selection + pipeline + "stage = \"last\"\n"));
+  Evaluation last = evaluate_paper(freeze(kMixtral, selection + pipeline + "stage = \"last\"\n"));
   EXPECT_EQ(role(last, MEMPLAN_ROLE_GRADIENTS), 0u);
 }
 

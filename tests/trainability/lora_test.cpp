@@ -22,7 +22,7 @@ std::string lora(const std::string& model, const std::string& options, const std
 }
 
 double trainable(const std::string& model, const std::string& options) {
-  return evaluate(lora(model, options)).breakdown().params_trainable;
+  return evaluate_paper(lora(model, options)).breakdown().params_trainable;
 }
 
 // PEFT's print_trainable_parameters for meta-llama/Llama-2-7b-hf with
@@ -32,7 +32,7 @@ double trainable(const std::string& model, const std::string& options) {
 // 6,742,609,920". By hand: 2 matrices x 8 x (4096 + 4096) x 32 layers =
 // 4,194,304; all = 6,738,415,616 + 4,194,304.
 TEST(Lora, PeftLlama2SevenBillionQueryValueRank8) {
-  Evaluation evaluation = evaluate(lora(kLlama, "rank = 8\nalpha = 32\ntargets = \"q, v\"\n"));
+  Evaluation evaluation = evaluate_paper(lora(kLlama, "rank = 8\nalpha = 32\ntargets = \"q, v\"\n"));
   EXPECT_EQ(evaluation.breakdown().params_trainable, 4'194'304.0);
   EXPECT_EQ(evaluation.breakdown().params_total, 6'742'609'920.0);
   EXPECT_EQ(detail(evaluation, "lora_parameters"), "4194304");
@@ -64,7 +64,7 @@ TEST(Lora, HuEtAlGpt3TrainableParameters) {
 // derivable from the paper's text and is not asserted.
 TEST(Lora, HuEtAlGpt3MemoryIsTheFrozen16BitWeights) {
   const std::string bf16 = "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"adam\"\n[activations]\nuse = \"none\"\n";
-  Evaluation evaluation = evaluate(lora(kGpt3, "rank = 4\ntargets = \"q,v\"\n", bf16));
+  Evaluation evaluation = evaluate_paper(lora(kGpt3, "rank = 4\ntargets = \"q,v\"\n", bf16));
   EXPECT_EQ(evaluation.breakdown().params_trainable, 18'874'368.0);
   EXPECT_EQ(evaluation.item_bytes("layers.0-95.lora.attn.q", MEMPLAN_ROLE_WEIGHTS) +
                 evaluation.item_bytes("layers.0-95.lora.attn.v", MEMPLAN_ROLE_WEIGHTS),
@@ -102,7 +102,7 @@ TEST(Lora, AllLinearOnMixtral) {
 // Llama-2-7B, r = 8: 8 x (4096 + 32000) = 288,768, outside the layers.
 TEST(Lora, GeluMlpAndLmHead) {
   EXPECT_EQ(trainable(kGpt3, "rank = 8\ntargets = \"mlp\"\n"), 94'371'840.0);
-  Evaluation head = evaluate(lora(kLlama, "rank = 8\ntargets = \"lm_head\"\n"));
+  Evaluation head = evaluate_paper(lora(kLlama, "rank = 8\ntargets = \"lm_head\"\n"));
   EXPECT_EQ(head.breakdown().params_trainable, 288'768.0);
   EXPECT_EQ(head.item_bytes("lora.lm_head", MEMPLAN_ROLE_WEIGHTS), 288'768u * 2);
 }
@@ -111,7 +111,7 @@ TEST(Lora, GeluMlpAndLmHead) {
 // (Llama-2-7B bf16, r = 8 on q and v: 13,476,831,232 + 4,194,304 x 2 bytes)
 // and nothing trains.
 TEST(Lora, InferenceServesTheAdaptersAsWeights) {
-  Evaluation evaluation = evaluate(
+  Evaluation evaluation = evaluate_paper(
       "name = \"l\"\nmode = \"infer\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\nuse = \"bf16\"\n"
       "[[strategy]]\nuse = \"lora\"\nrank = 8\ntargets = \"q,v\"\n");
   EXPECT_EQ(evaluation.component(MEMPLAN_ROLE_WEIGHTS), 13'476'831'232u + 8'388'608u);

@@ -40,7 +40,7 @@ const std::string kLoraQv = "[[strategy]]\nuse = \"lora\"\nrank = 8\ntargets = \
 //     AdamW fp32 states 8 x 159,907,840 = 1,279,262,720
 TEST(Qlora, ReferenceDefaultsOnLlama2SevenBillion) {
   Evaluation evaluation =
-      evaluate(qlora(kLlama, "", "[[strategy]]\nuse = \"lora\"\nrank = 64\nalpha = 16\ntargets = \"all-linear\"\n"));
+      evaluate_paper(qlora(kLlama, "", "[[strategy]]\nuse = \"lora\"\nrank = 64\nalpha = 16\ntargets = \"all-linear\"\n"));
   EXPECT_EQ(evaluation.breakdown().params_trainable, 159'907'840.0);
   EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_WEIGHTS), 3'340'771'328u + 524'820'480u + 319'815'680u);
   EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_GRADIENTS), 319'815'680u);
@@ -59,24 +59,24 @@ TEST(Qlora, ReferenceDefaultsOnLlama2SevenBillion) {
 //   master_weights = "fp32":  a master copy of 16,777,216
 //   optimizer_states = "int8" (8-bit Adam, scales not counted): 2 x 4,194,304 = 8,388,608
 TEST(Qlora, TrainingDtypesAreOptions) {
-  Evaluation plain = evaluate(qlora(kLlama, "", kLoraQv));
+  Evaluation plain = evaluate_paper(qlora(kLlama, "", kLoraQv));
   EXPECT_EQ(role(plain, MEMPLAN_ROLE_GRADIENTS), 8'388'608u);
   EXPECT_EQ(role(plain, MEMPLAN_ROLE_MASTER_WEIGHTS), 0u);
   EXPECT_EQ(role(plain, MEMPLAN_ROLE_OPTIMIZER_STATES), 33'554'432u);
   EXPECT_EQ(plain.item_bytes("layers.0-31.lora.attn.q", MEMPLAN_ROLE_WEIGHTS), 4'194'304u);
 
-  Evaluation fp32_adapters = evaluate(qlora(kLlama, "adapters = \"fp32\"\n", kLoraQv));
+  Evaluation fp32_adapters = evaluate_paper(qlora(kLlama, "adapters = \"fp32\"\n", kLoraQv));
   EXPECT_EQ(fp32_adapters.item_bytes("layers.0-31.lora.attn.q", MEMPLAN_ROLE_WEIGHTS), 8'388'608u);
   EXPECT_EQ(role(fp32_adapters, MEMPLAN_ROLE_GRADIENTS), 16'777'216u);
 
-  Evaluation fp32_gradients = evaluate(qlora(kLlama, "gradients = \"fp32\"\n", kLoraQv));
+  Evaluation fp32_gradients = evaluate_paper(qlora(kLlama, "gradients = \"fp32\"\n", kLoraQv));
   EXPECT_EQ(role(fp32_gradients, MEMPLAN_ROLE_GRADIENTS), 16'777'216u);
   EXPECT_EQ(fp32_gradients.item_bytes("layers.0-31.lora.attn.q", MEMPLAN_ROLE_WEIGHTS), 4'194'304u);
 
-  Evaluation master = evaluate(qlora(kLlama, "master_weights = \"fp32\"\n", kLoraQv));
+  Evaluation master = evaluate_paper(qlora(kLlama, "master_weights = \"fp32\"\n", kLoraQv));
   EXPECT_EQ(role(master, MEMPLAN_ROLE_MASTER_WEIGHTS), 16'777'216u);
 
-  Evaluation eight_bit = evaluate(qlora(kLlama, "optimizer_states = \"int8\"\n", kLoraQv));
+  Evaluation eight_bit = evaluate_paper(qlora(kLlama, "optimizer_states = \"int8\"\n", kLoraQv));
   EXPECT_EQ(role(eight_bit, MEMPLAN_ROLE_OPTIMIZER_STATES), 8'388'608u);
 }
 
@@ -84,7 +84,7 @@ TEST(Qlora, TrainingDtypesAreOptions) {
 // embedding of Llama-2-7B (131,072,000) in bf16, its gradient 262,144,000
 // bytes, fp32 AdamW 1,048,576,000.
 TEST(Qlora, FreezingEverythingQuantizedLetsUnquantizedPartsTrain) {
-  Evaluation evaluation = evaluate(qlora(kLlama, "", "[[strategy]]\nuse = \"freeze\"\ntrain = \"embeddings\"\n"));
+  Evaluation evaluation = evaluate_paper(qlora(kLlama, "", "[[strategy]]\nuse = \"freeze\"\ntrain = \"embeddings\"\n"));
   EXPECT_EQ(evaluation.breakdown().params_trainable, 131'072'000.0);
   EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_GRADIENTS), 262'144'000u);
   EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_OPTIMIZER_STATES), 1'048'576'000u);
@@ -96,7 +96,7 @@ TEST(Qlora, FreezingEverythingQuantizedLetsUnquantizedPartsTrain) {
 // bytes; q of layers 2-31 stays nf4, 30 x 16,777,216 x 8452/16384 = 259,645,440.
 TEST(Qlora, SkipTrainableKeepsTrainedLinearWeightsUnquantized) {
   Evaluation evaluation =
-      evaluate(qlora(kLlama, "skip_trainable = true\n", "[[strategy]]\nuse = \"freeze\"\nfirst_layers = 2\n"));
+      evaluate_paper(qlora(kLlama, "skip_trainable = true\n", "[[strategy]]\nuse = \"freeze\"\nfirst_layers = 2\n"));
   EXPECT_EQ(evaluation.item_bytes("layers.0-1.attn.q", MEMPLAN_ROLE_WEIGHTS), 67'108'864u);
   EXPECT_EQ(evaluation.item_bytes("layers.0-1.attn.q", MEMPLAN_ROLE_GRADIENTS), 67'108'864u);
   EXPECT_EQ(evaluation.item_bytes("layers.2-31.attn.q", MEMPLAN_ROLE_WEIGHTS), 259'645'440u);
@@ -120,14 +120,14 @@ TEST(Qlora, SkipTrainableKeepsTrainedLinearWeightsUnquantized) {
 TEST(Qlora, SixtyFiveBillionFromOver780GigabytesToUnder48) {
   const std::string llama65b =
       "layers = 80\nhidden = 8192\nheads = 64\nffn_hidden = 22016\nvocab = 32000\nmlp = \"swiglu\"\n";
-  Evaluation full = evaluate(train_scenario(
+  Evaluation full = evaluate_paper(train_scenario(
       llama65b, "[precision]\nuse = \"bf16\"\noptimizer_states = \"fp32\"\n" + kRest));
   EXPECT_EQ(full.breakdown().params_total, 65'285'660'672.0);
   EXPECT_EQ(full.breakdown().sum, 783'427'928'064u);
   EXPECT_GT(static_cast<double>(full.breakdown().sum), 780 * kGB);
 
   Evaluation qlora65 =
-      evaluate(qlora(llama65b, "", "[[strategy]]\nuse = \"lora\"\nrank = 64\ntargets = \"all-linear\"\n"));
+      evaluate_paper(qlora(llama65b, "", "[[strategy]]\nuse = \"lora\"\nrank = 64\ntargets = \"all-linear\"\n"));
   EXPECT_EQ(qlora65.breakdown().params_trainable, 799'539'200.0);
   EXPECT_EQ(role(qlora65, MEMPLAN_ROLE_WEIGHTS), 33'407'713'280u + 1'051'213'824u + 1'599'078'400u);
   EXPECT_EQ(qlora65.breakdown().sum, 44'053'397'504u);
@@ -140,12 +140,12 @@ TEST(Qlora, SixtyFiveBillionFromOver780GigabytesToUnder48) {
 // default (8,388,608 bytes), fp32 with adapters = "fp32" (16,777,216).
 TEST(Qlora, ServingAdaptersOnQuantizedWeights) {
   const std::string infer = "name = \"q\"\nmode = \"infer\"\n[model]\n" + kLlama + kNf4;
-  Evaluation plain = evaluate(infer + kLoraQv);
+  Evaluation plain = evaluate_paper(infer + kLoraQv);
   EXPECT_EQ(plain.item_bytes("layers.0-31.lora.attn.q", MEMPLAN_ROLE_WEIGHTS) +
                 plain.item_bytes("layers.0-31.lora.attn.v", MEMPLAN_ROLE_WEIGHTS),
             8'388'608u);
   EXPECT_EQ(role(plain, MEMPLAN_ROLE_GRADIENTS), 0u);
-  Evaluation fp32 = evaluate(infer + "adapters = \"fp32\"\n" + kLoraQv);
+  Evaluation fp32 = evaluate_paper(infer + "adapters = \"fp32\"\n" + kLoraQv);
   EXPECT_EQ(fp32.item_bytes("layers.0-31.lora.attn.q", MEMPLAN_ROLE_WEIGHTS) +
                 fp32.item_bytes("layers.0-31.lora.attn.v", MEMPLAN_ROLE_WEIGHTS),
             16'777'216u);

@@ -64,7 +64,7 @@ const std::string kCaseB = "[[strategy]]\nuse = \"freeze\"\ntrain = \"experts,ro
 const std::string kCaseC = "[[strategy]]\nuse = \"lora\"\nrank = 16\ntargets = \"experts\"\n";
 
 Evaluation seed_case(const std::string& precision, const std::string& strategy) {
-  return evaluate(train_scenario(kMixtral, precision + kSeedAdvice + strategy));
+  return evaluate_paper(train_scenario(kMixtral, precision + kSeedAdvice + strategy));
 }
 
 double gb(uint64_t bytes) { return static_cast<double>(bytes) / kGB; }

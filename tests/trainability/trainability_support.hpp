@@ -30,7 +30,7 @@ inline Evaluation example(const std::string& name) {
   EXPECT_TRUE(in.good()) << path;
   std::ostringstream text;
   text << in.rdbuf();
-  return evaluate(text.str(), path);
+  return evaluate_paper(text.str(), path);
 }
 
 inline std::string library(const std::string& plugin) {

@@ -17,10 +17,13 @@
 //                  master weights, optimizer states, KV cache) are taken to
 //                  pack without it.
 //
-// Only roles that are tensors of the job are considered (weights, gradients,
-// master weights, optimizer states, activations, KV cache): not `buffers` or
-// `overhead` items, which other plugins add for memory outside the allocator
-// (the CUDA context, NCCL buffers). The added items follow the lifetime, first
+// Every item the allocator hands out is considered, whatever its role: the
+// tensors of the job and the buffers that are tensors too (FSDP's gathered
+// parameters, DDP's gradient buckets, the cuBLAS workspace), but not memory
+// outside the allocator (pool `device`: the CUDA context, NCCL's buffers) nor
+// what other plugins already counted as the allocator's reserve. The added
+// items are the allocator's reserve (pool `reserve`): they count in reserved
+// and device memory, not in allocated memory. They follow the lifetime, first
 // layer and count of what they come from, so the step timeline sees them when
 // their tensors are alive.
 #include <memplan/sdk.hpp>
@@ -55,9 +58,6 @@ double rounding_waste(double bytes) {
   return std::ceil(bytes / granule) * granule - bytes;
 }
 
-bool is_tensor_role(sdk::Role role) {
-  return role != sdk::Role::buffers && role != sdk::Role::overhead;
-}
 
 class AllocatorOverhead {
  public:
@@ -83,7 +83,7 @@ class AllocatorOverhead {
     const size_t count = ctx.size();
     for (size_t i = 0; i < count; ++i) {
       const sdk::Item item = ctx.item(i);
-      if (item.device != sdk::Device::gpu || item.count == 0 || !is_tensor_role(item.role)) continue;
+      if (item.device != sdk::Device::gpu || item.count == 0 || item.pool != sdk::Pool::allocated) continue;
       const double bytes = std::ceil(item.elements * item.bytes_per_element);
       Group& group = find(groups, item);
       if (rounding_) group.rounding += rounding_waste(bytes);
@@ -116,6 +116,7 @@ class AllocatorOverhead {
     sdk::Item item;
     item.name = name;
     item.role = sdk::Role::overhead;
+    item.pool = sdk::Pool::reserve;
     item.lifetime = group.lifetime;
     item.layer = group.layer;
     item.count = group.count;

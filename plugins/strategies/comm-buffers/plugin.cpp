@@ -1,6 +1,7 @@
 // 'comm-buffers': communication memory per GPU (phase overhead).
 //
-// NCCL buffers (role buffers, persistent, outside PyTorch's allocator). NCCL
+// NCCL buffers (role buffers, persistent, outside PyTorch's allocator: they
+// count in device memory only, not in allocated or reserved memory). NCCL
 // gives each channel of a communicator its own buffers per connection, one
 // FIFO per protocol (NVIDIA/nccl issue #1450; src/init.cc):
 //   Simple  NCCL_BUFFSIZE, default 4 MiB (1 << 22)
@@ -16,7 +17,8 @@
 // channel count NCCL picks at init depends on the topology (its NCCL_DEBUG=INFO
 // log prints it); 16 is an assumption, not a measurement.
 //
-// Gradient buckets (role buffers), training with data parallelism only:
+// Gradient buckets (role buffers, tensors from the caching allocator), training
+// with data parallelism only:
 //   "ddp"        PyTorch DistributedDataParallel: the reducer's bucket tensors
 //                hold a copy of every gradient (bucket_cap_mb, 25 MiB by
 //                default, sets how gradients are grouped, not how much memory
@@ -157,6 +159,8 @@ class CommBuffers {
     item.name = "nccl.buffers";
     item.role = sdk::Role::buffers;
     item.lifetime = sdk::Lifetime::persistent;
+    // NCCL allocates its buffers itself (cudaMalloc / cuMem), not through PyTorch's allocator.
+    item.pool = sdk::Pool::device;
     // One instance per communicator.
     item.count = static_cast<uint32_t>(communicators);
     item.elements = static_cast<double>(channels_ * peers_) * per_connection;

@@ -77,17 +77,20 @@ class CudaContextOverhead {
   }
 
   void apply(sdk::Context& ctx) {
-    add(ctx, "cuda_context", sdk::Role::overhead, context_);
-    add(ctx, "cublas_workspace", sdk::Role::buffers, cublas_);
-    add(ctx, "cudnn_workspace", sdk::Role::buffers, cudnn_);
+    // The context is device memory outside the caching allocator; the
+    // workspaces are tensors the allocator hands out (they count as allocated).
+    add(ctx, "cuda_context", sdk::Role::overhead, sdk::Pool::device, context_);
+    add(ctx, "cublas_workspace", sdk::Role::buffers, sdk::Pool::allocated, cublas_);
+    add(ctx, "cudnn_workspace", sdk::Role::buffers, sdk::Pool::allocated, cudnn_);
   }
 
  private:
-  static void add(sdk::Context& ctx, const char* name, sdk::Role role, double bytes) {
+  static void add(sdk::Context& ctx, const char* name, sdk::Role role, sdk::Pool pool, double bytes) {
     if (bytes <= 0) return;
     sdk::Item item;
     item.name = name;
     item.role = role;
+    item.pool = pool;
     item.lifetime = sdk::Lifetime::persistent;
     item.elements = bytes;
     item.bytes_per_element = 1;

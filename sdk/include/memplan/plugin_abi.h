@@ -107,6 +107,18 @@ extern "C" {
 
 /* Item flags. */
 #define MEMPLAN_ITEM_TRAINABLE 0x1u
+/*
+ * Which memory an item occupies, for the three quantities of the report:
+ * allocated (the tensors the framework's allocator hands out, what
+ * torch.cuda.max_memory_allocated counts), reserved (what the allocator holds
+ * from the device, torch.cuda.max_memory_reserved) and device (what nvidia-smi
+ * shows). An item with neither flag is an allocated tensor and counts in all
+ * three. Hosts and plugins of ABI 1.0 that predate these flags read them as 0.
+ */
+#define MEMPLAN_ITEM_ALLOCATOR_RESERVE 0x2u  /* held by the allocator beyond its tensors (block rounding, cached free
+                                                blocks): counts in reserved and device memory */
+#define MEMPLAN_ITEM_OUTSIDE_ALLOCATOR 0x4u  /* device memory the allocator never sees (CUDA context, NCCL's own
+                                                buffers): counts in device memory only */
 
 #define MEMPLAN_MODE_TRAIN 0
 #define MEMPLAN_MODE_INFER 1

@@ -74,6 +74,13 @@ enum class Lifetime : int32_t {
 
 enum class Device : int32_t { gpu = MEMPLAN_DEVICE_GPU, cpu = MEMPLAN_DEVICE_CPU };
 
+// Which of the report's three quantities an item counts in (plugin_abi.h,
+// MEMPLAN_ITEM_ALLOCATOR_RESERVE / MEMPLAN_ITEM_OUTSIDE_ALLOCATOR):
+//   allocated  a tensor from the framework's allocator: allocated, reserved and device memory;
+//   reserve    held by the allocator beyond its tensors: reserved and device memory;
+//   device     on the GPU outside the allocator (CUDA context, NCCL buffers): device memory only.
+enum class Pool : int32_t { allocated = 0, reserve = 1, device = 2 };
+
 enum class ParamClass : int32_t {
   other = MEMPLAN_CLASS_OTHER,
   embedding = MEMPLAN_CLASS_EMBEDDING,
@@ -100,6 +107,7 @@ struct Item {
   int32_t layer = -1;
   uint32_t count = 1;
   bool trainable = false;
+  Pool pool = Pool::allocated;
   double elements = 0;
   double bytes_per_element = 0;
 };
@@ -284,6 +292,9 @@ class Context : public HostView {
     item.layer = raw.layer;
     item.count = raw.count;
     item.trainable = (raw.flags & MEMPLAN_ITEM_TRAINABLE) != 0;
+    item.pool = (raw.flags & MEMPLAN_ITEM_OUTSIDE_ALLOCATOR) != 0   ? Pool::device
+                : (raw.flags & MEMPLAN_ITEM_ALLOCATOR_RESERVE) != 0 ? Pool::reserve
+                                                                    : Pool::allocated;
     item.elements = raw.elements;
     item.bytes_per_element = raw.bytes_per_element;
     return item;
@@ -298,7 +309,9 @@ class Context : public HostView {
     raw.param_class = static_cast<int32_t>(item.param_class);
     raw.layer = item.layer;
     raw.count = item.count;
-    raw.flags = item.trainable ? MEMPLAN_ITEM_TRAINABLE : 0u;
+    raw.flags = (item.trainable ? MEMPLAN_ITEM_TRAINABLE : 0u) |
+                (item.pool == Pool::reserve ? MEMPLAN_ITEM_ALLOCATOR_RESERVE : 0u) |
+                (item.pool == Pool::device ? MEMPLAN_ITEM_OUTSIDE_ALLOCATOR : 0u);
     raw.elements = item.elements;
     raw.bytes_per_element = item.bytes_per_element;
     return raw;

@@ -14,9 +14,27 @@ namespace memplan {
 
 enum StepPhase : int { kInit = 0, kForward = 1, kBackward = 2, kOptimizerStep = 3, kStepPhaseCount = 4 };
 
+// The three ways memory on a GPU is measured, each a superset of the one
+// before: what the framework's allocator hands out to tensors
+// (torch.cuda.max_memory_allocated), what it holds from the device
+// (max_memory_reserved), and what the device shows in use (nvidia-smi), which
+// adds what never passes through the allocator (CUDA context, NCCL buffers).
+// An item counts in its own quantity and every later one (plugin_abi.h,
+// MEMPLAN_ITEM_ALLOCATOR_RESERVE / MEMPLAN_ITEM_OUTSIDE_ALLOCATOR).
+enum Quantity : int { kAllocated = 0, kReserved = 1, kDevice = 2, kQuantityCount = 3 };
+
+struct StepPeak {
+  std::array<uint64_t, kStepPhaseCount> timeline{};
+  uint64_t peak = 0;  // max over the timeline
+  int peak_phase = kInit;
+};
+
 struct Breakdown {
   std::array<uint64_t, MEMPLAN_ROLE_COUNT> components{};  // GPU bytes by role
   std::array<uint64_t, MEMPLAN_ROLE_COUNT> cpu_components{};
+  std::array<StepPeak, kQuantityCount> quantities{};      // the timeline of each quantity
+  int fit_quantity = kDevice;                              // the quantity `fits` compares (and peak mirrors)
+  // The timeline, peak and phase of the quantity `fits` uses (device unless the scenario says otherwise).
   std::array<uint64_t, kStepPhaseCount> timeline{};
   uint64_t sum = 0;   // every GPU item once
   uint64_t peak = 0;  // max over the timeline
@@ -37,8 +55,12 @@ struct Breakdown {
 std::string_view role_name(int32_t role);        // "weights", "optimizer_states", ...
 std::string_view lifetime_name(int32_t lifetime);
 std::string_view phase_name(int phase);          // "init", "forward", "backward", "optimizer"
+std::string_view quantity_name(int quantity);    // "allocated", "reserved", "device"
+// The item's quantity: the first of the three it counts in (from its flags).
+int item_quantity(uint32_t flags);
 
-// Fills components, sum and the timeline of `breakdown` from `plan`.
+// Fills components, sum and the timeline of each quantity of `breakdown` from
+// `plan`, and mirrors breakdown.fit_quantity's into timeline/peak/peak_phase.
 // grad_accum > 1 keeps gradients alive across micro-batches (they accumulate).
 void summarize(const Plan& plan, int64_t grad_accum, Breakdown& breakdown);
 

@@ -1,6 +1,6 @@
-// Data files shipped with memplan: GPU memory sizes and model presets.
-// They live in <prefix>/share/memplan (gpus.toml, models/*.toml) so that
-// adding a GPU or a model needs no rebuild.
+// Data files shipped with memplan: GPU memory sizes, model presets and
+// framework profiles. They live in <prefix>/share/memplan (gpus.toml,
+// models/*.toml, frameworks/*.toml) so that adding one needs no rebuild.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "memplan/core/framework.hpp"
 #include "memplan/core/model.hpp"
 
 namespace memplan {
@@ -30,11 +31,16 @@ struct ModelPreset {
 
 class Catalog {
  public:
-  // Loads gpus.toml and models/*.toml from `data_dir`; a malformed file is an
+  // Loads gpus.toml, models/*.toml and frameworks/*.toml from `data_dir`; a malformed file is an
   // error naming it. A missing directory gives an empty catalog.
   static Catalog load(const std::filesystem::path& data_dir);
 
   const GpuEntry* find_gpu(std::string_view name) const;
+  const FrameworkProfile* find_framework(std::string_view name) const;
+  // The profile marked `default = true`, used when a scenario has no [framework]; null when none is.
+  const FrameworkProfile* default_framework() const;
+  const std::vector<FrameworkProfile>& frameworks() const { return frameworks_; }
+  std::vector<std::string> framework_names() const;
   const ModelPreset* find_model(std::string_view name) const;
   const std::vector<GpuEntry>& gpus() const { return gpus_; }
   const std::vector<ModelPreset>& models() const { return models_; }
@@ -46,6 +52,7 @@ class Catalog {
   std::filesystem::path data_dir_;
   std::vector<GpuEntry> gpus_;
   std::vector<ModelPreset> models_;
+  std::vector<FrameworkProfile> frameworks_;
 };
 
 }  // namespace memplan

@@ -8,32 +8,11 @@
 #include <vector>
 
 #include "memplan/core/catalog.hpp"
+#include "memplan/core/component.hpp"
 #include "memplan/core/error.hpp"
 #include "memplan/core/model.hpp"
 
 namespace memplan {
-
-struct OptionValue {
-  enum class Type { integer, floating, boolean, string };
-  std::string key;
-  Type type = Type::integer;
-  int64_t integer = 0;
-  double floating = 0;
-  bool boolean = false;
-  std::string text;
-  SourceLocation key_location;
-  SourceLocation value_location;
-};
-
-// One component table: [precision], [optimizer], [activations] or one [[strategy]].
-struct ComponentSpec {
-  int32_t kind = 0;     // MEMPLAN_KIND_*
-  std::string section;  // "[optimizer]", "[[strategy]] #2", for messages
-  std::string use;      // the plugin's name
-  SourceLocation use_location;
-  SourceLocation table_location;
-  std::vector<OptionValue> options;  // every key but `use`
-};
 
 struct HardwareSpec {
   std::string gpu;                  // catalog name, or empty
@@ -41,6 +20,18 @@ struct HardwareSpec {
   std::string label;                // what the report calls it
   int64_t count = 0;                // 0 when not given: the strategies' world size
   SourceLocation count_location;
+  int fit_quantity = 2;             // the quantity `fits` compares (Quantity in breakdown.hpp): device by default
+};
+
+// The software that runs the job ([framework]): a profile from the catalog
+// whose option defaults and runtime components were merged into the scenario.
+struct FrameworkSpec {
+  std::string name;     // empty when the catalog has no profile at all
+  std::string version;  // as the scenario gives it, or the profile's
+  std::string profile_file;
+  std::string summary;
+  bool from_scenario = false;  // false: the catalog's default profile
+  SourceLocation use_location;
 };
 
 // One entry of [plugins] bundles: "acme-optimizers>=1.2" (bundle.hpp parses it).
@@ -66,6 +57,7 @@ struct Scenario {
   int64_t grad_accum = 1;
   std::vector<ComponentSpec> components;
   HardwareSpec hardware;
+  FrameworkSpec framework;
   std::vector<std::string> search_path;  // absolute, resolved against the scenario's folder
   SourceLocation search_path_location;
   std::vector<BundleRequirementSpec> bundles;  // [plugins] bundles: installed bundles the scenario needs

@@ -1,0 +1,36 @@
+// One component table of a scenario ([precision], [optimizer], [activations],
+// [[strategy]]) and its plugin options as located values. Framework profiles
+// (framework.hpp) carry the same shapes, located in the profile's file.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "memplan/core/error.hpp"
+
+namespace memplan {
+
+struct OptionValue {
+  enum class Type { integer, floating, boolean, string };
+  std::string key;
+  Type type = Type::integer;
+  int64_t integer = 0;
+  double floating = 0;
+  bool boolean = false;
+  std::string text;
+  SourceLocation key_location;
+  SourceLocation value_location;
+};
+
+// One component table: [precision], [optimizer], [activations] or one [[strategy]].
+struct ComponentSpec {
+  int32_t kind = 0;     // MEMPLAN_KIND_*
+  std::string section;  // "[optimizer]", "[[strategy]] #2", for messages
+  std::string use;      // the plugin's name
+  SourceLocation use_location;
+  SourceLocation table_location;
+  std::vector<OptionValue> options;  // every key but `use`
+};
+
+}  // namespace memplan

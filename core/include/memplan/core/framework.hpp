@@ -1,0 +1,37 @@
+// Framework profiles: the software that runs a job, as data.
+//
+// A profile is a TOML file in the catalog's frameworks/ folder. It names no
+// code of its own: it says which plugins' options the framework implies (a
+// table [defaults.<plugin>] of option defaults, applied when the scenario uses
+// that plugin and does not set the key) and which runtime components it brings
+// ([[strategy]] tables, added unless the scenario has a table with the same
+// `use` or excludes it). What each behaviour allocates is modelled, with its
+// sources, by the plugins the profile composes; the core only merges tables.
+// docs/frameworks.md gives the format and why profiles are data.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "memplan/core/component.hpp"
+
+namespace memplan {
+
+struct FrameworkProfile {
+  std::string name;     // file stem, e.g. "hf-transformers"
+  std::string summary;  // one line for `memplan plugins` and reports
+  std::string version;  // the framework version its behaviour was read from
+  std::string source;   // where that behaviour is documented (code, commits)
+  std::string file;
+  bool is_default = false;  // used by scenarios without a [framework] table
+  // Option defaults by plugin name, located in the profile's file.
+  std::vector<std::pair<std::string, std::vector<OptionValue>>> defaults;
+  // Runtime components the framework brings (CUDA context, allocator, communication buffers, ...).
+  std::vector<ComponentSpec> strategies;
+};
+
+// Reads one profile file; throws Error with file:line:column.
+FrameworkProfile load_framework_profile(const std::string& path);
+
+}  // namespace memplan

@@ -1,0 +1,53 @@
+// Validation against measured runs: `memplan validate [FOLDER|FILE ...]`.
+//
+// A case is a scenario file whose leading comment block carries machine-
+// readable lines (docs/validation.md):
+//   # measured_bytes = N            the published figure, in bytes
+//   # quantity = allocated | reserved | device
+//   # framework = NAME              the software that ran it, for the table
+//   # tolerance_percent = T         optional; the |error| the case must stay within (default 10)
+// The estimate of the case's quantity is compared with the measurement.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "memplan/core/catalog.hpp"
+#include "memplan/core/install_layout.hpp"
+
+namespace memplan {
+
+inline constexpr double kDefaultTolerancePercent = 10.0;
+
+struct ValidationCase {
+  std::string id;  // the file name without .toml
+  std::string file;
+  std::string framework;
+  int quantity = 2;  // Quantity (breakdown.hpp)
+  uint64_t measured = 0;
+  double tolerance_percent = kDefaultTolerancePercent;
+};
+
+struct ValidationResult {
+  ValidationCase test;
+  uint64_t estimate = 0;
+  double error_percent = 0;  // (estimate - measured) / measured x 100
+  bool within = false;       // |error| <= tolerance
+  std::string failure;       // non-empty when the case could not be estimated
+};
+
+// The case files named by `paths`: files as given, folders' *.toml in name order.
+std::vector<std::string> validation_files(const std::vector<std::string>& paths);
+// Reads the header of one case; throws Error (file:line) when a required line is missing or malformed.
+ValidationCase read_validation_case(const std::string& file);
+// Estimates one case through the plugins found from `layout` (and the scenario's own search path).
+ValidationResult validate_case(const ValidationCase& test, const Catalog& catalog, const InstallLayout& layout);
+// The table, then one summary line; returns the results' summary figures through the stream only.
+void write_validation_table(std::ostream& out, const std::vector<ValidationResult>& results);
+// "validation: N cases, median |error| X %, max |error| Y % (ID), within 10 %: K/N"
+std::string validation_summary(const std::vector<ValidationResult>& results);
+
+}  // namespace memplan

@@ -1,0 +1,60 @@
+#include "component_reader.hpp"
+
+#include <cmath>
+
+#include "memplan/core/scenario.hpp"
+
+namespace memplan {
+
+std::vector<OptionValue> read_options(const toml::table& table, const std::string& file,
+                                      const std::string& section) {
+  std::vector<OptionValue> options;
+  for (const auto& [key, node] : table) {
+    if (key.str() == "use") continue;
+    OptionValue option;
+    option.key = std::string(key.str());
+    option.key_location = location_of(file, key.source());
+    option.value_location = location_of(file, node.source());
+    if (node.is_integer()) {
+      option.type = OptionValue::Type::integer;
+      option.integer = node.as_integer()->get();
+    } else if (node.is_floating_point()) {
+      option.type = OptionValue::Type::floating;
+      option.floating = node.as_floating_point()->get();
+      if (!std::isfinite(option.floating))
+        fail_at(option.value_location, "in " + section + ", '" + option.key + "' must be a finite number");
+    } else if (node.is_boolean()) {
+      option.type = OptionValue::Type::boolean;
+      option.boolean = node.as_boolean()->get();
+    } else if (node.is_string()) {
+      option.type = OptionValue::Type::string;
+      option.text = node.as_string()->get();
+    } else {
+      fail_at(option.value_location, "in " + section + ", '" + option.key + "' is " +
+                                         std::string(describe_type(node)) +
+                                         "; plugin options are integers, floats, booleans or strings");
+    }
+    options.push_back(std::move(option));
+  }
+  return options;
+}
+
+ComponentSpec read_component(const toml::table& table, int32_t kind, const std::string& file,
+                             const std::string& section) {
+  TomlReader reader(table, file, section);
+  ComponentSpec component;
+  component.kind = kind;
+  component.section = section;
+  component.table_location = reader.table_location();
+  auto use = reader.string("use");
+  if (!use)
+    fail_at(component.table_location,
+            section + " needs 'use = \"<plugin name>\"'; `memplan plugins` lists the " +
+                std::string(kind_name(kind)) + " plugins");
+  component.use = *use;
+  component.use_location = reader.value_location("use");
+  component.options = read_options(table, file, section);
+  return component;
+}
+
+}  // namespace memplan
