@@ -27,6 +27,15 @@
 // have role optimizer_states, which ZeRO stage 1 and up shards, and lifetime
 // transient_optimizer: the step timeline adds them to the optimizer phase.
 //
+// `gradient_buffer = "persistent"` gives the gradients the lifetime of the
+// whole run: Megatron-LM's DistributedDataParallel allocates one contiguous
+// grad buffer (fp32 for bf16 models: grad_reduce_in_fp32, forced by
+// --bf16 in megatron/training/arguments.py) when the model is wrapped, and
+// param.main_grad are views into it (megatron/core/distributed/
+// param_and_grad_buffer.py, torch.zeros of the buffer's numel; core_r0.14.0 =
+// 32ad5c89). So its gradients occupy memory during forward too, not only from
+// backward on as PyTorch's .grad tensors do.
+//
 // A recipe may extend this one (Traits::Extension, e.g. the fp8 recipe's
 // fp8 weight copies): it declares extra options, reads them, and adds items
 // next to each weight.
@@ -50,7 +59,7 @@ struct RecipeDefaults {
   const char* activations;
 };
 
-inline constexpr std::array<memplan_option_spec, 7> kPrecisionOptions{{
+inline constexpr std::array<memplan_option_spec, 8> kPrecisionOptions{{
     {"weights", MEMPLAN_OPTION_STRING, "dtype of the weights used in forward and backward", "the recipe's"},
     {"gradients", MEMPLAN_OPTION_STRING, "dtype of the gradients backward produces", "the recipe's"},
     {"master_weights", MEMPLAN_OPTION_STRING, "dtype of the master copy the optimizer updates, or \"none\"",
@@ -63,6 +72,11 @@ inline constexpr std::array<memplan_option_spec, 7> kPrecisionOptions{{
      "dtype of the gradient copy the optimizer steps from, made at the step and sharded with the master weights "
      "(Megatron-LM's fp32 main grads for 16-bit gradients), or \"none\"",
      "\"none\""},
+    {"gradient_buffer", MEMPLAN_OPTION_STRING,
+     "when the gradients' memory exists: \"backward\" (allocated as backward produces them, as PyTorch's .grad) or "
+     "\"persistent\" (one contiguous buffer allocated when the model is built and kept, as Megatron-LM's "
+     "DistributedDataParallel grad buffer)",
+     "\"backward\""},
 }};
 
 // The dtypes a recipe resolved, for extensions.
@@ -128,7 +142,7 @@ class PrecisionRecipe {
       ctx.set(i, item);
       extension_.add_items(ctx, item);
       if (!training || !item.trainable) continue;
-      add_copy(ctx, item, sdk::Role::gradients, sdk::Lifetime::gradient, d.gradients);
+      add_copy(ctx, item, sdk::Role::gradients, gradient_lifetime_, d.gradients);
       // The accumulation buffer lives across steps (Megatron allocates it once).
       if (grad_accumulation_)
         add_copy(ctx, item, sdk::Role::gradients, sdk::Lifetime::persistent, *grad_accumulation_);
@@ -158,6 +172,10 @@ class PrecisionRecipe {
     dtypes_.optimizer_states = dtype(options, "optimizer_states", d.optimizer_states, false).value();
     dtypes_.activations = dtype(options, "activations", d.activations, false).value();
     grad_accumulation_ = dtype(options, "grad_accumulation", "none", true);
+    const std::string buffer = options.string("gradient_buffer").value_or("backward");
+    if (buffer != "backward" && buffer != "persistent")
+      options.fail("gradient_buffer", "must be \"backward\" or \"persistent\", not \"" + buffer + "\"");
+    gradient_lifetime_ = buffer == "persistent" ? sdk::Lifetime::persistent : sdk::Lifetime::gradient;
     main_grads_ = dtype(options, "main_grads", "none", true);
     return dtypes_;
   }
@@ -174,6 +192,7 @@ class PrecisionRecipe {
   RecipeDtypes dtypes_;
   std::optional<double> grad_accumulation_;
   std::optional<double> main_grads_;
+  sdk::Lifetime gradient_lifetime_ = sdk::Lifetime::gradient;
   Extension extension_;
 };
 

@@ -38,8 +38,10 @@ TEST(ActivationExamples, OutputLayerOfGpt3LastStage) {
   EXPECT_EQ(e.item_bytes("layers.84-95.activations", kAct), 1'283'457'024u);
   EXPECT_EQ(e.item_bytes("activations.final_norm", kAct) + e.item_bytes("activations.logits", kAct), 65'011'712u);
   EXPECT_EQ(e.item_bytes("activations.embedding_dropout", kAct), 0u);
-  EXPECT_EQ(e.component(kAct), 1'600'126'976u);
-  EXPECT_EQ(e.breakdown().peak, 46'357'446'656u);
+  EXPECT_EQ(e.item_bytes("activations.loss_forward", kAct), 26'214'400u);   // 2 sbv / t
+  EXPECT_EQ(e.item_bytes("activations.loss_backward", kAct), 26'214'400u);  // 2 sbv / t
+  EXPECT_EQ(e.component(kAct), 1'652'555'776u);
+  EXPECT_EQ(e.breakdown().peak, 46'383'661'056u);
   EXPECT_TRUE(e.estimator().fits());
 }
 
@@ -68,8 +70,8 @@ TEST(OverheadExamples, Allocator) {
 TEST(OverheadExamples, CommBuffers) {
   Evaluation e = example("train-overhead-comm-buffers.toml");
   EXPECT_EQ(e.item_bytes("nccl.buffers", MEMPLAN_ROLE_BUFFERS), 308'281'344u);
-  EXPECT_EQ(e.item_bytes("deepspeed.buckets", MEMPLAN_ROLE_BUFFERS), 9'000'000'000u);
-  EXPECT_EQ(e.breakdown().peak, 37'306'258'944u);
+  EXPECT_EQ(e.item_bytes("deepspeed.reduce_bucket", MEMPLAN_ROLE_BUFFERS), 2'000'000'000u);
+  EXPECT_EQ(e.breakdown().peak, 30'306'258'944u);
 }
 
 TEST(OverheadExamples, Seed002ContinuumRule) {

@@ -148,8 +148,9 @@ std::string library() { return " (plugin library " + plugin_dir() + "/memplan-me
 // 10 [optimizer], 11 use, 12 [activations], 13 use, 14 flash_attention, 15 cross_entropy.
 TEST(MegatronOutsideLayers, CrossEntropyOptionIsChecked) {
   EXPECT_EQ(error_of(llama3_8b(kOneSequence, "cross_entropy = \"fused\"\n"), "m.toml"),
-            "m.toml:15:17: error: in [activations], activations plugin 'megatron', option 'cross_entropy': must be "
-            "\"unfused\" or \"vocab-parallel\", not \"fused\"" + library());
+            "m.toml:15:17: error: in [activations], activations plugin 'megatron', option 'cross_entropy': must be one of "
+            "\"unfused\", \"vocab-parallel\", \"upcast-shift-copy\", \"bf16-upcast-shift-copy\", \"upcast\", "
+            "\"chunked\", not \"fused\"" + library());
 }
 
 }  // namespace

@@ -141,22 +141,44 @@ TEST(CommBuffers, DdpBucketViewAndNone) {
   EXPECT_EQ(evaluate_paper(parallel("buckets = \"none\"\n")).item_bytes("ddp.buckets", kBuffers), 0u);
 }
 
-// DeepSpeed with overlap_comm: 4.5 x (5e8 + 5e8) elements x 2 bytes = 9e9, the
-// Hugging Face DeepSpeed guide's "9GB footprint (5e8 x 2Bytes x 2 x 4.5)".
-// Without it: a 1e9-byte reduce bucket throughout and a 1e9-byte all-gather
-// bucket during the optimizer step.
+// DeepSpeed ZeRO 1/2 (deepspeed/runtime/zero/stage_1_and_2.py @ v0.19.5):
+// each backward allocates a reduce bucket of reduce_bucket_size = 5e8
+// elements x 2 bytes = 1e9 (setup_buckets), and a second one with
+// overlap_comm ("double buffers"), freed after backward. The post-step
+// all-gather writes in place (all_gather_into_tensor), so allgather_bucket_size
+// allocates only when given: then during the optimizer step.
 TEST(CommBuffers, DeepSpeedBuckets) {
   Evaluation overlap = evaluate_paper(parallel("buckets = \"deepspeed\"\noverlap_comm = true\n"));
-  EXPECT_EQ(overlap.item_bytes("deepspeed.buckets", kBuffers), 9'000'000'000u);
+  EXPECT_EQ(overlap.item_bytes("deepspeed.reduce_bucket", kBuffers), 2'000'000'000u);
   Evaluation plain = evaluate_paper(parallel("buckets = \"deepspeed\"\nnccl = false\n"));
   EXPECT_EQ(plain.item_bytes("deepspeed.reduce_bucket", kBuffers), 1'000'000'000u);
-  EXPECT_EQ(plain.item_bytes("deepspeed.allgather_bucket", kBuffers), 1'000'000'000u);
+  EXPECT_EQ(plain.item_bytes("deepspeed.allgather_bucket", kBuffers), 0u);
   const auto& t = plain.breakdown().timeline;
-  EXPECT_EQ(t[kOptimizerStep] - t[kInit], plain.component(MEMPLAN_ROLE_GRADIENTS) + uint64_t{1'000'000'000});
+  // Backward holds the bucket with every gradient; the step only the gradients.
+  EXPECT_EQ(t[kBackward] - t[kInit], plain.component(MEMPLAN_ROLE_GRADIENTS) + uint64_t{1'000'000'000});
+  EXPECT_EQ(t[kOptimizerStep] - t[kInit], plain.component(MEMPLAN_ROLE_GRADIENTS));
   Evaluation smaller = evaluate_paper(parallel("buckets = \"deepspeed\"\nnccl = false\nreduce_bucket_size = 2e8\n"
                                          "allgather_bucket_size = 2e8\noverlap_comm = true\n"));
-  // The guide's 2e8 advice: 2e8 x 2 bytes x 2 x 4.5 = 3.6 GB.
-  EXPECT_EQ(smaller.component(kBuffers), 3'600'000'000u);
+  // 2 x 2e8 x 2 bytes of reduce buckets, 2e8 x 2 bytes of all-gather bucket.
+  EXPECT_EQ(smaller.component(kBuffers), 1'200'000'000u);
+}
+
+// 'zero' declares its bucketed reduce, so the default buckets = "auto" follows it; 'fsdp' declares none.
+TEST(CommBuffers, AutomaticBucketsFollowTheShardingPlugin) {
+  Evaluation zero = evaluate_paper(parallel("nccl = false\n[[strategy]]\nuse = \"zero\"\nstage = 2\n"));
+  EXPECT_EQ(zero.item_bytes("deepspeed.reduce_bucket", kBuffers), 1'000'000'000u);
+  EXPECT_EQ(zero.item_bytes("ddp.buckets", kBuffers), 0u);
+  Evaluation plain_ddp = evaluate_paper(parallel("nccl = false\n"));
+  EXPECT_EQ(plain_ddp.item_bytes("ddp.buckets", kBuffers), 1'000'000'000u);
+}
+
+// NVLS buffers: one per communicator of more than 2 ranks (data-parallel 8
+// here; tensor-parallel 2 has none): 256 MiB, NCCL 2.30's figure for 8 GPUs of sm90.
+TEST(CommBuffers, NvlsBufferPerLargeCommunicator) {
+  Evaluation e = evaluate_paper(parallel("nvls_mib = 256\n"));
+  EXPECT_EQ(e.item_bytes("nccl.nvls", kBuffers), 268'435'456u);
+  EXPECT_EQ(e.breakdown().quantities[kAllocated].peak + 268'435'456u + 616'562'688u,
+            e.breakdown().quantities[kDevice].peak);  // outside the allocator, with NCCL's other buffers
 }
 
 // Expert parallelism has its own (all-to-all) communicator: Mixtral with data
@@ -191,12 +213,13 @@ TEST(CommBuffers, Errors) {
             "b.toml:20:27: error: in [[strategy]] #3, strategy plugin 'comm-buffers', option "
             "'gradient_as_bucket_view': is an option of PyTorch DDP; it needs buckets = \"ddp\"" +
                 library("comm-buffers"));
-  EXPECT_EQ(error_of(parallel("reduce_bucket_size = 2e8\n"), "b.toml"),
-            "b.toml:19:22: error: in [[strategy]] #3, strategy plugin 'comm-buffers', option 'reduce_bucket_size': "
+  // With buckets = "auto" (the default) DeepSpeed's options apply when 'zero' runs; with "ddp" they cannot.
+  EXPECT_EQ(error_of(parallel("buckets = \"ddp\"\nreduce_bucket_size = 2e8\n"), "b.toml"),
+            "b.toml:20:22: error: in [[strategy]] #3, strategy plugin 'comm-buffers', option 'reduce_bucket_size': "
             "is a DeepSpeed option; it needs buckets = \"deepspeed\"" + library("comm-buffers"));
   EXPECT_EQ(error_of(parallel("buckets = \"fsdp\"\n"), "b.toml"),
             "b.toml:19:11: error: in [[strategy]] #3, strategy plugin 'comm-buffers', option 'buckets': must be "
-            "\"ddp\", \"deepspeed\" or \"none\", not \"fsdp\"" + library("comm-buffers"));
+            "\"auto\", \"ddp\", \"deepspeed\" or \"none\", not \"fsdp\"" + library("comm-buffers"));
 }
 
 }  // namespace

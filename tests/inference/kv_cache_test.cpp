@@ -104,20 +104,39 @@ TEST(KvCache, PagedBlocksRoundEachSequenceUp) {
 constexpr std::string_view kMistral7B =
     "layers = 32\nhidden = 4096\nheads = 32\nkv_heads = 8\nffn_hidden = 14336\nvocab = 32000\nsliding_window = 4096\n";
 
+// A decode step (a pass of 1 token) holds the window's W - 1 tokens and the
+// new one: W. 16k context: every layer caches 4096 tokens x 131,072 B = 512 MiB.
+constexpr std::string_view kDecodeStep = "prefill_chunk = 1\n";
+
 TEST(SlidingWindow, CapsWindowedLayersAtTheWindow) {
-  // 16k context: every layer caches 4096 tokens x 131,072 B = 512 MiB.
-  Evaluation e = evaluate_paper(infer_scenario(kMistral7B, 1, 16384));
+  Evaluation e = evaluate_paper(infer_scenario(kMistral7B, 1, 16384, kDecodeStep));
   EXPECT_EQ(kv_cache_bytes(e), 512 * kMiB);
   EXPECT_EQ(e.item_bytes("layers.0-31.kv_cache", MEMPLAN_ROLE_KV_CACHE), 512 * kMiB);
   // A context shorter than the window is not padded to it: 1008 tokens (63 blocks).
   EXPECT_EQ(kv_cache_bytes(evaluate_paper(infer_scenario(kMistral7B, 1, 1000))), 1008u * 131'072);
 }
 
+// During a pass of c tokens a windowed layer still holds the W - 1 tokens
+// before them (vLLM v1 vllm/v1/kv_cache_interface.py SlidingWindowSpec:
+// min(W - 1 + max_num_batched_tokens, max_model_len) tokens).
+//   whole 16,384-token prompt: min(16384, 4095 + 16384) = all 16,384 tokens = 2 GiB
+//   chunks of 512: 4095 + 512 = 4,607 tokens, positions 11,777 to 16,383:
+//     blocks 736 to 1023 = 288 blocks = 4,608 tokens x 131,072 B = 603,979,776 B
+//   chunks of 500: 4,595 tokens, positions 11,789 to 16,383: blocks 736 to 1023 = 288 blocks
+//     (the window does not start on a block boundary: one block more than 4,595 / 16 rounds to)
+TEST(SlidingWindow, PrefillHoldsTheWindowAndThePass) {
+  EXPECT_EQ(kv_cache_bytes(evaluate_paper(infer_scenario(kMistral7B, 1, 16384))), 2 * kGiBu);
+  EXPECT_EQ(kv_cache_bytes(evaluate_paper(infer_scenario(kMistral7B, 1, 16384, "prefill_chunk = 512\n"))),
+            603'979'776u);
+  EXPECT_EQ(kv_cache_bytes(evaluate_paper(infer_scenario(kMistral7B, 1, 16384, "prefill_chunk = 500\n"))),
+            288u * 16 * 131'072);
+}
+
 TEST(SlidingWindow, MistralPaperEightfoldAt32k) {
   // 32k = 32,768 tokens: 4 GiB without the window (option sliding_window = 0),
-  // 512 MiB with it: 8x.
+  // 512 MiB with it once the sequence decodes token by token: 8x.
   const uint64_t full = kv_cache_bytes(evaluate_paper(infer_scenario(kMistral7B, 1, 32768, "sliding_window = 0\n")));
-  const uint64_t windowed = kv_cache_bytes(evaluate_paper(infer_scenario(kMistral7B, 1, 32768)));
+  const uint64_t windowed = kv_cache_bytes(evaluate_paper(infer_scenario(kMistral7B, 1, 32768, kDecodeStep)));
   EXPECT_EQ(full, 4 * kGiBu);
   EXPECT_EQ(windowed, 512 * kMiB);
   EXPECT_EQ(full / windowed, 8u);
@@ -125,7 +144,9 @@ TEST(SlidingWindow, MistralPaperEightfoldAt32k) {
 
 TEST(SlidingWindow, OptionOverridesTheModel) {
   // Llama-3.1-8B has no window; sliding_window = 4096 gives it one: 4096 x 131,072 B.
-  EXPECT_EQ(kv_cache_bytes(evaluate_paper(infer_scenario(kLlama31_8B, 1, 16384, "sliding_window = 4096\n"))), 512 * kMiB);
+  EXPECT_EQ(kv_cache_bytes(evaluate_paper(
+                infer_scenario(kLlama31_8B, 1, 16384, "sliding_window = 4096\nprefill_chunk = 1\n"))),
+            512 * kMiB);
 }
 
 // Hybrid local/global attention, Gemma 2's shape (google/gemma-2-9b
@@ -139,7 +160,7 @@ TEST(SlidingWindow, HybridModelsSplitGlobalAndWindowedLayers) {
   const std::string gemma2 =
       "layers = 42\nhidden = 3584\nheads = 16\nkv_heads = 8\nhead_dim = 256\nffn_hidden = 14336\nvocab = 256000\n"
       "tied_embeddings = true\nsliding_window = 4096\nglobal_attention_every = 2\n";
-  Evaluation e = evaluate_paper(infer_scenario(gemma2, 1, 8192));
+  Evaluation e = evaluate_paper(infer_scenario(gemma2, 1, 8192, kDecodeStep));
   const auto& items = e.estimator().plan().items;
   EXPECT_EQ(bytes_named(items, "kv_cache.global"), 1'409'286'144u);
   EXPECT_EQ(bytes_named(items, "kv_cache.window"), 704'643'072u);
@@ -166,7 +187,7 @@ TEST(SlidingWindow, PipelineStagesCountTheirOwnGlobalLayers) {
       "layers = 16\nhidden = 1024\nheads = 8\nffn_hidden = 4096\nvocab = 32000\nsliding_window = 512\n"
       "global_attention_every = 3\n";
   Evaluation first = evaluate_paper(
-      infer_scenario(model, 1, 2048, "", "[[strategy]]\nuse = \"pipeline-parallel\"\nsize = 2\n"));
+      infer_scenario(model, 1, 2048, kDecodeStep, "[[strategy]]\nuse = \"pipeline-parallel\"\nsize = 2\n"));
   const auto& a = first.estimator().plan().items;
   EXPECT_EQ(bytes_named(a, "kv_cache.global"), 16'777'216u);
   EXPECT_EQ(bytes_named(a, "kv_cache.window"), 12'582'912u);
@@ -174,7 +195,7 @@ TEST(SlidingWindow, PipelineStagesCountTheirOwnGlobalLayers) {
   EXPECT_EQ(find_named(a, "kv_cache.window")->layer, 0);
 
   Evaluation last = evaluate_paper(infer_scenario(
-      model, 1, 2048, "", "[[strategy]]\nuse = \"pipeline-parallel\"\nsize = 2\nstage = \"last\"\n"));
+      model, 1, 2048, kDecodeStep, "[[strategy]]\nuse = \"pipeline-parallel\"\nsize = 2\nstage = \"last\"\n"));
   const auto& b = last.estimator().plan().items;
   EXPECT_EQ(bytes_named(b, "kv_cache.global"), 25'165'824u);
   EXPECT_EQ(bytes_named(b, "kv_cache.window"), 10'485'760u);

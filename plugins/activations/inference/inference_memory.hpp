@@ -43,6 +43,14 @@ inline int64_t kv_heads_per_rank(int64_t kv_heads, int64_t tensor_parallel) {
 // (PagedAttention); block = 1 means no paging.
 inline int64_t paged_tokens(int64_t tokens, int64_t block) { return ceil_div(tokens, block) * block; }
 
+// Blocks holding the last `held` of `length` tokens: positions length - held
+// to length - 1, in blocks of `block` tokens counted from position 0.
+inline int64_t window_blocks(int64_t length, int64_t held, int64_t block) {
+  if (held <= 0 || length <= 0) return 0;
+  const int64_t first = length - held;
+  return (length - 1) / block - first / block + 1;
+}
+
 // Which of the layers [first, first + count) attend globally and which through
 // a window. `window` 0: every layer is global. `global_every` N > 0 (with a
 // window): layers N-1, 2N-1, ... are global, the rest windowed (hybrid models

@@ -109,7 +109,17 @@ class InferenceMemory {
     const inf::KvShape kv{static_cast<double>(inf::kv_heads_per_rank(model.kv_heads, t)),
                           static_cast<double>(model.head_dim), kv_bytes};
     const int64_t global_tokens = inf::paged_tokens(seq_len, block_size_);
-    const int64_t window_tokens = window > 0 ? inf::paged_tokens(std::min(seq_len, window), block_size_) : 0;
+    // A windowed layer evicts tokens older than the window only after a pass:
+    // while a pass of c tokens runs it holds the window's last W - 1 tokens
+    // and the c new ones (vLLM v1 vllm/v1/kv_cache_interface.py,
+    // SlidingWindowSpec: min(W - 1 + max_num_batched_tokens, max_model_len)),
+    // in the blocks those positions fall in (a window that does not start on
+    // a block boundary spans one block more; vLLM reserves that block).
+    // Per sequence, a pass is its whole prompt, or a chunk of it.
+    const int64_t pass = std::min(seq_len, prefill_chunk_.value_or(seq_len));
+    // min(seq_len, W - 1 + pass), written so that no sum can overflow.
+    const int64_t held = window <= 0 ? 0 : pass >= seq_len - (window - 1) ? seq_len : window - 1 + pass;
+    const int64_t window_tokens = window > 0 ? inf::window_blocks(seq_len, held, block_size_) * block_size_ : 0;
     const bool hybrid = mix.global_count > 0 && mix.window_count > 0;
     add_kv(ctx, hybrid ? "kv_cache.global" : "kv_cache", mix.global_first, mix.global_count,
            inf::kv_bytes_per_layer(kv, static_cast<double>(global_tokens), static_cast<double>(sequences)));

@@ -17,17 +17,43 @@ namespace {
 
 using memplan::plugins::ActivationSettings;
 using memplan::plugins::CrossEntropy;
+using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 3> kOptions{{
+constexpr std::array<memplan_option_spec, 6> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true"},
     {"cross_entropy", MEMPLAN_OPTION_STRING,
-     "\"unfused\": the fp32 logits and the loss's fp32 softmax are both kept (PyTorch cross_entropy on upcast "
-     "logits); \"vocab-parallel\": Megatron-LM's vocab-parallel cross entropy computes the softmax in place in the "
-     "fp32 logits",
+     "the loss path: \"unfused\" (fp32 logits and the loss's fp32 softmax both kept), \"vocab-parallel\" "
+     "(Megatron-LM: softmax in place in an fp32 copy of the logits), \"upcast-shift-copy\" (Hugging Face "
+     "transformers <= 4.45), \"bf16-upcast-shift-copy\" (transformers 4.46-4.48), \"upcast\" (fp32 logits held "
+     "while the loss runs: torchtune, transformers >= 4.49), \"chunked\" (chunk by chunk: torchtune "
+     "CEWithChunkedOutputLoss)",
      "\"unfused\""},
+    {"loss_chunks", MEMPLAN_OPTION_INT, "chunks of the chunked cross entropy", "8 (torchtune's num_output_chunks)"},
+    {"layer", MEMPLAN_OPTION_STRING,
+     "\"fused\": Megatron-LM / Transformer Engine layers (Korthikanti et al.'s tensors); \"eager\": PyTorch "
+     "modules as Hugging Face Transformers and torchtune write them (fp32 RMSNorm inputs, K/V repeated to every "
+     "query head, SwiGLU's product, inputs kept only for trained weights)",
+     "\"fused\""},
+    {"repeat_kv", MEMPLAN_OPTION_BOOL,
+     "eager layers: K and V are copied to every query head before attention (transformers' repeat_kv, torchtune's "
+     "expand; false where SDPA's enable_gqa reads the kv heads directly)",
+     "true"},
+}};
+
+struct LossMode {
+  const char* name;
+  CrossEntropy mode;
+};
+constexpr std::array<LossMode, 6> kLossModes{{
+    {"unfused", CrossEntropy::unfused},
+    {"vocab-parallel", CrossEntropy::vocab_parallel},
+    {"upcast-shift-copy", CrossEntropy::upcast_shift_copy},
+    {"bf16-upcast-shift-copy", CrossEntropy::bf16_upcast_shift_copy},
+    {"upcast", CrossEntropy::upcast},
+    {"chunked", CrossEntropy::chunked},
 }};
 
 class MegatronActivations {
@@ -42,9 +68,26 @@ class MegatronActivations {
       : flash_attention_(options.boolean("flash_attention").value_or(false)),
         dropout_(options.boolean("dropout").value_or(true)) {
     const std::string loss = options.string("cross_entropy").value_or("unfused");
-    if (loss != "unfused" && loss != "vocab-parallel")
-      options.fail("cross_entropy", "must be \"unfused\" or \"vocab-parallel\", not \"" + loss + "\"");
-    cross_entropy_ = loss == "unfused" ? CrossEntropy::unfused : CrossEntropy::vocab_parallel;
+    bool known = false;
+    std::string names;
+    for (const LossMode& mode : kLossModes) {
+      names += std::string(names.empty() ? "" : ", ") + "\"" + mode.name + "\"";
+      if (loss == mode.name) {
+        cross_entropy_ = mode.mode;
+        known = true;
+      }
+    }
+    if (!known) options.fail("cross_entropy", "must be one of " + names + ", not \"" + loss + "\"");
+    loss_chunks_ = static_cast<double>(options.positive_integer("loss_chunks", 8));
+    if (options.integer("loss_chunks") && cross_entropy_ != CrossEntropy::chunked)
+      options.fail("loss_chunks", "applies to cross_entropy = \"chunked\" only");
+    const std::string layer = options.string("layer").value_or("fused");
+    if (layer != "fused" && layer != "eager")
+      options.fail("layer", "must be \"fused\" or \"eager\", not \"" + layer + "\"");
+    layer_ = layer == "eager" ? LayerImplementation::eager : LayerImplementation::fused;
+    repeat_kv_ = options.boolean("repeat_kv").value_or(true);
+    if (options.boolean("repeat_kv") && layer_ != LayerImplementation::eager)
+      options.fail("repeat_kv", "describes eager layers; it needs layer = \"eager\"");
     if (!options.model().has_architecture)
       options.fail("needs the model's architecture (layers, hidden, heads) but the scenario gives only params; use "
                    "a preset or an inline architecture in [model], or [activations] use = \"none\"");
@@ -84,6 +127,8 @@ class MegatronActivations {
     settings.recompute = policy == "full"        ? RecomputePolicy::full
                          : policy == "selective" ? RecomputePolicy::selective
                                                  : RecomputePolicy::none;
+    settings.layer = layer_;
+    if (layer_ == LayerImplementation::eager) settings.eager = eager_layer(ctx, model);
 
     const int64_t stage_layers = ctx.attr_int(MEMPLAN_ATTR_STAGE_LAYERS, model.layers);
     const int64_t inflight = ctx.attr_int(MEMPLAN_ATTR_INFLIGHT_MICROBATCHES, 1);
@@ -120,7 +165,8 @@ class MegatronActivations {
     // micro-batches in flight as the stage's layers. A single stage holds both
     // ends; pipeline-parallel says which end the reported stage holds.
     const memplan::plugins::OutputActivations outside = memplan::plugins::output_activations(
-        {shape.seq, shape.batch, shape.hidden, static_cast<double>(model.vocab)}, settings, cross_entropy_);
+        {shape.seq, shape.batch, shape.hidden, static_cast<double>(model.vocab)}, settings, cross_entropy_,
+        loss_chunks_);
     const double scale = static_cast<double>(inflight) * factor / context;
     if (ctx.attr_int(MEMPLAN_ATTR_STAGE_HAS_EMBEDDING, 1) != 0)
       add_outside(ctx, "activations.embedding_dropout", outside.embedding_dropout * scale);
@@ -136,6 +182,11 @@ class MegatronActivations {
       if (head.lm_head || (model.tied_embeddings != 0 && head.embedding)) {
         add_outside(ctx, "activations.logits", outside.logits * head_scale);
         add_outside(ctx, "activations.cross_entropy", outside.cross_entropy * head_scale);
+        // The loss's transients belong to one micro-batch: the one whose loss is computed.
+        add_outside(ctx, "activations.loss_forward", outside.loss_forward / context,
+                    memplan::sdk::Lifetime::transient_forward);
+        add_outside(ctx, "activations.loss_backward", outside.loss_backward / context,
+                    memplan::sdk::Lifetime::transient_backward);
       }
     }
   }
@@ -170,13 +221,68 @@ class MegatronActivations {
     return 0;
   }
 
+  // What the eager layers keep depends on which of their weights train and on
+  // the adapters: read from the plan (the trainability plugins ran before) and
+  // from the lora.* attributes the 'lora' plugin declares.
+  memplan::plugins::EagerLayer eager_layer(const memplan::sdk::Context& ctx, const memplan_model& model) const {
+    using memplan::sdk::ParamClass;
+    memplan::plugins::EagerLayer eager;
+    eager.repeat_kv = repeat_kv_ && model.kv_heads < model.heads;
+    bool any_attention = false, any_mlp = false, any_norm = false;
+    eager.norms_trainable = eager.attention_trainable = eager.output_trainable = false;
+    eager.mlp_trainable = eager.down_trainable = false;
+    for (size_t i = 0; i < ctx.size(); ++i) {
+      const memplan::sdk::Item item = ctx.item(i);
+      if (item.role != memplan::sdk::Role::weights || item.layer < 0) continue;
+      switch (item.param_class) {
+        case ParamClass::norm:
+          any_norm = true;
+          eager.norms_trainable = eager.norms_trainable || item.trainable;
+          // Two norms per layer: h weights each for RMSNorm, 2h (scale and shift) for LayerNorm.
+          if (model.hidden > 0 && item.elements > 3.0 * static_cast<double>(model.hidden)) eager.rms_norm = false;
+          break;
+        case ParamClass::attention:
+        case ParamClass::attention_kv:
+          any_attention = true;
+          eager.attention_trainable = eager.attention_trainable || item.trainable;
+          eager.output_trainable = eager.output_trainable || item.trainable;
+          break;
+        case ParamClass::mlp:
+        case ParamClass::expert:
+          any_mlp = true;
+          eager.mlp_trainable = eager.mlp_trainable || item.trainable;
+          eager.down_trainable = eager.down_trainable || item.trainable;
+          break;
+        default: break;
+      }
+    }
+    // A model without such items (e.g. params-only) keeps the defaults: everything trains.
+    if (!any_norm) eager.norms_trainable = true;
+    if (!any_attention) eager.attention_trainable = eager.output_trainable = true;
+    if (!any_mlp) eager.mlp_trainable = eager.down_trainable = true;
+    eager.adapter_rank = ctx.attr_double("lora.rank_inputs", 0);
+    eager.adapter_inputs = ctx.attr_double("lora.inputs", 0);
+    eager.adapter_distinct_inputs = ctx.attr_double("lora.distinct_inputs", 0);
+    eager.adapter_dropout = ctx.attr_double("lora.dropout", 0);
+    eager.adapter_bytes = ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_ACTIVATIONS);
+    for (size_t i = 0; i < ctx.size(); ++i) {  // the adapters compute in their own dtype
+      const memplan::sdk::Item item = ctx.item(i);
+      if (item.role == memplan::sdk::Role::weights && item.param_class == ParamClass::adapter) {
+        eager.adapter_bytes = item.bytes_per_element;
+        break;
+      }
+    }
+    return eager;
+  }
+
   // One stored-activation item outside the layers, when it has any bytes.
-  static void add_outside(memplan::sdk::Context& ctx, const char* name, double bytes) {
+  static void add_outside(memplan::sdk::Context& ctx, const char* name, double bytes,
+                          memplan::sdk::Lifetime lifetime = memplan::sdk::Lifetime::activation) {
     if (bytes <= 0) return;
     memplan::sdk::Item item;
     item.name = name;
     item.role = memplan::sdk::Role::activations;
-    item.lifetime = memplan::sdk::Lifetime::activation;
+    item.lifetime = lifetime;
     item.elements = bytes;
     item.bytes_per_element = 1;
     ctx.add(item);
@@ -185,6 +291,9 @@ class MegatronActivations {
   bool flash_attention_;
   bool dropout_;
   CrossEntropy cross_entropy_ = CrossEntropy::unfused;
+  double loss_chunks_ = 8;
+  LayerImplementation layer_ = LayerImplementation::fused;
+  bool repeat_kv_ = true;
 };
 
 }  // namespace

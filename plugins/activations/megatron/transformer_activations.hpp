@@ -32,6 +32,33 @@ struct TransformerShape {
   double kv_heads = 0;   // kv heads; 0: as many as the tensor-parallel ranks need (no replication)
 };
 
+// How a layer is written, which decides what autograd keeps (eager_layer_terms).
+enum class LayerImplementation {
+  fused,  // Megatron-LM with Transformer Engine: Korthikanti et al.'s tensors
+  eager,  // PyTorch modules as Hugging Face Transformers and torchtune write them
+};
+
+// What the eager implementation keeps depends on which weights train: an
+// nn.Linear keeps its input only for its weight's gradient, a norm's weight
+// multiply keeps the normalized tensor only when the weight trains (PyTorch's
+// autograd saves a tensor only when the gradient that uses it is computed:
+// tools/autograd/gen_variable_type.py, guard_for; derivatives.yaml).
+struct EagerLayer {
+  bool rms_norm = true;              // RMSNorm upcasts its input to fp32; LayerNorm keeps its input and mean/rstd
+  bool norms_trainable = true;
+  bool attention_trainable = true;   // q, k, v projections
+  bool output_trainable = true;      // o projection
+  bool mlp_trainable = true;         // gate/up (first) projections
+  bool down_trainable = true;        // down (second) projection
+  bool repeat_kv = true;             // K and V copied to every query head before attention (repeat_kv)
+  // LoRA adapters (PEFT LoRA Linear.forward): lora_A keeps its (dropped-out) input, lora_B the r-wide product.
+  double adapter_inputs = 0;         // input elements per token per layer of all adapted matrices (sum of d_in)
+  double adapter_distinct_inputs = 0;  // the same, counting a shared input once (q, k, v share theirs)
+  double adapter_rank = 0;           // r x adapted matrices per layer: lora_B's inputs
+  double adapter_bytes = 2;          // the adapters' dtype
+  double adapter_dropout = 0;        // lora_dropout: > 0 keeps a 1-byte mask and a dropped copy per adapted matrix
+};
+
 struct ActivationSettings {
   double bytes = 2;            // activation dtype size
   bool dropout = true;         // Korthikanti et al. assume dropout (1-byte masks)
@@ -39,6 +66,8 @@ struct ActivationSettings {
   double tensor_parallel = 1;  // t
   bool sequence_parallel = false;
   RecomputePolicy recompute = RecomputePolicy::none;
+  LayerImplementation layer = LayerImplementation::fused;
+  EagerLayer eager;            // read when layer is eager
 };
 
 struct LayerActivations {
@@ -48,9 +77,69 @@ struct LayerActivations {
   double attention_core = 0;  // softmax, its dropout, attention over V (or flash-attention statistics)
 };
 
+// What an eager layer keeps for backward, per token, from the autograd rules
+// of each op (PyTorch tools/autograd/derivatives.yaml; Hugging Face
+// transformers models/llama/modeling_llama.py and models/bert/modeling_bert.py,
+// torchtune modules/rms_norm.py, attention.py, feed_forward.py; the
+// derivation, tensor by tensor, is in docs/formulas.md, "Eager layers"):
+//   RMSNorm      its input upcast to fp32 (4h) and rsqrt (4), and the
+//                normalized tensor cast back (p h) when its weight trains
+//   LayerNorm    its input (p h) and fp32 mean and rstd (8)
+//   linear       its input (p x d_in) when its weight trains
+//   SDPA flash   q, k, v, its output (= the o projection's input) and the
+//                fp32 log-sum-exp (4 a); K and V at every query head after
+//                repeat_kv (a real copy when kv heads < heads)
+//   eager attn   q, k (QK^T), the softmax in fp32 (4 a s), the probabilities
+//                cast back (p a s) or, with dropout, its 1-byte mask and the
+//                dropped copy, v, and the transposed copy that enters o
+//   SwiGLU       gate output (silu's input), silu's output and the up output
+//                (the product's operands), and the product (down's input)
+//   GELU MLP     the first projection's output and GELU's output
+//   dropout      a 1-byte mask after attention and after the MLP
+// With p = 2, RMSNorm, SwiGLU, flash attention, every weight trained and K/V
+// repeated this is (24h + 8f + 4a + 8) bytes per token (HF Llama, torchtune);
+// with p = 4, LayerNorm, GELU, eager attention and dropout it is
+// (34h + 8f + 9as + 16): Korthikanti et al.'s tensors in fp32 (HF BERT).
+inline LayerActivations eager_layer_terms(const TransformerShape& x, const ActivationSettings& o) {
+  const EagerLayer& e = o.eager;
+  const double sb = x.seq * x.batch;
+  const double p = o.bytes;
+  const double mask = o.dropout ? 1.0 : 0.0;
+  const double norm = e.rms_norm ? 4 * x.hidden + 4 + (e.norms_trainable ? p * x.hidden : 0) : p * x.hidden + 8;
+  LayerActivations terms;
+  // Two norms, the norm outputs the trained projections keep, the residual dropout masks, and the adapters.
+  terms.replicated = sb * (2 * norm + (e.attention_trainable ? p * x.hidden : 0) +
+                           (e.mlp_trainable ? p * x.hidden : 0) + 2 * mask * x.hidden);
+  if (e.adapter_rank > 0) {
+    const double kept_inputs = e.adapter_dropout > 0 ? e.adapter_inputs * (e.adapter_bytes + 1)
+                                                     : e.adapter_distinct_inputs * e.adapter_bytes;
+    terms.replicated += sb * (kept_inputs + e.adapter_rank * e.adapter_bytes);
+  }
+  const double kv_width = e.repeat_kv ? x.q_width : x.kv_width;
+  // q and the attention output at the query width; K and V at the width attention sees them.
+  terms.split = sb * p * x.q_width * (o.flash_attention || e.output_trainable ? 2 : 1);
+  terms.split_kv = sb * 2 * p * kv_width;
+  if (e.repeat_kv) {  // the repeated copies have as many heads as q: split like q
+    terms.split += terms.split_kv;
+    terms.split_kv = 0;
+  }
+  const double first = x.ffn * (x.gated ? 2 : 1);  // the first projection's outputs (gate and up)
+  const double mlp = x.gated ? 3 * p * x.ffn + (e.down_trainable ? p * x.ffn : 0)
+                             : p * first + (e.down_trainable ? p * x.ffn : 0);
+  terms.split += sb * (x.top_k > 0 ? x.top_k * (2 * p * x.hidden + mlp) + p * x.experts : mlp);
+  if (o.flash_attention) {
+    terms.attention_core = 4 * x.heads * sb;
+  } else {
+    const double scores = x.heads * x.seq * x.batch * x.seq;
+    terms.attention_core = scores * (4 + (p < 4 || o.dropout ? p : 0) + mask);
+  }
+  return terms;
+}
+
 // The three groups of bytes one layer stores for one micro-batch, before
 // parallelism and recomputation.
 inline LayerActivations layer_activation_terms(const TransformerShape& x, const ActivationSettings& o) {
+  if (o.layer == LayerImplementation::eager) return eager_layer_terms(x, o);
   const double sb = x.seq * x.batch;
   const double p = o.bytes;
   const double mask = o.dropout ? 1.0 : 0.0;
@@ -128,10 +217,53 @@ inline double recompute_working_set(const TransformerShape& x, const ActivationS
 // counts the input embedding's dropout mask, the final norm, the output
 // projection's input and the fp32 cross-entropy logits: sbh/t + 4sbh/t (1 + v/h)
 // with sequence parallelism and 2-byte activations).
+//
+// The loss is the one place where what a framework writes changes the memory by
+// whole bytes per logit: each mode gives the bytes per logit element (tokens x
+// V / t) kept from forward to backward, and the extra bytes alive at the
+// loss's forward and backward high points (docs/formulas.md, "Logits and loss").
 enum class CrossEntropy {
-  unfused,         // fp32 logits kept, and the loss saves its own fp32 (log-)softmax of the same size
-  vocab_parallel,  // Megatron-LM's vocab-parallel cross entropy: softmax computed in place in the fp32 logits
+  unfused,            // fp32 logits kept, and the loss saves its own fp32 (log-)softmax of the same size
+  vocab_parallel,     // Megatron-LM: fp32 copy of the 16-bit logits, softmax in place and saved (4; 6 at both peaks)
+  upcast_shift_copy,  // HF transformers <= 4.45: fp32 logits in the output, a shifted fp32 copy, log-softmax (4; 12, 12)
+  bf16_upcast_shift_copy,  // HF 4.46-4.48: 16-bit logits in the output, fp32 copy, shifted copy, log-softmax (4; 14, 12)
+  upcast,             // fp32 logits held while the loss runs, log-softmax saved (torchtune, HF >= 4.49: 4; 8 or 10, 12)
+  chunked,            // logits projected and upcast chunk by chunk (torchtune CEWithChunkedOutputLoss): 4; 6 + 4/n, 4 + 8/n
 };
+
+// Bytes per logit element: saved, and the extra at the forward and backward
+// high points of the loss (beyond the saved bytes).
+struct LossBytes {
+  double saved_logits = 0;   // what the model keeps as fp32 logits into backward
+  double saved_loss = 0;     // what the loss keeps (its fp32 softmax or log-softmax)
+  double forward_extra = 0;  // transient at the end of the loss's forward
+  double backward_extra = 0; // transient at the start of the loss's backward
+};
+
+// `p` is the 16-bit (or wider) dtype the LM head computes in, `chunks` the
+// chunk count of the chunked loss. Sources: Megatron-LM core_r0.14.0
+// megatron/core/tensor_parallel/cross_entropy.py (logits.float(), exp and
+// division in place, save_for_backward of the softmax; the backward casts the
+// fp32 gradient to 16 bits); transformers v4.38 models/llama/modeling_llama.py
+// (logits.float(), shift_logits ... .contiguous(), CrossEntropyLoss), v4.46
+// src/transformers/loss/loss_utils.py (ForCausalLMLoss upcasts, shifts with a
+// copy), PR #35646 (no shift copy); torchtune @ 1814feb1
+// recipes/full_finetune_single_device.py and
+// modules/loss/ce_chunked_output_loss.py; PyTorch's log_softmax and nll_loss
+// keep only the log-softmax (derivatives.yaml). In every eager mode the
+// backward high point is the saved log-softmax, the gradient of the loss
+// w.r.t. it and w.r.t. the logits, all fp32 (12 bytes), before the cast back.
+inline LossBytes loss_bytes(CrossEntropy mode, double p, double chunks) {
+  switch (mode) {
+    case CrossEntropy::unfused: return {4, 4, 0, 0};
+    case CrossEntropy::vocab_parallel: return {4, 0, p, p};  // the softmax lives in the fp32 logits' buffer
+    case CrossEntropy::upcast_shift_copy: return {0, 4, 8, 8};
+    case CrossEntropy::bf16_upcast_shift_copy: return {0, 4, 8 + p, 8};
+    case CrossEntropy::upcast: return {0, 4, 4, 8};
+    case CrossEntropy::chunked: return {0, 4, p + 4 / chunks, 8 / chunks};
+  }
+  return {};
+}
 
 struct OutputShape {
   double seq = 0;     // s
@@ -143,23 +275,34 @@ struct OutputShape {
 struct OutputActivations {
   double embedding_dropout = 0;  // the embedding dropout's 1-byte mask, sbh (the stage holding the embedding)
   double final_norm = 0;         // final norm input and output (the output projection's input), 2p sbh
-  double logits = 0;             // fp32 logits, 4 sbv / t (vocabulary-parallel)
+  double logits = 0;             // fp32 logits kept into backward, 4 sbv / t (vocabulary-parallel)
   double cross_entropy = 0;      // the loss's saved fp32 softmax, 4 sbv / t, unless computed in place
+  double loss_forward = 0;       // transient at the loss's forward high point
+  double loss_backward = 0;      // transient at the loss's backward high point
 };
 
 // The embedding output itself is the first layer's input, which the layer
 // formula already counts (the first norm's input); dropout keeps only its mask.
-// The bf16 output of the LM head projection lives only until the upcast and is
-// not counted.
-inline OutputActivations output_activations(const OutputShape& x, const ActivationSettings& o, CrossEntropy loss) {
+// The 16-bit output of the LM head projection is counted where it is alive
+// with the fp32 copy (the loss's transients).
+inline OutputActivations output_activations(const OutputShape& x, const ActivationSettings& o, CrossEntropy loss,
+                                            double chunks = 8) {
   const double sb = x.seq * x.batch;
   const double t = o.tensor_parallel;
   const double replicated_divisor = o.sequence_parallel ? t : 1;
   OutputActivations out;
   out.embedding_dropout = (o.dropout ? 1.0 : 0.0) * sb * x.hidden / replicated_divisor;
-  out.final_norm = 2 * o.bytes * sb * x.hidden / replicated_divisor;
-  out.logits = 4 * sb * x.vocab / t;
-  out.cross_entropy = loss == CrossEntropy::unfused ? 4 * sb * x.vocab / t : 0;
+  if (o.layer == LayerImplementation::eager && o.eager.rms_norm)
+    // The final RMSNorm's fp32 input copy and rsqrt, its normalized copy, and the LM head's input.
+    out.final_norm = sb * (4 * x.hidden + 4 + 2 * o.bytes * x.hidden);
+  else
+    out.final_norm = 2 * o.bytes * sb * x.hidden / replicated_divisor;
+  const double logit_elements = sb * x.vocab / t;
+  const LossBytes bytes = loss_bytes(loss, o.bytes, chunks);
+  out.logits = bytes.saved_logits * logit_elements;
+  out.cross_entropy = bytes.saved_loss * logit_elements;
+  out.loss_forward = bytes.forward_extra * logit_elements;
+  out.loss_backward = bytes.backward_extra * logit_elements;
   return out;
 }
 

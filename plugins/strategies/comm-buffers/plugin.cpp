@@ -26,14 +26,29 @@
 //                gradients views of the buckets and saves exactly that copy
 //                (PyTorch DDP documentation; PR #41954 measured ~1 GB less peak
 //                for a model with ~1 GB of gradients).
-//   "deepspeed"  DeepSpeed ZeRO 1/2: a reduce bucket of reduce_bucket_size
-//                elements (persistent) and an all-gather bucket of
-//                allgather_bucket_size elements (during the optimizer step), in
-//                the gradients' dtype; with overlap_comm, 4.5 x both, as the
-//                Hugging Face DeepSpeed guide states (5e8 x 2 bytes x 2 x 4.5
-//                = 9 GB).
+//   "deepspeed"  DeepSpeed ZeRO 1/2 (deepspeed/runtime/zero/stage_1_and_2.py
+//                @ v0.19.5, setup_buckets and _release_ipg_buffers): with
+//                contiguous_gradients (the default) each backward allocates a
+//                reduce bucket of reduce_bucket_size elements in the gradients'
+//                dtype, and a second one with overlap_comm ("double
+//                buffers"), freed after backward: lifetime transient_backward.
+//                The post-step all-gather writes in place into the flat 16-bit
+//                weights when torch has all_gather_into_tensor (every PyTorch
+//                since 1.13; runtime/utils.py all_gather_dp_groups), so
+//                allgather_bucket_size allocates nothing unless given.
 //   "none"       gradients reduced from their own contiguous buffer
 //                (Megatron-LM's DDP and distributed optimizer, FSDP).
+//   "auto"       (the default) what the sharding plugin declares in
+//                sharding.gradient_buckets ('zero' declares "deepspeed",
+//                'fsdp' "none"), else "ddp".
+//
+// NVLS (NVLink SHARP, on NVSwitch systems such as 8x H100/H200 HGX) adds a
+// buffer per communicator of more than 2 ranks that NCCL sets up for it
+// (src/transport/nvls.cc, ncclNvlsBufferSetup: nChannels x 2 x buffSize x
+// nHeads): 256 MiB for 8 GPUs of sm90 in NCCL 2.30, 768 MiB in NCCL 2.21.5,
+// 2,304 MiB measured with an older NCCL on 8x H200 (vllm-project/vllm issue
+// #9699). It depends on the NCCL version and on NCCL_NVLS_ENABLE, so it is an
+// option (nvls_mib, default 0), not a guess.
 #include <memplan/sdk.hpp>
 
 #include <array>
@@ -48,9 +63,8 @@ namespace sdk = memplan::sdk;
 
 constexpr double kLl128Bytes = 120.0 * 640 * 8 * 8;  // NCCL DEFAULT_LL128_BUFFSIZE
 constexpr double kLlBytes = 8.0 * 512 * 8 * 16;      // NCCL DEFAULT_LL_BUFFSIZE
-constexpr double kOverlapCommFactor = 4.5;           // Hugging Face DeepSpeed guide, overlap_comm
 
-constexpr std::array<memplan_option_spec, 11> kOptions{{
+constexpr std::array<memplan_option_spec, 12> kOptions{{
     {"nccl_channels", MEMPLAN_OPTION_INT, "channels per NCCL communicator", "16"},
     {"nccl_peers", MEMPLAN_OPTION_INT, "connections with buffers per channel", "2 (ring and tree)"},
     {"nccl_buffsize", MEMPLAN_OPTION_INT, "NCCL_BUFFSIZE: the Simple protocol's buffer per connection, bytes",
@@ -59,16 +73,25 @@ constexpr std::array<memplan_option_spec, 11> kOptions{{
      "\"all\" (Simple, LL128 and LL buffers) or \"simple\" (NCCL_PROTO=Simple)", "\"all\""},
     {"communicators", MEMPLAN_OPTION_INT, "NCCL communicators on each GPU",
      "one per parallel group of more than one rank"},
-    {"buckets", MEMPLAN_OPTION_STRING, "gradient buckets: \"ddp\", \"deepspeed\" or \"none\"", "\"ddp\""},
+    {"buckets", MEMPLAN_OPTION_STRING,
+     "gradient buckets: \"ddp\", \"deepspeed\", \"none\", or \"auto\" (what the sharding plugin declares, else "
+     "\"ddp\")",
+     "\"auto\""},
     {"gradient_as_bucket_view", MEMPLAN_OPTION_BOOL, "ddp: gradients are views of the buckets (no copy)", "false"},
     {"reduce_bucket_size", MEMPLAN_OPTION_DOUBLE, "deepspeed: elements reduced at a time", "5e8"},
-    {"allgather_bucket_size", MEMPLAN_OPTION_DOUBLE, "deepspeed: elements all-gathered at a time", "5e8"},
-    {"overlap_comm", MEMPLAN_OPTION_BOOL, "deepspeed: overlap gradient reduction with backward (4.5 x the buckets)",
+    {"allgather_bucket_size", MEMPLAN_OPTION_DOUBLE,
+     "deepspeed: elements all-gathered at a time through a bucket, during the optimizer step (only PyTorch without "
+     "all_gather_into_tensor uses one)",
+     "none"},
+    {"overlap_comm", MEMPLAN_OPTION_BOOL, "deepspeed: overlap gradient reduction with backward (a second reduce bucket)",
      "false"},
+    {"nvls_mib", MEMPLAN_OPTION_DOUBLE,
+     "NCCL's NVLS buffer per communicator of more than 2 ranks, MiB (256 for 8x H100 with NCCL 2.30, 768 with 2.21)",
+     "0"},
     {"nccl", MEMPLAN_OPTION_BOOL, "count NCCL's buffers", "true"},
 }};
 
-enum class Buckets { ddp, deepspeed, none };
+enum class Buckets { automatic, ddp, deepspeed, none };
 
 std::string number_text(double value) {
   char text[32];
@@ -99,15 +122,22 @@ class CommBuffers {
       if (*value < 0) options.fail("communicators", "must not be negative, got " + std::to_string(*value));
       communicators_ = *value;
     }
-    const std::string buckets = options.string("buckets").value_or("ddp");
-    if (buckets != "ddp" && buckets != "deepspeed" && buckets != "none")
-      options.fail("buckets", "must be \"ddp\", \"deepspeed\" or \"none\", not \"" + buckets + "\"");
-    buckets_ = buckets == "ddp" ? Buckets::ddp : buckets == "deepspeed" ? Buckets::deepspeed : Buckets::none;
-    reduce_bucket_ = elements(options, "reduce_bucket_size");
-    allgather_bucket_ = elements(options, "allgather_bucket_size");
-    if (buckets_ != Buckets::ddp && options.boolean("gradient_as_bucket_view"))
-      options.fail("gradient_as_bucket_view", "is an option of PyTorch DDP; it needs buckets = \"ddp\"");
-    if (buckets_ != Buckets::deepspeed) {
+    const std::string buckets = options.string("buckets").value_or("auto");
+    if (buckets != "auto" && buckets != "ddp" && buckets != "deepspeed" && buckets != "none")
+      options.fail("buckets", "must be \"auto\", \"ddp\", \"deepspeed\" or \"none\", not \"" + buckets + "\"");
+    buckets_ = buckets == "auto"        ? Buckets::automatic
+               : buckets == "ddp"       ? Buckets::ddp
+               : buckets == "deepspeed" ? Buckets::deepspeed
+                                        : Buckets::none;
+    reduce_bucket_ = elements(options, "reduce_bucket_size", 5e8);
+    allgather_bucket_ = elements(options, "allgather_bucket_size", 0);
+    nvls_ = options.number("nvls_mib").value_or(0) * 1024 * 1024;
+    if (!std::isfinite(nvls_) || nvls_ < 0) options.fail("nvls_mib", "must be a non-negative number of MiB");
+    if (buckets_ == Buckets::deepspeed || buckets_ == Buckets::none) {
+      if (options.boolean("gradient_as_bucket_view"))
+        options.fail("gradient_as_bucket_view", "is an option of PyTorch DDP; it needs buckets = \"ddp\"");
+    }
+    if (buckets_ == Buckets::ddp || buckets_ == Buckets::none) {
       for (const char* key : {"reduce_bucket_size", "allgather_bucket_size"})
         if (options.number(key)) options.fail(key, "is a DeepSpeed option; it needs buckets = \"deepspeed\"");
       if (options.boolean("overlap_comm"))
@@ -118,28 +148,30 @@ class CommBuffers {
   void apply(sdk::Context& ctx) {
     if (nccl_) add_nccl(ctx);
     if (!ctx.training() || ctx.attr_int(MEMPLAN_ATTR_RANKS_DATA, 1) <= 1) return;
-    switch (buckets_) {
+    Buckets buckets = buckets_;
+    if (buckets == Buckets::automatic) {
+      const std::string_view declared = ctx.attr_string("sharding.gradient_buckets", "ddp");
+      buckets = declared == "deepspeed" ? Buckets::deepspeed : declared == "none" ? Buckets::none : Buckets::ddp;
+    }
+    switch (buckets) {
       case Buckets::ddp:
         if (!view_) add(ctx, "ddp.buckets", sdk::Lifetime::persistent, gradient_bytes(ctx));
         break;
       case Buckets::deepspeed: {
         const double bytes = ctx.attr_double(MEMPLAN_ATTR_DTYPE_GRADIENTS, 2.0);
-        if (overlap_comm_) {
-          add(ctx, "deepspeed.buckets", sdk::Lifetime::persistent,
-              kOverlapCommFactor * (reduce_bucket_ + allgather_bucket_) * bytes);
-        } else {
-          add(ctx, "deepspeed.reduce_bucket", sdk::Lifetime::persistent, reduce_bucket_ * bytes);
-          add(ctx, "deepspeed.allgather_bucket", sdk::Lifetime::transient_optimizer, allgather_bucket_ * bytes);
-        }
+        add(ctx, "deepspeed.reduce_bucket", sdk::Lifetime::transient_backward,
+            (overlap_comm_ ? 2 : 1) * reduce_bucket_ * bytes);
+        add(ctx, "deepspeed.allgather_bucket", sdk::Lifetime::transient_optimizer, allgather_bucket_ * bytes);
         break;
       }
+      case Buckets::automatic:
       case Buckets::none: break;
     }
   }
 
  private:
-  static double elements(sdk::Options& options, const char* key) {
-    const double value = options.number(key).value_or(5e8);
+  static double elements(sdk::Options& options, const char* key, double fallback) {
+    const double value = options.number(key).value_or(fallback);
     if (!std::isfinite(value) || value < 0) options.fail(key, "must be a non-negative count, got " + number_text(value));
     return value;
   }
@@ -154,6 +186,22 @@ class CommBuffers {
         if (ctx.attr_int(group, 1) > 1) ++communicators;
     }
     const double per_connection = static_cast<double>(buffsize_) + (all_protocols_ ? kLl128Bytes + kLlBytes : 0);
+    if (nvls_ > 0) {
+      int64_t nvls_groups = 0;
+      for (const char* group : {MEMPLAN_ATTR_RANKS_DATA, MEMPLAN_ATTR_RANKS_TENSOR, MEMPLAN_ATTR_RANKS_PIPELINE,
+                                MEMPLAN_ATTR_RANKS_CONTEXT, MEMPLAN_ATTR_EXPERT_PARALLEL})
+        if (ctx.attr_int(group, 1) > 2) ++nvls_groups;
+      if (nvls_groups > 0) {
+        sdk::Item item;
+        item.name = "nccl.nvls";
+        item.role = sdk::Role::buffers;
+        item.pool = sdk::Pool::device;
+        item.count = static_cast<uint32_t>(nvls_groups);
+        item.elements = nvls_;
+        item.bytes_per_element = 1;
+        ctx.add(item);
+      }
+    }
     if (communicators == 0) return;
     sdk::Item item;
     item.name = "nccl.buffers";
@@ -202,7 +250,8 @@ class CommBuffers {
   std::optional<int64_t> communicators_;
   Buckets buckets_ = Buckets::ddp;
   double reduce_bucket_ = 5e8;
-  double allgather_bucket_ = 5e8;
+  double allgather_bucket_ = 0;
+  double nvls_ = 0;
 };
 
 }  // namespace

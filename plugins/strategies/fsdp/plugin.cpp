@@ -19,12 +19,23 @@
 //             backward_prefetch = "pre" (BACKWARD_PRE, FSDP's default), else 0
 //             + the unsharded gradients of the unit being reduced and of the
 //             root (reduce-scattered when the root's backward ends)
-// in the weights' and the gradients' dtypes, as transient items.
+// in the weights' own dtypes (each item's: under 'quantized' the 4-bit linear
+// layers and the 16-bit embeddings and head; or MixedPrecision's param_dtype
+// when given; Float8 all-gather prices the linear layers at 1 byte) and the
+// gradients' dtype (or reduce_dtype), as transient items.
+//
+// reshard_after_forward = false (FSDP2's fully_shard option, FSDP1's
+// SHARD_GRAD_OP; torchtitan's default under pipeline parallelism,
+// torchtitan v0.2.2 models/llama3/infra/parallelize.py) keeps every unit
+// gathered from its forward to its backward: the whole unsharded model lives
+// like an activation, and backward gathers nothing again.
+#include <memplan/dtypes.hpp>
 #include <memplan/sdk.hpp>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "../zero/sharding.hpp"
@@ -34,12 +45,20 @@ namespace {
 namespace sharding = memplan::plugins::sharding;
 using memplan::sdk::Role;
 
-constexpr std::array<memplan_option_spec, 3> kOptions{{
+constexpr std::array<memplan_option_spec, 7> kOptions{{
     {"shard_size", MEMPLAN_OPTION_INT,
      "ranks in one shard group; fewer than the data-parallel ranks is HYBRID_SHARD", "all data-parallel ranks (FULL_SHARD)"},
     {"unit_layers", MEMPLAN_OPTION_INT, "transformer layers per FSDP unit (wrapped module)", "1"},
     {"backward_prefetch", MEMPLAN_OPTION_STRING,
      "\"pre\" (BACKWARD_PRE), \"post\" (BACKWARD_POST) or \"none\"", "\"pre\""},
+    {"param_dtype", MEMPLAN_OPTION_STRING,
+     "MixedPrecision(Policy) param_dtype: the dtype units are gathered in", "each weight's own dtype"},
+    {"reduce_dtype", MEMPLAN_OPTION_STRING, "MixedPrecision(Policy) reduce_dtype: the unsharded gradients' dtype",
+     "the gradients' dtype"},
+    {"reshard_after_forward", MEMPLAN_OPTION_BOOL,
+     "free each unit's gathered weights after its forward (false: keep them until its backward)", "true"},
+    {"float8_all_gather", MEMPLAN_OPTION_BOOL,
+     "gather the linear layers' weights in fp8 (torchao Float8Linear with enable_fsdp_float8_all_gather)", "false"},
 }};
 
 class FsdpStrategy {
@@ -57,6 +76,10 @@ class FsdpStrategy {
     if (prefetch != "pre" && prefetch != "post" && prefetch != "none")
       options.fail("backward_prefetch", "must be \"pre\", \"post\" or \"none\", not \"" + prefetch + "\"");
     backward_prefetch_ = prefetch == "pre" ? 1 : 0;
+    param_bytes_ = dtype_option(options, "param_dtype");
+    reduce_bytes_ = dtype_option(options, "reduce_dtype");
+    reshard_after_forward_ = options.boolean("reshard_after_forward").value_or(true);
+    float8_all_gather_ = options.boolean("float8_all_gather").value_or(false);
     if (!options.model().has_architecture)
       options.fail("needs the model's layers to size its units, but the scenario gives only params; give a preset "
                    "or the architecture in [model], or use [[strategy]] use = \"zero\" with stage = 3");
@@ -81,6 +104,7 @@ class FsdpStrategy {
                             " expert-parallel ranks, which is not a whole number; choose a multiple of the "
                             "expert-parallel size");
     ctx.set_attr(sharding::kGatherAttr, 1);
+    ctx.set_attr(sharding::kGradientBucketsAttr, "none");
     add_working_set(ctx);
     const double dense = static_cast<double>(shard);
     const double expert = dense / static_cast<double>(groups.expert_parallel);
@@ -93,22 +117,39 @@ class FsdpStrategy {
 
  private:
   // Before sharding: the weights on the rank are still whole.
+  static double dtype_option(memplan::sdk::Options& options, const char* key) {
+    const std::optional<std::string> name = options.string(key);
+    if (!name) return 0;
+    const std::optional<double> bytes = memplan::sdk::dtype_bytes(*name);
+    if (!bytes) options.fail(key, "is \"" + *name + "\", not a known dtype; use " + memplan::sdk::dtype_names());
+    return *bytes;
+  }
+
   void add_working_set(memplan::sdk::Context& ctx) const {
-    const sharding::WeightLayout weights = sharding::weight_layout(ctx);
+    const sharding::WeightLayout weights = sharding::weight_layout(ctx, param_bytes_, float8_all_gather_ ? 1.0 : 0.0);
     const double unit = sharding::largest_window(weights.per_layer, unit_layers_);
+    const double unit_bytes = sharding::largest_window(weights.per_layer_bytes, unit_layers_);
     const double trainable_unit = sharding::largest_window(weights.trainable_layer, unit_layers_);
     const double units = std::ceil(static_cast<double>(weights.per_layer.size()) / static_cast<double>(unit_layers_));
-    const double forward = weights.outside_layers + std::min(2.0, units) * unit;
-    const double backward = weights.outside_layers + std::min(1.0 + backward_prefetch_, units) * unit;
-    const double weight_bytes = ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_WEIGHTS);
-    sharding::add_buffer(ctx, "fsdp.gathered_forward", memplan::sdk::Lifetime::transient_forward, forward,
-                         weight_bytes);
-    sharding::add_buffer(ctx, "fsdp.gathered_backward", memplan::sdk::Lifetime::transient_backward, backward,
-                         weight_bytes);
+    using memplan::sdk::Lifetime;
+    if (reshard_after_forward_) {
+      const double forward = weights.outside_bytes + std::min(2.0, units) * unit_bytes;
+      const double backward = weights.outside_bytes + std::min(1.0 + backward_prefetch_, units) * unit_bytes;
+      sharding::add_buffer(ctx, "fsdp.gathered_forward", Lifetime::transient_forward, forward, 1);
+      sharding::add_buffer(ctx, "fsdp.gathered_backward", Lifetime::transient_backward, backward, 1);
+    } else {
+      // Every unit stays gathered from its forward to its backward (activation lifetime), plus the next
+      // unit in flight during forward.
+      double all_layers = 0;
+      for (double bytes : weights.per_layer_bytes) all_layers += bytes;
+      sharding::add_buffer(ctx, "fsdp.unsharded_parameters", Lifetime::activation,
+                           weights.outside_bytes + all_layers, 1);
+      if (units > 1) sharding::add_buffer(ctx, "fsdp.gathered_forward", Lifetime::transient_forward, unit_bytes, 1);
+    }
     if (ctx.training())
-      sharding::add_buffer(ctx, "fsdp.unsharded_gradients", memplan::sdk::Lifetime::transient_backward,
+      sharding::add_buffer(ctx, "fsdp.unsharded_gradients", Lifetime::transient_backward,
                            weights.trainable_outside + trainable_unit,
-                           ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_GRADIENTS));
+                           reduce_bytes_ > 0 ? reduce_bytes_ : ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_GRADIENTS));
     ctx.set_attr("report.fsdp_unit_parameters", unit);
     ctx.set_attr("report.fsdp_root_parameters", weights.outside_layers);
   }
@@ -116,6 +157,10 @@ class FsdpStrategy {
   int64_t unit_layers_;
   int64_t shard_size_ = 0;
   double backward_prefetch_ = 1;
+  double param_bytes_ = 0;   // 0: each weight's own dtype
+  double reduce_bytes_ = 0;  // 0: the gradients' dtype
+  bool reshard_after_forward_ = true;
+  bool float8_all_gather_ = false;
 };
 
 }  // namespace

@@ -34,13 +34,17 @@ namespace {
 namespace sdk = memplan::sdk;
 using sdk::ParamClass;
 
-constexpr std::array<memplan_option_spec, 3> kOptions{{
+constexpr std::array<memplan_option_spec, 4> kOptions{{
     {"rank", MEMPLAN_OPTION_INT, "adapter rank r (positive)", "required"},
     {"alpha", MEMPLAN_OPTION_DOUBLE, "scaling numerator: the update is (alpha / r) B A; no memory effect",
      "not reported"},
     {"targets", MEMPLAN_OPTION_STRING,
      "adapted matrices, comma-separated: q, k, v, o, attention, mlp, experts, router, lm_head, all-linear",
      "required"},
+    {"dropout", MEMPLAN_OPTION_DOUBLE,
+     "lora_dropout, 0 to < 1: above 0 each adapted matrix keeps a 1-byte mask and its own dropped copy of its input "
+     "for backward (PEFT LoRA Linear.forward)",
+     "0 (PEFT's default)"},
 }};
 
 enum Target : uint32_t {
@@ -67,6 +71,13 @@ struct Adapter {
   uint32_t target;
   bool layered;
   double elements;  // per layer (or once for lm_head)
+  // Per token of a layer, for activation models: the adapted matrices' input
+  // widths (each lora_A keeps its input), the same counting an input that
+  // several adapted matrices share once, and how many matrices (each lora_B
+  // keeps an r-wide input).
+  double inputs;
+  double distinct_inputs;
+  double matrices;
 };
 
 class LoraStrategy {
@@ -91,6 +102,12 @@ class LoraStrategy {
       options.fail("alpha", "must be a positive number (the update is scaled by alpha / rank), got " + text.str());
     }
     if (alpha) scaling_ = *alpha / static_cast<double>(*rank);
+    dropout_ = options.number("dropout").value_or(0);
+    if (!(dropout_ >= 0 && dropout_ < 1)) {
+      std::ostringstream text;
+      text << dropout_;
+      options.fail("dropout", "must be a probability from 0 up to (not including) 1, got " + text.str());
+    }
 
     const std::optional<std::string> targets = options.string("targets");
     if (!targets) options.fail(std::string("needs targets = \"...\", the adapted matrices: ") + kTargetList);
@@ -102,19 +119,32 @@ class LoraStrategy {
     const double kv = static_cast<double>(model.kv_heads * model.head_dim);
     const double projections = model.gated_mlp ? 3 : 2;
     const double experts = static_cast<double>(model.experts);
+    const double f = static_cast<double>(model.ffn_hidden);
+    const double fe = static_cast<double>(model.expert_ffn_hidden);
+    const double top_k = static_cast<double>(model.experts_top_k);
+    // MLP inputs: gate and up read the hidden state (shared), down reads f.
+    const double mlp_inputs = (projections - 1) * h + f;
     const std::array<Adapter, 8> all{{
-        {"lora.attn.q", kQ, true, r * (h + q)},
-        {"lora.attn.k", kK, true, r * (h + kv)},
-        {"lora.attn.v", kV, true, r * (h + kv)},
-        {"lora.attn.o", kO, true, r * (q + h)},
-        {"lora.mlp", kMlp, true, projections * r * (h + static_cast<double>(model.ffn_hidden))},
-        {"lora.moe.router", kRouter, true, r * (h + experts)},
-        {"lora.moe.experts", kExperts, true,
-         experts * projections * r * (h + static_cast<double>(model.expert_ffn_hidden))},
-        {"lora.lm_head", kLmHead, false, r * (h + static_cast<double>(model.vocab))},
+        {"lora.attn.q", kQ, true, r * (h + q), h, h, 1},
+        {"lora.attn.k", kK, true, r * (h + kv), h, h, 1},
+        {"lora.attn.v", kV, true, r * (h + kv), h, h, 1},
+        {"lora.attn.o", kO, true, r * (q + h), q, q, 1},
+        {"lora.mlp", kMlp, true, projections * r * (h + f), mlp_inputs, h + f, projections},
+        {"lora.moe.router", kRouter, true, r * (h + experts), h, h, 1},
+        {"lora.moe.experts", kExperts, true, experts * projections * r * (h + fe),
+         top_k * ((projections - 1) * h + fe), top_k * (h + fe), top_k * projections},
+        {"lora.lm_head", kLmHead, false, r * (h + static_cast<double>(model.vocab)), 0, 0, 0},
     }};
     for (const Adapter& adapter : all)
       if ((wanted & adapter.target) != 0) adapters_[adapter_count_++] = adapter;
+    // q, k and v read the same normed hidden state: count it once among the distinct inputs.
+    const bool shared_qkv = (wanted & (kQ | kK | kV)) != 0;
+    for (size_t a = 0; a < adapter_count_; ++a) {
+      inputs_ += adapters_[a].inputs;
+      rank_inputs_ += r * adapters_[a].matrices;
+      if ((adapters_[a].target & (kQ | kK | kV)) == 0) distinct_inputs_ += adapters_[a].distinct_inputs;
+    }
+    if (shared_qkv) distinct_inputs_ += h;
     layers_ = static_cast<uint32_t>(model.layers);
   }
 
@@ -143,6 +173,12 @@ class LoraStrategy {
       total += adapter.elements * item.count;
     }
     ctx.set_attr(MEMPLAN_ATTR_REPORT_PREFIX "lora_parameters", static_cast<int64_t>(std::llround(total)));
+    // What the adapters keep for backward per token of a layer, for activation models (conventions in
+    // docs/plugin-abi.md, "Attributes"): the adapted inputs, the same with shared inputs once, r x matrices.
+    ctx.set_attr("lora.inputs", inputs_);
+    ctx.set_attr("lora.distinct_inputs", distinct_inputs_);
+    ctx.set_attr("lora.rank_inputs", rank_inputs_);
+    ctx.set_attr("lora.dropout", dropout_);
     if (scaling_) ctx.set_attr(MEMPLAN_ATTR_REPORT_PREFIX "lora_scaling", *scaling_);
   }
 
@@ -185,6 +221,10 @@ class LoraStrategy {
   size_t adapter_count_ = 0;
   uint32_t layers_ = 0;
   std::optional<double> scaling_;
+  double dropout_ = 0;
+  double inputs_ = 0;
+  double distinct_inputs_ = 0;
+  double rank_inputs_ = 0;
 };
 
 }  // namespace

@@ -88,6 +88,7 @@ class ZeroShardingStrategy {
       ctx.fail("stage " + std::to_string(stage_) + " shards over the data-parallel group, but no strategy declares "
                "its size; add [[strategy]] use = \"data-parallel\" with its size (size = 1 on a single GPU)");
     if (stage_ == 0) return;
+    ctx.set_attr(sharding::kGradientBucketsAttr, "deepspeed");
     const sharding::Groups groups = sharding::read_groups(ctx);
     if (stage_ == 3) {
       ctx.set_attr(sharding::kGatherAttr, gathered_ ? 1 : 0);
@@ -107,10 +108,12 @@ class ZeroShardingStrategy {
   void add_gathered(memplan::sdk::Context& ctx, const sharding::Groups& groups) const {
     const double module = sharding::largest_module(ctx, groups.expert_parallel, false);
     const double trainable_module = sharding::largest_module(ctx, groups.expert_parallel, true);
-    const double all = sharding::weight_layout(ctx).total;
+    const sharding::WeightLayout layout = sharding::weight_layout(ctx);
+    const double all = layout.total;
     const double prefetch = std::min({prefetch_bucket_, std::max(0.0, max_live_ - module), all - module});
     const double gathered = module + prefetch;
-    const double weight_bytes = ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_WEIGHTS);
+    // The weights' own dtypes, on average (under 'quantized' the 4-bit linear layers and the 16-bit rest).
+    const double weight_bytes = all > 0 ? layout.total_bytes / all : ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_WEIGHTS);
     sharding::add_buffer(ctx, "zero3.gathered_forward", memplan::sdk::Lifetime::transient_forward, gathered,
                          weight_bytes);
     sharding::add_buffer(ctx, "zero3.gathered_backward", memplan::sdk::Lifetime::transient_backward, gathered,

@@ -55,17 +55,41 @@ void shard(sdk::Context& ctx, double dense, double expert, Predicate sharded) {
 
 // Weight elements on this rank (after tensor, pipeline and expert splits,
 // before any sharding), by where they sit.
+// Bytes are each item's own: a gathered working set holds every weight in
+// the dtype it is stored in (under 'quantized' the 4-bit linear layers, and
+// the embeddings, norms and LM head in 16 bits), or in `gather_bytes` when the
+// sharding plugin casts before gathering (FSDP's MixedPrecision param_dtype);
+// `linear_gather_bytes`, when positive, prices the linear layers' weights
+// (Float8 all-gather).
 struct WeightLayout {
   std::vector<double> per_layer;        // full weights of each layer on this rank, from first_layer on
   std::vector<double> trainable_layer;  // of which trainable
+  std::vector<double> per_layer_bytes;  // the bytes of per_layer's weights
   int32_t first_layer = 0;
   double outside_layers = 0;            // embeddings, final norm, LM head: not in a layer
+  double outside_bytes = 0;
   double trainable_outside = 0;
   double total = 0;
+  double total_bytes = 0;
 };
 
-inline WeightLayout weight_layout(const sdk::Context& ctx) {
+// Set by the sharding plugins for 'comm-buffers' (string): how the
+// data-parallel gradients are reduced, and so which buckets exist when the
+// scenario does not say: "deepspeed" (ZeRO's bucketed reduce), "none" (from
+// the gradients' own buffers: FSDP's reduce-scatter).
+inline constexpr const char* kGradientBucketsAttr = "sharding.gradient_buckets";
+
+inline bool is_linear(sdk::ParamClass param_class) {
+  return param_class == sdk::ParamClass::attention || param_class == sdk::ParamClass::attention_kv ||
+         param_class == sdk::ParamClass::mlp || param_class == sdk::ParamClass::expert;
+}
+
+inline WeightLayout weight_layout(const sdk::Context& ctx, double gather_bytes = 0, double linear_gather_bytes = 0) {
   WeightLayout layout;
+  auto bytes_of = [&](const sdk::Item& item) {
+    if (linear_gather_bytes > 0 && is_linear(item.param_class)) return linear_gather_bytes;
+    return gather_bytes > 0 ? gather_bytes : item.bytes_per_element;
+  };
   int32_t begin = std::numeric_limits<int32_t>::max();
   int32_t end = -1;
   for (size_t i = 0; i < ctx.size(); ++i) {
@@ -78,19 +102,23 @@ inline WeightLayout weight_layout(const sdk::Context& ctx) {
     layout.first_layer = begin;
     layout.per_layer.assign(static_cast<size_t>(end - begin), 0.0);
     layout.trainable_layer.assign(static_cast<size_t>(end - begin), 0.0);
+    layout.per_layer_bytes.assign(static_cast<size_t>(end - begin), 0.0);
   }
   for (size_t i = 0; i < ctx.size(); ++i) {
     const sdk::Item item = ctx.item(i);
     if (item.role != sdk::Role::weights) continue;
     layout.total += item.elements * item.count;
+    layout.total_bytes += item.elements * bytes_of(item) * item.count;
     if (item.layer < 0) {
       layout.outside_layers += item.elements * item.count;
+      layout.outside_bytes += item.elements * bytes_of(item) * item.count;
       if (item.trainable) layout.trainable_outside += item.elements * item.count;
       continue;
     }
     for (uint32_t k = 0; k < item.count; ++k) {
       const size_t at = static_cast<size_t>(item.layer - begin) + k;
       layout.per_layer[at] += item.elements;
+      layout.per_layer_bytes[at] += item.elements * bytes_of(item);
       if (item.trainable) layout.trainable_layer[at] += item.elements;
     }
   }
