@@ -205,11 +205,12 @@ void add_missing_options(ComponentSpec& component, const std::vector<OptionValue
   }
 }
 
-void apply_framework(const FrameworkProfile& profile, const std::vector<std::string>& excluded,
-                     Scenario& scenario) {
+void apply_framework(const FrameworkProfile& profile, const std::string& version,
+                     const std::vector<std::string>& excluded, Scenario& scenario) {
+  const auto all_defaults = profile.defaults_for(version);
   const size_t own = scenario.components.size();
   for (size_t i = 0; i < own; ++i)
-    for (const auto& [plugin, defaults] : profile.defaults)
+    for (const auto& [plugin, defaults] : all_defaults)
       if (scenario.components[i].use == plugin) add_missing_options(scenario.components[i], defaults);
   for (const ComponentSpec& brought : profile.strategies) {
     ComponentSpec* existing = nullptr;
@@ -221,7 +222,7 @@ void apply_framework(const FrameworkProfile& profile, const std::vector<std::str
     }
     if (std::find(excluded.begin(), excluded.end(), brought.use) != excluded.end()) continue;
     ComponentSpec added = brought;
-    for (const auto& [plugin, defaults] : profile.defaults)
+    for (const auto& [plugin, defaults] : all_defaults)
       if (added.use == plugin) add_missing_options(added, defaults);
     scenario.components.push_back(std::move(added));
   }
@@ -231,6 +232,7 @@ void read_framework(const toml::table& root, const std::string& file, const Cata
   const toml::table* table = optional_table(root, "framework", file);
   const FrameworkProfile* profile = nullptr;
   std::vector<std::string> excluded;
+  std::string version;  // empty: the latest the profile knows
   if (table == nullptr) {
     profile = catalog.default_framework();
     if (profile == nullptr) return;  // a catalog without profiles: the plan is what the scenario composes
@@ -249,7 +251,13 @@ void read_framework(const toml::table& root, const std::string& file, const Cata
                                  " Known profiles: " + join_alternatives(catalog.framework_names(), ", ") + ".");
     scenario.framework.from_scenario = true;
     scenario.framework.use_location = reader.value_location("use");
-    scenario.framework.version = reader.string("version").value_or(profile->version);
+    if (auto given = reader.string("version")) {
+      bool has_number = false;
+      for (char c : *given) has_number = has_number || (c >= '0' && c <= '9');
+      if (!has_number) reader.fail_key("version", "must contain a version number, e.g. \"4.46\"");
+      version = *given;
+    }
+    scenario.framework.version = version.empty() ? profile->version : version;
     if (const toml::node* node = table->get("exclude")) {
       std::vector<std::string> brought;
       for (const ComponentSpec& component : profile->strategies) brought.push_back(component.use);
@@ -272,7 +280,7 @@ void read_framework(const toml::table& root, const std::string& file, const Cata
   scenario.framework.name = profile->name;
   scenario.framework.profile_file = profile->file;
   scenario.framework.summary = profile->summary;
-  apply_framework(*profile, excluded, scenario);
+  apply_framework(*profile, version, excluded, scenario);
 }
 
 bool has_component(const Scenario& scenario, int32_t kind) {

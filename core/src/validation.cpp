@@ -117,6 +117,8 @@ ValidationResult validate_case(const ValidationCase& test, const Catalog& catalo
     load_plugins(registry, layout, &scenario, PluginLoadOptions{});
     Estimator estimator(scenario, registry);
     const Breakdown& breakdown = estimator.evaluate();
+    // The table names the profile memplan modelled the run with.
+    if (!scenario.framework.name.empty()) result.test.framework = scenario.framework.name;
     result.estimate = breakdown.quantities[static_cast<size_t>(test.quantity)].peak;
   } catch (const Error& error) {
     result.failure = error.what();

@@ -46,7 +46,14 @@ TEST(ZeroStage3Gathered, ModulePlusPrefetchBucket) {
   EXPECT_EQ(details[1], (std::pair<std::string, std::string>{"zero3_gathered_parameters", "181072000"}));
 }
 
-TEST(ZeroStage3Gathered, OffByDefaultSoModelStatesAreUnchanged) {
+// The paper view (ZeRO Table 1 counts model states only) leaves them out; any
+// framework's view counts them by default, as DeepSpeed gathers every module.
+TEST(ZeroStage3Gathered, OnByDefaultOffInThePaperView) {
+  Evaluation device = evaluate(llama7b(""));
+  Evaluation on = evaluate_paper(llama7b("gathered_parameters = true\n"));
+  EXPECT_GT(device.item_bytes("zero3.gathered_forward", MEMPLAN_ROLE_BUFFERS), 0u);
+  EXPECT_EQ(device.item_bytes("zero3.gathered_forward", MEMPLAN_ROLE_BUFFERS),
+            on.item_bytes("zero3.gathered_forward", MEMPLAN_ROLE_BUFFERS));
   Evaluation e = evaluate_paper(llama7b(""));
   EXPECT_EQ(e.component(MEMPLAN_ROLE_BUFFERS), 0u);
   EXPECT_EQ(e.breakdown().sum, 11'792'227'328u + 1'684'603'904u);
@@ -84,8 +91,9 @@ TEST(ZeroStage3Gathered, Errors) {
   EXPECT_EQ(error_of(stage2, "z.toml"),
             "z.toml:20:23: error: in [[strategy]] #2, strategy plugin 'zero', option 'gathered_parameters': counts "
             "the parameters ZeRO stage 3 gathers; stage 2 keeps whole weights on every rank" + library);
-  EXPECT_EQ(error_of(llama7b("prefetch_bucket_size = 1000\n"), "z.toml"),
-            "z.toml:20:24: error: in [[strategy]] #2, strategy plugin 'zero', option 'prefetch_bucket_size': sizes "
+  // Stage 3 counts the gathered modules by default; turned off, its sizes are an error.
+  EXPECT_EQ(error_of(llama7b("gathered_parameters = false\nprefetch_bucket_size = 1000\n"), "z.toml"),
+            "z.toml:21:24: error: in [[strategy]] #2, strategy plugin 'zero', option 'prefetch_bucket_size': sizes "
             "the stage-3 gathered parameters, which are not counted; set gathered_parameters = true with stage = 3" +
                 library);
   EXPECT_EQ(error_of(llama7b("gathered_parameters = true\nmax_live_parameters = -1\n"), "z.toml"),

@@ -27,9 +27,9 @@ constexpr std::array<memplan_option_spec, 6> kOptions{{
     {"cross_entropy", MEMPLAN_OPTION_STRING,
      "the loss path: \"unfused\" (fp32 logits and the loss's fp32 softmax both kept), \"vocab-parallel\" "
      "(Megatron-LM: softmax in place in an fp32 copy of the logits), \"upcast-shift-copy\" (Hugging Face "
-     "transformers <= 4.45), \"bf16-upcast-shift-copy\" (transformers 4.46-4.48), \"upcast\" (fp32 logits held "
-     "while the loss runs: torchtune, transformers >= 4.49), \"chunked\" (chunk by chunk: torchtune "
-     "CEWithChunkedOutputLoss)",
+     "transformers <= 4.45), \"upcast-in-loss-shift-copy\" (transformers 4.46-4.48), \"upcast-in-loss\" "
+     "(transformers >= 4.49), \"upcast\" (fp32 logits held while the loss runs: torchtune), \"chunked\" (chunk by "
+     "chunk: torchtune CEWithChunkedOutputLoss)",
      "\"unfused\""},
     {"loss_chunks", MEMPLAN_OPTION_INT, "chunks of the chunked cross entropy", "8 (torchtune's num_output_chunks)"},
     {"layer", MEMPLAN_OPTION_STRING,
@@ -47,11 +47,12 @@ struct LossMode {
   const char* name;
   CrossEntropy mode;
 };
-constexpr std::array<LossMode, 6> kLossModes{{
+constexpr std::array<LossMode, 7> kLossModes{{
     {"unfused", CrossEntropy::unfused},
     {"vocab-parallel", CrossEntropy::vocab_parallel},
     {"upcast-shift-copy", CrossEntropy::upcast_shift_copy},
-    {"bf16-upcast-shift-copy", CrossEntropy::bf16_upcast_shift_copy},
+    {"upcast-in-loss-shift-copy", CrossEntropy::upcast_in_loss_shift_copy},
+    {"upcast-in-loss", CrossEntropy::upcast_in_loss},
     {"upcast", CrossEntropy::upcast},
     {"chunked", CrossEntropy::chunked},
 }};
@@ -126,6 +127,7 @@ class MegatronActivations {
     const std::string_view policy = ctx.attr_string(MEMPLAN_ATTR_RECOMPUTE_POLICY, "none");
     settings.recompute = policy == "full"        ? RecomputePolicy::full
                          : policy == "selective" ? RecomputePolicy::selective
+                         : policy == "op"        ? RecomputePolicy::per_op
                                                  : RecomputePolicy::none;
     settings.layer = layer_;
     if (layer_ == LayerImplementation::eager) settings.eager = eager_layer(ctx, model);

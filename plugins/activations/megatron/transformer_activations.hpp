@@ -16,7 +16,12 @@
 
 namespace memplan::plugins {
 
-enum class RecomputePolicy { none, selective, full };
+enum class RecomputePolicy {
+  none,
+  selective,  // Korthikanti et al.: recompute the attention core
+  full,       // keep each layer's input, recompute the layer
+  per_op,     // torchtitan's op-level SAC: keep every other matmul's output and attention's, recompute the rest
+};
 
 struct TransformerShape {
   double seq = 0;        // s
@@ -190,6 +195,17 @@ inline double stored_bytes_per_layer(const TransformerShape& x, const Activation
     case RecomputePolicy::full:
       // Only the layer's input survives (sequence-parallel ranks hold 1/t of it).
       return o.bytes * x.seq * x.batch * x.hidden / (o.sequence_parallel ? t : 1);
+    case RecomputePolicy::per_op: {
+      // The layer's input, and the outputs of the save-listed ops: the odd
+      // matrix multiplies of q, k, v, o, then gate, up, down (SwiGLU) or up,
+      // down (GELU) -- q, v, the MLP's first, and down for SwiGLU -- and
+      // SDPA's output and fp32 log-sum-exp (flash; an eager attention's ops
+      // are not on the list and are recomputed).
+      const double sb = x.seq * x.batch;
+      const double matmuls = x.q_width + x.kv_width + x.ffn + (x.gated ? x.hidden : 0);
+      const double attention = o.flash_attention ? o.bytes * x.q_width + 4 * x.heads : 0;
+      return o.bytes * sb * x.hidden / (o.sequence_parallel ? t : 1) + sb * (o.bytes * matmuls + attention) / t;
+    }
     case RecomputePolicy::selective:
       return replicated + split;
     default:
@@ -202,6 +218,7 @@ inline double recompute_working_set(const TransformerShape& x, const ActivationS
   const LayerActivations terms = layer_activation_terms(x, o);
   const double t = o.tensor_parallel;
   switch (o.recompute) {
+    case RecomputePolicy::per_op:
     case RecomputePolicy::full: {
       ActivationSettings stored = o;
       stored.recompute = RecomputePolicy::none;
@@ -226,8 +243,9 @@ enum class CrossEntropy {
   unfused,            // fp32 logits kept, and the loss saves its own fp32 (log-)softmax of the same size
   vocab_parallel,     // Megatron-LM: fp32 copy of the 16-bit logits, softmax in place and saved (4; 6 at both peaks)
   upcast_shift_copy,  // HF transformers <= 4.45: fp32 logits in the output, a shifted fp32 copy, log-softmax (4; 12, 12)
-  bf16_upcast_shift_copy,  // HF 4.46-4.48: 16-bit logits in the output, fp32 copy, shifted copy, log-softmax (4; 14, 12)
-  upcast,             // fp32 logits held while the loss runs, log-softmax saved (torchtune, HF >= 4.49: 4; 8 or 10, 12)
+  upcast_in_loss_shift_copy,  // HF 4.46-4.48: 16-bit logits in the output, fp32 copy, shifted copy (4; 14, 12)
+  upcast_in_loss,     // HF >= 4.49: 16-bit logits in the output, the loss's fp32 copy, log-softmax (4; 10, 12)
+  upcast,             // the model returns fp32 logits, held while the loss runs (torchtune: 4; 8, 12)
   chunked,            // logits projected and upcast chunk by chunk (torchtune CEWithChunkedOutputLoss): 4; 6 + 4/n, 4 + 8/n
 };
 
@@ -258,7 +276,8 @@ inline LossBytes loss_bytes(CrossEntropy mode, double p, double chunks) {
     case CrossEntropy::unfused: return {4, 4, 0, 0};
     case CrossEntropy::vocab_parallel: return {4, 0, p, p};  // the softmax lives in the fp32 logits' buffer
     case CrossEntropy::upcast_shift_copy: return {0, 4, 8, 8};
-    case CrossEntropy::bf16_upcast_shift_copy: return {0, 4, 8 + p, 8};
+    case CrossEntropy::upcast_in_loss_shift_copy: return {0, 4, 8 + p, 8};
+    case CrossEntropy::upcast_in_loss: return {0, 4, 4 + p, 8};
     case CrossEntropy::upcast: return {0, 4, 4, 8};
     case CrossEntropy::chunked: return {0, 4, p + 4 / chunks, 8 / chunks};
   }

@@ -2,6 +2,12 @@
 // arXiv 2205.05198, section 4): "none" stores every activation, "selective"
 // recomputes the attention core (softmax, its dropout, attention over V),
 // "full" stores only each layer's input and recomputes the layer in backward.
+// "op" is torchtitan's per-op selective activation checkpointing
+// (torchtitan @ 9dec370 / v0.2.2, models/llama3/infra/parallelize.py
+// _apply_ac_to_transformer_block with selective_ac_option "op"): inside each
+// checkpointed layer it saves the outputs of every other matrix multiply (the
+// 1st, 3rd, ...) and of scaled_dot_product_attention, and recomputes every
+// other op in backward.
 // The activation model reads the policy; this plugin only declares it.
 #include <memplan/sdk.hpp>
 
@@ -11,21 +17,22 @@
 namespace {
 
 constexpr std::array<memplan_option_spec, 1> kOptions{{
-    {"policy", MEMPLAN_OPTION_STRING, "\"none\", \"selective\" or \"full\"", "required"},
+    {"policy", MEMPLAN_OPTION_STRING,
+     "\"none\", \"selective\", \"full\" or \"op\" (torchtitan's per-op selective checkpointing)", "required"},
 }};
 
 class RecomputeStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{"recompute", "1.0.0",
-                                                 "Activation recomputation policy: none, selective or full",
+                                                 "Activation recomputation policy: none, selective, full or per-op",
                                                  memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
   explicit RecomputeStrategy(memplan::sdk::Options& options) {
     auto policy = options.string("policy");
-    if (!policy) options.fail("policy", "is required: \"none\", \"selective\" or \"full\"");
-    if (*policy != "none" && *policy != "selective" && *policy != "full")
-      options.fail("policy", "must be \"none\", \"selective\" or \"full\", not \"" + *policy + "\"");
+    if (!policy) options.fail("policy", "is required: \"none\", \"selective\", \"full\" or \"op\"");
+    if (*policy != "none" && *policy != "selective" && *policy != "full" && *policy != "op")
+      options.fail("policy", "must be \"none\", \"selective\", \"full\" or \"op\", not \"" + *policy + "\"");
     policy_ = *policy;
   }
 

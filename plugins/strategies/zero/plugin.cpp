@@ -42,7 +42,8 @@ constexpr int64_t kMaxLiveDefault = 1'000'000'000;
 constexpr std::array<memplan_option_spec, 4> kOptions{{
     {"stage", MEMPLAN_OPTION_INT, "0 (off), 1 (optimizer states), 2 (+ gradients) or 3 (+ weights)", "required"},
     {"gathered_parameters", MEMPLAN_OPTION_BOOL,
-     "stage 3: count the gathered module and the prefetched parameters on the GPU", "false"},
+     "stage 3: count the gathered module and the prefetched parameters on the GPU",
+     "true with stage 3 when the architecture is known"},
     {"prefetch_bucket_size", MEMPLAN_OPTION_INT,
      "stage 3: parameter elements fetched ahead of use (DeepSpeed stage3_prefetch_bucket_size)", "50000000"},
     {"max_live_parameters", MEMPLAN_OPTION_INT,
@@ -63,7 +64,8 @@ class ZeroShardingStrategy {
     if (!stage) options.fail("stage", "is required: 0, 1, 2 or 3");
     if (*stage < 0 || *stage > 3) options.fail("stage", "must be 0, 1, 2 or 3, got " + std::to_string(*stage));
     stage_ = static_cast<int>(*stage);
-    gathered_ = options.boolean("gathered_parameters").value_or(false);
+    // DeepSpeed gathers every stage-3 module before use: counted unless the scenario (or the paper view) says not.
+    gathered_ = options.boolean("gathered_parameters").value_or(stage_ == 3 && options.model().has_architecture);
     if (gathered_ && stage_ != 3)
       options.fail("gathered_parameters", "counts the parameters ZeRO stage 3 gathers; stage " +
                                               std::to_string(stage_) + " keeps whole weights on every rank");

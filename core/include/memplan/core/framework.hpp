@@ -18,6 +18,15 @@
 
 namespace memplan {
 
+// Option defaults that changed in a framework version: applied, on top of the
+// profile's own, when the scenario's [framework] version is that version or
+// later (or names no version: the profile describes the latest it knows).
+struct FrameworkVersionDefaults {
+  std::string version;  // e.g. "4.46"
+  std::string note;     // what changed, with its source
+  std::vector<std::pair<std::string, std::vector<OptionValue>>> defaults;
+};
+
 struct FrameworkProfile {
   std::string name;     // file stem, e.g. "hf-transformers"
   std::string summary;  // one line for `memplan plugins` and reports
@@ -29,7 +38,16 @@ struct FrameworkProfile {
   std::vector<std::pair<std::string, std::vector<OptionValue>>> defaults;
   // Runtime components the framework brings (CUDA context, allocator, communication buffers, ...).
   std::vector<ComponentSpec> strategies;
+  // [[since]] blocks, in file order (each version no older than the one before).
+  std::vector<FrameworkVersionDefaults> since;
+
+  // The option defaults for `version` (empty: the latest): the profile's own,
+  // then each [[since]] block up to that version, a later value replacing an earlier one.
+  std::vector<std::pair<std::string, std::vector<OptionValue>>> defaults_for(const std::string& version) const;
 };
+
+// Orders versions by their numbers ("4.38" < "4.46" < "4.100"; "core_r0.14.0" is 0.14.0): negative, 0, positive.
+int compare_versions(const std::string& a, const std::string& b);
 
 // Reads one profile file; throws Error with file:line:column.
 FrameworkProfile load_framework_profile(const std::string& path);
