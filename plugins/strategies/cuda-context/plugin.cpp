@@ -10,7 +10,14 @@
 //                     (PyTorch issue #107667); "around 400MB" (issue #109888);
 //                     200 to 700 MB across machines (issue #28113). Kernels
 //                     loaded lazily during a step add to the start-up figure.
-//                     Default 512 MiB.
+//                     Default 512 MiB with lazy module loading (CUDA >= 11.7
+//                     and PyTorch >= 1.13, CUDA_MODULE_LOADING=LAZY); with
+//                     eager loading (older CUDA, or CUDA_MODULE_LOADING=EAGER)
+//                     every kernel of the loaded libraries is resident: 1343
+//                     MiB measured by the Hugging Face documentation on a V100
+//                     with CUDA 11.2 ("the kernels alone take up 1.3GB";
+//                     transformers docs/source/en/model_memory_anatomy.md @
+//                     7d5e65fe). Option module_loading.
 //   cublas_workspace  PyTorch's cuBLAS workspace, allocated through the
 //                     caching allocator per handle and stream: 4096 KiB x 8 =
 //                     32 MiB on Hopper (sm90), 4096 KiB x 2 + 16 KiB x 8 on
@@ -34,8 +41,15 @@ namespace sdk = memplan::sdk;
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-constexpr std::array<memplan_option_spec, 4> kOptions{{
-    {"mib", MEMPLAN_OPTION_DOUBLE, "the CUDA context, in MiB (2^20 bytes)", "512"},
+constexpr double kLazyContextMiB = 512;    // a round figure above the lazy-loading contexts cited above
+constexpr double kEagerContextMiB = 1343;  // HF model_memory_anatomy.md, V100, CUDA 11.2, eager loading
+
+constexpr std::array<memplan_option_spec, 5> kOptions{{
+    {"mib", MEMPLAN_OPTION_DOUBLE, "the CUDA context, in MiB (2^20 bytes)", "512 (lazy loading) or 1343 (eager)"},
+    {"module_loading", MEMPLAN_OPTION_STRING,
+     "\"lazy\" (CUDA >= 11.7 with PyTorch >= 1.13: kernels load when first used) or \"eager\" (every kernel of "
+     "the loaded libraries at start-up: older CUDA, CUDA_MODULE_LOADING=EAGER); sets the context's default size",
+     "\"lazy\""},
     {"bytes", MEMPLAN_OPTION_INT, "the CUDA context in bytes, instead of mib", "512 MiB"},
     {"cublas_workspace_mib", MEMPLAN_OPTION_DOUBLE,
      "cuBLAS workspace per GPU, in MiB (PyTorch: 32 on Hopper, 8.125 on other GPUs, per stream)", "32"},
@@ -66,11 +80,17 @@ class CudaContextOverhead {
     const std::optional<int64_t> bytes = options.integer("bytes");
     if (bytes && options.number("mib"))
       options.fail("bytes", "gives the context size a second time; set either mib or bytes");
+    if ((bytes || options.number("mib")) && options.string("module_loading"))
+      options.fail("module_loading", "chooses the context's default size, but the size is given (mib or bytes); "
+                                     "keep one of them");
     if (bytes) {
       if (*bytes < 0) options.fail("bytes", "must not be negative, got " + std::to_string(*bytes));
       context_ = static_cast<double>(*bytes);
     } else {
-      context_ = mebibytes(options, "mib", 512);
+      const std::string loading = options.string("module_loading").value_or("lazy");
+      if (loading != "lazy" && loading != "eager")
+        options.fail("module_loading", "must be \"lazy\" or \"eager\", not \"" + loading + "\"");
+      context_ = mebibytes(options, "mib", loading == "eager" ? kEagerContextMiB : kLazyContextMiB);
     }
     cublas_ = mebibytes(options, "cublas_workspace_mib", 32);
     cudnn_ = mebibytes(options, "cudnn_workspace_mib", 0);
