@@ -1,0 +1,189 @@
+// What eager PyTorch layers keep for backward (docs/formulas.md, "Eager
+// layers"), per token and layer, from the autograd rules of each op
+// (PyTorch tools/autograd/derivatives.yaml; transformers
+// models/llama/modeling_llama.py, models/bert/modeling_bert.py; torchtune
+// modules/), and the loss paths' bytes per logit element. Every figure is
+// the hand count written beside it.
+#include <gtest/gtest.h>
+
+#include "../../plugins/activations/megatron/transformer_activations.hpp"
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+using plugins::ActivationSettings;
+using plugins::CrossEntropy;
+using plugins::LayerImplementation;
+using plugins::RecomputePolicy;
+using plugins::TransformerShape;
+
+// One token of one sequence, so stored_bytes_per_layer is bytes per token.
+TransformerShape llama(double hidden, double heads, double kv_heads, double ffn) {
+  TransformerShape x;
+  x.seq = 1;
+  x.batch = 1;
+  x.hidden = hidden;
+  x.heads = heads;
+  x.q_width = hidden;
+  x.kv_width = hidden / heads * kv_heads;
+  x.kv_heads = kv_heads;
+  x.ffn = ffn;
+  x.gated = true;
+  return x;
+}
+
+ActivationSettings eager_bf16_flash() {
+  ActivationSettings o;
+  o.bytes = 2;
+  o.dropout = false;
+  o.flash_attention = true;
+  o.layer = LayerImplementation::eager;
+  return o;
+}
+
+// Llama-3.2-3B (h 3072, 24 heads, 8 kv heads, f 8192), bf16, SDPA flash, full
+// fine-tuning, K/V repeated: two RMSNorms 2 x (4h fp32 input + 4 rsqrt + 2h
+// normalized) + the q/k/v input 2h + the MLP input 2h + q 2h + repeated k, v
+// 4h + SDPA output 2h + log-sum-exp 4a + gate, silu, up, product 8f
+// = 24h + 8f + 4a + 8 = 73,728 + 65,536 + 96 + 8 = 139,368 bytes.
+TEST(EagerLayers, HuggingFaceLlamaSdpaPerToken) {
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(llama(3072, 24, 8, 8192), eager_bf16_flash()), 139'368.0);
+}
+
+// Llama-2-7B (h 4096, 32 heads = kv heads, f 11008): 24 x 4096 + 8 x 11008 +
+// 4 x 32 + 8 = 98,304 + 88,064 + 128 + 8 = 186,504 bytes (repeat_kv changes
+// nothing when kv heads = heads).
+TEST(EagerLayers, LlamaTwoSevenBillionPerToken) {
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(llama(4096, 32, 32, 11008), eager_bf16_flash()), 186'504.0);
+}
+
+// SDPA reading the kv heads directly (enable_gqa): K and V at 2 x 1024 instead
+// of 2 x 3072: 139,368 - 2 x 2 x (3072 - 1024) = 131,176 bytes.
+TEST(EagerLayers, NativeGqaKeepsKvAtItsWidth) {
+  ActivationSettings o = eager_bf16_flash();
+  o.eager.repeat_kv = false;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(llama(3072, 24, 8, 8192), o), 131'176.0);
+}
+
+// BERT-large in fp32 (h 1024, 16 heads, f 4096, s 512), eager attention, dropout
+// 0.1, LayerNorm, GELU: 34h + 8f + 9as + 16 per token = 34,816 + 32,768 +
+// 73,728 + 16 = 141,328 bytes; Korthikanti et al.'s tensors in fp32 with
+// 1-byte masks, plus LayerNorm's fp32 mean and rstd.
+TEST(EagerLayers, HuggingFaceBertFp32PerToken) {
+  TransformerShape x;
+  x.seq = 512;
+  x.batch = 1;
+  x.hidden = 1024;
+  x.heads = 16;
+  x.q_width = 1024;
+  x.kv_width = 1024;
+  x.ffn = 4096;
+  ActivationSettings o;
+  o.bytes = 4;
+  o.dropout = true;
+  o.flash_attention = false;
+  o.layer = LayerImplementation::eager;
+  o.eager.rms_norm = false;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 141'328.0 * 512);
+}
+
+// LoRA on a frozen base (Llama-3.2-3B): no linear keeps its input for a weight
+// gradient and the frozen norms keep no normalized copy: norms 2 x (4h + 4),
+// q 2h, repeated k and v 4h, SDPA output 2h, lse 4a, gate, silu and up 6f
+// = 16h + 6f + 4a + 8 = 49,152 + 49,152 + 96 + 8 = 98,408 bytes. Adapters on
+// q, k, v and the MLP (r 64, bf16) with dropout 0.1 add a 1-byte mask and a
+// 2-byte dropped copy of each adapted input (q, k, v: h each; gate, up: h;
+// down: f = 5h + f = 23,552 elements x 3 bytes = 70,656) and lora_B's r-wide
+// inputs (64 x 6 matrices x 2 bytes = 768): 169,832 bytes.
+TEST(EagerLayers, LoraFrozenBaseAndDroppedOutAdapterInputs) {
+  ActivationSettings o = eager_bf16_flash();
+  o.eager.norms_trainable = false;
+  o.eager.attention_trainable = o.eager.output_trainable = false;
+  o.eager.mlp_trainable = o.eager.down_trainable = false;
+  const TransformerShape x = llama(3072, 24, 8, 8192);
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 98'408.0);
+  o.eager.adapter_inputs = 5 * 3072 + 8192;
+  o.eager.adapter_distinct_inputs = 2 * 3072 + 8192;
+  o.eager.adapter_rank = 64 * 6;
+  o.eager.adapter_bytes = 2;
+  o.eager.adapter_dropout = 0.1;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 98'408.0 + 70'656 + 768);
+  // Without dropout the adapters keep their inputs once per distinct input
+  // (2h + f = 14,336 x 2 bytes = 28,672) and lora_B's inputs (768).
+  o.eager.adapter_dropout = 0;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 98'408.0 + 28'672 + 768);
+}
+
+// torchtitan's per-op checkpointing (Llama 3.1 8B: h 4096, kv 1024, f 14336,
+// 32 heads): the layer input 2h, the odd matmuls' outputs q (h), v (kv), gate
+// (f), down (h) at 2 bytes, SDPA's output 2h and lse 4a:
+// 8,192 + 2 x 23,552 + 8,192 + 128 = 63,616 bytes; backward recomputes one
+// whole layer.
+TEST(EagerLayers, PerOpSelectiveCheckpointing) {
+  ActivationSettings o = eager_bf16_flash();
+  o.recompute = RecomputePolicy::per_op;
+  const TransformerShape x = llama(4096, 32, 8, 14336);
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 63'616.0);
+  ActivationSettings none = eager_bf16_flash();
+  EXPECT_DOUBLE_EQ(plugins::recompute_working_set(x, o), plugins::stored_bytes_per_layer(x, none));
+}
+
+// Bytes per logit element (saved; extra at the forward and backward high
+// points), p = 2: Megatron-LM 4; +2, +2 (its 16-bit logits beside the fp32
+// copy, its 16-bit gradient beside the fp32 one); transformers <= 4.45 4;
+// forward 12, backward 12 in all (fp32 logits in the output, shifted copy,
+// log-softmax; log-softmax and two fp32 gradients); 4.46-4.48 forward 14;
+// >= 4.49 forward 10; torchtune forward 8; chunked by 8: forward 2 + 4 + 0.5 =
+// 6.5, backward 4 + 1 = 5.
+TEST(LossPaths, BytesPerLogitElement) {
+  struct Case {
+    CrossEntropy mode;
+    double saved, forward_peak, backward_peak;
+  };
+  for (const Case& c : {Case{CrossEntropy::vocab_parallel, 4, 6, 6}, Case{CrossEntropy::upcast_shift_copy, 4, 12, 12},
+                        Case{CrossEntropy::upcast_in_loss_shift_copy, 4, 14, 12},
+                        Case{CrossEntropy::upcast_in_loss, 4, 10, 12}, Case{CrossEntropy::upcast, 4, 8, 12},
+                        Case{CrossEntropy::chunked, 4, 6.5, 5}, Case{CrossEntropy::unfused, 8, 8, 8}}) {
+    const plugins::LossBytes b = plugins::loss_bytes(c.mode, 2, 8);
+    const double saved = b.saved_logits + b.saved_loss;
+    EXPECT_DOUBLE_EQ(saved, c.saved) << static_cast<int>(c.mode);
+    EXPECT_DOUBLE_EQ(saved + b.forward_extra, c.forward_peak) << static_cast<int>(c.mode);
+    EXPECT_DOUBLE_EQ(saved + b.backward_extra, c.backward_peak) << static_cast<int>(c.mode);
+  }
+}
+
+// Through the plugins: Llama-3.2-3B eager (layer = "eager"), one sequence of
+// 1024 tokens, full fine-tuning in bf16: 28 layers x 139,368 x 1024 bytes
+// = 3,995,992,064.
+TEST(EagerLayers, ThroughThePlugin) {
+  Evaluation e = evaluate_paper(
+      "name = \"e\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nseq_len = 1024\n"
+      "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n"
+      "layer = \"eager\"\nflash_attention = true\ndropout = false\ncross_entropy = \"upcast\"\n");
+  EXPECT_EQ(e.item_bytes("layers.0-27.activations", MEMPLAN_ROLE_ACTIVATIONS), 28ull * 139'368 * 1024);
+  // The loss: 1024 x 128,256 logit elements; saved 4, forward +4, backward +8 bytes each.
+  EXPECT_EQ(e.item_bytes("activations.cross_entropy", MEMPLAN_ROLE_ACTIVATIONS), 4ull * 1024 * 128'256);
+  EXPECT_EQ(e.item_bytes("activations.loss_forward", MEMPLAN_ROLE_ACTIVATIONS), 4ull * 1024 * 128'256);
+  EXPECT_EQ(e.item_bytes("activations.loss_backward", MEMPLAN_ROLE_ACTIVATIONS), 8ull * 1024 * 128'256);
+}
+
+// Lines 11 [activations], 12 use, 13 the option under test.
+TEST(EagerLayers, OptionErrors) {
+  const std::string base = "name = \"e\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\n"
+                           "seq_len = 1024\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n"
+                           "[activations]\nuse = \"megatron\"\n";
+  const std::string library = " (plugin library " + plugin_dir() + "/memplan-megatron.so)";
+  EXPECT_EQ(error_of(base + "layer = \"compiled\"\n", "e.toml"),
+            "e.toml:13:9: error: in [activations], activations plugin 'megatron', option 'layer': must be \"fused\" or "
+            "\"eager\", not \"compiled\"" + library);
+  EXPECT_EQ(error_of(base + "repeat_kv = false\n", "e.toml"),
+            "e.toml:13:13: error: in [activations], activations plugin 'megatron', option 'repeat_kv': describes eager "
+            "layers; it needs layer = \"eager\"" + library);
+  EXPECT_EQ(error_of(base + "loss_chunks = 4\n", "e.toml"),
+            "e.toml:13:15: error: in [activations], activations plugin 'megatron', option 'loss_chunks': applies to "
+            "cross_entropy = \"chunked\" only" + library);
+}
+
+}  // namespace
+}  // namespace memplan::testing

@@ -1,0 +1,175 @@
+// Framework profiles ([framework], catalog frameworks/*.toml) and the three
+// quantities every estimate reports: allocated, reserved, device.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "memplan/core/estimator.hpp"
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+constexpr uint64_t kMiB = 1024 * 1024;
+
+// Llama-2-7B in bf16 with SGD on one GPU, no activations: weights W =
+// 6,738,415,616 x 2 = 13,476,831,232 bytes and as many gradients.
+std::string llama7b_sgd(const std::string& framework, const std::string& hardware = "") {
+  return "name = \"p\"\nmode = \"train\"\n" + framework +
+         "[model]\npreset = \"llama-2-7b\"\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n"
+         "[activations]\nuse = \"none\"\n" + hardware;
+}
+
+constexpr uint64_t kWeights = 13'476'831'232;
+
+// Without [framework] the default profile (pytorch) adds the runtime:
+//   allocated = weights + gradients + the 32 MiB cuBLAS workspace (a tensor of
+//               the caching allocator) = 26,987,216,896 at the optimizer step
+//               (and, first, at the end of backward);
+//   reserved  = allocated + the allocator's reserve: its fragmentation margin,
+//               0.1 x the gradients the step allocates (rounding is 0: every
+//               tensor is a multiple of 2 MiB);
+//   device    = reserved + the 512 MiB CUDA context, outside the allocator.
+TEST(Profiles, DefaultIsTheDeviceView) {
+  Evaluation e = evaluate(llama7b_sgd(""));
+  EXPECT_EQ(e.estimator().scenario().framework.name, "pytorch");
+  EXPECT_FALSE(e.estimator().scenario().framework.from_scenario);
+  const Breakdown& b = e.breakdown();
+  EXPECT_EQ(b.quantities[kAllocated].peak, 2 * kWeights + 32 * kMiB);
+  EXPECT_NEAR(static_cast<double>(b.quantities[kReserved].peak - b.quantities[kAllocated].peak), 0.1 * kWeights, 64);
+  EXPECT_EQ(b.quantities[kDevice].peak - b.quantities[kReserved].peak, 512 * kMiB);
+  EXPECT_EQ(b.fit_quantity, kDevice);
+  EXPECT_EQ(b.peak, b.quantities[kDevice].peak);
+}
+
+// The paper view adds nothing of the runtime: the three quantities are the
+// model's tensors, 2 x W.
+TEST(Profiles, PaperViewLeavesTheRuntimeOut) {
+  Evaluation e = evaluate(llama7b_sgd("[framework]\nuse = \"paper\"\n"));
+  for (int quantity = 0; quantity < kQuantityCount; ++quantity)
+    EXPECT_EQ(e.breakdown().quantities[static_cast<size_t>(quantity)].peak, 2 * kWeights);
+  EXPECT_EQ(e.component(MEMPLAN_ROLE_OVERHEAD), 0u);
+}
+
+// [hardware] fit_quantity chooses what `fits` compares: on 25 GiB the model's
+// 2 W = 25.1 GiB does not fit whatever is measured.
+TEST(Profiles, FitQuantityChoosesThePeakFitsUses) {
+  Evaluation e = evaluate(llama7b_sgd("", "[hardware]\nmemory_gib = 26\nfit_quantity = \"allocated\"\n"));
+  EXPECT_EQ(e.breakdown().fit_quantity, kAllocated);
+  EXPECT_EQ(e.breakdown().peak, e.breakdown().quantities[kAllocated].peak);
+  EXPECT_TRUE(e.estimator().fits());  // 25.13 GiB allocated in 26 GiB
+  Evaluation device = evaluate(llama7b_sgd("", "[hardware]\nmemory_gib = 26\n"));
+  EXPECT_FALSE(device.estimator().fits());  // + reserve 1.26 GiB + context 0.5 GiB
+  EXPECT_EQ(error_of(llama7b_sgd("", "[hardware]\nmemory_gib = 26\nfit_quantity = \"smi\"\n"), "f.toml"),
+            "f.toml:13:16: error: in [hardware], 'fit_quantity' must be \"allocated\", \"reserved\" or \"device\", "
+            "not \"smi\"");
+}
+
+// A profile's option defaults apply to the plugins the scenario uses, and the
+// scenario's own keys win: Megatron-LM's fp32 gradients live from start-up
+// (4 bytes x 6,738,415,616 = 26,953,662,464, already at init).
+TEST(Profiles, DefaultsApplyAndTheScenarioWins) {
+  const std::string megatron = "name = \"m\"\nmode = \"train\"\n[framework]\nuse = \"megatron-lm\"\n[model]\n"
+                               "preset = \"llama-2-7b\"\n[precision]\nuse = \"mixed-bf16\"\n";
+  const std::string rest = "[optimizer]\nuse = \"adam\"\n[activations]\nuse = \"none\"\n";
+  Evaluation e = evaluate(megatron + rest);
+  EXPECT_EQ(e.component(MEMPLAN_ROLE_GRADIENTS), 2 * kWeights);
+  const Breakdown& b = e.breakdown();
+  // init: weights 2 + gradients 4 + master 4 + Adam 8 bytes per parameter, and the cuBLAS workspace.
+  EXPECT_EQ(b.quantities[kAllocated].timeline[kInit], 9 * kWeights + 32 * kMiB);
+  Evaluation own = evaluate(megatron + "gradients = \"bf16\"\ngradient_buffer = \"backward\"\n" + rest);
+  EXPECT_EQ(own.component(MEMPLAN_ROLE_GRADIENTS), kWeights);
+  EXPECT_EQ(own.breakdown().quantities[kAllocated].timeline[kInit], 7 * kWeights + 32 * kMiB);
+}
+
+// exclude leaves out a runtime component the profile brings; it must name one.
+TEST(Profiles, ExcludeAndItsErrors) {
+  Evaluation e = evaluate(llama7b_sgd("[framework]\nuse = \"pytorch\"\nexclude = [\"allocator\"]\n"));
+  EXPECT_EQ(e.breakdown().quantities[kReserved].peak, e.breakdown().quantities[kAllocated].peak);
+  EXPECT_EQ(error_of(llama7b_sgd("[framework]\nuse = \"pytorch\"\nexclude = [\"allocater\"]\n"), "x.toml"),
+            "x.toml:5:12: error: in [framework], 'exclude' names 'allocater', which framework 'pytorch' does not "
+            "bring. Did you mean 'allocator'? It brings: cuda-context, allocator, comm-buffers.");
+}
+
+TEST(Profiles, UnknownFrameworkIsLocatedWithTheKnownOnes) {
+  const std::string error = error_of(llama7b_sgd("[framework]\nuse = \"megatron\"\n"), "u.toml");
+  EXPECT_EQ(error.rfind("u.toml:4:7: error: in [framework], 'use' names no framework profile in the catalog (", 0), 0u)
+      << error;
+  EXPECT_NE(error.find("Did you mean 'megatron-lm'?"), std::string::npos) << error;
+  EXPECT_NE(error.find("Known profiles: deepspeed, hf-transformers, megatron-lm, paper,"), std::string::npos) << error;
+}
+
+// [framework] version picks the [[since]] blocks up to it: the transformers
+// loss path. Llama-3.2-1B, 1024 tokens x 128,256 = 131,334,144 logit
+// elements; the extra bytes at the loss's forward high point: 8 (<= 4.45:
+// fp32 logits and the shifted copy), 10 (4.46: 16-bit logits too), 6 (4.49 and
+// the default, the latest: 16-bit logits and the loss's fp32 copy).
+TEST(Profiles, VersionPicksTheLossPath) {
+  auto loss_forward = [](const std::string& version) {
+    Evaluation e = evaluate("name = \"h\"\nmode = \"train\"\n[framework]\nuse = \"hf-transformers\"\n" + version +
+                            "[model]\npreset = \"llama-3.2-1b\"\n[batch]\nseq_len = 1024\n[precision]\nuse = "
+                            "\"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n");
+    return e.item_bytes("activations.loss_forward", MEMPLAN_ROLE_ACTIVATIONS);
+  };
+  constexpr uint64_t kLogits = 1024ull * 128'256;
+  EXPECT_EQ(loss_forward("version = \"4.38\"\n"), 8 * kLogits);
+  EXPECT_EQ(loss_forward("version = \"4.46.3\"\n"), 10 * kLogits);
+  EXPECT_EQ(loss_forward("version = \"4.49\"\n"), 6 * kLogits);
+  EXPECT_EQ(loss_forward(""), 6 * kLogits);
+  EXPECT_EQ(compare_versions("4.9", "4.38"), -1);
+  EXPECT_EQ(compare_versions("core_r0.14.0", "0.14"), 0);
+}
+
+// An option a profile gives is validated by its plugin like the scenario's
+// own, and the error points at the profile's file.
+TEST(Profiles, ProfileErrorsPointAtTheProfile) {
+  TempDir dir;
+  dir.write("gpus.toml", "");
+  std::filesystem::create_directories(dir.path() + "/frameworks");
+  const std::string profile =
+      dir.write("frameworks/team.toml", "[framework]\nname = \"team\"\nsummary = \"ours\"\n[defaults.sgd]\nlr = 1\n");
+  const Catalog custom = Catalog::load(dir.path());
+  const Scenario scenario =
+      parse_scenario("name = \"t\"\nmode = \"train\"\n[framework]\nuse = \"team\"\n[model]\nparams = 1e9\n"
+                     "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"none\"\n",
+                     "t.toml", custom);
+  try {
+    Estimator estimator(scenario, builtin_plugins());
+    FAIL() << "the profile's unknown key was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(std::string(error.what()).rfind(profile + ":5:1: error: unknown key 'lr' in [optimizer]", 0), 0u)
+        << error.what();
+  }
+  dir.write("frameworks/team.toml", "[framework]\nname = \"other\"\nsummary = \"x\"\n");
+  try {
+    (void)Catalog::load(dir.path());
+    FAIL() << "a profile named unlike its file was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(std::string(error.what()),
+              profile + ":1:1: error: [framework] name must equal the file name without .toml ('team'): a profile "
+                        "is found by its file name");
+  }
+}
+
+// The JSON contract gains the quantities, the fit quantity, each item's
+// quantity and the framework; `peak` stays the quantity fits compares.
+TEST(Profiles, JsonCarriesTheThreeQuantities) {
+  TempDir dir;
+  const std::string file = dir.write("j.toml", llama7b_sgd("", "[hardware]\ngpu = \"h100-sxm-80gb\"\n"));
+  const CommandResult result = run_cli("run " + file + " --format json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json estimate = nlohmann::json::parse(result.out);
+  const auto& gpu = estimate.at("per_gpu");
+  EXPECT_EQ(gpu.at("fit_quantity"), "device");
+  EXPECT_EQ(gpu.at("peak"), gpu.at("quantities").at("device").at("peak"));
+  EXPECT_EQ(gpu.at("quantities").at("allocated").at("peak").get<uint64_t>(), 2 * kWeights + 32 * kMiB);
+  EXPECT_EQ(estimate.at("framework").at("name"), "pytorch");
+  EXPECT_EQ(estimate.at("framework").at("default"), true);
+  bool context_outside = false;
+  for (const auto& item : gpu.at("items"))
+    if (item.at("name") == "cuda_context") context_outside = item.at("quantity") == "device";
+  EXPECT_TRUE(context_outside);
+}
+
+}  // namespace
+}  // namespace memplan::testing

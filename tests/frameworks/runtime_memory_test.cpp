@@ -1,0 +1,101 @@
+// What frameworks allocate beyond the papers' tensors, plugin by plugin: the
+// gathered units of FSDP at each weight's own dtype (a QLoRA base is 4-bit,
+// its embeddings and head 16-bit), DeepSpeed's fp32 cast of the gradient
+// partition through its profile, and Megatron-LM's gradient buffer.
+#include <gtest/gtest.h>
+
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+// A small model: 2 layers, h 64, 4 heads, SwiGLU f 128, vocabulary 1000,
+// untied. QLoRA (nf4 without double quantization: 4 bits + one fp32 absmax per
+// 64 = 4.5 bits = 0.5625 bytes per linear weight) with LoRA r 4 on q and v
+// (bf16 adapters), FSDP over 2 ranks, one layer per unit.
+//   a layer: q, k, v, o 4 x 4096 + MLP 3 x 64 x 128 = 40,960 linear weights x
+//            0.5625 = 23,040 B; its two RMSNorms 128 x 2 = 256 B; adapters
+//            q r (h + q) + v r (h + kv) = 512 + 512 = 1,024 x 2 = 2,048 B:
+//            25,344 B
+//   the root: embeddings and LM head 2 x 64,000 x 2 + the final norm 128
+//            = 256,128 B (16-bit: 'quantized' leaves them unquantized)
+//   forward: root + 2 units = 256,128 + 50,688 = 306,816 B
+// At dtype.weights (the 4-bit size for everything) it would be 219,636 B: the
+// embeddings and head were priced at 0.5625 bytes.
+TEST(FsdpGathers, EachWeightAtItsOwnDtype) {
+  Evaluation e = evaluate_paper(
+      "name = \"q\"\nmode = \"train\"\n[model]\nlayers = 2\nhidden = 64\nheads = 4\nffn_hidden = 128\n"
+      "vocab = 1000\n[batch]\nseq_len = 16\n[precision]\nuse = \"quantized\"\nformat = \"nf4\"\n"
+      "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"lora\"\nrank = 4\n"
+      "targets = \"q,v\"\n[[strategy]]\nuse = \"data-parallel\"\nsize = 2\n[[strategy]]\nuse = \"fsdp\"\n");
+  EXPECT_EQ(e.item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 306'816u);
+  EXPECT_EQ(e.item_bytes("fsdp.gathered_backward", MEMPLAN_ROLE_BUFFERS), 306'816u);
+}
+
+// MixedPrecision(param_dtype = bf16) over fp32 shards (torchtitan): the units
+// are gathered at 2 bytes. Llama-2-7B: a layer is 202,383,360 parameters; the
+// root 2 x 131,072,000 + 4,096 = 262,148,096: forward = (262,148,096 +
+// 2 x 202,383,360) x 2 = 1,333,829,632 B. float8_all_gather takes the linear
+// layers at 1 byte: a layer's linear weights are 202,375,168 (its norms 8,192),
+// so 262,148,096 x 2 + 2 x (202,375,168 + 8,192 x 2) = 524,296,192 + 404,783,104 = 929,079,296 B.
+TEST(FsdpGathers, ParamDtypeAndFloat8AllGather) {
+  const std::string base = "name = \"t\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\n"
+                           "use = \"fp32\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"none\"\n"
+                           "[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n[[strategy]]\nuse = \"fsdp\"\n"
+                           "param_dtype = \"bf16\"\n";
+  EXPECT_EQ(evaluate_paper(base).item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 1'333'829'632u);
+  EXPECT_EQ(evaluate_paper(base + "float8_all_gather = true\n").item_bytes("fsdp.gathered_forward",
+                                                                           MEMPLAN_ROLE_BUFFERS),
+            929'079'296u);
+}
+
+// reshard_after_forward = false keeps every unit gathered from its forward to
+// its backward: the whole model at 2 bytes lives like an activation
+// (6,738,415,616 x 2 = 13,476,831,232 B), and backward gathers nothing again.
+TEST(FsdpGathers, NoReshardAfterForwardKeepsTheModelGathered) {
+  Evaluation e = evaluate_paper(
+      "name = \"r\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\nuse = \"bf16\"\n"
+      "[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"data-parallel\"\n"
+      "size = 8\n[[strategy]]\nuse = \"fsdp\"\nreshard_after_forward = false\n");
+  EXPECT_EQ(e.item_bytes("fsdp.unsharded_parameters", MEMPLAN_ROLE_BUFFERS), 13'476'831'232u);
+  EXPECT_EQ(e.item_bytes("fsdp.gathered_backward", MEMPLAN_ROLE_BUFFERS), 0u);
+}
+
+// DeepSpeed's profile: the step casts the rank's gradient partition to fp32
+// (stage_1_and_2.py: single_grad_partition = flat partition .to(fp32)).
+// Llama-2-7B, ZeRO-2 over 8 ranks: 4 x 6,738,415,616 / 8 = 3,369,207,808 B,
+// only during the optimizer step; none in the paper view.
+TEST(DeepSpeedProfile, StepCastsTheGradientPartitionToFp32) {
+  const std::string body = "[model]\npreset = \"llama-2-7b\"\n[precision]\nuse = \"mixed-bf16\"\n[optimizer]\n"
+                           "use = \"adamw\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"data-parallel\"\n"
+                           "size = 8\n[[strategy]]\nuse = \"zero\"\nstage = 2\n";
+  Evaluation ds = evaluate("name = \"d\"\nmode = \"train\"\n[framework]\nuse = \"deepspeed\"\n" + body);
+  uint64_t cast = 0;
+  for (const PlanItem& item : ds.estimator().plan().items)
+    if (item.name_view().ends_with(".main_grad")) {
+      EXPECT_EQ(item.lifetime, MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER);
+      cast += item.bytes();
+    }
+  EXPECT_NEAR(static_cast<double>(cast), 3'369'207'808.0, 64);
+  Evaluation paper_view = evaluate_paper("name = \"d\"\nmode = \"train\"\n" + body);
+  for (const PlanItem& item : paper_view.estimator().plan().items)
+    EXPECT_FALSE(item.name_view().ends_with(".main_grad")) << Estimator::display_name(item);
+}
+
+// Megatron-LM's profile: the fp32 gradient buffer exists from start-up, so
+// forward already holds it. GPT-2 XL shape (1,557,686,400 parameters with the
+// vocabulary padded to 50,304): the buffer is 4 bytes each, 6,230,745,600 B,
+// at init and in every phase.
+TEST(MegatronProfile, GradientBufferLivesFromStartUp) {
+  Evaluation e = evaluate("name = \"m\"\nmode = \"train\"\n[framework]\nuse = \"megatron-lm\"\n[model]\n"
+                          "preset = \"gpt2-xl\"\nvocab = 50304\n[batch]\nseq_len = 1024\n[precision]\n"
+                          "use = \"mixed-bf16\"\n[optimizer]\nuse = \"adam\"\n[activations]\nuse = \"megatron\"\n");
+  EXPECT_EQ(e.component(MEMPLAN_ROLE_GRADIENTS), 6'230'745'600u);
+  for (const PlanItem& item : e.estimator().plan().items)
+    if (item.role == MEMPLAN_ROLE_GRADIENTS) EXPECT_EQ(item.lifetime, MEMPLAN_LIFETIME_PERSISTENT);
+  // 18 bytes per parameter at init: bf16 weights, fp32 gradients, master weights and two Adam moments.
+  EXPECT_EQ(e.breakdown().quantities[kAllocated].timeline[kInit], 18ull * 1'557'686'400 + 32 * 1024 * 1024);
+}
+
+}  // namespace
+}  // namespace memplan::testing

@@ -1,0 +1,10 @@
+# Memory as the GPU shows it (issue "Memory as the GPU shows it"): framework
+# profiles and the three quantities, eager layers and loss paths, the runtime's
+# buffers, and `memplan validate`. Included from tests/suites.cmake; paths are
+# relative to tests/.
+memplan_add_test(test_frameworks
+  frameworks/profiles_test.cpp
+  frameworks/eager_layers_test.cpp
+  frameworks/runtime_memory_test.cpp
+  frameworks/validate_test.cpp)
+target_link_libraries(test_frameworks PRIVATE nlohmann_json::nlohmann_json)

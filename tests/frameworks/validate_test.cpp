@@ -1,0 +1,74 @@
+// `memplan validate`: the measured-run cases, their table and summary line,
+// and their errors (docs/validation.md).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+const std::string kScenario =
+    "name = \"v\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\nuse = \"bf16\"\n"
+    "[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"none\"\n";
+
+std::string with_header(uint64_t measured, const std::string& quantity, const std::string& extra = "") {
+  return "# a measured run\n# measured_bytes = " + std::to_string(measured) + "\n# quantity = " + quantity +
+         "\n# framework = pytorch\n" + extra + "\n" + kScenario;
+}
+
+// The estimate of each quantity is compared with the measurement; a case is
+// within its tolerance (10 % unless it states one) or the command fails.
+TEST(Validate, TableSummaryAndExitStatus) {
+  const Breakdown b = evaluate(kScenario).breakdown();
+  const uint64_t allocated = b.quantities[kAllocated].peak;
+  TempDir dir;
+  dir.write("a-exact.toml", with_header(allocated, "allocated"));
+  dir.write("b-half.toml", with_header(2 * allocated, "allocated"));  // estimate -50 %
+  const CommandResult result = run_cli("validate " + dir.path());
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_NE(result.out.find("a-exact"), std::string::npos);
+  EXPECT_NE(result.out.find("-50.0 %"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("OUTSIDE"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("validation: 2 cases, median |error| 25.0 %, max |error| 50.0 % (b-half), "
+                            "within 10 %: 1/2\n"),
+            std::string::npos)
+      << result.out;
+  // A stated tolerance: -50 % within 60 %.
+  TempDir wide;
+  wide.write("c.toml", with_header(2 * allocated, "allocated", "# tolerance_percent = 60\n"));
+  EXPECT_EQ(run_cli("validate " + wide.path()).exit_code, 0);
+  // The device quantity of the same run.
+  TempDir device;
+  device.write("d.toml", with_header(b.quantities[kDevice].peak, "device"));
+  const CommandResult d = run_cli("validate " + device.path() + "/d.toml");
+  EXPECT_EQ(d.exit_code, 0) << d.out << d.err;
+  EXPECT_NE(d.out.find("+0.0 %"), std::string::npos) << d.out;
+}
+
+TEST(Validate, CaseErrorsAreLocated) {
+  TempDir dir;
+  const std::string missing = dir.write("m.toml", "# quantity = device\n" + kScenario);
+  CommandResult result = run_cli("validate " + missing);
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.err, missing + ":1:1: error: a validation case needs '# measured_bytes = N' and '# quantity = "
+                                  "allocated|reserved|device' in its leading comment block (measured_bytes is "
+                                  "missing)\n");
+  const std::string bad = dir.write("q.toml", "# measured_bytes = 10\n# quantity = smi\n" + kScenario);
+  result = run_cli("validate " + bad);
+  EXPECT_EQ(result.err, bad + ":2:1: error: quantity must be allocated, reserved or device, got 'smi'\n");
+  result = run_cli("validate " + dir.path() + "/absent");
+  EXPECT_EQ(result.err, dir.path() + "/absent: error: no such validation case or folder\n");
+}
+
+// The project's own suite runs: every case in validation/ is estimated (each is
+// also a ctest of its own, validation.<id>, against its tolerance).
+TEST(Validate, ProjectSuiteEstimatesEveryCase) {
+  const CommandResult result = run_cli("validate " + source_dir() + "/validation");
+  EXPECT_EQ(result.out.find("FAILED"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("validation: "), std::string::npos) << result.out;
+}
+
+}  // namespace
+}  // namespace memplan::testing
