@@ -12,18 +12,33 @@
 //                           for all of them (the option spec says so), as
 //                           Megatron-LM and DeepSpeed run fused optimizers and
 //                           as it keeps published model-state figures intact
+//
+// Option `in_backward` runs the step inside backward, one parameter at a time,
+// as torchtune's optimizer_in_bwd does (torchtune training/memory.py,
+// register_optim_in_bwd_hooks, on PyTorch's register_post_accumulate_grad_hook:
+// each parameter's optimizer steps as soon as its gradient is accumulated, and
+// the gradient is freed): the gradients of the whole model never exist at once.
+// memplan keeps one gradient tensor (the largest) and one parameter's step
+// temporaries (for-loop sized) at the backward high point, and nothing of
+// either in the optimizer phase. It needs grad_accum = 1 (torchtune refuses
+// gradient accumulation with it: the gradients would have to be kept).
 #pragma once
 
 #include <memplan/sdk.hpp>
 
+#include <algorithm>
 #include <array>
 
 #include "optimizer_step.hpp"
 
 namespace memplan::plugins {
 
-inline constexpr std::array<memplan_option_spec, 1> kElementwiseOptimizerOptions{{
+inline constexpr std::array<memplan_option_spec, 2> kElementwiseOptimizerOptions{{
     {"implementation", MEMPLAN_OPTION_STRING, kImplementationHelp, "\"fused\""},
+    {"in_backward", MEMPLAN_OPTION_BOOL,
+     "step each parameter inside backward as soon as its gradient exists, then free the gradient (torchtune's "
+     "optimizer_in_bwd); needs grad_accum = 1",
+     "false"},
 }};
 
 template <typename Traits>
@@ -38,8 +53,16 @@ class ElementwiseOptimizer {
 
   explicit ElementwiseOptimizer(sdk::Options& options)
       : implementation_(read_implementation(options, Traits::default_implementation,
-                                            Traits::temporaries.fused_available, Traits::name)) {
+                                            Traits::temporaries.fused_available, Traits::name)),
+        in_backward_(options.boolean("in_backward").value_or(false)) {
     require_shapes_for_loop(options, implementation_, Traits::temporaries);
+    if (!in_backward_) return;
+    if (!options.model().has_architecture)
+      options.fail("in_backward", "keeps the largest gradient tensor, which a model given only as params does not "
+                                  "tell; give the architecture (a preset, or layers, hidden, ...)");
+    if (options.workload().grad_accum > 1)
+      options.fail("in_backward", "steps each parameter as its gradient appears, so gradients cannot accumulate "
+                                  "over micro-batches; set [batch] grad_accum = 1 or in_backward = false");
   }
 
   void apply(sdk::Context& ctx) {
@@ -57,11 +80,47 @@ class ElementwiseOptimizer {
       item.bytes_per_element = state_bytes;
       ctx.add(item);
     }
-    add_step_temporaries(ctx, weights, implementation_, Traits::temporaries, state_bytes);
+    if (!in_backward_) {
+      add_step_temporaries(ctx, weights, implementation_, Traits::temporaries, state_bytes);
+      return;
+    }
+    step_in_backward(ctx, weights, state_bytes);
   }
 
  private:
+  // The gradients of the whole model become one gradient tensor at a time, and
+  // the step's temporaries one parameter's, both at the backward high point.
+  void step_in_backward(sdk::Context& ctx, size_t weights, double state_bytes) const {
+    const double largest = largest_trainable_tensor(ctx, weights);
+    double gradient_bytes = 0;
+    for (size_t i = ctx.size(); i-- > 0;) {
+      const sdk::Item item = ctx.item(i);
+      if (item.role != sdk::Role::gradients || item.lifetime != sdk::Lifetime::gradient ||
+          item.device != sdk::Device::gpu)
+        continue;
+      gradient_bytes = std::max(gradient_bytes, item.bytes_per_element);
+      ctx.remove(i);
+    }
+    if (largest <= 0 || gradient_bytes <= 0) return;
+    sdk::Item gradient;
+    gradient.name = "gradients.in_backward";
+    gradient.role = sdk::Role::gradients;
+    gradient.lifetime = sdk::Lifetime::transient_backward;
+    gradient.elements = largest;
+    gradient.bytes_per_element = gradient_bytes;
+    ctx.add(gradient);
+    if (Traits::temporaries.for_loop > 0) {
+      sdk::Item temporaries = gradient;
+      temporaries.name = "optimizer.in_backward_temps";
+      temporaries.role = sdk::Role::optimizer_states;
+      temporaries.elements = largest * Traits::temporaries.for_loop;
+      temporaries.bytes_per_element = state_bytes;
+      ctx.add(temporaries);
+    }
+  }
+
   Implementation implementation_;
+  bool in_backward_ = false;
 };
 
 }  // namespace memplan::plugins

@@ -97,5 +97,32 @@ TEST(MegatronProfile, GradientBufferLivesFromStartUp) {
   EXPECT_EQ(e.breakdown().quantities[kAllocated].timeline[kInit], 18ull * 1'557'686'400 + 32 * 1024 * 1024);
 }
 
+// Optimizer in backward (torchtune's optimizer_in_bwd): each parameter steps
+// in its gradient hook and its gradient is freed. Llama-2-7B in bf16 with
+// AdamW: the largest tensor is the embedding (or the untied head), 32,000 x
+// 4,096 = 131,072,000 elements: one gradient of 262,144,000 B and the for-loop
+// step's 3 temporaries of it, 786,432,000 B, both at the backward high point;
+// the optimizer phase holds the weights and states only (2 + 4 bytes x
+// 6,738,415,616 = 40,430,493,696 B).
+TEST(OptimizerInBackward, OneGradientAtATime) {
+  const std::string base = "name = \"o\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\n"
+                           "use = \"bf16\"\n[optimizer]\nuse = \"adamw\"\nin_backward = true\n[activations]\n"
+                           "use = \"none\"\n";
+  Evaluation e = evaluate_paper(base);
+  EXPECT_EQ(e.component(MEMPLAN_ROLE_GRADIENTS), 262'144'000u);
+  EXPECT_EQ(e.item_bytes("optimizer.in_backward_temps", MEMPLAN_ROLE_OPTIMIZER_STATES), 786'432'000u);
+  const auto& t = e.breakdown().timeline;
+  EXPECT_EQ(t[kOptimizerStep], 40'430'493'696u);
+  EXPECT_EQ(t[kBackward], 40'430'493'696u + 262'144'000u + 786'432'000u);
+  EXPECT_EQ(error_of("name = \"o\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\ngrad_accum = 2\n"
+                     "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"adamw\"\nin_backward = true\n"
+                     "[activations]\nuse = \"none\"\n",
+                     "o.toml"),
+            "o.toml:11:15: error: in [optimizer], optimizer plugin 'adamw', option 'in_backward': steps each parameter "
+            "as its gradient appears, so gradients cannot accumulate over micro-batches; set [batch] grad_accum = 1 "
+            "or in_backward = false (plugin library " +
+                plugin_dir() + "/memplan-adamw.so)");
+}
+
 }  // namespace
 }  // namespace memplan::testing
