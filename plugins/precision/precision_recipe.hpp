@@ -143,6 +143,12 @@ class PrecisionRecipe {
       extension_.add_items(ctx, item);
       if (!training || !item.trainable) continue;
       add_copy(ctx, item, sdk::Role::gradients, gradient_lifetime_, d.gradients);
+      if (gradient_lifetime_ == sdk::Lifetime::persistent &&
+          (item.param_class == sdk::ParamClass::embedding || item.param_class == sdk::ParamClass::position_embedding)) {
+        sdk::Item unfused = item;
+        unfused.name += ".grad";
+        add_copy(ctx, unfused, sdk::Role::gradients, sdk::Lifetime::transient_backward, d.weights);
+      }
       // The accumulation buffer lives across steps (Megatron allocates it once).
       if (grad_accumulation_)
         add_copy(ctx, item, sdk::Role::gradients, sdk::Lifetime::persistent, *grad_accumulation_);
