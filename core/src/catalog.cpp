@@ -55,37 +55,33 @@ ModelPreset load_preset(const std::filesystem::path& path) {
   return preset;
 }
 
+// The *.toml files of `folder`, in name order; none when it is not a folder.
+std::vector<std::filesystem::path> toml_files(const std::filesystem::path& folder) {
+  std::vector<std::filesystem::path> files;
+  if (!std::filesystem::is_directory(folder)) return files;
+  for (const auto& entry : std::filesystem::directory_iterator(folder))
+    if (entry.path().extension() == ".toml") files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
 }  // namespace
 
 Catalog Catalog::load(const std::filesystem::path& data_dir) {
   Catalog catalog;
   catalog.data_dir_ = data_dir;
   catalog.gpus_ = load_gpus(data_dir / "gpus.toml");
-  const std::filesystem::path models = data_dir / "models";
-  if (std::filesystem::is_directory(models)) {
-    std::vector<std::filesystem::path> files;
-    for (const auto& entry : std::filesystem::directory_iterator(models))
-      if (entry.path().extension() == ".toml") files.push_back(entry.path());
-    std::sort(files.begin(), files.end());
-    for (const auto& file : files) catalog.models_.push_back(load_preset(file));
-  }
-  const std::filesystem::path frameworks = data_dir / "frameworks";
-  if (std::filesystem::is_directory(frameworks)) {
-    std::vector<std::filesystem::path> files;
-    for (const auto& entry : std::filesystem::directory_iterator(frameworks))
-      if (entry.path().extension() == ".toml") files.push_back(entry.path());
-    std::sort(files.begin(), files.end());
-    std::string first_default;
-    for (const auto& file : files) {
-      catalog.frameworks_.push_back(load_framework_profile(file.string()));
-      const FrameworkProfile& profile = catalog.frameworks_.back();
-      if (!profile.is_default) continue;
-      if (!first_default.empty())
-        fail_at(SourceLocation{profile.file, 1, 1},
-                "two framework profiles say default = true ('" + first_default + "' and '" + profile.name +
-                    "'); scenarios without [framework] need at most one");
-      first_default = profile.name;
-    }
+  for (const auto& file : toml_files(data_dir / "models")) catalog.models_.push_back(load_preset(file));
+  std::string first_default;
+  for (const auto& file : toml_files(data_dir / "frameworks")) {
+    catalog.frameworks_.push_back(load_framework_profile(file.string()));
+    const FrameworkProfile& profile = catalog.frameworks_.back();
+    if (!profile.is_default) continue;
+    if (!first_default.empty())
+      fail_at(SourceLocation{profile.file, 1, 1},
+              "two framework profiles say default = true ('" + first_default + "' and '" + profile.name +
+                  "'); scenarios without [framework] need at most one");
+    first_default = profile.name;
   }
   return catalog;
 }

@@ -1,5 +1,7 @@
 #include "component_reader.hpp"
 
+#include <memplan/plugin_abi.h>
+
 #include <cmath>
 
 #include "memplan/core/scenario.hpp"
@@ -55,6 +57,18 @@ ComponentSpec read_component(const toml::table& table, int32_t kind, const std::
   component.use_location = reader.value_location("use");
   component.options = read_options(table, file, section);
   return component;
+}
+
+void read_strategies(const toml::table& root, const std::string& file, const std::string& suffix,
+                     std::vector<ComponentSpec>& out) {
+  const toml::node* node = root.get("strategy");
+  if (node == nullptr) return;
+  if (!node->is_array_of_tables())
+    fail_at(location_of(file, node->source()), "'strategy' must be written as [[strategy]] tables");
+  int index = 0;
+  for (const toml::node& entry : *node->as_array())
+    out.push_back(read_component(*entry.as_table(), MEMPLAN_KIND_STRATEGY, file,
+                                 "[[strategy]] #" + std::to_string(++index) + suffix));
 }
 
 }  // namespace memplan

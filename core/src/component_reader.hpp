@@ -14,5 +14,9 @@ namespace memplan {
 std::vector<OptionValue> read_options(const toml::table& table, const std::string& file, const std::string& section);
 ComponentSpec read_component(const toml::table& table, int32_t kind, const std::string& file,
                              const std::string& section);
+// The [[strategy]] tables of `root`, appended to `out`; `suffix` ends each
+// section name in messages (e.g. " of framework 'x'").
+void read_strategies(const toml::table& root, const std::string& file, const std::string& suffix,
+                     std::vector<ComponentSpec>& out);
 
 }  // namespace memplan

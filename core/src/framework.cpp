@@ -130,15 +130,7 @@ FrameworkProfile load_framework_profile(const std::string& path) {
       profile.since.push_back(std::move(version));
     }
   }
-  if (const toml::node* strategies = root.get("strategy")) {
-    if (!strategies->is_array_of_tables())
-      fail_at(location_of(path, strategies->source()), "'strategy' must be written as [[strategy]] tables");
-    int index = 0;
-    for (const toml::node& entry : *strategies->as_array())
-      profile.strategies.push_back(read_component(*entry.as_table(), MEMPLAN_KIND_STRATEGY, path,
-                                                  "[[strategy]] #" + std::to_string(++index) + " of framework '" +
-                                                      profile.name + "'"));
-  }
+  read_strategies(root, path, " of framework '" + profile.name + "'", profile.strategies);
   return profile;
 }
 

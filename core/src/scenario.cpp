@@ -182,14 +182,7 @@ void read_components(const toml::table& root, const std::string& file, Scenario&
     const toml::table* table = optional_table(root, single.key, file);
     scenario.components.push_back(read_component(*table, single.kind, file, "[" + std::string(single.key) + "]"));
   }
-  if (const toml::node* node = root.get("strategy")) {
-    if (!node->is_array_of_tables())
-      fail_at(location_of(file, node->source()), "'strategy' must be written as [[strategy]] tables");
-    int index = 0;
-    for (const toml::node& entry : *node->as_array())
-      scenario.components.push_back(read_component(*entry.as_table(), MEMPLAN_KIND_STRATEGY, file,
-                                                   "[[strategy]] #" + std::to_string(++index)));
-  }
+  read_strategies(root, file, "", scenario.components);
 }
 
 // Merges a framework profile into the scenario's components: the profile's
