@@ -46,7 +46,8 @@ Evaluation evaluate(std::string_view toml, const std::string& file_name = "scena
 // table or a hand derivation of the model's tensors use it, and so state what
 // they leave out: the CUDA context, the allocator's reserve and the NCCL
 // buffers that memplan's default (device) view adds. Two lines are inserted,
-// so located errors move down by two lines.
+// so located errors move down by two lines. A scenario that has a
+// [framework] table is returned unchanged.
 std::string paper(std::string_view toml);
 // evaluate(paper(toml)): the model's tensors only, as papers and hand derivations count them.
 Evaluation evaluate_paper(std::string_view toml, const std::string& file_name = "scenario.toml");
