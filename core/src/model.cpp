@@ -40,6 +40,7 @@ memplan_model to_abi_model(const ModelSpec& spec, double total_params) {
   model.sliding_window = spec.sliding_window;
   model.global_attention_every = spec.global_attention_every;
   model.max_context = spec.max_context;
+  model.layer_norm = spec.norm == NormKind::layernorm ? 1 : 0;
   return model;
 }
 

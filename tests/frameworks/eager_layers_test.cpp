@@ -168,6 +168,21 @@ TEST(EagerLayers, ThroughThePlugin) {
   EXPECT_EQ(e.item_bytes("activations.loss_backward", MEMPLAN_ROLE_ACTIVATIONS), 8ull * 1024 * 128'256);
 }
 
+// The norm kind comes from the model (memplan_model.layer_norm), not from the
+// norms' sizes, which FSDP has divided by the time activations are counted:
+// BERT-large's eager layers keep the same 141,328 bytes per token at s 512
+// with or without FSDP over 2 ranks (24 layers x 141,328 x 512).
+TEST(EagerLayers, LayerNormSurvivesSharding) {
+  const std::string bert = "name = \"b\"\nmode = \"train\"\n[model]\npreset = \"bert-large-uncased\"\n[batch]\n"
+                           "seq_len = 512\n[precision]\nuse = \"fp32\"\n[optimizer]\nuse = \"sgd\"\n[activations]\n"
+                           "use = \"megatron\"\nlayer = \"eager\"\n";
+  const uint64_t expected = 24ull * 141'328 * 512;
+  EXPECT_EQ(evaluate_paper(bert).item_bytes("layers.0-23.activations", MEMPLAN_ROLE_ACTIVATIONS), expected);
+  EXPECT_EQ(evaluate_paper(bert + "[[strategy]]\nuse = \"data-parallel\"\nsize = 2\n[[strategy]]\nuse = \"fsdp\"\n")
+                .item_bytes("layers.0-23.activations", MEMPLAN_ROLE_ACTIVATIONS),
+            expected);
+}
+
 // Lines 11 [activations], 12 use, 13 the option under test.
 TEST(EagerLayers, OptionErrors) {
   const std::string base = "name = \"e\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\n"

@@ -230,6 +230,8 @@ class MegatronActivations {
     using memplan::sdk::ParamClass;
     memplan::plugins::EagerLayer eager;
     eager.repeat_kv = repeat_kv_ && model.kv_heads < model.heads;
+    // From the model, not from the norms' sizes, which sharding plugins (phase 500) have already divided.
+    eager.rms_norm = model.layer_norm == 0;
     bool any_attention = false, any_mlp = false, any_norm = false;
     eager.norms_trainable = eager.attention_trainable = eager.output_trainable = false;
     eager.mlp_trainable = eager.down_trainable = false;
@@ -240,8 +242,6 @@ class MegatronActivations {
         case ParamClass::norm:
           any_norm = true;
           eager.norms_trainable = eager.norms_trainable || item.trainable;
-          // Two norms per layer: h weights each for RMSNorm, 2h (scale and shift) for LayerNorm.
-          if (model.hidden > 0 && item.elements > 3.0 * static_cast<double>(model.hidden)) eager.rms_norm = false;
           break;
         case ParamClass::attention:
         case ParamClass::attention_kv:

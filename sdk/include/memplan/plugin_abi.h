@@ -170,6 +170,8 @@ typedef struct memplan_model {
   int64_t sliding_window;         /* tokens a windowed attention layer sees; 0 when no layer is windowed */
   int64_t global_attention_every; /* with a window: every Nth layer (N-1, 2N-1, ...) attends globally; 0: none does */
   int64_t max_context;            /* the longest context the model supports; 0 when unknown */
+  int32_t layer_norm;             /* 1: LayerNorm (scale and shift, mean and variance); 0: RMSNorm. Added
+                                     after the first landing of ABI 1.0: a smaller struct_size means 0 */
 } memplan_model;
 
 /* What the scenario runs: mode, batch and hardware. */
