@@ -38,10 +38,12 @@ TEST(ActivationExamples, OutputLayerOfGpt3LastStage) {
   EXPECT_EQ(e.item_bytes("layers.84-95.activations", kAct), 1'283'457'024u);
   EXPECT_EQ(e.item_bytes("activations.final_norm", kAct) + e.item_bytes("activations.logits", kAct), 65'011'712u);
   EXPECT_EQ(e.item_bytes("activations.embedding_dropout", kAct), 0u);
-  EXPECT_EQ(e.item_bytes("activations.loss_forward", kAct), 26'214'400u);   // 2 sbv / t
-  EXPECT_EQ(e.item_bytes("activations.loss_backward", kAct), 26'214'400u);  // 2 sbv / t
-  EXPECT_EQ(e.component(kAct), 1'652'555'776u);
-  EXPECT_EQ(e.breakdown().peak, 46'383'661'056u);
+  EXPECT_EQ(e.item_bytes("activations.loss_forward", kAct), 26'214'400u);  // 2 sbv / t
+  // The loss's backward transient (2 sbv / t) ends before the first layer's attention core is
+  // recomputed (251,658,240 B), which is larger: it adds nothing at the backward high point.
+  EXPECT_EQ(e.item_bytes("activations.loss_backward", kAct), 0u);
+  EXPECT_EQ(e.component(kAct), 1'626'341'376u);
+  EXPECT_EQ(e.breakdown().peak, 46'357'446'656u);
   EXPECT_TRUE(e.estimator().fits());
 }
 

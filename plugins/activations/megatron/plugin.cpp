@@ -8,6 +8,7 @@
 // contents, in-flight micro-batches and the recompute policy.
 #include <memplan/sdk.hpp>
 
+#include <algorithm>
 #include <array>
 #include <string>
 
@@ -187,7 +188,10 @@ class MegatronActivations {
         // The loss's transients belong to one micro-batch: the one whose loss is computed.
         add_outside(ctx, "activations.loss_forward", outside.loss_forward / context,
                     memplan::sdk::Lifetime::transient_forward);
-        add_outside(ctx, "activations.loss_backward", outside.loss_backward / context,
+        // Backward runs the loss first and frees its fp32 gradients before the
+        // first layer is recomputed: the two transients never coexist, so the
+        // item is what the loss adds beyond the recompute working set.
+        add_outside(ctx, "activations.loss_backward", std::max(0.0, outside.loss_backward / context - working_set),
                     memplan::sdk::Lifetime::transient_backward);
       }
     }
