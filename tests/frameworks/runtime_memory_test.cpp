@@ -44,6 +44,12 @@ TEST(FsdpGathers, ParamDtypeAndFloat8AllGather) {
                            "[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n[[strategy]]\nuse = \"fsdp\"\n"
                            "param_dtype = \"bf16\"\n";
   EXPECT_EQ(evaluate_paper(base).item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 1'333'829'632u);
+  // reduce_dtype prices the unsharded gradients of the unit being reduced and of the root:
+  // (262,148,096 + 202,383,360) x 2 = 929,062,912 B in bf16 (x 4 in the fp32 gradients' own dtype).
+  EXPECT_EQ(evaluate_paper(base).item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), 1'858'125'824u);
+  EXPECT_EQ(evaluate_paper(base + "reduce_dtype = \"bf16\"\n").item_bytes("fsdp.unsharded_gradients",
+                                                                          MEMPLAN_ROLE_BUFFERS),
+            929'062'912u);
   EXPECT_EQ(evaluate_paper(base + "float8_all_gather = true\n").item_bytes("fsdp.gathered_forward",
                                                                            MEMPLAN_ROLE_BUFFERS),
             929'079'296u);
@@ -101,6 +107,42 @@ TEST(MegatronProfile, GradientBufferLivesFromStartUp) {
   EXPECT_EQ(e.item_bytes("embed_positions.grad", MEMPLAN_ROLE_GRADIENTS), 3'276'800u);
   // The gradients component: the buffer and the two transients.
   EXPECT_EQ(e.component(MEMPLAN_ROLE_GRADIENTS), 6'230'745'600u + 160'972'800u + 3'276'800u);
+}
+
+// The allocator's reserve covers the buffers that are tensors of the
+// allocator too: FSDP's gathered units (1,333,829,632 B in forward, above) get
+// the 10 % fragmentation margin, 133,382,963.2 -> 133,382,964 B, with their
+// transient_forward lifetime; and the reserve counts in reserved memory only.
+TEST(AllocatorReserve, CoversBufferTensors) {
+  Evaluation e = evaluate_paper(
+      "name = \"t\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\nuse = \"fp32\"\n"
+      "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"data-parallel\"\n"
+      "size = 8\n[[strategy]]\nuse = \"fsdp\"\nparam_dtype = \"bf16\"\n[[strategy]]\nuse = \"allocator\"\n"
+      "rounding = false\n");
+  uint64_t forward_reserve = 0;
+  for (const PlanItem& item : e.estimator().plan().items)
+    if (item.name_view() == "allocator.fragmentation" && item.lifetime == MEMPLAN_LIFETIME_TRANSIENT_FORWARD) {
+      EXPECT_EQ(item_quantity(item.flags), kReserved);
+      forward_reserve += item.bytes();
+    }
+  EXPECT_EQ(forward_reserve, 133'382'964u);
+  const Breakdown& b = e.breakdown();
+  EXPECT_GT(b.quantities[kReserved].peak, b.quantities[kAllocated].peak);
+  EXPECT_EQ(b.quantities[kDevice].peak, b.quantities[kReserved].peak);  // no context, no NCCL in this plan
+}
+
+// cuda-context's module_loading: "eager" makes the context the 1343 MiB the
+// Hugging Face documentation measured with every kernel loaded; lazy keeps 512 MiB.
+TEST(CudaContextLoading, EagerModuleLoadingIsTheMeasuredContext) {
+  const std::string base = "name = \"c\"\nmode = \"train\"\n[model]\nparams = 1e9\n[precision]\nuse = \"bf16\"\n"
+                           "[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"none\"\n[[strategy]]\n"
+                           "use = \"cuda-context\"\n";
+  EXPECT_EQ(evaluate_paper(base + "module_loading = \"eager\"\n").item_bytes("cuda_context", MEMPLAN_ROLE_OVERHEAD),
+            1343ull * 1024 * 1024);
+  EXPECT_EQ(evaluate_paper(base).item_bytes("cuda_context", MEMPLAN_ROLE_OVERHEAD), 512ull * 1024 * 1024);
+  EXPECT_NE(error_of(base + "module_loading = \"eager\"\nmib = 100\n").find(
+                "option 'module_loading': chooses the context's default size, but the size is given"),
+            std::string::npos);
 }
 
 // Optimizer in backward (torchtune's optimizer_in_bwd): each parameter steps
