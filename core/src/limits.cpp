@@ -23,10 +23,14 @@ const Breakdown& evaluate(Estimator& estimator, SizeVariable variable, int64_t v
 
 // The component that grows most between two evaluations: what one more
 // sequence or token costs most of.
+// The component that grows most from `fits` to `exceeds`. The overhead role
+// follows the others (the allocator's rounding and reserve of the tensors that
+// grew), so it is named only when nothing else grows.
 std::string growing_component(const Breakdown& fits, const Breakdown& exceeds) {
   int32_t best = -1;
   uint64_t best_growth = 0;
   for (int32_t role = 0; role < MEMPLAN_ROLE_COUNT; ++role) {
+    if (role == MEMPLAN_ROLE_OVERHEAD) continue;
     const uint64_t a = fits.components[static_cast<size_t>(role)];
     const uint64_t b = exceeds.components[static_cast<size_t>(role)];
     if (b > a && b - a > best_growth) {
@@ -34,6 +38,8 @@ std::string growing_component(const Breakdown& fits, const Breakdown& exceeds) {
       best = role;
     }
   }
+  if (best < 0 && exceeds.components[MEMPLAN_ROLE_OVERHEAD] > fits.components[MEMPLAN_ROLE_OVERHEAD])
+    best = MEMPLAN_ROLE_OVERHEAD;
   return best < 0 ? std::string("peak") : std::string(role_name(best));
 }
 
