@@ -145,6 +145,21 @@ TEST(CudaContextLoading, EagerModuleLoadingIsTheMeasuredContext) {
             std::string::npos);
 }
 
+// Activation offloading (torchtune's enable_activation_offloading): the layers'
+// stored activations live in host memory; the GPU holds two layers' worth in
+// forward and in backward. Llama-3.2-3B eager at 1024 tokens: a layer is
+// 139,368 x 1024 = 142,712,832 B, 28 layers 3,995,959,296 B on the host, two
+// layers 285,425,664 B on the GPU in each pass.
+TEST(ActivationOffload, TwoLayersStayOnTheGpu) {
+  Evaluation e = evaluate_paper(
+      "name = \"a\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nseq_len = 1024\n"
+      "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n"
+      "layer = \"eager\"\nflash_attention = true\ndropout = false\ncross_entropy = \"upcast\"\noffload = true\n");
+  EXPECT_EQ(e.breakdown().cpu_components[MEMPLAN_ROLE_ACTIVATIONS], 28ull * 139'368 * 1024);
+  EXPECT_EQ(e.item_bytes("layers.0-27.activations", MEMPLAN_ROLE_ACTIVATIONS), 0u);  // not on the GPU
+  EXPECT_EQ(e.item_bytes("activations.offload_window", MEMPLAN_ROLE_ACTIVATIONS), 2ull * 2 * 139'368 * 1024);
+}
+
 // Optimizer in backward (torchtune's optimizer_in_bwd): each parameter steps
 // in its gradient hook and its gradient is freed. Llama-2-7B in bf16 with
 // AdamW: the largest tensor is the embedding (or the untied head), 32,000 x

@@ -22,7 +22,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 6> kOptions{{
+constexpr std::array<memplan_option_spec, 7> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true"},
     {"cross_entropy", MEMPLAN_OPTION_STRING,
@@ -42,6 +42,10 @@ constexpr std::array<memplan_option_spec, 6> kOptions{{
      "eager layers: K and V are copied to every query head before attention (transformers' repeat_kv, torchtune's "
      "expand; false where SDPA's enable_gqa reads the kv heads directly)",
      "true"},
+    {"offload", MEMPLAN_OPTION_BOOL,
+     "move the layers' stored activations to host memory during forward and back in backward (torchtune's "
+     "enable_activation_offloading): the GPU keeps two layers' worth, the one in flight and the next",
+     "false"},
 }};
 
 struct LossMode {
@@ -88,6 +92,7 @@ class MegatronActivations {
       options.fail("layer", "must be \"fused\" or \"eager\", not \"" + layer + "\"");
     layer_ = layer == "eager" ? LayerImplementation::eager : LayerImplementation::fused;
     repeat_kv_ = options.boolean("repeat_kv").value_or(true);
+    offload_ = options.boolean("offload").value_or(false);
     if (options.boolean("repeat_kv") && layer_ != LayerImplementation::eager)
       options.fail("repeat_kv", "describes eager layers; it needs layer = \"eager\"");
     if (!options.model().has_architecture)
@@ -151,6 +156,23 @@ class MegatronActivations {
     stored.elements =
         memplan::plugins::stored_bytes_per_layer(shape, settings) * static_cast<double>(inflight) * factor / context;
     stored.bytes_per_element = 1;
+    if (offload_) {
+      // torchtune training/_activation_offloading.py (OffloadActivations): each
+      // saved tensor is copied to pinned host memory on a side stream as forward
+      // goes, and in backward the next layer's tensors are brought back while
+      // the current one runs: the GPU holds the layer in flight and the one
+      // being copied, in forward and in backward.
+      memplan::sdk::Item window = stored;
+      window.name = "activations.offload_window";
+      window.layer = -1;
+      window.count = 1;
+      window.elements = stored.elements * std::min<double>(2, static_cast<double>(stored.count));
+      window.lifetime = memplan::sdk::Lifetime::transient_forward;
+      ctx.add(window);
+      window.lifetime = memplan::sdk::Lifetime::transient_backward;
+      ctx.add(window);
+      stored.device = memplan::sdk::Device::cpu;
+    }
     ctx.add(stored);
 
     const double working_set = memplan::plugins::recompute_working_set(shape, settings) / context;
@@ -300,6 +322,7 @@ class MegatronActivations {
   double loss_chunks_ = 8;
   LayerImplementation layer_ = LayerImplementation::fused;
   bool repeat_kv_ = true;
+  bool offload_ = false;
 };
 
 }  // namespace
