@@ -145,6 +145,21 @@ TEST(CudaContextLoading, EagerModuleLoadingIsTheMeasuredContext) {
             std::string::npos);
 }
 
+// A 4-bit (nf4) base is dequantized to bf16 for each matrix multiply, in
+// forward and in backward (bitsandbytes MatMul4Bit): the largest, Llama-2-7B's
+// 4,096 x 11,008 MLP matrix, is 90,177,536 B at each high point. A bf16 base
+// has none.
+TEST(QuantizedBase, DequantizedWeightAtTheHighPoints) {
+  const std::string head = "name = \"q\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nseq_len = 512\n";
+  const std::string tail = "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\nlayer = \"eager\"\n"
+                           "flash_attention = true\ndropout = false\n[[strategy]]\nuse = \"lora\"\nrank = 8\n"
+                           "targets = \"q,v\"\n";
+  Evaluation nf4 = evaluate_paper(head + "[precision]\nuse = \"quantized\"\nformat = \"nf4\"\n" + tail);
+  EXPECT_EQ(nf4.item_bytes("activations.dequantized_weight", MEMPLAN_ROLE_ACTIVATIONS), 2u * 90'177'536);
+  Evaluation bf16 = evaluate_paper(head + "[precision]\nuse = \"bf16\"\n" + tail);
+  EXPECT_EQ(bf16.item_bytes("activations.dequantized_weight", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+}
+
 // Activation offloading (torchtune's enable_activation_offloading): the layers'
 // stored activations live in host memory; the GPU holds two layers' worth in
 // forward and in backward. Llama-3.2-3B eager at 1024 tokens: a layer is

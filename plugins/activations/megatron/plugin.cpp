@@ -186,6 +186,15 @@ class MegatronActivations {
       ctx.add(recompute);
     }
 
+    // Weights stored in fewer than 8 bits (QLoRA's nf4 base) are dequantized
+    // to the compute dtype for each matrix multiply, in forward and again for
+    // backward's input gradient (bitsandbytes autograd/_functions.py,
+    // MatMul4Bit: dequantize_4bit before the matmul; the 16-bit weight is a
+    // temporary, not saved): the largest such matrix is alive at both high points.
+    const double dequantized = largest_packed_matrix(ctx, model, settings.tensor_parallel) * settings.bytes;
+    add_outside(ctx, "activations.dequantized_weight", dequantized, memplan::sdk::Lifetime::transient_forward);
+    add_outside(ctx, "activations.dequantized_weight", dequantized, memplan::sdk::Lifetime::transient_backward);
+
     // Outside the layers (not recomputed under any policy), for the same
     // micro-batches in flight as the stage's layers. A single stage holds both
     // ends; pipeline-parallel says which end the reported stage holds.
@@ -247,6 +256,24 @@ class MegatronActivations {
       if (item.role == memplan::sdk::Role::weights && item.layer >= 0) return item.layer;
     }
     return 0;
+  }
+
+  // Elements of the largest linear-layer matrix on the rank whose weights are
+  // packed below one byte per element (0 when none is): h x the widest of the
+  // query projection, the MLP's inner width (or an expert's), split t ways.
+  static double largest_packed_matrix(const memplan::sdk::Context& ctx, const memplan_model& model, double t) {
+    using memplan::sdk::ParamClass;
+    bool packed = false;
+    for (size_t i = 0; i < ctx.size() && !packed; ++i) {
+      const memplan::sdk::Item item = ctx.item(i);
+      packed = item.role == memplan::sdk::Role::weights && item.bytes_per_element < 1 &&
+               (item.param_class == ParamClass::attention || item.param_class == ParamClass::attention_kv ||
+                item.param_class == ParamClass::mlp || item.param_class == ParamClass::expert);
+    }
+    if (!packed) return 0;
+    const double widest = static_cast<double>(
+        std::max({model.heads * model.head_dim, model.ffn_hidden, model.expert_ffn_hidden}));
+    return static_cast<double>(model.hidden) * widest / t;
   }
 
   // What the eager layers keep depends on which of their weights train and on
