@@ -27,6 +27,12 @@ std::string_view quantity_name(int quantity) {
   return quantity >= 0 && quantity < kQuantityCount ? names[static_cast<size_t>(quantity)] : "unknown";
 }
 
+std::optional<int> quantity_from_name(std::string_view name) {
+  for (int quantity = 0; quantity < kQuantityCount; ++quantity)
+    if (quantity_name(quantity) == name) return quantity;
+  return std::nullopt;
+}
+
 int item_quantity(uint32_t flags) {
   if (flags & MEMPLAN_ITEM_OUTSIDE_ALLOCATOR) return kDevice;
   if (flags & MEMPLAN_ITEM_ALLOCATOR_RESERVE) return kReserved;
@@ -40,31 +46,40 @@ uint64_t instance_bytes(const PlanItem& item) {
 }
 
 // The largest amount of one lifetime that belongs to a single layer (or to a
-// single item outside the layers). Items that share (layer, count) are the
-// same layers, so their per-instance bytes add up.
-// Only items that count in `quantity` are considered.
-uint64_t largest_single_layer(const Plan& plan, int32_t lifetime, int quantity) {
-  uint64_t largest = 0;
+// single item outside the layers), for each quantity in one pass: an item
+// counts in its own quantity and every later one. Items that share (layer,
+// count) are the same layers, so their per-instance bytes add up.
+using PerQuantity = std::array<uint64_t, kQuantityCount>;
+
+PerQuantity largest_single_layer(const Plan& plan, int32_t lifetime) {
+  PerQuantity largest{};
   const auto& items = plan.items;
   auto counted = [&](const PlanItem& item) {
-    return item.lifetime == lifetime && item.device == MEMPLAN_DEVICE_GPU && item_quantity(item.flags) <= quantity;
+    return item.lifetime == lifetime && item.device == MEMPLAN_DEVICE_GPU && item.count > 0;
+  };
+  auto keep_larger = [&](const PerQuantity& group) {
+    for (size_t q = 0; q < largest.size(); ++q) largest[q] = std::max(largest[q], group[q]);
+  };
+  auto add = [](PerQuantity& group, const PlanItem& item, uint64_t bytes) {
+    for (int q = item_quantity(item.flags); q < kQuantityCount; ++q) group[static_cast<size_t>(q)] += bytes;
   };
   for (size_t i = 0; i < items.size(); ++i) {
     const PlanItem& item = items[i];
-    if (!counted(item) || item.count == 0) continue;
+    if (!counted(item)) continue;
+    PerQuantity group{};
     if (item.layer < 0) {
-      largest = std::max(largest, item.bytes());
+      add(group, item, item.bytes());
+      keep_larger(group);
       continue;
     }
     bool first_of_group = true;
     for (size_t j = 0; j < i && first_of_group; ++j)
       first_of_group = !(counted(items[j]) && items[j].layer == item.layer && items[j].count == item.count);
     if (!first_of_group) continue;
-    uint64_t group = 0;
     for (size_t j = i; j < items.size(); ++j)
       if (counted(items[j]) && items[j].layer == item.layer && items[j].count == item.count)
-        group += instance_bytes(items[j]);
-    largest = std::max(largest, group);
+        add(group, items[j], instance_bytes(items[j]));
+    keep_larger(group);
   }
   return largest;
 }
@@ -108,6 +123,12 @@ void summarize(const Plan& plan, int64_t grad_accum, Breakdown& breakdown) {
   for (uint64_t bytes : breakdown.cpu_components) breakdown.cpu_sum += bytes;
 
   const bool accumulating = grad_accum > 1;
+  // The single-layer bounds of backward (one grouping pass each, for all three quantities).
+  PerQuantity largest_gradient_layer{}, largest_activation_layer{};
+  if (!accumulating) {
+    largest_gradient_layer = largest_single_layer(plan, MEMPLAN_LIFETIME_GRADIENT);
+    largest_activation_layer = largest_single_layer(plan, MEMPLAN_LIFETIME_ACTIVATION);
+  }
   for (int quantity = 0; quantity < kQuantityCount; ++quantity) {
     const auto& lifetime = by_lifetime[static_cast<size_t>(quantity)];
     const uint64_t persistent = lifetime[MEMPLAN_LIFETIME_PERSISTENT];
@@ -125,8 +146,8 @@ void summarize(const Plan& plan, int64_t grad_accum, Breakdown& breakdown) {
     // activations); with accumulation both are fully allocated at its start.
     uint64_t backward_live = gradients + activations;
     if (!accumulating) {
-      const uint64_t start = activations + largest_single_layer(plan, MEMPLAN_LIFETIME_GRADIENT, quantity);
-      const uint64_t end = gradients + largest_single_layer(plan, MEMPLAN_LIFETIME_ACTIVATION, quantity);
+      const uint64_t start = activations + largest_gradient_layer[static_cast<size_t>(quantity)];
+      const uint64_t end = gradients + largest_activation_layer[static_cast<size_t>(quantity)];
       backward_live = std::min(backward_live, std::max(start, end));
     }
     t[kBackward] = persistent + backward_live + lifetime[MEMPLAN_LIFETIME_TRANSIENT_BACKWARD];

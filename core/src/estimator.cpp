@@ -125,6 +125,7 @@ Estimator::Estimator(const Scenario& scenario, const PluginRegistry& registry)
     throw;
   }
   host_->ctx.plan.items.reserve(inventory_.size() * 8);
+  breakdown_.fit_quantity = scenario_.hardware.fit_quantity;  // a setting of the scenario: once, not per evaluation
 }
 
 Estimator::~Estimator() {
@@ -190,7 +191,6 @@ const Breakdown& Estimator::evaluate() {
   read_memory_fraction();
   if (scenario_.mode == MEMPLAN_MODE_INFER) breakdown_.params_trainable = 0;  // nothing trains in inference
   check_world_size();
-  breakdown_.fit_quantity = scenario_.hardware.fit_quantity;
   summarize(ctx.plan, scenario_.grad_accum, breakdown_);
   if (breakdown_.too_large)
     throw PlanTooLargeError(scenario_.file + ": error: the plan at micro_batch " +

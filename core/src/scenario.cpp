@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "hf_config.hpp"
+#include "memplan/core/breakdown.hpp"
 #include "memplan/core/bundle.hpp"
 #include "memplan/core/text.hpp"
 #include "component_reader.hpp"
@@ -101,7 +102,7 @@ void read_hardware(const toml::table& root, const std::string& file, const Catal
   reader.reject_unknown_keys({"gpu", "memory_gib", "count", "fit_quantity"});
   // Which quantity `fits` compares with the GPU: what the device shows unless the scenario asks otherwise.
   if (auto quantity = reader.choice("fit_quantity", {"allocated", "reserved", "device"}))
-    scenario.hardware.fit_quantity = *quantity == "allocated" ? 0 : *quantity == "reserved" ? 1 : 2;
+    scenario.hardware.fit_quantity = *quantity_from_name(*quantity);
   HardwareSpec& hardware = scenario.hardware;
   auto gpu = reader.string("gpu");
   auto gib = reader.memory_gib_bytes("memory_gib");

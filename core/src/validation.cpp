@@ -86,10 +86,9 @@ ValidationCase read_validation_case(const std::string& file) {
       test.measured = bytes;
       has_measured = true;
     } else if (key == "quantity") {
-      if (value == "allocated") test.quantity = kAllocated;
-      else if (value == "reserved") test.quantity = kReserved;
-      else if (value == "device") test.quantity = kDevice;
-      else fail_at(where, "quantity must be allocated, reserved or device, got '" + value + "'");
+      const std::optional<int> quantity = quantity_from_name(value);
+      if (!quantity) fail_at(where, "quantity must be allocated, reserved or device, got '" + value + "'");
+      test.quantity = *quantity;
       has_quantity = true;
     } else if (key == "framework") {
       test.framework = value;

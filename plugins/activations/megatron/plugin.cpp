@@ -285,12 +285,19 @@ class MegatronActivations {
     eager.repeat_kv = repeat_kv_ && model.kv_heads < model.heads;
     // From the model, not from the norms' sizes, which sharding plugins (phase 500) have already divided.
     eager.rms_norm = model.layer_norm == 0;
-    bool any_attention = false, any_mlp = false, any_norm = false;
+    bool any_attention = false, any_mlp = false, any_norm = false, any_adapter = false;
     eager.norms_trainable = eager.attention_trainable = eager.output_trainable = false;
     eager.mlp_trainable = eager.down_trainable = false;
+    // The adapters compute in their own dtype; without adapters the activations'.
+    eager.adapter_bytes = ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_ACTIVATIONS);
     for (size_t i = 0; i < ctx.size(); ++i) {
       const memplan::sdk::Item item = ctx.item(i);
-      if (item.role != memplan::sdk::Role::weights || item.layer < 0) continue;
+      if (item.role != memplan::sdk::Role::weights) continue;
+      if (item.param_class == ParamClass::adapter && !any_adapter) {
+        any_adapter = true;
+        eager.adapter_bytes = item.bytes_per_element;
+      }
+      if (item.layer < 0) continue;
       switch (item.param_class) {
         case ParamClass::norm:
           any_norm = true;
@@ -315,18 +322,10 @@ class MegatronActivations {
     if (!any_norm) eager.norms_trainable = true;
     if (!any_attention) eager.attention_trainable = eager.output_trainable = true;
     if (!any_mlp) eager.mlp_trainable = eager.down_trainable = true;
-    eager.adapter_rank = ctx.attr_double("lora.rank_inputs", 0);
-    eager.adapter_inputs = ctx.attr_double("lora.inputs", 0);
-    eager.adapter_distinct_inputs = ctx.attr_double("lora.distinct_inputs", 0);
-    eager.adapter_dropout = ctx.attr_double("lora.dropout", 0);
-    eager.adapter_bytes = ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_ACTIVATIONS);
-    for (size_t i = 0; i < ctx.size(); ++i) {  // the adapters compute in their own dtype
-      const memplan::sdk::Item item = ctx.item(i);
-      if (item.role == memplan::sdk::Role::weights && item.param_class == ParamClass::adapter) {
-        eager.adapter_bytes = item.bytes_per_element;
-        break;
-      }
-    }
+    eager.adapter_rank = ctx.attr_double(MEMPLAN_ATTR_LORA_RANK_INPUTS, 0);
+    eager.adapter_inputs = ctx.attr_double(MEMPLAN_ATTR_LORA_INPUTS, 0);
+    eager.adapter_distinct_inputs = ctx.attr_double(MEMPLAN_ATTR_LORA_DISTINCT_INPUTS, 0);
+    eager.adapter_dropout = ctx.attr_double(MEMPLAN_ATTR_LORA_DROPOUT, 0);
     return eager;
   }
 

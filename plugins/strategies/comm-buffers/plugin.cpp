@@ -93,6 +93,19 @@ constexpr std::array<memplan_option_spec, 12> kOptions{{
 
 enum class Buckets { automatic, ddp, deepspeed, none };
 
+// The parallel groups that can each have their own NCCL communicator.
+constexpr std::array<const char*, 5> kGroups{MEMPLAN_ATTR_RANKS_DATA, MEMPLAN_ATTR_RANKS_TENSOR,
+                                             MEMPLAN_ATTR_RANKS_PIPELINE, MEMPLAN_ATTR_RANKS_CONTEXT,
+                                             MEMPLAN_ATTR_EXPERT_PARALLEL};
+
+// Groups of more than `ranks` ranks.
+int64_t groups_larger_than(const sdk::Context& ctx, int64_t ranks) {
+  int64_t groups = 0;
+  for (const char* group : kGroups)
+    if (ctx.attr_int(group, 1) > ranks) ++groups;
+  return groups;
+}
+
 std::string number_text(double value) {
   char text[32];
   std::snprintf(text, sizeof text, "%g", value);
@@ -150,7 +163,7 @@ class CommBuffers {
     if (!ctx.training() || ctx.attr_int(MEMPLAN_ATTR_RANKS_DATA, 1) <= 1) return;
     Buckets buckets = buckets_;
     if (buckets == Buckets::automatic) {
-      const std::string_view declared = ctx.attr_string("sharding.gradient_buckets", "ddp");
+      const std::string_view declared = ctx.attr_string(MEMPLAN_ATTR_GRADIENT_BUCKETS, "ddp");
       buckets = declared == "deepspeed" ? Buckets::deepspeed : declared == "none" ? Buckets::none : Buckets::ddp;
     }
     switch (buckets) {
@@ -181,16 +194,11 @@ class CommBuffers {
     if (communicators_) {
       communicators = *communicators_;
     } else {
-      for (const char* group : {MEMPLAN_ATTR_RANKS_DATA, MEMPLAN_ATTR_RANKS_TENSOR, MEMPLAN_ATTR_RANKS_PIPELINE,
-                                MEMPLAN_ATTR_RANKS_CONTEXT, MEMPLAN_ATTR_EXPERT_PARALLEL})
-        if (ctx.attr_int(group, 1) > 1) ++communicators;
+      communicators = groups_larger_than(ctx, 1);
     }
     const double per_connection = static_cast<double>(buffsize_) + (all_protocols_ ? kLl128Bytes + kLlBytes : 0);
     if (nvls_ > 0) {
-      int64_t nvls_groups = 0;
-      for (const char* group : {MEMPLAN_ATTR_RANKS_DATA, MEMPLAN_ATTR_RANKS_TENSOR, MEMPLAN_ATTR_RANKS_PIPELINE,
-                                MEMPLAN_ATTR_RANKS_CONTEXT, MEMPLAN_ATTR_EXPERT_PARALLEL})
-        if (ctx.attr_int(group, 1) > 2) ++nvls_groups;
+      const int64_t nvls_groups = groups_larger_than(ctx, 2);
       if (nvls_groups > 0) {
         sdk::Item item;
         item.name = "nccl.nvls";

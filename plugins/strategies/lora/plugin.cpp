@@ -175,10 +175,10 @@ class LoraStrategy {
     ctx.set_attr(MEMPLAN_ATTR_REPORT_PREFIX "lora_parameters", static_cast<int64_t>(std::llround(total)));
     // What the adapters keep for backward per token of a layer, for activation models (conventions in
     // docs/plugin-abi.md, "Attributes"): the adapted inputs, the same with shared inputs once, r x matrices.
-    ctx.set_attr("lora.inputs", inputs_);
-    ctx.set_attr("lora.distinct_inputs", distinct_inputs_);
-    ctx.set_attr("lora.rank_inputs", rank_inputs_);
-    ctx.set_attr("lora.dropout", dropout_);
+    ctx.set_attr(MEMPLAN_ATTR_LORA_INPUTS, inputs_);
+    ctx.set_attr(MEMPLAN_ATTR_LORA_DISTINCT_INPUTS, distinct_inputs_);
+    ctx.set_attr(MEMPLAN_ATTR_LORA_RANK_INPUTS, rank_inputs_);
+    ctx.set_attr(MEMPLAN_ATTR_LORA_DROPOUT, dropout_);
     if (scaling_) ctx.set_attr(MEMPLAN_ATTR_REPORT_PREFIX "lora_scaling", *scaling_);
   }
 

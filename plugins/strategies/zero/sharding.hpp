@@ -73,11 +73,8 @@ struct WeightLayout {
   double total_bytes = 0;
 };
 
-// Set by the sharding plugins for 'comm-buffers' (string): how the
-// data-parallel gradients are reduced, and so which buckets exist when the
-// scenario does not say: "deepspeed" (ZeRO's bucketed reduce), "none" (from
-// the gradients' own buffers: FSDP's reduce-scatter).
-inline constexpr const char* kGradientBucketsAttr = "sharding.gradient_buckets";
+// Set by the sharding plugins for 'comm-buffers' (conventions.h).
+inline constexpr const char* kGradientBucketsAttr = MEMPLAN_ATTR_GRADIENT_BUCKETS;
 
 inline bool is_linear(sdk::ParamClass param_class) {
   return param_class == sdk::ParamClass::attention || param_class == sdk::ParamClass::attention_kv ||

@@ -45,7 +45,21 @@
  * before use (int 0/1): ZeRO-3 and FSDP set it; offloading parameters needs it. */
 #define MEMPLAN_ATTR_GATHERS_PARAMETERS "sharding.gathers_parameters"
 
-/* Recomputation policy (string): "none", "selective" or "full". */
+/* How the data-parallel gradients are reduced (string), set by sharding
+ * plugins for 'comm-buffers' (buckets = "auto"): "deepspeed" (ZeRO's bucketed
+ * reduce) or "none" (from the gradients' own buffers, as FSDP). */
+#define MEMPLAN_ATTR_GRADIENT_BUCKETS "sharding.gradient_buckets"
+
+/* What LoRA adapters keep for backward, per token of a layer (double), set by
+ * 'lora' for activation models: the adapted matrices' input widths summed, the
+ * same counting an input several matrices share once, r x adapted matrices
+ * (lora_B's inputs), and lora_dropout. */
+#define MEMPLAN_ATTR_LORA_INPUTS "lora.inputs"
+#define MEMPLAN_ATTR_LORA_DISTINCT_INPUTS "lora.distinct_inputs"
+#define MEMPLAN_ATTR_LORA_RANK_INPUTS "lora.rank_inputs"
+#define MEMPLAN_ATTR_LORA_DROPOUT "lora.dropout"
+
+/* Recomputation policy (string): "none", "selective", "full" or "op". */
 #define MEMPLAN_ATTR_RECOMPUTE_POLICY "recompute.policy"
 
 /* KV cache layout, set by the plugin that adds kv_cache items (int/double):

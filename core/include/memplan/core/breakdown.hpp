@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "memplan/core/plan.hpp"
@@ -56,6 +57,7 @@ std::string_view role_name(int32_t role);        // "weights", "optimizer_states
 std::string_view lifetime_name(int32_t lifetime);
 std::string_view phase_name(int phase);          // "init", "forward", "backward", "optimizer"
 std::string_view quantity_name(int quantity);    // "allocated", "reserved", "device"
+std::optional<int> quantity_from_name(std::string_view name);  // the inverse; nullopt for another name
 // The item's quantity: the first of the three it counts in (from its flags).
 int item_quantity(uint32_t flags);
 
