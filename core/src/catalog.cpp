@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "model_reader.hpp"
+#include "input_file.hpp"
+#include "toml_guard.hpp"
 #include "toml_reader.hpp"
 
 namespace memplan {
@@ -11,7 +13,7 @@ namespace {
 
 toml::table parse_file(const std::filesystem::path& path) {
   try {
-    return toml::parse_file(path.string());
+    return parse_toml(read_input_file(path, "catalog file"), path.string());
   } catch (const toml::parse_error& error) {
     fail_at(location_of(path.string(), error.source()), std::string(error.description()));
   }

@@ -6,6 +6,8 @@
 #include <filesystem>
 
 #include "component_reader.hpp"
+#include "input_file.hpp"
+#include "toml_guard.hpp"
 #include "toml_reader.hpp"
 
 namespace memplan {
@@ -86,7 +88,7 @@ std::vector<std::pair<std::string, std::vector<OptionValue>>> FrameworkProfile::
 FrameworkProfile load_framework_profile(const std::string& path) {
   toml::table root;
   try {
-    root = toml::parse_file(path);
+    root = parse_toml(read_input_file(path, "framework profile"), path);
   } catch (const toml::parse_error& error) {
     fail_at(location_of(path, error.source()), "invalid TOML in a framework profile: " +
                                                    std::string(error.description()));

@@ -127,6 +127,33 @@ class ConfigReader {
   fail_at(where, "invalid JSON in the Hugging Face config: " + what);
 }
 
+// The JSON library's other parse failure: a number beyond a double's range
+// (out_of_range.406, "number overflow parsing '1e400'"), in any field, read or
+// not. Its message has no position: the number's first occurrence gives one.
+[[noreturn]] void fail_number(const std::string& path, std::string_view text, const json::exception& error) {
+  std::string what = error.what();
+  if (auto colon = what.find("] "); colon != std::string::npos) what = what.substr(colon + 2);
+  SourceLocation where{path, 0, 0};
+  const size_t open = what.find('\''), close = what.rfind('\'');
+  if (open != std::string::npos && close > open + 1) {
+    const std::string number = what.substr(open + 1, close - open - 1);
+    if (const size_t at = text.find(number); at != std::string_view::npos) {
+      where.line = 1;
+      where.column = 1;
+      for (size_t i = 0; i < at; ++i) {
+        if (text[i] == '\n') {
+          ++where.line;
+          where.column = 1;
+        } else if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) {
+          ++where.column;
+        }
+      }
+    }
+  }
+  fail_at(where, "invalid JSON in the Hugging Face config: " + what +
+                     " (beyond the range of a double); correct the number, even in a field memplan does not read");
+}
+
 // Llama and its relatives: pre-norm RMSNorm decoders with a gated (SwiGLU)
 // MLP, rotary positions and grouped-query attention.
 void read_llama_family(const ConfigReader& config, const std::string& type, ModelSpec& spec) {
@@ -237,6 +264,8 @@ ModelSpec read_hf_config(std::string_view json_text, const std::string& path) {
     root = json::parse(json_text.begin(), json_text.end());
   } catch (const json::parse_error& error) {
     fail_parse(path, error);
+  } catch (const json::exception& error) {
+    fail_number(path, json_text, error);
   }
   ConfigReader config(root, path);
   if (!root.is_object())

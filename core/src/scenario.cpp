@@ -14,6 +14,8 @@
 #include "memplan/core/text.hpp"
 #include "component_reader.hpp"
 #include "model_reader.hpp"
+#include "input_file.hpp"
+#include "toml_guard.hpp"
 #include "toml_reader.hpp"
 
 namespace memplan {
@@ -56,16 +58,12 @@ void read_model(const toml::table& root, const std::string& file, const Catalog&
     std::filesystem::path config(*hf_config);
     if (config.is_relative()) config = std::filesystem::path(file).parent_path() / config;
     const std::string config_path = config.lexically_normal().string();
-    std::ifstream in(config_path, std::ios::binary);
-    const std::string why = !in ? std::strerror(errno) : "";
-    std::error_code ignored;
-    if (!in || std::filesystem::is_directory(config, ignored))
-      reader.fail_key("hf_config", "names a file that cannot be read: " + config_path + " (" +
-                                       (why.empty() ? std::string("a folder") : why) +
+    std::string why;
+    const auto text = read_regular_file(config_path, kMaxTextInput, why, Links::follow);
+    if (!text)
+      reader.fail_key("hf_config", "names a file that cannot be read: " + config_path + " (it " + why +
                                        "); paths are relative to the scenario file's folder");
-    std::ostringstream text;
-    text << in.rdbuf();
-    scenario.model = read_hf_config(text.str(), config_path);
+    scenario.model = read_hf_config(*text, config_path);
   }
   read_model_keys(reader, *table, scenario.model);
   validate_model(scenario.model, reader);
@@ -93,6 +91,20 @@ void read_batch(const toml::table& root, const std::string& file, Scenario& scen
   if (scenario.micro_batch_max && scenario.seq_len_max)
     reader.fail_key("seq_len", "and 'micro_batch' are both \"max\"; solve for one and fix the other");
   scenario.grad_accum = reader.positive_integer("grad_accum").value_or(1);
+  // Bounds far above any real job, as the model's dimensions have: products
+  // of a workload size with the model's (tokens x layers x width ...) stay
+  // in exact range in every plugin, and no size wraps negative.
+  struct Bound {
+    const char* key;
+    int64_t value;
+    int64_t limit;
+  };
+  for (const Bound& bound : {Bound{"micro_batch", scenario.micro_batch, 1'000'000},
+                             Bound{"seq_len", scenario.seq_len, 1'000'000'000},
+                             Bound{"grad_accum", scenario.grad_accum, 1'000'000'000}})
+    if (bound.value > bound.limit)
+      reader.fail_key(bound.key, "= " + std::to_string(bound.value) + " is implausibly large (the limit is " +
+                                     std::to_string(bound.limit) + "); check the number");
 }
 
 void read_hardware(const toml::table& root, const std::string& file, const Catalog& catalog, Scenario& scenario) {
@@ -316,7 +328,7 @@ std::string_view kind_name(int32_t kind) {
 Scenario parse_scenario(std::string_view text, const std::string& path, const Catalog& catalog) {
   toml::table root;
   try {
-    root = toml::parse(text, path);
+    root = parse_toml(text, path);
   } catch (const toml::parse_error& error) {
     fail_at(location_of(path, error.source()), "invalid TOML: " + std::string(error.description()));
   }
@@ -340,11 +352,7 @@ Scenario parse_scenario(std::string_view text, const std::string& path, const Ca
 }
 
 Scenario load_scenario(const std::string& path, const Catalog& catalog) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": error: cannot open the scenario file: " + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_scenario(text.str(), path, catalog);
+  return parse_scenario(read_input_file(path, "scenario file"), path, catalog);
 }
 
 }  // namespace memplan

@@ -12,6 +12,7 @@
 #include "memplan/core/estimator.hpp"
 #include "memplan/core/plugin_registry.hpp"
 #include "memplan/core/scenario.hpp"
+#include "input_file.hpp"
 
 namespace memplan {
 namespace {
@@ -58,8 +59,7 @@ std::vector<std::string> validation_files(const std::vector<std::string>& paths)
 }
 
 ValidationCase read_validation_case(const std::string& file) {
-  std::ifstream in(file);
-  if (!in) throw Error(file + ": error: cannot open the validation case");
+  std::istringstream in(read_input_file(file, "validation case"));
   ValidationCase test;
   test.file = file;
   test.id = std::filesystem::path(file).stem().string();
@@ -77,7 +77,7 @@ ValidationCase read_validation_case(const std::string& file) {
     if (equals == std::string::npos) continue;
     const std::string key = trimmed(std::string_view(body).substr(0, equals));
     const std::string value = trimmed(std::string_view(body).substr(equals + 1));
-    const SourceLocation where{file, number, 1};
+    const SourceLocation where{file, static_cast<uint32_t>(number), 1};
     if (key == "measured_bytes") {
       char* end = nullptr;
       const unsigned long long bytes = std::strtoull(value.c_str(), &end, 10);

@@ -573,7 +573,7 @@ TEST_F(Bundles, TrustRefusesWhatIsNotAPublicKey) {
   refused("trust add " + at("missing.pem"),
           "memplan: error: cannot read the public key " + at("missing.pem") + ": it does not exist");
   refused("trust add " + at("keys"), "memplan: error: cannot read the public key " + at("keys") +
-                                         ": it is not a regular file");
+                                         ": it is a folder, not a file");
   refused("trust remove 0123", "memplan: error: '0123' is not a key id (16 hexadecimal digits); `memplan trust list` "
                                "shows them");
   refused("trust remove " + key_id, "memplan: error: no trusted key has id " + key_id +

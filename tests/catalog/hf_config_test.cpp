@@ -405,11 +405,11 @@ TEST(HfConfig, ScenarioErrors) {
   const std::string scenario = dir.path() + "/s.toml";
   EXPECT_EQ(error_of(replaced(std::string(kInfer), "MODEL", "hf_config = \"nope/config.json\""), scenario),
             scenario + ":3:13: error: in [model], 'hf_config' names a file that cannot be read: " + dir.path() +
-                "/nope/config.json (No such file or directory); paths are relative to the scenario file's folder");
+                "/nope/config.json (it does not exist); paths are relative to the scenario file's folder");
   dir.write("models/README", "");
   EXPECT_EQ(error_of(replaced(std::string(kInfer), "MODEL", "hf_config = \"models\""), scenario),
             scenario + ":3:13: error: in [model], 'hf_config' names a file that cannot be read: " + dir.path() +
-                "/models (a folder); paths are relative to the scenario file's folder");
+                "/models (it is a folder, not a file); paths are relative to the scenario file's folder");
   EXPECT_EQ(error_of(replaced(std::string(kInfer), "MODEL",
                               "preset = \"llama-2-7b\"\nhf_config = \"llama-2-7b/config.json\""),
                      fixtures() + "/s.toml"),

@@ -105,7 +105,7 @@ TEST(Cli, ErrorsExitNonZeroWithOneParagraph) {
 
   CommandResult missing = run_cli("run " + dir.path() + "/absent.toml");
   EXPECT_EQ(missing.exit_code, 1);
-  EXPECT_EQ(missing.err, dir.path() + "/absent.toml: error: cannot open the scenario file: No such file or directory\n");
+  EXPECT_EQ(missing.err, dir.path() + "/absent.toml: error: cannot read the scenario file: it does not exist\n");
 
   CommandResult format = run_cli("run " + example("llama2-7b-single-gpu.toml") + " --format yaml");
   EXPECT_EQ(format.exit_code, 2);

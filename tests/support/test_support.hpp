@@ -27,6 +27,7 @@ const PluginRegistry& builtin_plugins();  // loaded once per test binary
 class Evaluation {
  public:
   explicit Evaluation(std::string_view toml, const std::string& file_name = "scenario.toml");
+  const Scenario& scenario() const { return *scenario_; }
   const Breakdown& breakdown() const { return estimator_->breakdown(); }
   const Estimator& estimator() const { return *estimator_; }
   Estimator& estimator() { return *estimator_; }

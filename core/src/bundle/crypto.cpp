@@ -1,10 +1,15 @@
 #include "bundle/crypto.hpp"
 
+#include <fcntl.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <fstream>
 #include <memory>
 #include <vector>
@@ -100,9 +105,21 @@ std::string sha256_hex(std::string_view bytes) {
 }
 
 std::optional<std::string> sha256_file_hex(const std::filesystem::path& file, std::string& why) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
+  // One open file for the check and the read: a regular file, never a link,
+  // a FIFO or a device swapped in after the caller's check (O_NONBLOCK keeps
+  // the open itself from waiting on a FIFO).
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
     why = "it cannot be opened";
+    return std::nullopt;
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    why = "it is not a regular file";
     return std::nullopt;
   }
   MdCtx ctx(EVP_MD_CTX_new());
@@ -111,14 +128,15 @@ std::optional<std::string> sha256_file_hex(const std::filesystem::path& file, st
     return std::nullopt;
   }
   std::vector<char> buffer(1 << 16);
-  while (in) {
-    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    const std::streamsize got = in.gcount();
-    if (got > 0) EVP_DigestUpdate(ctx.get(), buffer.data(), static_cast<size_t>(got));
-  }
-  if (in.bad()) {
-    why = "reading it failed";
-    return std::nullopt;
+  for (;;) {
+    const ssize_t got = ::read(fd, buffer.data(), buffer.size());
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      why = "reading it failed";
+      return std::nullopt;
+    }
+    if (got == 0) break;
+    EVP_DigestUpdate(ctx.get(), buffer.data(), static_cast<size_t>(got));
   }
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;

@@ -4,6 +4,7 @@
 #include <set>
 #include <sstream>
 
+#include "toml_guard.hpp"
 #include "toml_reader.hpp"
 
 namespace memplan::bundle {
@@ -222,7 +223,7 @@ bool satisfies(const Version& installed, const Requirement& requirement) {
 Manifest parse_manifest(std::string_view text, const std::string& display_path) {
   toml::table root;
   try {
-    root = toml::parse(text, display_path);
+    root = parse_toml(text, display_path);
   } catch (const toml::parse_error& error) {
     fail_at(location_of(display_path, error.source()), "invalid TOML: " + std::string(error.description()));
   }

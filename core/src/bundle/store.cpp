@@ -15,6 +15,7 @@
 
 #include "bundle/crypto.hpp"
 #include "bundle/manifest.hpp"
+#include "toml_guard.hpp"
 #include "toml_reader.hpp"
 
 namespace memplan::bundle {
@@ -40,32 +41,6 @@ std::string trim(std::string text) {
 }  // namespace
 
 void refuse(const std::string& text) { throw Refusal(text); }
-
-std::optional<std::string> read_regular_file(const fs::path& file, size_t limit, std::string& why) {
-  std::error_code error;
-  const fs::file_status status = fs::symlink_status(file, error);
-  if (error || !fs::exists(status)) {
-    why = "does not exist";
-    return std::nullopt;
-  }
-  if (!fs::is_regular_file(status)) {
-    why = "is not a regular file";
-    return std::nullopt;
-  }
-  const uintmax_t size = fs::file_size(file, error);
-  if (error || size > limit) {
-    why = error ? "cannot be read" : "is larger than " + std::to_string(limit) + " bytes";
-    return std::nullopt;
-  }
-  std::ifstream in(file, std::ios::binary);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  if (!in && !in.eof()) {
-    why = "cannot be read";
-    return std::nullopt;
-  }
-  return bytes.str();
-}
 
 void write_new_file(const fs::path& file, const std::string& content, unsigned mode) {
   const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
@@ -234,7 +209,7 @@ std::optional<Origin> read_origin(const fs::path& bundle_folder, std::string& wh
     return std::nullopt;
   }
   try {
-    const toml::table root = toml::parse(*text, (bundle_folder / kOriginFile).string());
+    const toml::table root = parse_toml(*text, (bundle_folder / kOriginFile).string());
     TomlReader reader(root, (bundle_folder / kOriginFile).string(), "the origin record");
     return Origin{reader.string("source").value_or(""), reader.string("installed_at").value_or(""),
                   reader.string("key_id").value_or(""), reader.string("publisher").value_or("")};

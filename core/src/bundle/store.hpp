@@ -8,6 +8,7 @@
 #include <string>
 
 #include "memplan/core/bundle.hpp"
+#include "input_file.hpp"  // read_regular_file: the store reads only regular files, never through links
 
 namespace memplan::bundle {
 
@@ -24,8 +25,6 @@ class Refusal : public Error {
 };
 [[noreturn]] void refuse(const std::string& text);
 
-// The file's bytes if it is a regular file (not a link) of at most `limit` bytes.
-std::optional<std::string> read_regular_file(const std::filesystem::path& file, size_t limit, std::string& why);
 // Writes `content` to a temporary file beside `file`, then renames it over `file`.
 void write_file_atomically(const std::filesystem::path& file, const std::string& content, unsigned mode = 0644);
 // Creates `file` exclusively (never replaces one) with `mode`.

@@ -17,6 +17,7 @@
 #include "bundle/crypto.hpp"
 #include "bundle/manifest.hpp"
 #include "bundle/store.hpp"
+#include "toml_guard.hpp"
 #include "toml_reader.hpp"
 
 namespace memplan::bundle {
@@ -31,7 +32,7 @@ std::string abi_text(unsigned major, unsigned minor) { return std::to_string(maj
 Signature read_signature(const std::string& text, const std::string& display_path) {
   toml::table root;
   try {
-    root = toml::parse(text, display_path);
+    root = parse_toml(text, display_path);
   } catch (const toml::parse_error& error) {
     fail_at(location_of(display_path, error.source()),
             "invalid TOML: " + std::string(error.description()) + "; sign the bundle again with memplan bundle sign");

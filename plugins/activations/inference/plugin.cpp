@@ -82,6 +82,14 @@ class InferenceMemory {
       window_ = *window;
     }
     if (options.integer("prefill_chunk")) prefill_chunk_ = options.positive_integer("prefill_chunk", 1);
+    // As [batch] seq_len: far above any real value, so that block and window
+    // arithmetic stays in range.
+    if (block_size_ > 1'000'000)
+      options.fail("block_size", "is " + std::to_string(block_size_) + ", implausibly large (the limit is 1000000 "
+                                 "tokens per block; vLLM uses 16)");
+    if (window_.value_or(0) > 1'000'000'000)
+      options.fail("sliding_window", "is " + std::to_string(*window_) + ", implausibly large (the limit is "
+                                     "1000000000 tokens)");
     const std::string logits = options.string("logits").value_or("last");
     if (logits != "last" && logits != "all")
       options.fail("logits", "must be \"last\" or \"all\", not \"" + logits + "\"");
