@@ -114,12 +114,66 @@ std::string parallel(const std::string& comm_options, const std::string& precisi
 // NCCL: per connection 4,194,304 (Simple) + 4,915,200 (LL128) + 524,288 (LL)
 // = 9,633,792 bytes; x 16 channels x 2 connections = 308,281,344 per
 // communicator; the data- and tensor-parallel groups make 2: 616,562,688.
+// Each communicator also holds, from its creation, NCCL's per-channel arrays
+// as cuMem mappings of 2 MiB: (3 x 32 p2p channels + 2) x 2,097,152 =
+// 205,520,896; x 2 = 411,041,792 (NVIDIA/nccl v2.27.7-1 src/channel.cc,
+// src/init.cc, src/include/alloc.h).
 // DDP: the buckets copy the rank's gradients, 1e9 / 2 x 2 bytes = 1e9.
 TEST(CommBuffers, NcclAndDdpDefaults) {
   Evaluation e = evaluate_paper(parallel(""));
   EXPECT_EQ(e.item_bytes("nccl.buffers", kBuffers), 616'562'688u);
+  EXPECT_EQ(e.item_bytes("nccl.communicators", kBuffers), 411'041'792u);
   EXPECT_EQ(e.item_bytes("ddp.buckets", kBuffers), 1'000'000'000u);
-  EXPECT_EQ(e.component(kBuffers), 1'616'562'688u);
+  EXPECT_EQ(e.component(kBuffers), 1'616'562'688u + 411'041'792u);
+}
+
+// Older NCCL (or NCCL_CUMEM_ENABLE=0) has no per-communicator mappings; 16
+// p2p channels make (3 x 16 + 2) x 2 MiB = 104,857,600 per communicator.
+TEST(CommBuffers, CommunicatorMemory) {
+  EXPECT_EQ(evaluate_paper(parallel("nccl_cumem = false\n")).item_bytes("nccl.communicators", kBuffers), 0u);
+  EXPECT_EQ(evaluate_paper(parallel("nccl_p2p_channels = 16\n")).item_bytes("nccl.communicators", kBuffers),
+            2u * 104'857'600u);
+}
+
+// Pipeline stages only send and receive (NCCL 2.22+ connects what is used):
+// no ring buffers for the pipeline group; per peer 32 p2p channels x (the
+// three protocols' 9,633,792 bytes rounded up to 2 MiB = 10,485,760 received
+// + 2,097,152 sent) = 402,653,184. The first stage has one peer, a middle
+// stage two (pipeline 4 of a 32-layer model: first_stage_layers moves no peer).
+TEST(CommBuffers, PipelineStagesSendAndReceive) {
+  const std::string pipeline = "name = \"comm\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\n"
+                               "use = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"none\"\n"
+                               "[[strategy]]\nuse = \"pipeline-parallel\"\nsize = 4\n[[strategy]]\n"
+                               "use = \"comm-buffers\"\n";
+  Evaluation first = evaluate_paper(pipeline);
+  EXPECT_EQ(first.item_bytes("nccl.p2p", kBuffers), 402'653'184u);
+  EXPECT_EQ(first.item_bytes("nccl.buffers", kBuffers), 0u);
+  EXPECT_EQ(first.item_bytes("nccl.communicators", kBuffers), 205'520'896u);
+  std::string last_stage = pipeline;
+  last_stage.insert(last_stage.find("size = 4\n") + 9, "stage = \"last\"\n");
+  Evaluation last = evaluate_paper(last_stage);
+  EXPECT_EQ(last.item_bytes("nccl.p2p", kBuffers), 402'653'184u);
+}
+
+// Megatron-LM runs collectives on every group whatever its size (its profile:
+// groups world, tensor, data, model, ...; one_rank_groups). One GPU: world,
+// tensor, data and model are 4 one-rank communicators, 4 x 205,520,896 =
+// 822,083,584, and no buffers (a one-rank communicator connects nothing).
+// Tensor parallel 8: world, tensor and model have 8 ranks (3 x 308,281,344 of
+// ring buffers), data 1.
+TEST(CommBuffers, MegatronCommunicators) {
+  const std::string one = "name = \"comm\"\nmode = \"train\"\n[framework]\nuse = \"megatron-lm\"\n[model]\n"
+                          "params = 1e9\n[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adam\"\n"
+                          "[activations]\nuse = \"none\"\n";
+  Evaluation single = evaluate(one);
+  EXPECT_EQ(single.item_bytes("nccl.communicators", kBuffers), 822'083'584u);
+  EXPECT_EQ(single.item_bytes("nccl.buffers", kBuffers), 0u);
+  const std::string tp8 = "name = \"comm\"\nmode = \"train\"\n[framework]\nuse = \"megatron-lm\"\n[model]\n"
+                          "preset = \"llama-2-7b\"\n[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adam\"\n"
+                          "[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"tensor-parallel\"\nsize = 8\n";
+  Evaluation tensor = evaluate(tp8);
+  EXPECT_EQ(tensor.item_bytes("nccl.communicators", kBuffers), 822'083'584u);
+  EXPECT_EQ(tensor.item_bytes("nccl.buffers", kBuffers), 3u * 308'281'344u);
 }
 
 TEST(CommBuffers, NcclOptions) {
@@ -177,7 +231,7 @@ TEST(CommBuffers, AutomaticBucketsFollowTheShardingPlugin) {
 TEST(CommBuffers, NvlsBufferPerLargeCommunicator) {
   Evaluation e = evaluate_paper(parallel("nvls_mib = 256\n"));
   EXPECT_EQ(e.item_bytes("nccl.nvls", kBuffers), 268'435'456u);
-  EXPECT_EQ(e.breakdown().quantities[kAllocated].peak + 268'435'456u + 616'562'688u,
+  EXPECT_EQ(e.breakdown().quantities[kAllocated].peak + 268'435'456u + 616'562'688u + 411'041'792u,
             e.breakdown().quantities[kDevice].peak);  // outside the allocator, with NCCL's other buffers
 }
 
@@ -199,11 +253,12 @@ TEST(CommBuffers, SingleGpuHasNone) {
   EXPECT_EQ(evaluate_paper(one).component(kBuffers), 0u);
 }
 
-// Serving with tensor parallelism 4: one communicator, no gradient buckets.
+// Serving with tensor parallelism 4: one communicator (its buffers and its
+// own 205,520,896 bytes), no gradient buckets.
 TEST(CommBuffers, InferenceHasNcclOnly) {
   const std::string infer = "name = \"comm\"\nmode = \"infer\"\n[model]\nparams = 1e9\n[precision]\nuse = \"bf16\"\n"
                             "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 4\n[[strategy]]\nuse = \"comm-buffers\"\n";
-  EXPECT_EQ(evaluate_paper(infer).component(kBuffers), 308'281'344u);
+  EXPECT_EQ(evaluate_paper(infer).component(kBuffers), 308'281'344u + 205'520'896u);
 }
 
 // Lines: 1-10 as parallel(), 11 [[strategy]], 12 use, 13 size, 14 [[strategy]], 15 use, 16 size,
@@ -220,6 +275,16 @@ TEST(CommBuffers, Errors) {
   EXPECT_EQ(error_of(parallel("buckets = \"fsdp\"\n"), "b.toml"),
             "b.toml:19:11: error: in [[strategy]] #3, strategy plugin 'comm-buffers', option 'buckets': must be "
             "\"auto\", \"ddp\", \"deepspeed\" or \"none\", not \"fsdp\"" + library("comm-buffers"));
+  EXPECT_EQ(error_of(parallel("groups = \"world, dp\"\n"), "b.toml"),
+            "b.toml:19:10: error: in [[strategy]] #3, strategy plugin 'comm-buffers', option 'groups': names \"dp\", "
+            "not a process group; use world, data, tensor, pipeline, context, expert, model or embedding" +
+                library("comm-buffers"));
+  EXPECT_EQ(error_of(parallel("groups = \"data, data\"\n"), "b.toml"),
+            "b.toml:19:10: error: in [[strategy]] #3, strategy plugin 'comm-buffers', option 'groups': names \"data\" "
+            "twice" + library("comm-buffers"));
+  EXPECT_EQ(error_of(parallel("groups = \"data,,tensor\"\n"), "b.toml"),
+            "b.toml:19:10: error: in [[strategy]] #3, strategy plugin 'comm-buffers', option 'groups': has an empty "
+            "entry in \"data,,tensor\"; list group names separated by commas" + library("comm-buffers"));
 }
 
 }  // namespace

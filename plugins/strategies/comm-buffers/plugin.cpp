@@ -42,6 +42,33 @@
 //                sharding.gradient_buckets ('zero' declares "deepspeed",
 //                'fsdp' "none"), else "ddp".
 //
+// Communicators and their fixed memory (NCCL 2.19+ with cuMem, the default on
+// CUDA 12 drivers: src/misc/cudawrap.cc NCCL_CUMEM_ENABLE; NVIDIA/nccl tag
+// v2.27.7-1). Every device allocation NCCL makes is its own cuMem mapping,
+// rounded up to the allocation granularity (2 MiB; src/include/alloc.h), and
+// ncclCommInitRank makes three per p2p channel (src/channel.cc: the shared and
+// the channel's peer arrays, the ring's user ranks) and two per communicator
+// (src/init.cc: devCommAndChans, rankToLocalRank): (3 x 32 + 2) x 2 MiB = 196
+// MiB with NCCL's 32 p2p channels (pow2Up of the collective channels; 32 on
+// NVLink systems and in 1-rank communicators). It is paid by every
+// communicator PyTorch creates, one of a single rank included: PyTorch creates
+// a group's communicator at its first collective, and frameworks that run
+// collectives on every group whatever its size (Megatron-LM: the batch
+// broadcast on the tensor group, the gradient all-reduce on the data group,
+// the gradient norm on the model-parallel group, barriers on the world) pay
+// it for groups of one rank too (`one_rank_groups`). A measured single-GPU
+// process (NVIDIA/nccl PR #2366, RTX 3090, default runtime connect): 484 MiB
+// with the CUDA context, of which a bare context is about 256-290 MiB.
+// Buffers are allocated at the first operation of each kind (runtime connect,
+// NCCL 2.22+): ring/tree FIFOs (nccl.buffers, above) for groups that run
+// collectives; send/receive buffers (nccl.p2p) for groups that exchange with
+// peers: pipeline stages (one peer at the first and last stage, two between),
+// context-parallel rings (two peers, one at size 2) and expert all-to-all
+// (every other rank): per peer, p2p channels x (a receive buffer of the three
+// protocols rounded up to CUDA_IPC_MIN, 10 MiB, + a 2 MiB send side) (src/
+// transport/p2p.cc, src/enqueue.cc; the 10,485,760- and 2,097,152-byte
+// allocations NVIDIA/nccl issue #1685 counted on 8x H100).
+//
 // NVLS (NVLink SHARP, on NVSwitch systems such as 8x H100/H200 HGX) adds a
 // buffer per communicator of more than 2 ranks that NCCL sets up for it
 // (src/transport/nvls.cc, ncclNvlsBufferSetup: nChannels x 2 x buffSize x
@@ -56,6 +83,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -64,7 +92,9 @@ namespace sdk = memplan::sdk;
 constexpr double kLl128Bytes = 120.0 * 640 * 8 * 8;  // NCCL DEFAULT_LL128_BUFFSIZE
 constexpr double kLlBytes = 8.0 * 512 * 8 * 16;      // NCCL DEFAULT_LL_BUFFSIZE
 
-constexpr std::array<memplan_option_spec, 12> kOptions{{
+constexpr double kGranularity = 2.0 * 1024 * 1024;  // cuMem allocation granularity and CUDA_IPC_MIN
+
+constexpr std::array<memplan_option_spec, 16> kOptions{{
     {"nccl_channels", MEMPLAN_OPTION_INT, "channels per NCCL communicator", "16"},
     {"nccl_peers", MEMPLAN_OPTION_INT, "connections with buffers per channel", "2 (ring and tree)"},
     {"nccl_buffsize", MEMPLAN_OPTION_INT, "NCCL_BUFFSIZE: the Simple protocol's buffer per connection, bytes",
@@ -89,21 +119,65 @@ constexpr std::array<memplan_option_spec, 12> kOptions{{
      "NCCL's NVLS buffer per communicator of more than 2 ranks, MiB (256 for 8x H100 with NCCL 2.30, 768 with 2.21)",
      "0"},
     {"nccl", MEMPLAN_OPTION_BOOL, "count NCCL's buffers", "true"},
+    {"groups", MEMPLAN_OPTION_STRING,
+     "the process groups with an NCCL communicator, comma-separated: world, data, tensor, pipeline, context, expert, "
+     "model (tensor x pipeline), embedding (first and last pipeline stage)",
+     "\"data, tensor, pipeline, context, expert\""},
+    {"one_rank_groups", MEMPLAN_OPTION_BOOL,
+     "groups of one rank get a communicator too (the framework runs collectives on every group whatever its size)",
+     "false"},
+    {"nccl_cumem", MEMPLAN_OPTION_BOOL,
+     "NCCL allocates through cuMem (NCCL 2.19+ on CUDA 12 drivers): each communicator holds (3 x p2p channels + 2) "
+     "x 2 MiB from its creation",
+     "true"},
+    {"nccl_p2p_channels", MEMPLAN_OPTION_INT, "NCCL's p2p channels per communicator and per send/receive peer",
+     "32"},
 }};
 
 enum class Buckets { automatic, ddp, deepspeed, none };
 
-// The parallel groups that can each have their own NCCL communicator.
-constexpr std::array<const char*, 5> kGroups{MEMPLAN_ATTR_RANKS_DATA, MEMPLAN_ATTR_RANKS_TENSOR,
-                                             MEMPLAN_ATTR_RANKS_PIPELINE, MEMPLAN_ATTR_RANKS_CONTEXT,
-                                             MEMPLAN_ATTR_EXPERT_PARALLEL};
+// A process group that can have its own NCCL communicator.
+enum class Group { world, data, tensor, pipeline, context, expert, model, embedding };
+constexpr std::array<const char*, 8> kGroupNames{"world", "data",   "tensor", "pipeline",
+                                                 "context", "expert", "model", "embedding"};
 
-// Groups of more than `ranks` ranks.
-int64_t groups_larger_than(const sdk::Context& ctx, int64_t ranks) {
-  int64_t groups = 0;
-  for (const char* group : kGroups)
-    if (ctx.attr_int(group, 1) > ranks) ++groups;
-  return groups;
+struct GroupUse {
+  int64_t ranks = 1;        // ranks in the group, 0 when this GPU is in none
+  bool collectives = true;  // runs collectives (ring/tree buffers)
+  int64_t peers = 0;        // send/receive peers (p2p buffers)
+  bool at_one_rank = true;  // a framework that runs collectives on groups of one rank runs this one's
+};
+
+// What the group is on the reported GPU, from the layout the strategies set.
+GroupUse group_use(const sdk::Context& ctx, Group group) {
+  const int64_t data = ctx.attr_int(MEMPLAN_ATTR_RANKS_DATA, 1);
+  const int64_t tensor = ctx.attr_int(MEMPLAN_ATTR_RANKS_TENSOR, 1);
+  const int64_t pipeline = ctx.attr_int(MEMPLAN_ATTR_RANKS_PIPELINE, 1);
+  const int64_t context = ctx.attr_int(MEMPLAN_ATTR_RANKS_CONTEXT, 1);
+  switch (group) {
+    case Group::world: return {data * tensor * pipeline * context, true, 0};
+    case Group::data: return {data, true, 0};
+    case Group::tensor: return {tensor, true, 0};
+    case Group::model: return {tensor * pipeline, true, 0};
+    case Group::pipeline: {
+      // Send/receive only; the first and the last stage have one neighbour.
+      const bool edge = ctx.attr_int(MEMPLAN_ATTR_STAGE_HAS_EMBEDDING, 1) != 0 ||
+                        ctx.attr_int(MEMPLAN_ATTR_STAGE_HAS_LM_HEAD, 1) != 0;
+      return {pipeline, false, pipeline <= 1 ? 0 : edge || pipeline == 2 ? 1 : 2, false};
+    }
+    case Group::context: return {context, false, context <= 1 ? 0 : context == 2 ? 1 : 2, false};
+    case Group::expert: {
+      const int64_t expert = ctx.attr_int(MEMPLAN_ATTR_EXPERT_PARALLEL, 1);
+      return {expert, true, expert - 1, false};  // all-to-all with every other rank; none at one rank
+    }
+    case Group::embedding: {
+      // The tied embedding's all-reduce between the first and the last stage.
+      const bool member = ctx.attr_int(MEMPLAN_ATTR_STAGE_HAS_EMBEDDING, 1) != 0 ||
+                          ctx.attr_int(MEMPLAN_ATTR_STAGE_HAS_LM_HEAD, 1) != 0;
+      return {pipeline > 1 && member ? 2 : 0, true, 0, false};
+    }
+  }
+  return {};
 }
 
 std::string number_text(double value) {
@@ -114,8 +188,8 @@ std::string number_text(double value) {
 
 class CommBuffers {
  public:
-  static constexpr sdk::PluginInfo info{"comm-buffers", "1.0.0",
-                                        "NCCL buffers and data-parallel gradient buckets (DDP, DeepSpeed)",
+  static constexpr sdk::PluginInfo info{"comm-buffers", "1.1.0",
+                                        "NCCL communicators and buffers, data-parallel gradient buckets (DDP, DeepSpeed)",
                                         sdk::Kind::strategy, sdk::Phase::overhead};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
@@ -125,7 +199,11 @@ class CommBuffers {
         buffsize_(options.positive_integer("nccl_buffsize", int64_t{1} << 22)),
         nccl_(options.boolean("nccl").value_or(true)),
         view_(options.boolean("gradient_as_bucket_view").value_or(false)),
-        overlap_comm_(options.boolean("overlap_comm").value_or(false)) {
+        overlap_comm_(options.boolean("overlap_comm").value_or(false)),
+        one_rank_groups_(options.boolean("one_rank_groups").value_or(false)),
+        cumem_(options.boolean("nccl_cumem").value_or(true)),
+        p2p_channels_(options.positive_integer("nccl_p2p_channels", 32)) {
+    read_groups(options);
     const std::string protocols = options.string("nccl_protocols").value_or("all");
     if (protocols != "all" && protocols != "simple")
       options.fail("nccl_protocols", "must be \"all\" or \"simple\", not \"" + protocols + "\"");
@@ -183,6 +261,32 @@ class CommBuffers {
   }
 
  private:
+  void read_groups(sdk::Options& options) {
+    const std::string text = options.string("groups").value_or("data, tensor, pipeline, context, expert");
+    size_t start = 0;
+    while (start <= text.size()) {
+      size_t end = text.find(',', start);
+      if (end == std::string::npos) end = text.size();
+      std::string name = text.substr(start, end - start);
+      name.erase(0, name.find_first_not_of(" \t"));
+      name.erase(name.find_last_not_of(" \t") + 1);
+      start = end + 1;
+      if (name.empty()) {
+        if (end == text.size() && !groups_.empty()) break;
+        options.fail("groups", "has an empty entry in \"" + text + "\"; list group names separated by commas");
+      }
+      size_t found = 0;
+      while (found < kGroupNames.size() && name != kGroupNames[found]) ++found;
+      if (found == kGroupNames.size())
+        options.fail("groups", "names \"" + name + "\", not a process group; use world, data, tensor, pipeline, "
+                               "context, expert, model or embedding");
+      const Group group = static_cast<Group>(found);
+      for (Group listed : groups_)
+        if (listed == group) options.fail("groups", "names \"" + name + "\" twice");
+      groups_.push_back(group);
+    }
+  }
+
   static double elements(sdk::Options& options, const char* key, double fallback) {
     const double value = options.number(key).value_or(fallback);
     if (!std::isfinite(value) || value < 0) options.fail(key, "must be a non-negative count, got " + number_text(value));
@@ -190,36 +294,44 @@ class CommBuffers {
   }
 
   void add_nccl(sdk::Context& ctx) const {
-    int64_t communicators = 0;
-    if (communicators_) {
-      communicators = *communicators_;
-    } else {
-      communicators = groups_larger_than(ctx, 1);
-    }
     const double per_connection = static_cast<double>(buffsize_) + (all_protocols_ ? kLl128Bytes + kLlBytes : 0);
-    if (nvls_ > 0) {
-      const int64_t nvls_groups = groups_larger_than(ctx, 2);
-      if (nvls_groups > 0) {
-        sdk::Item item;
-        item.name = "nccl.nvls";
-        item.role = sdk::Role::buffers;
-        item.pool = sdk::Pool::device;
-        item.count = static_cast<uint32_t>(nvls_groups);
-        item.elements = nvls_;
-        item.bytes_per_element = 1;
-        ctx.add(item);
-      }
+    int64_t communicators = 0;  // every communicator this GPU holds
+    int64_t collective = 0;     // ... of more than one rank that run collectives
+    int64_t nvls_groups = 0;    // ... of more than two ranks
+    int64_t peers = 0;          // send/receive peers over all groups
+    for (Group group : groups_) {
+      const GroupUse use = group_use(ctx, group);
+      if (use.ranks <= 0) continue;
+      if (use.ranks == 1 && (!one_rank_groups_ || !use.at_one_rank)) continue;
+      ++communicators;
+      if (use.ranks > 1 && use.collectives) ++collective;
+      if (use.ranks > 2 && use.collectives) ++nvls_groups;
+      peers += use.peers;
     }
-    if (communicators == 0) return;
+    if (communicators_) collective = *communicators_;
+    if (cumem_ && communicators > 0) {
+      add_device(ctx, "nccl.communicators", communicators,
+                 (3.0 * static_cast<double>(p2p_channels_) + 2.0) * kGranularity);
+    }
+    if (nvls_ > 0 && nvls_groups > 0) add_device(ctx, "nccl.nvls", nvls_groups, nvls_);
+    if (collective > 0)
+      add_device(ctx, "nccl.buffers", collective, static_cast<double>(channels_ * peers_) * per_connection);
+    if (peers > 0) {
+      const double receive = std::ceil(per_connection / kGranularity) * kGranularity;
+      add_device(ctx, "nccl.p2p", peers, static_cast<double>(p2p_channels_) * (receive + kGranularity));
+    }
+  }
+
+  // NCCL allocates its memory itself (cudaMalloc / cuMem), not through
+  // PyTorch's allocator: device memory only, from the start.
+  static void add_device(sdk::Context& ctx, const char* name, int64_t count, double bytes_each) {
     sdk::Item item;
-    item.name = "nccl.buffers";
+    item.name = name;
     item.role = sdk::Role::buffers;
     item.lifetime = sdk::Lifetime::persistent;
-    // NCCL allocates its buffers itself (cudaMalloc / cuMem), not through PyTorch's allocator.
     item.pool = sdk::Pool::device;
-    // One instance per communicator.
-    item.count = static_cast<uint32_t>(communicators);
-    item.elements = static_cast<double>(channels_ * peers_) * per_connection;
+    item.count = static_cast<uint32_t>(count);
+    item.elements = bytes_each;
     item.bytes_per_element = 1;
     ctx.add(item);
   }
@@ -254,6 +366,10 @@ class CommBuffers {
   bool nccl_;
   bool view_;
   bool overlap_comm_;
+  bool one_rank_groups_;
+  bool cumem_;
+  int64_t p2p_channels_;
+  std::vector<Group> groups_;
   bool all_protocols_ = true;
   std::optional<int64_t> communicators_;
   Buckets buckets_ = Buckets::ddp;
