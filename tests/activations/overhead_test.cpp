@@ -217,6 +217,22 @@ TEST(CommBuffers, DeepSpeedBuckets) {
   EXPECT_EQ(smaller.component(kBuffers), 1'200'000'000u);
 }
 
+// ZeRO-3 builds one flat reduce bucket of reduce_bucket_size elements in the
+// parameters' dtype with its optimizer and keeps it (DeepSpeed v0.14.0
+// runtime/zero/stage3.py, DeepSpeedZeroOptimizer_Stage3.__init__ with
+// contiguous_gradients, the default): 5e8 x 2 bytes = 1e9 from init on, one
+// bucket even with overlap_comm.
+TEST(CommBuffers, ZeroStage3KeepsOneBucket) {
+  for (const char* overlap : {"", "overlap_comm = true\n"}) {
+    Evaluation e = evaluate_paper(parallel("nccl = false\nbuckets = \"deepspeed\"\n" + std::string(overlap) +
+                                           "[[strategy]]\nuse = \"zero\"\nstage = 3\n"));
+    EXPECT_EQ(e.item_bytes("deepspeed.reduce_bucket", kBuffers), 1'000'000'000u) << overlap;
+    Evaluation without = evaluate_paper(parallel("nccl = false\nbuckets = \"none\"\n[[strategy]]\nuse = \"zero\"\n"
+                                                 "stage = 3\n"));
+    EXPECT_EQ(e.breakdown().timeline[kInit] - without.breakdown().timeline[kInit], 1'000'000'000u) << overlap;
+  }
+}
+
 // 'zero' declares its bucketed reduce, so the default buckets = "auto" follows it; 'fsdp' declares none.
 TEST(CommBuffers, AutomaticBucketsFollowTheShardingPlugin) {
   Evaluation zero = evaluate_paper(parallel("nccl = false\n[[strategy]]\nuse = \"zero\"\nstage = 2\n"));

@@ -36,6 +36,12 @@
 //                weights when torch has all_gather_into_tensor (every PyTorch
 //                since 1.13; runtime/utils.py all_gather_dp_groups), so
 //                allgather_bucket_size allocates nothing unless given.
+//                ZeRO-3 (stage3.py @ v0.14.0, DeepSpeedZeroOptimizer_Stage3
+//                __init__: with contiguous_gradients, the default, one flat
+//                IPG buffer of reduce_bucket_size elements in the parameters'
+//                dtype, allocated when the optimizer is built and kept):
+//                persistent, single, when the sharding plugin declares
+//                "deepspeed-stage3".
 //   "none"       gradients reduced from their own contiguous buffer
 //                (Megatron-LM's DDP and distributed optimizer, FSDP).
 //   "auto"       (the default) what the sharding plugin declares in
@@ -240,18 +246,23 @@ class CommBuffers {
     if (nccl_) add_nccl(ctx);
     if (!ctx.training() || ctx.attr_int(MEMPLAN_ATTR_RANKS_DATA, 1) <= 1) return;
     Buckets buckets = buckets_;
-    if (buckets == Buckets::automatic) {
-      const std::string_view declared = ctx.attr_string(MEMPLAN_ATTR_GRADIENT_BUCKETS, "ddp");
-      buckets = declared == "deepspeed" ? Buckets::deepspeed : declared == "none" ? Buckets::none : Buckets::ddp;
-    }
+    const std::string_view declared = ctx.attr_string(MEMPLAN_ATTR_GRADIENT_BUCKETS, "ddp");
+    const bool stage3 = declared == "deepspeed-stage3";
+    if (buckets == Buckets::automatic)
+      buckets = declared == "deepspeed" || stage3 ? Buckets::deepspeed
+                : declared == "none"              ? Buckets::none
+                                                  : Buckets::ddp;
     switch (buckets) {
       case Buckets::ddp:
         if (!view_) add(ctx, "ddp.buckets", sdk::Lifetime::persistent, gradient_bytes(ctx));
         break;
       case Buckets::deepspeed: {
         const double bytes = ctx.attr_double(MEMPLAN_ATTR_DTYPE_GRADIENTS, 2.0);
-        add(ctx, "deepspeed.reduce_bucket", sdk::Lifetime::transient_backward,
-            (overlap_comm_ ? 2 : 1) * reduce_bucket_ * bytes);
+        if (stage3)  // one flat bucket, allocated when the optimizer is built and kept
+          add(ctx, "deepspeed.reduce_bucket", sdk::Lifetime::persistent, reduce_bucket_ * bytes);
+        else
+          add(ctx, "deepspeed.reduce_bucket", sdk::Lifetime::transient_backward,
+              (overlap_comm_ ? 2 : 1) * reduce_bucket_ * bytes);
         add(ctx, "deepspeed.allgather_bucket", sdk::Lifetime::transient_optimizer, allgather_bucket_ * bytes);
         break;
       }

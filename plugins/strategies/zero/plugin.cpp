@@ -90,7 +90,7 @@ class ZeroShardingStrategy {
       ctx.fail("stage " + std::to_string(stage_) + " shards over the data-parallel group, but no strategy declares "
                "its size; add [[strategy]] use = \"data-parallel\" with its size (size = 1 on a single GPU)");
     if (stage_ == 0) return;
-    ctx.set_attr(sharding::kGradientBucketsAttr, "deepspeed");
+    ctx.set_attr(sharding::kGradientBucketsAttr, stage_ == 3 ? "deepspeed-stage3" : "deepspeed");
     const sharding::Groups groups = sharding::read_groups(ctx);
     if (stage_ == 3) {
       ctx.set_attr(sharding::kGatherAttr, gathered_ ? 1 : 0);

@@ -46,8 +46,10 @@
 #define MEMPLAN_ATTR_GATHERS_PARAMETERS "sharding.gathers_parameters"
 
 /* How the data-parallel gradients are reduced (string), set by sharding
- * plugins for 'comm-buffers' (buckets = "auto"): "deepspeed" (ZeRO's bucketed
- * reduce) or "none" (from the gradients' own buffers, as FSDP). */
+ * plugins for 'comm-buffers' (buckets = "auto"): "deepspeed" (ZeRO 1/2's
+ * bucketed reduce, a bucket per backward), "deepspeed-stage3" (ZeRO-3's one
+ * bucket, kept from start-up) or "none" (from the gradients' own buffers, as
+ * FSDP). */
 #define MEMPLAN_ATTR_GRADIENT_BUCKETS "sharding.gradient_buckets"
 
 /* What LoRA adapters keep for backward, per token of a layer (double), set by
