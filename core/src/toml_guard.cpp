@@ -253,20 +253,22 @@ class Scan {
     }
   }
 
+  // At the end of a multi-line string's text: its closing delimiter (up to two
+  // more quotes end the content), or the end of the input (toml++ reports it).
+  bool ends_multi_line(char quote) {
+    if (eof()) {
+      lost_ = true;
+      return true;
+    }
+    if (!starts(std::string(3, quote))) return false;
+    advance(3);
+    while (peek() == static_cast<unsigned char>(quote)) advance();
+    return true;
+  }
+
   void multi_line_literal_string() {
     advance(3);
-    for (;;) {
-      if (eof()) {
-        lost_ = true;
-        return;
-      }
-      if (starts("'''")) {
-        advance(3);
-        while (peek() == '\'') advance();  // up to two quotes may end the content
-        return;
-      }
-      advance();
-    }
+    while (!ends_multi_line('\'')) advance();
   }
 
   // toml++ asks "is this whitespace?" of the character after every backslash
@@ -274,16 +276,7 @@ class Scan {
   // first one it keeps.
   void multi_line_basic_string() {
     advance(3);
-    for (;;) {
-      if (eof()) {
-        lost_ = true;
-        return;
-      }
-      if (starts("\"\"\"")) {
-        advance(3);
-        while (peek() == '"') advance();
-        return;
-      }
+    while (!ends_multi_line('"')) {
       if (peek() != '\\') {
         advance();
         continue;
