@@ -172,7 +172,8 @@ const Breakdown& Estimator::evaluate() {
     breakdown_.params_total = 0;
     breakdown_.params_trainable = 0;
     for (const PlanItem& item : ctx.plan.items) {
-      if (item.role != MEMPLAN_ROLE_WEIGHTS) continue;
+      // Buffers stored with the weights (quantization scales) are not parameters.
+      if (item.role != MEMPLAN_ROLE_WEIGHTS || (item.flags & MEMPLAN_ITEM_NON_PARAMETER)) continue;
       const double n = item.elements * item.count;
       breakdown_.params_total += n;
       if (item.flags & MEMPLAN_ITEM_TRAINABLE) breakdown_.params_trainable += n;

@@ -19,8 +19,11 @@ const std::string kLlama2_7b = "preset = \"llama-2-7b\"\n";
 
 uint64_t weights(const Evaluation& evaluation) { return evaluation.component(MEMPLAN_ROLE_WEIGHTS); }
 
-uint64_t weight_item(const Evaluation& evaluation, const char* name) {
-  return evaluation.item_bytes(name, MEMPLAN_ROLE_WEIGHTS);
+// A weight's bytes on the GPU: for a quantized weight, its packed values and
+// its quantization constants (the item's ".quant_state" companion).
+uint64_t weight_item(const Evaluation& evaluation, const std::string& name) {
+  return evaluation.item_bytes(name, MEMPLAN_ROLE_WEIGHTS) +
+         evaluation.item_bytes(name + ".quant_state", MEMPLAN_ROLE_WEIGHTS);
 }
 
 std::string detail(const Evaluation& evaluation, const std::string& key) {

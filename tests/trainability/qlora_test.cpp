@@ -46,7 +46,12 @@ TEST(Qlora, ReferenceDefaultsOnLlama2SevenBillion) {
   EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_GRADIENTS), 319'815'680u);
   EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_MASTER_WEIGHTS), 0u);
   EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_OPTIMIZER_STATES), 1'279'262'720u);
-  EXPECT_EQ(evaluation.item_bytes("layers.0-31.attn.q", MEMPLAN_ROLE_WEIGHTS), 32u * 16'777'216 / 16384 * 8452);
+  // q: packed 4-bit values 32 x 16,777,216 / 2, and its constants (quant_state) 32 x 16,777,216 x 260/16384.
+  EXPECT_EQ(evaluation.item_bytes("layers.0-31.attn.q", MEMPLAN_ROLE_WEIGHTS) +
+                evaluation.item_bytes("layers.0-31.attn.q.quant_state", MEMPLAN_ROLE_WEIGHTS),
+            32u * 16'777'216 / 16384 * 8452);
+  EXPECT_EQ(evaluation.item_bytes("layers.0-31.attn.q.quant_state", MEMPLAN_ROLE_WEIGHTS),
+            32u * 16'777'216 / 16384 * 260);
   EXPECT_EQ(evaluation.item_bytes("layers.0-31.attn.q", MEMPLAN_ROLE_GRADIENTS), 0u);
   EXPECT_EQ(detail(evaluation, "lora_scaling"), "0.25");  // 16 / 64
 }
@@ -99,7 +104,9 @@ TEST(Qlora, SkipTrainableKeepsTrainedLinearWeightsUnquantized) {
       evaluate_paper(qlora(kLlama, "skip_trainable = true\n", "[[strategy]]\nuse = \"freeze\"\nfirst_layers = 2\n"));
   EXPECT_EQ(evaluation.item_bytes("layers.0-1.attn.q", MEMPLAN_ROLE_WEIGHTS), 67'108'864u);
   EXPECT_EQ(evaluation.item_bytes("layers.0-1.attn.q", MEMPLAN_ROLE_GRADIENTS), 67'108'864u);
-  EXPECT_EQ(evaluation.item_bytes("layers.2-31.attn.q", MEMPLAN_ROLE_WEIGHTS), 259'645'440u);
+  EXPECT_EQ(evaluation.item_bytes("layers.2-31.attn.q", MEMPLAN_ROLE_WEIGHTS) +
+                evaluation.item_bytes("layers.2-31.attn.q.quant_state", MEMPLAN_ROLE_WEIGHTS),
+            259'645'440u);
   EXPECT_EQ(evaluation.breakdown().params_trainable, 404'766'720.0);  // 2 x 202,383,360
 }
 
@@ -132,6 +139,31 @@ TEST(Qlora, SixtyFiveBillionFromOver780GigabytesToUnder48) {
   EXPECT_EQ(role(qlora65, MEMPLAN_ROLE_WEIGHTS), 33'407'713'280u + 1'051'213'824u + 1'599'078'400u);
   EXPECT_EQ(qlora65.breakdown().sum, 44'053'397'504u);
   EXPECT_LT(static_cast<double>(qlora65.breakdown().sum), 48 * kGB);
+}
+
+// Sharding and CPU offload move parameters; bitsandbytes keeps the absmax
+// constants (quant_state) as a plain attribute of each Params4bit, not a
+// parameter (bitsandbytes 0.43.0 nn/modules.py, Params4bit._quantize), so
+// FSDP (which flattens parameters only) and ZeRO-3 (which partitions
+// param.data) leave them whole on every rank's GPU, with CPU offload too.
+// Llama-2-7B's MLP, nf4 with double quantization, 2 ranks:
+//   values    32 x 3 x 4096 x 11008 = 4,328,521,728 weights x 0.5 / 2 = 1,082,130,432 B
+//   constants 4,328,521,728 x 260/16384 = 68,689,920 B on each rank, offload or not
+// The parameter count leaves the constants out: 6,738,415,616 base + 4,194,304
+// adapters (r 8 on q and v: 32 x 2 x 8 x (4096 + 4096)).
+TEST(Qlora, QuantStateStaysWholeUnderShardingAndOffload) {
+  const std::string ranks = "[[strategy]]\nuse = \"data-parallel\"\nsize = 2\n";
+  for (const char* sharding : {"[[strategy]]\nuse = \"fsdp\"\n", "[[strategy]]\nuse = \"zero\"\nstage = 3\ngathered_parameters = true\n"}) {
+    SCOPED_TRACE(sharding);
+    Evaluation sharded = evaluate_paper(qlora(kLlama, "", kLoraQv + ranks + sharding));
+    EXPECT_EQ(sharded.item_bytes("layers.0-31.mlp", MEMPLAN_ROLE_WEIGHTS), 1'082'130'432u);
+    EXPECT_EQ(sharded.item_bytes("layers.0-31.mlp.quant_state", MEMPLAN_ROLE_WEIGHTS), 68'689'920u);
+    EXPECT_EQ(sharded.breakdown().params_total, 6'742'609'920.0);
+    Evaluation offloaded = evaluate_paper(
+        qlora(kLlama, "", kLoraQv + ranks + sharding + "[[strategy]]\nuse = \"offload\"\nparameters = true\n"));
+    EXPECT_EQ(offloaded.item_bytes("layers.0-31.mlp", MEMPLAN_ROLE_WEIGHTS), 0u);
+    EXPECT_EQ(offloaded.item_bytes("layers.0-31.mlp.quant_state", MEMPLAN_ROLE_WEIGHTS), 68'689'920u);
+  }
 }
 
 // Serving unmerged adapters on quantized weights (mode = "infer"): nothing

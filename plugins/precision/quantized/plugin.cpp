@@ -161,6 +161,8 @@ class QuantizedPrecision {
     }
 
     quantized_ = q::bytes_per_element(layout);
+    values_ = q::value_bytes(layout);
+    constants_ = q::constant_bytes(layout);
     unquantized_ = plain_dtype(options, "unquantized", "bf16");
     activations_ = plain_dtype(options, "activations", "bf16");
     adapters_ = optional_dtype(options, "adapters", false).value_or(unquantized_);
@@ -195,8 +197,9 @@ class QuantizedPrecision {
         quantize = false;
       }
       item.bytes_per_element =
-          quantize ? quantized_ : (item.param_class == ParamClass::adapter ? adapters_ : unquantized_);
+          quantize ? values_ : (item.param_class == ParamClass::adapter ? adapters_ : unquantized_);
       ctx.set(i, item);
+      if (quantize && constants_ > 0) add_constants(ctx, item);
       if (!trains) continue;
       add_copy(ctx, item, sdk::Role::gradients, sdk::Lifetime::gradient, gradients_.value_or(item.bytes_per_element));
       if (master_weights_) add_copy(ctx, item, sdk::Role::master_weights, sdk::Lifetime::persistent, *master_weights_);
@@ -211,6 +214,20 @@ class QuantizedPrecision {
     ctx.add(item);
   }
 
+  // The item's quantization constants (scales, zero points) next to its packed
+  // values, as a buffer that is not a parameter: bitsandbytes 0.43 keeps
+  // quant_state as a plain attribute of Params4bit / Linear4bit
+  // (bitsandbytes/nn/modules.py, Params4bit._quantize), GPTQ and AWQ as
+  // registered buffers. Sharding and parameter offload leave it whole on every
+  // rank's GPU; tensor parallelism splits it with the values it scales.
+  void add_constants(sdk::Context& ctx, sdk::Item values) const {
+    values.name += ".quant_state";
+    values.bytes_per_element = constants_;
+    values.trainable = false;
+    values.non_parameter = true;
+    ctx.add(values);
+  }
+
   [[noreturn]] static void fail_trainable(const sdk::Context& ctx, const sdk::Item& item) {
     ctx.fail("'" + display_name(item) +
              "' is trainable, but quantized weights are frozen: no gradient updates them. Freeze them with a "
@@ -220,7 +237,9 @@ class QuantizedPrecision {
              "precision that does not quantize, such as mixed-bf16");
   }
 
-  double quantized_ = 0;
+  double quantized_ = 0;   // values and constants, per element
+  double values_ = 0;      // the packed values, per element
+  double constants_ = 0;   // scales (and zero points), per element
   double unquantized_ = 0;
   double activations_ = 0;
   double adapters_ = 0;

@@ -67,15 +67,22 @@ struct Layout {
   bool double_quant = false;
 };
 
-inline double bytes_per_element(const Layout& layout) {
-  double bytes = layout.bits / 8.0;
-  if (layout.group <= 0) return bytes;
-  if (layout.double_quant)
-    bytes += kDoubleQuantScaleBytes / layout.group +
-             kDoubleQuantSecondScaleBytes / (layout.group * kDoubleQuantSecondBlock);
-  else
-    bytes += layout.scale_bytes / layout.group;
+// The packed values: b/8 bytes per element.
+inline double value_bytes(const Layout& layout) { return layout.bits / 8.0; }
+
+// The quantization constants per element: scales (and zero points) of the
+// groups. Frameworks keep them apart from the packed values, as a module
+// attribute or buffer rather than a parameter: bitsandbytes' quant_state
+// (Params4bit.quant_state, Int8Params.SCB), GPTQ's and AWQ's `scales` and
+// `qzeros` buffers.
+inline double constant_bytes(const Layout& layout) {
+  if (layout.group <= 0) return 0;
+  double bytes = layout.double_quant ? kDoubleQuantScaleBytes / layout.group +
+                                           kDoubleQuantSecondScaleBytes / (layout.group * kDoubleQuantSecondBlock)
+                                     : layout.scale_bytes / layout.group;
   return bytes + layout.zero_point_bytes / layout.group;
 }
+
+inline double bytes_per_element(const Layout& layout) { return value_bytes(layout) + constant_bytes(layout); }
 
 }  // namespace memplan::plugins::quantized

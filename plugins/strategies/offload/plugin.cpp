@@ -15,7 +15,10 @@
 //                      offload_params): they are gathered to the GPU module by
 //                      module, so this needs zero stage 3 (with
 //                      gathered_parameters = true) or fsdp, which count that
-//                      working set on the GPU.
+//                      working set on the GPU. Buffers stored with the weights
+//                      (non_parameter, e.g. bitsandbytes' quant_state) stay
+//                      on the GPU: FSDP's CPUOffload moves the flat parameters
+//                      only (FlatParamHandle._local_shard).
 // Runs just after the sharding phase (500), so the items it moves are the
 // shards, whatever the scenario order.
 #include <memplan/sdk.hpp>
@@ -71,7 +74,8 @@ class OffloadStrategy {
     for (size_t i = 0; i < ctx.size(); ++i) {
       memplan::sdk::Item item = ctx.item(i);
       const bool moved = (optimizer_ && (item.role == Role::optimizer_states || item.role == Role::master_weights)) ||
-                         (gradients_ && item.role == Role::gradients) || (parameters_ && item.role == Role::weights);
+                         (gradients_ && item.role == Role::gradients) ||
+                         (parameters_ && item.role == Role::weights && !item.non_parameter);
       if (!moved || item.device == memplan::sdk::Device::cpu) continue;
       item.device = memplan::sdk::Device::cpu;
       ctx.set(i, item);

@@ -40,12 +40,16 @@ inline Groups read_groups(const sdk::Context& ctx) {
 }
 
 // Divides the GPU items for which `sharded(item)` holds: dense items by
-// `dense`, expert items by `expert`.
+// `dense`, expert items by `expert`. Buffers stored with the weights
+// (non_parameter: bitsandbytes' quant_state, GPTQ's scales) stay whole: FSDP
+// flattens and shards a module's parameters only (torch/distributed/fsdp
+// _flat_param.py, FlatParamHandle over module.named_parameters), and ZeRO-3
+// partitions param.data only (DeepSpeed partition_parameters.py).
 template <typename Predicate>
 void shard(sdk::Context& ctx, double dense, double expert, Predicate sharded) {
   for (size_t i = 0; i < ctx.size(); ++i) {
     sdk::Item item = ctx.item(i);
-    if (item.device != sdk::Device::gpu || !sharded(item)) continue;
+    if (item.device != sdk::Device::gpu || item.non_parameter || !sharded(item)) continue;
     const double ranks = item.param_class == sdk::ParamClass::expert ? expert : dense;
     if (ranks == 1) continue;
     item.elements /= ranks;
@@ -91,7 +95,7 @@ inline WeightLayout weight_layout(const sdk::Context& ctx, double gather_bytes =
   int32_t end = -1;
   for (size_t i = 0; i < ctx.size(); ++i) {
     const sdk::Item item = ctx.item(i);
-    if (item.role != sdk::Role::weights || item.layer < 0 || item.count == 0) continue;
+    if (item.role != sdk::Role::weights || item.non_parameter || item.layer < 0 || item.count == 0) continue;
     begin = std::min(begin, item.layer);
     end = std::max(end, static_cast<int32_t>(item.layer + static_cast<int32_t>(item.count)));
   }
@@ -103,7 +107,8 @@ inline WeightLayout weight_layout(const sdk::Context& ctx, double gather_bytes =
   }
   for (size_t i = 0; i < ctx.size(); ++i) {
     const sdk::Item item = ctx.item(i);
-    if (item.role != sdk::Role::weights) continue;
+    // Gathering moves parameters; buffers stored with them are already whole.
+    if (item.role != sdk::Role::weights || item.non_parameter) continue;
     layout.total += item.elements * item.count;
     layout.total_bytes += item.elements * bytes_of(item) * item.count;
     if (item.layer < 0) {
@@ -158,7 +163,9 @@ inline double largest_module(const sdk::Context& ctx, int64_t expert_parallel, b
   double largest = 0;
   for (size_t i = 0; i < ctx.size(); ++i) {
     const sdk::Item item = ctx.item(i);
-    if (item.role != sdk::Role::weights || item.count == 0 || (trainable_only && !item.trainable)) continue;
+    if (item.role != sdk::Role::weights || item.non_parameter || item.count == 0 ||
+        (trainable_only && !item.trainable))
+      continue;
     largest = std::max(largest, item.elements / modules_in(item, model, expert_parallel));
   }
   return largest;

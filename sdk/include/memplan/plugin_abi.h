@@ -119,6 +119,17 @@ extern "C" {
                                                 blocks): counts in reserved and device memory */
 #define MEMPLAN_ITEM_OUTSIDE_ALLOCATOR 0x4u  /* device memory the allocator never sees (CUDA context, NCCL's own
                                                 buffers): counts in device memory only */
+/*
+ * A tensor that belongs with the weights but is not a model parameter: a
+ * module's registered buffer or plain attribute, such as bitsandbytes'
+ * quant_state (the absmax scales of its 4-bit and 8-bit weights) or GPTQ's and
+ * AWQ's scales and zero points. The host does not count it as a parameter;
+ * sharding and parameter-offload strategies, which move parameters (PyTorch
+ * FSDP flattens and shards parameters only, DeepSpeed ZeRO-3 partitions
+ * param.data only), leave it whole on every rank's GPU. Added after the first
+ * landing of ABI 1.0; older plugins read it as 0.
+ */
+#define MEMPLAN_ITEM_NON_PARAMETER 0x8u
 
 #define MEMPLAN_MODE_TRAIN 0
 #define MEMPLAN_MODE_INFER 1

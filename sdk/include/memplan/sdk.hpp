@@ -108,6 +108,12 @@ struct Item {
   uint32_t count = 1;
   bool trainable = false;
   Pool pool = Pool::allocated;
+  // MEMPLAN_ITEM_NON_PARAMETER: a buffer or attribute stored with the weights
+  // (e.g. quantization scales), which sharding and offloading leave whole.
+  bool non_parameter = false;
+  // Flag bits this SDK does not know, kept as they came so that a plugin
+  // built against it does not clear what a newer host or plugin set.
+  uint32_t other_flags = 0;
   double elements = 0;
   double bytes_per_element = 0;
 };
@@ -282,6 +288,8 @@ class Context : public HostView {
   static void check(int status) {
     if (status != MEMPLAN_OK) throw HostReportedError();
   }
+  static constexpr uint32_t kKnownFlags = MEMPLAN_ITEM_TRAINABLE | MEMPLAN_ITEM_ALLOCATOR_RESERVE |
+                                          MEMPLAN_ITEM_OUTSIDE_ALLOCATOR | MEMPLAN_ITEM_NON_PARAMETER;
   static Item from_raw(const memplan_item& raw) {
     Item item;
     if (raw.name != nullptr) item.name.assign(raw.name);
@@ -295,6 +303,8 @@ class Context : public HostView {
     item.pool = (raw.flags & MEMPLAN_ITEM_OUTSIDE_ALLOCATOR) != 0   ? Pool::device
                 : (raw.flags & MEMPLAN_ITEM_ALLOCATOR_RESERVE) != 0 ? Pool::reserve
                                                                     : Pool::allocated;
+    item.non_parameter = (raw.flags & MEMPLAN_ITEM_NON_PARAMETER) != 0;
+    item.other_flags = raw.flags & ~kKnownFlags;
     item.elements = raw.elements;
     item.bytes_per_element = raw.bytes_per_element;
     return item;
@@ -311,7 +321,8 @@ class Context : public HostView {
     raw.count = item.count;
     raw.flags = (item.trainable ? MEMPLAN_ITEM_TRAINABLE : 0u) |
                 (item.pool == Pool::reserve ? MEMPLAN_ITEM_ALLOCATOR_RESERVE : 0u) |
-                (item.pool == Pool::device ? MEMPLAN_ITEM_OUTSIDE_ALLOCATOR : 0u);
+                (item.pool == Pool::device ? MEMPLAN_ITEM_OUTSIDE_ALLOCATOR : 0u) |
+                (item.non_parameter ? MEMPLAN_ITEM_NON_PARAMETER : 0u) | (item.other_flags & ~kKnownFlags);
     raw.elements = item.elements;
     raw.bytes_per_element = item.bytes_per_element;
     return raw;
