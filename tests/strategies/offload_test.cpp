@@ -76,6 +76,29 @@ TEST(Offload, ParametersWithFsdp) {
   EXPECT_EQ(e.breakdown().cpu_sum, 13'476'831'232u);
 }
 
+// Outside the paper view the pool FSDP stages its shard copies in stays
+// reserved (FSDP1 pre_unshard: flat_param_to(device) on the pre-unshard
+// stream; the caching allocator reuses a block only on its own stream): the
+// root's shard and one unit's, in bf16, over 8 ranks:
+//   (524,296,192 + 202,383,360 x 2) / 8 = 116,132,864 B,
+// in reserved and device memory, not in allocated.
+TEST(Offload, FsdpStagesShardCopiesInAPoolOfItsOwn) {
+  auto scenario = [](const std::string& offload) {
+    return "name = \"offload\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\nuse = "
+           "\"mixed-bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = "
+           "\"data-parallel\"\nsize = 8\n[[strategy]]\nuse = \"fsdp\"\n[[strategy]]\nuse = \"offload\"\n" +
+           offload;
+  };
+  Evaluation staged = evaluate(scenario("optimizer = true\nparameters = true\n"));
+  EXPECT_EQ(staged.item_bytes("offload.parameter_staging", MEMPLAN_ROLE_BUFFERS), 116'132'864u);
+  EXPECT_EQ(evaluate(scenario("optimizer = true\nparameters = true\nstaging = false\n"))
+                .item_bytes("offload.parameter_staging", MEMPLAN_ROLE_BUFFERS),
+            0u);
+  // Without parameter offload nothing is staged.
+  EXPECT_EQ(evaluate(scenario("optimizer = true\n")).item_bytes("offload.parameter_staging", MEMPLAN_ROLE_BUFFERS),
+            0u);
+}
+
 TEST(Offload, Errors) {
   const std::string library = " (plugin library " + plugin_dir() + "/memplan-offload.so)";
   EXPECT_EQ(error_of(zero_offload("parameters = true\n"), "o.toml"),

@@ -24,6 +24,17 @@
 // when given; Float8 all-gather prices the linear layers at 1 byte) and the
 // gradients' dtype (or reduce_dtype), as transient items.
 //
+// With CPU offload of the parameters, every gather starts with a GPU copy of
+// the unit's CPU shard, made on the pre-unshard stream (FSDP1
+// FlatParamHandle.pre_unshard -> flat_param_to(device), or the low-precision
+// _mp_shard under MixedPrecision; torch/distributed/fsdp/_flat_param.py,
+// _runtime_utils._unshard) and handed to the unshard stream with
+// record_stream. The caching allocator reuses a block only on the stream that
+// allocated it (c10/cuda/CUDACachingAllocator.cpp), so these copies fill a
+// pool of their own: the copies of the gathers in flight, the root's shard and
+// one unit's (limit_all_gathers lets two gathers run at once). FSDP declares
+// that size (sharding.offload_staging); 'offload' keeps it reserved.
+//
 // reshard_after_forward = false (FSDP2's fully_shard option, FSDP1's
 // SHARD_GRAD_OP; torchtitan's default under pipeline parallelism,
 // torchtitan v0.2.2 models/llama3/infra/parallelize.py) keeps every unit
@@ -105,7 +116,7 @@ class FsdpStrategy {
                             "expert-parallel size");
     ctx.set_attr(sharding::kGatherAttr, 1);
     ctx.set_attr(sharding::kGradientBucketsAttr, "none");
-    add_working_set(ctx);
+    add_working_set(ctx, static_cast<double>(shard));
     const double dense = static_cast<double>(shard);
     const double expert = dense / static_cast<double>(groups.expert_parallel);
     sharding::shard(ctx, dense, expert, [](const memplan::sdk::Item& item) {
@@ -125,7 +136,7 @@ class FsdpStrategy {
     return *bytes;
   }
 
-  void add_working_set(memplan::sdk::Context& ctx) const {
+  void add_working_set(memplan::sdk::Context& ctx, double shard) const {
     const sharding::WeightLayout weights = sharding::weight_layout(ctx, param_bytes_, float8_all_gather_ ? 1.0 : 0.0);
     const double unit = sharding::largest_window(weights.per_layer, unit_layers_);
     const double unit_bytes = sharding::largest_window(weights.per_layer_bytes, unit_layers_);
@@ -150,6 +161,8 @@ class FsdpStrategy {
       sharding::add_buffer(ctx, "fsdp.unsharded_gradients", Lifetime::transient_backward,
                            weights.trainable_outside + trainable_unit,
                            reduce_bytes_ > 0 ? reduce_bytes_ : ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_GRADIENTS));
+    // The staged shard copies of the root and of one unit, in the dtype they are gathered in.
+    ctx.set_attr(MEMPLAN_ATTR_OFFLOAD_STAGING, (weights.outside_bytes + (units > 0 ? unit_bytes : 0.0)) / shard);
     ctx.set_attr("report.fsdp_unit_parameters", unit);
     ctx.set_attr("report.fsdp_root_parameters", weights.outside_layers);
   }

@@ -18,7 +18,12 @@
 //                      working set on the GPU. Buffers stored with the weights
 //                      (non_parameter, e.g. bitsandbytes' quant_state) stay
 //                      on the GPU: FSDP's CPUOffload moves the flat parameters
-//                      only (FlatParamHandle._local_shard).
+//                      only (FlatParamHandle._local_shard). The GPU copies
+//                      of the shards the sharding plugin stages before each
+//                      gather in a pool of their own (sharding.offload_staging,
+//                      FSDP's pre-unshard stream) stay reserved:
+//                      offload.parameter_staging, in reserved and device
+//                      memory, not in allocated.
 // Runs just after the sharding phase (500), so the items it moves are the
 // shards, whatever the scenario order.
 #include <memplan/sdk.hpp>
@@ -32,10 +37,14 @@ namespace {
 
 using memplan::sdk::Role;
 
-constexpr std::array<memplan_option_spec, 3> kOptions{{
+constexpr std::array<memplan_option_spec, 4> kOptions{{
     {"optimizer", MEMPLAN_OPTION_BOOL, "move optimizer states and master weights to the CPU", "false"},
     {"gradients", MEMPLAN_OPTION_BOOL, "move gradients to the CPU", "the value of optimizer"},
     {"parameters", MEMPLAN_OPTION_BOOL, "move the weights to the CPU (needs zero stage 3 or fsdp)", "false"},
+    {"staging", MEMPLAN_OPTION_BOOL,
+     "parameters: keep reserved the pool where the sharding plugin stages the GPU copies of offloaded shards "
+     "(FSDP's pre-unshard stream)",
+     "true (the paper profile: false)"},
 }};
 
 constexpr auto kAfterSharding = static_cast<memplan::sdk::Phase>(MEMPLAN_PHASE_SHARDING + 50);
@@ -50,7 +59,8 @@ class OffloadStrategy {
   explicit OffloadStrategy(memplan::sdk::Options& options)
       : optimizer_(options.boolean("optimizer").value_or(false)),
         gradients_(options.boolean("gradients").value_or(optimizer_)),
-        parameters_(options.boolean("parameters").value_or(false)) {
+        parameters_(options.boolean("parameters").value_or(false)),
+        staging_(options.boolean("staging").value_or(true)) {
     if (!optimizer_ && !gradients_ && !parameters_)
       options.fail("offloads nothing; set optimizer = true, gradients = true and/or parameters = true");
     if (!options.training() && (optimizer_ || gradients_))
@@ -71,6 +81,7 @@ class OffloadStrategy {
             "parameters", "moves the weights to the CPU, leaving only the gathered modules on the GPU, which zero "
                           "does not count unless gathered_parameters = true; set it in the zero table");
     }
+    if (parameters_ && staging_) add_staging(ctx);
     for (size_t i = 0; i < ctx.size(); ++i) {
       memplan::sdk::Item item = ctx.item(i);
       const bool moved = (optimizer_ && (item.role == Role::optimizer_states || item.role == Role::master_weights)) ||
@@ -83,9 +94,26 @@ class OffloadStrategy {
   }
 
  private:
+  // The GPU copies of offloaded shards that the sharding plugin stages in an
+  // allocator pool of their own (FSDP's pre-unshard stream): freed after each
+  // gather, but the pool keeps its blocks, which no other stream can use.
+  static void add_staging(memplan::sdk::Context& ctx) {
+    const double bytes = ctx.attr_double(MEMPLAN_ATTR_OFFLOAD_STAGING, 0);
+    if (!(bytes > 0)) return;
+    memplan::sdk::Item item;
+    item.name = "offload.parameter_staging";
+    item.role = Role::buffers;
+    item.lifetime = memplan::sdk::Lifetime::persistent;
+    item.pool = memplan::sdk::Pool::reserve;
+    item.elements = bytes;
+    item.bytes_per_element = 1;
+    ctx.add(item);
+  }
+
   bool optimizer_;
   bool gradients_;
   bool parameters_;
+  bool staging_;
 };
 
 }  // namespace

@@ -45,6 +45,12 @@
  * before use (int 0/1): ZeRO-3 and FSDP set it; offloading parameters needs it. */
 #define MEMPLAN_ATTR_GATHERS_PARAMETERS "sharding.gathers_parameters"
 
+/* Bytes of GPU copies of offloaded parameter shards that the sharding plugin
+ * stages in an allocator pool of their own before gathering them (double),
+ * e.g. PyTorch FSDP's pre-unshard stream: set by the sharding plugin, turned
+ * into reserved memory by 'offload' when it moves the parameters. */
+#define MEMPLAN_ATTR_OFFLOAD_STAGING "sharding.offload_staging"
+
 /* How the data-parallel gradients are reduced (string), set by sharding
  * plugins for 'comm-buffers' (buckets = "auto"): "deepspeed" (ZeRO 1/2's
  * bucketed reduce, a bucket per backward), "deepspeed-stage3" (ZeRO-3's one
