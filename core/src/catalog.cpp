@@ -27,13 +27,14 @@ std::vector<GpuEntry> load_gpus(const std::filesystem::path& path) {
     const std::string name(key.str());
     if (!node.is_table()) fail_at(location_of(path.string(), key.source()), "GPU '" + name + "' must be a table");
     TomlReader reader(*node.as_table(), path.string(), "[" + name + "]");
-    reader.reject_unknown_keys({"label", "memory_gib", "source"});
+    reader.reject_unknown_keys({"label", "memory_gib", "nvlink_sharp", "source"});
     GpuEntry gpu;
     gpu.name = name;
     gpu.label = reader.string("label").value_or(name);
     auto gib = reader.memory_gib_bytes("memory_gib");
     if (!gib) fail_at(reader.table_location(), "GPU '" + name + "' needs memory_gib");
     gpu.memory_bytes = *gib;
+    gpu.nvlink_sharp = reader.boolean("nvlink_sharp").value_or(false);
     gpu.source = reader.string("source").value_or("");
     gpus.push_back(std::move(gpu));
   }

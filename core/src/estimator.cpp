@@ -163,10 +163,27 @@ void Estimator::configure(ConfiguredPlugin& configured) {
   if (status != MEMPLAN_OK || ctx.has_error) fail_plugin_call(ctx, "create", status);
 }
 
+// Facts about the hardware that plugins read as attributes (conventions.h),
+// set by the host before the first plugin runs.
+static void publish_hardware(memplan_ctx& ctx, const HardwareSpec& hardware) {
+  if (!hardware.nvlink_sharp) return;
+  memplan_attribute* attribute = nullptr;
+  for (memplan_attribute& existing : ctx.attributes)
+    if (existing.key == MEMPLAN_ATTR_HARDWARE_NVLINK_SHARP) attribute = &existing;
+  if (attribute == nullptr) {
+    attribute = &ctx.attributes.emplace_back();
+    attribute->key = MEMPLAN_ATTR_HARDWARE_NVLINK_SHARP;
+  }
+  attribute->type = memplan_attribute::Type::integer;
+  attribute->integer = 1;
+  attribute->set_by = -1;  // the host
+}
+
 const Breakdown& Estimator::evaluate() {
   memplan_ctx& ctx = host_->ctx;
   ctx.plan.items.assign(inventory_.begin(), inventory_.end());
   ctx.clear_attributes();
+  publish_hardware(ctx, scenario_.hardware);
   bool counted = false;
   auto count_parameters_now = [&] {
     breakdown_.params_total = 0;

@@ -130,6 +130,7 @@ void read_hardware(const toml::table& root, const std::string& file, const Catal
     hardware.gpu = entry->name;
     hardware.label = entry->label;
     hardware.memory_bytes = entry->memory_bytes;
+    hardware.nvlink_sharp = entry->nvlink_sharp;
   } else if (gib) {
     hardware.memory_bytes = *gib;
     std::ostringstream label;

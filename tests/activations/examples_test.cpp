@@ -76,7 +76,12 @@ TEST(OverheadExamples, CommBuffers) {
   // The data-parallel communicator's own memory under cuMem: (3 x 32 p2p
   // channels + 2) x 2 MiB = 205,520,896 (plugins/strategies/comm-buffers/README.md).
   EXPECT_EQ(e.item_bytes("nccl.communicators", MEMPLAN_ROLE_BUFFERS), 205'520'896u);
-  EXPECT_EQ(e.breakdown().peak, 30'306'258'944u + 205'520'896u);
+  // On H100 SXM (NVLink SHARP) the 8-GPU data group also sets up NVLS: (24
+  // collective channels + a credit buffer) x 2 MiB = 52,428,800; ZeRO
+  // reduce-scatters its gradients, which NCCL keeps on rings: no NVLS buffer.
+  EXPECT_EQ(e.item_bytes("nccl.nvls_setup", MEMPLAN_ROLE_BUFFERS), 52'428'800u);
+  EXPECT_EQ(e.item_bytes("nccl.nvls", MEMPLAN_ROLE_BUFFERS), 0u);
+  EXPECT_EQ(e.breakdown().peak, 30'306'258'944u + 205'520'896u + 52'428'800u);
 }
 
 TEST(OverheadExamples, Seed002ContinuumRule) {

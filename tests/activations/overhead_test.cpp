@@ -176,6 +176,44 @@ TEST(CommBuffers, MegatronCommunicators) {
   EXPECT_EQ(tensor.item_bytes("nccl.buffers", kBuffers), 3u * 308'281'344u);
 }
 
+// NVLS (NCCL v2.27.7-1, src/transport/nvls.cc; tuner src/graph/tuning.cc) on
+// H100 SXM, whose catalog entry says nvlink_sharp. Megatron-LM TP 8 on one
+// node, no sequence parallelism: the world, tensor and model groups (8 GPUs
+// each) set NVLS up, (24 collective channels + 1 credit buffer) x 2 MiB =
+// 52,428,800 B each; the tensor group all-reduces activations (sum, MBs),
+// which the tuner sends to NVLS: 16 channels x 2 x 1 MiB x 8 GPUs =
+// 268,435,456 B. With sequence parallelism the tensor group reduce-scatters
+// and all-gathers (rings): no buffer. Data parallelism over 4 GPUs: NVLS is set
+// up (more than 2 GPUs) but never chosen at 4 (ring Simple is faster): no
+// buffer; plain DDP over 8 all-reduces its gradients: 268,435,456 B. Without
+// NVLink SHARP (A100) nothing.
+TEST(CommBuffers, NvlsOnNvlinkSharpNodes) {
+  auto scenario = [](const std::string& gpu, const std::string& strategies) {
+    return "name = \"comm\"\nmode = \"train\"\n[framework]\nuse = \"megatron-lm\"\n[model]\npreset = \"llama-2-7b\"\n"
+           "[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adam\"\n[activations]\nuse = \"none\"\n" +
+           strategies + "[hardware]\ngpu = \"" + gpu + "\"\ncount = 8\n";
+  };
+  const std::string tp8 = "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 8\n";
+  Evaluation tensor = evaluate(scenario("h100-sxm-80gb", tp8));
+  EXPECT_EQ(tensor.item_bytes("nccl.nvls_setup", kBuffers), 3u * 52'428'800u);
+  EXPECT_EQ(tensor.item_bytes("nccl.nvls", kBuffers), 268'435'456u);
+  Evaluation sequence = evaluate(scenario("h100-sxm-80gb", tp8 + "sequence_parallel = true\n"));
+  EXPECT_EQ(sequence.item_bytes("nccl.nvls_setup", kBuffers), 3u * 52'428'800u);
+  EXPECT_EQ(sequence.item_bytes("nccl.nvls", kBuffers), 0u);
+  Evaluation dp4 = evaluate(scenario("h100-sxm-80gb", "[[strategy]]\nuse = \"data-parallel\"\nsize = 4\n"
+                                                      "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 2\n"));
+  EXPECT_EQ(dp4.item_bytes("nccl.nvls", kBuffers), 0u);
+  // The world (8 GPUs) and the data group (4 GPUs, 2 apart) set NVLS up; tensor and model groups have 2.
+  EXPECT_EQ(dp4.item_bytes("nccl.nvls_setup", kBuffers), 2u * 52'428'800u);
+  Evaluation dp8 = evaluate(scenario("h100-sxm-80gb", "[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n"));
+  EXPECT_EQ(dp8.item_bytes("nccl.nvls", kBuffers), 268'435'456u);
+  Evaluation a100 = evaluate(scenario("a100-sxm-80gb", tp8));
+  EXPECT_EQ(a100.item_bytes("nccl.nvls_setup", kBuffers) + a100.item_bytes("nccl.nvls", kBuffers), 0u);
+  // The option overrides the catalog.
+  Evaluation off = evaluate(scenario("h100-sxm-80gb", tp8 + "[[strategy]]\nuse = \"comm-buffers\"\nnvls = false\n"));
+  EXPECT_EQ(off.item_bytes("nccl.nvls_setup", kBuffers) + off.item_bytes("nccl.nvls", kBuffers), 0u);
+}
+
 TEST(CommBuffers, NcclOptions) {
   // Simple protocol only: 2 x 16 x 2 x 4,194,304.
   EXPECT_EQ(evaluate_paper(parallel("nccl_protocols = \"simple\"\n")).item_bytes("nccl.buffers", kBuffers), 268'435'456u);

@@ -75,13 +75,35 @@
 // transport/p2p.cc, src/enqueue.cc; the 10,485,760- and 2,097,152-byte
 // allocations NVIDIA/nccl issue #1685 counted on 8x H100).
 //
-// NVLS (NVLink SHARP, on NVSwitch systems such as 8x H100/H200 HGX) adds a
-// buffer per communicator of more than 2 ranks that NCCL sets up for it
-// (src/transport/nvls.cc, ncclNvlsBufferSetup: nChannels x 2 x buffSize x
-// nHeads): 256 MiB for 8 GPUs of sm90 in NCCL 2.30, 768 MiB in NCCL 2.21.5,
-// 2,304 MiB measured with an older NCCL on 8x H200 (vllm-project/vllm issue
-// #9699). It depends on the NCCL version and on NCCL_NVLS_ENABLE, so it is an
-// option (nvls_mib, default 0), not a guess.
+// NVLS (NVLink SHARP), where the GPUs sit on an NVSwitch with multicast
+// (hardware.nvlink_sharp, from the GPU catalog: HGX H100/H200 8-GPU; option
+// `nvls` overrides it). NCCL v2.27.7-1 enables it for a communicator with
+// more than 2 GPUs on the node (src/transport/nvls.cc: NCCL_NVLS_ENABLE
+// default 2 = auto, `gpuCount <= 2` returns without it) and then holds:
+//   at init      one 2 MiB cuMem mapping per collective channel for
+//                nvlsDevPeers (src/channel.cc initNvlsChannel) and a credit
+//                buffer rounded up to 2 MiB: (24 + 1) x 2 MiB = 50 MiB with
+//                the 24 collective channels NCCL builds on 8x H100 (logged
+//                "24 coll channels, 16 nvls channels" in aws-samples/aws-do-eks
+//                nccl-test README on p5.48xlarge);
+//   lazily       at the first collective its tuner routes to NVLS
+//                (ncclNvlsBufferSetup): 16 NVLS channels (NVLS_NCHANNELS_SM90)
+//                x 2 x (128 KiB chunk x 8 steps) x local GPUs = 32 MiB per
+//                local GPU, 256 MiB at 8 (logged "nvlsPerRankSize 33554432
+//                nvlsTotalSize 268435456" on 8x H100).
+// The tuner (src/graph/tuning.cc) picks NVLS only for sum all-reduces of at
+// least 1.25-2 MiB on 5 to 8 local GPUs; reduce-scatter and all-gather stay on
+// rings, and at 3-4 GPUs ring Simple wins. So the lazy buffer goes to the
+// groups that all-reduce large tensors: the tensor group without sequence
+// parallelism (the layers' activation all-reduces) and the data group when
+// gradients are all-reduced (no sharding plugin declares reduce-scatter
+// buckets). Each communicator pays for itself (resources are shared only
+// through ncclCommSplit with splitShare). Local GPUs of a group follow the
+// usual rank order, tensor fastest, then context, data, pipeline
+// (Megatron-LM's "tp-cp-ep-dp-pp"), on nodes of gpus_per_node GPUs.
+// nvls_mib, when given, replaces the lazy buffer with a fixed size for every
+// communicator of more than 2 ranks that runs collectives (older NCCLs: 768
+// MiB in 2.21.5, 2,304 MiB on 8x H200 in vllm-project/vllm issue #9699).
 #include <memplan/sdk.hpp>
 
 #include <array>
@@ -99,8 +121,13 @@ constexpr double kLl128Bytes = 120.0 * 640 * 8 * 8;  // NCCL DEFAULT_LL128_BUFFS
 constexpr double kLlBytes = 8.0 * 512 * 8 * 16;      // NCCL DEFAULT_LL_BUFFSIZE
 
 constexpr double kGranularity = 2.0 * 1024 * 1024;  // cuMem allocation granularity and CUDA_IPC_MIN
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kNvlsCollChannels = 24;         // NCCL's collective channels on 8x H100 NVSwitch (logged)
+constexpr double kNvlsBufferPerGpu = 32 * kMiB;  // 16 NVLS channels x 2 x 1 MiB, per local GPU
+constexpr int64_t kNvlsMinLocalGpus = 3;         // nvls.cc: no NVLS at 2 GPUs or fewer
+constexpr int64_t kNvlsAllReduceLocalGpus = 5;   // tuning.cc: below 5 GPUs ring Simple beats NVLS
 
-constexpr std::array<memplan_option_spec, 16> kOptions{{
+constexpr std::array<memplan_option_spec, 18> kOptions{{
     {"nccl_channels", MEMPLAN_OPTION_INT, "channels per NCCL communicator", "16"},
     {"nccl_peers", MEMPLAN_OPTION_INT, "connections with buffers per channel", "2 (ring and tree)"},
     {"nccl_buffsize", MEMPLAN_OPTION_INT, "NCCL_BUFFSIZE: the Simple protocol's buffer per connection, bytes",
@@ -121,9 +148,15 @@ constexpr std::array<memplan_option_spec, 16> kOptions{{
      "none"},
     {"overlap_comm", MEMPLAN_OPTION_BOOL, "deepspeed: overlap gradient reduction with backward (a second reduce bucket)",
      "false"},
+    {"nvls", MEMPLAN_OPTION_BOOL,
+     "the GPUs sit on an NVSwitch with NVLink SHARP, so NCCL sets up NVLS memory per communicator of more than 2 "
+     "GPUs on a node",
+     "the GPU catalog's nvlink_sharp (hardware.nvlink_sharp)"},
+    {"gpus_per_node", MEMPLAN_OPTION_INT, "GPUs per node, for which ranks of a group share NVLS", "8"},
     {"nvls_mib", MEMPLAN_OPTION_DOUBLE,
-     "NCCL's NVLS buffer per communicator of more than 2 ranks, MiB (256 for 8x H100 with NCCL 2.30, 768 with 2.21)",
-     "0"},
+     "a fixed NVLS buffer per communicator of more than 2 ranks that runs collectives, MiB (older NCCLs: 768 with "
+     "2.21)",
+     "NCCL 2.27's: 32 MiB per local GPU, for groups that all-reduce large tensors"},
     {"nccl", MEMPLAN_OPTION_BOOL, "count NCCL's buffers", "true"},
     {"groups", MEMPLAN_OPTION_STRING,
      "the process groups with an NCCL communicator, comma-separated: world, data, tensor, pipeline, context, expert, "
@@ -152,7 +185,17 @@ struct GroupUse {
   bool collectives = true;  // runs collectives (ring/tree buffers)
   int64_t peers = 0;        // send/receive peers (p2p buffers)
   bool at_one_rank = true;  // a framework that runs collectives on groups of one rank runs this one's
+  int64_t local = 1;        // of its ranks, those on this GPU's node
+  bool large_all_reduce = false;  // sums large tensors with all-reduce (what NCCL's tuner sends to NVLS)
 };
+
+// Ranks of a group of `size` that share a node of `node` GPUs, when the
+// group's ranks are `stride` apart in the rank order.
+int64_t local_ranks(int64_t size, int64_t stride, int64_t node) {
+  if (size <= 1) return size;
+  if (stride >= node) return 1;
+  return std::min(size, std::max<int64_t>(1, node / stride));
+}
 
 // What the group is on the reported GPU, from the layout the strategies set.
 GroupUse group_use(const sdk::Context& ctx, Group group) {
@@ -186,6 +229,32 @@ GroupUse group_use(const sdk::Context& ctx, Group group) {
   return {};
 }
 
+// Where the group's ranks sit (on nodes of `node` GPUs, in the rank order
+// tensor, context, data, pipeline) and whether it all-reduces large tensors:
+// what decides NCCL's NVLS memory.
+void add_nvls_facts(const sdk::Context& ctx, Group group, int64_t node, GroupUse& use) {
+  const int64_t data = ctx.attr_int(MEMPLAN_ATTR_RANKS_DATA, 1);
+  const int64_t tensor = ctx.attr_int(MEMPLAN_ATTR_RANKS_TENSOR, 1);
+  const int64_t pipeline = ctx.attr_int(MEMPLAN_ATTR_RANKS_PIPELINE, 1);
+  const int64_t context = ctx.attr_int(MEMPLAN_ATTR_RANKS_CONTEXT, 1);
+  switch (group) {
+    case Group::world: use.local = std::min(use.ranks, node); break;
+    case Group::tensor: use.local = local_ranks(tensor, 1, node); break;
+    case Group::context: use.local = local_ranks(context, tensor, node); break;
+    case Group::data: use.local = local_ranks(data, tensor * context, node); break;
+    case Group::pipeline: use.local = local_ranks(pipeline, tensor * context * data, node); break;
+    case Group::model:
+      use.local = local_ranks(tensor, 1, node) * local_ranks(pipeline, tensor * context * data, node);
+      break;
+    case Group::expert: use.local = local_ranks(use.ranks, tensor, node); break;
+    case Group::embedding: use.local = std::min<int64_t>(use.ranks, 2); break;  // never more than 2: no NVLS
+  }
+  if (group == Group::tensor) use.large_all_reduce = ctx.attr_int(MEMPLAN_ATTR_SEQUENCE_PARALLEL, 0) == 0;
+  // Gradients are all-reduced unless a sharding plugin reduce-scatters them (ZeRO, FSDP declare their buckets).
+  if (group == Group::data)
+    use.large_all_reduce = ctx.training() && ctx.attr_string(MEMPLAN_ATTR_GRADIENT_BUCKETS, "ddp") == "ddp";
+}
+
 std::string number_text(double value) {
   char text[32];
   std::snprintf(text, sizeof text, "%g", value);
@@ -208,7 +277,9 @@ class CommBuffers {
         overlap_comm_(options.boolean("overlap_comm").value_or(false)),
         one_rank_groups_(options.boolean("one_rank_groups").value_or(false)),
         cumem_(options.boolean("nccl_cumem").value_or(true)),
-        p2p_channels_(options.positive_integer("nccl_p2p_channels", 32)) {
+        p2p_channels_(options.positive_integer("nccl_p2p_channels", 32)),
+        nvls_option_(options.boolean("nvls")),
+        gpus_per_node_(options.positive_integer("gpus_per_node", 8)) {
     read_groups(options);
     const std::string protocols = options.string("nccl_protocols").value_or("all");
     if (protocols != "all" && protocols != "simple")
@@ -228,7 +299,7 @@ class CommBuffers {
                                         : Buckets::none;
     reduce_bucket_ = elements(options, "reduce_bucket_size", 5e8);
     allgather_bucket_ = elements(options, "allgather_bucket_size", 0);
-    nvls_ = options.number("nvls_mib").value_or(0) * 1024 * 1024;
+    nvls_ = options.number("nvls_mib").value_or(0) * kMiB;
     if (!std::isfinite(nvls_) || nvls_ < 0) options.fail("nvls_mib", "must be a non-negative number of MiB");
     if (buckets_ == Buckets::deepspeed || buckets_ == Buckets::none) {
       if (options.boolean("gradient_as_bucket_view"))
@@ -309,22 +380,36 @@ class CommBuffers {
     int64_t communicators = 0;  // every communicator this GPU holds
     int64_t collective = 0;     // ... of more than one rank that run collectives
     int64_t nvls_groups = 0;    // ... of more than two ranks
+    int64_t nvls_setups = 0;    // ... with NVLS set up (more than 2 GPUs on the node share it)
+    double nvls_buffers = 0;    // NVLS buffers of those that all-reduce large tensors, bytes
     int64_t peers = 0;          // send/receive peers over all groups
+    const bool nvls = nvls_option_.value_or(ctx.attr_int(MEMPLAN_ATTR_HARDWARE_NVLINK_SHARP, 0) != 0);
     for (Group group : groups_) {
-      const GroupUse use = group_use(ctx, group);
+      GroupUse use = group_use(ctx, group);
       if (use.ranks <= 0) continue;
       if (use.ranks == 1 && (!one_rank_groups_ || !use.at_one_rank)) continue;
       ++communicators;
       if (use.ranks > 1 && use.collectives) ++collective;
       if (use.ranks > 2 && use.collectives) ++nvls_groups;
       peers += use.peers;
+      if (!nvls) continue;
+      add_nvls_facts(ctx, group, gpus_per_node_, use);
+      if (use.local < kNvlsMinLocalGpus) continue;
+      ++nvls_setups;
+      if (use.large_all_reduce && use.local >= kNvlsAllReduceLocalGpus)
+        nvls_buffers += kNvlsBufferPerGpu * static_cast<double>(use.local);
     }
     if (communicators_) collective = *communicators_;
     if (cumem_ && communicators > 0) {
       add_device(ctx, "nccl.communicators", communicators,
                  (3.0 * static_cast<double>(p2p_channels_) + 2.0) * kGranularity);
     }
-    if (nvls_ > 0 && nvls_groups > 0) add_device(ctx, "nccl.nvls", nvls_groups, nvls_);
+    if (nvls_setups > 0) add_device(ctx, "nccl.nvls_setup", nvls_setups, (kNvlsCollChannels + 1) * kGranularity);
+    if (nvls_ > 0) {
+      if (nvls_groups > 0) add_device(ctx, "nccl.nvls", nvls_groups, nvls_);
+    } else if (nvls_buffers > 0) {
+      add_device(ctx, "nccl.nvls", 1, nvls_buffers);
+    }
     if (collective > 0)
       add_device(ctx, "nccl.buffers", collective, static_cast<double>(channels_ * peers_) * per_connection);
     if (peers > 0) {
@@ -380,6 +465,8 @@ class CommBuffers {
   bool one_rank_groups_;
   bool cumem_;
   int64_t p2p_channels_;
+  std::optional<bool> nvls_option_;
+  int64_t gpus_per_node_;
   std::vector<Group> groups_;
   bool all_protocols_ = true;
   std::optional<int64_t> communicators_;

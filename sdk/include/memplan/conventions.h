@@ -1,7 +1,8 @@
 /*
  * Attribute names that plugins use to talk to each other through the host
- * without knowing each other. The host stores them and interprets only three
- * families, all by their generic meaning: every integer ranks.* attribute is a
+ * without knowing each other. The host sets the hardware.* facts below and
+ * otherwise stores attributes, interpreting only three families, all by their
+ * generic meaning: every integer ranks.* attribute is a
  * factor of the world size (checked against [hardware] count);
  * limits.memory_fraction scales the GPU memory the peak must fit in; report.*
  * attributes are printed in the report.
@@ -44,6 +45,13 @@
 /* Whether the sharding plugin counts the weights it gathers back to the GPU
  * before use (int 0/1): ZeRO-3 and FSDP set it; offloading parameters needs it. */
 #define MEMPLAN_ATTR_GATHERS_PARAMETERS "sharding.gathers_parameters"
+
+/* Facts about the hardware, set by the host before the first plugin runs
+ * (from the GPU catalog, core/data/gpus.toml); absent when not known.
+ * hardware.nvlink_sharp (int 1): the GPUs of a node sit on an NVSwitch with
+ * NVLink SHARP (multicast), so NCCL can use its NVLS algorithm (HGX H100 and
+ * H200 8-GPU boards). */
+#define MEMPLAN_ATTR_HARDWARE_NVLINK_SHARP "hardware.nvlink_sharp"
 
 /* Bytes of GPU copies of offloaded parameter shards that the sharding plugin
  * stages in an allocator pool of their own before gathering them (double),

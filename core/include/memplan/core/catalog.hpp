@@ -18,6 +18,7 @@ struct GpuEntry {
   std::string name;   // catalog key, e.g. "h100-sxm-80gb"
   std::string label;  // e.g. "NVIDIA H100 SXM5 80GB"
   uint64_t memory_bytes = 0;
+  bool nvlink_sharp = false;  // on an NVSwitch with NVLink SHARP (multicast): NCCL's NVLS algorithm is available
   std::string source;
 };
 

@@ -18,6 +18,7 @@ struct HardwareSpec {
   std::string gpu;                  // catalog name, or empty
   uint64_t memory_bytes = 0;        // 0 when the scenario names no GPU
   std::string label;                // what the report calls it
+  bool nvlink_sharp = false;        // the catalog's fact about the GPU's node (hardware.nvlink_sharp)
   int64_t count = 0;                // 0 when not given: the strategies' world size
   SourceLocation count_location;
   int fit_quantity = 2;             // the quantity `fits` compares (Quantity in breakdown.hpp): device by default
