@@ -197,34 +197,47 @@ int64_t local_ranks(int64_t size, int64_t stride, int64_t node) {
   return std::min(size, std::max<int64_t>(1, node / stride));
 }
 
-// What the group is on the reported GPU, from the layout the strategies set.
-GroupUse group_use(const sdk::Context& ctx, Group group) {
-  const int64_t data = ctx.attr_int(MEMPLAN_ATTR_RANKS_DATA, 1);
-  const int64_t tensor = ctx.attr_int(MEMPLAN_ATTR_RANKS_TENSOR, 1);
-  const int64_t pipeline = ctx.attr_int(MEMPLAN_ATTR_RANKS_PIPELINE, 1);
-  const int64_t context = ctx.attr_int(MEMPLAN_ATTR_RANKS_CONTEXT, 1);
+// The layout the strategies set, read once per evaluation.
+struct Layout {
+  int64_t data = 1, tensor = 1, pipeline = 1, context = 1, expert = 1;
+  bool edge_stage = true;               // holds the embedding or the LM head: first or last pipeline stage
+  bool sequence_parallel = false;       // the tensor group reduce-scatters and all-gathers instead
+  bool gradients_all_reduced = false;   // training, and no sharding plugin reduce-scatters the gradients
+};
+
+Layout read_layout(const sdk::Context& ctx) {
+  Layout layout;
+  layout.data = ctx.attr_int(MEMPLAN_ATTR_RANKS_DATA, 1);
+  layout.tensor = ctx.attr_int(MEMPLAN_ATTR_RANKS_TENSOR, 1);
+  layout.pipeline = ctx.attr_int(MEMPLAN_ATTR_RANKS_PIPELINE, 1);
+  layout.context = ctx.attr_int(MEMPLAN_ATTR_RANKS_CONTEXT, 1);
+  layout.expert = ctx.attr_int(MEMPLAN_ATTR_EXPERT_PARALLEL, 1);
+  layout.edge_stage = ctx.attr_int(MEMPLAN_ATTR_STAGE_HAS_EMBEDDING, 1) != 0 ||
+                      ctx.attr_int(MEMPLAN_ATTR_STAGE_HAS_LM_HEAD, 1) != 0;
+  layout.sequence_parallel = ctx.attr_int(MEMPLAN_ATTR_SEQUENCE_PARALLEL, 0) != 0;
+  // ZeRO and FSDP declare their reduce-scatter buckets; without them gradients are all-reduced.
+  layout.gradients_all_reduced =
+      ctx.training() && ctx.attr_string(MEMPLAN_ATTR_GRADIENT_BUCKETS, "ddp") == "ddp";
+  return layout;
+}
+
+// What the group is on the reported GPU.
+GroupUse group_use(const Layout& layout, Group group) {
+  const int64_t data = layout.data, tensor = layout.tensor, pipeline = layout.pipeline, context = layout.context;
   switch (group) {
     case Group::world: return {data * tensor * pipeline * context, true, 0};
     case Group::data: return {data, true, 0};
     case Group::tensor: return {tensor, true, 0};
     case Group::model: return {tensor * pipeline, true, 0};
-    case Group::pipeline: {
+    case Group::pipeline:
       // Send/receive only; the first and the last stage have one neighbour.
-      const bool edge = ctx.attr_int(MEMPLAN_ATTR_STAGE_HAS_EMBEDDING, 1) != 0 ||
-                        ctx.attr_int(MEMPLAN_ATTR_STAGE_HAS_LM_HEAD, 1) != 0;
-      return {pipeline, false, pipeline <= 1 ? 0 : edge || pipeline == 2 ? 1 : 2, false};
-    }
+      return {pipeline, false, pipeline <= 1 ? 0 : layout.edge_stage || pipeline == 2 ? 1 : 2, false};
     case Group::context: return {context, false, context <= 1 ? 0 : context == 2 ? 1 : 2, false};
-    case Group::expert: {
-      const int64_t expert = ctx.attr_int(MEMPLAN_ATTR_EXPERT_PARALLEL, 1);
-      return {expert, true, expert - 1, false};  // all-to-all with every other rank; none at one rank
-    }
-    case Group::embedding: {
+    case Group::expert:  // all-to-all with every other rank; none at one rank
+      return {layout.expert, true, layout.expert - 1, false};
+    case Group::embedding:
       // The tied embedding's all-reduce between the first and the last stage.
-      const bool member = ctx.attr_int(MEMPLAN_ATTR_STAGE_HAS_EMBEDDING, 1) != 0 ||
-                          ctx.attr_int(MEMPLAN_ATTR_STAGE_HAS_LM_HEAD, 1) != 0;
-      return {pipeline > 1 && member ? 2 : 0, true, 0, false};
-    }
+      return {pipeline > 1 && layout.edge_stage ? 2 : 0, true, 0, false};
   }
   return {};
 }
@@ -232,11 +245,8 @@ GroupUse group_use(const sdk::Context& ctx, Group group) {
 // Where the group's ranks sit (on nodes of `node` GPUs, in the rank order
 // tensor, context, data, pipeline) and whether it all-reduces large tensors:
 // what decides NCCL's NVLS memory.
-void add_nvls_facts(const sdk::Context& ctx, Group group, int64_t node, GroupUse& use) {
-  const int64_t data = ctx.attr_int(MEMPLAN_ATTR_RANKS_DATA, 1);
-  const int64_t tensor = ctx.attr_int(MEMPLAN_ATTR_RANKS_TENSOR, 1);
-  const int64_t pipeline = ctx.attr_int(MEMPLAN_ATTR_RANKS_PIPELINE, 1);
-  const int64_t context = ctx.attr_int(MEMPLAN_ATTR_RANKS_CONTEXT, 1);
+void add_nvls_facts(const Layout& layout, Group group, int64_t node, GroupUse& use) {
+  const int64_t data = layout.data, tensor = layout.tensor, pipeline = layout.pipeline, context = layout.context;
   switch (group) {
     case Group::world: use.local = std::min(use.ranks, node); break;
     case Group::tensor: use.local = local_ranks(tensor, 1, node); break;
@@ -249,10 +259,8 @@ void add_nvls_facts(const sdk::Context& ctx, Group group, int64_t node, GroupUse
     case Group::expert: use.local = local_ranks(use.ranks, tensor, node); break;
     case Group::embedding: use.local = std::min<int64_t>(use.ranks, 2); break;  // never more than 2: no NVLS
   }
-  if (group == Group::tensor) use.large_all_reduce = ctx.attr_int(MEMPLAN_ATTR_SEQUENCE_PARALLEL, 0) == 0;
-  // Gradients are all-reduced unless a sharding plugin reduce-scatters them (ZeRO, FSDP declare their buckets).
-  if (group == Group::data)
-    use.large_all_reduce = ctx.training() && ctx.attr_string(MEMPLAN_ATTR_GRADIENT_BUCKETS, "ddp") == "ddp";
+  if (group == Group::tensor) use.large_all_reduce = !layout.sequence_parallel;
+  if (group == Group::data) use.large_all_reduce = layout.gradients_all_reduced;
 }
 
 std::string number_text(double value) {
@@ -384,8 +392,9 @@ class CommBuffers {
     double nvls_buffers = 0;    // NVLS buffers of those that all-reduce large tensors, bytes
     int64_t peers = 0;          // send/receive peers over all groups
     const bool nvls = nvls_option_.value_or(ctx.attr_int(MEMPLAN_ATTR_HARDWARE_NVLINK_SHARP, 0) != 0);
+    const Layout layout = read_layout(ctx);
     for (Group group : groups_) {
-      GroupUse use = group_use(ctx, group);
+      GroupUse use = group_use(layout, group);
       if (use.ranks <= 0) continue;
       if (use.ranks == 1 && (!one_rank_groups_ || !use.at_one_rank)) continue;
       ++communicators;
@@ -393,7 +402,7 @@ class CommBuffers {
       if (use.ranks > 2 && use.collectives) ++nvls_groups;
       peers += use.peers;
       if (!nvls) continue;
-      add_nvls_facts(ctx, group, gpus_per_node_, use);
+      add_nvls_facts(layout, group, gpus_per_node_, use);
       if (use.local < kNvlsMinLocalGpus) continue;
       ++nvls_setups;
       if (use.large_all_reduce && use.local >= kNvlsAllReduceLocalGpus)

@@ -98,16 +98,9 @@ class OffloadStrategy {
   // allocator pool of their own (FSDP's pre-unshard stream): freed after each
   // gather, but the pool keeps its blocks, which no other stream can use.
   static void add_staging(memplan::sdk::Context& ctx) {
-    const double bytes = ctx.attr_double(MEMPLAN_ATTR_OFFLOAD_STAGING, 0);
-    if (!(bytes > 0)) return;
-    memplan::sdk::Item item;
-    item.name = "offload.parameter_staging";
-    item.role = Role::buffers;
-    item.lifetime = memplan::sdk::Lifetime::persistent;
-    item.pool = memplan::sdk::Pool::reserve;
-    item.elements = bytes;
-    item.bytes_per_element = 1;
-    ctx.add(item);
+    memplan::plugins::sharding::add_buffer(ctx, "offload.parameter_staging", memplan::sdk::Lifetime::persistent,
+                                           ctx.attr_double(MEMPLAN_ATTR_OFFLOAD_STAGING, 0), 1,
+                                           memplan::sdk::Pool::reserve);
   }
 
   bool optimizer_;

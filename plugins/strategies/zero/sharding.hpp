@@ -171,14 +171,16 @@ inline double largest_module(const sdk::Context& ctx, int64_t expert_parallel, b
   return largest;
 }
 
-// Adds one working-set item (role buffers, outside the layers).
+// Adds one working-set item (role buffers, outside the layers), in `pool`
+// (sdk::Pool::reserve for blocks an allocator pool keeps beyond its tensors).
 inline void add_buffer(sdk::Context& ctx, const std::string& name, sdk::Lifetime lifetime, double elements,
-                       double bytes_per_element) {
+                       double bytes_per_element, sdk::Pool pool = sdk::Pool::allocated) {
   if (elements <= 0) return;
   sdk::Item item;
   item.name = name;
   item.role = sdk::Role::buffers;
   item.lifetime = lifetime;
+  item.pool = pool;
   item.elements = elements;
   item.bytes_per_element = bytes_per_element;
   ctx.add(item);
