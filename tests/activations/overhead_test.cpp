@@ -176,6 +176,46 @@ TEST(CommBuffers, MegatronCommunicators) {
   EXPECT_EQ(tensor.item_bytes("nccl.buffers", kBuffers), 3u * 308'281'344u);
 }
 
+// Megatron-LM (core_r0.14.0) reduces gradients over the data x context group
+// (core/distributed/distributed_data_parallel.py, with_context_parallel=True)
+// and all-reduces the gradient norm over the model-parallel group, or under
+// the distributed optimizer over the intra-instance group, every rank with one
+// instance (core/optimizer/__init__.py grad_stats_parallel_group). On 8x H100
+// SXM (NVLink SHARP), hand derivation with the plugin's constants:
+// - context parallelism 8, data parallelism 1: communicators world (8),
+//   tensor (1), data-context (8), gradient-norm (tensor x pipeline = 1),
+//   context (8, send/receive): 5 x 205,520,896 = 1,027,604,480 B; ring/tree
+//   buffers for the two of more than one rank that run collectives, world and
+//   data-context: 2 x 308,281,344 = 616,562,688 B; NVLS set up by the three of
+//   8 GPUs: 3 x 52,428,800 = 157,286,400 B; data-context all-reduces the fp32
+//   gradients on 8 GPUs: one NVLS buffer of 8 x 32 MiB = 268,435,456 B.
+//   (Counting the plain data group instead, 1 rank, gave 2 buffers' worth less
+//   and no NVLS buffer.)
+// - the distributed optimizer ('zero' stage 1) over data parallelism 8:
+//   world, tensor (1), data-context (8) and gradient-norm (every rank: 8):
+//   4 x 205,520,896 = 822,083,584 B; buffers for world, data-context and
+//   gradient-norm: 3 x 308,281,344 = 924,844,032 B; NVLS set up 3 times; no
+//   NVLS buffer (the gradients are reduce-scattered, the norm is a few floats).
+TEST(CommBuffers, MegatronGradientGroups) {
+  auto scenario = [](const std::string& strategies) {
+    return "name = \"comm\"\nmode = \"train\"\n[framework]\nuse = \"megatron-lm\"\n[model]\npreset = \"llama-2-7b\"\n"
+           "[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adam\"\n[activations]\nuse = \"none\"\n" +
+           strategies + "[hardware]\ngpu = \"h100-sxm-80gb\"\ncount = 8\n";
+  };
+  Evaluation cp8 = evaluate(scenario("[[strategy]]\nuse = \"data-parallel\"\nsize = 1\n"
+                                     "[[strategy]]\nuse = \"context-parallel\"\nsize = 8\n"));
+  EXPECT_EQ(cp8.item_bytes("nccl.communicators", kBuffers), 1'027'604'480u);
+  EXPECT_EQ(cp8.item_bytes("nccl.buffers", kBuffers), 616'562'688u);
+  EXPECT_EQ(cp8.item_bytes("nccl.nvls_setup", kBuffers), 157'286'400u);
+  EXPECT_EQ(cp8.item_bytes("nccl.nvls", kBuffers), 268'435'456u);
+  Evaluation distributed = evaluate(scenario("[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n"
+                                             "[[strategy]]\nuse = \"zero\"\nstage = 1\n"));
+  EXPECT_EQ(distributed.item_bytes("nccl.communicators", kBuffers), 822'083'584u);
+  EXPECT_EQ(distributed.item_bytes("nccl.buffers", kBuffers), 924'844'032u);
+  EXPECT_EQ(distributed.item_bytes("nccl.nvls_setup", kBuffers), 157'286'400u);
+  EXPECT_EQ(distributed.item_bytes("nccl.nvls", kBuffers), 0u);
+}
+
 // NVLS (NCCL v2.27.7-1, src/transport/nvls.cc; tuner src/graph/tuning.cc) on
 // H100 SXM, whose catalog entry says nvlink_sharp. Megatron-LM TP 8 on one
 // node, no sequence parallelism: the world, tensor and model groups (8 GPUs
@@ -331,7 +371,8 @@ TEST(CommBuffers, Errors) {
             "\"auto\", \"ddp\", \"deepspeed\" or \"none\", not \"fsdp\"" + library("comm-buffers"));
   EXPECT_EQ(error_of(parallel("groups = \"world, dp\"\n"), "b.toml"),
             "b.toml:19:10: error: in [[strategy]] #3, strategy plugin 'comm-buffers', option 'groups': names \"dp\", "
-            "not a process group; use world, data, tensor, pipeline, context, expert, model or embedding" +
+            "not a process group; use world, data, tensor, pipeline, context, expert, model, embedding, "
+            "data-context or gradient-norm" +
                 library("comm-buffers"));
   EXPECT_EQ(error_of(parallel("groups = \"data, data\"\n"), "b.toml"),
             "b.toml:19:10: error: in [[strategy]] #3, strategy plugin 'comm-buffers', option 'groups': names \"data\" "

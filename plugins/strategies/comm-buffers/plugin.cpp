@@ -160,7 +160,8 @@ constexpr std::array<memplan_option_spec, 18> kOptions{{
     {"nccl", MEMPLAN_OPTION_BOOL, "count NCCL's buffers", "true"},
     {"groups", MEMPLAN_OPTION_STRING,
      "the process groups with an NCCL communicator, comma-separated: world, data, tensor, pipeline, context, expert, "
-     "model (tensor x pipeline), embedding (first and last pipeline stage)",
+     "model (tensor x pipeline), embedding (first and last pipeline stage), data-context (data x context), "
+     "gradient-norm (tensor x pipeline; every rank when the optimizer is sharded)",
      "\"data, tensor, pipeline, context, expert\""},
     {"one_rank_groups", MEMPLAN_OPTION_BOOL,
      "groups of one rank get a communicator too (the framework runs collectives on every group whatever its size)",
@@ -176,9 +177,18 @@ constexpr std::array<memplan_option_spec, 18> kOptions{{
 enum class Buckets { automatic, ddp, deepspeed, none };
 
 // A process group that can have its own NCCL communicator.
-enum class Group { world, data, tensor, pipeline, context, expert, model, embedding };
-constexpr std::array<const char*, 8> kGroupNames{"world", "data",   "tensor", "pipeline",
-                                                 "context", "expert", "model", "embedding"};
+// data-context and gradient-norm are Megatron-LM's groups for the gradient
+// reduction (data x context ranks: core/distributed/distributed_data_parallel.py
+// reduces over get_data_parallel_group(with_context_parallel=True)) and for the
+// gradient norm (the model-parallel group, tensor x pipeline; under the
+// distributed optimizer the intra-instance group, which with one instance
+// holds every rank: core/optimizer/__init__.py sets grad_stats_parallel_group,
+// core/parallel_state.py builds the group from all "tp-ep-pp" groups), at
+// NVIDIA/Megatron-LM core_r0.14.0 (32ad5c89).
+enum class Group { world, data, tensor, pipeline, context, expert, model, embedding, data_context, gradient_norm };
+constexpr std::array<const char*, 10> kGroupNames{"world",     "data",   "tensor", "pipeline",     "context",
+                                                  "expert",    "model",  "embedding", "data-context",
+                                                  "gradient-norm"};
 
 struct GroupUse {
   int64_t ranks = 1;        // ranks in the group, 0 when this GPU is in none
@@ -203,6 +213,7 @@ struct Layout {
   bool edge_stage = true;               // holds the embedding or the LM head: first or last pipeline stage
   bool sequence_parallel = false;       // the tensor group reduce-scatters and all-gathers instead
   bool gradients_all_reduced = false;   // training, and no sharding plugin reduce-scatters the gradients
+  bool optimizer_sharded = false;       // a sharding plugin splits the optimizer over the data ranks
 };
 
 Layout read_layout(const sdk::Context& ctx) {
@@ -216,8 +227,9 @@ Layout read_layout(const sdk::Context& ctx) {
                       ctx.attr_int(MEMPLAN_ATTR_STAGE_HAS_LM_HEAD, 1) != 0;
   layout.sequence_parallel = ctx.attr_int(MEMPLAN_ATTR_SEQUENCE_PARALLEL, 0) != 0;
   // ZeRO and FSDP declare their reduce-scatter buckets; without them gradients are all-reduced.
-  layout.gradients_all_reduced =
-      ctx.training() && ctx.attr_string(MEMPLAN_ATTR_GRADIENT_BUCKETS, "ddp") == "ddp";
+  const std::string_view buckets = ctx.attr_string(MEMPLAN_ATTR_GRADIENT_BUCKETS, "ddp");
+  layout.gradients_all_reduced = ctx.training() && buckets == "ddp";
+  layout.optimizer_sharded = ctx.training() && buckets != "ddp";
   return layout;
 }
 
@@ -229,6 +241,9 @@ GroupUse group_use(const Layout& layout, Group group) {
     case Group::data: return {data, true, 0};
     case Group::tensor: return {tensor, true, 0};
     case Group::model: return {tensor * pipeline, true, 0};
+    case Group::data_context: return {data * context, true, 0};
+    case Group::gradient_norm:
+      return {layout.optimizer_sharded ? data * tensor * pipeline * context : tensor * pipeline, true, 0};
     case Group::pipeline:
       // Send/receive only; the first and the last stage have one neighbour.
       return {pipeline, false, pipeline <= 1 ? 0 : layout.edge_stage || pipeline == 2 ? 1 : 2, false};
@@ -252,15 +267,22 @@ void add_nvls_facts(const Layout& layout, Group group, int64_t node, GroupUse& u
     case Group::tensor: use.local = local_ranks(tensor, 1, node); break;
     case Group::context: use.local = local_ranks(context, tensor, node); break;
     case Group::data: use.local = local_ranks(data, tensor * context, node); break;
+    case Group::data_context: use.local = local_ranks(data * context, tensor, node); break;
     case Group::pipeline: use.local = local_ranks(pipeline, tensor * context * data, node); break;
     case Group::model:
       use.local = local_ranks(tensor, 1, node) * local_ranks(pipeline, tensor * context * data, node);
+      break;
+    case Group::gradient_norm:
+      use.local = layout.optimizer_sharded
+                      ? std::min(use.ranks, node)
+                      : local_ranks(tensor, 1, node) * local_ranks(pipeline, tensor * context * data, node);
       break;
     case Group::expert: use.local = local_ranks(use.ranks, tensor, node); break;
     case Group::embedding: use.local = std::min<int64_t>(use.ranks, 2); break;  // never more than 2: no NVLS
   }
   if (group == Group::tensor) use.large_all_reduce = !layout.sequence_parallel;
-  if (group == Group::data) use.large_all_reduce = layout.gradients_all_reduced;
+  // The gradient norm all-reduces a handful of floats: rings, never NVLS.
+  if (group == Group::data || group == Group::data_context) use.large_all_reduce = layout.gradients_all_reduced;
 }
 
 std::string number_text(double value) {
@@ -369,7 +391,7 @@ class CommBuffers {
       while (found < kGroupNames.size() && name != kGroupNames[found]) ++found;
       if (found == kGroupNames.size())
         options.fail("groups", "names \"" + name + "\", not a process group; use world, data, tensor, pipeline, "
-                               "context, expert, model or embedding");
+                               "context, expert, model, embedding, data-context or gradient-norm");
       const Group group = static_cast<Group>(found);
       for (Group listed : groups_)
         if (listed == group) options.fail("groups", "names \"" + name + "\" twice");
