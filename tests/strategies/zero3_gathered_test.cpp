@@ -1,17 +1,9 @@
-// 'zero' stage 3 with gathered_parameters = true: DeepSpeed ZeRO-3's working
-// set, the module in use gathered to full size plus up to
-// stage3_prefetch_bucket_size (default 5e7) elements prefetched, at most
-// stage3_max_live_parameters (default 1e9) resident
-// (deepspeed/runtime/zero/config.py):
-//   gathered = u + min(B, max(0, M - u), W - u)
-// Llama-2-7B (P = 6,738,415,616), mixed bf16 + AdamW, 8 data-parallel ranks,
-// no activations. The largest module is the token embedding (or the LM head),
-// u = 32,000 x 4,096 = 131,072,000 elements (an MLP projection is 4096 x 11008
-// = 45,088,768). Hand derivation:
-//   zero3.gathered_forward / _backward (131,072,000 + 50,000,000) x 2 B = 362,144,000 B each
-//   zero3.module_gradient              131,072,000 x 2 B               = 262,144,000 B
-//   persistent (2 + 4 + 8) x P / 8 = 11,792,227,328; gradients 2 x P / 8 = 1,684,603,904
-//   backward = 11,792,227,328 + 1,684,603,904 + 362,144,000 + 262,144,000 = 14,101,119,232 B
+// 'zero' stage 3 with gathered_parameters = true: what DeepSpeed ZeRO-3's
+// parameter coordinator holds gathered (microsoft/DeepSpeed v0.14.0,
+// deepspeed/runtime/zero/partitioned_param_coordinator.py, replayed by
+// plugins/strategies/zero/coordinator.hpp; defaults from config.py:
+// stage3_prefetch_bucket_size B = 5e7, stage3_max_live_parameters M = 1e9,
+// stage3_max_reuse_distance R = 1e9, stage3_param_persistence_threshold 1e5).
 // The ZeRO paper's Table 1 counts model states only; its test
 // (tests/sources/zero_table1_test.cpp) uses a params-only model, for which
 // the working set cannot be sized and the option is refused, and the default
@@ -19,12 +11,61 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
+#include "../../plugins/strategies/zero/coordinator.hpp"
 #include "test_support.hpp"
 
 namespace memplan::testing {
 namespace {
 
+namespace zero3 = memplan::plugins::zero3;
+
+// Four modules, one parameter each (elements; bytes = 2 x elements): A 100,
+// N 5 (persistent under a threshold of 10), B 40, C 40. Trace: A N B C
+// forward, C B N A backward; the forward window is steps 1-3 (N B C), the
+// backward window steps 4-6 (C B N). Hand-traced with B = 50, M = 1000,
+// R = 100:
+//   step 0 A: gather A; prefetch (limit min(1000 - 105, 50) = 50) skips N,
+//     gathers B (40) and C (80 >= 50: stop). Release A? its next use is step
+//     7, after N B C C B N = 170 >= R elements: released.
+//   step 1 N: prefetch walks the backward uses of C and B (gathered: marked
+//     as fetched for steps 4 and 5, no cost), N, then gathers A (100): stop.
+//     Gathered: B C A = 360 bytes.
+//   step 2 B: kept (a prefetch marked its use at step 5). step 3 C: its next
+//     use is the next step (0 < R): kept.
+//   step 4 C: 360 bytes; then released (no later use), as B at step 5.
+// Forward and backward: 360 bytes each; persistent: N's 10 bytes.
+// Without prefetch (B = 0): step 0 holds A alone and releases it; B (kept:
+// C C = 80 < R before its next use) and C: 160 bytes in both windows. With
+// R = 0 as well every parameter goes after its module: the largest one in a
+// window, 80 bytes.
+TEST(ZeroStage3Coordinator, HandTracedSteps) {
+  const std::vector<zero3::Parameter> parameters{{100, 200}, {5, 10}, {40, 80}, {40, 80}};
+  using W = zero3::Window;
+  const std::vector<zero3::TraceStep> trace{{0, W::none},     {1, W::forward},  {2, W::forward},  {3, W::forward},
+                                            {3, W::backward}, {2, W::backward}, {1, W::backward}, {0, W::none}};
+  auto run = [&](double bucket, double reuse) {
+    return zero3::replay(parameters, trace, zero3::Settings{bucket, 1000, reuse, 10});
+  };
+  const zero3::Result prefetching = run(50, 100);
+  EXPECT_EQ(prefetching.gathered_bytes[0], 360);
+  EXPECT_EQ(prefetching.gathered_bytes[1], 360);
+  EXPECT_EQ(prefetching.gathered_numel[0], 185);  // 5 + 40 + 40 + 100
+  EXPECT_EQ(prefetching.persistent_bytes, 10);
+  const zero3::Result reuse_only = run(0, 100);
+  EXPECT_EQ(reuse_only.gathered_bytes[0], 160);
+  EXPECT_EQ(reuse_only.gathered_bytes[1], 160);
+  const zero3::Result module_only = run(0, 0);
+  EXPECT_EQ(module_only.gathered_bytes[0], 80);
+  EXPECT_EQ(module_only.gathered_bytes[1], 80);
+}
+
+// Llama-2-7B (P = 6,738,415,616), mixed bf16 + AdamW, 8 data-parallel ranks,
+// no activations, no recomputation. Modules (elements): embedding and LM head
+// 131,072,000 each; per layer q, k, v, o 16,777,216 each, gate, up, down
+// 45,088,768 each (202,375,168 in all) and 2 norms of 4,096 (persistent: 65
+// norms, 532,480 B whole on every rank).
 std::string llama7b(const std::string& zero, int data_parallel = 8, const std::string& extra = "") {
   return "name = \"z3\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nmicro_batch = 1\n"
          "seq_len = 4096\n[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\n"
@@ -32,18 +73,61 @@ std::string llama7b(const std::string& zero, int data_parallel = 8, const std::s
          std::to_string(data_parallel) + "\n[[strategy]]\nuse = \"zero\"\nstage = 3\n" + zero + extra;
 }
 
-TEST(ZeroStage3Gathered, ModulePlusPrefetchBucket) {
+// Reuse distance alone (prefetch_bucket_size = 0). A module used in forward
+// stays gathered when its backward use comes within R = 1e9 elements. From
+// the last layer (31) to the loss and back: the final norm and the LM head
+// twice, 262,152,192. Layer 31's modules: down 262,152,192 apart, up
+// 352,329,728, gate 442,507,264, o 532,692,992 (with the norm), v and k, q
+// up to 633,356,288: all kept. Layer 30: down 202,383,360 x 2 + 262,152,192 =
+// 666,918,912, up 757,096,448, gate 847,273,984, o 937,459,712, v
+// 971,014,144 kept; k 1,004,568,576 and q beyond R: released. Layer 29: beyond.
+// At the loss the LM head joins them: 131,072,000 + 202,375,168 (layer 31) +
+// 168,820,736 (layer 30's down, up, gate, o, v) = 502,267,904 elements =
+// 1,004,535,808 B, at the end of forward and at the start of backward.
+// With max_live_parameters = 150,000,000 the reuse alone holds more than M,
+// so nothing is prefetched: the same.
+TEST(ZeroStage3Gathered, ReuseDistanceKeepsTheLastLayers) {
+  for (const char* option : {"prefetch_bucket_size = 0\n", "max_live_parameters = 150000000\n"}) {
+    Evaluation e = evaluate_paper(llama7b(std::string("gathered_parameters = true\n") + option));
+    EXPECT_EQ(e.item_bytes("zero3.gathered_forward", MEMPLAN_ROLE_BUFFERS), 1'004'535'808u) << option;
+    EXPECT_EQ(e.item_bytes("zero3.gathered_backward", MEMPLAN_ROLE_BUFFERS), 1'004'535'808u) << option;
+  }
+}
+
+// The defaults. The prefetcher fetches whole parameters ahead while it has
+// fetched under min(B, M - gathered) in a call, so it runs about M = 1e9
+// elements ahead of the module in use. Near the end of forward it reaches the
+// backward part of the trace and walks over the backward uses of the last
+// layers, still gathered: those parameters are marked as fetched for their
+// backward use and are not released. At the start of the last layer's
+// forward: layer 27's up and down, layers 28-31 whole and the LM head,
+// 2 x 45,088,768 + 4 x 202,375,168 + 131,072,000 = 1,030,750,208 elements =
+// 2,061,500,416 B (the forward and the backward window peak alike).
+//   zero3.module_gradient  the largest module's gradient, 131,072,000 x 2 B = 262,144,000 B
+//   persistent (2 + 4 + 8) x P / 8 = 11,792,227,328; gradients 2 x P / 8 = 1,684,603,904
+//   backward = 11,792,227,328 + 1,684,603,904 + 2,061,500,416 + 262,144,000 + 532,480 = 15,801,008,128 B
+TEST(ZeroStage3Gathered, PrefetchRunsAheadToTheLiveLimit) {
   Evaluation e = evaluate_paper(llama7b("gathered_parameters = true\n"));
-  EXPECT_EQ(e.item_bytes("zero3.gathered_forward", MEMPLAN_ROLE_BUFFERS), 362'144'000u);
-  EXPECT_EQ(e.item_bytes("zero3.gathered_backward", MEMPLAN_ROLE_BUFFERS), 362'144'000u);
+  EXPECT_EQ(e.item_bytes("zero3.gathered_forward", MEMPLAN_ROLE_BUFFERS), 2'061'500'416u);
+  EXPECT_EQ(e.item_bytes("zero3.gathered_backward", MEMPLAN_ROLE_BUFFERS), 2'061'500'416u);
   EXPECT_EQ(e.item_bytes("zero3.module_gradient", MEMPLAN_ROLE_BUFFERS), 262'144'000u);
-  EXPECT_EQ(e.breakdown().timeline[kForward], 11'792'227'328u + 362'144'000u);
-  EXPECT_EQ(e.breakdown().peak, 14'101'119'232u);
+  EXPECT_EQ(e.item_bytes("zero3.persistent_parameters", MEMPLAN_ROLE_BUFFERS), 532'480u);
+  EXPECT_EQ(e.breakdown().timeline[kForward], 11'792'227'328u + 2'061'500'416u + 532'480u);
+  EXPECT_EQ(e.breakdown().peak, 15'801'008'128u);
   EXPECT_EQ(e.breakdown().peak_phase, kBackward);
   const auto details = e.estimator().report_details();
   ASSERT_EQ(details.size(), 2u);
   EXPECT_EQ(details[0], (std::pair<std::string, std::string>{"zero3_largest_module", "131072000"}));
-  EXPECT_EQ(details[1], (std::pair<std::string, std::string>{"zero3_gathered_parameters", "181072000"}));
+  // With the 266,240 persistent norm elements.
+  EXPECT_EQ(details[1], (std::pair<std::string, std::string>{"zero3_gathered_parameters", "1031016448"}));
+}
+
+// Parameters of at most 20,000,000 elements are persistent: q, k, v, o
+// (16,777,216) of 32 layers and the 65 norms stay whole on every rank:
+// (128 x 16,777,216 + 266,240) x 2 B = 4,295,499,776 B.
+TEST(ZeroStage3Gathered, SmallParametersPersist) {
+  Evaluation e = evaluate_paper(llama7b("gathered_parameters = true\nparam_persistence_threshold = 20000000\n"));
+  EXPECT_EQ(e.item_bytes("zero3.persistent_parameters", MEMPLAN_ROLE_BUFFERS), 4'295'499'776u);
 }
 
 // The paper view (ZeRO Table 1 counts model states only) leaves them out; any
@@ -60,27 +144,15 @@ TEST(ZeroStage3Gathered, OnByDefaultOffInThePaperView) {
   EXPECT_EQ(e.breakdown().peak, 11'792'227'328u + 1'684'603'904u);
 }
 
-TEST(ZeroStage3Gathered, LiveLimitAndBucketBoundThePrefetch) {
-  // M = 150,000,000: prefetch min(5e7, 150e6 - 131,072,000 = 18,928,000) -> 150,000,000 gathered.
-  EXPECT_EQ(evaluate_paper(llama7b("gathered_parameters = true\nmax_live_parameters = 150000000\n"))
-                .item_bytes("zero3.gathered_forward", MEMPLAN_ROLE_BUFFERS),
-            300'000'000u);
-  // M below the module: the module is still gathered whole, nothing prefetched.
-  EXPECT_EQ(evaluate_paper(llama7b("gathered_parameters = true\nmax_live_parameters = 100000000\n"))
-                .item_bytes("zero3.gathered_forward", MEMPLAN_ROLE_BUFFERS),
-            262'144'000u);
-  EXPECT_EQ(evaluate_paper(llama7b("gathered_parameters = true\nprefetch_bucket_size = 0\n"))
-                .item_bytes("zero3.gathered_forward", MEMPLAN_ROLE_BUFFERS),
-            262'144'000u);
-}
-
-// Tensor parallelism 2 over 8 GPUs (4 data-parallel ranks): the vocabulary-
-// parallel embedding is 65,536,000 elements per rank, still the largest
-// module: (65,536,000 + 50,000,000) x 2 = 231,072,000 B.
+// Tensor parallelism 2 over 8 GPUs (4 data-parallel ranks): the modules are
+// the rank's shards. Without prefetch or reuse each parameter is released
+// after its module: the largest in the windows is the vocabulary-parallel LM
+// head, 65,536,000 x 2 B = 131,072,000 B; its gradient as much.
 TEST(ZeroStage3Gathered, ModulesAreTheTensorParallelShards) {
-  Evaluation e = evaluate_paper(
-      llama7b("gathered_parameters = true\n", 4, "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 2\n"));
-  EXPECT_EQ(e.item_bytes("zero3.gathered_forward", MEMPLAN_ROLE_BUFFERS), 231'072'000u);
+  Evaluation e = evaluate_paper(llama7b("gathered_parameters = true\nprefetch_bucket_size = 0\nmax_reuse_distance = 0\n", 4,
+                                        "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 2\n"));
+  EXPECT_EQ(e.item_bytes("zero3.gathered_forward", MEMPLAN_ROLE_BUFFERS), 131'072'000u);
+  EXPECT_EQ(e.item_bytes("zero3.gathered_backward", MEMPLAN_ROLE_BUFFERS), 131'072'000u);
   EXPECT_EQ(e.item_bytes("zero3.module_gradient", MEMPLAN_ROLE_BUFFERS), 131'072'000u);
 }
 

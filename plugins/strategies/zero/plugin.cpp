@@ -12,34 +12,43 @@
 // optimizer states, so stage 1 shards both. Partition padding (at most N_d - 1
 // elements per tensor) is ignored.
 //
-// With gathered_parameters = true, stage 3 also counts the working set of
-// DeepSpeed's ZeRO-3 (deepspeed/runtime/zero/config.py): the module in use,
-// gathered to full size, plus the parameters prefetched ahead of it, at most
-// stage3_prefetch_bucket_size elements and at most stage3_max_live_parameters
-// resident in all:
-//   gathered = u + min(B, max(0, M - u), W - u)
-// u the largest module, B the prefetch bucket, M the live limit, W all weights
-// on the rank; alive in forward and in backward (transients), plus in backward
-// the module's full gradient before it is reduce-scattered.
+// With gathered_parameters = true, stage 3 also counts what DeepSpeed's
+// ZeRO-3 holds gathered: its parameter coordinator is replayed over the
+// step's module trace (coordinator.hpp): the module in use, the parameters
+// prefetched ahead of it, those kept because they are used again within
+// stage3_max_reuse_distance elements, and the small ones
+// (stage3_param_persistence_threshold) kept whole for good. The working set is
+// taken where the activations peak: the last layer's forward and the loss
+// (forward), the loss's backward and the last layer's backward, its
+// recomputation included (backward); plus in backward the module's full
+// gradient before it is reduce-scattered.
 #include <memplan/sdk.hpp>
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "coordinator.hpp"
 #include "sharding.hpp"
 
 namespace {
 
 namespace sharding = memplan::plugins::sharding;
+namespace zero3 = memplan::plugins::zero3;
 using memplan::sdk::Role;
 
-// DeepSpeed's defaults (deepspeed/runtime/zero/config.py, DeepSpeedZeroConfig):
-// prefetch_bucket_size = 5e7 and max_live_parameters = 1e9 elements.
+// DeepSpeed's defaults (deepspeed/runtime/zero/config.py, DeepSpeedZeroConfig,
+// v0.14.0): prefetch_bucket_size 5e7, max_live_parameters 1e9,
+// max_reuse_distance 1e9 and param_persistence_threshold 1e5 elements.
 constexpr int64_t kPrefetchBucketDefault = 50'000'000;
 constexpr int64_t kMaxLiveDefault = 1'000'000'000;
+constexpr int64_t kMaxReuseDefault = 1'000'000'000;
+constexpr int64_t kPersistenceDefault = 100'000;
 
-constexpr std::array<memplan_option_spec, 4> kOptions{{
+constexpr std::array<memplan_option_spec, 6> kOptions{{
     {"stage", MEMPLAN_OPTION_INT, "0 (off), 1 (optimizer states), 2 (+ gradients) or 3 (+ weights)", "required"},
     {"gathered_parameters", MEMPLAN_OPTION_BOOL,
      "stage 3: count the gathered module and the prefetched parameters on the GPU",
@@ -48,6 +57,14 @@ constexpr std::array<memplan_option_spec, 4> kOptions{{
      "stage 3: parameter elements fetched ahead of use (DeepSpeed stage3_prefetch_bucket_size)", "50000000"},
     {"max_live_parameters", MEMPLAN_OPTION_INT,
      "stage 3: gathered parameter elements resident at most (DeepSpeed stage3_max_live_parameters)", "1000000000"},
+    {"max_reuse_distance", MEMPLAN_OPTION_INT,
+     "stage 3: a parameter used again within this many elements of the trace stays gathered (DeepSpeed "
+     "stage3_max_reuse_distance)",
+     "1000000000"},
+    {"param_persistence_threshold", MEMPLAN_OPTION_INT,
+     "stage 3: parameters of at most this many elements stay gathered for good (DeepSpeed "
+     "stage3_param_persistence_threshold)",
+     "100000"},
 }};
 
 class ZeroShardingStrategy {
@@ -72,7 +89,8 @@ class ZeroShardingStrategy {
     if (gathered_ && !options.model().has_architecture)
       options.fail("gathered_parameters", "needs the model's architecture to size the gathered modules, but the "
                                           "scenario gives only params; give a preset or the architecture in [model]");
-    for (const char* key : {"prefetch_bucket_size", "max_live_parameters"}) {
+    for (const char* key :
+         {"prefetch_bucket_size", "max_live_parameters", "max_reuse_distance", "param_persistence_threshold"}) {
       const auto value = options.integer(key);
       if (!value) continue;
       if (!gathered_)
@@ -80,8 +98,13 @@ class ZeroShardingStrategy {
                           "true with stage = 3");
       if (*value < 0) options.fail(key, "must be 0 or more elements, got " + std::to_string(*value));
     }
-    prefetch_bucket_ = static_cast<double>(options.integer("prefetch_bucket_size").value_or(kPrefetchBucketDefault));
-    max_live_ = static_cast<double>(options.integer("max_live_parameters").value_or(kMaxLiveDefault));
+    settings_.prefetch_bucket =
+        static_cast<double>(options.integer("prefetch_bucket_size").value_or(kPrefetchBucketDefault));
+    settings_.max_live = static_cast<double>(options.integer("max_live_parameters").value_or(kMaxLiveDefault));
+    settings_.max_reuse_distance =
+        static_cast<double>(options.integer("max_reuse_distance").value_or(kMaxReuseDefault));
+    settings_.persistence_threshold =
+        static_cast<double>(options.integer("param_persistence_threshold").value_or(kPersistenceDefault));
   }
 
   void apply(memplan::sdk::Context& ctx) {
@@ -108,29 +131,127 @@ class ZeroShardingStrategy {
  private:
   // Before sharding: the weights on the rank are still whole.
   void add_gathered(memplan::sdk::Context& ctx, const sharding::Groups& groups) const {
-    const double module = sharding::largest_module(ctx, groups.expert_parallel, false);
-    const double trainable_module = sharding::largest_module(ctx, groups.expert_parallel, true);
-    const sharding::WeightLayout layout = sharding::weight_layout(ctx);
-    const double all = layout.total;
-    const double prefetch = std::min({prefetch_bucket_, std::max(0.0, max_live_ - module), all - module});
-    const double gathered = module + prefetch;
-    // The weights' own dtypes, on average (under 'quantized' the 4-bit linear layers and the 16-bit rest).
-    const double weight_bytes = all > 0 ? layout.total_bytes / all : ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_WEIGHTS);
-    sharding::add_buffer(ctx, "zero3.gathered_forward", memplan::sdk::Lifetime::transient_forward, gathered,
-                         weight_bytes);
-    sharding::add_buffer(ctx, "zero3.gathered_backward", memplan::sdk::Lifetime::transient_backward, gathered,
-                         weight_bytes);
-    if (ctx.training())
-      sharding::add_buffer(ctx, "zero3.module_gradient", memplan::sdk::Lifetime::transient_backward, trainable_module,
+    const std::string_view policy = ctx.attr_string(MEMPLAN_ATTR_RECOMPUTE_POLICY, "none");
+    // Checkpointed layers run their forward again before their backward (HF's gradient checkpointing,
+    // torch's per-op checkpointing); Megatron's selective recomputation replays no module with parameters.
+    const bool replay = policy == "full" || policy == "op";
+    const Trace trace = build_trace(ctx, groups.expert_parallel, ctx.training(), replay);
+    const zero3::Result result = zero3::replay(trace.parameters, trace.steps, settings_);
+    constexpr size_t kForward = static_cast<size_t>(zero3::Window::forward);
+    constexpr size_t kBackward = static_cast<size_t>(zero3::Window::backward);
+    sharding::add_buffer(ctx, "zero3.gathered_forward", memplan::sdk::Lifetime::transient_forward,
+                         result.gathered_bytes[kForward], 1);
+    double gathered = result.gathered_numel[kForward];
+    if (ctx.training()) {
+      sharding::add_buffer(ctx, "zero3.gathered_backward", memplan::sdk::Lifetime::transient_backward,
+                           result.gathered_bytes[kBackward], 1);
+      sharding::add_buffer(ctx, "zero3.module_gradient", memplan::sdk::Lifetime::transient_backward,
+                           sharding::largest_module(ctx, groups.expert_parallel, true),
                            ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_GRADIENTS));
-    ctx.set_attr("report.zero3_largest_module", module);
+      gathered = std::max(gathered, result.gathered_numel[kBackward]);
+    }
+    const double persistent = result.persistent_bytes;
+    // Whole copies beside their shards, on every rank from the first step on.
+    sharding::add_buffer(ctx, "zero3.persistent_parameters", memplan::sdk::Lifetime::persistent, persistent, 1);
+    ctx.set_attr("report.zero3_largest_module", sharding::largest_module(ctx, groups.expert_parallel, false));
     ctx.set_attr("report.zero3_gathered_parameters", gathered);
+  }
+
+  // The modules in the order ZeRO-3 fetches them (one parameter each): the
+  // embeddings, each layer (its first norm, the attention projections, its
+  // second norm, the MLP or experts), the final norm and the head (the
+  // embedding again when tied); in backward the reverse, each checkpointed
+  // layer's forward replayed first. LoRA adapters are left out of the trace
+  // (under 0.2 % of a layer's elements: they move no distance or bucket).
+  struct Trace {
+    std::vector<zero3::Parameter> parameters;
+    std::vector<zero3::TraceStep> steps;
+  };
+
+  static Trace build_trace(const memplan::sdk::Context& ctx, int64_t expert_parallel, bool backward, bool replay) {
+    using memplan::sdk::ParamClass;
+    const memplan_model& model = ctx.model();
+    Trace trace;
+    std::vector<int32_t> front, back;
+    int32_t embedding = -1;
+    int32_t first = std::numeric_limits<int32_t>::max(), end = -1;
+    for (size_t i = 0; i < ctx.size(); ++i) {
+      const memplan::sdk::Item item = ctx.item(i);
+      if (!gathered_weight(item) || item.layer < 0) continue;
+      first = std::min(first, item.layer);
+      end = std::max(end, static_cast<int32_t>(item.layer + static_cast<int32_t>(item.count)));
+    }
+    // Per layer: norm before attention, attention, norm before the MLP, MLP (the same for every layer of an item).
+    std::vector<std::vector<int32_t>> attention, mlp, norms;
+    const size_t layers = end > first ? static_cast<size_t>(end - first) : 0;
+    attention.resize(layers);
+    mlp.resize(layers);
+    norms.resize(layers);
+    for (size_t i = 0; i < ctx.size(); ++i) {
+      const memplan::sdk::Item item = ctx.item(i);
+      if (!gathered_weight(item)) continue;
+      const double modules = sharding::modules_in(item, model, expert_parallel);
+      // ds_numel counts the stored tensor: packed 4-bit weights sit in 16-bit storage (bnb_4bit_quant_storage).
+      const double numel = item.bytes_per_element >= 1 ? item.elements : item.elements * item.bytes_per_element / 2;
+      const zero3::Parameter parameter{numel / modules, item.elements * item.bytes_per_element / modules};
+      auto add = [&](std::vector<int32_t>& into) {
+        for (int m = 0; m < static_cast<int>(modules); ++m) {
+          into.push_back(static_cast<int32_t>(trace.parameters.size()));
+          trace.parameters.push_back(parameter);
+        }
+      };
+      if (item.layer < 0) {
+        const bool leading =
+            item.param_class == ParamClass::embedding || item.param_class == ParamClass::position_embedding;
+        if (item.param_class == ParamClass::embedding && embedding < 0)
+          embedding = static_cast<int32_t>(trace.parameters.size());
+        add(leading ? front : back);
+        continue;
+      }
+      for (uint32_t k = 0; k < item.count; ++k) {
+        const size_t at = static_cast<size_t>(item.layer - first) + k;
+        switch (item.param_class) {
+          case ParamClass::attention:
+          case ParamClass::attention_kv: add(attention[at]); break;
+          case ParamClass::norm: add(norms[at]); break;
+          default: add(mlp[at]); break;
+        }
+      }
+    }
+    if (model.tied_embeddings && embedding >= 0) back.push_back(embedding);  // the head multiplies by the embedding
+    using zero3::Window;
+    auto layer_forward = [&](size_t at, Window window) {
+      const std::vector<int32_t>& n = norms[at];
+      if (!n.empty()) trace.steps.push_back({n[0], window});
+      for (int32_t p : attention[at]) trace.steps.push_back({p, window});
+      for (size_t k = 1; k < n.size(); ++k) trace.steps.push_back({n[k], window});
+      for (int32_t p : mlp[at]) trace.steps.push_back({p, window});
+    };
+    for (int32_t p : front) trace.steps.push_back({p, Window::none});
+    for (size_t at = 0; at < layers; ++at) layer_forward(at, at + 1 == layers ? Window::forward : Window::none);
+    for (int32_t p : back) trace.steps.push_back({p, Window::forward});
+    if (!backward) return trace;
+    // The activations are all still held from the loss's backward to the end of the last layer's.
+    for (auto p = back.rbegin(); p != back.rend(); ++p) trace.steps.push_back({*p, Window::backward});
+    for (size_t at = layers; at-- > 0;) {
+      const Window window = at + 1 == layers ? Window::backward : Window::none;
+      if (replay) layer_forward(at, window);
+      const size_t begin = trace.steps.size();
+      layer_forward(at, window);
+      std::reverse(trace.steps.begin() + static_cast<std::ptrdiff_t>(begin), trace.steps.end());
+    }
+    for (auto p = front.rbegin(); p != front.rend(); ++p) trace.steps.push_back({*p, Window::none});
+    return trace;
+  }
+
+  static bool gathered_weight(const memplan::sdk::Item& item) {
+    return item.role == memplan::sdk::Role::weights && !item.non_parameter && item.count > 0 &&
+           item.param_class != memplan::sdk::ParamClass::adapter;
   }
 
   int stage_ = 0;
   bool gathered_ = false;
-  double prefetch_bucket_ = 0;
-  double max_live_ = 0;
+  zero3::Settings settings_;
 };
 
 }  // namespace

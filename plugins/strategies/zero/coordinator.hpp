@@ -1,0 +1,152 @@
+// DeepSpeed ZeRO-3's parameter coordinator, replayed over the module trace of
+// one step to find which parameters are gathered at once. Read at
+// microsoft/DeepSpeed v0.14.0, deepspeed/runtime/zero/
+// partitioned_param_coordinator.py (PartitionedParameterCoordinator):
+//
+// - fetch_sub_module: before a module runs, its parameters are all-gathered
+//   if they are not available; then parameters are prefetched in trace order,
+//   whole, while the elements prefetched stay below
+//   min(stage3_max_live_parameters - available, stage3_prefetch_bucket_size);
+//   parameters already available are skipped but marked as fetched for that
+//   later use.
+// - release_sub_module / __params_to_release: after the module, each of its
+//   parameters is released (partitioned again) unless
+//     it is persistent (ds_persist: at most stage3_param_persistence_threshold
+//       elements, partition_parameters.py; gathered once, never released),
+//     a prefetch already scanned a later use of it, or
+//     it is used again before stage3_max_reuse_distance elements of other
+//       modules' parameters have gone by in the trace.
+// The trace is the order in which modules fetch: forward, then backward in
+// reverse, with each checkpointed layer's forward replayed before its backward.
+//
+// One parameter per module here: a module's weight and bias are counted
+// together. Cost: linear in the trace (each queue entry is popped once; reuse
+// distances come from prefix sums instead of the walk the code does).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <vector>
+
+namespace memplan::plugins::zero3 {
+
+struct Parameter {
+  double numel = 0;  // ds_numel: elements of the stored tensor (what the limits count)
+  double bytes = 0;  // bytes of the whole tensor once gathered
+};
+
+// Where a step counts towards a reported working set: the steps around which
+// the activations peak, at the end of forward and at the start of backward.
+enum class Window : int8_t { none = -1, forward = 0, backward = 1 };
+
+struct TraceStep {
+  int32_t parameter = -1;          // index into the parameters; -1: a module without parameters
+  Window window = Window::none;
+};
+
+struct Settings {
+  double prefetch_bucket = 5e7;        // stage3_prefetch_bucket_size
+  double max_live = 1e9;               // stage3_max_live_parameters
+  double max_reuse_distance = 1e9;     // stage3_max_reuse_distance
+  double persistence_threshold = 1e5;  // stage3_param_persistence_threshold
+};
+
+struct Result {
+  // Per window (forward, backward): the most bytes of non-persistent parameters gathered at once over its
+  // steps, and the elements gathered then (persistent ones included).
+  double gathered_bytes[2] = {0, 0};
+  double gathered_numel[2] = {0, 0};
+  double persistent_bytes = 0;  // persistent parameters, gathered whole for good
+};
+
+inline bool persistent(const Parameter& parameter, const Settings& settings) {
+  return parameter.numel <= settings.persistence_threshold;
+}
+
+inline Result replay(const std::vector<Parameter>& parameters, const std::vector<TraceStep>& trace,
+                     const Settings& settings) {
+  Result result;
+  const size_t steps = trace.size();
+  std::vector<bool> available(parameters.size(), false);
+  double available_numel = 0;  // __n_available_params (persistent ones included)
+  double available_bytes = 0;  // of non-persistent parameters
+  for (size_t p = 0; p < parameters.size(); ++p) {
+    if (!persistent(parameters[p], settings)) continue;
+    available[p] = true;
+    available_numel += parameters[p].numel;
+    result.persistent_bytes += parameters[p].bytes;
+  }
+  // numel_before[i]: elements of the steps before i; next_use[i]: the next step using the same parameter.
+  std::vector<double> numel_before(steps + 1, 0.0);
+  for (size_t i = 0; i < steps; ++i)
+    numel_before[i + 1] = numel_before[i] + (trace[i].parameter >= 0 ? parameters[trace[i].parameter].numel : 0.0);
+  std::vector<size_t> next_use(steps, steps);
+  std::vector<size_t> seen(parameters.size(), steps);
+  for (size_t i = steps; i-- > 0;) {
+    if (trace[i].parameter < 0) continue;
+    next_use[i] = seen[static_cast<size_t>(trace[i].parameter)];
+    seen[static_cast<size_t>(trace[i].parameter)] = i;
+  }
+  // The fetch queue (__param_order): the trace's parameter uses, in order.
+  std::deque<size_t> queue;
+  for (size_t i = 0; i < steps; ++i)
+    if (trace[i].parameter >= 0) queue.push_back(i);
+  constexpr double kNever = -1e18;
+  std::vector<double> fetched_for(parameters.size(), kNever);  // __most_recent_step_id_param_fetched_for
+
+  auto gather = [&](size_t p) {
+    if (available[p]) return;
+    available[p] = true;
+    available_numel += parameters[p].numel;
+    available_bytes += parameters[p].bytes;
+  };
+  for (size_t i = 0; i < steps; ++i) {
+    const int32_t current = trace[i].parameter;
+    if (current >= 0) {
+      const size_t p = static_cast<size_t>(current);
+      gather(p);
+      // This use leaves the queue unless a prefetch already took it.
+      if (fetched_for[p] < static_cast<double>(i)) {
+        while (!queue.empty() && queue.front() <= i) {
+          fetched_for[static_cast<size_t>(trace[queue.front()].parameter)] = static_cast<double>(queue.front());
+          queue.pop_front();
+        }
+      }
+      const double limit = std::min(settings.max_live - available_numel, settings.prefetch_bucket);
+      double prefetching = 0;
+      while (!queue.empty() && prefetching < limit) {
+        const size_t use = queue.front();
+        queue.pop_front();
+        const size_t q = static_cast<size_t>(trace[use].parameter);
+        fetched_for[q] = std::max(fetched_for[q], static_cast<double>(use));
+        if (available[q]) continue;
+        gather(q);
+        prefetching += parameters[q].numel;
+      }
+    }
+    if (trace[i].window != Window::none) {
+      const size_t w = static_cast<size_t>(trace[i].window);
+      if (available_bytes > result.gathered_bytes[w]) {
+        result.gathered_bytes[w] = available_bytes;
+        result.gathered_numel[w] = available_numel;
+      }
+    }
+    if (current < 0) continue;
+    const size_t p = static_cast<size_t>(current);
+    if (persistent(parameters[p], settings)) continue;
+    const size_t step_id = i + 1;  // the coordinator's step counter after this fetch
+    if (fetched_for[p] > static_cast<double>(step_id)) continue;
+    const size_t next = next_use[i];
+    // The walk discards the parameter when it reaches its next use before the distance is spent.
+    if (next < steps && numel_before[next] - numel_before[step_id] < settings.max_reuse_distance) continue;
+    available[p] = false;
+    available_numel -= parameters[p].numel;
+    available_bytes -= parameters[p].bytes;
+  }
+  return result;
+}
+
+}  // namespace memplan::plugins::zero3
