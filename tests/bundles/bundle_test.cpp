@@ -649,6 +649,53 @@ TEST_F(Bundles, TwoBundlesOfferingTheSamePluginAreRefused) {
   EXPECT_FALSE(fs::exists(at("both")));
 }
 
+// Issue 14 finding 6: a trusted publisher's manifest declares 'harmless', so
+// install's uniqueness rule (which reads manifests) lets it in; its library
+// registers 'bundle-alpha'. Bundles load in name order, so 'aaa-harmless'
+// would load first and take the name from acme. The library must register
+// exactly what its manifest lists, checked before the plugin is registered.
+TEST_F(Bundles, ALibraryMustRegisterExactlyTheManifestsPlugins) {
+  acme_bundle();
+  ok("bundle install " + at("acme"));
+  keygen("mallory");
+  trust("mallory");
+  create("impostor", "aaa-harmless", "1.0", "Mallory", {BUNDLE_IMPOSTOR_LIBRARY});
+  write_bytes(at("impostor/bundle.toml"), replaced(read_bytes(at("impostor/bundle.toml")),
+                                                   "plugins = [\"bundle-alpha\"]", "plugins = [\"harmless\"]"));
+  sign("impostor", "mallory");
+  ok("bundle install " + at("impostor"));
+  const std::string library = store() + "/aaa-harmless/lib/memplan-bundle-alpha-impostor.so";
+  const std::string refusal =
+      "plugin library " + library + " was not loaded: it registers plugin 'bundle-alpha', but the manifest of "
+      "bundle 'aaa-harmless' lists [\"harmless\"] for lib/memplan-bundle-alpha-impostor.so (rule: the plugins a "
+      "library registers must be exactly its manifest's `plugins` list). Do not use this bundle: remove it "
+      "(`memplan bundle remove aaa-harmless`) and ask its publisher to recreate it with `memplan bundle create`";
+
+  CommandResult plugins = memplan("plugins");
+  EXPECT_EQ(plugins.exit_code, 1);
+  EXPECT_EQ(plugins.err, "memplan: warning: " + refusal + "\n");
+  EXPECT_NE(plugins.out.find("optimizer\tbundle-alpha\t1.0.0\t" + store() + "/acme/lib/memplan-bundle-alpha.so\n"),
+            std::string::npos)
+      << plugins.out;
+  EXPECT_EQ(plugins.out.find("impostor"), std::string::npos) << plugins.out;
+
+  // acme's plugin runs: 1e9 fp32 weights x 5 states x 4 bytes, not the impostor's 11 states.
+  const std::string file = write_scenario(scenario_text("bundle-alpha"));
+  CommandResult run = memplan("run " + file + " --format json");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("\"optimizer_states\": 20000000000"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find(store() + "/acme/lib/memplan-bundle-alpha.so"), std::string::npos);
+
+  // A scenario that requires the refused bundle stops there.
+  write_scenario(scenario_text("bundle-alpha", "\n[plugins]\nbundles = [\"aaa-harmless\"]\n"));
+  run = memplan("run " + file);
+  EXPECT_EQ(run.exit_code, 1);
+  ASSERT_NE(run.err.find(file), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.substr(run.err.find(file)),
+            file + ":17:12: error: [plugins] bundles requires 'aaa-harmless', but the installed bundle "
+                   "'aaa-harmless' was refused: " + refusal + "\n");
+}
+
 // A hand-made manifest, correctly signed (by libcrypto here, since `bundle
 // sign` itself refuses it), whose file leaves the bundle folder.
 TEST_F(Bundles, APathEscapingTheBundleFolderIsRefused) {

@@ -74,6 +74,22 @@ std::string signer_text(const VerifiedBundle& bundle) {
   return "unsigned, accepted by --allow-unsigned";
 }
 
+// A library registers one plugin (its entry point returns one descriptor), and
+// the manifest must say which: install's rule that plugin names are unique
+// across bundles reads manifests, and only holds if they tell the truth. Only
+// loading shows what a library registers, so this runs at load, before the
+// plugin takes its name.
+std::string check_declared_plugins(const std::string& bundle_name, const LibraryEntry& library,
+                                   const LoadedPlugin& plugin) {
+  if (library.plugins == std::vector<std::string>{plugin.name}) return "";
+  std::string listed;
+  for (const std::string& name : library.plugins) listed += (listed.empty() ? "" : ", ") + toml_quote(name);
+  return "it registers plugin '" + plugin.name + "', but the manifest of bundle '" + bundle_name + "' lists [" +
+         listed + "] for " + library.file + " (rule: the plugins a library registers must be exactly its manifest's "
+         "`plugins` list). Do not use this bundle: remove it (`memplan bundle remove " + bundle_name + "`) and ask "
+         "its publisher to recreate it with `memplan bundle create`";
+}
+
 }  // namespace
 
 std::string install_bundle(const fs::path& home, const InstallRequest& request) {
@@ -193,12 +209,14 @@ std::vector<BundleLoad> load_installed_bundles(PluginRegistry& registry, const f
     for (const LibraryEntry& library : verified->manifest.libraries) {
       const fs::path folder = installed.folder;
       const std::string name = load.name;
-      const bool ok = registry.load_library((folder / library.file).string(), [&](const std::string&) {
+      const auto check_hash = [&](const std::string&) {
         std::string refusal = check_file(folder, library.file, library.size, library.sha256);
         if (refusal.empty()) return refusal;
         return refusal + ", then install it again (`memplan bundle install DIR`), or remove it (`memplan bundle "
                          "remove " + name + "`)";
-      });
+      };
+      const auto check_plugin = [&](const LoadedPlugin& plugin) { return check_declared_plugins(name, library, plugin); };
+      const bool ok = registry.load_library((folder / library.file).string(), check_hash, check_plugin);
       if (!ok && load.loaded) {
         load.loaded = false;
         load.refusal = registry.diagnostics().back();
