@@ -56,7 +56,7 @@ constexpr const char* kBundleUsage =
     "\n"
     "--allow-unsigned accepts unsigned bundles and bundles signed by keys you do not trust (never a\n"
     "bad signature or a revoked key); docs/security.md says what that risks. --force replaces an\n"
-    "installed bundle of the same name from another publisher.\n";
+    "installed bundle of the same name from another publisher or signer.\n";
 
 constexpr const char* kTrustUsage =
     "usage: memplan trust <command>\n"
@@ -204,6 +204,13 @@ std::vector<std::string> plugin_names(const memplan::bundle::Manifest& manifest)
   return names;
 }
 
+// `bundle list`'s key column: the key id only where a trusted key's signature
+// verifies now; the manifest's key_id is a claim anyone can copy.
+std::string signer_column(const memplan::bundle::InstalledBundle& installed, const std::string& verified_key_id) {
+  if (!verified_key_id.empty()) return verified_key_id;
+  return installed.has_signature ? "unverified" : "unsigned";
+}
+
 // `memplan bundle <command>`: an unknown or missing argument is a usage error (2).
 int bundle_command(const std::vector<std::string>& all_args) {
   namespace bundle = memplan::bundle;
@@ -273,7 +280,7 @@ int bundle_command(const std::vector<std::string>& all_args) {
     options.add_options()("dir", po::value<std::string>(), "the bundle folder")(
         "allow-unsigned", "accept an unsigned bundle, or one signed by a key you do not trust");
     if (command == "install")
-      options.add_options()("force", "replace an installed bundle of the same name from another publisher");
+      options.add_options()("force", "replace an installed bundle of the same name from another publisher or signer");
     const auto vm = parse(args, options, {"dir"});
     if (vm.count("help")) return std::cout << kBundleUsage, 0;
     if (!needs(vm, "dir", "the bundle folder")) return 2;
@@ -302,7 +309,9 @@ int bundle_command(const std::vector<std::string>& all_args) {
   if (command == "list") {
     const auto vm = parse(args, options, {});
     if (vm.count("help")) return std::cout << kBundleUsage, 0;
-    for (const bundle::InstalledBundle& installed : bundle::installed_bundles(bundle::memplan_home())) {
+    const std::filesystem::path home = bundle::memplan_home();
+    const bundle::TrustStore trust(home);
+    for (const bundle::InstalledBundle& installed : bundle::installed_bundles(home)) {
       const std::string name = installed.folder.filename().string();
       if (!installed.manifest) {
         std::cout << name << "\tunreadable: " << installed.problem << "\n";
@@ -310,7 +319,7 @@ int bundle_command(const std::vector<std::string>& all_args) {
       }
       const bundle::Manifest& manifest = *installed.manifest;
       std::cout << name << "\t" << manifest.version << "\t" << manifest.publisher << "\t"
-                << (manifest.key_id.empty() ? "unsigned" : manifest.key_id) << "\t"
+                << signer_column(installed, bundle::verified_signer(installed.folder, trust)) << "\t"
                 << joined(plugin_names(manifest), ",") << "\t"
                 << (installed.origin ? installed.origin->source : "origin unknown") << "\n";
     }

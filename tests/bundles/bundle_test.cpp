@@ -818,6 +818,43 @@ TEST_F(Bundles, ABundleOfTheSameNameFromAnotherPublisherNeedsForce) {
   EXPECT_EQ(store_entries(), std::set<std::string>{"acme"});
 }
 
+// Issue 14 finding 7: an unsigned bundle that copies an installed signed
+// bundle's publisher and key id is not the same signer. Replacing needs
+// --force (the guard compares the verified signer, not manifest fields), and
+// `bundle list` never shows a key id that no trusted signature vouches for.
+TEST_F(Bundles, AnUnsignedCopyOfASignedBundlesIdentityNeedsForce) {
+  acme_bundle();
+  ok("bundle install " + at("acme"));
+  const std::string acme = expected_key_id(public_key_file("acme"));
+  create("copy", "acme", "9.0", "Acme Corp", {BUNDLE_IMPOSTOR_LIBRARY});
+  write_bytes(at("copy/bundle.toml"),
+              replaced(read_bytes(at("copy/bundle.toml")), "key_id = \"\"", "key_id = \"" + acme + "\""));
+  CommandResult install = memplan("bundle install " + at("copy") + " --allow-unsigned");
+  EXPECT_EQ(install.exit_code, 1);
+  EXPECT_EQ(install.err, "memplan: warning: bundle " + at("copy") + " is not signed; accepted because of "
+                         "--allow-unsigned\nmemplan: error: bundle 'acme' is already installed from publisher 'Acme "
+                         "Corp' (key " + acme + "), and this one is from 'Acme Corp' (no trusted signature). Nothing was "
+                         "changed; to replace it, pass --force, or remove it first with `memplan bundle remove acme`\n");
+  EXPECT_EQ(ok("bundle list"), "acme\t1.2.0\tAcme Corp\t" + acme + "\tbundle-alpha\t" + at("acme") + "\n");
+  EXPECT_EQ(store_entries(), std::set<std::string>{"acme"});
+
+  ok("bundle install " + at("copy") + " --allow-unsigned --force");
+  EXPECT_EQ(ok("bundle list"), "acme\t9.0\tAcme Corp\tunsigned\tbundle-alpha\t" + at("copy") + "\n");
+  EXPECT_EQ(toml_string_value(read_bytes(store() + "/acme/origin.toml"), "key_id"), "");
+
+  // A bundle.sig that no trusted key verifies is listed as unverified, not by its key id.
+  const std::string stranger = keygen("stranger");
+  create("strange", "strange", "1.0", "Acme Corp", {BUNDLE_BETA_LIBRARY});
+  sign("strange", "stranger");
+  ok("bundle install " + at("strange") + " --allow-unsigned");
+  EXPECT_EQ(ok("bundle list"), "acme\t9.0\tAcme Corp\tunsigned\tbundle-alpha\t" + at("copy") + "\n" +
+                                   "strange\t1.0\tAcme Corp\tunverified\tbundle-beta\t" + at("strange") + "\n");
+  EXPECT_EQ(toml_string_value(read_bytes(store() + "/strange/origin.toml"), "key_id"), "");
+  // Once the key is trusted, its signature vouches for the bundle.
+  trust("stranger");
+  EXPECT_NE(ok("bundle list").find("strange\t1.0\tAcme Corp\t" + stranger + "\t"), std::string::npos);
+}
+
 // ---------------------------------------------------------------------------
 // Scenario requirements.
 

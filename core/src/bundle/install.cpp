@@ -68,6 +68,11 @@ void move_into_place(const fs::path& prepared, const fs::path& target) {
   fs::remove_all(old, error);
 }
 
+// How a refusal names a signer (a key id from verified_signer(), or "").
+std::string signer_identity(const std::string& key_id) {
+  return key_id.empty() ? "no trusted signature" : "key " + key_id;
+}
+
 std::string signer_text(const VerifiedBundle& bundle) {
   if (bundle.trusted) return "signed by key " + bundle.manifest.key_id + " (" + bundle.signer_label + ")";
   if (bundle.is_signed) return "signed by untrusted key " + bundle.manifest.key_id + ", accepted by --allow-unsigned";
@@ -108,15 +113,20 @@ std::string install_bundle(const fs::path& home, const InstallRequest& request) 
   if (!error && source_real.string().rfind(store_real.string() + "/", 0) == 0)
     refuse(display(request.source) + " is inside the bundle store; install from the publisher's copy instead");
 
+  // Signers are compared as verified now, never as manifest fields: an
+  // unsigned bundle can copy any publisher and key id into its manifest.
+  const std::string signer = source.trusted ? manifest.key_id : "";
   for (const InstalledBundle& installed : installed_bundles(home)) {
     if (!installed.manifest) continue;
     const Manifest& other = *installed.manifest;
     if (installed.folder.filename() == manifest.name) {
-      if (!request.force && (other.publisher != manifest.publisher || other.key_id != manifest.key_id))
-        refuse("bundle '" + manifest.name + "' is already installed from publisher '" + other.publisher + "' (key " +
-               (other.key_id.empty() ? "none" : other.key_id) + "), and this one is from '" + manifest.publisher +
-               "' (key " + (manifest.key_id.empty() ? "none" : manifest.key_id) + "). Nothing was changed; to "
-               "replace it, pass --force, or remove it first with `memplan bundle remove " + manifest.name + "`");
+      if (request.force) continue;
+      const std::string installed_signer = verified_signer(installed.folder, trust);
+      if (other.publisher != manifest.publisher || installed_signer != signer)
+        refuse("bundle '" + manifest.name + "' is already installed from publisher '" + other.publisher + "' (" +
+               signer_identity(installed_signer) + "), and this one is from '" + manifest.publisher + "' (" +
+               signer_identity(signer) + "). Nothing was changed; to replace it, pass --force, or remove it first "
+               "with `memplan bundle remove " + manifest.name + "`");
       continue;
     }
     for (const LibraryEntry& library : manifest.libraries)
@@ -153,7 +163,7 @@ std::string install_bundle(const fs::path& home, const InstallRequest& request) 
     if (copy->manifest_bytes != source.manifest_bytes)
       refuse("the copy of bundle '" + manifest.name + "' in the store differs from the verified manifest, so nothing "
              "was installed; run the install again");
-    const Origin origin{display(request.source), utc_now(), copy->is_signed ? manifest.key_id : "", manifest.publisher};
+    const Origin origin{display(request.source), utc_now(), copy->trusted ? manifest.key_id : "", manifest.publisher};
     write_new_file(temporary / kOriginFile, write_origin(origin), 0644);
     move_into_place(temporary, target);
   } catch (...) {

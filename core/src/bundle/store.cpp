@@ -239,6 +239,7 @@ std::vector<InstalledBundle> installed_bundles(const fs::path& home) {
     } else {
       bundle.problem = display(entry.path() / kManifestFile) + " " + why;
     }
+    bundle.has_signature = fs::exists(fs::symlink_status(entry.path() / kSignatureFile, error));
     bundle.origin = read_origin(entry.path(), why);
     if (!bundle.origin && bundle.problem.empty()) bundle.problem = why;
     bundles.push_back(std::move(bundle));

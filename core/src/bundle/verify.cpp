@@ -208,4 +208,12 @@ std::optional<VerifiedBundle> try_verify_bundle(const fs::path& folder, const Tr
   return std::nullopt;
 }
 
+std::string verified_signer(const fs::path& folder, const TrustStore& trust) {
+  // The same checks as load time (files aside): a signature counts only
+  // where a load would accept it as trusted.
+  std::string refusal;
+  const auto verified = try_verify_bundle(folder, trust, VerifyPolicy{true, false}, refusal);
+  return verified && verified->trusted ? verified->manifest.key_id : "";
+}
+
 }  // namespace memplan::bundle
