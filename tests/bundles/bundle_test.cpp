@@ -562,6 +562,35 @@ TEST_F(Bundles, ARevokedKeyMakesItsBundlesUntrusted) {
   EXPECT_EQ(ok("plugins").find("bundle-alpha") != std::string::npos, true);
 }
 
+// Issue 14 finding 8: deleting bundle.sig made a bundle of a revoked key an
+// unsigned one, accepted by --allow-unsigned, although its manifest still
+// names the revoked key. It is refused at verify, install and load.
+TEST_F(Bundles, ABundleNamingARevokedKeyIsRefusedWithoutItsSignature) {
+  acme_bundle();
+  const std::string key_id = expected_key_id(public_key_file("acme"));
+  ok("bundle install " + at("acme"));
+  ok("trust remove " + key_id);
+  auto names_revoked = [&](const std::string& folder) {
+    return "bundle " + folder + ": bundle.toml names key " + key_id + ", which was revoked (`memplan trust remove`); "
+           "a bundle that names a revoked key is refused even without its bundle.sig and with --allow-unsigned. Get "
+           "the bundle signed with a current key, or trust the key again with `memplan trust add PUBKEY.pem "
+           "--reinstate`";
+  };
+  fs::remove(at("acme/bundle.sig"));
+  refused("bundle verify " + at("acme") + " --allow-unsigned", "memplan: error: " + names_revoked(at("acme")));
+  refused("bundle install " + at("acme") + " --allow-unsigned --force", "memplan: error: " + names_revoked(at("acme")));
+  EXPECT_EQ(store_entries(), std::set<std::string>{"acme"});
+  EXPECT_TRUE(fs::exists(store() + "/acme/bundle.sig"));  // the install changed nothing
+
+  // The installed copy, its signature deleted in the store.
+  fs::remove(store() + "/acme/bundle.sig");
+  CommandResult plugins = memplan("plugins --allow-unsigned");
+  EXPECT_EQ(plugins.exit_code, 1);
+  EXPECT_EQ(plugins.err, "memplan: warning: installed bundle 'acme' was not loaded: " + names_revoked(store() + "/acme") +
+                             "\n");
+  EXPECT_EQ(plugins.out.find("bundle-alpha"), std::string::npos);
+}
+
 TEST_F(Bundles, TrustRefusesWhatIsNotAPublicKey) {
   const std::string key_id = keygen("acme");
   refused("trust add " + key_file("acme"),
