@@ -10,15 +10,20 @@
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "memplan/core/bundle.hpp"
@@ -825,6 +830,69 @@ TEST_F(Bundles, AStaleTemporaryFolderIsInvisibleAndRemoved) {
   EXPECT_EQ(ok("bundle list"), "");
   EXPECT_EQ(memplan("plugins").exit_code, 0);
   ok("bundle install " + at("acme"));
+  EXPECT_EQ(store_entries(), std::set<std::string>{"acme"});
+}
+
+// Issue 14 finding 9: two installs of different bundles that offer the same
+// plugin, started together, both passed the uniqueness check before either
+// renamed its bundle into place (12 of 25 rounds), and `memplan plugins` then
+// failed. The store lock makes one of them see the other's bundle.
+TEST_F(Bundles, ConcurrentInstallsOfTheSamePluginLetExactlyOneIn) {
+  acme_bundle();
+  create("twin", "twin", "1.0", "Acme Corp", {BUNDLE_TWIN_LIBRARY});
+  sign("twin", "acme");
+  const std::string acme_refused =
+      "memplan: error: bundle 'acme' offers plugin 'bundle-alpha', which installed bundle 'twin' already offers (rule: "
+      "plugin names are unique). Nothing was changed; remove the other bundle first (`memplan bundle remove twin`), "
+      "or ask the publisher to rename the plugin\n";
+  const std::string twin_refused =
+      "memplan: error: bundle 'twin' offers plugin 'bundle-alpha', which installed bundle 'acme' already offers (rule: "
+      "plugin names are unique). Nothing was changed; remove the other bundle first (`memplan bundle remove acme`), "
+      "or ask the publisher to rename the plugin\n";
+  for (int round = 0; round < 25; ++round) {
+    const std::string round_home = at("round-" + std::to_string(round));
+    const std::string results = round_home + "-results";
+    fs::create_directories(results);
+    const std::string env = "env MEMPLAN_HOME=" + round_home + " " + cli_path();
+    ASSERT_EQ(run_command(env + " trust add " + public_key_file("acme")).exit_code, 0);
+    CommandResult race = run_command(
+        "{ " + env + " bundle install " + at("acme") + " >/dev/null 2>" + results + "/acme.err; "
+        "echo $? >" + results + "/acme.status; } & "
+        "{ " + env + " bundle install " + at("twin") + " >/dev/null 2>" + results + "/twin.err; "
+        "echo $? >" + results + "/twin.status; } & wait");
+    ASSERT_EQ(race.exit_code, 0) << race.err;
+    const std::string acme_status = read_bytes(results + "/acme.status");
+    const std::string twin_status = read_bytes(results + "/twin.status");
+    const std::set<std::string> statuses{acme_status, twin_status};
+    EXPECT_EQ(statuses, (std::set<std::string>{"0\n", "1\n"})) << "round " << round;
+    EXPECT_EQ(read_bytes(results + (acme_status == "1\n" ? "/acme.err" : "/twin.err")),
+              acme_status == "1\n" ? acme_refused : twin_refused)
+        << "round " << round;
+    CommandResult plugins = run_command(env + " plugins");
+    EXPECT_EQ(plugins.exit_code, 0) << "round " << round << ": " << plugins.err;
+  }
+}
+
+// The lock of finding 9 is <home>/bundles.lock (docs/bundles.md): an install
+// waits while another process holds it, and completes once it is released.
+TEST_F(Bundles, AnInstallWaitsForTheStoreLock) {
+  acme_bundle();
+  fs::create_directories(home());
+  const int lock = ::open((home() + "/bundles.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(lock, 0);
+  ASSERT_EQ(::flock(lock, LOCK_EX), 0);
+  const std::string done = at("install.done");
+  ASSERT_EQ(run_command("{ env MEMPLAN_HOME=" + home() + " " + cli_path() + " bundle install " + at("acme") +
+                        " >/dev/null 2>&1; echo $? >" + done + ".tmp; mv " + done + ".tmp " + done + "; } &")
+                .exit_code,
+            0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_FALSE(fs::exists(done)) << "the install finished while the store was locked";
+  EXPECT_EQ(store_entries(), std::set<std::string>{});
+  ::close(lock);  // releases the lock
+  for (int waited = 0; waited < 300 && !fs::exists(done); ++waited)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(read_bytes(done), "0\n");
   EXPECT_EQ(store_entries(), std::set<std::string>{"acme"});
 }
 

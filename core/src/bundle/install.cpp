@@ -113,6 +113,11 @@ std::string install_bundle(const fs::path& home, const InstallRequest& request) 
   if (!error && source_real.string().rfind(store_real.string() + "/", 0) == 0)
     refuse(display(request.source) + " is inside the bundle store; install from the publisher's copy instead");
 
+  fs::create_directories(bundles, error);
+  if (error) refuse("cannot create the bundle store " + display(bundles) + ": " + error.message());
+  // Held from the checks below, which read the whole store, to the rename.
+  const StoreLock lock = StoreLock::acquire(home);
+
   // Signers are compared as verified now, never as manifest fields: an
   // unsigned bundle can copy any publisher and key id into its manifest.
   const std::string signer = source.trusted ? manifest.key_id : "";
@@ -140,8 +145,6 @@ std::string install_bundle(const fs::path& home, const InstallRequest& request) 
                      "rename the plugin");
   }
 
-  fs::create_directories(bundles, error);
-  if (error) refuse("cannot create the bundle store " + display(bundles) + ": " + error.message());
   remove_stale_temporary_folders(bundles);
   const fs::path temporary = bundles / temporary_folder_name("install-" + manifest.name);
   fs::remove_all(temporary, error);
@@ -183,6 +186,9 @@ std::string remove_bundle(const fs::path& home, std::string_view name) {
   const fs::path target = bundles / bundle_name;
   std::error_code error;
   if (!fs::is_directory(fs::symlink_status(target, error)))
+    refuse("no bundle named '" + bundle_name + "' is installed; `memplan bundle list` shows the installed bundles");
+  const StoreLock lock = StoreLock::acquire(home);
+  if (!fs::is_directory(fs::symlink_status(target, error)))  // removed while this command waited for the lock
     refuse("no bundle named '" + bundle_name + "' is installed; `memplan bundle list` shows the installed bundles");
   remove_stale_temporary_folders(bundles);
   // Renamed away first, so the bundle disappears at once and a crash

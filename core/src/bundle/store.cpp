@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -246,6 +247,43 @@ std::vector<InstalledBundle> installed_bundles(const fs::path& home) {
   }
   std::sort(bundles.begin(), bundles.end(), [](const auto& a, const auto& b) { return a.folder < b.folder; });
   return bundles;
+}
+
+namespace {
+
+// O_NOFOLLOW: a link planted as the lock file is never followed out of the store.
+int open_lock_file(const fs::path& home) {
+  return ::open((home / kStoreLockFile).c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+}
+
+}  // namespace
+
+StoreLock StoreLock::acquire(const fs::path& home) {
+  const int fd = open_lock_file(home);
+  if (fd < 0)
+    refuse("cannot lock the bundle store: cannot open " + display(home / kStoreLockFile) + ": " +
+           std::strerror(errno) + "; the store must be a folder you own and can write (docs/bundles.md, \"The store\")");
+  while (::flock(fd, LOCK_EX) != 0) {
+    if (errno == EINTR) continue;
+    const int saved = errno;
+    ::close(fd);
+    refuse("cannot lock the bundle store " + display(home / kStoreLockFile) + ": " + std::strerror(saved));
+  }
+  return StoreLock(fd);
+}
+
+std::optional<StoreLock> StoreLock::try_acquire(const fs::path& home) {
+  const int fd = open_lock_file(home);
+  if (fd < 0) return std::nullopt;
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  return StoreLock(fd);
+}
+
+StoreLock::~StoreLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing the last descriptor releases the lock
 }
 
 std::string temporary_folder_name(const std::string& purpose) {

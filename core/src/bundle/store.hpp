@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "memplan/core/bundle.hpp"
 #include "input_file.hpp"  // read_regular_file: the store reads only regular files, never through links
@@ -35,6 +36,32 @@ std::string display(const std::filesystem::path& path);  // absolute, lexically 
 
 std::optional<Origin> read_origin(const std::filesystem::path& bundle_folder, std::string& why);
 std::string write_origin(const Origin& origin);
+
+// The store lock: an exclusive flock(2) on <home>/bundles.lock, held by
+// every command that changes bundles/ (install, remove, and the clean-up of
+// leftover temporary folders) from its first look at the installed bundles
+// to its last rename. It guards the rules that read the whole store before
+// changing it -- plugin names unique across bundles, the same-name guard --
+// against a second install running between the check and the rename. Loads
+// and `bundle list` read without it: every change lands by one rename.
+// The kernel drops the lock when its process ends, however it ends.
+class StoreLock {
+ public:
+  // Waits for the lock; throws Refusal when the lock file cannot be opened.
+  static StoreLock acquire(const std::filesystem::path& home);
+  // nullopt when another process holds it (or it cannot be opened); never waits.
+  static std::optional<StoreLock> try_acquire(const std::filesystem::path& home);
+  StoreLock(StoreLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  StoreLock& operator=(StoreLock&&) = delete;
+  StoreLock(const StoreLock&) = delete;
+  ~StoreLock();
+
+ private:
+  explicit StoreLock(int fd) : fd_(fd) {}
+  int fd_;
+};
+// Beside bundles/, not in it, so bundles/ holds only bundles and temporary folders.
+inline constexpr const char* kStoreLockFile = "bundles.lock";
 
 // Temporary folders inside the store are ".tmp-<pid>-<name>": a folder whose
 // process is gone is a leftover of an interrupted install or removal.
