@@ -1072,6 +1072,20 @@ TEST_F(Bundles, BadBundlesAndArgumentsAreRefusedCleanly) {
   EXPECT_FALSE(fs::exists(store()));
 }
 
+// Issue 14 finding 10: a manifest's file name with a terminal escape
+// sequence is quoted in the refusal with the control byte shown as \x1b.
+TEST_F(Bundles, AControlCharacterInAManifestFileNameIsShownEscaped) {
+  fs::create_directories(at("evil"));
+  write_bytes(at("evil/bundle.toml"),
+              "format = 1\nname = \"evil\"\nversion = \"1.0\"\npublisher = \"Evil\"\nkey_id = \"\"\n\n[[library]]\n"
+              "file = \"lib/\\u001b[2Jevil.so\"\nplugins = [\"evil\"]\nabi_major = 1\nabi_minor = 0\n"
+              "platform = \"" + platform_from_uname() + "\"\nsha256 = \"" + std::string(64, '0') + "\"\nsize = 1\n");
+  refused("bundle verify " + at("evil") + " --allow-unsigned",
+          at("evil/bundle.toml") + ":8:8: error: in [[library]] #1, 'file' 'lib/\\x1b[2Jevil.so' contains a backslash "
+          "or a control character; file names in a manifest are relative paths inside the bundle folder, such as "
+          "\"lib/memplan-example.so\"");
+}
+
 TEST_F(Bundles, ADataFileIsCheckedLikeALibrary) {
   keygen("acme");
   trust("acme");

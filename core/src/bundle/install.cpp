@@ -21,6 +21,7 @@
 #include "bundle/store.hpp"
 #include "bundle/verify.hpp"
 #include "memplan/core/plugin_registry.hpp"
+#include "memplan/core/text.hpp"
 
 namespace memplan::bundle {
 namespace fs = std::filesystem;
@@ -102,7 +103,8 @@ std::string install_bundle(const fs::path& home, const InstallRequest& request) 
   const VerifyPolicy policy{request.allow_unsigned, true};
   // Verified before anything is written.
   const VerifiedBundle source = verify_bundle(request.source, trust, policy);
-  for (const std::string& warning : source.warnings) std::cerr << "memplan: warning: " << warning << "\n";
+  for (const std::string& warning : source.warnings)
+    std::cerr << "memplan: warning: " << terminal_text(warning) << "\n";  // the path may hold control characters
   const Manifest& manifest = source.manifest;
   const fs::path bundles = bundles_folder(home);
   const fs::path target = bundles / manifest.name;
