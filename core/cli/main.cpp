@@ -317,6 +317,7 @@ int bundle_command(const std::vector<std::string>& all_args) {
     if (vm.count("help")) return std::cout << kBundleUsage, 0;
     const std::filesystem::path home = bundle::memplan_home();
     const bundle::TrustStore trust(home);
+    bundle::remove_interrupted_leftovers(home);
     for (const bundle::InstalledBundle& installed : bundle::installed_bundles(home)) {
       const std::string name = installed.folder.filename().string();
       if (!installed.manifest) {

@@ -11,6 +11,7 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -794,7 +795,6 @@ TEST_F(Bundles, AnInterruptedInstallIsNeverVisibleAndIsCleanedUp) {
   ASSERT_EQ(entries.size(), 1u);
   EXPECT_EQ(entries.begin()->rfind(".tmp-", 0), 0u) << *entries.begin();
   EXPECT_TRUE(fs::exists(store() + "/" + *entries.begin() + "/lib/memplan-bundle-alpha.so"));
-  EXPECT_EQ(ok("bundle list"), "");
   const std::string file = write_scenario(scenario_text("bundle-alpha", "\n[plugins]\nbundles = [\"acme\"]\n"));
   CommandResult run = memplan("run " + file);
   EXPECT_EQ(run.exit_code, 1);
@@ -803,6 +803,14 @@ TEST_F(Bundles, AnInterruptedInstallIsNeverVisibleAndIsCleanedUp) {
                             "what is installed)\n");
 
   // The next install removes the leftover.
+  ok("bundle install " + at("acme"));
+  EXPECT_EQ(store_entries(), std::set<std::string>{"acme"});
+  ok("bundle remove acme");
+  EXPECT_EQ(memplan("bundle install " + at("acme"), interrupt).exit_code, 75);
+  EXPECT_EQ(store_entries().size(), 1u);
+  // So does `bundle list`, which shows nothing of it.
+  EXPECT_EQ(ok("bundle list"), "");
+  EXPECT_EQ(store_entries(), std::set<std::string>{});
   ok("bundle install " + at("acme"));
   EXPECT_EQ(store_entries(), std::set<std::string>{"acme"});
   EXPECT_EQ(memplan("run " + file).exit_code, 0);
@@ -814,8 +822,9 @@ TEST_F(Bundles, AnInterruptedUpgradeLeavesTheOldVersionInPlace) {
   acme_bundle("acme-2", "2.0.0");
   EXPECT_EQ(memplan("bundle install " + at("acme-2"), "MEMPLAN_TEST_INTERRUPT_INSTALL=after-copy").exit_code, 75);
   const std::string key_id = expected_key_id(public_key_file("acme"));
+  EXPECT_EQ(store_entries().size(), 2u);  // acme and the interrupted install's temporary folder
   EXPECT_EQ(ok("bundle list"), "acme\t1.0.0\tAcme Corp\t" + key_id + "\tbundle-alpha\t" + at("acme-1") + "\n");
-  EXPECT_EQ(store_entries().size(), 2u);
+  EXPECT_EQ(store_entries(), std::set<std::string>{"acme"});  // list removed the leftover: its process is gone
   ok("bundle install " + at("acme-2"));
   EXPECT_EQ(ok("bundle list"), "acme\t2.0.0\tAcme Corp\t" + key_id + "\tbundle-alpha\t" + at("acme-2") + "\n");
   EXPECT_EQ(store_entries(), std::set<std::string>{"acme"});
@@ -894,6 +903,43 @@ TEST_F(Bundles, AnInstallWaitsForTheStoreLock) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(read_bytes(done), "0\n");
   EXPECT_EQ(store_entries(), std::set<std::string>{"acme"});
+}
+
+// Issue 14 finding 11: a signal during an install left its temporary folder
+// (up to the bundle's size) until the next install or remove. The install now
+// removes it, then ends by the signal as it would have (sh reports 128 + 15).
+TEST_F(Bundles, ASignalDuringInstallRemovesItsTemporaryFolder) {
+  acme_bundle();
+  CommandResult interrupted = memplan("bundle install " + at("acme"), "MEMPLAN_TEST_INTERRUPT_INSTALL=sigterm-after-copy");
+  EXPECT_EQ(interrupted.exit_code, 128 + SIGTERM) << interrupted.err;
+  // The shell may add its own "Terminated" line.
+  EXPECT_EQ(interrupted.err.rfind("memplan: MEMPLAN_TEST_INTERRUPT_INSTALL: sending SIGTERM after-copy\n", 0), 0u)
+      << interrupted.err;
+  EXPECT_EQ(interrupted.out, "");
+  EXPECT_EQ(store_entries(), std::set<std::string>{});
+  EXPECT_EQ(ok("bundle list"), "");
+}
+
+// Issue 14 finding 11: a temporary folder whose pid is alive was kept forever
+// (pids are reused; a store shared between machines holds other hosts' pids),
+// and only install and remove cleaned up. Install and list now also remove
+// temporary folders older than an hour; a young one of a live process stays.
+TEST_F(Bundles, TemporaryFoldersOlderThanAnHourAreRemovedByListAndInstall) {
+  const std::string live = std::to_string(::getpid());  // this test: alive, and never memplan itself
+  auto make_temporary = [&](const std::string& name, std::chrono::minutes age) {
+    fs::create_directories(store() + "/" + name + "/lib");
+    write_bytes(store() + "/" + name + "/lib/half.so", "half written");
+    fs::last_write_time(store() + "/" + name, fs::file_time_type::clock::now() - age);
+  };
+  make_temporary(".tmp-" + live + "-install-old", std::chrono::minutes(61));
+  make_temporary(".tmp-" + live + "-install-young", std::chrono::minutes(5));
+  EXPECT_EQ(ok("bundle list"), "");
+  EXPECT_EQ(store_entries(), std::set<std::string>{".tmp-" + live + "-install-young"});
+
+  make_temporary(".tmp-" + live + "-remove-old", std::chrono::minutes(120));
+  acme_bundle();
+  ok("bundle install " + at("acme"));
+  EXPECT_EQ(store_entries(), (std::set<std::string>{".tmp-" + live + "-install-young", "acme"}));
 }
 
 TEST_F(Bundles, ABundleOfTheSameNameFromAnotherPublisherNeedsForce) {

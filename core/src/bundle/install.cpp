@@ -11,7 +11,10 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include <signal.h>
+
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -30,14 +33,68 @@ namespace {
 
 // Test hook: MEMPLAN_TEST_INTERRUPT_INSTALL=after-copy ends the process right
 // after the copy into the store, as a crash or kill -9 would, so the tests can
-// show that no half-installed bundle is ever visible. Documented in docs/bundles.md.
-void maybe_interrupt(const char* point) {
+// show that no half-installed bundle is ever visible; =sigterm-after-copy
+// sends the process SIGTERM there, as `kill` would, so they can show that a
+// signal leaves no temporary folder. Documented in docs/bundles.md.
+void maybe_interrupt(const std::string& point) {
   const char* hook = std::getenv("MEMPLAN_TEST_INTERRUPT_INSTALL");
-  if (hook != nullptr && std::strcmp(hook, point) == 0) {
+  if (hook == nullptr) return;
+  if (hook == point) {
     std::cerr << "memplan: MEMPLAN_TEST_INTERRUPT_INSTALL: stopping " << point << "\n";
     std::_Exit(75);
   }
+  if (hook == "sigterm-" + point) {
+    std::cerr << "memplan: MEMPLAN_TEST_INTERRUPT_INSTALL: sending SIGTERM " << point << "\n";
+    std::raise(SIGTERM);
+  }
 }
+
+volatile std::sig_atomic_t deferred_signal = 0;
+extern "C" void defer_signal(int signal) { deferred_signal = signal; }
+
+// While an install fills its temporary folder, SIGINT, SIGTERM and SIGHUP are
+// recorded instead of ending the process at once, so the install can remove
+// the folder (as large as the bundle) first: check() turns a recorded signal
+// into a refusal, the folder's guard removes it, and the destructor restores
+// the old handling and raises the signal again, so the process ends as the
+// signal says. Signals that were ignored stay ignored. SIGKILL and crashes
+// cannot be caught; remove_stale_temporary_folders() removes what they leave.
+class DeferredSignals {
+ public:
+  DeferredSignals() {
+    deferred_signal = 0;
+    for (size_t i = 0; i < std::size(kSignals); ++i) {
+      ::sigaction(kSignals[i], nullptr, &previous_[i]);
+      installed_[i] = previous_[i].sa_handler != SIG_IGN;
+      if (!installed_[i]) continue;
+      struct sigaction action {};
+      action.sa_handler = defer_signal;
+      sigemptyset(&action.sa_mask);
+      action.sa_flags = 0;  // no SA_RESTART: a long copy stops with EINTR
+      ::sigaction(kSignals[i], &action, nullptr);
+    }
+  }
+  DeferredSignals(const DeferredSignals&) = delete;
+  DeferredSignals& operator=(const DeferredSignals&) = delete;
+  ~DeferredSignals() {
+    for (size_t i = 0; i < std::size(kSignals); ++i)
+      if (installed_[i]) ::sigaction(kSignals[i], &previous_[i], nullptr);
+    if (const int signal = deferred_signal; signal != 0) {
+      deferred_signal = 0;
+      std::raise(signal);
+    }
+  }
+  void check(const std::string& bundle_name) const {
+    if (const int signal = deferred_signal; signal != 0)
+      refuse("the install of bundle '" + bundle_name + "' was interrupted by signal " + std::to_string(signal) +
+             " (" + ::strsignal(signal) + "); nothing was installed and its temporary folder was removed");
+  }
+
+ private:
+  static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction previous_[std::size(kSignals)] {};
+  bool installed_[std::size(kSignals)] = {};
+};
 
 void copy_into(const fs::path& from, const fs::path& to) {
   std::error_code error;
@@ -148,35 +205,49 @@ std::string install_bundle(const fs::path& home, const InstallRequest& request) 
   }
 
   remove_stale_temporary_folders(bundles);
-  const fs::path temporary = bundles / temporary_folder_name("install-" + manifest.name);
-  fs::remove_all(temporary, error);
-  try {
-    fs::create_directory(temporary, error);
-    if (error) refuse("cannot create " + display(temporary) + ": " + error.message());
-    // The manifest bytes that were verified, not a second read of the file.
-    write_new_file(temporary / kManifestFile, source.manifest_bytes, 0644);
-    if (source.is_signed) copy_into(request.source / kSignatureFile, temporary / kSignatureFile);
-    for (const LibraryEntry& library : manifest.libraries)
-      copy_into(request.source / library.file, temporary / library.file);
-    for (const DataEntry& data : manifest.data) copy_into(request.source / data.file, temporary / data.file);
-    maybe_interrupt("after-copy");
+  // Declared in this order so the folder is removed before a deferred signal
+  // is raised again (destructors run in reverse).
+  const DeferredSignals signals;
+  const TemporaryFolder temporary(bundles / temporary_folder_name("install-" + manifest.name));
+  const fs::path& folder = temporary.path();
+  fs::remove_all(folder, error);
+  fs::create_directory(folder, error);
+  if (error) refuse("cannot create " + display(folder) + ": " + error.message());
+  // The manifest bytes that were verified, not a second read of the file.
+  write_new_file(folder / kManifestFile, source.manifest_bytes, 0644);
+  auto copy_and_check = [&](const std::string& file) {
+    copy_into(request.source / file, folder / file);
+    signals.check(manifest.name);
+  };
+  if (source.is_signed) copy_and_check(kSignatureFile);
+  for (const LibraryEntry& library : manifest.libraries) copy_and_check(library.file);
+  for (const DataEntry& data : manifest.data) copy_and_check(data.file);
+  maybe_interrupt("after-copy");
+  signals.check(manifest.name);
 
-    std::string refusal;
-    auto copy = try_verify_bundle(temporary, trust, policy, refusal);
-    if (!copy) refuse("the copy of bundle '" + manifest.name + "' in the store failed verification, so nothing was "
-                      "installed (was the source changed while it was copied?): " + refusal);
-    if (copy->manifest_bytes != source.manifest_bytes)
-      refuse("the copy of bundle '" + manifest.name + "' in the store differs from the verified manifest, so nothing "
-             "was installed; run the install again");
-    const Origin origin{display(request.source), utc_now(), copy->trusted ? manifest.key_id : "", manifest.publisher};
-    write_new_file(temporary / kOriginFile, write_origin(origin), 0644);
-    move_into_place(temporary, target);
-  } catch (...) {
-    fs::remove_all(temporary, error);
-    throw;
-  }
+  std::string refusal;
+  auto copy = try_verify_bundle(folder, trust, policy, refusal);
+  if (!copy) refuse("the copy of bundle '" + manifest.name + "' in the store failed verification, so nothing was "
+                    "installed (was the source changed while it was copied?): " + refusal);
+  if (copy->manifest_bytes != source.manifest_bytes)
+    refuse("the copy of bundle '" + manifest.name + "' in the store differs from the verified manifest, so nothing "
+           "was installed; run the install again");
+  const Origin origin{display(request.source), utc_now(), copy->trusted ? manifest.key_id : "", manifest.publisher};
+  write_new_file(folder / kOriginFile, write_origin(origin), 0644);
+  signals.check(manifest.name);
+  // After this the temporary path holds nothing, or the older version it was
+  // exchanged with, which the guard removes too.
+  move_into_place(folder, target);
   return "installed bundle " + manifest.name + " " + manifest.version + " from " + manifest.publisher + " (" +
          signer_text(source) + ") into " + display(target);
+}
+
+void remove_interrupted_leftovers(const fs::path& home) {
+  const fs::path bundles = bundles_folder(home);
+  std::error_code error;
+  if (!fs::is_directory(fs::symlink_status(bundles, error))) return;  // no store: nothing to do, nothing created
+  // Never waits: a command that holds the lock cleans up after itself.
+  if (const auto lock = StoreLock::try_acquire(home)) remove_stale_temporary_folders(bundles);
 }
 
 std::string remove_bundle(const fs::path& home, std::string_view name) {

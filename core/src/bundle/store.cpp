@@ -286,22 +286,47 @@ StoreLock::~StoreLock() {
   if (fd_ >= 0) ::close(fd_);  // closing the last descriptor releases the lock
 }
 
+TemporaryFolder::~TemporaryFolder() {
+  std::error_code ignored;
+  fs::remove_all(path_, ignored);
+}
+
 std::string temporary_folder_name(const std::string& purpose) {
   return ".tmp-" + std::to_string(::getpid()) + "-" + purpose;
 }
 
+namespace {
+
+// The pid in a ".tmp-<pid>-..." name; 0 when there is none.
+pid_t temporary_folder_pid(const std::string& name) {
+  const std::string pid_text = name.substr(5, name.find('-', 5) - 5);
+  char* end = nullptr;
+  const long pid = std::strtol(pid_text.c_str(), &end, 10);
+  return end != pid_text.c_str() && *end == '\0' && pid > 0 && pid <= 0x7fffffff ? static_cast<pid_t>(pid) : 0;
+}
+
+bool process_alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
+
+}  // namespace
+
 void remove_stale_temporary_folders(const fs::path& bundles) {
   std::error_code error;
   std::vector<fs::path> stale;
+  const auto now = fs::file_time_type::clock::now();
   for (const auto& entry : fs::directory_iterator(bundles, error)) {
     const std::string name = entry.path().filename().string();
     if (name.rfind(".tmp-", 0) != 0) continue;
-    const std::string pid_text = name.substr(5, name.find('-', 5) - 5);
-    char* end = nullptr;
-    const long pid = std::strtol(pid_text.c_str(), &end, 10);
-    const bool alive = end != pid_text.c_str() && *end == '\0' && pid > 0 && pid <= 0x7fffffff &&
-                       (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
-    if (!alive || pid == ::getpid()) stale.push_back(entry.path());
+    const pid_t pid = temporary_folder_pid(name);
+    // A live pid alone does not keep a folder: pids are reused, so after a
+    // crash another process may hold it and the folder would be kept
+    // forever, and in a store shared between machines the pid is another
+    // host's. An hour is far beyond any install (a bundle copies in seconds
+    // to minutes), and the store lock already keeps this host's installs from
+    // running beside this one; the age only spares an install of another host.
+    std::error_code time_error;
+    const auto written = fs::last_write_time(entry.path(), time_error);
+    const bool old = !time_error && now - written > kStaleTemporaryAge;
+    if (!process_alive(pid) || pid == ::getpid() || old) stale.push_back(entry.path());
   }
   for (const fs::path& folder : stale) fs::remove_all(folder, error);
 }

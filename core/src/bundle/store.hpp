@@ -3,6 +3,7 @@
 // and writes that land whole or not at all (temporary file, then rename).
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -63,9 +64,28 @@ class StoreLock {
 // Beside bundles/, not in it, so bundles/ holds only bundles and temporary folders.
 inline constexpr const char* kStoreLockFile = "bundles.lock";
 
-// Temporary folders inside the store are ".tmp-<pid>-<name>": a folder whose
-// process is gone is a leftover of an interrupted install or removal.
+// Removes its folder, and all inside, when it goes out of scope: every way
+// out of the code that fills it (a refusal, an exception, a signal turned
+// into one) leaves nothing behind. Code that renames the folder into place
+// leaves nothing at the path for it to remove.
+class TemporaryFolder {
+ public:
+  explicit TemporaryFolder(std::filesystem::path path) : path_(std::move(path)) {}
+  TemporaryFolder(const TemporaryFolder&) = delete;
+  TemporaryFolder& operator=(const TemporaryFolder&) = delete;
+  ~TemporaryFolder();
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Temporary folders inside the store are ".tmp-<pid>-<name>". One is a
+// leftover of an interrupted install or removal, and is removed, when its
+// process is gone or when it is older than kStaleTemporaryAge.
+inline constexpr std::chrono::hours kStaleTemporaryAge{1};
 std::string temporary_folder_name(const std::string& purpose);
+// Call with the store lock held.
 void remove_stale_temporary_folders(const std::filesystem::path& bundles);
 
 }  // namespace memplan::bundle

@@ -206,6 +206,11 @@ struct InstallRequest {
 // copy, records its origin and renames it into place. Returns a line for the user.
 std::string install_bundle(const std::filesystem::path& home, const InstallRequest& request);
 std::string remove_bundle(const std::filesystem::path& home, std::string_view name);
+// Removes what interrupted installs and removals left in the store (their
+// temporary folders; see docs/bundles.md) unless another command holds the
+// store lock; never waits. `bundle list` calls it; install and remove clean
+// up under their own lock.
+void remove_interrupted_leftovers(const std::filesystem::path& home);
 
 // ---------------------------------------------------------------------------
 // Load time.
