@@ -5,19 +5,22 @@
 // verified again there (so what lands is what was checked), given its origin
 // record, and only then renamed to <store>/bundles/<name> -- exchanged
 // atomically with an older version (renameat2 RENAME_EXCHANGE) where one is
-// installed. Folders starting with '.' are never read as bundles, and the
-// next install or removal deletes those whose process is gone.
+// installed. Folders starting with '.' are never read as bundles. An install
+// that fails, or is stopped by SIGINT, SIGTERM or SIGHUP, removes its
+// temporary folder; what a crash leaves, the next install, removal or list
+// deletes (store.hpp says when a temporary folder is stale). Install and
+// removal hold the store lock (store.hpp) while they read and change the store.
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
-
-#include <signal.h>
 
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <iterator>
 #include <set>
 
 #include "bundle/manifest.hpp"

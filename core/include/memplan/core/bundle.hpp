@@ -224,7 +224,9 @@ struct BundleLoad {
 };
 // Verifies every installed bundle (manifest signature against the trust
 // store, platform, ABI) and loads its libraries into `registry`, re-checking
-// each library's size and sha256 right before it is opened. A refused bundle
+// each library's size and sha256 right before it is opened, and requiring
+// that it registers exactly the plugins its manifest lists before any of them
+// takes its name. A refused bundle
 // or library becomes a registry diagnostic; the others stay usable.
 std::vector<BundleLoad> load_installed_bundles(PluginRegistry& registry, const std::filesystem::path& home,
                                                const VerifyPolicy& policy);
