@@ -14,6 +14,7 @@
 #include "memplan/core/install_layout.hpp"
 #include "memplan/core/limits.hpp"
 #include "memplan/core/report.hpp"
+#include "memplan/core/text.hpp"
 #include "memplan/core/validation.hpp"
 
 namespace po = boost::program_options;
@@ -56,7 +57,7 @@ constexpr const char* kBundleUsage =
     "\n"
     "--allow-unsigned accepts unsigned bundles and bundles signed by keys you do not trust (never a\n"
     "bad signature or a revoked key); docs/security.md says what that risks. --force replaces an\n"
-    "installed bundle of the same name from another publisher.\n";
+    "installed bundle of the same name from another publisher or signer.\n";
 
 constexpr const char* kTrustUsage =
     "usage: memplan trust <command>\n"
@@ -67,8 +68,12 @@ constexpr const char* kTrustUsage =
     "\n"
     "A removed key stays revoked: adding it again needs --reinstate.\n";
 
+// Text read from files, manifests, plugins and paths is printed through
+// terminal_text(): no escape sequence in it reaches the terminal.
+void print_line(std::ostream& out, const std::string& line) { out << memplan::terminal_text(line) << "\n"; }
+
 void print_warnings(const memplan::PluginRegistry& registry) {
-  for (const std::string& diagnostic : registry.diagnostics()) std::cerr << "memplan: warning: " << diagnostic << "\n";
+  for (const std::string& diagnostic : registry.diagnostics()) print_line(std::cerr, "memplan: warning: " + diagnostic);
 }
 
 // Parses `args` against `options`, with `positional` names taking the bare
@@ -145,8 +150,8 @@ int plugins_command(const std::vector<std::string>& args) {
                        MEMPLAN_KIND_STRATEGY}) {
     for (const auto& plugin : registry.plugins()) {
       if (plugin->descriptor.kind != kind) continue;
-      std::cout << memplan::kind_name(kind) << "\t" << plugin->name << "\t" << plugin->version << "\t" << plugin->path
-                << "\n";
+      print_line(std::cout, std::string(memplan::kind_name(kind)) + "\t" + plugin->name + "\t" + plugin->version + "\t" +
+                                plugin->path);
     }
   }
   // Framework profiles are data in the catalog, not libraries: their file stands where a library would.
@@ -202,6 +207,13 @@ std::vector<std::string> plugin_names(const memplan::bundle::Manifest& manifest)
   std::vector<std::string> names;
   for (const auto& library : manifest.libraries) names.insert(names.end(), library.plugins.begin(), library.plugins.end());
   return names;
+}
+
+// `bundle list`'s key column: the key id only where a trusted key's signature
+// verifies now; the manifest's key_id is a claim anyone can copy.
+std::string signer_column(const memplan::bundle::InstalledBundle& installed, const std::string& verified_key_id) {
+  if (!verified_key_id.empty()) return verified_key_id;
+  return installed.has_signature ? "unverified" : "unsigned";
 }
 
 // `memplan bundle <command>`: an unknown or missing argument is a usage error (2).
@@ -273,7 +285,7 @@ int bundle_command(const std::vector<std::string>& all_args) {
     options.add_options()("dir", po::value<std::string>(), "the bundle folder")(
         "allow-unsigned", "accept an unsigned bundle, or one signed by a key you do not trust");
     if (command == "install")
-      options.add_options()("force", "replace an installed bundle of the same name from another publisher");
+      options.add_options()("force", "replace an installed bundle of the same name from another publisher or signer");
     const auto vm = parse(args, options, {"dir"});
     if (vm.count("help")) return std::cout << kBundleUsage, 0;
     if (!needs(vm, "dir", "the bundle folder")) return 2;
@@ -281,38 +293,42 @@ int bundle_command(const std::vector<std::string>& all_args) {
     const std::filesystem::path home = bundle::memplan_home();
     if (command == "install") {
       bundle::InstallRequest request{vm["dir"].as<std::string>(), allow_unsigned, vm.count("force") > 0};
-      std::cout << bundle::install_bundle(home, request) << "\n";
+      print_line(std::cout, bundle::install_bundle(home, request));
       return 0;
     }
     bundle::VerifyPolicy policy;
     policy.allow_unsigned = allow_unsigned;
     const bundle::VerifiedBundle verified =
         bundle::verify_bundle(vm["dir"].as<std::string>(), bundle::TrustStore(home), policy);
-    for (const std::string& warning : verified.warnings) std::cerr << "memplan: warning: " << warning << "\n";
+    for (const std::string& warning : verified.warnings) print_line(std::cerr, "memplan: warning: " + warning);
     const bundle::Manifest& manifest = verified.manifest;
-    std::cout << "bundle " << manifest.name << " " << manifest.version << " from " << manifest.publisher << ": "
-              << (verified.trusted ? "signed by trusted key " + manifest.key_id + " (" + verified.signer_label + ")"
-                  : verified.is_signed ? std::string("signed by an untrusted key, accepted by --allow-unsigned")
-                                       : std::string("unsigned, accepted by --allow-unsigned"))
-              << "; " << plural(manifest.libraries.size(), "library file") << " and "
-              << plural(manifest.data.size(), "data file") << " match their sha256; plugins "
-              << joined(plugin_names(manifest)) << "\n";
+    print_line(std::cout, "bundle " + manifest.name + " " + manifest.version + " from " + manifest.publisher + ": " +
+                              (verified.trusted ? "signed by trusted key " + manifest.key_id + " (" +
+                                                      verified.signer_label + ")"
+                               : verified.is_signed ? std::string("signed by an untrusted key, accepted by --allow-unsigned")
+                                                    : std::string("unsigned, accepted by --allow-unsigned")) +
+                              "; " + plural(manifest.libraries.size(), "library file") + " and " +
+                              plural(manifest.data.size(), "data file") + " match their sha256; plugins " +
+                              joined(plugin_names(manifest)));
     return 0;
   }
   if (command == "list") {
     const auto vm = parse(args, options, {});
     if (vm.count("help")) return std::cout << kBundleUsage, 0;
-    for (const bundle::InstalledBundle& installed : bundle::installed_bundles(bundle::memplan_home())) {
+    const std::filesystem::path home = bundle::memplan_home();
+    const bundle::TrustStore trust(home);
+    bundle::remove_interrupted_leftovers(home);
+    for (const bundle::InstalledBundle& installed : bundle::installed_bundles(home)) {
       const std::string name = installed.folder.filename().string();
       if (!installed.manifest) {
-        std::cout << name << "\tunreadable: " << installed.problem << "\n";
+        print_line(std::cout, name + "\tunreadable: " + installed.problem);
         continue;
       }
       const bundle::Manifest& manifest = *installed.manifest;
-      std::cout << name << "\t" << manifest.version << "\t" << manifest.publisher << "\t"
-                << (manifest.key_id.empty() ? "unsigned" : manifest.key_id) << "\t"
-                << joined(plugin_names(manifest), ",") << "\t"
-                << (installed.origin ? installed.origin->source : "origin unknown") << "\n";
+      print_line(std::cout, name + "\t" + manifest.version + "\t" + manifest.publisher + "\t" +
+                                signer_column(installed, bundle::verified_signer(installed.folder, trust)) + "\t" +
+                                joined(plugin_names(manifest), ",") + "\t" +
+                                (installed.origin ? installed.origin->source : "origin unknown"));
     }
     return 0;
   }
@@ -321,7 +337,7 @@ int bundle_command(const std::vector<std::string>& all_args) {
     const auto vm = parse(args, options, {"name"});
     if (vm.count("help")) return std::cout << kBundleUsage, 0;
     if (!needs(vm, "name", "the name of an installed bundle (memplan bundle list)")) return 2;
-    std::cout << bundle::remove_bundle(bundle::memplan_home(), vm["name"].as<std::string>()) << "\n";
+    print_line(std::cout, bundle::remove_bundle(bundle::memplan_home(), vm["name"].as<std::string>()));
     return 0;
   }
   std::cerr << "memplan: error: unknown bundle command '" << command
@@ -350,15 +366,15 @@ int trust_command(const std::vector<std::string>& all_args) {
       return 2;
     }
     bundle::TrustStore store(bundle::memplan_home());
-    std::cout << store.add(vm["file"].as<std::string>(), vm["name"].as<std::string>(), vm.count("reinstate") > 0)
-              << "\n";
+    print_line(std::cout,
+               store.add(vm["file"].as<std::string>(), vm["name"].as<std::string>(), vm.count("reinstate") > 0));
     return 0;
   }
   if (command == "list") {
     const auto vm = parse(args, options, {});
     if (vm.count("help")) return std::cout << kTrustUsage, 0;
     bundle::TrustStore store(bundle::memplan_home());
-    for (const bundle::TrustedKey& key : store.trusted()) std::cout << key.key_id << "\ttrusted\t" << key.label << "\n";
+    for (const bundle::TrustedKey& key : store.trusted()) print_line(std::cout, key.key_id + "\ttrusted\t" + key.label);
     for (const std::string& id : store.revoked_ids()) std::cout << id << "\trevoked\n";
     return 0;
   }
@@ -371,7 +387,7 @@ int trust_command(const std::vector<std::string>& all_args) {
       return 2;
     }
     bundle::TrustStore store(bundle::memplan_home());
-    std::cout << store.remove(vm["key"].as<std::string>()) << "\n";
+    print_line(std::cout, store.remove(vm["key"].as<std::string>()));
     return 0;
   }
   std::cerr << "memplan: error: unknown trust command '" << command
@@ -404,13 +420,13 @@ int main(int argc, char** argv) {
               << "'; the commands are run, plugins, validate, bundle and trust (see --help)\n";
     return 2;
   } catch (const memplan::Error& error) {
-    std::cerr << error.what() << "\n";
+    print_line(std::cerr, error.what());
     return 1;
   } catch (const po::error& error) {
-    std::cerr << "memplan: error: " << error.what() << " (see memplan --help)\n";
+    print_line(std::cerr, "memplan: error: " + std::string(error.what()) + " (see memplan --help)");
     return 2;
   } catch (const std::exception& error) {
-    std::cerr << "memplan: error: " << error.what() << "\n";
+    print_line(std::cerr, "memplan: error: " + std::string(error.what()));
     return 1;
   }
 }

@@ -3,6 +3,7 @@
 #define BOOST_DLL_USE_STD_FS
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <cstdlib>
+#include <unordered_set>
 
 #include "memplan/core/bundle.hpp"
 
@@ -28,6 +29,22 @@ std::vector<std::string> plugin_path_from_environment() {
     start = end + 1;
   }
   return folders;
+}
+
+std::vector<std::string> distinct_folders(const std::vector<std::string>& folders) {
+  // Repeated text is dropped before any file system call: a search path that
+  // names one folder 200,000 times then costs one canonical lookup, not
+  // 200,000 folder scans (issue 14).
+  std::unordered_set<std::string> seen_text;
+  std::unordered_set<std::string> seen_canonical;
+  std::vector<std::string> distinct;
+  for (const std::string& folder : folders) {
+    if (!seen_text.insert(folder).second) continue;
+    std::error_code error;
+    const std::filesystem::path canonical = std::filesystem::weakly_canonical(folder, error);
+    if (seen_canonical.insert(error ? folder : canonical.string()).second) distinct.push_back(folder);
+  }
+  return distinct;
 }
 
 namespace {
@@ -60,7 +77,7 @@ void check_bundle_requirements(const Scenario& scenario, const std::vector<bundl
 void load_plugins(PluginRegistry& registry, const InstallLayout& layout, const Scenario* scenario,
                   const PluginLoadOptions& options) {
   registry.load_folder(layout.plugin_dir.string());
-  for (const std::string& folder : plugin_path_from_environment()) registry.load_folder(folder);
+  for (const std::string& folder : distinct_folders(plugin_path_from_environment())) registry.load_folder(folder);
 
   std::filesystem::path home = options.home;
   if (home.empty()) {
@@ -78,7 +95,7 @@ void load_plugins(PluginRegistry& registry, const InstallLayout& layout, const S
   }
 
   if (scenario == nullptr) return;
-  for (const std::string& folder : scenario->search_path) {
+  for (const std::string& folder : distinct_folders(scenario->search_path)) {
     std::error_code error;
     if (!std::filesystem::is_directory(folder, error))
       fail_at(scenario->search_path_location,

@@ -74,6 +74,11 @@ bool PluginRegistry::load_folder(const std::string& folder) {
 bool PluginRegistry::load_library(const std::string& given_path) { return load_library(given_path, nullptr); }
 
 bool PluginRegistry::load_library(const std::string& given_path, const PreloadCheck& check) {
+  return load_library(given_path, check, nullptr);
+}
+
+bool PluginRegistry::load_library(const std::string& given_path, const PreloadCheck& check,
+                                  const PluginCheck& plugin_check) {
   // Messages show the path as the user laid it out (absolute, normalized);
   // the canonical path (symlinks resolved) only identifies the file, so the
   // same library reached through two search folders is seen once.
@@ -164,6 +169,9 @@ bool PluginRegistry::load_library(const std::string& given_path, const PreloadCh
         return reject(who + " declares option '" + spec.name + "' with unknown type " + std::to_string(spec.type) + ".");
       plugin->options.push_back(spec);
     }
+  }
+  if (plugin_check) {
+    if (std::string why = plugin_check(*plugin); !why.empty()) return reject(why);
   }
   if (const LoadedPlugin* existing = find(plugin->name))
     return reject(who + " is already provided by " + existing->path +

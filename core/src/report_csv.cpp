@@ -38,7 +38,7 @@ void write_csv(std::ostream& out, const Estimator& estimator) {
 void write_markdown(std::ostream& out, const Estimator& estimator) {
   const Scenario& scenario = estimator.scenario();
   const Breakdown& b = estimator.breakdown();
-  out << "### " << scenario.name << "\n\n";
+  out << "### " << terminal_text(scenario.name) << "\n\n";  // a file name may hold control characters
   out << "| component | bytes | GiB |\n|---|---:|---:|\n";
   auto row = [&](std::string_view name, uint64_t bytes) {
     std::string gib = format_gib(static_cast<double>(bytes));
@@ -54,7 +54,7 @@ void write_markdown(std::ostream& out, const Estimator& estimator) {
   }
   if (scenario.hardware.memory_bytes > 0) {
     const uint64_t capacity = b.capacity(scenario.hardware.memory_bytes);
-    out << "\nGPU: " << scenario.hardware.label << " (" << format_gib(static_cast<double>(scenario.hardware.memory_bytes));
+    out << "\nGPU: " << terminal_text(scenario.hardware.label) << " (" << format_gib(static_cast<double>(scenario.hardware.memory_bytes));
     if (capacity < scenario.hardware.memory_bytes) out << ", " << format_gib(static_cast<double>(capacity)) << " usable";
     out << "): " << (b.peak <= capacity ? "fits" : "does not fit") << "\n";
   }

@@ -54,12 +54,13 @@ void write_limits(std::ostream& out, const ScenarioLimits& limits) {
 void write_table(std::ostream& out, const Estimator& estimator, const ScenarioLimits& limits) {
   const Scenario& scenario = estimator.scenario();
   const Breakdown& b = estimator.breakdown();
-  out << "memplan estimate: " << scenario.name << " (" << (scenario.mode == MEMPLAN_MODE_TRAIN ? "train" : "infer")
+  // Names and paths come from files: shown with control characters escaped.
+  out << "memplan estimate: " << terminal_text(scenario.name) << " (" << (scenario.mode == MEMPLAN_MODE_TRAIN ? "train" : "infer")
       << ")\n";
   const std::string model_source = !scenario.model.preset.empty()     ? scenario.model.preset
                                    : !scenario.model.hf_config.empty() ? scenario.model.hf_config
                                                                        : std::string("inline");
-  out << "model: " << model_source << ", "
+  out << "model: " << terminal_text(model_source) << ", "
       << billions(b.params_total) << " parameters, " << billions(b.params_trainable) << " trainable\n";
   out << "batch: micro_batch " << estimator.micro_batch() << ", seq_len " << estimator.seq_len() << ", grad_accum "
       << scenario.grad_accum << "; world size " << b.world_size << " GPU" << (b.world_size == 1 ? "" : "s") << "\n";
@@ -69,7 +70,7 @@ void write_table(std::ostream& out, const Estimator& estimator, const ScenarioLi
         << (scenario.framework.from_scenario ? "" : " (the default profile; name the software with [framework])") << "\n";
   out << "plugins:";
   for (const ConfiguredPlugin& configured : estimator.plugins())
-    out << " " << configured.plugin->name << "@" << configured.plugin->version;
+    out << " " << configured.plugin->name << "@" << terminal_text(configured.plugin->version);
   out << "\n\nper GPU (1 GiB = 2^30 bytes)\n";
   for (int32_t role = 0; role < MEMPLAN_ROLE_COUNT; ++role)
     out << "  " << padded(role_name(role), 18) << gib_column(b.components[static_cast<size_t>(role)]) << "\n";
@@ -104,7 +105,7 @@ void write_table(std::ostream& out, const Estimator& estimator, const ScenarioLi
     return;
   }
   const uint64_t capacity = b.capacity(memory);
-  out << "GPU: " << scenario.hardware.label << ", " << format_gib(static_cast<double>(memory));
+  out << "GPU: " << terminal_text(scenario.hardware.label) << ", " << format_gib(static_cast<double>(memory));
   if (capacity < memory)
     out << ", of which " << format_gib(static_cast<double>(capacity)) << " usable (memory fraction "
         << b.memory_fraction << ")";

@@ -10,15 +10,21 @@
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "memplan/core/bundle.hpp"
@@ -562,6 +568,35 @@ TEST_F(Bundles, ARevokedKeyMakesItsBundlesUntrusted) {
   EXPECT_EQ(ok("plugins").find("bundle-alpha") != std::string::npos, true);
 }
 
+// Issue 14 finding 8: deleting bundle.sig made a bundle of a revoked key an
+// unsigned one, accepted by --allow-unsigned, although its manifest still
+// names the revoked key. It is refused at verify, install and load.
+TEST_F(Bundles, ABundleNamingARevokedKeyIsRefusedWithoutItsSignature) {
+  acme_bundle();
+  const std::string key_id = expected_key_id(public_key_file("acme"));
+  ok("bundle install " + at("acme"));
+  ok("trust remove " + key_id);
+  auto names_revoked = [&](const std::string& folder) {
+    return "bundle " + folder + ": bundle.toml names key " + key_id + ", which was revoked (`memplan trust remove`); "
+           "a bundle that names a revoked key is refused even without its bundle.sig and with --allow-unsigned. Get "
+           "the bundle signed with a current key, or trust the key again with `memplan trust add PUBKEY.pem "
+           "--reinstate`";
+  };
+  fs::remove(at("acme/bundle.sig"));
+  refused("bundle verify " + at("acme") + " --allow-unsigned", "memplan: error: " + names_revoked(at("acme")));
+  refused("bundle install " + at("acme") + " --allow-unsigned --force", "memplan: error: " + names_revoked(at("acme")));
+  EXPECT_EQ(store_entries(), std::set<std::string>{"acme"});
+  EXPECT_TRUE(fs::exists(store() + "/acme/bundle.sig"));  // the install changed nothing
+
+  // The installed copy, its signature deleted in the store.
+  fs::remove(store() + "/acme/bundle.sig");
+  CommandResult plugins = memplan("plugins --allow-unsigned");
+  EXPECT_EQ(plugins.exit_code, 1);
+  EXPECT_EQ(plugins.err, "memplan: warning: installed bundle 'acme' was not loaded: " + names_revoked(store() + "/acme") +
+                             "\n");
+  EXPECT_EQ(plugins.out.find("bundle-alpha"), std::string::npos);
+}
+
 TEST_F(Bundles, TrustRefusesWhatIsNotAPublicKey) {
   const std::string key_id = keygen("acme");
   refused("trust add " + key_file("acme"),
@@ -649,6 +684,53 @@ TEST_F(Bundles, TwoBundlesOfferingTheSamePluginAreRefused) {
   EXPECT_FALSE(fs::exists(at("both")));
 }
 
+// Issue 14 finding 6: a trusted publisher's manifest declares 'harmless', so
+// install's uniqueness rule (which reads manifests) lets it in; its library
+// registers 'bundle-alpha'. Bundles load in name order, so 'aaa-harmless'
+// would load first and take the name from acme. The library must register
+// exactly what its manifest lists, checked before the plugin is registered.
+TEST_F(Bundles, ALibraryMustRegisterExactlyTheManifestsPlugins) {
+  acme_bundle();
+  ok("bundle install " + at("acme"));
+  keygen("mallory");
+  trust("mallory");
+  create("impostor", "aaa-harmless", "1.0", "Mallory", {BUNDLE_IMPOSTOR_LIBRARY});
+  write_bytes(at("impostor/bundle.toml"), replaced(read_bytes(at("impostor/bundle.toml")),
+                                                   "plugins = [\"bundle-alpha\"]", "plugins = [\"harmless\"]"));
+  sign("impostor", "mallory");
+  ok("bundle install " + at("impostor"));
+  const std::string library = store() + "/aaa-harmless/lib/memplan-bundle-alpha-impostor.so";
+  const std::string refusal =
+      "plugin library " + library + " was not loaded: it registers plugin 'bundle-alpha', but the manifest of "
+      "bundle 'aaa-harmless' lists [\"harmless\"] for lib/memplan-bundle-alpha-impostor.so (rule: the plugins a "
+      "library registers must be exactly its manifest's `plugins` list). Do not use this bundle: remove it "
+      "(`memplan bundle remove aaa-harmless`) and ask its publisher to recreate it with `memplan bundle create`";
+
+  CommandResult plugins = memplan("plugins");
+  EXPECT_EQ(plugins.exit_code, 1);
+  EXPECT_EQ(plugins.err, "memplan: warning: " + refusal + "\n");
+  EXPECT_NE(plugins.out.find("optimizer\tbundle-alpha\t1.0.0\t" + store() + "/acme/lib/memplan-bundle-alpha.so\n"),
+            std::string::npos)
+      << plugins.out;
+  EXPECT_EQ(plugins.out.find("impostor"), std::string::npos) << plugins.out;
+
+  // acme's plugin runs: 1e9 fp32 weights x 5 states x 4 bytes, not the impostor's 11 states.
+  const std::string file = write_scenario(scenario_text("bundle-alpha"));
+  CommandResult run = memplan("run " + file + " --format json");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("\"optimizer_states\": 20000000000"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find(store() + "/acme/lib/memplan-bundle-alpha.so"), std::string::npos);
+
+  // A scenario that requires the refused bundle stops there.
+  write_scenario(scenario_text("bundle-alpha", "\n[plugins]\nbundles = [\"aaa-harmless\"]\n"));
+  run = memplan("run " + file);
+  EXPECT_EQ(run.exit_code, 1);
+  ASSERT_NE(run.err.find(file), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.substr(run.err.find(file)),
+            file + ":17:12: error: [plugins] bundles requires 'aaa-harmless', but the installed bundle "
+                   "'aaa-harmless' was refused: " + refusal + "\n");
+}
+
 // A hand-made manifest, correctly signed (by libcrypto here, since `bundle
 // sign` itself refuses it), whose file leaves the bundle folder.
 TEST_F(Bundles, APathEscapingTheBundleFolderIsRefused) {
@@ -713,7 +795,6 @@ TEST_F(Bundles, AnInterruptedInstallIsNeverVisibleAndIsCleanedUp) {
   ASSERT_EQ(entries.size(), 1u);
   EXPECT_EQ(entries.begin()->rfind(".tmp-", 0), 0u) << *entries.begin();
   EXPECT_TRUE(fs::exists(store() + "/" + *entries.begin() + "/lib/memplan-bundle-alpha.so"));
-  EXPECT_EQ(ok("bundle list"), "");
   const std::string file = write_scenario(scenario_text("bundle-alpha", "\n[plugins]\nbundles = [\"acme\"]\n"));
   CommandResult run = memplan("run " + file);
   EXPECT_EQ(run.exit_code, 1);
@@ -722,6 +803,14 @@ TEST_F(Bundles, AnInterruptedInstallIsNeverVisibleAndIsCleanedUp) {
                             "what is installed)\n");
 
   // The next install removes the leftover.
+  ok("bundle install " + at("acme"));
+  EXPECT_EQ(store_entries(), std::set<std::string>{"acme"});
+  ok("bundle remove acme");
+  EXPECT_EQ(memplan("bundle install " + at("acme"), interrupt).exit_code, 75);
+  EXPECT_EQ(store_entries().size(), 1u);
+  // So does `bundle list`, which shows nothing of it.
+  EXPECT_EQ(ok("bundle list"), "");
+  EXPECT_EQ(store_entries(), std::set<std::string>{});
   ok("bundle install " + at("acme"));
   EXPECT_EQ(store_entries(), std::set<std::string>{"acme"});
   EXPECT_EQ(memplan("run " + file).exit_code, 0);
@@ -733,8 +822,9 @@ TEST_F(Bundles, AnInterruptedUpgradeLeavesTheOldVersionInPlace) {
   acme_bundle("acme-2", "2.0.0");
   EXPECT_EQ(memplan("bundle install " + at("acme-2"), "MEMPLAN_TEST_INTERRUPT_INSTALL=after-copy").exit_code, 75);
   const std::string key_id = expected_key_id(public_key_file("acme"));
+  EXPECT_EQ(store_entries().size(), 2u);  // acme and the interrupted install's temporary folder
   EXPECT_EQ(ok("bundle list"), "acme\t1.0.0\tAcme Corp\t" + key_id + "\tbundle-alpha\t" + at("acme-1") + "\n");
-  EXPECT_EQ(store_entries().size(), 2u);
+  EXPECT_EQ(store_entries(), std::set<std::string>{"acme"});  // list removed the leftover: its process is gone
   ok("bundle install " + at("acme-2"));
   EXPECT_EQ(ok("bundle list"), "acme\t2.0.0\tAcme Corp\t" + key_id + "\tbundle-alpha\t" + at("acme-2") + "\n");
   EXPECT_EQ(store_entries(), std::set<std::string>{"acme"});
@@ -750,6 +840,106 @@ TEST_F(Bundles, AStaleTemporaryFolderIsInvisibleAndRemoved) {
   EXPECT_EQ(memplan("plugins").exit_code, 0);
   ok("bundle install " + at("acme"));
   EXPECT_EQ(store_entries(), std::set<std::string>{"acme"});
+}
+
+// Issue 14 finding 9: two installs of different bundles that offer the same
+// plugin, started together, both passed the uniqueness check before either
+// renamed its bundle into place (12 of 25 rounds), and `memplan plugins` then
+// failed. The store lock makes one of them see the other's bundle.
+TEST_F(Bundles, ConcurrentInstallsOfTheSamePluginLetExactlyOneIn) {
+  acme_bundle();
+  create("twin", "twin", "1.0", "Acme Corp", {BUNDLE_TWIN_LIBRARY});
+  sign("twin", "acme");
+  const std::string acme_refused =
+      "memplan: error: bundle 'acme' offers plugin 'bundle-alpha', which installed bundle 'twin' already offers (rule: "
+      "plugin names are unique). Nothing was changed; remove the other bundle first (`memplan bundle remove twin`), "
+      "or ask the publisher to rename the plugin\n";
+  const std::string twin_refused =
+      "memplan: error: bundle 'twin' offers plugin 'bundle-alpha', which installed bundle 'acme' already offers (rule: "
+      "plugin names are unique). Nothing was changed; remove the other bundle first (`memplan bundle remove acme`), "
+      "or ask the publisher to rename the plugin\n";
+  for (int round = 0; round < 25; ++round) {
+    const std::string round_home = at("round-" + std::to_string(round));
+    const std::string results = round_home + "-results";
+    fs::create_directories(results);
+    const std::string env = "env MEMPLAN_HOME=" + round_home + " " + cli_path();
+    ASSERT_EQ(run_command(env + " trust add " + public_key_file("acme")).exit_code, 0);
+    CommandResult race = run_command(
+        "{ " + env + " bundle install " + at("acme") + " >/dev/null 2>" + results + "/acme.err; "
+        "echo $? >" + results + "/acme.status; } & "
+        "{ " + env + " bundle install " + at("twin") + " >/dev/null 2>" + results + "/twin.err; "
+        "echo $? >" + results + "/twin.status; } & wait");
+    ASSERT_EQ(race.exit_code, 0) << race.err;
+    const std::string acme_status = read_bytes(results + "/acme.status");
+    const std::string twin_status = read_bytes(results + "/twin.status");
+    const std::set<std::string> statuses{acme_status, twin_status};
+    EXPECT_EQ(statuses, (std::set<std::string>{"0\n", "1\n"})) << "round " << round;
+    EXPECT_EQ(read_bytes(results + (acme_status == "1\n" ? "/acme.err" : "/twin.err")),
+              acme_status == "1\n" ? acme_refused : twin_refused)
+        << "round " << round;
+    CommandResult plugins = run_command(env + " plugins");
+    EXPECT_EQ(plugins.exit_code, 0) << "round " << round << ": " << plugins.err;
+  }
+}
+
+// The lock of finding 9 is <home>/bundles.lock (docs/bundles.md): an install
+// waits while another process holds it, and completes once it is released.
+TEST_F(Bundles, AnInstallWaitsForTheStoreLock) {
+  acme_bundle();
+  fs::create_directories(home());
+  const int lock = ::open((home() + "/bundles.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(lock, 0);
+  ASSERT_EQ(::flock(lock, LOCK_EX), 0);
+  const std::string done = at("install.done");
+  ASSERT_EQ(run_command("{ env MEMPLAN_HOME=" + home() + " " + cli_path() + " bundle install " + at("acme") +
+                        " >/dev/null 2>&1; echo $? >" + done + ".tmp; mv " + done + ".tmp " + done + "; } &")
+                .exit_code,
+            0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_FALSE(fs::exists(done)) << "the install finished while the store was locked";
+  EXPECT_EQ(store_entries(), std::set<std::string>{});
+  ::close(lock);  // releases the lock
+  for (int waited = 0; waited < 300 && !fs::exists(done); ++waited)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(read_bytes(done), "0\n");
+  EXPECT_EQ(store_entries(), std::set<std::string>{"acme"});
+}
+
+// Issue 14 finding 11: a signal during an install left its temporary folder
+// (up to the bundle's size) until the next install or remove. The install now
+// removes it, then ends by the signal as it would have (sh reports 128 + 15).
+TEST_F(Bundles, ASignalDuringInstallRemovesItsTemporaryFolder) {
+  acme_bundle();
+  CommandResult interrupted = memplan("bundle install " + at("acme"), "MEMPLAN_TEST_INTERRUPT_INSTALL=sigterm-after-copy");
+  EXPECT_EQ(interrupted.exit_code, 128 + SIGTERM) << interrupted.err;
+  // The shell may add its own "Terminated" line.
+  EXPECT_EQ(interrupted.err.rfind("memplan: MEMPLAN_TEST_INTERRUPT_INSTALL: sending SIGTERM after-copy\n", 0), 0u)
+      << interrupted.err;
+  EXPECT_EQ(interrupted.out, "");
+  EXPECT_EQ(store_entries(), std::set<std::string>{});
+  EXPECT_EQ(ok("bundle list"), "");
+}
+
+// Issue 14 finding 11: a temporary folder whose pid is alive was kept forever
+// (pids are reused; a store shared between machines holds other hosts' pids),
+// and only install and remove cleaned up. Install and list now also remove
+// temporary folders older than an hour; a young one of a live process stays.
+TEST_F(Bundles, TemporaryFoldersOlderThanAnHourAreRemovedByListAndInstall) {
+  const std::string live = std::to_string(::getpid());  // this test: alive, and never memplan itself
+  auto make_temporary = [&](const std::string& name, std::chrono::minutes age) {
+    fs::create_directories(store() + "/" + name + "/lib");
+    write_bytes(store() + "/" + name + "/lib/half.so", "half written");
+    fs::last_write_time(store() + "/" + name, fs::file_time_type::clock::now() - age);
+  };
+  make_temporary(".tmp-" + live + "-install-old", std::chrono::minutes(61));
+  make_temporary(".tmp-" + live + "-install-young", std::chrono::minutes(5));
+  EXPECT_EQ(ok("bundle list"), "");
+  EXPECT_EQ(store_entries(), std::set<std::string>{".tmp-" + live + "-install-young"});
+
+  make_temporary(".tmp-" + live + "-remove-old", std::chrono::minutes(120));
+  acme_bundle();
+  ok("bundle install " + at("acme"));
+  EXPECT_EQ(store_entries(), (std::set<std::string>{".tmp-" + live + "-install-young", "acme"}));
 }
 
 TEST_F(Bundles, ABundleOfTheSameNameFromAnotherPublisherNeedsForce) {
@@ -769,6 +959,43 @@ TEST_F(Bundles, ABundleOfTheSameNameFromAnotherPublisherNeedsForce) {
   ok("bundle install " + at("fake") + " --force");
   EXPECT_EQ(ok("bundle list"), "acme\t9.0\tMallory\t" + mallory + "\tbundle-alpha\t" + at("fake") + "\n");
   EXPECT_EQ(store_entries(), std::set<std::string>{"acme"});
+}
+
+// Issue 14 finding 7: an unsigned bundle that copies an installed signed
+// bundle's publisher and key id is not the same signer. Replacing needs
+// --force (the guard compares the verified signer, not manifest fields), and
+// `bundle list` never shows a key id that no trusted signature vouches for.
+TEST_F(Bundles, AnUnsignedCopyOfASignedBundlesIdentityNeedsForce) {
+  acme_bundle();
+  ok("bundle install " + at("acme"));
+  const std::string acme = expected_key_id(public_key_file("acme"));
+  create("copy", "acme", "9.0", "Acme Corp", {BUNDLE_IMPOSTOR_LIBRARY});
+  write_bytes(at("copy/bundle.toml"),
+              replaced(read_bytes(at("copy/bundle.toml")), "key_id = \"\"", "key_id = \"" + acme + "\""));
+  CommandResult install = memplan("bundle install " + at("copy") + " --allow-unsigned");
+  EXPECT_EQ(install.exit_code, 1);
+  EXPECT_EQ(install.err, "memplan: warning: bundle " + at("copy") + " is not signed; accepted because of "
+                         "--allow-unsigned\nmemplan: error: bundle 'acme' is already installed from publisher 'Acme "
+                         "Corp' (key " + acme + "), and this one is from 'Acme Corp' (no trusted signature). Nothing was "
+                         "changed; to replace it, pass --force, or remove it first with `memplan bundle remove acme`\n");
+  EXPECT_EQ(ok("bundle list"), "acme\t1.2.0\tAcme Corp\t" + acme + "\tbundle-alpha\t" + at("acme") + "\n");
+  EXPECT_EQ(store_entries(), std::set<std::string>{"acme"});
+
+  ok("bundle install " + at("copy") + " --allow-unsigned --force");
+  EXPECT_EQ(ok("bundle list"), "acme\t9.0\tAcme Corp\tunsigned\tbundle-alpha\t" + at("copy") + "\n");
+  EXPECT_EQ(toml_string_value(read_bytes(store() + "/acme/origin.toml"), "key_id"), "");
+
+  // A bundle.sig that no trusted key verifies is listed as unverified, not by its key id.
+  const std::string stranger = keygen("stranger");
+  create("strange", "strange", "1.0", "Acme Corp", {BUNDLE_BETA_LIBRARY});
+  sign("strange", "stranger");
+  ok("bundle install " + at("strange") + " --allow-unsigned");
+  EXPECT_EQ(ok("bundle list"), "acme\t9.0\tAcme Corp\tunsigned\tbundle-alpha\t" + at("copy") + "\n" +
+                                   "strange\t1.0\tAcme Corp\tunverified\tbundle-beta\t" + at("strange") + "\n");
+  EXPECT_EQ(toml_string_value(read_bytes(store() + "/strange/origin.toml"), "key_id"), "");
+  // Once the key is trusted, its signature vouches for the bundle.
+  trust("stranger");
+  EXPECT_NE(ok("bundle list").find("strange\t1.0\tAcme Corp\t" + stranger + "\t"), std::string::npos);
 }
 
 // ---------------------------------------------------------------------------
@@ -889,6 +1116,20 @@ TEST_F(Bundles, BadBundlesAndArgumentsAreRefusedCleanly) {
   EXPECT_EQ(usage.exit_code, 2);
   EXPECT_EQ(usage.err, "memplan: error: `memplan bundle install` needs the bundle folder (see memplan bundle --help)\n");
   EXPECT_FALSE(fs::exists(store()));
+}
+
+// Issue 14 finding 10: a manifest's file name with a terminal escape
+// sequence is quoted in the refusal with the control byte shown as \x1b.
+TEST_F(Bundles, AControlCharacterInAManifestFileNameIsShownEscaped) {
+  fs::create_directories(at("evil"));
+  write_bytes(at("evil/bundle.toml"),
+              "format = 1\nname = \"evil\"\nversion = \"1.0\"\npublisher = \"Evil\"\nkey_id = \"\"\n\n[[library]]\n"
+              "file = \"lib/\\u001b[2Jevil.so\"\nplugins = [\"evil\"]\nabi_major = 1\nabi_minor = 0\n"
+              "platform = \"" + platform_from_uname() + "\"\nsha256 = \"" + std::string(64, '0') + "\"\nsize = 1\n");
+  refused("bundle verify " + at("evil") + " --allow-unsigned",
+          at("evil/bundle.toml") + ":8:8: error: in [[library]] #1, 'file' 'lib/\\x1b[2Jevil.so' contains a backslash "
+          "or a control character; file names in a manifest are relative paths inside the bundle folder, such as "
+          "\"lib/memplan-example.so\"");
 }
 
 TEST_F(Bundles, ADataFileIsCheckedLikeALibrary) {

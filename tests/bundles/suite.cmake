@@ -15,14 +15,18 @@ endfunction()
 bundle_test_plugin(bundle-alpha bundle-alpha 5)
 bundle_test_plugin(bundle-beta bundle-beta 7)
 bundle_test_plugin(bundle-alpha-twin bundle-alpha 5)  # another library offering 'bundle-alpha'
+# Another 'bundle-alpha' with 11 states, so a run shows whose library took the name (issue 14 finding 6).
+bundle_test_plugin(bundle-alpha-impostor bundle-alpha 11)
 
 # The tests check signatures and key ids with libcrypto directly, not through
 # the core's own crypto code.
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 memplan_add_test(test_bundles bundles/bundle_test.cpp)
 target_link_libraries(test_bundles PRIVATE OpenSSL::Crypto)
-add_dependencies(test_bundles memplan-plugin-bundle-alpha memplan-plugin-bundle-beta memplan-plugin-bundle-alpha-twin)
+add_dependencies(test_bundles memplan-plugin-bundle-alpha memplan-plugin-bundle-beta memplan-plugin-bundle-alpha-twin
+                 memplan-plugin-bundle-alpha-impostor)
 target_compile_definitions(test_bundles PRIVATE
   BUNDLE_ALPHA_LIBRARY="${bundle_plugins_dir}/bundle-alpha/memplan-bundle-alpha.so"
   BUNDLE_BETA_LIBRARY="${bundle_plugins_dir}/bundle-beta/memplan-bundle-beta.so"
-  BUNDLE_TWIN_LIBRARY="${bundle_plugins_dir}/bundle-alpha-twin/memplan-bundle-alpha-twin.so")
+  BUNDLE_TWIN_LIBRARY="${bundle_plugins_dir}/bundle-alpha-twin/memplan-bundle-alpha-twin.so"
+  BUNDLE_IMPOSTOR_LIBRARY="${bundle_plugins_dir}/bundle-alpha-impostor/memplan-bundle-alpha-impostor.so")

@@ -115,6 +115,76 @@ TEST(Cli, ErrorsExitNonZeroWithOneParagraph) {
   EXPECT_EQ(command.exit_code, 2);
 }
 
+// Issue 14 finding 10. RFC 3629 decoding, written here independently of the
+// core: each sequence's code point must be in range for its length (no
+// overlong forms), at most U+10FFFF, and not a surrogate.
+bool is_valid_utf8(const std::string& text) {
+  static constexpr char32_t kSmallest[4] = {0, 0x80, 0x800, 0x10000};
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char lead = static_cast<unsigned char>(text[i]);
+    const int extra = lead < 0x80 ? 0 : (lead & 0xe0) == 0xc0 ? 1 : (lead & 0xf0) == 0xe0 ? 2 : (lead & 0xf8) == 0xf0 ? 3 : -1;
+    if (extra < 0 || i + static_cast<size_t>(extra) >= text.size()) return false;
+    char32_t code = lead & (extra == 0 ? 0x7f : 0x3f >> extra);
+    for (int k = 1; k <= extra; ++k) {
+      const unsigned char next = static_cast<unsigned char>(text[i + static_cast<size_t>(k)]);
+      if ((next & 0xc0) != 0x80) return false;
+      code = (code << 6) | (next & 0x3f);
+    }
+    if (code < kSmallest[extra] || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return false;
+    i += static_cast<size_t>(extra) + 1;
+  }
+  return true;
+}
+
+// The example, less its `name` line, so the scenario is named after its file.
+std::string unnamed_example() {
+  std::ifstream in(example("llama2-7b-single-gpu.toml"));
+  std::string text(std::istreambuf_iterator<char>(in), {});
+  const size_t name = text.find("\nname = ");
+  text.erase(name + 1, text.find('\n', name + 1) - name);
+  return text;
+}
+
+// JSON text is UTF-8 (RFC 8259, section 8.1): a file name byte that is not
+// becomes U+FFFD, written as the escape \ufffd.
+TEST(Cli, JsonStaysValidUtf8WhenTheFileNameIsNot) {
+  TempDir dir;
+  const std::string file = dir.write("bad\xff\xfe-name.toml", unnamed_example());
+  CommandResult result = run_cli("run '" + file + "' --format json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(is_valid_utf8(result.out));
+  EXPECT_NE(result.out.find("\"scenario\": \"bad\\ufffd\\ufffd-name\","), std::string::npos) << result.out;
+  EXPECT_FALSE(is_valid_utf8("bad\xff"));  // the checker itself rejects what the file name holds
+  EXPECT_FALSE(is_valid_utf8("\xc0\xaf"));  // an overlong '/'
+}
+
+// A scenario name (or a file name in an error) with terminal escape sequences
+// is shown with each control byte as \xNN: ESC ] 0 ; ... BEL would set the
+// window title, ESC [ 2 J clear the screen.
+TEST(Cli, TerminalOutputShowsControlCharactersEscaped) {
+  TempDir dir;
+  const std::string named = "name = \"evil\\u001b]0;pwned\\u0007\\u001b[2J\"\n" + unnamed_example();
+  const std::string file = dir.write("named.toml", named);
+  const std::string shown = "evil\\x1b]0;pwned\\x07\\x1b[2J";
+  CommandResult table = run_cli("run '" + file + "'");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_EQ(table.out.substr(0, table.out.find('\n')), "memplan estimate: " + shown + " (train)");
+  CommandResult markdown = run_cli("run '" + file + "' --format markdown");
+  ASSERT_EQ(markdown.exit_code, 0) << markdown.err;
+  EXPECT_EQ(markdown.out.substr(0, markdown.out.find('\n')), "### " + shown);
+  CommandResult json = run_cli("run '" + file + "' --format json");
+  EXPECT_NE(json.out.find("\"scenario\": \"evil\\u001b]0;pwned\\u0007\\u001b[2J\","), std::string::npos);
+  for (const std::string* out : {&table.out, &markdown.out, &json.out})
+    EXPECT_EQ(out->find_first_of("\x1b\x07"), std::string::npos);
+
+  const std::string broken = dir.write("esc\x1b[2J.toml", "name = \"x\"\nmode = \"train\"\n[model\n");
+  CommandResult error = run_cli("run '" + broken + "'");
+  EXPECT_EQ(error.exit_code, 1);
+  EXPECT_EQ(error.err.rfind(dir.path() + "/esc\\x1b[2J.toml:3:", 0), 0u) << error.err;
+  EXPECT_EQ(error.err.find('\x1b'), std::string::npos);
+  EXPECT_EQ(error.err.find('\n'), error.err.size() - 1);
+}
+
 TEST(Cli, VersionAndHelp) {
   CommandResult version = run_cli("--version");
   EXPECT_EQ(version.exit_code, 0);

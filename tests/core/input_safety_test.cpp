@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "memplan/core/text.hpp"
 #include "test_support.hpp"
 
 namespace memplan::testing {
@@ -167,6 +168,29 @@ TEST(InputSafety, ConfigNumberBeyondDoubleRangeIsLocated) {
             dir.path() + "/config.json:3:17: error: invalid JSON in the Hugging Face config: number overflow parsing "
                          "'1e400' (beyond the range of a double); correct the number, even in a field memplan does "
                          "not read");
+}
+
+// Issue 14 finding 10: the two output guards byte by byte. JSON keeps every
+// well-formed character and replaces each byte outside well-formed UTF-8 by
+// U+FFFD (RFC 8259, section 8.1); a terminal sees each control byte as \xNN.
+TEST(InputSafety, JsonAndTerminalTextEscapeWhatCouldMisbehave) {
+  // Well formed: e-acute (2 bytes), U+2028 (3 bytes), U+1F600 (4 bytes).
+  EXPECT_EQ(json_string("\xc3\xa9 \xe2\x80\xa8 \xf0\x9f\x98\x80"), "\"\xc3\xa9 \xe2\x80\xa8 \xf0\x9f\x98\x80\"");
+  EXPECT_EQ(terminal_text("\xc3\xa9 \xf0\x9f\x98\x80\tok"), "\xc3\xa9 \xf0\x9f\x98\x80\tok");
+  // Not UTF-8: a lone 0xff, an overlong '/', a surrogate (U+D800), beyond
+  // U+10FFFF (F4 90 ...), a truncated 3-byte sequence at the end.
+  EXPECT_EQ(json_string("a\xff"), "\"a\\ufffd\"");
+  EXPECT_EQ(json_string("\xc0\xaf"), "\"\\ufffd\\ufffd\"");
+  EXPECT_EQ(json_string("\xed\xa0\x80"), "\"\\ufffd\\ufffd\\ufffd\"");
+  EXPECT_EQ(json_string("\xf4\x90\x80\x80"), "\"\\ufffd\\ufffd\\ufffd\\ufffd\"");
+  EXPECT_EQ(json_string("x\xe2\x82"), "\"x\\ufffd\\ufffd\"");
+  EXPECT_EQ(terminal_text("a\xff\xc0\xaf"), "a\\xff\\xc0\\xaf");
+  // Controls: C0 (ESC, BEL, newline), DEL, and the C1 CSI (U+009B, C2 9B).
+  EXPECT_EQ(json_string("\x1b[2J\x07\n\x7f\xc2\x9b"), "\"\\u001b[2J\\u0007\\n\\u007f\\u009b\"");
+  EXPECT_EQ(terminal_text("\x1b[2J\x07\n\x7f\xc2\x9b"), "\\x1b[2J\\x07\\x0a\\x7f\\xc2\\x9b");
+  // Backslashes and quotes are JSON's to escape, not the terminal's.
+  EXPECT_EQ(json_string("a\\\"b"), "\"a\\\\\\\"b\"");
+  EXPECT_EQ(terminal_text("a\\\"b"), "a\\\"b");
 }
 
 }  // namespace

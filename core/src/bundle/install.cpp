@@ -5,22 +5,29 @@
 // verified again there (so what lands is what was checked), given its origin
 // record, and only then renamed to <store>/bundles/<name> -- exchanged
 // atomically with an older version (renameat2 RENAME_EXCHANGE) where one is
-// installed. Folders starting with '.' are never read as bundles, and the
-// next install or removal deletes those whose process is gone.
+// installed. Folders starting with '.' are never read as bundles. An install
+// that fails, or is stopped by SIGINT, SIGTERM or SIGHUP, removes its
+// temporary folder; what a crash leaves, the next install, removal or list
+// deletes (store.hpp says when a temporary folder is stale). Install and
+// removal hold the store lock (store.hpp) while they read and change the store.
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <iterator>
 #include <set>
 
 #include "bundle/manifest.hpp"
 #include "bundle/store.hpp"
 #include "bundle/verify.hpp"
 #include "memplan/core/plugin_registry.hpp"
+#include "memplan/core/text.hpp"
 
 namespace memplan::bundle {
 namespace fs = std::filesystem;
@@ -29,14 +36,68 @@ namespace {
 
 // Test hook: MEMPLAN_TEST_INTERRUPT_INSTALL=after-copy ends the process right
 // after the copy into the store, as a crash or kill -9 would, so the tests can
-// show that no half-installed bundle is ever visible. Documented in docs/bundles.md.
-void maybe_interrupt(const char* point) {
+// show that no half-installed bundle is ever visible; =sigterm-after-copy
+// sends the process SIGTERM there, as `kill` would, so they can show that a
+// signal leaves no temporary folder. Documented in docs/bundles.md.
+void maybe_interrupt(const std::string& point) {
   const char* hook = std::getenv("MEMPLAN_TEST_INTERRUPT_INSTALL");
-  if (hook != nullptr && std::strcmp(hook, point) == 0) {
+  if (hook == nullptr) return;
+  if (hook == point) {
     std::cerr << "memplan: MEMPLAN_TEST_INTERRUPT_INSTALL: stopping " << point << "\n";
     std::_Exit(75);
   }
+  if (hook == "sigterm-" + point) {
+    std::cerr << "memplan: MEMPLAN_TEST_INTERRUPT_INSTALL: sending SIGTERM " << point << "\n";
+    std::raise(SIGTERM);
+  }
 }
+
+volatile std::sig_atomic_t deferred_signal = 0;
+extern "C" void defer_signal(int signal) { deferred_signal = signal; }
+
+// While an install fills its temporary folder, SIGINT, SIGTERM and SIGHUP are
+// recorded instead of ending the process at once, so the install can remove
+// the folder (as large as the bundle) first: check() turns a recorded signal
+// into a refusal, the folder's guard removes it, and the destructor restores
+// the old handling and raises the signal again, so the process ends as the
+// signal says. Signals that were ignored stay ignored. SIGKILL and crashes
+// cannot be caught; remove_stale_temporary_folders() removes what they leave.
+class DeferredSignals {
+ public:
+  DeferredSignals() {
+    deferred_signal = 0;
+    for (size_t i = 0; i < std::size(kSignals); ++i) {
+      ::sigaction(kSignals[i], nullptr, &previous_[i]);
+      installed_[i] = previous_[i].sa_handler != SIG_IGN;
+      if (!installed_[i]) continue;
+      struct sigaction action {};
+      action.sa_handler = defer_signal;
+      sigemptyset(&action.sa_mask);
+      action.sa_flags = 0;  // no SA_RESTART: a long copy stops with EINTR
+      ::sigaction(kSignals[i], &action, nullptr);
+    }
+  }
+  DeferredSignals(const DeferredSignals&) = delete;
+  DeferredSignals& operator=(const DeferredSignals&) = delete;
+  ~DeferredSignals() {
+    for (size_t i = 0; i < std::size(kSignals); ++i)
+      if (installed_[i]) ::sigaction(kSignals[i], &previous_[i], nullptr);
+    if (const int signal = deferred_signal; signal != 0) {
+      deferred_signal = 0;
+      std::raise(signal);
+    }
+  }
+  void check(const std::string& bundle_name) const {
+    if (const int signal = deferred_signal; signal != 0)
+      refuse("the install of bundle '" + bundle_name + "' was interrupted by signal " + std::to_string(signal) +
+             " (" + ::strsignal(signal) + "); nothing was installed and its temporary folder was removed");
+  }
+
+ private:
+  static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction previous_[std::size(kSignals)] {};
+  bool installed_[std::size(kSignals)] = {};
+};
 
 void copy_into(const fs::path& from, const fs::path& to) {
   std::error_code error;
@@ -68,10 +129,31 @@ void move_into_place(const fs::path& prepared, const fs::path& target) {
   fs::remove_all(old, error);
 }
 
+// How a refusal names a signer (a key id from verified_signer(), or "").
+std::string signer_identity(const std::string& key_id) {
+  return key_id.empty() ? "no trusted signature" : "key " + key_id;
+}
+
 std::string signer_text(const VerifiedBundle& bundle) {
   if (bundle.trusted) return "signed by key " + bundle.manifest.key_id + " (" + bundle.signer_label + ")";
   if (bundle.is_signed) return "signed by untrusted key " + bundle.manifest.key_id + ", accepted by --allow-unsigned";
   return "unsigned, accepted by --allow-unsigned";
+}
+
+// A library registers one plugin (its entry point returns one descriptor), and
+// the manifest must say which: install's rule that plugin names are unique
+// across bundles reads manifests, and only holds if they tell the truth. Only
+// loading shows what a library registers, so this runs at load, before the
+// plugin takes its name.
+std::string check_declared_plugins(const std::string& bundle_name, const LibraryEntry& library,
+                                   const LoadedPlugin& plugin) {
+  if (library.plugins == std::vector<std::string>{plugin.name}) return "";
+  std::string listed;
+  for (const std::string& name : library.plugins) listed += (listed.empty() ? "" : ", ") + toml_quote(name);
+  return "it registers plugin '" + plugin.name + "', but the manifest of bundle '" + bundle_name + "' lists [" +
+         listed + "] for " + library.file + " (rule: the plugins a library registers must be exactly its manifest's "
+         "`plugins` list). Do not use this bundle: remove it (`memplan bundle remove " + bundle_name + "`) and ask "
+         "its publisher to recreate it with `memplan bundle create`";
 }
 
 }  // namespace
@@ -81,7 +163,8 @@ std::string install_bundle(const fs::path& home, const InstallRequest& request) 
   const VerifyPolicy policy{request.allow_unsigned, true};
   // Verified before anything is written.
   const VerifiedBundle source = verify_bundle(request.source, trust, policy);
-  for (const std::string& warning : source.warnings) std::cerr << "memplan: warning: " << warning << "\n";
+  for (const std::string& warning : source.warnings)
+    std::cerr << "memplan: warning: " << terminal_text(warning) << "\n";  // the path may hold control characters
   const Manifest& manifest = source.manifest;
   const fs::path bundles = bundles_folder(home);
   const fs::path target = bundles / manifest.name;
@@ -92,15 +175,25 @@ std::string install_bundle(const fs::path& home, const InstallRequest& request) 
   if (!error && source_real.string().rfind(store_real.string() + "/", 0) == 0)
     refuse(display(request.source) + " is inside the bundle store; install from the publisher's copy instead");
 
+  fs::create_directories(bundles, error);
+  if (error) refuse("cannot create the bundle store " + display(bundles) + ": " + error.message());
+  // Held from the checks below, which read the whole store, to the rename.
+  const StoreLock lock = StoreLock::acquire(home);
+
+  // Signers are compared as verified now, never as manifest fields: an
+  // unsigned bundle can copy any publisher and key id into its manifest.
+  const std::string signer = source.trusted ? manifest.key_id : "";
   for (const InstalledBundle& installed : installed_bundles(home)) {
     if (!installed.manifest) continue;
     const Manifest& other = *installed.manifest;
     if (installed.folder.filename() == manifest.name) {
-      if (!request.force && (other.publisher != manifest.publisher || other.key_id != manifest.key_id))
-        refuse("bundle '" + manifest.name + "' is already installed from publisher '" + other.publisher + "' (key " +
-               (other.key_id.empty() ? "none" : other.key_id) + "), and this one is from '" + manifest.publisher +
-               "' (key " + (manifest.key_id.empty() ? "none" : manifest.key_id) + "). Nothing was changed; to "
-               "replace it, pass --force, or remove it first with `memplan bundle remove " + manifest.name + "`");
+      if (request.force) continue;
+      const std::string installed_signer = verified_signer(installed.folder, trust);
+      if (other.publisher != manifest.publisher || installed_signer != signer)
+        refuse("bundle '" + manifest.name + "' is already installed from publisher '" + other.publisher + "' (" +
+               signer_identity(installed_signer) + "), and this one is from '" + manifest.publisher + "' (" +
+               signer_identity(signer) + "). Nothing was changed; to replace it, pass --force, or remove it first "
+               "with `memplan bundle remove " + manifest.name + "`");
       continue;
     }
     for (const LibraryEntry& library : manifest.libraries)
@@ -114,38 +207,50 @@ std::string install_bundle(const fs::path& home, const InstallRequest& request) 
                      "rename the plugin");
   }
 
-  fs::create_directories(bundles, error);
-  if (error) refuse("cannot create the bundle store " + display(bundles) + ": " + error.message());
   remove_stale_temporary_folders(bundles);
-  const fs::path temporary = bundles / temporary_folder_name("install-" + manifest.name);
-  fs::remove_all(temporary, error);
-  try {
-    fs::create_directory(temporary, error);
-    if (error) refuse("cannot create " + display(temporary) + ": " + error.message());
-    // The manifest bytes that were verified, not a second read of the file.
-    write_new_file(temporary / kManifestFile, source.manifest_bytes, 0644);
-    if (source.is_signed) copy_into(request.source / kSignatureFile, temporary / kSignatureFile);
-    for (const LibraryEntry& library : manifest.libraries)
-      copy_into(request.source / library.file, temporary / library.file);
-    for (const DataEntry& data : manifest.data) copy_into(request.source / data.file, temporary / data.file);
-    maybe_interrupt("after-copy");
+  // Declared in this order so the folder is removed before a deferred signal
+  // is raised again (destructors run in reverse).
+  const DeferredSignals signals;
+  const TemporaryFolder temporary(bundles / temporary_folder_name("install-" + manifest.name));
+  const fs::path& folder = temporary.path();
+  fs::remove_all(folder, error);
+  fs::create_directory(folder, error);
+  if (error) refuse("cannot create " + display(folder) + ": " + error.message());
+  // The manifest bytes that were verified, not a second read of the file.
+  write_new_file(folder / kManifestFile, source.manifest_bytes, 0644);
+  auto copy_and_check = [&](const std::string& file) {
+    copy_into(request.source / file, folder / file);
+    signals.check(manifest.name);
+  };
+  if (source.is_signed) copy_and_check(kSignatureFile);
+  for (const LibraryEntry& library : manifest.libraries) copy_and_check(library.file);
+  for (const DataEntry& data : manifest.data) copy_and_check(data.file);
+  maybe_interrupt("after-copy");
+  signals.check(manifest.name);
 
-    std::string refusal;
-    auto copy = try_verify_bundle(temporary, trust, policy, refusal);
-    if (!copy) refuse("the copy of bundle '" + manifest.name + "' in the store failed verification, so nothing was "
-                      "installed (was the source changed while it was copied?): " + refusal);
-    if (copy->manifest_bytes != source.manifest_bytes)
-      refuse("the copy of bundle '" + manifest.name + "' in the store differs from the verified manifest, so nothing "
-             "was installed; run the install again");
-    const Origin origin{display(request.source), utc_now(), copy->is_signed ? manifest.key_id : "", manifest.publisher};
-    write_new_file(temporary / kOriginFile, write_origin(origin), 0644);
-    move_into_place(temporary, target);
-  } catch (...) {
-    fs::remove_all(temporary, error);
-    throw;
-  }
+  std::string refusal;
+  auto copy = try_verify_bundle(folder, trust, policy, refusal);
+  if (!copy) refuse("the copy of bundle '" + manifest.name + "' in the store failed verification, so nothing was "
+                    "installed (was the source changed while it was copied?): " + refusal);
+  if (copy->manifest_bytes != source.manifest_bytes)
+    refuse("the copy of bundle '" + manifest.name + "' in the store differs from the verified manifest, so nothing "
+           "was installed; run the install again");
+  const Origin origin{display(request.source), utc_now(), copy->trusted ? manifest.key_id : "", manifest.publisher};
+  write_new_file(folder / kOriginFile, write_origin(origin), 0644);
+  signals.check(manifest.name);
+  // After this the temporary path holds nothing, or the older version it was
+  // exchanged with, which the guard removes too.
+  move_into_place(folder, target);
   return "installed bundle " + manifest.name + " " + manifest.version + " from " + manifest.publisher + " (" +
          signer_text(source) + ") into " + display(target);
+}
+
+void remove_interrupted_leftovers(const fs::path& home) {
+  const fs::path bundles = bundles_folder(home);
+  std::error_code error;
+  if (!fs::is_directory(fs::symlink_status(bundles, error))) return;  // no store: nothing to do, nothing created
+  // Never waits: a command that holds the lock cleans up after itself.
+  if (const auto lock = StoreLock::try_acquire(home)) remove_stale_temporary_folders(bundles);
 }
 
 std::string remove_bundle(const fs::path& home, std::string_view name) {
@@ -157,6 +262,9 @@ std::string remove_bundle(const fs::path& home, std::string_view name) {
   const fs::path target = bundles / bundle_name;
   std::error_code error;
   if (!fs::is_directory(fs::symlink_status(target, error)))
+    refuse("no bundle named '" + bundle_name + "' is installed; `memplan bundle list` shows the installed bundles");
+  const StoreLock lock = StoreLock::acquire(home);
+  if (!fs::is_directory(fs::symlink_status(target, error)))  // removed while this command waited for the lock
     refuse("no bundle named '" + bundle_name + "' is installed; `memplan bundle list` shows the installed bundles");
   remove_stale_temporary_folders(bundles);
   // Renamed away first, so the bundle disappears at once and a crash
@@ -193,12 +301,14 @@ std::vector<BundleLoad> load_installed_bundles(PluginRegistry& registry, const f
     for (const LibraryEntry& library : verified->manifest.libraries) {
       const fs::path folder = installed.folder;
       const std::string name = load.name;
-      const bool ok = registry.load_library((folder / library.file).string(), [&](const std::string&) {
+      const auto check_hash = [&](const std::string&) {
         std::string refusal = check_file(folder, library.file, library.size, library.sha256);
         if (refusal.empty()) return refusal;
         return refusal + ", then install it again (`memplan bundle install DIR`), or remove it (`memplan bundle "
                          "remove " + name + "`)";
-      });
+      };
+      const auto check_plugin = [&](const LoadedPlugin& plugin) { return check_declared_plugins(name, library, plugin); };
+      const bool ok = registry.load_library((folder / library.file).string(), check_hash, check_plugin);
       if (!ok && load.loaded) {
         load.loaded = false;
         load.refusal = registry.diagnostics().back();

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -239,6 +240,7 @@ std::vector<InstalledBundle> installed_bundles(const fs::path& home) {
     } else {
       bundle.problem = display(entry.path() / kManifestFile) + " " + why;
     }
+    bundle.has_signature = fs::exists(fs::symlink_status(entry.path() / kSignatureFile, error));
     bundle.origin = read_origin(entry.path(), why);
     if (!bundle.origin && bundle.problem.empty()) bundle.problem = why;
     bundles.push_back(std::move(bundle));
@@ -247,22 +249,84 @@ std::vector<InstalledBundle> installed_bundles(const fs::path& home) {
   return bundles;
 }
 
+namespace {
+
+// O_NOFOLLOW: a link planted as the lock file is never followed out of the store.
+int open_lock_file(const fs::path& home) {
+  return ::open((home / kStoreLockFile).c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+}
+
+}  // namespace
+
+StoreLock StoreLock::acquire(const fs::path& home) {
+  const int fd = open_lock_file(home);
+  if (fd < 0)
+    refuse("cannot lock the bundle store: cannot open " + display(home / kStoreLockFile) + ": " +
+           std::strerror(errno) + "; the store must be a folder you own and can write (docs/bundles.md, \"The store\")");
+  while (::flock(fd, LOCK_EX) != 0) {
+    if (errno == EINTR) continue;
+    const int saved = errno;
+    ::close(fd);
+    refuse("cannot lock the bundle store " + display(home / kStoreLockFile) + ": " + std::strerror(saved));
+  }
+  return StoreLock(fd);
+}
+
+std::optional<StoreLock> StoreLock::try_acquire(const fs::path& home) {
+  const int fd = open_lock_file(home);
+  if (fd < 0) return std::nullopt;
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  return StoreLock(fd);
+}
+
+StoreLock::~StoreLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing the last descriptor releases the lock
+}
+
+TemporaryFolder::~TemporaryFolder() {
+  std::error_code ignored;
+  fs::remove_all(path_, ignored);
+}
+
 std::string temporary_folder_name(const std::string& purpose) {
   return ".tmp-" + std::to_string(::getpid()) + "-" + purpose;
 }
 
+namespace {
+
+// The pid in a ".tmp-<pid>-..." name; 0 when there is none.
+pid_t temporary_folder_pid(const std::string& name) {
+  const std::string pid_text = name.substr(5, name.find('-', 5) - 5);
+  char* end = nullptr;
+  const long pid = std::strtol(pid_text.c_str(), &end, 10);
+  return end != pid_text.c_str() && *end == '\0' && pid > 0 && pid <= 0x7fffffff ? static_cast<pid_t>(pid) : 0;
+}
+
+bool process_alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
+
+}  // namespace
+
 void remove_stale_temporary_folders(const fs::path& bundles) {
   std::error_code error;
   std::vector<fs::path> stale;
+  const auto now = fs::file_time_type::clock::now();
   for (const auto& entry : fs::directory_iterator(bundles, error)) {
     const std::string name = entry.path().filename().string();
     if (name.rfind(".tmp-", 0) != 0) continue;
-    const std::string pid_text = name.substr(5, name.find('-', 5) - 5);
-    char* end = nullptr;
-    const long pid = std::strtol(pid_text.c_str(), &end, 10);
-    const bool alive = end != pid_text.c_str() && *end == '\0' && pid > 0 && pid <= 0x7fffffff &&
-                       (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
-    if (!alive || pid == ::getpid()) stale.push_back(entry.path());
+    const pid_t pid = temporary_folder_pid(name);
+    // A live pid alone does not keep a folder: pids are reused, so after a
+    // crash another process may hold it and the folder would be kept
+    // forever, and in a store shared between machines the pid is another
+    // host's. An hour is far beyond any install (a bundle copies in seconds
+    // to minutes), and the store lock already keeps this host's installs from
+    // running beside this one; the age only spares an install of another host.
+    std::error_code time_error;
+    const auto written = fs::last_write_time(entry.path(), time_error);
+    const bool old = !time_error && now - written > kStaleTemporaryAge;
+    if (!process_alive(pid) || pid == ::getpid() || old) stale.push_back(entry.path());
   }
   for (const fs::path& folder : stale) fs::remove_all(folder, error);
 }

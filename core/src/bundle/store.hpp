@@ -3,9 +3,11 @@
 // and writes that land whole or not at all (temporary file, then rename).
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "memplan/core/bundle.hpp"
 #include "input_file.hpp"  // read_regular_file: the store reads only regular files, never through links
@@ -36,9 +38,54 @@ std::string display(const std::filesystem::path& path);  // absolute, lexically 
 std::optional<Origin> read_origin(const std::filesystem::path& bundle_folder, std::string& why);
 std::string write_origin(const Origin& origin);
 
-// Temporary folders inside the store are ".tmp-<pid>-<name>": a folder whose
-// process is gone is a leftover of an interrupted install or removal.
+// The store lock: an exclusive flock(2) on <home>/bundles.lock, held by
+// every command that changes bundles/ (install, remove, and the clean-up of
+// leftover temporary folders) from its first look at the installed bundles
+// to its last rename. It guards the rules that read the whole store before
+// changing it -- plugin names unique across bundles, the same-name guard --
+// against a second install running between the check and the rename. Loads
+// and `bundle list` read without it: every change lands by one rename.
+// The kernel drops the lock when its process ends, however it ends.
+class StoreLock {
+ public:
+  // Waits for the lock; throws Refusal when the lock file cannot be opened.
+  static StoreLock acquire(const std::filesystem::path& home);
+  // nullopt when another process holds it (or it cannot be opened); never waits.
+  static std::optional<StoreLock> try_acquire(const std::filesystem::path& home);
+  StoreLock(StoreLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  StoreLock& operator=(StoreLock&&) = delete;
+  StoreLock(const StoreLock&) = delete;
+  ~StoreLock();
+
+ private:
+  explicit StoreLock(int fd) : fd_(fd) {}
+  int fd_;
+};
+// Beside bundles/, not in it, so bundles/ holds only bundles and temporary folders.
+inline constexpr const char* kStoreLockFile = "bundles.lock";
+
+// Removes its folder, and all inside, when it goes out of scope: every way
+// out of the code that fills it (a refusal, an exception, a signal turned
+// into one) leaves nothing behind. Code that renames the folder into place
+// leaves nothing at the path for it to remove.
+class TemporaryFolder {
+ public:
+  explicit TemporaryFolder(std::filesystem::path path) : path_(std::move(path)) {}
+  TemporaryFolder(const TemporaryFolder&) = delete;
+  TemporaryFolder& operator=(const TemporaryFolder&) = delete;
+  ~TemporaryFolder();
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Temporary folders inside the store are ".tmp-<pid>-<name>". One is a
+// leftover of an interrupted install or removal, and is removed, when its
+// process is gone or when it is older than kStaleTemporaryAge.
+inline constexpr std::chrono::hours kStaleTemporaryAge{1};
 std::string temporary_folder_name(const std::string& purpose);
+// Call with the store lock held.
 void remove_stale_temporary_folders(const std::filesystem::path& bundles);
 
 }  // namespace memplan::bundle

@@ -4,7 +4,8 @@
 //      its key not revoked, its key trusted (else refused unless
 //      --allow-unsigned), and the signature valid over bundle.toml's bytes
 //      (an invalid signature is always refused);
-//   3. bundle.toml: well formed, and its key_id the signature's key;
+//   3. bundle.toml: well formed, its key_id not revoked (with or without
+//      bundle.sig), and its key_id the signature's key;
 //   4. every listed file: a regular file inside the folder, of the recorded
 //      size and sha256;
 //   5. every library: built for this platform and a plugin ABI this memplan loads.
@@ -176,6 +177,13 @@ VerifiedBundle verify_bundle(const fs::path& folder, const TrustStore& trust, co
 
   // 3. The manifest.
   result.manifest = parse_manifest(*manifest_bytes, display(manifest_path));
+  // Deleting bundle.sig must not turn a revoked key's bundle into an unsigned
+  // one that --allow-unsigned accepts: the manifest still names the key.
+  if (trust.revoked(result.manifest.key_id))
+    refuse("bundle " + shown + ": bundle.toml names key " + result.manifest.key_id + ", which was revoked (`memplan "
+           "trust remove`); a bundle that names a revoked key is refused even without its bundle.sig and with "
+           "--allow-unsigned. Get the bundle signed with a current key, or trust the key again with `memplan trust "
+           "add PUBKEY.pem --reinstate`");
   if (result.is_signed && result.manifest.key_id != signer)
     refuse("bundle " + shown + ": bundle.toml names key '" + result.manifest.key_id + "' but bundle.sig was made "
            "with key " + signer + ". Sign it again with `memplan bundle sign " + shown + " --key KEYFILE`");
@@ -206,6 +214,14 @@ std::optional<VerifiedBundle> try_verify_bundle(const fs::path& folder, const Tr
     refusal = error.what();
   }
   return std::nullopt;
+}
+
+std::string verified_signer(const fs::path& folder, const TrustStore& trust) {
+  // The same checks as load time (files aside): a signature counts only
+  // where a load would accept it as trusted.
+  std::string refusal;
+  const auto verified = try_verify_bundle(folder, trust, VerifyPolicy{true, false}, refusal);
+  return verified && verified->trusted ? verified->manifest.key_id : "";
 }
 
 }  // namespace memplan::bundle

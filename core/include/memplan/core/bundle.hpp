@@ -140,6 +140,13 @@ VerifiedBundle verify_bundle(const std::filesystem::path& folder, const TrustSto
 std::optional<VerifiedBundle> try_verify_bundle(const std::filesystem::path& folder, const TrustStore& trust,
                                                 const VerifyPolicy& policy, std::string& refusal);
 
+// Who vouches for the bundle in `folder` now: the id of the trusted key whose
+// signature over bundle.toml verifies against the current trust store, or ""
+// when none does (unsigned, an untrusted or revoked key, a bad signature, a
+// bundle that fails verification). Never read from manifest fields alone,
+// which anyone can copy into an unsigned bundle.
+std::string verified_signer(const std::filesystem::path& folder, const TrustStore& trust);
+
 // ---------------------------------------------------------------------------
 // Authoring: keys, bundle folders, signatures.
 
@@ -175,7 +182,7 @@ std::string sign_bundle(const std::filesystem::path& folder, const std::filesyst
 struct Origin {
   std::string source;
   std::string installed_at;  // UTC, ISO 8601
-  std::string key_id;        // "" when installed unsigned
+  std::string key_id;        // the trusted key that verified it at install; "" when none did
   std::string publisher;
 };
 
@@ -183,6 +190,7 @@ struct InstalledBundle {
   std::filesystem::path folder;
   std::optional<Manifest> manifest;  // nullopt when its manifest cannot be read
   std::optional<Origin> origin;
+  bool has_signature = false;  // a bundle.sig is present (verified_signer() says whether it vouches)
   std::string problem;  // why the manifest or origin could not be read
 };
 
@@ -192,12 +200,17 @@ std::vector<InstalledBundle> installed_bundles(const std::filesystem::path& home
 struct InstallRequest {
   std::filesystem::path source;
   bool allow_unsigned = false;
-  bool force = false;  // replace a bundle of the same name from another publisher
+  bool force = false;  // replace a bundle of the same name from another publisher or verified signer
 };
 // Verifies, copies into a temporary folder inside the store, verifies the
 // copy, records its origin and renames it into place. Returns a line for the user.
 std::string install_bundle(const std::filesystem::path& home, const InstallRequest& request);
 std::string remove_bundle(const std::filesystem::path& home, std::string_view name);
+// Removes what interrupted installs and removals left in the store (their
+// temporary folders; see docs/bundles.md) unless another command holds the
+// store lock; never waits. `bundle list` calls it; install and remove clean
+// up under their own lock.
+void remove_interrupted_leftovers(const std::filesystem::path& home);
 
 // ---------------------------------------------------------------------------
 // Load time.
@@ -211,7 +224,9 @@ struct BundleLoad {
 };
 // Verifies every installed bundle (manifest signature against the trust
 // store, platform, ABI) and loads its libraries into `registry`, re-checking
-// each library's size and sha256 right before it is opened. A refused bundle
+// each library's size and sha256 right before it is opened, and requiring
+// that it registers exactly the plugins its manifest lists before any of them
+// takes its name. A refused bundle
 // or library becomes a registry diagnostic; the others stay usable.
 std::vector<BundleLoad> load_installed_bundles(PluginRegistry& registry, const std::filesystem::path& home,
                                                const VerifyPolicy& policy);

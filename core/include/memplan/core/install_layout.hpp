@@ -25,6 +25,10 @@ std::filesystem::path current_executable();
 // MEMPLAN_PLUGIN_PATH, split at ':' (empty entries skipped).
 std::vector<std::string> plugin_path_from_environment();
 
+// `folders` with repeats removed, first-seen order kept; two names of one
+// folder (through a link, or "a/../a") count once, by canonical path.
+std::vector<std::string> distinct_folders(const std::vector<std::string>& folders);
+
 struct PluginLoadOptions {
   // Accept unsigned bundles and bundles of untrusted keys. Set only from the
   // command line (--allow-unsigned); no scenario or bundle can set it.
@@ -37,7 +41,8 @@ struct PluginLoadOptions {
 // Loads plugins in precedence order: built-ins, then MEMPLAN_PLUGIN_PATH, then
 // the installed bundles (each verified, each library's sha256 re-checked right
 // before it is opened), then the scenario's [plugins] search_path (a missing
-// scenario folder is an error at its file:line:column). Names already taken
+// scenario folder is an error at its file:line:column; each folder is read
+// once, however often the path names it). Names already taken
 // are refused, so nothing can silently replace a built-in, and a scenario's
 // folder cannot shadow an installed, verified bundle. Then the scenario's
 // [plugins] bundles requirements are checked (errors at file:line:column).

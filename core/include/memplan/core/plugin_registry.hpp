@@ -7,9 +7,13 @@
 //      (read first: every ABI version starts with struct_size and the version);
 //   4. the descriptor is at least as large as ABI 1.0's;
 //   5. name, version, kind, phase, callbacks and option specs are well formed;
-//   6. no plugin of the same name was loaded before (the first one found is kept).
+//   6. the caller's check of the plugin, if any (bundles: the plugin is the one
+//      the manifest lists for this library);
+//   7. no plugin of the same name was loaded before (the first one found is kept).
 // Callers may add a check 0 that runs before the file is opened (bundles
-// re-check the library's sha256 there; see bundle.hpp).
+// re-check the library's sha256 there; see bundle.hpp) and check 6, which
+// runs before the plugin takes its name, so a library refused there can
+// never shadow another's plugin.
 // A library that fails a check is skipped and reported; the others stay usable.
 // Libraries are never unloaded while the registry lives.
 #pragma once
@@ -49,6 +53,10 @@ class PluginRegistry {
   // non-empty result rejects the library with that text, and it is never opened.
   using PreloadCheck = std::function<std::string(const std::string& path)>;
   bool load_library(const std::string& path, const PreloadCheck& check);
+  // Check 6: runs on the well-formed plugin the library registers, before
+  // the name rule; a non-empty result rejects the library with that text.
+  using PluginCheck = std::function<std::string(const LoadedPlugin& plugin)>;
+  bool load_library(const std::string& path, const PreloadCheck& check, const PluginCheck& plugin_check);
   // Records a rejection found outside the registry (a whole bundle refused).
   void add_diagnostic(std::string diagnostic) { diagnostics_.push_back(std::move(diagnostic)); }
 
