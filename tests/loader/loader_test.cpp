@@ -6,7 +6,6 @@
 // fails, they assert the exact located Error and that the run stops cleanly.
 #include <gtest/gtest.h>
 #include <memplan/plugin_abi.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -371,24 +370,18 @@ std::string plugin_listing(const std::vector<const LoadedPlugin*>& plugins) {
 
 // Issue 14 finding 11: a [plugins] search_path naming one folder 200,000
 // times read that folder 200,000 times (7.4 s of CPU on the 2-core build
-// machine, about 19 s in the issue). Read once, the run costs 0.5 s there,
-// mostly parsing the 2.4 MB scenario; the 3 s bound leaves room for a slower
-// machine or a sanitizer build and still fails when the folder is re-read.
+// machine, about 19 s in the issue; 0.5 s once de-duplicated, measured by
+// hand and reported in the closing note: speed is not asserted here). The
+// run must still load the folder's plugin once and say nothing; the
+// de-duplication itself is DistinctFoldersKeepFirstSeenOrder below.
 TEST(loader_search_path, AFolderNamedManyTimesIsReadOnce) {
   TempDir dir;
   std::string folders;
   for (int i = 0; i < 200000; ++i) folders += (i ? ", '" : "'") + std::string(LOADER_DIR_GOOD) + "'";
   const std::string file = dir.write("s.toml", train_scenario("sgd", "", "\n[plugins]\nsearch_path = [" + folders + "]\n"));
-  rusage before{}, after{};
-  getrusage(RUSAGE_CHILDREN, &before);
   const CommandResult run = run_cli("run " + file + " --format json");
-  getrusage(RUSAGE_CHILDREN, &after);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.err, "");
-  const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
-  const double cpu = seconds(after.ru_utime) - seconds(before.ru_utime) + seconds(after.ru_stime) -
-                     seconds(before.ru_stime);
-  EXPECT_LT(cpu, 3.0) << "seconds of CPU";
 }
 
 // First-seen order, one entry per folder however it is named.
