@@ -1,6 +1,7 @@
 // memplan command line: `memplan run FILE [--format ...]`, `memplan plugins`,
 // `memplan bundle ...` and `memplan trust ...` (docs/bundles.md).
-// Exit status: 0 success, 1 an estimate or plugin error, 2 a usage error.
+// Exit status: 0 success, 1 an estimate or plugin error, 2 a usage error,
+// 3 `run --check` on a job that does not fit.
 #include <boost/program_options.hpp>
 #include <filesystem>
 #include <iostream>
@@ -21,11 +22,15 @@ namespace po = boost::program_options;
 
 namespace {
 
+constexpr int kExitDoesNotFit = 3;
+
 constexpr const char* kUsage =
     "usage: memplan <command> [options]\n"
     "\n"
     "commands:\n"
-    "  run FILE [--format table|json|csv|markdown]   estimate the per-GPU memory of a scenario\n"
+    "  run FILE [--format table|json|csv|markdown] [--check]\n"
+    "                                                estimate the per-GPU memory of a scenario; --check\n"
+    "                                                exits with status 3 when it does not fit\n"
     "  plugins                                       list every plugin found: kind, name, version, library,\n"
     "                                                and every framework profile\n"
     "  validate [FOLDER|FILE ...]                    compare estimates with measured runs (default: validation/)\n"
@@ -93,14 +98,16 @@ int run_command(const std::vector<std::string>& args) {
   options.add_options()("help,h", "show help")("format,f", po::value<std::string>()->default_value("table"),
                                                "table, json, csv or markdown")("file", po::value<std::string>(),
                                                                                 "scenario file")(
-      "allow-unsigned", "load installed bundles that are unsigned or signed by keys you do not trust");
+      "allow-unsigned", "load installed bundles that are unsigned or signed by keys you do not trust")(
+      "check", "exit with status 3 when the job does not fit the GPU (for CI gates); the report is printed either way");
   po::positional_options_description positional;
   positional.add("file", 1);
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
   po::notify(vm);
   if (vm.count("help")) {
-    std::cout << "usage: memplan run FILE [--format table|json|csv|markdown] [--allow-unsigned]\n\n" << options;
+    std::cout << "usage: memplan run FILE [--format table|json|csv|markdown] [--check] [--allow-unsigned]\n\n"
+              << options;
     return 0;
   }
   if (!vm.count("file")) {
@@ -116,6 +123,12 @@ int run_command(const std::vector<std::string>& args) {
   const memplan::InstallLayout layout = memplan::layout_beside(memplan::current_executable());
   const memplan::Catalog catalog = memplan::Catalog::load(layout.data_dir);
   const memplan::Scenario scenario = memplan::load_scenario(vm["file"].as<std::string>(), catalog);
+  if (vm.count("check") && scenario.hardware.memory_bytes == 0) {
+    print_line(std::cerr, "memplan: error: --check compares the peak with the GPU's memory, but " +
+                              vm["file"].as<std::string>() + " names no GPU; add [hardware] gpu = \"...\" or "
+                              "memory_gib = N");
+    return 2;
+  }
   memplan::PluginRegistry registry;
   memplan::PluginLoadOptions load_options;
   load_options.allow_unsigned = vm.count("allow-unsigned") > 0;
@@ -124,6 +137,11 @@ int run_command(const std::vector<std::string>& args) {
   memplan::Estimator estimator(scenario, registry);
   const memplan::ScenarioLimits limits = memplan::evaluate_with_limits(estimator);
   memplan::write_report(std::cout, estimator, limits, *format);
+  if (vm.count("check") && !estimator.fits()) {
+    std::cout.flush();
+    print_line(std::cerr, "memplan: " + scenario.name + " does not fit (--check): exit status 3");
+    return kExitDoesNotFit;
+  }
   return 0;
 }
 

@@ -106,15 +106,14 @@ void write_json(std::ostream& out, const Estimator& estimator, const ScenarioLim
     out << "  \"gpu\": " << json_string(scenario.hardware.gpu.empty() ? scenario.hardware.label : scenario.hardware.gpu)
         << ",\n";
     out << "  \"gpu_memory\": " << gpu_memory << ",\n";
-    const uint64_t capacity = b.capacity(gpu_memory);
+    const FitFacts fit = fit_facts(estimator);
     char fraction[32];
     std::snprintf(fraction, sizeof fraction, "%.6g", b.memory_fraction);  // a setting, not a measurement
     out << "  \"memory_fraction\": " << fraction << ",\n";
-    out << "  \"capacity\": " << capacity << ",\n";
-    out << "  \"fits\": " << (b.peak <= capacity ? "true" : "false") << ",\n";
-    // Both are sizes, so neither is ever negative: one of them is zero.
-    out << "  \"headroom\": " << (b.peak <= capacity ? capacity - b.peak : 0) << ",\n";
-    out << "  \"shortfall\": " << (b.peak > capacity ? b.peak - capacity : 0) << ",\n";
+    out << "  \"capacity\": " << fit.capacity << ",\n";
+    out << "  \"fits\": " << (fit.fits ? "true" : "false") << ",\n";
+    out << "  \"headroom\": " << fit.headroom << ",\n";
+    out << "  \"shortfall\": " << fit.shortfall << ",\n";
   } else {
     out << "  \"gpu\": null,\n  \"gpu_memory\": null,\n  \"memory_fraction\": null,\n  \"capacity\": null,\n"
            "  \"fits\": null,\n  \"headroom\": null,\n  \"shortfall\": null,\n";

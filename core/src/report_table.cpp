@@ -29,24 +29,22 @@ std::string padded(std::string_view text, size_t width) {
 }
 
 void write_limits(std::ostream& out, const ScenarioLimits& limits) {
-  auto line = [&](const char* title, const std::optional<SizeLimit>& limit) {
-    if (!limit) return;
-    const bool batch = limit->variable == SizeVariable::micro_batch;
-    out << "  " << padded(title, 30);
-    if (limit->unbounded) {
-      out << "unbounded   (" << limit->binding << ")\n";
-      return;
-    }
-    out << limit->value << "   (" << (batch ? "at seq_len " : "at micro_batch ") << limit->other << "; "
-        << (limit->capped ? "capped by " : "bound by ") << limit->binding << ")\n";
-  };
-  if (!limits.solved && !limits.max_micro_batch && !limits.max_seq_len) return;
+  const std::vector<LimitRow> rows = limit_rows(limits);
+  if (rows.empty()) return;
   out << "\nlimits\n";
-  const bool solved_batch = limits.solved && limits.solved->variable == SizeVariable::micro_batch;
-  const bool solved_length = limits.solved && limits.solved->variable == SizeVariable::seq_len;
-  line(solved_batch ? "max micro_batch (solved)" : "max micro_batch (sequences)",
-       solved_batch ? limits.solved : limits.max_micro_batch);
-  line(solved_length ? "max seq_len (solved)" : "max seq_len (tokens)", solved_length ? limits.solved : limits.max_seq_len);
+  for (const LimitRow& row : rows) {
+    const SizeLimit& limit = *row.limit;
+    const bool batch = limit.variable == SizeVariable::micro_batch;
+    const std::string title = std::string(batch ? "max micro_batch" : "max seq_len") +
+                              (row.solved ? " (solved)" : batch ? " (sequences)" : " (tokens)");
+    out << "  " << padded(title, 30);
+    if (limit.unbounded) {
+      out << "unbounded   (" << limit.binding << ")\n";
+      continue;
+    }
+    out << limit.value << "   (" << (batch ? "at seq_len " : "at micro_batch ") << limit.other << "; "
+        << (limit.capped ? "capped by " : "bound by ") << limit.binding << ")\n";
+  }
 }
 
 }  // namespace
@@ -57,10 +55,7 @@ void write_table(std::ostream& out, const Estimator& estimator, const ScenarioLi
   // Names and paths come from files: shown with control characters escaped.
   out << "memplan estimate: " << terminal_text(scenario.name) << " (" << (scenario.mode == MEMPLAN_MODE_TRAIN ? "train" : "infer")
       << ")\n";
-  const std::string model_source = !scenario.model.preset.empty()     ? scenario.model.preset
-                                   : !scenario.model.hf_config.empty() ? scenario.model.hf_config
-                                                                       : std::string("inline");
-  out << "model: " << terminal_text(model_source) << ", "
+  out << "model: " << terminal_text(model_source(scenario)) << ", "
       << billions(b.params_total) << " parameters, " << billions(b.params_trainable) << " trainable\n";
   out << "batch: micro_batch " << estimator.micro_batch() << ", seq_len " << estimator.seq_len() << ", grad_accum "
       << scenario.grad_accum << "; world size " << b.world_size << " GPU" << (b.world_size == 1 ? "" : "s") << "\n";

@@ -1,7 +1,10 @@
 // One writer per output format; report.cpp dispatches.
 #pragma once
 
+#include <cstdint>
 #include <ostream>
+#include <string>
+#include <vector>
 
 #include "memplan/core/estimator.hpp"
 #include "memplan/core/limits.hpp"
@@ -10,7 +13,32 @@ namespace memplan {
 
 void write_table(std::ostream& out, const Estimator& estimator, const ScenarioLimits& limits);
 void write_json(std::ostream& out, const Estimator& estimator, const ScenarioLimits& limits);
-void write_csv(std::ostream& out, const Estimator& estimator);
-void write_markdown(std::ostream& out, const Estimator& estimator);
+void write_csv(std::ostream& out, const Estimator& estimator, const ScenarioLimits& limits);
+void write_markdown(std::ostream& out, const Estimator& estimator, const ScenarioLimits& limits);
+
+// The fit verdict, computed in one place so that every format says the same.
+// Without a GPU (no [hardware] gpu or memory_gib) there is none: has_gpu false.
+struct FitFacts {
+  bool has_gpu = false;
+  uint64_t gpu_memory = 0;
+  uint64_t capacity = 0;   // gpu_memory x limits.memory_fraction
+  bool fits = false;
+  uint64_t headroom = 0;   // capacity - peak when it fits, else 0
+  uint64_t shortfall = 0;  // peak - capacity when it does not, else 0
+};
+FitFacts fit_facts(const Estimator& estimator);
+
+// The limits a report prints, in order: the largest micro-batch, then the
+// longest sequence; a scenario's solved "max" takes its variable's place.
+struct LimitRow {
+  const char* key;    // "max_micro_batch" or "max_seq_len"
+  bool solved;        // the scenario asked for "max" of this variable
+  const SizeLimit* limit;
+};
+std::vector<LimitRow> limit_rows(const ScenarioLimits& limits);
+
+// Where the model came from, as the reports name it: the preset, the
+// hf_config path, or "inline".
+std::string model_source(const Scenario& scenario);
 
 }  // namespace memplan

@@ -31,6 +31,79 @@ TEST(Cli, RunPrintsTheJsonContract) {
     EXPECT_NE(result.out.find(key), std::string::npos) << key;
 }
 
+// Issue 13, output for scripts: CSV rows carry the scenario's name (sweeps
+// concatenate), the verdict as numbers and the limits; markdown the model,
+// the batch, the limits and the advice. The figures are the JSON's for the
+// same runs (RunPrintsTheJsonContract: the 80 GiB H100; the Mistral example's
+// documented limits: 32,768 tokens, capped by the model, 2 sequences).
+TEST(Cli, CsvCarriesTheScenarioTheVerdictAndTheLimits) {
+  CommandResult result = run_cli("run " + example("llama2-7b-single-gpu.toml") + " --format csv");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::istringstream lines(result.out);
+  std::string line;
+  std::getline(lines, line);
+  EXPECT_EQ(line, "kind,name,role,device,bytes,scenario");
+  uint64_t peak = 0, capacity = 0, shortfall = 0;
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    ++rows;
+    EXPECT_TRUE(line.ends_with(",llama2-7b-full-finetune-1gpu")) << line;
+    const auto value = [&](const std::string& prefix) {
+      return line.starts_with(prefix) ? std::stoull(line.substr(prefix.size())) : 0;
+    };
+    peak += value("total,peak,backward,gpu,");
+    capacity += value("fit,capacity,device,gpu,");
+    shortfall += value("fit,shortfall,,gpu,");
+  }
+  EXPECT_GT(rows, 20);
+  for (const char* row : {"\nfit,gpu_memory,,gpu,85899345920,", "\nfit,fits,device,gpu,0,", "\nfit,headroom,,gpu,0,"})
+    EXPECT_NE(result.out.find(row), std::string::npos) << row;
+  EXPECT_EQ(capacity, 85'899'345'920u);
+  EXPECT_EQ(shortfall, peak - capacity);
+  CommandResult serving = run_cli("run " + example("infer-mistral-7b-longest-context-24gb.toml") + " --format csv");
+  ASSERT_EQ(serving.exit_code, 0) << serving.err;
+  for (const char* row : {"\nfit,fits,device,gpu,1,", "\nlimit,max_micro_batch,kv_cache,gpu,2,mistral-7b-longest-context-24gb\n",
+                          "\nlimit,max_seq_len_solved,model max_context,gpu,32768,mistral-7b-longest-context-24gb\n"})
+    EXPECT_NE(serving.out.find(row), std::string::npos) << row;
+}
+
+TEST(Cli, MarkdownCarriesTheModelTheBatchTheLimitsAndTheAdvice) {
+  CommandResult result = run_cli("run " + example("llama2-7b-single-gpu.toml") + " --format markdown");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  for (const char* text : {"- model: llama-2-7b, 6738415616 parameters (6738415616 trainable)\n",
+                           "- mode: train; micro_batch 1, seq_len 4096, grad_accum 16; world size 1\n",
+                           "): does not fit, ", "\nWhat to change:\n\n- The peak exceeds the memory available by "})
+    EXPECT_NE(result.out.find(text), std::string::npos) << text;
+  CommandResult serving =
+      run_cli("run " + example("infer-mistral-7b-longest-context-24gb.toml") + " --format markdown");
+  ASSERT_EQ(serving.exit_code, 0) << serving.err;
+  EXPECT_NE(serving.out.find("| max_seq_len (solved) | 32768 | micro_batch 1 | capped by model max_context |\n"),
+            std::string::npos)
+      << serving.out;
+  EXPECT_NE(serving.out.find("| max_micro_batch | 2 | seq_len 32768 | kv_cache |\n"), std::string::npos);
+  EXPECT_EQ(serving.out.find("What to change"), std::string::npos);
+}
+
+// `--check` for CI gates: exit status 3 when the job does not fit (the report
+// is printed all the same), 0 when it fits, 2 when there is no GPU to check.
+TEST(Cli, CheckExitsThreeWhenTheJobDoesNotFit) {
+  CommandResult over = run_cli("run " + example("llama2-7b-single-gpu.toml") + " --check");
+  EXPECT_EQ(over.exit_code, 3);
+  EXPECT_NE(over.out.find("fits (device memory): no"), std::string::npos);
+  EXPECT_EQ(over.err, "memplan: llama2-7b-full-finetune-1gpu does not fit (--check): exit status 3\n");
+  CommandResult fits = run_cli("run " + example("llama2-7b-zero3-8gpu.toml") + " --check --format json");
+  EXPECT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_NE(fits.out.find("\"fits\": true"), std::string::npos);
+  const std::string dir = ::testing::TempDir();
+  const std::string file = dir + "/no-gpu.toml";
+  std::ofstream(file) << "name = \"no-gpu\"\nmode = \"train\"\n[model]\nparams = 1e9\n[precision]\nuse = \"bf16\"\n"
+                         "[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"none\"\n";
+  CommandResult none = run_cli("run " + file + " --check");
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_EQ(none.err, "memplan: error: --check compares the peak with the GPU's memory, but " + file +
+                          " names no GPU; add [hardware] gpu = \"...\" or memory_gib = N\n");
+}
+
 TEST(Cli, EveryExampleRunsInEveryFormat) {
   int examples = 0;
   for (const auto& entry : std::filesystem::directory_iterator(source_dir() + "/examples")) {
