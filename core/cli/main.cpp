@@ -3,7 +3,9 @@
 // Exit status: 0 success, 1 an estimate or plugin error, 2 a usage error,
 // 3 `run --check` on a job that does not fit.
 #include <boost/program_options.hpp>
+#include <algorithm>
 #include <filesystem>
+#include <sstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -28,9 +30,10 @@ constexpr const char* kUsage =
     "usage: memplan <command> [options]\n"
     "\n"
     "commands:\n"
-    "  run FILE [--format table|json|csv|markdown] [--check]\n"
-    "                                                estimate the per-GPU memory of a scenario; --check\n"
-    "                                                exits with status 3 when it does not fit\n"
+    "  run FILE... [--set key.path=value]... [--format table|json|csv|markdown] [--check]\n"
+    "                                                estimate the per-GPU memory of scenarios (- reads one\n"
+    "                                                from standard input); --set changes a key first; --check\n"
+    "                                                exits with status 3 when a job does not fit\n"
     "  plugins                                       list every plugin found: kind, name, version, library,\n"
     "                                                and every framework profile\n"
     "  validate [FOLDER|FILE ...]                    compare estimates with measured runs (default: validation/)\n"
@@ -93,20 +96,28 @@ po::variables_map parse(const std::vector<std::string>& args, const po::options_
   return vm;
 }
 
+// Several scenarios print one report each, in the order given: tables and
+// markdown one after the other, CSV under one header (each row names its
+// scenario), JSON as an array of the estimate objects (one scenario prints
+// the object itself, as the contract says).
 int run_command(const std::vector<std::string>& args) {
   po::options_description options("run options");
   options.add_options()("help,h", "show help")("format,f", po::value<std::string>()->default_value("table"),
-                                               "table, json, csv or markdown")("file", po::value<std::string>(),
-                                                                                "scenario file")(
-      "allow-unsigned", "load installed bundles that are unsigned or signed by keys you do not trust")(
-      "check", "exit with status 3 when the job does not fit the GPU (for CI gates); the report is printed either way");
+                                               "table, json, csv or markdown")(
+      "file", po::value<std::vector<std::string>>(), "scenario files; - reads one from standard input")(
+      "set", po::value<std::vector<std::string>>(),
+      "key.path=value: set a scenario key before it is read (repeatable; e.g. --set batch.micro_batch=4 --set "
+      "strategy.1.size=8)")("allow-unsigned",
+                            "load installed bundles that are unsigned or signed by keys you do not trust")(
+      "check", "exit with status 3 when a job does not fit the GPU (for CI gates); the report is printed either way");
   po::positional_options_description positional;
-  positional.add("file", 1);
+  positional.add("file", -1);
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
   po::notify(vm);
   if (vm.count("help")) {
-    std::cout << "usage: memplan run FILE [--format table|json|csv|markdown] [--check] [--allow-unsigned]\n\n"
+    std::cout << "usage: memplan run FILE... [--set key.path=value]... [--format table|json|csv|markdown] [--check] "
+                 "[--allow-unsigned]\n\n"
               << options;
     return 0;
   }
@@ -120,29 +131,55 @@ int run_command(const std::vector<std::string>& args) {
     std::cerr << "memplan: error: unknown --format '" << format_name << "'; use table, json, csv or markdown\n";
     return 2;
   }
-  const memplan::InstallLayout layout = memplan::layout_beside(memplan::current_executable());
-  const memplan::Catalog catalog = memplan::Catalog::load(layout.data_dir);
-  const memplan::Scenario scenario = memplan::load_scenario(vm["file"].as<std::string>(), catalog);
-  if (vm.count("check") && scenario.hardware.memory_bytes == 0) {
-    print_line(std::cerr, "memplan: error: --check compares the peak with the GPU's memory, but " +
-                              vm["file"].as<std::string>() + " names no GPU; add [hardware] gpu = \"...\" or "
-                              "memory_gib = N");
+  const std::vector<std::string> files = vm["file"].as<std::vector<std::string>>();
+  if (std::count(files.begin(), files.end(), "-") > 1) {
+    std::cerr << "memplan: error: standard input (-) can be read once; name it once\n";
     return 2;
   }
-  memplan::PluginRegistry registry;
-  memplan::PluginLoadOptions load_options;
-  load_options.allow_unsigned = vm.count("allow-unsigned") > 0;
-  memplan::load_plugins(registry, layout, &scenario, load_options);
-  print_warnings(registry);
-  memplan::Estimator estimator(scenario, registry);
-  const memplan::ScenarioLimits limits = memplan::evaluate_with_limits(estimator);
-  memplan::write_report(std::cout, estimator, limits, *format);
-  if (vm.count("check") && !estimator.fits()) {
-    std::cout.flush();
-    print_line(std::cerr, "memplan: " + scenario.name + " does not fit (--check): exit status 3");
-    return kExitDoesNotFit;
+  const std::vector<std::string> overrides =
+      vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
+  const bool check = vm.count("check") > 0;
+  const memplan::InstallLayout layout = memplan::layout_beside(memplan::current_executable());
+  const memplan::Catalog catalog = memplan::Catalog::load(layout.data_dir);
+  std::vector<memplan::Scenario> scenarios;
+  for (const std::string& file : files) {
+    scenarios.push_back(memplan::load_scenario(file, catalog, overrides));
+    if (check && scenarios.back().hardware.memory_bytes == 0) {
+      print_line(std::cerr, "memplan: error: --check compares the peak with the GPU's memory, but " +
+                                (file == "-" ? std::string("the scenario on standard input") : file) +
+                                " names no GPU; add [hardware] gpu = \"...\" or memory_gib = N");
+      return 2;
+    }
   }
-  return 0;
+  bool every_job_fits = true;
+  for (size_t i = 0; i < scenarios.size(); ++i) {
+    const memplan::Scenario& scenario = scenarios[i];
+    memplan::PluginRegistry registry;
+    memplan::PluginLoadOptions load_options;
+    load_options.allow_unsigned = vm.count("allow-unsigned") > 0;
+    memplan::load_plugins(registry, layout, &scenario, load_options);
+    print_warnings(registry);
+    memplan::Estimator estimator(scenario, registry);
+    const memplan::ScenarioLimits limits = memplan::evaluate_with_limits(estimator);
+    const bool several = scenarios.size() > 1;
+    if (several && *format == memplan::ReportFormat::json) std::cout << (i == 0 ? "[\n" : ",\n");
+    if (i > 0 && (*format == memplan::ReportFormat::table || *format == memplan::ReportFormat::markdown))
+      std::cout << "\n";
+    std::ostringstream report;
+    memplan::write_report(report, estimator, limits, *format);
+    std::string text = report.str();
+    // One header for all the rows; JSON objects joined into the array without their final newline.
+    if (i > 0 && *format == memplan::ReportFormat::csv) text.erase(0, text.find('\n') + 1);
+    if (several && *format == memplan::ReportFormat::json && !text.empty() && text.back() == '\n') text.pop_back();
+    std::cout << text;
+    if (check && !estimator.fits()) {
+      every_job_fits = false;
+      std::cout.flush();
+      print_line(std::cerr, "memplan: " + scenario.name + " does not fit (--check): exit status 3");
+    }
+  }
+  if (scenarios.size() > 1 && *format == memplan::ReportFormat::json) std::cout << "\n]\n";
+  return every_job_fits ? 0 : kExitDoesNotFit;
 }
 
 int plugins_command(const std::vector<std::string>& args) {

@@ -83,4 +83,21 @@ std::string read_input_file(const std::filesystem::path& file, std::string_view 
   return std::move(*text);
 }
 
+std::string read_standard_input(std::string_view what, uint64_t limit) {
+  std::string bytes;
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t count = ::read(STDIN_FILENO, buffer, sizeof buffer);
+    if (count < 0) {
+      if (errno == EINTR) continue;
+      throw Error("<stdin>: error: cannot read the " + std::string(what) + ": " + std::strerror(errno));
+    }
+    if (count == 0) return bytes;
+    if (bytes.size() + static_cast<size_t>(count) > limit)
+      throw Error("<stdin>: error: cannot read the " + std::string(what) + ": it is larger than " +
+                  std::to_string(limit) + " bytes, far beyond any file of its kind");
+    bytes.append(buffer, static_cast<size_t>(count));
+  }
+}
+
 }  // namespace memplan

@@ -32,4 +32,8 @@ std::optional<std::string> read_regular_file(const std::filesystem::path& file, 
 std::string read_input_file(const std::filesystem::path& file, std::string_view what,
                             uint64_t limit = kMaxTextInput);
 
+// Standard input, read to its end up to `limit` bytes (`memplan run -`), or
+// throws Error("<stdin>: error: cannot read the <what>: ...").
+std::string read_standard_input(std::string_view what, uint64_t limit = kMaxTextInput);
+
 }  // namespace memplan

@@ -15,6 +15,7 @@
 #include "component_reader.hpp"
 #include "model_reader.hpp"
 #include "input_file.hpp"
+#include "scenario_overrides.hpp"
 #include "toml_guard.hpp"
 #include "toml_reader.hpp"
 
@@ -326,13 +327,15 @@ std::string_view kind_name(int32_t kind) {
   }
 }
 
-Scenario parse_scenario(std::string_view text, const std::string& path, const Catalog& catalog) {
+Scenario parse_scenario(std::string_view text, const std::string& path, const Catalog& catalog,
+                        const std::vector<std::string>& overrides) {
   toml::table root;
   try {
     root = parse_toml(text, path);
   } catch (const toml::parse_error& error) {
     fail_at(location_of(path, error.source()), "invalid TOML: " + std::string(error.description()));
   }
+  apply_overrides(root, overrides);
   TomlReader reader(root, path, "the scenario's top level");
   reader.reject_unknown_keys({"name", "mode", "framework", "model", "batch", "precision", "optimizer", "activations",
                               "strategy", "hardware", "plugins"});
@@ -352,8 +355,9 @@ Scenario parse_scenario(std::string_view text, const std::string& path, const Ca
   return scenario;
 }
 
-Scenario load_scenario(const std::string& path, const Catalog& catalog) {
-  return parse_scenario(read_input_file(path, "scenario file"), path, catalog);
+Scenario load_scenario(const std::string& path, const Catalog& catalog, const std::vector<std::string>& overrides) {
+  if (path == "-") return parse_scenario(read_standard_input("scenario"), "<stdin>", catalog, overrides);
+  return parse_scenario(read_input_file(path, "scenario file"), path, catalog, overrides);
 }
 
 }  // namespace memplan

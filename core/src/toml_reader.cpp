@@ -8,7 +8,9 @@
 namespace memplan {
 
 SourceLocation location_of(const std::string& file, const toml::source_region& region) {
-  return SourceLocation{file, static_cast<uint32_t>(region.begin.line), static_cast<uint32_t>(region.begin.column)};
+  // A value set on the command line (--set) carries its own source: the override.
+  const std::string& where = region.path && !region.path->empty() ? *region.path : file;
+  return SourceLocation{where, static_cast<uint32_t>(region.begin.line), static_cast<uint32_t>(region.begin.column)};
 }
 
 std::string_view describe_type(const toml::node& node) {

@@ -104,6 +104,58 @@ TEST(Cli, CheckExitsThreeWhenTheJobDoesNotFit) {
                           " names no GPU; add [hardware] gpu = \"...\" or memory_gib = N\n");
 }
 
+// Issue 13, one-line questions: --set changes a key before the scenario is
+// read (TOML values, or a bare string), errors in a set value point at the
+// override; "-" reads the scenario from standard input; several files print
+// one report each (CSV under one header, JSON as an array).
+TEST(Cli, SetOverridesKeysBeforeTheScenarioIsRead) {
+  const std::string file = example("llama2-7b-single-gpu.toml");
+  CommandResult set = run_cli("run " + file + " --set batch.micro_batch=2 --set model.preset=llama-2-13b "
+                              "--set 'hardware.gpu=\"h200-sxm-141gb\"'");
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  EXPECT_NE(set.out.find("model: llama-2-13b, 13.016 B parameters"), std::string::npos) << set.out;
+  EXPECT_NE(set.out.find("batch: micro_batch 2, seq_len 4096"), std::string::npos);
+  EXPECT_NE(set.out.find("GPU: NVIDIA H200"), std::string::npos);
+  CommandResult strategy = run_cli("run " + example("llama2-7b-zero3-8gpu.toml") +
+                                   " --set strategy.1.size=4 --set hardware.count=4 --format json");
+  ASSERT_EQ(strategy.exit_code, 0) << strategy.err;
+  EXPECT_NE(strategy.out.find("\"world_size\": 4"), std::string::npos);
+  CommandResult bad = run_cli("run " + file + " --set batch.micro_batch=abc");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_EQ(bad.err, "--set batch.micro_batch=abc:1:5: error: in [batch], 'micro_batch' must be a positive integer or "
+                     "\"max\", not \"abc\"\n");
+  EXPECT_EQ(run_cli("run " + file + " --set nokey").err,
+            "--set nokey: error: needs the form key.path=value, e.g. --set batch.micro_batch=4\n");
+  EXPECT_EQ(run_cli("run " + file + " --set batch.seq_len.x=3").err,
+            "--set batch.seq_len.x=3: error: 'seq_len' is a value, not a table, so it has no key 'x'\n");
+  EXPECT_EQ(run_cli("run " + example("llama2-7b-zero3-8gpu.toml") + " --set strategy.9.size=2").err,
+            "--set strategy.9.size=2: error: 'strategy' is an array of 2 tables; name one by its number, from 1 to 2 "
+            "(e.g. strategy.1.size=2)\n");
+}
+
+TEST(Cli, RunsStandardInputAndSeveralFiles) {
+  const std::string single = example("llama2-7b-single-gpu.toml"), zero3 = example("llama2-7b-zero3-8gpu.toml");
+  CommandResult piped = run_command("cat " + single + " | " + cli_path() + " run - --format json");
+  ASSERT_EQ(piped.exit_code, 0) << piped.err;
+  EXPECT_EQ(piped.out, run_cli("run " + single + " --format json").out);
+  CommandResult csv = run_cli("run " + single + " " + zero3 + " --format csv");
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  size_t headers = 0;
+  for (size_t at = csv.out.find("kind,name,role"); at != std::string::npos; at = csv.out.find("kind,name,role", at + 1))
+    ++headers;
+  EXPECT_EQ(headers, 1u);
+  EXPECT_NE(csv.out.find(",llama2-7b-full-finetune-1gpu\n"), std::string::npos);
+  EXPECT_NE(csv.out.find(",llama2-7b-zero3-8gpu\n"), std::string::npos);
+  CommandResult json = run_cli("run " + single + " " + zero3 + " --format json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_TRUE(json.out.starts_with("[\n{")) << json.out.substr(0, 20);
+  EXPECT_TRUE(json.out.ends_with("}\n]\n"));
+  EXPECT_NE(json.out.find("\"scenario\": \"llama2-7b-zero3-8gpu\""), std::string::npos);
+  // --check fails when any job does not fit.
+  EXPECT_EQ(run_cli("run " + zero3 + " " + single + " --check").exit_code, 3);
+  EXPECT_EQ(run_cli("run - - --format json").err, "memplan: error: standard input (-) can be read once; name it once\n");
+}
+
 TEST(Cli, EveryExampleRunsInEveryFormat) {
   int examples = 0;
   for (const auto& entry : std::filesystem::directory_iterator(source_dir() + "/examples")) {

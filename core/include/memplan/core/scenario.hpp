@@ -65,8 +65,11 @@ struct Scenario {
 };
 
 // Reads and checks a scenario; throws Error with file:line:column.
-Scenario load_scenario(const std::string& path, const Catalog& catalog);
-Scenario parse_scenario(std::string_view text, const std::string& path, const Catalog& catalog);
+// `overrides` are `--set key.path=value` texts applied before anything is read
+// (scenario_overrides.hpp). The path "-" reads standard input.
+Scenario load_scenario(const std::string& path, const Catalog& catalog, const std::vector<std::string>& overrides = {});
+Scenario parse_scenario(std::string_view text, const std::string& path, const Catalog& catalog,
+                        const std::vector<std::string>& overrides = {});
 
 std::string_view kind_name(int32_t kind);  // "optimizer", "precision", ...
 
