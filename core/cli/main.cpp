@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "catalog_commands.hpp"
 #include "memplan/core/bundle.hpp"
 #include "memplan/core/catalog.hpp"
 #include "memplan/core/error.hpp"
@@ -34,8 +35,10 @@ constexpr const char* kUsage =
     "                                                estimate the per-GPU memory of scenarios (- reads one\n"
     "                                                from standard input); --set changes a key first; --check\n"
     "                                                exits with status 3 when a job does not fit\n"
-    "  plugins                                       list every plugin found: kind, name, version, library,\n"
-    "                                                and every framework profile\n"
+    "  plugins [NAME]                                list every plugin found: kind, name, version, library,\n"
+    "                                                and every framework profile; NAME: one plugin's options\n"
+    "  presets                                       the model presets ([model] preset)\n"
+    "  gpus                                          the GPUs of the catalog ([hardware] gpu)\n"
     "  validate [FOLDER|FILE ...]                    compare estimates with measured runs (default: validation/)\n"
     "  bundle create|keygen|sign|verify|install|list|remove   signed plugin bundles (docs/bundles.md)\n"
     "  trust add|list|remove                         the public keys whose bundles you trust\n"
@@ -184,18 +187,26 @@ int run_command(const std::vector<std::string>& args) {
 
 int plugins_command(const std::vector<std::string>& args) {
   bool allow_unsigned = false;
+  std::string name;  // `memplan plugins NAME`: that plugin in detail
   for (const std::string& arg : args) {
     if (arg == "--help" || arg == "-h") {
-      std::cout << "usage: memplan plugins [--allow-unsigned]\n\nLists every plugin found; exit status 1 if a "
-                   "library or bundle was rejected.\n";
+      std::cout << "usage: memplan plugins [NAME] [--allow-unsigned]\n\nLists every plugin found; exit status 1 if a "
+                   "library or bundle was rejected. With NAME, that plugin in detail: kind, version, library,\n"
+                   "summary and each option with its type, default and help.\n";
       return 0;
     }
-    if (arg != "--allow-unsigned") {
-      std::cerr << "memplan: error: `memplan plugins` takes only --allow-unsigned, got '" << arg << "'\n";
+    if (arg == "--allow-unsigned") {
+      allow_unsigned = true;
+      continue;
+    }
+    if (arg.starts_with("-") || !name.empty()) {
+      print_line(std::cerr, "memplan: error: `memplan plugins` takes one plugin name and --allow-unsigned, got '" +
+                                arg + "'");
       return 2;
     }
-    allow_unsigned = true;
+    name = arg;
   }
+  if (!name.empty()) return memplan::cli::plugin_detail_command(name, allow_unsigned);
   const memplan::InstallLayout layout = memplan::layout_beside(memplan::current_executable());
   memplan::PluginRegistry registry;
   memplan::PluginLoadOptions load_options;
@@ -468,11 +479,13 @@ int main(int argc, char** argv) {
     args.erase(args.begin());
     if (command == "run") return run_command(args);
     if (command == "plugins") return plugins_command(args);
+    if (command == "presets") return memplan::cli::presets_command(args);
+    if (command == "gpus") return memplan::cli::gpus_command(args);
     if (command == "validate") return validate_command(args);
     if (command == "bundle") return bundle_command(args);
     if (command == "trust") return trust_command(args);
     std::cerr << "memplan: error: unknown command '" << command
-              << "'; the commands are run, plugins, validate, bundle and trust (see --help)\n";
+              << "'; the commands are run, plugins, presets, gpus, validate, bundle and trust (see --help)\n";
     return 2;
   } catch (const memplan::Error& error) {
     print_line(std::cerr, error.what());

@@ -156,6 +156,32 @@ TEST(Cli, RunsStandardInputAndSeveralFiles) {
   EXPECT_EQ(run_cli("run - - --format json").err, "memplan: error: standard input (-) can be read once; name it once\n");
 }
 
+// Issue 13: what a scenario can name, listed. The figures are the catalog's
+// (core/data/models/llama-2-7b.toml: 6,738,415,616 published parameters, 32
+// layers, hidden 4096, 32 heads, 4096 positions; gpus.toml: the H100 SXM,
+// 80 GiB, NVLink SHARP) and the zero plugin's own option table.
+TEST(Cli, PresetsGpusAndOnePluginsOptions) {
+  CommandResult presets = run_cli("presets");
+  ASSERT_EQ(presets.exit_code, 0) << presets.err;
+  EXPECT_TRUE(presets.out.starts_with("name\tparams_b\tlayers\thidden\theads\tkv_heads\tmax_context\tsource\n"));
+  EXPECT_NE(presets.out.find("\nllama-2-7b\t6.738\t32\t4096\t32\t32\t4096\t"), std::string::npos) << presets.out;
+  CommandResult gpus = run_cli("gpus");
+  ASSERT_EQ(gpus.exit_code, 0) << gpus.err;
+  EXPECT_NE(gpus.out.find("\nh100-sxm-80gb\t80.00\tyes\tNVIDIA H100 SXM5 80GB\t"), std::string::npos) << gpus.out;
+  EXPECT_EQ(run_cli("gpus extra").exit_code, 2);
+  CommandResult zero = run_cli("plugins zero");
+  ASSERT_EQ(zero.exit_code, 0) << zero.err;
+  EXPECT_TRUE(zero.out.starts_with("strategy zero 1.1.0\nlibrary: ")) << zero.out;
+  for (const char* text : {"\n  stage (integer, default: required)\n      0 (off), 1 (optimizer states)",
+                           "\n  max_reuse_distance (integer, default: 1000000000)\n"})
+    EXPECT_NE(zero.out.find(text), std::string::npos) << text;
+  CommandResult missing = run_cli("plugins zer0");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_TRUE(missing.err.starts_with("memplan: error: no plugin named 'zer0' was found; `memplan plugins` lists them "
+                                      "all ("))
+      << missing.err;
+}
+
 TEST(Cli, EveryExampleRunsInEveryFormat) {
   int examples = 0;
   for (const auto& entry : std::filesystem::directory_iterator(source_dir() + "/examples")) {

@@ -51,7 +51,7 @@ constexpr int64_t kPersistenceDefault = 100'000;
 constexpr std::array<memplan_option_spec, 6> kOptions{{
     {"stage", MEMPLAN_OPTION_INT, "0 (off), 1 (optimizer states), 2 (+ gradients) or 3 (+ weights)", "required"},
     {"gathered_parameters", MEMPLAN_OPTION_BOOL,
-     "stage 3: count the gathered module and the prefetched parameters on the GPU",
+     "stage 3: count the parameters DeepSpeed's coordinator keeps gathered on the GPU",
      "true with stage 3 when the architecture is known"},
     {"prefetch_bucket_size", MEMPLAN_OPTION_INT,
      "stage 3: parameter elements fetched ahead of use (DeepSpeed stage3_prefetch_bucket_size)", "50000000"},

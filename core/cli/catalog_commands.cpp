@@ -1,0 +1,118 @@
+#include "catalog_commands.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+
+#include "memplan/core/catalog.hpp"
+#include "memplan/core/install_layout.hpp"
+#include "memplan/core/plugin_registry.hpp"
+#include "memplan/core/scenario.hpp"
+#include "memplan/core/text.hpp"
+
+namespace memplan::cli {
+namespace {
+
+// Catalog entries and plugin texts come from files: printed with control characters escaped.
+void print_line(const std::string& line) { std::cout << terminal_text(line) << "\n"; }
+
+// These commands take no arguments but --help: an exit status when they
+// must stop here (0 after the help, 2 for anything else), nullopt to go on.
+std::optional<int> no_arguments(const std::vector<std::string>& args, const char* command, const char* what) {
+  for (const std::string& arg : args) {
+    if (arg == "--help" || arg == "-h") {
+      std::cout << "usage: memplan " << command << "\n\n" << what << "\n";
+      return 0;
+    }
+    std::cerr << "memplan: error: `memplan " << command << "` takes no arguments, got '" << terminal_text(arg) << "'\n";
+    return 2;
+  }
+  return std::nullopt;
+}
+
+std::string fixed(double value, int digits) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.*f", digits, value);
+  return text;
+}
+
+std::string option_type(int32_t type) {
+  switch (type) {
+    case MEMPLAN_OPTION_INT: return "integer";
+    case MEMPLAN_OPTION_DOUBLE: return "number";
+    case MEMPLAN_OPTION_BOOL: return "boolean";
+    case MEMPLAN_OPTION_STRING: return "string";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+int presets_command(const std::vector<std::string>& args) {
+  if (const auto status = no_arguments(args, "presets",
+                                       "Lists the model presets a scenario can name ([model] preset = \"NAME\"): name,\n"
+                                       "parameters (billions, as their authors publish them), layers, hidden size,\n"
+                                       "attention heads, key/value heads, longest context (0: not stated), source."))
+    return *status;
+  const Catalog catalog = Catalog::load(layout_beside(current_executable()).data_dir);
+  print_line("name\tparams_b\tlayers\thidden\theads\tkv_heads\tmax_context\tsource");
+  for (const ModelPreset& preset : catalog.models()) {
+    const ModelSpec& spec = preset.spec;
+    const double params = preset.published_params > 0 ? preset.published_params : spec.params_only;
+    print_line(preset.name + "\t" + (params > 0 ? fixed(params / 1e9, 3) : std::string("-")) + "\t" +
+               std::to_string(spec.layers) + "\t" + std::to_string(spec.hidden) + "\t" + std::to_string(spec.heads) +
+               "\t" + std::to_string(spec.kv_heads > 0 ? spec.kv_heads : spec.heads) + "\t" +
+               std::to_string(spec.max_context) + "\t" + preset.source);
+  }
+  return 0;
+}
+
+int gpus_command(const std::vector<std::string>& args) {
+  if (const auto status = no_arguments(args, "gpus",
+                                       "Lists the GPUs a scenario can name ([hardware] gpu = \"NAME\"): name, memory\n"
+                                       "(GiB), NVLink SHARP (NCCL's NVLS), label, source. Any other GPU:\n"
+                                       "[hardware] memory_gib = N."))
+    return *status;
+  const Catalog catalog = Catalog::load(layout_beside(current_executable()).data_dir);
+  print_line("name\tmemory_gib\tnvlink_sharp\tlabel\tsource");
+  for (const GpuEntry& gpu : catalog.gpus())
+    print_line(gpu.name + "\t" + fixed(static_cast<double>(gpu.memory_bytes) / static_cast<double>(1ull << 30), 2) +
+               "\t" + (gpu.nvlink_sharp ? "yes" : "no") + "\t" + gpu.label + "\t" + gpu.source);
+  return 0;
+}
+
+int plugin_detail_command(const std::string& name, bool allow_unsigned) {
+  const InstallLayout layout = layout_beside(current_executable());
+  PluginRegistry registry;
+  PluginLoadOptions load_options;
+  load_options.allow_unsigned = allow_unsigned;
+  load_plugins(registry, layout, nullptr, load_options);
+  for (const std::string& diagnostic : registry.diagnostics()) std::cerr << terminal_text("memplan: warning: " + diagnostic) << "\n";
+  const LoadedPlugin* plugin = registry.find(name);
+  if (plugin == nullptr) {
+    std::string known;
+    for (const auto& loaded : registry.plugins()) known += (known.empty() ? "" : ", ") + loaded->name;
+    std::cerr << terminal_text("memplan: error: no plugin named '" + name + "' was found; `memplan plugins` lists "
+                               "them all (" + known + ")")
+              << "\n";
+    return 1;
+  }
+  const memplan_plugin_descriptor& descriptor = plugin->descriptor;
+  print_line(std::string(kind_name(descriptor.kind)) + " " + plugin->name + " " + plugin->version);
+  print_line("library: " + plugin->path);
+  if (descriptor.summary != nullptr) print_line(std::string("summary: ") + descriptor.summary);
+  if (plugin->options.empty()) {
+    print_line("options: none");
+    return 0;
+  }
+  print_line("options:");
+  for (const memplan_option_spec& option : plugin->options) {
+    print_line(std::string("  ") + (option.name ? option.name : "?") + " (" + option_type(option.type) +
+               ", default: " + (option.default_text ? option.default_text : "none") + ")");
+    if (option.help != nullptr) print_line(std::string("      ") + option.help);
+  }
+  return 0;
+}
+
+}  // namespace memplan::cli
