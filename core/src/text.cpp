@@ -22,15 +22,33 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
+namespace {
+
+// The first letter of each dash-separated part: a name like
+// "some-long-name" is "sln". People write parallelisms and other names this way.
+std::string initials(std::string_view name) {
+  std::string out;
+  for (size_t i = 0; i < name.size(); ++i)
+    if (i == 0 || name[i - 1] == '-') out += name[i];
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::string> closest_names(std::string_view word, std::span<const std::string> candidates) {
   // Allow roughly one edit per three characters: catches typos and
-  // transpositions without suggesting unrelated short names.
+  // transpositions without suggesting unrelated short names. A word that is
+  // a candidate's initials ranks first, then prefixes, then by distance.
   const size_t limit = std::max<size_t>(2, word.size() / 3);
   std::vector<std::pair<size_t, std::string>> scored;
   for (const std::string& candidate : candidates) {
-    size_t distance = edit_distance(word, candidate);
-    bool prefix = !word.empty() && candidate.starts_with(word);
-    if (distance <= limit || prefix) scored.emplace_back(prefix ? 0 : distance, candidate);
+    const bool acronym = word.size() >= 2 && candidate.find('-') != std::string::npos && initials(candidate) == word;
+    const bool prefix = !word.empty() && candidate.starts_with(word);
+    const size_t distance = edit_distance(word, candidate);
+    if (acronym)
+      scored.emplace_back(0, candidate);
+    else if (distance <= limit || prefix)
+      scored.emplace_back(prefix ? 1 : distance + 1, candidate);
   }
   std::stable_sort(scored.begin(), scored.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
   std::vector<std::string> best;

@@ -75,6 +75,18 @@ TEST(ScenarioErrors, UnknownPluginNameSuggestsClosestNames) {
                 ". `memplan plugins` lists every plugin and where it was found.");
 }
 
+// Issue 13: people write parallelisms by their initials (dp, tp, pp, ep, cp);
+// a word that is a plugin name's initials is suggested first.
+TEST(ScenarioErrors, InitialsSuggestThePluginTheyStandFor) {
+  for (const auto& [word, plugin] : std::vector<std::pair<std::string, std::string>>{
+           {"dp", "data-parallel"}, {"tp", "tensor-parallel"}, {"pp", "pipeline-parallel"},
+           {"ep", "expert-parallel"}, {"cp", "context-parallel"}}) {
+    const std::string error = error_of(kBase + "[[strategy]]\nuse = \"" + word + "\"\n", "s.toml");
+    EXPECT_NE(error.find("no strategy plugin named '" + word + "'. Did you mean '" + plugin + "'"), std::string::npos)
+        << error;
+  }
+}
+
 TEST(ScenarioErrors, PluginOfTheWrongKind) {
   EXPECT_EQ(error_of(replaced(kBase, "\"adamw\"", "\"zero\""), "s.toml"),
             "s.toml:11:7: error: 'zero' is a strategy plugin, but [optimizer] needs an optimizer plugin; move it to "
