@@ -31,10 +31,23 @@ std::vector<OptionValue> read_options(const toml::table& table, const std::strin
     } else if (node.is_string()) {
       option.type = OptionValue::Type::string;
       option.text = node.as_string()->get();
+    } else if (const toml::array* list = node.as_array(); list != nullptr && list->is_homogeneous(toml::node_type::string)) {
+      // The option ABI has no list type: a list of strings reaches a string
+      // option as its comma-separated text (targets = ["q", "v"] is "q,v").
+      option.type = OptionValue::Type::string;
+      option.list = true;
+      for (const toml::node& element : *list) {
+        const std::string& text = element.as_string()->get();
+        if (text.find(',') != std::string::npos)
+          fail_at(location_of(file, element.source()),
+                  "in " + section + ", an element of '" + option.key + "' holds a comma; list each entry separately");
+        option.text += (option.text.empty() ? "" : ",") + text;
+      }
     } else {
       fail_at(option.value_location, "in " + section + ", '" + option.key + "' is " +
                                          std::string(describe_type(node)) +
-                                         "; plugin options are integers, floats, booleans or strings");
+                                         "; a plugin option is an integer, a float, a boolean, a string, or a list "
+                                         "of strings (for example [\"q\", \"v\"])");
     }
     options.push_back(std::move(option));
   }

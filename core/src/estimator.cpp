@@ -152,7 +152,7 @@ void Estimator::configure(ConfiguredPlugin& configured) {
       fail_at(option.value_location, "in " + component.section + ", '" + option.key + "' of " +
                                          plugin_label(plugin) + " must be " +
                                          std::string(option_type_name(spec->type)) + ", not " +
-                                         std::string(value_type_name(option.type)));
+                                         (option.list ? std::string("a list") : std::string(value_type_name(option.type))));
   }
   memplan_ctx& ctx = host_->ctx;
   const auto index = static_cast<int32_t>(&configured - plugins_.data());

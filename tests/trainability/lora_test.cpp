@@ -47,6 +47,21 @@ TEST(Lora, PeftLlama2SevenBillionQueryValueRank8) {
   EXPECT_EQ(evaluation.breakdown().sum, 13'476'831'232u + 4'194'304u * 16);
 }
 
+// PEFT's LoraConfig names (peft src/peft/tuners/lora/config.py): r,
+// lora_alpha, lora_dropout and target_modules, a list of module names, give
+// the same adapters as memplan's: the llama-recipes config above, 4,194,304
+// trainable parameters, scaling 32 / 8 = 4; "all-linear" as targets does.
+TEST(Lora, PeftConfigNamesAreAccepted) {
+  Evaluation peft = evaluate_paper(lora(kLlama, "r = 8\nlora_alpha = 32\nlora_dropout = 0.05\n"
+                                                "target_modules = [\"q_proj\", \"v_proj\"]\n"));
+  EXPECT_EQ(peft.breakdown().params_trainable, 4'194'304.0);
+  EXPECT_EQ(detail(peft, "lora_scaling"), "4");
+  EXPECT_EQ(trainable(kLlama, "r = 8\ntarget_modules = \"all-linear\"\n"),
+            trainable(kLlama, "rank = 8\ntargets = \"all-linear\"\n"));
+  EXPECT_EQ(trainable(kLlama, "r = 8\ntarget_modules = [\"gate_proj\", \"up_proj\", \"down_proj\", \"o_proj\"]\n"),
+            trainable(kLlama, "rank = 8\ntargets = \"mlp, o\"\n"));
+}
+
 // Hu et al. 2021, section 5.1: |Θ| = 2 x L̂ x d_model x r with L̂ the adapted
 // matrices. GPT-3 175B (96 layers, d_model 12288), Wq and Wv: L̂ = 192.
 // Table 4's 37.7M is r = 8: 2 x 192 x 12288 x 8 = 37,748,736; its 4.7M is
@@ -143,6 +158,27 @@ TEST(LoraErrors, RankAndAlpha) {
                 library("lora"));
 }
 
+TEST(LoraErrors, PeftNames) {
+  EXPECT_EQ(lora_error(kLlama, "rank = 8\nr = 16\ntargets = \"q\"\n"),
+            "l.toml:14:5: " + kPrefix + ", option 'r': is PEFT's name for rank, which is given too; keep one of them" +
+                library("lora"));
+  EXPECT_EQ(lora_error(kLlama, "r = 8\ntarget_modules = [\"q_proj\", \"gate_proj\"]\n"),
+            "l.toml:14:18: " + kPrefix +
+                ", option 'target_modules': names some of gate_proj, up_proj and down_proj; memplan adapts the MLP's "
+                "projections together: list all three (or use targets = \"mlp\")" + library("lora"));
+  EXPECT_EQ(lora_error(kLlama, "r = 8\ntarget_modules = [\"c_attn\"]\n"),
+            "l.toml:14:18: " + kPrefix +
+                ", option 'target_modules': has \"c_attn\", a module name memplan does not know; use q_proj, k_proj, "
+                "v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head or \"all-linear\", or memplan's targets "
+                "(targets = \"...\")" + library("lora"));
+  // A list where the option takes one value says so, naming the key.
+  EXPECT_EQ(lora_error(kLlama, "rank = [\"8\"]\ntargets = \"q\"\n"),
+            "l.toml:13:8: error: in [[strategy]] #1, 'rank' of strategy plugin 'lora' must be an integer, not a list");
+  EXPECT_EQ(lora_error(kLlama, "rank = 8\ntargets = [1, 2]\n"),
+            "l.toml:14:11: error: in [[strategy]] #1, 'targets' is an array; a plugin option is an integer, a float, "
+            "a boolean, a string, or a list of strings (for example [\"q\", \"v\"])");
+}
+
 TEST(LoraErrors, Targets) {
   EXPECT_EQ(lora_error(kLlama, "rank = 8\n"),
             "l.toml:12:7: " + kPrefix +
@@ -151,7 +187,7 @@ TEST(LoraErrors, Targets) {
   EXPECT_EQ(lora_error(kLlama, "rank = 8\ntargets = \"q_proj\"\n"),
             "l.toml:14:11: " + kPrefix +
                 ", option 'targets': has \"q_proj\", not a target; use q, k, v, o, attention, mlp, experts, router, "
-                "lm_head, all-linear (comma-separated)" + library("lora"));
+                "lm_head, all-linear (comma-separated), or PEFT's module names in target_modules" + library("lora"));
   EXPECT_EQ(lora_error(kMixtral, "rank = 8\ntargets = \"mlp\"\n"),
             "l.toml:14:11: " + kPrefix +
                 ", option 'targets': has \"mlp\", but the model's MLPs are MoE experts; use \"experts\"" +

@@ -34,7 +34,10 @@ namespace {
 namespace sdk = memplan::sdk;
 using sdk::ParamClass;
 
-constexpr std::array<memplan_option_spec, 4> kOptions{{
+// PEFT's LoraConfig names (huggingface/peft src/peft/tuners/lora/config.py:
+// r, lora_alpha, lora_dropout, target_modules) are accepted beside memplan's,
+// so a config can be copied over; giving both names of one option is an error.
+constexpr std::array<memplan_option_spec, 8> kOptions{{
     {"rank", MEMPLAN_OPTION_INT, "adapter rank r (positive)", "required"},
     {"alpha", MEMPLAN_OPTION_DOUBLE, "scaling numerator: the update is (alpha / r) B A; no memory effect",
      "not reported"},
@@ -45,7 +48,54 @@ constexpr std::array<memplan_option_spec, 4> kOptions{{
      "lora_dropout, 0 to < 1: above 0 each adapted matrix keeps a 1-byte mask and its own dropped copy of its input "
      "for backward (PEFT LoRA Linear.forward)",
      "0 (PEFT's default)"},
+    {"r", MEMPLAN_OPTION_INT, "PEFT's name for rank", "rank"},
+    {"lora_alpha", MEMPLAN_OPTION_DOUBLE, "PEFT's name for alpha", "alpha"},
+    {"lora_dropout", MEMPLAN_OPTION_DOUBLE, "PEFT's name for dropout", "dropout"},
+    {"target_modules", MEMPLAN_OPTION_STRING,
+     "PEFT's name for targets: module names (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head) "
+     "or \"all-linear\", a string or a list",
+     "targets"},
 }};
+
+// A memplan option or its PEFT name, not both.
+template <typename Read>
+auto either(sdk::Options& options, const char* name, const char* peft_name, Read read) {
+  auto value = read(name);
+  auto peft_value = read(peft_name);
+  if (value && peft_value)
+    options.fail(peft_name, std::string("is PEFT's name for ") + name + ", which is given too; keep one of them");
+  return value ? value : peft_value;
+}
+
+// PEFT's module names for Llama-style models (transformers LlamaAttention and
+// LlamaMLP) in memplan's targets; the MLP's projections are adapted together.
+std::string targets_from_modules(sdk::Options& options, const std::string& modules) {
+  std::string targets;
+  int mlp_projections = 0;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = modules.find(',', start);
+    std::string name = modules.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    name.erase(0, name.find_first_not_of(" \t"));
+    name.erase(name.find_last_not_of(" \t") + 1);
+    std::string target;
+    if (name == "q_proj" || name == "k_proj" || name == "v_proj" || name == "o_proj") target = name.substr(0, 1);
+    else if (name == "gate_proj" || name == "up_proj" || name == "down_proj") ++mlp_projections;
+    else if (name == "lm_head" || name == "all-linear") target = name;
+    else
+      options.fail("target_modules", "has \"" + name + "\", a module name memplan does not know; use q_proj, k_proj, "
+                                     "v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head or \"all-linear\", or "
+                                     "memplan's targets (targets = \"...\")");
+    if (!target.empty()) targets += (targets.empty() ? "" : ",") + target;
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (mlp_projections > 0 && mlp_projections < 3)
+    options.fail("target_modules", "names some of gate_proj, up_proj and down_proj; memplan adapts the MLP's "
+                                   "projections together: list all three (or use targets = \"mlp\")");
+  if (mlp_projections == 3) targets += std::string(targets.empty() ? "" : ",") + "mlp";
+  return targets;
+}
 
 enum Target : uint32_t {
   kQ = 1u << 0,
@@ -82,7 +132,7 @@ struct Adapter {
 
 class LoraStrategy {
  public:
-  static constexpr sdk::PluginInfo info{"lora", "1.0.0",
+  static constexpr sdk::PluginInfo info{"lora", "1.1.0",
                                         "LoRA adapters r (d_in + d_out) on frozen weights (Hu et al. 2021)",
                                         sdk::Kind::strategy, sdk::Phase::trainability};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -92,24 +142,29 @@ class LoraStrategy {
     if (!model.has_architecture)
       options.fail("needs the model's architecture (the shapes of the adapted matrices) but the scenario gives "
                    "only params; use a preset or an inline architecture in [model]");
-    const std::optional<int64_t> rank = options.integer("rank");
+    const std::optional<int64_t> rank =
+        either(options, "rank", "r", [&](const char* key) { return options.integer(key); });
     if (!rank) options.fail("needs rank = r, the adapters' rank (e.g. 8, 16 or 64)");
     if (*rank < 1) options.fail("rank", "must be a positive integer, got " + std::to_string(*rank));
-    const std::optional<double> alpha = options.number("alpha");
+    const std::optional<double> alpha =
+        either(options, "alpha", "lora_alpha", [&](const char* key) { return options.number(key); });
     if (alpha && !(std::isfinite(*alpha) && *alpha > 0)) {
       std::ostringstream text;
       text << *alpha;
       options.fail("alpha", "must be a positive number (the update is scaled by alpha / rank), got " + text.str());
     }
     if (alpha) scaling_ = *alpha / static_cast<double>(*rank);
-    dropout_ = options.number("dropout").value_or(0);
+    dropout_ = either(options, "dropout", "lora_dropout", [&](const char* key) { return options.number(key); })
+                   .value_or(0);
     if (!(dropout_ >= 0 && dropout_ < 1)) {
       std::ostringstream text;
       text << dropout_;
       options.fail("dropout", "must be a probability from 0 up to (not including) 1, got " + text.str());
     }
 
-    const std::optional<std::string> targets = options.string("targets");
+    std::optional<std::string> targets =
+        either(options, "targets", "target_modules", [&](const char* key) { return options.string(key); });
+    if (targets && !options.string("targets")) targets = targets_from_modules(options, *targets);
     if (!targets) options.fail(std::string("needs targets = \"...\", the adapted matrices: ") + kTargetList);
     const uint32_t wanted = parse_targets(options, *targets, model);
 
@@ -204,7 +259,7 @@ class LoraStrategy {
       else if (field == "all-linear") found = kQ | kK | kV | kO | (moe ? kExperts | kRouter : kMlp);
       else
         options.fail("targets", "has \"" + std::string(field) + "\", not a target; use " + kTargetList +
-                                    " (comma-separated)");
+                                    " (comma-separated), or PEFT's module names in target_modules");
       if (found == kMlp && moe)
         options.fail("targets", "has \"mlp\", but the model's MLPs are MoE experts; use \"experts\"");
       if ((found == kExperts || found == kRouter) && !moe)

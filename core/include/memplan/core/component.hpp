@@ -19,6 +19,7 @@ struct OptionValue {
   double floating = 0;
   bool boolean = false;
   std::string text;
+  bool list = false;  // a list of strings, passed to the plugin as its comma-separated text
   SourceLocation key_location;
   SourceLocation value_location;
 };
