@@ -57,7 +57,9 @@ void write_table(std::ostream& out, const Estimator& estimator, const ScenarioLi
       << ")\n";
   out << "model: " << terminal_text(model_source(scenario)) << ", "
       << billions(b.params_total) << " parameters, " << billions(b.params_trainable) << " trainable\n";
-  out << "batch: micro_batch " << estimator.micro_batch() << ", seq_len " << estimator.seq_len() << ", grad_accum "
+  // The sizes the estimate used (a solved "max" included); no length when the scenario sets none.
+  out << "batch: micro_batch " << estimator.micro_batch() << ", seq_len "
+      << (estimator.seq_len() > 0 ? std::to_string(estimator.seq_len()) : std::string("not set")) << ", grad_accum "
       << scenario.grad_accum << "; world size " << b.world_size << " GPU" << (b.world_size == 1 ? "" : "s") << "\n";
   if (!scenario.framework.name.empty())
     out << "framework: " << scenario.framework.name

@@ -74,7 +74,7 @@ void read_batch(const toml::table& root, const std::string& file, Scenario& scen
   const toml::table* table = optional_table(root, "batch", file);
   if (table == nullptr) return;
   TomlReader reader(*table, file, "[batch]");
-  reader.reject_unknown_keys({"micro_batch", "seq_len", "grad_accum"});
+  reader.reject_unknown_keys({"micro_batch", "seq_len", "grad_accum", "beyond_context"});
   // A size, or "max" to solve for the largest that fits.
   auto size_or_max = [&](std::string_view key, int64_t fallback, bool& is_max) {
     const toml::node* node = table->get(key);
@@ -106,6 +106,15 @@ void read_batch(const toml::table& root, const std::string& file, Scenario& scen
     if (bound.value > bound.limit)
       reader.fail_key(bound.key, "= " + std::to_string(bound.value) + " is implausibly large (the limit is " +
                                      std::to_string(bound.limit) + "); check the number");
+  // A sequence longer than the model was built for is usually a slip (32768
+  // for a 4096-token model); runs that extend the context (RoPE scaling,
+  // long-context fine-tuning) say so. [model] is read before [batch].
+  const bool beyond = reader.boolean("beyond_context").value_or(false);
+  const int64_t context = scenario.model.max_context;
+  if (!scenario.seq_len_max && context > 0 && scenario.seq_len > context && !beyond)
+    reader.fail_key("seq_len", "= " + std::to_string(scenario.seq_len) + " is beyond the model's context of " +
+                                   std::to_string(context) + " tokens; lower it, or set beyond_context = true in "
+                                   "[batch] if the run extends the context (RoPE scaling, long-context training)");
 }
 
 void read_hardware(const toml::table& root, const std::string& file, const Catalog& catalog, Scenario& scenario) {

@@ -182,6 +182,19 @@ TEST(Cli, PresetsGpusAndOnePluginsOptions) {
       << missing.err;
 }
 
+// The header gives the sizes the estimate used; a scenario without [batch]
+// sets no sequence length, and the header says so rather than printing 0.
+TEST(Cli, HeaderSaysWhenNoSequenceLengthIsSet) {
+  const std::string file = ::testing::TempDir() + "/no-batch.toml";
+  std::ofstream(file) << "name = \"nb\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\nuse = \"bf16\"\n"
+                         "[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"none\"\n";
+  CommandResult result = run_cli("run " + file);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("\nbatch: micro_batch 1, seq_len not set, grad_accum 1; world size 1 GPU\n"),
+            std::string::npos)
+      << result.out;
+}
+
 TEST(Cli, EveryExampleRunsInEveryFormat) {
   int examples = 0;
   for (const auto& entry : std::filesystem::directory_iterator(source_dir() + "/examples")) {

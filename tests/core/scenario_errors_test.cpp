@@ -87,6 +87,21 @@ TEST(ScenarioErrors, InitialsSuggestThePluginTheyStandFor) {
   }
 }
 
+// Issue 13: a sequence longer than the model's context (Llama-2-7B's
+// max_position_embeddings, 4096, core/data/models/llama-2-7b.toml) is an
+// error unless the scenario says the run extends the context.
+TEST(ScenarioErrors, SequenceBeyondTheModelsContext) {
+  const std::string scenario = "name = \"s\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nseq_len = 32768\n"
+                               "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"none\"\n";
+  EXPECT_EQ(error_of(scenario, "s.toml"),
+            "s.toml:6:11: error: in [batch], 'seq_len' = 32768 is beyond the model's context of 4096 tokens; lower "
+            "it, or set beyond_context = true in [batch] if the run extends the context (RoPE scaling, long-context "
+            "training)");
+  std::string extended = scenario;
+  extended.replace(extended.find("seq_len = 32768"), 15, "seq_len = 32768\nbeyond_context = true");
+  EXPECT_EQ(error_of(extended, "s.toml"), "");
+}
+
 TEST(ScenarioErrors, PluginOfTheWrongKind) {
   EXPECT_EQ(error_of(replaced(kBase, "\"adamw\"", "\"zero\""), "s.toml"),
             "s.toml:11:7: error: 'zero' is a strategy plugin, but [optimizer] needs an optimizer plugin; move it to "
