@@ -147,6 +147,7 @@ int run_command(const std::vector<std::string>& args) {
   std::vector<memplan::Scenario> scenarios;
   for (const std::string& file : files) {
     scenarios.push_back(memplan::load_scenario(file, catalog, overrides));
+    for (const std::string& warning : scenarios.back().warnings) print_line(std::cerr, warning);
     if (check && scenarios.back().hardware.memory_bytes == 0) {
       print_line(std::cerr, "memplan: error: --check compares the peak with the GPU's memory, but " +
                                 (file == "-" ? std::string("the scenario on standard input") : file) +

@@ -108,13 +108,15 @@ void read_batch(const toml::table& root, const std::string& file, Scenario& scen
                                      std::to_string(bound.limit) + "); check the number");
   // A sequence longer than the model was built for is usually a slip (32768
   // for a 4096-token model); runs that extend the context (RoPE scaling,
-  // long-context fine-tuning) say so. [model] is read before [batch].
+  // long-context fine-tuning) say so. A warning, not an error: scenarios that
+  // ran before this check keep running. [model] is read before [batch].
   const bool beyond = reader.boolean("beyond_context").value_or(false);
   const int64_t context = scenario.model.max_context;
   if (!scenario.seq_len_max && context > 0 && scenario.seq_len > context && !beyond)
-    reader.fail_key("seq_len", "= " + std::to_string(scenario.seq_len) + " is beyond the model's context of " +
-                                   std::to_string(context) + " tokens; lower it, or set beyond_context = true in "
-                                   "[batch] if the run extends the context (RoPE scaling, long-context training)");
+    scenario.warnings.push_back(reader.value_location("seq_len").str() + ": warning: in [batch], 'seq_len' = " +
+                                std::to_string(scenario.seq_len) + " is beyond the model's context of " +
+                                std::to_string(context) + " tokens; lower it, or set beyond_context = true in "
+                                "[batch] if the run extends the context (RoPE scaling, long-context training)");
 }
 
 void read_hardware(const toml::table& root, const std::string& file, const Catalog& catalog, Scenario& scenario) {

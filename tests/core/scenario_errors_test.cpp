@@ -88,18 +88,23 @@ TEST(ScenarioErrors, InitialsSuggestThePluginTheyStandFor) {
 }
 
 // Issue 13: a sequence longer than the model's context (Llama-2-7B's
-// max_position_embeddings, 4096, core/data/models/llama-2-7b.toml) is an
-// error unless the scenario says the run extends the context.
-TEST(ScenarioErrors, SequenceBeyondTheModelsContext) {
-  const std::string scenario = "name = \"s\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nseq_len = 32768\n"
-                               "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"none\"\n";
-  EXPECT_EQ(error_of(scenario, "s.toml"),
-            "s.toml:6:11: error: in [batch], 'seq_len' = 32768 is beyond the model's context of 4096 tokens; lower "
+// max_position_embeddings, 4096, core/data/models/llama-2-7b.toml) gets a
+// warning unless the scenario says the run extends the context. A warning,
+// not an error: scenario files that ran before keep running (the contract).
+TEST(ScenarioErrors, SequenceBeyondTheModelsContextWarns) {
+  const std::string text = "name = \"s\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nseq_len = 32768\n"
+                           "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"none\"\n";
+  const Catalog catalog = Catalog::load(data_dir());
+  const Scenario scenario = parse_scenario(text, "s.toml", catalog);
+  ASSERT_EQ(scenario.warnings.size(), 1u);
+  EXPECT_EQ(scenario.warnings[0],
+            "s.toml:6:11: warning: in [batch], 'seq_len' = 32768 is beyond the model's context of 4096 tokens; lower "
             "it, or set beyond_context = true in [batch] if the run extends the context (RoPE scaling, long-context "
             "training)");
-  std::string extended = scenario;
+  std::string extended = text;
   extended.replace(extended.find("seq_len = 32768"), 15, "seq_len = 32768\nbeyond_context = true");
-  EXPECT_EQ(error_of(extended, "s.toml"), "");
+  EXPECT_TRUE(parse_scenario(extended, "s.toml", catalog).warnings.empty());
+  EXPECT_EQ(error_of(text, "s.toml"), "");
 }
 
 TEST(ScenarioErrors, PluginOfTheWrongKind) {

@@ -62,6 +62,9 @@ struct Scenario {
   std::vector<std::string> search_path;  // absolute, resolved against the scenario's folder
   SourceLocation search_path_location;
   std::vector<BundleRequirementSpec> bundles;  // [plugins] bundles: installed bundles the scenario needs
+  // "file:line:column: warning: ..." for what is accepted but probably a slip;
+  // the CLI prints them on stderr.
+  std::vector<std::string> warnings;
 };
 
 // Reads and checks a scenario; throws Error with file:line:column.
