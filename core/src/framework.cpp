@@ -52,7 +52,9 @@ std::vector<std::pair<std::string, std::vector<OptionValue>>> read_defaults(cons
 void merge_defaults(std::vector<std::pair<std::string, std::vector<OptionValue>>>& into,
                     const std::vector<std::pair<std::string, std::vector<OptionValue>>>& from) {
   for (const auto& [plugin, options] : from) {
-    auto found = std::find_if(into.begin(), into.end(), [&](const auto& entry) { return entry.first == plugin; });
+    // A named copy for the lambda: clang before 16 cannot capture a structured binding.
+    const std::string& name = plugin;
+    auto found = std::find_if(into.begin(), into.end(), [&](const auto& entry) { return entry.first == name; });
     if (found == into.end()) {
       into.emplace_back(plugin, options);
       continue;

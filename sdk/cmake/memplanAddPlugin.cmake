@@ -15,7 +15,10 @@
 #   - has hidden visibility, so its one exported symbol is the entry point that
 #     MEMPLAN_PLUGIN(...) marks for export;
 #   - links with -Wl,--no-undefined, so a symbol the plugin expects from the host
-#     fails the build instead of the load.
+#     fails the build instead of the load. Set the variable
+#     MEMPLAN_PLUGIN_NO_UNDEFINED to OFF to drop it where undefined symbols are
+#     expected: a clang sanitizer build, whose plugins get the sanitizer runtime
+#     from the executable that loads them (memplan's MEMPLAN_FUZZ build does so).
 #
 # OUTPUT_DIRECTORY: where the build puts the library. Default: the variable
 #   MEMPLAN_PLUGIN_OUTPUT_DIR when set, otherwise CMake's default (the build
@@ -67,7 +70,7 @@ function(memplan_add_plugin name)
   elseif(MEMPLAN_PLUGIN_OUTPUT_DIR)
     set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${MEMPLAN_PLUGIN_OUTPUT_DIR})
   endif()
-  if(NOT APPLE)
+  if(NOT APPLE AND (NOT DEFINED MEMPLAN_PLUGIN_NO_UNDEFINED OR MEMPLAN_PLUGIN_NO_UNDEFINED))
     target_link_options(${target} PRIVATE -Wl,--no-undefined)
   endif()
 

@@ -94,6 +94,27 @@ TEST(InputSafety, NonAsciiWhereTheParserChecksWhitespaceIsRefused) {
   }
 }
 
+// Fuzzing (issue 14; memplan_fuzz_scenario found the first two in its first
+// minute): input that reaches toml++ 3.3.0's parser against its own debug
+// assertions -- parse_key() after '[' with no key, parse_value() at a '}'
+// where an array value should start, and (found reading the same code) the
+// second scan of a date followed by a space and a single digit. The release
+// library memplan uses has those assertions compiled out (NDEBUG) and
+// reports each as invalid TOML at its line and column; the fuzz build
+// compiles toml++ the same way (tests/fuzz/toml_implementation.cpp). A
+// toml++ that asserted, or assumed, instead would fail here.
+TEST(InputSafety, InputPastTheParsersDebugAssertionsIsALocatedError) {
+  const std::string no_key =
+      "error: invalid TOML: Error while parsing key: expected bare key starting character or string delimiter, saw ";
+  EXPECT_EQ(error_of("mode = \"train\"\n[=]\n", "s.toml"), "s.toml:2:2: " + no_key + "'='");
+  EXPECT_EQ(error_of(std::string("mode = \"train\"\n[\0]\n", 19), "s.toml"), "s.toml:2:2: " + no_key + "'\\u0000'");
+  EXPECT_EQ(error_of("mode = \"train\"\n[[ #]]\n", "s.toml"), "s.toml:2:4: " + no_key + "'#'");
+  const std::string no_type = "error: invalid TOML: Error while parsing value: could not determine value type";
+  EXPECT_EQ(error_of("mode = \"train\"\nx = [}\n", "s.toml"), "s.toml:2:6: " + no_type);
+  EXPECT_EQ(error_of("mode = \"train\"\nx = [1, }\n", "s.toml"), "s.toml:2:9: " + no_type);
+  EXPECT_EQ(error_of("mode = \"train\"\nd = 1979-05-27 1\n", "s.toml"), "s.toml:2:5: " + no_type);
+}
+
 // What TOML allows stays allowed: non-ASCII in comments and string values of
 // every kind, dates with a space, arrays over several lines with comments.
 TEST(InputSafety, NonAsciiInStringsAndCommentsIsAccepted) {

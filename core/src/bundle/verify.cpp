@@ -30,7 +30,9 @@ constexpr const char* kSignatureAlgorithm = "ed25519";
 
 std::string abi_text(unsigned major, unsigned minor) { return std::to_string(major) + "." + std::to_string(minor); }
 
-Signature read_signature(const std::string& text, const std::string& display_path) {
+}  // namespace
+
+Signature parse_signature(std::string_view text, const std::string& display_path) {
   toml::table root;
   try {
     root = parse_toml(text, display_path);
@@ -55,8 +57,6 @@ Signature read_signature(const std::string& text, const std::string& display_pat
     reader.fail_key("signature", "must be 128 lower-case hexadecimal digits (64 bytes)");
   return Signature{*key_id, *bytes};
 }
-
-}  // namespace
 
 std::string write_signature(const Signature& signature) {
   return "# Ed25519 signature over the exact bytes of bundle.toml (docs/bundles.md).\n"
@@ -149,7 +149,7 @@ VerifiedBundle verify_bundle(const fs::path& folder, const TrustStore& trust, co
     auto signature_text = read_regular_file(signature_path, 64 * 1024, why);
     if (!signature_text)
       refuse(display(signature_path) + " " + why + "; sign the bundle again with `memplan bundle sign`");
-    const Signature signature = read_signature(*signature_text, display(signature_path));
+    const Signature signature = parse_signature(*signature_text, display(signature_path));
     signer = signature.key_id;
     result.is_signed = true;
     if (trust.revoked(signature.key_id))

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 #include "memplan/core/bundle.hpp"
 
@@ -13,6 +14,10 @@ struct Signature {
   std::string key_id;
   std::string bytes;  // 64
 };
+// Parses and checks bundle.sig's text (algorithm, key id, 64 signature
+// bytes); throws Error at `display_path`:line:column. Reads the format only:
+// verify_bundle then checks the signature against the trust store.
+Signature parse_signature(std::string_view text, const std::string& display_path);
 std::string write_signature(const Signature& signature);
 
 // Checks the library's size and sha256 against its manifest entry; "" when
