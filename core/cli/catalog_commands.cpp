@@ -1,4 +1,5 @@
 #include "catalog_commands.hpp"
+#include "terminal_output.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -15,7 +16,7 @@ namespace memplan::cli {
 namespace {
 
 // Catalog entries and plugin texts come from files: printed with control characters escaped.
-void print_line(const std::string& line) { std::cout << terminal_text(line) << "\n"; }
+void print_line(const std::string& line) { cli::print_line(std::cout, line); }
 
 // These commands take no arguments but --help: an exit status when they
 // must stop here (0 after the help, 2 for anything else), nullopt to go on.
@@ -88,14 +89,13 @@ int plugin_detail_command(const std::string& name, bool allow_unsigned) {
   PluginLoadOptions load_options;
   load_options.allow_unsigned = allow_unsigned;
   load_plugins(registry, layout, nullptr, load_options);
-  for (const std::string& diagnostic : registry.diagnostics()) std::cerr << terminal_text("memplan: warning: " + diagnostic) << "\n";
+  for (const std::string& diagnostic : registry.diagnostics()) cli::print_line(std::cerr, "memplan: warning: " + diagnostic);
   const LoadedPlugin* plugin = registry.find(name);
   if (plugin == nullptr) {
     std::string known;
     for (const auto& loaded : registry.plugins()) known += (known.empty() ? "" : ", ") + loaded->name;
-    std::cerr << terminal_text("memplan: error: no plugin named '" + name + "' was found; `memplan plugins` lists "
-                               "them all (" + known + ")")
-              << "\n";
+    cli::print_line(std::cerr, "memplan: error: no plugin named '" + name + "' was found; `memplan plugins` lists them "
+                               "all (" + known + ")");
     return 1;
   }
   const memplan_plugin_descriptor& descriptor = plugin->descriptor;

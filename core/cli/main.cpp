@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "catalog_commands.hpp"
+#include "terminal_output.hpp"
 #include "memplan/core/bundle.hpp"
 #include "memplan/core/catalog.hpp"
 #include "memplan/core/error.hpp"
@@ -79,9 +80,7 @@ constexpr const char* kTrustUsage =
     "\n"
     "A removed key stays revoked: adding it again needs --reinstate.\n";
 
-// Text read from files, manifests, plugins and paths is printed through
-// terminal_text(): no escape sequence in it reaches the terminal.
-void print_line(std::ostream& out, const std::string& line) { out << memplan::terminal_text(line) << "\n"; }
+using memplan::cli::print_line;
 
 void print_warnings(const memplan::PluginRegistry& registry) {
   for (const std::string& diagnostic : registry.diagnostics()) print_line(std::cerr, "memplan: warning: " + diagnostic);

@@ -95,25 +95,26 @@ void write_table(std::ostream& out, const Estimator& estimator, const ScenarioLi
   for (const auto& [key, value] : details) out << "  " << padded(key, 30) << value << "\n";
   write_limits(out, limits);
 
-  const uint64_t memory = scenario.hardware.memory_bytes;
+  const FitFacts fit = fit_facts(estimator);
   out << "\n";
-  if (memory == 0) {
+  if (!fit.has_gpu) {
     out << "fit: no GPU given ([hardware] gpu or memory_gib)\n";
     return;
   }
-  const uint64_t capacity = b.capacity(memory);
-  out << "GPU: " << terminal_text(scenario.hardware.label) << ", " << format_gib(static_cast<double>(memory));
-  if (capacity < memory)
-    out << ", of which " << format_gib(static_cast<double>(capacity)) << " usable (memory fraction "
+  out << "GPU: " << terminal_text(scenario.hardware.label) << ", " << format_gib(static_cast<double>(fit.gpu_memory));
+  if (fit.capacity < fit.gpu_memory)
+    out << ", of which " << format_gib(static_cast<double>(fit.capacity)) << " usable (memory fraction "
         << b.memory_fraction << ")";
   out << "\n";
-  if (b.peak <= capacity) {
-    out << "fits (" << quantity_name(b.fit_quantity) << " memory): yes, " << format_gib(static_cast<double>(capacity - b.peak)) << " to spare ("
-        << std::lround(100.0 * static_cast<double>(b.peak) / static_cast<double>(capacity)) << "% used at peak)\n";
+  if (fit.fits) {
+    out << "fits (" << quantity_name(b.fit_quantity) << " memory): yes, " << format_gib(static_cast<double>(fit.headroom))
+        << " to spare (" << std::lround(100.0 * static_cast<double>(b.peak) / static_cast<double>(fit.capacity))
+        << "% used at peak)\n";
     return;
   }
   out << "fits (" << quantity_name(b.fit_quantity) << " memory): no\n\nwhat to change:\n";
-  for (const std::string& line : advice_for(b, capacity, scenario.mode == MEMPLAN_MODE_TRAIN)) out << "  - " << line << "\n";
+  for (const std::string& line : advice_for(b, fit.capacity, scenario.mode == MEMPLAN_MODE_TRAIN))
+    out << "  - " << line << "\n";
 }
 
 }  // namespace memplan

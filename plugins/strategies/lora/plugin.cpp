@@ -28,6 +28,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace {
 
@@ -57,6 +58,22 @@ constexpr std::array<memplan_option_spec, 8> kOptions{{
      "targets"},
 }};
 
+// The comma-separated fields of a list option (a TOML list of strings arrives
+// joined with commas), each without surrounding blanks.
+std::vector<std::string_view> fields(std::string_view text) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    std::string_view field = text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    while (!field.empty() && (field.front() == ' ' || field.front() == '\t')) field.remove_prefix(1);
+    while (!field.empty() && (field.back() == ' ' || field.back() == '\t')) field.remove_suffix(1);
+    out.push_back(field);
+    if (comma == std::string_view::npos) return out;
+    start = comma + 1;
+  }
+}
+
 // A memplan option or its PEFT name, not both.
 template <typename Read>
 auto either(sdk::Options& options, const char* name, const char* peft_name, Read read) {
@@ -72,12 +89,8 @@ auto either(sdk::Options& options, const char* name, const char* peft_name, Read
 std::string targets_from_modules(sdk::Options& options, const std::string& modules) {
   std::string targets;
   int mlp_projections = 0;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = modules.find(',', start);
-    std::string name = modules.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    name.erase(0, name.find_first_not_of(" \t"));
-    name.erase(name.find_last_not_of(" \t") + 1);
+  for (const std::string_view field : fields(modules)) {
+    const std::string name(field);
     std::string target;
     if (name == "q_proj" || name == "k_proj" || name == "v_proj" || name == "o_proj") target = name.substr(0, 1);
     else if (name == "gate_proj" || name == "up_proj" || name == "down_proj") ++mlp_projections;
@@ -87,8 +100,6 @@ std::string targets_from_modules(sdk::Options& options, const std::string& modul
                                      "v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head or \"all-linear\", or "
                                      "memplan's targets (targets = \"...\")");
     if (!target.empty()) targets += (targets.empty() ? "" : ",") + target;
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   if (mlp_projections > 0 && mlp_projections < 3)
     options.fail("target_modules", "names some of gate_proj, up_proj and down_proj; memplan adapts the MLP's "
@@ -109,12 +120,6 @@ enum Target : uint32_t {
 };
 
 constexpr const char* kTargetList = "q, k, v, o, attention, mlp, experts, router, lm_head, all-linear";
-
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
-  return text;
-}
 
 struct Adapter {
   const char* name;
@@ -241,11 +246,7 @@ class LoraStrategy {
   static uint32_t parse_targets(sdk::Options& options, const std::string& text, const memplan_model& model) {
     const bool moe = model.experts > 0;
     uint32_t bits = 0;
-    size_t start = 0;
-    while (true) {
-      const size_t comma = text.find(',', start);
-      const std::string_view field =
-          trim(std::string_view(text).substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    for (const std::string_view field : fields(text)) {
       uint32_t found = 0;
       if (field == "q") found = kQ;
       else if (field == "k") found = kK;
@@ -266,8 +267,6 @@ class LoraStrategy {
         options.fail("targets", "has \"" + std::string(field) +
                                     "\", but the model is dense (no [model.moe] experts); use \"mlp\"");
       bits |= found;
-      if (comma == std::string::npos) break;
-      start = comma + 1;
     }
     return bits;
   }
