@@ -179,7 +179,7 @@ static void publish_hardware(memplan_ctx& ctx, const HardwareSpec& hardware) {
   attribute->set_by = -1;  // the host
 }
 
-const Breakdown& Estimator::evaluate() {
+void Estimator::run_plugins(bool checked) {
   memplan_ctx& ctx = host_->ctx;
   ctx.plan.items.assign(inventory_.begin(), inventory_.end());
   ctx.clear_attributes();
@@ -203,9 +203,28 @@ const Breakdown& Estimator::evaluate() {
     if (!counted && configured.plugin->descriptor.phase >= MEMPLAN_PHASE_LAYOUT) count_parameters_now();
     ctx.begin_call(configured.plugin, configured.component, static_cast<int32_t>(i), false);
     const int status = configured.plugin->descriptor.apply(configured.state, &host_table(), &ctx);
+    if (status == MEMPLAN_OK && !ctx.has_error && checked && ctx.plan_written) check_plan(&ctx, ItemCheck::in_place);
     if (status != MEMPLAN_OK || ctx.has_error) fail_plugin_call(ctx, "apply", status);
   }
   if (!counted) count_parameters_now();
+}
+
+const Breakdown& Estimator::evaluate() {
+  memplan_ctx& ctx = host_->ctx;
+  run_plugins(checked_);
+  if (!checked_) {
+    // Plugins of ABI 1.1 wrote the plan in place: check it once, and find who
+    // wrote a bad item by evaluating again with a check after each plugin.
+    ctx.begin_call(nullptr, nullptr, -1, false);
+    if (!check_plan(&ctx, ItemCheck::values)) {
+      const std::string message = ctx.error_message;
+      run_plugins(true);
+      throw Error(scenario_.file + ": error: " + message +
+                  ", but no plugin did when evaluated again with a check after each (rule: apply() gives the same "
+                  "plan for the same configuration)");
+    }
+  }
+  checked_ = false;
   read_memory_fraction();
   if (scenario_.mode == MEMPLAN_MODE_INFER) breakdown_.params_trainable = 0;  // nothing trains in inference
   check_world_size();

@@ -3,6 +3,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "memplan/core/breakdown.hpp"
+#include "memplan/core/error.hpp"
+
 namespace memplan {
 namespace {
 
@@ -88,6 +91,12 @@ bool apply_only(memplan_ctx* ctx, const char* what) {
   return false;
 }
 
+void report_bad_item(memplan_ctx* ctx, const memplan_item& item, const std::string& problem) {
+  const std::string_view name =
+      item.name != nullptr ? std::string_view(item.name, strnlen(item.name, kMaxItemName + 1)) : std::string_view();
+  host_report(ctx, nullptr, "gave plan item '" + std::string(name) + "' " + problem);
+}
+
 int get_item(memplan_ctx* ctx, size_t index, memplan_item* out) {
   if (!apply_only(ctx, "read the plan") || !in_plan(ctx, index)) return MEMPLAN_ERROR;
   if (out == nullptr || out->struct_size == 0) {
@@ -97,7 +106,7 @@ int get_item(memplan_ctx* ctx, size_t index, memplan_item* out) {
   const PlanItem& item = ctx->plan.items[index];
   memplan_item value{};
   value.struct_size = sizeof value;
-  value.name = item.name.data();
+  value.name = item.name;
   value.role = item.role;
   value.lifetime = item.lifetime;
   value.device = item.device;
@@ -115,6 +124,7 @@ int get_item(memplan_ctx* ctx, size_t index, memplan_item* out) {
 
 // Copies a plugin's item into the plan's representation after checking it:
 // bad values are rejected here so no NaN or negative size reaches a report.
+// The name is interned (ABI 1.0 plugins pass any string).
 bool convert_item(memplan_ctx* ctx, const memplan_item* in, PlanItem& out) {
   if (in == nullptr || in->struct_size == 0) {
     host_report(ctx, nullptr, "passed an item without its struct_size");
@@ -122,43 +132,25 @@ bool convert_item(memplan_ctx* ctx, const memplan_item* in, PlanItem& out) {
   }
   memplan_item item{};
   std::memcpy(&item, in, std::min<size_t>(in->struct_size, sizeof item));
-  // Bounded read: a name longer than the limit is an error, not a reason to scan on.
-  const std::string_view name =
-      item.name != nullptr ? std::string_view(item.name, strnlen(item.name, kMaxItemName + 1)) : std::string_view();
-  auto bad = [&](const std::string& why) {
-    host_report(ctx, nullptr, "gave plan item '" + std::string(name) + "' " + why);
+  bool overflow = false;
+  if (auto problem = item_problem(item, ItemCheck::handed_in, &overflow)) {
+    ctx->size_overflow = overflow && !ctx->has_error;  // only when this is the error the call reports
+    report_bad_item(ctx, item, *problem);
     return false;
-  };
-  if (name.empty()) return bad("an empty name");
-  if (name.size() > kMaxItemName) return bad("a name longer than " + std::to_string(kMaxItemName) + " characters");
-  if (item.role < 0 || item.role >= MEMPLAN_ROLE_COUNT) return bad("unknown role " + std::to_string(item.role));
-  if (item.lifetime < MEMPLAN_LIFETIME_PERSISTENT || item.lifetime > MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER)
-    return bad("unknown lifetime " + std::to_string(item.lifetime));
-  if (item.device != MEMPLAN_DEVICE_GPU && item.device != MEMPLAN_DEVICE_CPU)
-    return bad("unknown device " + std::to_string(item.device));
-  if ((item.flags & MEMPLAN_ITEM_ALLOCATOR_RESERVE) && (item.flags & MEMPLAN_ITEM_OUTSIDE_ALLOCATOR))
-    return bad("both MEMPLAN_ITEM_ALLOCATOR_RESERVE and MEMPLAN_ITEM_OUTSIDE_ALLOCATOR (rule: an item is in the "
-               "allocator's reserve or outside the allocator, not both)");
-  if (item.layer < -1) return bad("layer " + std::to_string(item.layer) + " (rule: -1 or a layer index)");
-  if (!std::isfinite(item.elements) || item.elements < 0)
-    return bad("an element count that is negative or not finite");
-  if (!std::isfinite(item.bytes_per_element) || item.bytes_per_element < 0)
-    return bad("bytes per element that are negative or not finite");
-  // 2^62 bytes is far beyond any GPU or host; larger is a plugin bug, not a plan.
-  if (std::ceil(item.elements * item.bytes_per_element) * static_cast<double>(item.count) > 4.6e18) {
-    ctx->size_overflow = !ctx->has_error;  // only when this is the error the call reports
-    return bad("a size beyond 2^62 bytes");
   }
-  out.set_name(name);
-  out.role = item.role;
-  out.lifetime = item.lifetime;
-  out.device = item.device;
-  out.param_class = item.param_class;
-  out.layer = item.layer;
-  out.count = item.count;
-  out.flags = item.flags;
-  out.elements = item.elements;
-  out.bytes_per_element = item.bytes_per_element;
+  // Most set_item calls keep the name the item had: no lookup then.
+  const char* name = out.name != nullptr && std::strcmp(out.name, item.name) == 0 ? out.name : nullptr;
+  if (name == nullptr) {
+    try {
+      name = intern_name(item.name);
+    } catch (const memplan::Error& error) {
+      host_report(ctx, nullptr, error.what());
+      return false;
+    }
+  }
+  static_cast<memplan_item&>(out) = item;
+  out.struct_size = sizeof(memplan_item);
+  out.name = name;
   return true;
 }
 
@@ -173,6 +165,7 @@ int set_item(memplan_ctx* ctx, size_t index, const memplan_item* item) {
 int add_item(memplan_ctx* ctx, const memplan_item* item) {
   if (!apply_only(ctx, "changed the plan")) return MEMPLAN_ERROR;
   PlanItem converted;
+  converted.name = nullptr;
   if (!convert_item(ctx, item, converted)) return MEMPLAN_ERROR;
   converted.added_by = ctx->plugin_index;
   ctx->plan.items.push_back(converted);
@@ -259,6 +252,137 @@ const char* get_attr_string(memplan_ctx* ctx, const char* key) {
   return result;
 }
 
+// ---- ABI 1.1 ----
+
+const char* intern(memplan_ctx* ctx, const char* name) {
+  const size_t length = name != nullptr ? strnlen(name, kMaxItemName + 1) : 0;
+  if (length == 0 || length > kMaxItemName) {
+    host_report(ctx, nullptr, "interned " + std::string(length == 0 ? "an empty name" : "a name longer than " +
+                                                                          std::to_string(kMaxItemName) + " characters"));
+    return nullptr;
+  }
+  try {
+    return intern_name(std::string_view(name, length));
+  } catch (const memplan::Error& error) {
+    host_report(ctx, nullptr, error.what());
+    return nullptr;
+  }
+}
+
+memplan_item* plan_items(memplan_ctx* ctx, size_t* count, size_t* stride) {
+  if (count != nullptr) *count = 0;
+  if (stride != nullptr) *stride = sizeof(PlanItem);
+  if (!apply_only(ctx, "read the plan")) return nullptr;
+  if (count == nullptr || stride == nullptr) {
+    host_report(ctx, nullptr, "called plan_items without the count and stride outputs");
+    return nullptr;
+  }
+  *count = ctx->plan.items.size();
+  ctx->plan_written = true;
+  return ctx->plan.items.empty() ? nullptr : static_cast<memplan_item*>(ctx->plan.items.data());
+}
+
+int add_items(memplan_ctx* ctx, const memplan_item* items, size_t count) {
+  if (!apply_only(ctx, "changed the plan")) return MEMPLAN_ERROR;
+  if (count == 0) return MEMPLAN_OK;
+  if (items == nullptr) {
+    host_report(ctx, nullptr, "called add_items with no items");
+    return MEMPLAN_ERROR;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    PlanItem& added = ctx->plan.items.emplace_back();
+    static_cast<memplan_item&>(added) = items[i];
+    added.struct_size = sizeof(memplan_item);
+    added.added_by = ctx->plugin_index;
+  }
+  ctx->plan_written = true;
+  return MEMPLAN_OK;
+}
+
+int32_t attr_handle(memplan_ctx* ctx, const char* key) {
+  if (key == nullptr || key[0] == '\0') {
+    host_report(ctx, nullptr, "asked for the handle of an attribute with an empty name");
+    return -1;
+  }
+  for (size_t i = 0; i < ctx->attributes.size(); ++i)
+    if (ctx->attributes[i].key == key) return static_cast<int32_t>(i);
+  ctx->attributes.emplace_back().key = key;
+  return static_cast<int32_t>(ctx->attributes.size() - 1);
+}
+
+memplan_attribute* attribute_at(memplan_ctx* ctx, int32_t handle) {
+  if (handle >= 0 && static_cast<size_t>(handle) < ctx->attributes.size())
+    return &ctx->attributes[static_cast<size_t>(handle)];
+  host_report(ctx, nullptr, "used attribute handle " + std::to_string(handle) + ", which attr_handle did not return");
+  return nullptr;
+}
+
+template <typename Read>
+int get_attr_at(memplan_ctx* ctx, int32_t handle, memplan_attribute::Type type, const char* type_name, Read read) {
+  const memplan_attribute* attribute = attribute_at(ctx, handle);
+  if (attribute == nullptr) return MEMPLAN_ERROR;
+  if (attribute->type == memplan_attribute::Type::unset) return MEMPLAN_ABSENT;
+  if (attribute->type != type) {
+    host_report(ctx, nullptr, "read attribute '" + attribute->key + "' as " + type_name + ", but it holds another type");
+    return MEMPLAN_ERROR;
+  }
+  read(*attribute);
+  return MEMPLAN_OK;
+}
+
+int get_attr_int_at(memplan_ctx* ctx, int32_t handle, int64_t* out) {
+  return get_attr_at(ctx, handle, memplan_attribute::Type::integer, "an integer",
+                     [&](const memplan_attribute& a) { *out = a.integer; });
+}
+
+int get_attr_double_at(memplan_ctx* ctx, int32_t handle, double* out) {
+  return get_attr_at(ctx, handle, memplan_attribute::Type::floating, "a double",
+                     [&](const memplan_attribute& a) { *out = a.floating; });
+}
+
+int set_attr_int_at(memplan_ctx* ctx, int32_t handle, int64_t value) {
+  memplan_attribute* attribute = attribute_at(ctx, handle);
+  if (attribute == nullptr) return MEMPLAN_ERROR;
+  attribute->type = memplan_attribute::Type::integer;
+  attribute->integer = value;
+  attribute->set_by = ctx->plugin_index;
+  return MEMPLAN_OK;
+}
+
+int set_attr_double_at(memplan_ctx* ctx, int32_t handle, double value) {
+  memplan_attribute* attribute = attribute_at(ctx, handle);
+  if (attribute == nullptr) return MEMPLAN_ERROR;
+  if (!std::isfinite(value)) {
+    host_report(ctx, nullptr, "set attribute '" + attribute->key + "' to a value that is not finite");
+    return MEMPLAN_ERROR;
+  }
+  attribute->type = memplan_attribute::Type::floating;
+  attribute->floating = value;
+  attribute->set_by = ctx->plugin_index;
+  return MEMPLAN_OK;
+}
+
+int timeline(memplan_ctx* ctx, memplan_timeline* out) {
+  if (!apply_only(ctx, "asked for the timeline")) return MEMPLAN_ERROR;
+  if (out == nullptr || out->struct_size == 0) {
+    host_report(ctx, nullptr, "called timeline without an output struct and its struct_size");
+    return MEMPLAN_ERROR;
+  }
+  // Items written in place are checked before the host sums them.
+  if (!check_plan(ctx, ItemCheck::values)) return MEMPLAN_ERROR;
+  Breakdown breakdown;
+  summarize(ctx->plan, ctx->workload.grad_accum, breakdown);
+  memplan_timeline value{};
+  value.struct_size = sizeof value;
+  for (int q = 0; q < MEMPLAN_QUANTITIES; ++q)
+    for (int p = 0; p < MEMPLAN_STEP_PHASES; ++p) value.bytes[q][p] = breakdown.quantities[q].timeline[p];
+  value.sum = breakdown.sum;
+  const uint32_t size = out->struct_size;
+  std::memcpy(out, &value, std::min<size_t>(size, sizeof value));
+  out->struct_size = size;
+  return MEMPLAN_OK;
+}
+
 memplan_host make_host_table() {
   memplan_host host{};
   host.struct_size = sizeof host;
@@ -282,10 +406,31 @@ memplan_host make_host_table() {
   host.get_attr_double = get_attr_double;
   host.set_attr_string = set_attr_string;
   host.get_attr_string = get_attr_string;
+  host.intern = intern;
+  host.plan_items = plan_items;
+  host.add_items = add_items;
+  host.attr_handle = attr_handle;
+  host.get_attr_int_at = get_attr_int_at;
+  host.set_attr_int_at = set_attr_int_at;
+  host.get_attr_double_at = get_attr_double_at;
+  host.set_attr_double_at = set_attr_double_at;
+  host.timeline = timeline;
   return host;
 }
 
 }  // namespace
+
+bool check_plan(memplan_ctx* ctx, ItemCheck check) {
+  for (const PlanItem& item : ctx->plan.items) {
+    bool overflow = false;
+    if (auto problem = item_problem(item, check, &overflow)) [[unlikely]] {
+      ctx->size_overflow = overflow && !ctx->has_error;
+      report_bad_item(ctx, item, *problem);
+      return false;
+    }
+  }
+  return true;
+}
 
 const memplan_host& host_table() {
   static const memplan_host table = make_host_table();

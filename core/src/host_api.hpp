@@ -37,6 +37,7 @@ struct memplan_ctx {
   const memplan::ComponentSpec* component = nullptr;
   int32_t plugin_index = -1;
   bool configuring = false;
+  bool plan_written = false;  // the plugin took the plan array (ABI 1.1) or appended to it in bulk
 
   // The first error the plugin reported during the current call.
   bool has_error = false;
@@ -49,6 +50,7 @@ struct memplan_ctx {
     component = c;
     plugin_index = index;
     configuring = config;
+    plan_written = false;
     has_error = false;
     size_overflow = false;
     error_option.clear();
@@ -70,5 +72,9 @@ const memplan_host& host_table();
 
 // Records an error on behalf of the host (e.g. a bad item) as if the plugin had reported it.
 void host_report(memplan_ctx* ctx, const char* option, const std::string& message);
+
+// Checks every item of the plan; reports the first bad one as the current
+// plugin's error and returns false.
+bool check_plan(memplan_ctx* ctx, ItemCheck check);
 
 }  // namespace memplan

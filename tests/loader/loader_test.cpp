@@ -25,10 +25,11 @@
 namespace memplan::testing {
 namespace {
 
-// The expected messages below spell out ABI 1.0 and the 64-bit descriptor size.
-static_assert(MEMPLAN_ABI_MAJOR == 1 && MEMPLAN_ABI_MINOR == 0, "update the ABI numbers in the expected messages");
+// The expected messages below spell out ABI 1.1 and the 64-bit descriptor
+// sizes (ABI 1.0's descriptor ends with `destroy`, at 80 bytes).
+static_assert(MEMPLAN_ABI_MAJOR == 1 && MEMPLAN_ABI_MINOR == 1, "update the ABI numbers in the expected messages");
 static_assert(sizeof(void*) == 8 && offsetof(memplan_plugin_descriptor, destroy) == 72 &&
-                  sizeof(memplan_plugin_descriptor) == 80,
+                  sizeof(memplan_plugin_descriptor) == 88,
               "update the descriptor sizes in the expected messages");
 
 constexpr uint64_t kFp32Bytes = 4'000'000'000;  // 1e9 parameters x 4 bytes
@@ -145,7 +146,7 @@ TEST(loader_rejection, AbiMajorMismatch) {
   const std::string path = library(LOADER_DIR_ABI_MAJOR, "memplan-fault-abi-major.so");
   const std::string expected = rejected(
       path,
-      "it was built for plugin ABI 2.0 but this memplan implements ABI 1.0 (rule: the ABI major versions must be "
+      "it was built for plugin ABI 2.0 but this memplan implements ABI 1.1 (rule: the ABI major versions must be "
       "equal). Rebuild the plugin against memplan SDK 1.x.");
   expect_rejected_alone(path, expected);
 
@@ -166,8 +167,8 @@ TEST(loader_rejection, NewerAbiMinor) {
   const std::string path = library(LOADER_DIR_ABI_MINOR, "memplan-fault-abi-minor.so");
   const std::string expected = rejected(
       path,
-      "it was built for plugin ABI 1.1, newer than this memplan's ABI 1.0 (rule: the plugin's ABI minor must not "
-      "exceed the host's). Upgrade memplan, or rebuild the plugin against SDK 1.0.");
+      "it was built for plugin ABI 1.2, newer than this memplan's ABI 1.1 (rule: the plugin's ABI minor must not "
+      "exceed the host's). Upgrade memplan, or rebuild the plugin against SDK 1.1.");
   expect_rejected_alone(path, expected);
 
   const auto registry = builtins_then(LOADER_DIR_ABI_MINOR);
@@ -294,6 +295,80 @@ TEST(loader_rejection, ControlPluginLoads) {
 }
 
 // ---------------------------------------------------------------------------
+// ABI 1.1: plugins built for ABI 1.0 still load and count the same; the fast
+// path (plan array in place, interned names, attribute handles, timeline) and
+// how the host names a plugin that breaks one of its rules.
+
+TEST(loader_compatibility, PluginBuiltAgainstSdk10GivesTheSameEstimate) {
+  const auto current = builtins_then(LOADER_DIR_GOOD);
+  const auto old = builtins_then(LOADER_DIR_SDK_1_0);
+  EXPECT_TRUE(old->diagnostics().empty());
+  const LoadedPlugin* built_for_1_0 = old->find("loader-good");
+  ASSERT_NE(built_for_1_0, nullptr);
+  EXPECT_EQ(built_for_1_0->descriptor.abi_minor, 0);
+  EXPECT_EQ(built_for_1_0->descriptor.reads, 0u);  // a 1.0 descriptor ends before `reads`: read as "everything"
+  EXPECT_EQ(current->find("loader-good")->descriptor.abi_minor, MEMPLAN_ABI_MINOR);
+  // 3 fp32 states per weight of 1e9 parameters, beside the 1.1 built-ins.
+  const Breakdown from_old = evaluate_with(*old, train_scenario("loader-good"));
+  const Breakdown from_current = evaluate_with(*current, train_scenario("loader-good"));
+  EXPECT_EQ(optimizer_states(from_old), 3 * kFp32Bytes);
+  EXPECT_EQ(from_old.components, from_current.components);
+  EXPECT_EQ(from_old.peak, from_current.peak);
+}
+
+std::string in_place_scenario(const std::string& fault) {
+  return train_scenario("loader-in-place", "fault = \"" + fault + "\"");
+}
+
+TEST(loader_fast_path, InPlaceItemsHandlesAndTimeline) {
+  const auto registry = builtins_then(LOADER_DIR_IN_PLACE);
+  EXPECT_TRUE(registry->diagnostics().empty());
+  const Scenario scenario = parse_scenario(paper(in_place_scenario("none")), "scenario.toml", catalog());
+  Estimator estimator(scenario, *registry);
+  for (int run = 0; run < 3; ++run) {  // the first evaluation is checked after each plugin, later ones at the end
+    const Breakdown& breakdown = estimator.evaluate();
+    // 2 fp32 states x 1e9 trainable weights, summed over the array in place.
+    EXPECT_EQ(optimizer_states(breakdown), 2 * kFp32Bytes);
+    EXPECT_EQ(breakdown.sum, 4 * kFp32Bytes);
+    EXPECT_EQ(estimator.attribute_double("report.in_place_weights"), 1e9);
+  }
+  const PlanItem& added = estimator.plan().items.back();
+  EXPECT_EQ(added.name_view(), "in_place.state");
+  EXPECT_EQ(estimator.origin(added), "loader-in-place");
+  EXPECT_EQ(added.name, intern_name("in_place.state"));  // one copy per distinct name
+}
+
+TEST(loader_fast_path, BadItemOnTheFirstEvaluationNamesThePlugin) {
+  const std::string path = library(LOADER_DIR_IN_PLACE, "memplan-loader-in-place.so");
+  const auto registry = builtins_then(LOADER_DIR_IN_PLACE);
+  EXPECT_EQ(error_with(*registry, in_place_scenario("nan")),
+            "scenario.toml:11:7: error: in [optimizer], optimizer plugin 'loader-in-place': gave plan item "
+            "'in_place.state' an element count that is negative or not finite (plugin library " + path + ")");
+  EXPECT_EQ(error_with(*registry, in_place_scenario("foreign-name")),
+            "scenario.toml:11:7: error: in [optimizer], optimizer plugin 'loader-in-place': gave plan item "
+            "'in_place.foreign' a name that is not interned (rule: items in the plan array take names from "
+            "intern()) (plugin library " + path + ")");
+}
+
+TEST(loader_fast_path, BadItemOnALaterEvaluationIsFoundAndNamed) {
+  const std::string path = library(LOADER_DIR_IN_PLACE, "memplan-loader-in-place.so");
+  const auto registry = builtins_then(LOADER_DIR_IN_PLACE);
+  const Scenario scenario = parse_scenario(in_place_scenario("nan-from-second"), "scenario.toml", catalog());
+  Estimator estimator(scenario, *registry);
+  EXPECT_EQ(optimizer_states(estimator.evaluate()), 2 * kFp32Bytes);  // checked after each plugin: clean
+  // The second evaluation checks once, at the end, finds the NaN, and evaluates
+  // again with a check after each plugin to say which one wrote it.
+  try {
+    estimator.evaluate();
+    ADD_FAILURE() << "evaluate() did not throw";
+  } catch (const Error& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "scenario.toml:11:7: error: in [optimizer], optimizer plugin 'loader-in-place': gave plan item "
+              "'in_place.state' an element count that is negative or not finite (plugin library " + path + ")");
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Plugins that load but fail when called (faults 5-7).
 
 TEST(loader_plugin_call, CreateErrorOnOptionIsLocated) {
@@ -402,7 +477,7 @@ TEST(loader_cli, PluginsListsBuiltinsAndWarnsAboutRejectedLibrary) {
   EXPECT_EQ(result.err,
             "memplan: warning: " +
                 rejected(library(LOADER_DIR_ABI_MAJOR, "memplan-fault-abi-major.so"),
-                         "it was built for plugin ABI 2.0 but this memplan implements ABI 1.0 (rule: the ABI major "
+                         "it was built for plugin ABI 2.0 but this memplan implements ABI 1.1 (rule: the ABI major "
                          "versions must be equal). Rebuild the plugin against memplan SDK 1.x.") +
                 "\n");
   // Every built-in, then the good plugin beside the rejected library.

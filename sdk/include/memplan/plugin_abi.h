@@ -1,5 +1,6 @@
 /*
- * memplan plugin ABI, version 1.
+ * memplan plugin ABI, version 1.1: 1.0 plus the functions and fields marked
+ * ABI 1.1, each added at the end of its struct.
  *
  * This is the only contract between the memplan host and a plugin library.
  * Plugins are built by other teams, with other compilers, at other times, so:
@@ -30,7 +31,7 @@ extern "C" {
 #endif
 
 #define MEMPLAN_ABI_MAJOR 1
-#define MEMPLAN_ABI_MINOR 0
+#define MEMPLAN_ABI_MINOR 1
 #define MEMPLAN_ENTRY_POINT "memplan_plugin_v1"
 
 #if defined(_WIN32)
@@ -143,6 +144,20 @@ extern "C" {
 typedef struct memplan_ctx memplan_ctx; /* opaque, owned by the host */
 
 /*
+ * ABI 1.1: the step timeline of a plan as the host computes it for the report
+ * (docs/estimate.md): bytes on the GPU at the high point of each step phase
+ * (init, forward, backward, optimizer step) in each of the report's three
+ * quantities (allocated, reserved, device), and the plain sum.
+ */
+#define MEMPLAN_STEP_PHASES 4
+#define MEMPLAN_QUANTITIES 3
+typedef struct memplan_timeline {
+  uint32_t struct_size;
+  uint64_t bytes[MEMPLAN_QUANTITIES][MEMPLAN_STEP_PHASES];
+  uint64_t sum; /* every GPU item once, whatever its lifetime */
+} memplan_timeline;
+
+/*
  * One entry of the memory plan. `elements` is per instance; `count` identical
  * instances exist (identical layers are one item with a count). Bytes of the
  * item = ceil(elements * bytes_per_element) * count.
@@ -239,6 +254,40 @@ typedef struct memplan_host {
   int (*set_attr_string)(memplan_ctx *ctx, const char *key, const char *value);
   /* Returns NULL when unset; valid until the attribute is set again. */
   const char *(*get_attr_string)(memplan_ctx *ctx, const char *key);
+
+  /* ---- ABI 1.1: the fast path. A plugin built for 1.1 loads only on a host
+   * of 1.1 or later, so it may call these without checking struct_size. ---- */
+
+  /* A copy of `name` that stays valid and unchanged while the host runs (the
+   * host keeps one copy of each distinct name). Names of items in the plan
+   * array and in add_items must be such copies. Intern in create() and keep
+   * the result: interning costs a lookup, using the result costs nothing.
+   * Returns NULL, and records why, for an empty or over-long name. */
+  const char *(*intern)(memplan_ctx *ctx, const char *name);
+
+  /* The plan as an array the plugin reads and edits in place during apply():
+   * item i is at (char *)first + i * *stride (the host keeps more per item than
+   * memplan_item). Valid until add_items, add_item or remove_item. Rules: a
+   * name is an interned one; struct_size is left as it is. The host checks
+   * every item once per evaluation, and after each plugin on an estimator's
+   * first evaluation and after a failed check, so that an item written wrong is
+   * reported with the plugin that wrote it. */
+  memplan_item *(*plan_items)(memplan_ctx *ctx, size_t *count, size_t *stride);
+  /* Appends `count` items (interned names), checked as the array is. */
+  int (*add_items)(memplan_ctx *ctx, const memplan_item *items, size_t count);
+
+  /* Attribute handles: resolve a name once in create(), then read and write
+   * it by handle in apply() with no string lookup. A handle is >= 0 and stays
+   * valid for the plugin state's life; -1 means an empty name (error recorded).
+   * Getters return MEMPLAN_ABSENT when unset, MEMPLAN_ERROR for another type. */
+  int32_t (*attr_handle)(memplan_ctx *ctx, const char *key);
+  int (*get_attr_int_at)(memplan_ctx *ctx, int32_t handle, int64_t *out);
+  int (*set_attr_int_at)(memplan_ctx *ctx, int32_t handle, int64_t value);
+  int (*get_attr_double_at)(memplan_ctx *ctx, int32_t handle, double *out);
+  int (*set_attr_double_at)(memplan_ctx *ctx, int32_t handle, double value);
+
+  /* The step timeline of the plan as it stands, as the report computes it. */
+  int (*timeline)(memplan_ctx *ctx, memplan_timeline *out);
 } memplan_host;
 
 /* One option a plugin accepts in its scenario table. */
@@ -270,7 +319,16 @@ typedef struct memplan_plugin_descriptor {
   int (*create)(const memplan_host *host, memplan_ctx *ctx, void **state);
   int (*apply)(void *state, const memplan_host *host, memplan_ctx *ctx);
   void (*destroy)(void *state);
+  /* ABI 1.1: which workload fields apply() reads (MEMPLAN_READS_*). A host
+   * that sweeps the micro-batch or the sequence length reuses the plan as it
+   * stood before the first plugin that reads them. A descriptor without this
+   * field (ABI 1.0), or without MEMPLAN_READS_DECLARED, reads everything. */
+  uint32_t reads;
 } memplan_plugin_descriptor;
+
+#define MEMPLAN_READS_MICRO_BATCH 0x1u /* workload micro_batch */
+#define MEMPLAN_READS_SEQ_LEN 0x2u     /* workload seq_len */
+#define MEMPLAN_READS_DECLARED 0x80000000u
 
 typedef const memplan_plugin_descriptor *(*memplan_entry_point_fn)(void);
 

@@ -22,6 +22,8 @@
 #include <memplan/plugin_abi.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -116,6 +118,22 @@ struct Item {
   uint32_t other_flags = 0;
   double elements = 0;
   double bytes_per_element = 0;
+  // The host's interned copy of `name` when the item came from Context::item:
+  // set() and add() reuse it while `name` is unchanged, and intern otherwise.
+  const char* interned_name = nullptr;
+};
+
+// What apply() reads of the workload (ABI 1.1, memplan_plugin_descriptor.reads).
+// A host sweeping micro-batch or sequence length reuses the plan as it stood
+// before the first plugin that reads them. `unknown` (the default) is read
+// as "everything"; declare `nothing` or the fields only when it is true: a
+// test compares such sweeps with full evaluations.
+enum class Reads : uint32_t {
+  unknown = 0,
+  nothing = MEMPLAN_READS_DECLARED,
+  micro_batch = MEMPLAN_READS_DECLARED | MEMPLAN_READS_MICRO_BATCH,
+  seq_len = MEMPLAN_READS_DECLARED | MEMPLAN_READS_SEQ_LEN,
+  batch_and_seq_len = MEMPLAN_READS_DECLARED | MEMPLAN_READS_MICRO_BATCH | MEMPLAN_READS_SEQ_LEN,
 };
 
 struct PluginInfo {
@@ -124,6 +142,122 @@ struct PluginInfo {
   const char* summary;
   Kind kind;
   Phase phase;
+  Reads reads = Reads::unknown;
+};
+
+// An item name the host interned (Options::intern, Context::intern): valid for
+// the plugin state's life; using it costs nothing.
+struct Name {
+  const char* text = nullptr;
+  std::string_view view() const { return text != nullptr ? std::string_view(text) : std::string_view(); }
+};
+
+// An attribute resolved once (Options::attribute); read and written by handle.
+struct Attribute {
+  int32_t handle = -1;
+};
+
+// A plan item to add on the fast path (Context::add): as Item, with an
+// interned name instead of an owned string.
+struct NewItem {
+  Name name;
+  Role role = Role::weights;
+  Lifetime lifetime = Lifetime::persistent;
+  Device device = Device::gpu;
+  ParamClass param_class = ParamClass::other;
+  int32_t layer = -1;
+  uint32_t count = 1;
+  bool trainable = false;
+  Pool pool = Pool::allocated;
+  bool non_parameter = false;
+  double elements = 0;
+  double bytes_per_element = 0;
+};
+
+// ceil(elements x bytes per element) x count: the bytes of an item (the host's rule).
+inline double item_bytes(double elements, double bytes_per_element, uint32_t count) {
+  return std::ceil(elements * bytes_per_element) * count;
+}
+
+// One item of the host's plan array, read and written in place (ABI 1.1).
+// Valid until the plan grows or shrinks (Context::add, Context::remove).
+class ItemRef {
+ public:
+  explicit ItemRef(memplan_item* raw) : raw_(raw) {}
+
+  std::string_view name() const { return raw_->name != nullptr ? std::string_view(raw_->name) : std::string_view(); }
+  bool named(Name name) const { return raw_->name == name.text || name_view_equals(name.view()); }
+  Role role() const { return static_cast<Role>(raw_->role); }
+  Lifetime lifetime() const { return static_cast<Lifetime>(raw_->lifetime); }
+  Device device() const { return static_cast<Device>(raw_->device); }
+  ParamClass param_class() const { return static_cast<ParamClass>(raw_->param_class); }
+  int32_t layer() const { return raw_->layer; }
+  uint32_t count() const { return raw_->count; }
+  bool trainable() const { return (raw_->flags & MEMPLAN_ITEM_TRAINABLE) != 0; }
+  bool non_parameter() const { return (raw_->flags & MEMPLAN_ITEM_NON_PARAMETER) != 0; }
+  Pool pool() const {
+    return (raw_->flags & MEMPLAN_ITEM_OUTSIDE_ALLOCATOR) != 0   ? Pool::device
+           : (raw_->flags & MEMPLAN_ITEM_ALLOCATOR_RESERVE) != 0 ? Pool::reserve
+                                                                 : Pool::allocated;
+  }
+  double elements() const { return raw_->elements; }
+  double bytes_per_element() const { return raw_->bytes_per_element; }
+  double bytes() const { return item_bytes(raw_->elements, raw_->bytes_per_element, raw_->count); }
+
+  void set_name(Name name) { raw_->name = name.text; }
+  void set_role(Role role) { raw_->role = static_cast<int32_t>(role); }
+  void set_lifetime(Lifetime lifetime) { raw_->lifetime = static_cast<int32_t>(lifetime); }
+  void set_device(Device device) { raw_->device = static_cast<int32_t>(device); }
+  void set_layer(int32_t layer) { raw_->layer = layer; }
+  void set_count(uint32_t count) { raw_->count = count; }
+  void set_trainable(bool on) { set_flag(MEMPLAN_ITEM_TRAINABLE, on); }
+  void set_elements(double elements) { raw_->elements = elements; }
+  void set_bytes_per_element(double bytes) { raw_->bytes_per_element = bytes; }
+
+  memplan_item& raw() { return *raw_; }
+  const memplan_item& raw() const { return *raw_; }
+
+ private:
+  bool name_view_equals(std::string_view text) const { return raw_->name != nullptr && name() == text; }
+  void set_flag(uint32_t flag, bool on) { raw_->flags = on ? (raw_->flags | flag) : (raw_->flags & ~flag); }
+  memplan_item* raw_;
+};
+
+// The plan array as a range of ItemRef (Context::items).
+class Items {
+ public:
+  Items(memplan_item* first, size_t count, size_t stride) : first_(first), count_(count), stride_(stride) {}
+
+  class iterator {
+   public:
+    iterator(memplan_item* at, size_t stride) : at_(reinterpret_cast<char*>(at)), stride_(stride) {}
+    ItemRef operator*() const { return ItemRef(reinterpret_cast<memplan_item*>(at_)); }
+    iterator& operator++() {
+      at_ += stride_;
+      return *this;
+    }
+    bool operator!=(const iterator& other) const { return at_ != other.at_; }
+    bool operator==(const iterator& other) const { return at_ == other.at_; }
+
+   private:
+    char* at_;
+    size_t stride_;
+  };
+
+  size_t size() const { return count_; }
+  bool empty() const { return count_ == 0; }
+  ItemRef operator[](size_t index) const {
+    return ItemRef(reinterpret_cast<memplan_item*>(reinterpret_cast<char*>(first_) + index * stride_));
+  }
+  iterator begin() const { return iterator(first_, stride_); }
+  iterator end() const {
+    return iterator(reinterpret_cast<memplan_item*>(reinterpret_cast<char*>(first_) + count_ * stride_), stride_);
+  }
+
+ private:
+  memplan_item* first_;
+  size_t count_;
+  size_t stride_;
 };
 
 // Thrown by plugin code to report a problem; `option` names the scenario key
@@ -162,6 +296,20 @@ class HostView {
   bool training() const { return workload().mode == MEMPLAN_MODE_TRAIN; }
 
   [[noreturn]] void fail(const std::string& message) const { throw PluginError({}, message); }
+
+  // A name for items added or renamed on the fast path; intern in the
+  // constructor and keep it.
+  Name intern(const char* name) const {
+    const char* text = host_->intern(ctx_, name);
+    if (text == nullptr) throw HostReportedError();
+    return Name{text};
+  }
+  // An attribute handle; resolve in the constructor and keep it.
+  Attribute attribute(const char* key) const {
+    const int32_t handle = host_->attr_handle(ctx_, key);
+    if (handle < 0) throw HostReportedError();
+    return Attribute{handle};
+  }
 
  protected:
   const memplan_host* host_;
@@ -234,23 +382,77 @@ class Context : public HostView {
  public:
   using HostView::HostView;
 
-  size_t size() const { return host_->item_count(ctx_); }
-
-  Item item(size_t index) const {
-    memplan_item raw{};
-    raw.struct_size = sizeof raw;
-    check(host_->get_item(ctx_, index, &raw));
-    return from_raw(raw);
+  // The plan array, read and written in place: the fast path. Valid until
+  // add() or remove().
+  Items items() const {
+    size_t count = 0;
+    size_t stride = 0;
+    memplan_item* first = host_->plan_items(ctx_, &count, &stride);
+    if (first == nullptr && count != 0) throw HostReportedError();
+    return Items(first, count, stride);
   }
+  size_t size() const { return items().size(); }
+
+  // A copy of item `index` that owns its name (the ABI 1.0 style).
+  Item item(size_t index) const { return from_raw(at(index).raw()); }
   void set(size_t index, const Item& item) {
+    ItemRef target = at(index);
+    const char* name = target.name() == item.name ? target.raw().name : name_of(item);
     memplan_item raw = to_raw(item);
-    check(host_->set_item(ctx_, index, &raw));
+    raw.name = name;
+    raw.struct_size = target.raw().struct_size;
+    target.raw() = raw;
   }
   void add(const Item& item) {
     memplan_item raw = to_raw(item);
-    check(host_->add_item(ctx_, &raw));
+    raw.name = name_of(item);
+    check(host_->add_items(ctx_, &raw, 1));
+  }
+  void add(const NewItem& item) {
+    memplan_item raw{};
+    raw.struct_size = sizeof raw;
+    raw.name = item.name.text;
+    raw.role = static_cast<int32_t>(item.role);
+    raw.lifetime = static_cast<int32_t>(item.lifetime);
+    raw.device = static_cast<int32_t>(item.device);
+    raw.param_class = static_cast<int32_t>(item.param_class);
+    raw.layer = item.layer;
+    raw.count = item.count;
+    raw.flags = flags_of(item.trainable, item.pool, item.non_parameter, 0);
+    raw.elements = item.elements;
+    raw.bytes_per_element = item.bytes_per_element;
+    check(host_->add_items(ctx_, &raw, 1));
   }
   void remove(size_t index) { check(host_->remove_item(ctx_, index)); }
+
+  // The step timeline of the plan as it stands (what the report computes).
+  memplan_timeline timeline() const {
+    memplan_timeline value{};
+    value.struct_size = sizeof value;
+    check(host_->timeline(ctx_, &value));
+    return value;
+  }
+
+  // Attributes by handle (Options::attribute): no string lookup.
+  int64_t attr_int(Attribute attribute, int64_t fallback) const {
+    int64_t value = 0;
+    const int status = host_->get_attr_int_at(ctx_, attribute.handle, &value);
+    if (status == MEMPLAN_ABSENT) return fallback;
+    check(status);
+    return value;
+  }
+  double attr_double(Attribute attribute, double fallback) const {
+    double value = 0;
+    const int status = host_->get_attr_double_at(ctx_, attribute.handle, &value);
+    if (status == MEMPLAN_ABSENT) return fallback;
+    check(status);
+    return value;
+  }
+  void set_attr(Attribute attribute, int64_t value) { check(host_->set_attr_int_at(ctx_, attribute.handle, value)); }
+  void set_attr(Attribute attribute, int value) { set_attr(attribute, static_cast<int64_t>(value)); }
+  void set_attr(Attribute attribute, double value) {
+    check(host_->set_attr_double_at(ctx_, attribute.handle, value));
+  }
 
   int64_t attr_int(const char* key, int64_t fallback) const {
     int64_t value = 0;
@@ -285,14 +487,35 @@ class Context : public HostView {
   void set_attr(const char* key, const char* value) { check(host_->set_attr_string(ctx_, key, value)); }
 
  private:
-  static void check(int status) {
+  void check(int status) const {
     if (status != MEMPLAN_OK) throw HostReportedError();
   }
   static constexpr uint32_t kKnownFlags = MEMPLAN_ITEM_TRAINABLE | MEMPLAN_ITEM_ALLOCATOR_RESERVE |
                                           MEMPLAN_ITEM_OUTSIDE_ALLOCATOR | MEMPLAN_ITEM_NON_PARAMETER;
+  static uint32_t flags_of(bool trainable, Pool pool, bool non_parameter, uint32_t other) {
+    return (trainable ? MEMPLAN_ITEM_TRAINABLE : 0u) | (pool == Pool::reserve ? MEMPLAN_ITEM_ALLOCATOR_RESERVE : 0u) |
+           (pool == Pool::device ? MEMPLAN_ITEM_OUTSIDE_ALLOCATOR : 0u) |
+           (non_parameter ? MEMPLAN_ITEM_NON_PARAMETER : 0u) | (other & ~kKnownFlags);
+  }
+  // The interned name of `item`: the one it came with while unchanged.
+  const char* name_of(const Item& item) const {
+    if (item.interned_name != nullptr && item.name == item.interned_name) return item.interned_name;
+    return intern(item.name.c_str()).text;
+  }
+  ItemRef at(size_t index) const {
+    const Items all = items();
+    if (index >= all.size()) {
+      // snprintf, not std::to_string: its helpers would be exported from the plugin.
+      char text[96];
+      std::snprintf(text, sizeof text, "used item index %zu but the plan has %zu items", index, all.size());
+      fail(text);
+    }
+    return all[index];
+  }
   static Item from_raw(const memplan_item& raw) {
     Item item;
     if (raw.name != nullptr) item.name.assign(raw.name);
+    item.interned_name = raw.name;
     item.role = static_cast<Role>(raw.role);
     item.lifetime = static_cast<Lifetime>(raw.lifetime);
     item.device = static_cast<Device>(raw.device);
@@ -319,10 +542,7 @@ class Context : public HostView {
     raw.param_class = static_cast<int32_t>(item.param_class);
     raw.layer = item.layer;
     raw.count = item.count;
-    raw.flags = (item.trainable ? MEMPLAN_ITEM_TRAINABLE : 0u) |
-                (item.pool == Pool::reserve ? MEMPLAN_ITEM_ALLOCATOR_RESERVE : 0u) |
-                (item.pool == Pool::device ? MEMPLAN_ITEM_OUTSIDE_ALLOCATOR : 0u) |
-                (item.non_parameter ? MEMPLAN_ITEM_NON_PARAMETER : 0u) | (item.other_flags & ~kKnownFlags);
+    raw.flags = flags_of(item.trainable, item.pool, item.non_parameter, item.other_flags);
     raw.elements = item.elements;
     raw.bytes_per_element = item.bytes_per_element;
     return raw;
@@ -396,6 +616,7 @@ const memplan_plugin_descriptor* descriptor() noexcept {
     d.create = &create<Plugin>;
     d.apply = &apply<Plugin>;
     d.destroy = &destroy<Plugin>;
+    d.reads = static_cast<uint32_t>(Plugin::info.reads);
     return d;
   }();
   return &value;

@@ -24,6 +24,7 @@
 #include <memplan/plugin_abi.h>
 
 #define MAX_ITEMS 16
+#define MAX_NAMES 64
 
 struct memplan_ctx {
   const char *implementation; /* the one option this host knows, or NULL */
@@ -31,6 +32,8 @@ struct memplan_ctx {
   memplan_workload workload;
   memplan_item items[MAX_ITEMS];
   size_t item_count;
+  const char *names[MAX_NAMES]; /* interned names and attribute keys, never freed */
+  size_t name_count;
   char error[512];
 };
 
@@ -72,6 +75,16 @@ static char *copy_name(const char *name) {
   if (copy != NULL) memcpy(copy, name, length);
   return copy;
 }
+/* One copy per distinct name, kept while the host runs (ABI 1.1 intern). */
+static const char *intern(memplan_ctx *ctx, const char *name) {
+  if (name == NULL || name[0] == '\0') return NULL;
+  for (size_t i = 0; i < ctx->name_count; ++i)
+    if (strcmp(ctx->names[i], name) == 0) return ctx->names[i];
+  if (ctx->name_count == MAX_NAMES) return NULL;
+  char *copy = copy_name(name);
+  if (copy != NULL) ctx->names[ctx->name_count++] = copy;
+  return copy;
+}
 static int get_item(memplan_ctx *ctx, size_t index, memplan_item *out) {
   if (index >= ctx->item_count) return MEMPLAN_ERROR;
   uint32_t size = out->struct_size < sizeof *out ? out->struct_size : (uint32_t)sizeof *out;
@@ -81,16 +94,15 @@ static int get_item(memplan_ctx *ctx, size_t index, memplan_item *out) {
 }
 static int set_item(memplan_ctx *ctx, size_t index, const memplan_item *item) {
   if (index >= ctx->item_count || item->name == NULL) return MEMPLAN_ERROR;
-  char *name = copy_name(item->name);
+  const char *name = intern(ctx, item->name);
   if (name == NULL) return MEMPLAN_ERROR;
-  free((char *)ctx->items[index].name);
   copy_item(&ctx->items[index], item);
   ctx->items[index].name = name;
   return MEMPLAN_OK;
 }
 static int add_item(memplan_ctx *ctx, const memplan_item *item) {
   if (ctx->item_count == MAX_ITEMS || item->name == NULL) return MEMPLAN_ERROR;
-  char *name = copy_name(item->name);
+  const char *name = intern(ctx, item->name);
   if (name == NULL) return MEMPLAN_ERROR;
   copy_item(&ctx->items[ctx->item_count], item);
   ctx->items[ctx->item_count++].name = name;
@@ -98,7 +110,6 @@ static int add_item(memplan_ctx *ctx, const memplan_item *item) {
 }
 static int remove_item(memplan_ctx *ctx, size_t index) {
   if (index >= ctx->item_count) return MEMPLAN_ERROR;
-  free((char *)ctx->items[index].name);
   memmove(&ctx->items[index], &ctx->items[index + 1], (ctx->item_count - index - 1) * sizeof ctx->items[0]);
   --ctx->item_count;
   return MEMPLAN_OK;
@@ -126,6 +137,46 @@ static int get_attr_double(memplan_ctx *ctx, const char *key, double *out) {
 static const char *get_attr_string(memplan_ctx *ctx, const char *key) {
   (void)ctx, (void)key;
   return NULL;
+}
+
+/* ABI 1.1: the plan array in place, bulk appends, attribute handles (an
+ * attribute's handle is its key's index among the interned names), timeline. */
+static memplan_item *plan_items(memplan_ctx *ctx, size_t *count, size_t *stride) {
+  *count = ctx->item_count;
+  *stride = sizeof ctx->items[0];
+  return ctx->items;
+}
+static int add_items(memplan_ctx *ctx, const memplan_item *items, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    if (add_item(ctx, &items[i]) != MEMPLAN_OK) return MEMPLAN_ERROR;
+  return MEMPLAN_OK;
+}
+static int32_t attr_handle(memplan_ctx *ctx, const char *key) {
+  const char *name = intern(ctx, key);
+  for (size_t i = 0; name != NULL && i < ctx->name_count; ++i)
+    if (ctx->names[i] == name) return (int32_t)i;
+  return -1;
+}
+static int get_attr_double_at(memplan_ctx *ctx, int32_t handle, double *out) {
+  if (handle < 0 || (size_t)handle >= ctx->name_count) return MEMPLAN_ERROR;
+  return get_attr_double(ctx, ctx->names[handle], out);
+}
+static int get_attr_int_at(memplan_ctx *ctx, int32_t handle, int64_t *out) {
+  (void)out;
+  return handle < 0 || (size_t)handle >= ctx->name_count ? MEMPLAN_ERROR : MEMPLAN_ABSENT;
+}
+static int set_attr_int_at(memplan_ctx *ctx, int32_t handle, int64_t value) {
+  (void)value;
+  return handle < 0 || (size_t)handle >= ctx->name_count ? MEMPLAN_ERROR : MEMPLAN_OK;
+}
+static int set_attr_double_at(memplan_ctx *ctx, int32_t handle, double value) {
+  (void)value;
+  return handle < 0 || (size_t)handle >= ctx->name_count ? MEMPLAN_ERROR : MEMPLAN_OK;
+}
+static int timeline(memplan_ctx *ctx, memplan_timeline *out) {
+  (void)out;
+  snprintf(ctx->error, sizeof ctx->error, "this host computes no timeline");
+  return MEMPLAN_ERROR;
 }
 
 int main(int argc, char **argv) {
@@ -171,6 +222,15 @@ int main(int argc, char **argv) {
   host.get_attr_double = get_attr_double;
   host.set_attr_string = set_attr_string;
   host.get_attr_string = get_attr_string;
+  host.intern = intern;
+  host.plan_items = plan_items;
+  host.add_items = add_items;
+  host.attr_handle = attr_handle;
+  host.get_attr_int_at = get_attr_int_at;
+  host.set_attr_int_at = set_attr_int_at;
+  host.get_attr_double_at = get_attr_double_at;
+  host.set_attr_double_at = set_attr_double_at;
+  host.timeline = timeline;
 
   static memplan_ctx ctx; /* zero-initialized */
   ctx.implementation = argc == 3 ? argv[2] : NULL;
@@ -184,7 +244,7 @@ int main(int argc, char **argv) {
   memplan_item weights;
   memset(&weights, 0, sizeof weights);
   weights.struct_size = sizeof weights;
-  weights.name = "parameters";
+  weights.name = intern(&ctx, "parameters");
   weights.role = MEMPLAN_ROLE_WEIGHTS;
   weights.lifetime = MEMPLAN_LIFETIME_PERSISTENT;
   weights.device = MEMPLAN_DEVICE_GPU;

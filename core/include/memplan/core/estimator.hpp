@@ -37,6 +37,10 @@ class Estimator {
   Estimator& operator=(const Estimator&) = delete;
 
   // Runs the plugins and returns the breakdown; throws Error on a plugin failure.
+  // The first evaluation checks the plan after every plugin that wrote it in
+  // place (ABI 1.1); later ones check it once, at the end, and evaluate again
+  // checking after every plugin only when that check fails, to name the
+  // plugin at fault.
   const Breakdown& evaluate();
   // The same at another micro-batch and sequence length (what a search varies).
   const Breakdown& evaluate_at(int64_t micro_batch, int64_t seq_len);
@@ -62,6 +66,7 @@ class Estimator {
 
  private:
   void configure(ConfiguredPlugin& configured);
+  void run_plugins(bool checked);
   void check_world_size();
   void read_memory_fraction();
 
@@ -70,6 +75,7 @@ class Estimator {
   std::vector<ConfiguredPlugin> plugins_;
   std::unique_ptr<HostState> host_;
   Breakdown breakdown_;
+  bool checked_ = true;  // check the plan after each plugin (the first evaluation)
 };
 
 }  // namespace memplan

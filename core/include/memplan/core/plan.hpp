@@ -1,12 +1,15 @@
 // The memory plan: a flat table of items that plugins transform in phases.
-// Items are plain values with an inline name so that evaluating a scenario
-// allocates nothing once the table has grown to its working size.
+// An item is the ABI's memplan_item itself, so that a plugin of ABI 1.1 reads
+// and edits the table in place (memplan_host.plan_items), plus what the host
+// alone keeps. Names are interned (intern_name): an item is a plain value and
+// evaluating a scenario allocates nothing once the table has its working size.
 #pragma once
 
 #include <memplan/plugin_abi.h>
 
-#include <array>
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -14,21 +17,30 @@ namespace memplan {
 
 constexpr size_t kMaxItemName = 63;
 
-struct PlanItem {
-  std::array<char, kMaxItemName + 1> name{};
-  int32_t role = MEMPLAN_ROLE_WEIGHTS;
-  int32_t lifetime = MEMPLAN_LIFETIME_PERSISTENT;
-  int32_t device = MEMPLAN_DEVICE_GPU;
-  int32_t param_class = MEMPLAN_CLASS_OTHER;
-  int32_t layer = -1;
-  uint32_t count = 1;
-  uint32_t flags = 0;
-  double elements = 0;
-  double bytes_per_element = 0;
+// One stable copy of `text` per distinct text, valid while the process runs
+// (thread-safe). Item names point into it. Throws Error beyond kMaxInternedNames
+// distinct names, which only a plugin inventing a new name per evaluation reaches.
+const char* intern_name(std::string_view text);
+// Whether `name` is a pointer intern_name returned (the check of plugins' items).
+bool is_interned_name(const char* name);
+constexpr size_t kMaxInternedNames = 1u << 20;
+
+struct PlanItem : memplan_item {
   int32_t added_by = -1;  // index of the plugin that added it; -1 for the model inventory
 
-  std::string_view name_view() const { return std::string_view(name.data()); }
-  void set_name(std::string_view text);  // truncation is the caller's check
+  PlanItem() : memplan_item{} {
+    struct_size = sizeof(memplan_item);
+    name = intern_name("unnamed");
+    role = MEMPLAN_ROLE_WEIGHTS;
+    lifetime = MEMPLAN_LIFETIME_PERSISTENT;
+    device = MEMPLAN_DEVICE_GPU;
+    param_class = MEMPLAN_CLASS_OTHER;
+    layer = -1;
+    count = 1;
+  }
+
+  std::string_view name_view() const { return std::string_view(name); }
+  void set_name(std::string_view text) { name = intern_name(text.substr(0, kMaxItemName)); }
   // ceil(elements * bytes_per_element) * count
   uint64_t bytes() const;
 };
@@ -36,5 +48,16 @@ struct PlanItem {
 struct Plan {
   std::vector<PlanItem> items;
 };
+
+// How much of an item to check. `handed_in`: an item a plugin passes to a call
+// of ABI 1.0 (any name; the host interns it). `in_place`: an item in the plan
+// array, checked after a plugin of ABI 1.1 had it (the name must be interned).
+// `values`: every rule but the name's, the check of each evaluation, which
+// must cost little; the first evaluation makes the full one.
+enum class ItemCheck { handed_in, in_place, values };
+
+// Why `item` is not a valid plan item (a rule of plugin_abi.h), or nullopt.
+// `size_overflow` is set when the reason is a size beyond 2^62 bytes.
+std::optional<std::string> item_problem(const memplan_item& item, ItemCheck check, bool* size_overflow);
 
 }  // namespace memplan

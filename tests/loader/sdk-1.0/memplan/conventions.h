@@ -1,0 +1,97 @@
+/*
+ * Attribute names that plugins use to talk to each other through the host
+ * without knowing each other. The host sets the hardware.* facts below and
+ * otherwise stores attributes, interpreting only three families, all by their
+ * generic meaning: every integer ranks.* attribute is a
+ * factor of the world size (checked against [hardware] count);
+ * limits.memory_fraction scales the GPU memory the peak must fit in; report.*
+ * attributes are printed in the report.
+ *
+ * Adding a name here is an ABI-compatible change; renaming one is not.
+ */
+#ifndef MEMPLAN_CONVENTIONS_H
+#define MEMPLAN_CONVENTIONS_H
+
+/* Bytes per element of each role, set by the precision plugin (double). */
+#define MEMPLAN_ATTR_DTYPE_WEIGHTS "dtype.weights"
+#define MEMPLAN_ATTR_DTYPE_GRADIENTS "dtype.gradients"
+#define MEMPLAN_ATTR_DTYPE_MASTER_WEIGHTS "dtype.master_weights"
+#define MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES "dtype.optimizer_states"
+#define MEMPLAN_ATTR_DTYPE_ACTIVATIONS "dtype.activations"
+
+/* World-size factors (int). The product of all ranks.* is the GPU count. */
+#define MEMPLAN_ATTR_RANKS_PREFIX "ranks."
+#define MEMPLAN_ATTR_RANKS_DATA "ranks.data"
+#define MEMPLAN_ATTR_RANKS_TENSOR "ranks.tensor"
+#define MEMPLAN_ATTR_RANKS_PIPELINE "ranks.pipeline"
+#define MEMPLAN_ATTR_RANKS_CONTEXT "ranks.context"
+
+/* Layout facts for activation models (int). */
+#define MEMPLAN_ATTR_SEQUENCE_PARALLEL "layout.sequence_parallel"         /* 0 or 1 */
+#define MEMPLAN_ATTR_STAGE_LAYERS "layout.stage_layers"                   /* layers on the reported rank */
+#define MEMPLAN_ATTR_INFLIGHT_MICROBATCHES "layout.inflight_microbatches" /* activations held at once */
+/* Multiplies the stored activations of the reported stage (double, default 1):
+ * e.g. the interleaved 1F1B schedule's 1 + (p - 1) / (p m) (Korthikanti et al. 2022). */
+#define MEMPLAN_ATTR_ACTIVATION_FACTOR "layout.activation_factor"
+/* Expert parallelism (int): experts are split over this many ranks, carved out
+ * of the data-parallel (and context-parallel) ranks, so it is not a world-size
+ * factor (Megatron-LM's expert_model_parallel_size). */
+#define MEMPLAN_ATTR_EXPERT_PARALLEL "layout.expert_parallel"
+/* Whether the reported stage holds the token embedding / the LM head (int 0/1),
+ * for activation models that add the embedding's and the logits' activations. */
+#define MEMPLAN_ATTR_STAGE_HAS_EMBEDDING "layout.stage_has_embedding"
+#define MEMPLAN_ATTR_STAGE_HAS_LM_HEAD "layout.stage_has_lm_head"
+
+/* Whether the sharding plugin counts the weights it gathers back to the GPU
+ * before use (int 0/1): ZeRO-3 and FSDP set it; offloading parameters needs it. */
+#define MEMPLAN_ATTR_GATHERS_PARAMETERS "sharding.gathers_parameters"
+
+/* Facts about the hardware, set by the host before the first plugin runs
+ * (from the GPU catalog, core/data/gpus.toml); absent when not known.
+ * hardware.nvlink_sharp (int 1): the GPUs of a node sit on an NVSwitch with
+ * NVLink SHARP (multicast), so NCCL can use its NVLS algorithm (HGX H100 and
+ * H200 8-GPU boards). */
+#define MEMPLAN_ATTR_HARDWARE_NVLINK_SHARP "hardware.nvlink_sharp"
+
+/* Bytes of GPU copies of offloaded parameter shards that the sharding plugin
+ * stages in an allocator pool of their own before gathering them (double),
+ * e.g. PyTorch FSDP's pre-unshard stream: set by the sharding plugin, turned
+ * into reserved memory by 'offload' when it moves the parameters. */
+#define MEMPLAN_ATTR_OFFLOAD_STAGING "sharding.offload_staging"
+
+/* How the data-parallel gradients are reduced (string), set by sharding
+ * plugins for 'comm-buffers' (buckets = "auto"): "deepspeed" (ZeRO 1/2's
+ * bucketed reduce, a bucket per backward), "deepspeed-stage3" (ZeRO-3's one
+ * bucket, kept from start-up) or "none" (from the gradients' own buffers, as
+ * FSDP). */
+#define MEMPLAN_ATTR_GRADIENT_BUCKETS "sharding.gradient_buckets"
+
+/* What LoRA adapters keep for backward, per token of a layer (double), set by
+ * 'lora' for activation models: the adapted matrices' input widths summed, the
+ * same counting an input several matrices share once, r x adapted matrices
+ * (lora_B's inputs), and lora_dropout. */
+#define MEMPLAN_ATTR_LORA_INPUTS "lora.inputs"
+#define MEMPLAN_ATTR_LORA_DISTINCT_INPUTS "lora.distinct_inputs"
+#define MEMPLAN_ATTR_LORA_RANK_INPUTS "lora.rank_inputs"
+#define MEMPLAN_ATTR_LORA_DROPOUT "lora.dropout"
+
+/* Recomputation policy (string): "none", "selective", "full" or "op". */
+#define MEMPLAN_ATTR_RECOMPUTE_POLICY "recompute.policy"
+
+/* KV cache layout, set by the plugin that adds kv_cache items (int/double):
+ * tokens per allocation block (1 when not paged) and bytes of one block on
+ * the reported rank, for budget plugins that turn free memory into blocks. */
+#define MEMPLAN_ATTR_KV_BLOCK_TOKENS "kv.block_tokens"
+#define MEMPLAN_ATTR_KV_BLOCK_BYTES "kv.block_bytes"
+
+/* The fraction of GPU memory the job may use (double, 0 < f <= 1), e.g. a
+ * serving engine's gpu_memory_utilization. The host compares the peak with
+ * f x GPU memory when it decides whether the job fits. */
+#define MEMPLAN_ATTR_MEMORY_FRACTION "limits.memory_fraction"
+
+/* Figures a plugin wants in the report: every attribute whose name starts with
+ * this prefix is printed, without the prefix, under "details" in JSON and in
+ * the table (e.g. "report.kv_blocks"). */
+#define MEMPLAN_ATTR_REPORT_PREFIX "report."
+
+#endif /* MEMPLAN_CONVENTIONS_H */

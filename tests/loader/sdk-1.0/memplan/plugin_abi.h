@@ -1,0 +1,281 @@
+/*
+ * memplan plugin ABI, version 1.
+ *
+ * This is the only contract between the memplan host and a plugin library.
+ * Plugins are built by other teams, with other compilers, at other times, so:
+ *   - only C types cross this boundary (no C++ standard-library type, no
+ *     exception, no RTTI);
+ *   - every struct that may grow carries its own size in `struct_size`; the
+ *     reader copies min(struct_size, sizeof(its own struct)) and zero-fills the rest;
+ *   - structs and the host function table only ever grow at their end;
+ *   - whoever allocates a string frees it: strings the host hands out stay
+ *     valid until the next call that changes the same object, strings the
+ *     plugin hands in are copied by the host before the call returns.
+ *
+ * Compatibility rule (checked by the host when it loads a library):
+ *   plugin ABI major == host ABI major, and plugin ABI minor <= host ABI minor.
+ *
+ * Each library exports one function named by MEMPLAN_ENTRY_POINT that returns
+ * a pointer to a static descriptor. Most authors never write this by hand: the
+ * C++ layer in <memplan/sdk.hpp> generates it from one macro.
+ */
+#ifndef MEMPLAN_PLUGIN_ABI_H
+#define MEMPLAN_PLUGIN_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MEMPLAN_ABI_MAJOR 1
+#define MEMPLAN_ABI_MINOR 0
+#define MEMPLAN_ENTRY_POINT "memplan_plugin_v1"
+
+#if defined(_WIN32)
+#define MEMPLAN_EXPORT __declspec(dllexport)
+#else
+#define MEMPLAN_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* Return codes of plugin callbacks and host functions. */
+#define MEMPLAN_OK 0
+#define MEMPLAN_ABSENT 1 /* an optional value (option, attribute) is not set */
+#define MEMPLAN_ERROR (-1)
+
+/* Plugin kinds: what a scenario table may name with `use`. */
+#define MEMPLAN_KIND_OPTIMIZER 1   /* [optimizer]   */
+#define MEMPLAN_KIND_PRECISION 2   /* [precision]   */
+#define MEMPLAN_KIND_ACTIVATIONS 3 /* [activations] */
+#define MEMPLAN_KIND_STRATEGY 4    /* [[strategy]]  */
+
+/*
+ * Phases: the host applies plugins in increasing phase order, and in scenario
+ * order within one phase. A plugin declares its phase in its descriptor.
+ * Values are spaced so later ABI minors can insert phases between them.
+ */
+#define MEMPLAN_PHASE_TRAINABILITY 100 /* which weights train (full, freeze, adapters) */
+#define MEMPLAN_PHASE_PRECISION 200    /* dtypes per role; gradients, master weights */
+#define MEMPLAN_PHASE_LAYOUT 300       /* split items across ranks (TP, PP, ...); set layout attributes */
+#define MEMPLAN_PHASE_OPTIMIZER 400    /* optimizer states for trainable weights */
+#define MEMPLAN_PHASE_SHARDING 500     /* shard or offload states, gradients, weights */
+#define MEMPLAN_PHASE_ACTIVATIONS 600  /* activations of the micro-batch(es) in flight */
+#define MEMPLAN_PHASE_OVERHEAD 700     /* buffers, allocator and runtime overhead */
+#define MEMPLAN_PHASE_BUDGET 800       /* read the finished plan, derive limits (e.g. a serving engine's KV budget) */
+
+/* Roles: the components of the per-GPU breakdown. */
+#define MEMPLAN_ROLE_WEIGHTS 0
+#define MEMPLAN_ROLE_GRADIENTS 1
+#define MEMPLAN_ROLE_MASTER_WEIGHTS 2
+#define MEMPLAN_ROLE_OPTIMIZER_STATES 3
+#define MEMPLAN_ROLE_ACTIVATIONS 4
+#define MEMPLAN_ROLE_KV_CACHE 5
+#define MEMPLAN_ROLE_BUFFERS 6
+#define MEMPLAN_ROLE_OVERHEAD 7
+#define MEMPLAN_ROLE_COUNT 8
+
+/*
+ * Lifetimes: when an item occupies memory during one training step
+ * (init -> forward -> backward -> optimizer step). The host builds the step
+ * timeline from these; see docs/estimate.md.
+ */
+#define MEMPLAN_LIFETIME_PERSISTENT 0        /* all phases */
+#define MEMPLAN_LIFETIME_GRADIENT 1          /* grows during backward, lives through the optimizer step;
+                                                held across micro-batches when grad_accum > 1 */
+#define MEMPLAN_LIFETIME_ACTIVATION 2        /* grows during forward, freed during backward */
+#define MEMPLAN_LIFETIME_TRANSIENT_FORWARD 3 /* temporaries at the peak of forward */
+#define MEMPLAN_LIFETIME_TRANSIENT_BACKWARD 4
+#define MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER 5
+
+#define MEMPLAN_DEVICE_GPU 0
+#define MEMPLAN_DEVICE_CPU 1
+
+/* What a parameter group is; layout plugins decide from this how to split it. */
+#define MEMPLAN_CLASS_OTHER 0
+#define MEMPLAN_CLASS_EMBEDDING 1          /* token embedding, vocab x hidden */
+#define MEMPLAN_CLASS_POSITION_EMBEDDING 2 /* learned positions */
+#define MEMPLAN_CLASS_ATTENTION 3          /* q and o projections and their biases */
+#define MEMPLAN_CLASS_MLP 4                /* dense MLP */
+#define MEMPLAN_CLASS_NORM 5               /* layer norms, RMS norms (with layer -1: the embedding's norm) */
+#define MEMPLAN_CLASS_ROUTER 6             /* MoE gate */
+#define MEMPLAN_CLASS_EXPERT 7             /* MoE expert MLPs */
+#define MEMPLAN_CLASS_LM_HEAD 8            /* output projection, hidden x vocab */
+#define MEMPLAN_CLASS_ADAPTER 9            /* LoRA and other added trainable weights */
+#define MEMPLAN_CLASS_ATTENTION_KV 10      /* k and v projections: kv_heads wide (grouped-query attention) */
+#define MEMPLAN_CLASS_FINAL_NORM 11        /* the norm after the last layer, on the LM head's pipeline stage */
+
+/* Item flags. */
+#define MEMPLAN_ITEM_TRAINABLE 0x1u
+/*
+ * Which memory an item occupies, for the three quantities of the report:
+ * allocated (the tensors the framework's allocator hands out, what
+ * torch.cuda.max_memory_allocated counts), reserved (what the allocator holds
+ * from the device, torch.cuda.max_memory_reserved) and device (what nvidia-smi
+ * shows). An item with neither flag is an allocated tensor and counts in all
+ * three. Hosts and plugins of ABI 1.0 that predate these flags read them as 0.
+ */
+#define MEMPLAN_ITEM_ALLOCATOR_RESERVE 0x2u  /* held by the allocator beyond its tensors (block rounding, cached free
+                                                blocks): counts in reserved and device memory */
+#define MEMPLAN_ITEM_OUTSIDE_ALLOCATOR 0x4u  /* device memory the allocator never sees (CUDA context, NCCL's own
+                                                buffers): counts in device memory only */
+/*
+ * A tensor that belongs with the weights but is not a model parameter: a
+ * module's registered buffer or plain attribute, such as bitsandbytes'
+ * quant_state (the absmax scales of its 4-bit and 8-bit weights) or GPTQ's and
+ * AWQ's scales and zero points. The host does not count it as a parameter;
+ * sharding and parameter-offload strategies, which move parameters (PyTorch
+ * FSDP flattens and shards parameters only, DeepSpeed ZeRO-3 partitions
+ * param.data only), leave it whole on every rank's GPU. Added after the first
+ * landing of ABI 1.0; older plugins read it as 0.
+ */
+#define MEMPLAN_ITEM_NON_PARAMETER 0x8u
+
+#define MEMPLAN_MODE_TRAIN 0
+#define MEMPLAN_MODE_INFER 1
+
+/* Option value types a plugin may declare. */
+#define MEMPLAN_OPTION_INT 1
+#define MEMPLAN_OPTION_DOUBLE 2 /* accepts integers and floats */
+#define MEMPLAN_OPTION_BOOL 3
+#define MEMPLAN_OPTION_STRING 4
+
+typedef struct memplan_ctx memplan_ctx; /* opaque, owned by the host */
+
+/*
+ * One entry of the memory plan. `elements` is per instance; `count` identical
+ * instances exist (identical layers are one item with a count). Bytes of the
+ * item = ceil(elements * bytes_per_element) * count.
+ */
+typedef struct memplan_item {
+  uint32_t struct_size;
+  const char *name; /* e.g. "attn.q"; layered items are reported as layers.<first>-<last>.<name> */
+  int32_t role;
+  int32_t lifetime;
+  int32_t device;
+  int32_t param_class;
+  int32_t layer; /* first layer of the group, or -1 when not part of a layer */
+  uint32_t count;
+  uint32_t flags;
+  double elements;
+  double bytes_per_element;
+} memplan_item;
+
+/* The model architecture as the host resolved it from the scenario. */
+typedef struct memplan_model {
+  uint32_t struct_size;
+  int32_t has_architecture; /* 0 when the scenario gives only `params` */
+  double params;            /* total parameter count */
+  int64_t layers;
+  int64_t hidden;
+  int64_t heads;
+  int64_t kv_heads;
+  int64_t head_dim;
+  int64_t ffn_hidden;
+  int64_t vocab;
+  int32_t gated_mlp; /* SwiGLU-style: gate and up projections */
+  int32_t tied_embeddings;
+  int64_t experts; /* 0 for a dense model */
+  int64_t experts_top_k;
+  int64_t expert_ffn_hidden;
+  int64_t sliding_window;         /* tokens a windowed attention layer sees; 0 when no layer is windowed */
+  int64_t global_attention_every; /* with a window: every Nth layer (N-1, 2N-1, ...) attends globally; 0: none does */
+  int64_t max_context;            /* the longest context the model supports; 0 when unknown */
+  int32_t layer_norm;             /* 1: LayerNorm (scale and shift, mean and variance); 0: RMSNorm. Added
+                                     after the first landing of ABI 1.0: a smaller struct_size means 0 */
+} memplan_model;
+
+/* What the scenario runs: mode, batch and hardware. */
+typedef struct memplan_workload {
+  uint32_t struct_size;
+  int32_t mode; /* MEMPLAN_MODE_* */
+  int64_t micro_batch;
+  int64_t seq_len;
+  int64_t grad_accum;
+  int64_t gpu_count;
+  uint64_t gpu_memory_bytes; /* 0 when the scenario names no GPU */
+} memplan_workload;
+
+/*
+ * The host's function table. Plugins call only through it and link against no
+ * host symbol. New functions are added at the end only; check struct_size
+ * before calling one added after ABI 1.0.
+ */
+typedef struct memplan_host {
+  uint32_t struct_size;
+  uint16_t abi_major;
+  uint16_t abi_minor;
+
+  /* Options of the plugin's scenario table, validated by the host against the
+   * plugin's declared option specs. Return MEMPLAN_OK, MEMPLAN_ABSENT, or
+   * MEMPLAN_ERROR (undeclared key or wrong type; the host records why). */
+  int (*option_int)(memplan_ctx *ctx, const char *key, int64_t *out);
+  int (*option_double)(memplan_ctx *ctx, const char *key, double *out);
+  int (*option_bool)(memplan_ctx *ctx, const char *key, int *out);
+  /* Returns NULL when absent; the string is valid until the callback returns. */
+  const char *(*option_string)(memplan_ctx *ctx, const char *key);
+
+  /* Records an error. `option_key` may be NULL; when it names an option, the
+   * host adds the scenario file:line:column of that option. The callback
+   * should then return MEMPLAN_ERROR. */
+  void (*report_error)(memplan_ctx *ctx, const char *option_key, const char *message);
+
+  const memplan_model *(*model)(memplan_ctx *ctx);
+  const memplan_workload *(*workload)(memplan_ctx *ctx);
+
+  /* The plan. Indices are stable until add_item/remove_item. */
+  size_t (*item_count)(memplan_ctx *ctx);
+  int (*get_item)(memplan_ctx *ctx, size_t index, memplan_item *out);
+  int (*set_item)(memplan_ctx *ctx, size_t index, const memplan_item *item);
+  int (*add_item)(memplan_ctx *ctx, const memplan_item *item);
+  int (*remove_item)(memplan_ctx *ctx, size_t index);
+
+  /* Attributes: named values plugins share without knowing each other
+   * (see <memplan/conventions.h>). Getters return MEMPLAN_ABSENT when unset. */
+  int (*set_attr_int)(memplan_ctx *ctx, const char *key, int64_t value);
+  int (*get_attr_int)(memplan_ctx *ctx, const char *key, int64_t *out);
+  int (*set_attr_double)(memplan_ctx *ctx, const char *key, double value);
+  int (*get_attr_double)(memplan_ctx *ctx, const char *key, double *out);
+  int (*set_attr_string)(memplan_ctx *ctx, const char *key, const char *value);
+  /* Returns NULL when unset; valid until the attribute is set again. */
+  const char *(*get_attr_string)(memplan_ctx *ctx, const char *key);
+} memplan_host;
+
+/* One option a plugin accepts in its scenario table. */
+typedef struct memplan_option_spec {
+  const char *name;
+  int32_t type; /* MEMPLAN_OPTION_* */
+  const char *help;
+  const char *default_text; /* what happens when absent, for docs and `memplan plugins` */
+} memplan_option_spec;
+
+/*
+ * The descriptor a library's entry point returns. `create` reads and validates
+ * options and may return a state pointer; `apply` transforms the plan and may
+ * run many times per state (one per evaluated configuration); `destroy` frees
+ * the state. Callbacks must not throw or unwind across this boundary.
+ */
+typedef struct memplan_plugin_descriptor {
+  uint32_t struct_size;
+  uint16_t abi_major;
+  uint16_t abi_minor;
+  const char *name;    /* lower-case letters, digits and dashes, e.g. "my-optimizer" */
+  const char *version; /* the plugin's own version, e.g. "1.2.0" */
+  const char *summary; /* one line for `memplan plugins` */
+  int32_t kind;        /* MEMPLAN_KIND_* */
+  int32_t phase;       /* MEMPLAN_PHASE_* */
+  const memplan_option_spec *options;
+  uint32_t option_count;
+  uint32_t option_spec_size; /* sizeof(memplan_option_spec) as the plugin was built */
+  int (*create)(const memplan_host *host, memplan_ctx *ctx, void **state);
+  int (*apply)(void *state, const memplan_host *host, memplan_ctx *ctx);
+  void (*destroy)(void *state);
+} memplan_plugin_descriptor;
+
+typedef const memplan_plugin_descriptor *(*memplan_entry_point_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MEMPLAN_PLUGIN_ABI_H */
