@@ -44,8 +44,8 @@ inline constexpr std::array<memplan_option_spec, 2> kElementwiseOptimizerOptions
 template <typename Traits>
 class ElementwiseOptimizer {
  public:
-  static constexpr sdk::PluginInfo info{Traits::name, "1.0.0", Traits::summary, sdk::Kind::optimizer,
-                                        sdk::Phase::optimizer};
+  static constexpr sdk::PluginInfo info{Traits::name, "1.1.0", Traits::summary, sdk::Kind::optimizer,
+                                        sdk::Phase::optimizer, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kElementwiseOptimizerOptions; }
 
   static_assert(Traits::default_implementation == Implementation::fused,
@@ -54,7 +54,8 @@ class ElementwiseOptimizer {
   explicit ElementwiseOptimizer(sdk::Options& options)
       : implementation_(read_implementation(options, Traits::default_implementation,
                                             Traits::temporaries.fused_available, Traits::name)),
-        in_backward_(options.boolean("in_backward").value_or(false)) {
+        in_backward_(options.boolean("in_backward").value_or(false)),
+        states_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES)) {
     require_shapes_for_loop(options, implementation_, Traits::temporaries);
     if (!in_backward_) return;
     if (!options.model().has_architecture)
@@ -69,19 +70,21 @@ class ElementwiseOptimizer {
     const bool has_temporaries = (implementation_ == Implementation::for_loop && Traits::temporaries.for_loop > 0) ||
                                  (implementation_ == Implementation::foreach && Traits::temporaries.foreach > 0);
     if (Traits::states_per_parameter == 0 && !has_temporaries) return;
-    const double state_bytes = ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES);
-    const size_t weights = ctx.size();  // states are appended; visit only the items present before
-    for (size_t i = 0; i < weights && Traits::states_per_parameter > 0; ++i) {
-      sdk::Item item = ctx.item(i);
-      if (item.role != sdk::Role::weights || !item.trainable) continue;
-      item.role = sdk::Role::optimizer_states;
-      item.lifetime = sdk::Lifetime::persistent;
-      item.elements *= Traits::states_per_parameter;
-      item.bytes_per_element = state_bytes;
-      ctx.add(item);
-    }
+    const double state_bytes = ctx.required_attr_double(states_dtype_, MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES);
+    const size_t weights = ctx.items().size();  // states are appended; the temporaries visit the items before
+    batch_.clear();
+    if (Traits::states_per_parameter > 0)
+      for (const sdk::ItemRef item : ctx.items()) {
+        if (item.role() != sdk::Role::weights || !item.trainable()) continue;
+        sdk::ItemRef states = batch_.copy_of(item);
+        states.set_role(sdk::Role::optimizer_states);
+        states.set_lifetime(sdk::Lifetime::persistent);
+        states.set_elements(item.elements() * Traits::states_per_parameter);
+        states.set_bytes_per_element(state_bytes);
+      }
+    ctx.add(batch_);
     if (!in_backward_) {
-      add_step_temporaries(ctx, weights, implementation_, Traits::temporaries, state_bytes);
+      add_step_temporaries(ctx, weights, implementation_, Traits::temporaries, state_bytes, step_);
       return;
     }
     step_in_backward(ctx, weights, state_bytes);
@@ -121,6 +124,9 @@ class ElementwiseOptimizer {
 
   Implementation implementation_;
   bool in_backward_ = false;
+  sdk::Attribute states_dtype_;
+  sdk::ItemBatch batch_;
+  StepTemporaryNames step_;
 };
 
 }  // namespace memplan::plugins

@@ -106,20 +106,30 @@ inline double largest_trainable_tensor(const sdk::Context& ctx, size_t weights) 
 
 // Adds the step's temporaries for the trainable weight items among the first
 // `weights` items of the plan.
+// What add_step_temporaries keeps between evaluations: the foreach
+// temporaries' names and the batch they are added in (no allocation once warm).
+struct StepTemporaryNames {
+  sdk::SuffixedNames foreach{".foreach_temps"};
+  sdk::ItemBatch batch;
+};
+
 inline void add_step_temporaries(sdk::Context& ctx, size_t weights, Implementation implementation,
-                                 const StepTemporaries& temporaries, double state_bytes) {
+                                 const StepTemporaries& temporaries, double state_bytes, StepTemporaryNames& kept) {
   if (implementation == Implementation::foreach && temporaries.foreach > 0) {
+    kept.batch.clear();
+    const sdk::Items items = ctx.items();
     for (size_t i = 0; i < weights; ++i) {
-      sdk::Item item = ctx.item(i);
-      if (item.role != sdk::Role::weights || !item.trainable) continue;
-      item.name += ".foreach_temps";
-      item.role = sdk::Role::optimizer_states;
-      item.lifetime = sdk::Lifetime::transient_optimizer;
-      item.trainable = false;
-      item.elements *= temporaries.foreach;
-      item.bytes_per_element = state_bytes;
-      ctx.add(item);
+      const sdk::ItemRef item = items[i];
+      if (item.role() != sdk::Role::weights || !item.trainable()) continue;
+      sdk::ItemRef temps = kept.batch.copy_of(item);
+      temps.set_name(kept.foreach(ctx, item));
+      temps.set_role(sdk::Role::optimizer_states);
+      temps.set_lifetime(sdk::Lifetime::transient_optimizer);
+      temps.set_trainable(false);
+      temps.set_elements(item.elements() * temporaries.foreach);
+      temps.set_bytes_per_element(state_bytes);
     }
+    ctx.add(kept.batch);
   } else if (implementation == Implementation::for_loop && temporaries.for_loop > 0) {
     const double largest = largest_trainable_tensor(ctx, weights);
     if (largest <= 0) return;

@@ -88,11 +88,12 @@ struct RecipeDtypes {
   double activations = 0;
 };
 
-// No extension: the plain recipe.
+// No extension: the plain recipe. An extension's add_items appends what it
+// keeps next to one weight (already at the weights' dtype) to `batch`.
 struct NoRecipeExtension {
   static constexpr std::array<memplan_option_spec, 0> kOptions{};
   NoRecipeExtension(sdk::Options&, const RecipeDtypes&) {}
-  void add_items(sdk::Context&, const sdk::Item&) const {}
+  void add_items(const sdk::Context&, sdk::ItemBatch&, const sdk::ItemRef&) {}
 };
 
 template <typename Traits>
@@ -120,53 +121,56 @@ class PrecisionRecipe {
   static constexpr auto kOptions = concat_options(kPrecisionOptions, Extension::kOptions);
 
  public:
-  static constexpr sdk::PluginInfo info{Traits::name, "1.0.0", Traits::summary, sdk::Kind::precision,
-                                        sdk::Phase::precision};
+  static constexpr sdk::PluginInfo info{Traits::name, "1.1.0", Traits::summary, sdk::Kind::precision,
+                                        sdk::Phase::precision, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
-  explicit PrecisionRecipe(sdk::Options& options) : extension_(options, read_dtypes(options)) {}
+  explicit PrecisionRecipe(sdk::Options& options)
+      : extension_(options, read_dtypes(options)),
+        weights_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_WEIGHTS)),
+        gradients_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_GRADIENTS)),
+        master_weights_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_MASTER_WEIGHTS)),
+        optimizer_states_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES)),
+        activations_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_ACTIVATIONS)) {}
 
   void apply(sdk::Context& ctx) {
     const RecipeDtypes& d = dtypes_;
-    ctx.set_attr(MEMPLAN_ATTR_DTYPE_WEIGHTS, d.weights);
-    ctx.set_attr(MEMPLAN_ATTR_DTYPE_GRADIENTS, d.gradients);
-    ctx.set_attr(MEMPLAN_ATTR_DTYPE_MASTER_WEIGHTS, d.master_weights.value_or(0.0));
-    ctx.set_attr(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES, d.optimizer_states);
-    ctx.set_attr(MEMPLAN_ATTR_DTYPE_ACTIVATIONS, d.activations);
+    ctx.set_attr(weights_dtype_, d.weights);
+    ctx.set_attr(gradients_dtype_, d.gradients);
+    ctx.set_attr(master_weights_dtype_, d.master_weights.value_or(0.0));
+    ctx.set_attr(optimizer_states_dtype_, d.optimizer_states);
+    ctx.set_attr(activations_dtype_, d.activations);
     const bool training = ctx.training();
-    const size_t count = ctx.size();
-    for (size_t i = 0; i < count; ++i) {
-      sdk::Item item = ctx.item(i);
-      if (item.role != sdk::Role::weights) continue;
-      item.bytes_per_element = d.weights;
-      ctx.set(i, item);
-      extension_.add_items(ctx, item);
-      if (!training || !item.trainable) continue;
-      add_copy(ctx, item, sdk::Role::gradients, gradient_lifetime_, d.gradients);
-      if (gradient_lifetime_ == sdk::Lifetime::persistent &&
-          (item.param_class == sdk::ParamClass::embedding || item.param_class == sdk::ParamClass::position_embedding)) {
-        sdk::Item unfused = item;
-        unfused.name += ".grad";
-        add_copy(ctx, unfused, sdk::Role::gradients, sdk::Lifetime::transient_backward, d.weights);
-      }
+    batch_.clear();
+    // Each weight gets its dtype in place; what it adds (in the order the
+    // items come) is appended in one call after the walk.
+    for (sdk::ItemRef item : ctx.items()) {
+      if (item.role() != sdk::Role::weights) continue;
+      item.set_bytes_per_element(d.weights);
+      extension_.add_items(ctx, batch_, item);
+      if (!training || !item.trainable()) continue;
+      add_copy(item, sdk::Role::gradients, gradient_lifetime_, d.gradients);
+      if (gradient_lifetime_ == sdk::Lifetime::persistent && (item.param_class() == sdk::ParamClass::embedding ||
+                                                              item.param_class() == sdk::ParamClass::position_embedding))
+        add_copy(item, sdk::Role::gradients, sdk::Lifetime::transient_backward, d.weights)
+            .set_name(unfused_names_(ctx, item));
       // The accumulation buffer lives across steps (Megatron allocates it once).
-      if (grad_accumulation_)
-        add_copy(ctx, item, sdk::Role::gradients, sdk::Lifetime::persistent, *grad_accumulation_);
-      if (d.master_weights) add_copy(ctx, item, sdk::Role::master_weights, sdk::Lifetime::persistent, *d.master_weights);
-      if (main_grads_) {
-        sdk::Item main_grad = item;
-        main_grad.name += ".main_grad";
-        add_copy(ctx, main_grad, sdk::Role::optimizer_states, sdk::Lifetime::transient_optimizer, *main_grads_);
-      }
+      if (grad_accumulation_) add_copy(item, sdk::Role::gradients, sdk::Lifetime::persistent, *grad_accumulation_);
+      if (d.master_weights) add_copy(item, sdk::Role::master_weights, sdk::Lifetime::persistent, *d.master_weights);
+      if (main_grads_)
+        add_copy(item, sdk::Role::optimizer_states, sdk::Lifetime::transient_optimizer, *main_grads_)
+            .set_name(main_grad_names_(ctx, item));
     }
+    ctx.add(batch_);
   }
 
  private:
-  static void add_copy(sdk::Context& ctx, sdk::Item item, sdk::Role role, sdk::Lifetime lifetime, double bytes) {
-    item.role = role;
-    item.lifetime = lifetime;
-    item.bytes_per_element = bytes;
-    ctx.add(item);
+  sdk::ItemRef add_copy(const sdk::ItemRef& item, sdk::Role role, sdk::Lifetime lifetime, double bytes) {
+    sdk::ItemRef copy = batch_.copy_of(item);
+    copy.set_role(role);
+    copy.set_lifetime(lifetime);
+    copy.set_bytes_per_element(bytes);
+    return copy;
   }
 
   // Reads the role dtypes into the members and returns them for the extension.
@@ -200,6 +204,14 @@ class PrecisionRecipe {
   std::optional<double> main_grads_;
   sdk::Lifetime gradient_lifetime_ = sdk::Lifetime::gradient;
   Extension extension_;
+  sdk::Attribute weights_dtype_;
+  sdk::Attribute gradients_dtype_;
+  sdk::Attribute master_weights_dtype_;
+  sdk::Attribute optimizer_states_dtype_;
+  sdk::Attribute activations_dtype_;
+  sdk::ItemBatch batch_;
+  sdk::SuffixedNames unfused_names_{".grad"};        // the embedding's 16-bit gradient before it is fused
+  sdk::SuffixedNames main_grad_names_{".main_grad"};  // the optimizer's fp32 gradient copy
 };
 
 }  // namespace memplan::plugins

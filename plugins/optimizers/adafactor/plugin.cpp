@@ -105,12 +105,13 @@ class AdafactorOptimizer {
       item.bytes_per_element = state_bytes;
       ctx.add(item);
     }
-    memplan::plugins::add_step_temporaries(ctx, weights, implementation_, kTemporaries, state_bytes);
+    memplan::plugins::add_step_temporaries(ctx, weights, implementation_, kTemporaries, state_bytes, step_);
   }
 
  private:
   bool first_moment_ = false;
   Implementation implementation_ = Implementation::for_loop;
+  memplan::plugins::StepTemporaryNames step_;
 };
 
 }  // namespace

@@ -63,7 +63,8 @@ class Fp8WeightCopies {
 
   Fp8WeightCopies(sdk::Options& options, const memplan::plugins::RecipeDtypes& dtypes)
       : cache_(options.boolean("cache_fp8_weights").value_or(true)),
-        transpose_(options.boolean("fp8_transpose").value_or(true)) {
+        transpose_(options.boolean("fp8_transpose").value_or(true)),
+        names_(cache_ ? ".fp8" : ".fp8_t") {
     if (!options.training())
       options.fail(
           "the fp8 recipe models Transformer Engine's fp8 training (fp8 weight copies next to bf16 weights and fp32 "
@@ -77,16 +78,16 @@ class Fp8WeightCopies {
     saved_bytes_ = (transpose_ || !fp8_primary) ? 1.0 : 0.0;
   }
 
-  void add_items(sdk::Context& ctx, sdk::Item item) const {
-    if (!runs_in_fp8(item.param_class)) return;
+  void add_items(const sdk::Context& ctx, sdk::ItemBatch& batch, const sdk::ItemRef& weight) {
+    if (!runs_in_fp8(weight.param_class())) return;
     const double bytes = cache_ ? cached_bytes_ : saved_bytes_;
     if (bytes <= 0) return;
-    item.name += cache_ ? ".fp8" : ".fp8_t";
-    item.role = sdk::Role::buffers;
-    item.lifetime = cache_ ? sdk::Lifetime::persistent : sdk::Lifetime::activation;
-    item.trainable = false;
-    item.bytes_per_element = bytes;
-    ctx.add(item);
+    sdk::ItemRef copy = batch.copy_of(weight);
+    copy.set_name(names_(ctx, weight));
+    copy.set_role(sdk::Role::buffers);
+    copy.set_lifetime(cache_ ? sdk::Lifetime::persistent : sdk::Lifetime::activation);
+    copy.set_trainable(false);
+    copy.set_bytes_per_element(bytes);
   }
 
  private:
@@ -105,6 +106,7 @@ class Fp8WeightCopies {
   bool transpose_;
   double cached_bytes_ = 0;
   double saved_bytes_ = 0;
+  sdk::SuffixedNames names_;  // the weight's name + ".fp8" (cached) or ".fp8_t" (kept for backward)
 };
 
 struct Fp8Traits {

@@ -61,14 +61,16 @@ double rounding_waste(double bytes) {
 
 class AllocatorOverhead {
  public:
-  static constexpr sdk::PluginInfo info{"allocator", "1.0.0",
+  static constexpr sdk::PluginInfo info{"allocator", "1.1.0",
                                         "PyTorch caching allocator: block rounding and fragmentation",
-                                        sdk::Kind::strategy, sdk::Phase::overhead};
+                                        sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
   explicit AllocatorOverhead(sdk::Options& options)
       : fragmentation_(options.number("fragmentation").value_or(0.1)),
-        rounding_(options.boolean("rounding").value_or(true)) {
+        rounding_(options.boolean("rounding").value_or(true)),
+        rounding_name_(options.intern("allocator.rounding")),
+        fragmentation_name_(options.intern("allocator.fragmentation")) {
     if (!std::isfinite(fragmentation_) || fragmentation_ < 0 || fragmentation_ >= 1) {
       char text[32];
       std::snprintf(text, sizeof text, "%g", fragmentation_);
@@ -79,19 +81,18 @@ class AllocatorOverhead {
   void apply(sdk::Context& ctx) {
     // One group per (lifetime, first layer, count): the timeline treats items
     // with the same layers as one layer.
-    std::vector<Group> groups;
-    const size_t count = ctx.size();
-    for (size_t i = 0; i < count; ++i) {
-      const sdk::Item item = ctx.item(i);
-      if (item.device != sdk::Device::gpu || item.count == 0 || item.pool != sdk::Pool::allocated) continue;
-      const double bytes = std::ceil(item.elements * item.bytes_per_element);
-      Group& group = find(groups, item);
+    // The groups are found first and added after: adding invalidates items().
+    groups_.clear();  // keeps its capacity: no allocation once warm
+    for (const sdk::ItemRef item : ctx.items()) {
+      if (item.device() != sdk::Device::gpu || item.count() == 0 || item.pool() != sdk::Pool::allocated) continue;
+      const double bytes = std::ceil(item.elements() * item.bytes_per_element());
+      Group& group = find(groups_, item);
       if (rounding_) group.rounding += rounding_waste(bytes);
-      if (item.lifetime != sdk::Lifetime::persistent) group.fragmentation += fragmentation_ * bytes;
+      if (item.lifetime() != sdk::Lifetime::persistent) group.fragmentation += fragmentation_ * bytes;
     }
-    for (const Group& group : groups) {
-      add(ctx, group, "allocator.rounding", group.rounding);
-      add(ctx, group, "allocator.fragmentation", group.fragmentation);
+    for (const Group& group : groups_) {
+      add(ctx, group, rounding_name_, group.rounding);
+      add(ctx, group, fragmentation_name_, group.fragmentation);
     }
   }
 
@@ -104,29 +105,26 @@ class AllocatorOverhead {
     double fragmentation = 0;  // per instance
   };
 
-  static Group& find(std::vector<Group>& groups, const sdk::Item& item) {
+  static Group& find(std::vector<Group>& groups, const sdk::ItemRef& item) {
     for (Group& group : groups)
-      if (group.lifetime == item.lifetime && group.layer == item.layer && group.count == item.count) return group;
-    groups.push_back(Group{item.lifetime, item.layer, item.count});
+      if (group.lifetime == item.lifetime() && group.layer == item.layer() && group.count == item.count())
+        return group;
+    groups.push_back(Group{item.lifetime(), item.layer(), item.count()});
     return groups.back();
   }
 
-  static void add(sdk::Context& ctx, const Group& group, const char* name, double bytes) {
+  static void add(sdk::Context& ctx, const Group& group, sdk::Name name, double bytes) {
     if (bytes <= 0) return;
-    sdk::Item item;
-    item.name = name;
-    item.role = sdk::Role::overhead;
-    item.pool = sdk::Pool::reserve;
-    item.lifetime = group.lifetime;
-    item.layer = group.layer;
-    item.count = group.count;
-    item.elements = bytes;
-    item.bytes_per_element = 1;
-    ctx.add(item);
+    ctx.add(sdk::NewItem{.name = name, .role = sdk::Role::overhead, .lifetime = group.lifetime, .layer = group.layer,
+                         .count = group.count, .pool = sdk::Pool::reserve, .elements = bytes,
+                         .bytes_per_element = 1});
   }
 
   double fragmentation_;
   bool rounding_;
+  sdk::Name rounding_name_;
+  sdk::Name fragmentation_name_;
+  std::vector<Group> groups_;
 };
 
 }  // namespace

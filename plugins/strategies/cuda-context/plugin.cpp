@@ -71,12 +71,15 @@ double mebibytes(sdk::Options& options, const char* key, double fallback) {
 
 class CudaContextOverhead {
  public:
-  static constexpr sdk::PluginInfo info{"cuda-context", "1.0.0",
+  static constexpr sdk::PluginInfo info{"cuda-context", "1.1.0",
                                         "CUDA context and cuBLAS/cuDNN workspaces per GPU (PyTorch figures)",
-                                        sdk::Kind::strategy, sdk::Phase::overhead};
+                                        sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
-  explicit CudaContextOverhead(sdk::Options& options) {
+  explicit CudaContextOverhead(sdk::Options& options)
+      : context_name_(options.intern("cuda_context")),
+        cublas_name_(options.intern("cublas_workspace")),
+        cudnn_name_(options.intern("cudnn_workspace")) {
     const std::optional<int64_t> bytes = options.integer("bytes");
     if (bytes && options.number("mib"))
       options.fail("bytes", "gives the context size a second time; set either mib or bytes");
@@ -99,24 +102,21 @@ class CudaContextOverhead {
   void apply(sdk::Context& ctx) {
     // The context is device memory outside the caching allocator; the
     // workspaces are tensors the allocator hands out (they count as allocated).
-    add(ctx, "cuda_context", sdk::Role::overhead, sdk::Pool::device, context_);
-    add(ctx, "cublas_workspace", sdk::Role::buffers, sdk::Pool::allocated, cublas_);
-    add(ctx, "cudnn_workspace", sdk::Role::buffers, sdk::Pool::allocated, cudnn_);
+    add(ctx, context_name_, sdk::Role::overhead, sdk::Pool::device, context_);
+    add(ctx, cublas_name_, sdk::Role::buffers, sdk::Pool::allocated, cublas_);
+    add(ctx, cudnn_name_, sdk::Role::buffers, sdk::Pool::allocated, cudnn_);
   }
 
  private:
-  static void add(sdk::Context& ctx, const char* name, sdk::Role role, sdk::Pool pool, double bytes) {
+  static void add(sdk::Context& ctx, sdk::Name name, sdk::Role role, sdk::Pool pool, double bytes) {
     if (bytes <= 0) return;
-    sdk::Item item;
-    item.name = name;
-    item.role = role;
-    item.pool = pool;
-    item.lifetime = sdk::Lifetime::persistent;
-    item.elements = bytes;
-    item.bytes_per_element = 1;
-    ctx.add(item);
+    ctx.add(sdk::NewItem{.name = name, .role = role, .lifetime = sdk::Lifetime::persistent, .pool = pool,
+                         .elements = bytes, .bytes_per_element = 1});
   }
 
+  sdk::Name context_name_;
+  sdk::Name cublas_name_;
+  sdk::Name cudnn_name_;
   double context_ = 0;
   double cublas_ = 0;
   double cudnn_ = 0;

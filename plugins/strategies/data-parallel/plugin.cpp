@@ -13,17 +13,20 @@ constexpr std::array<memplan_option_spec, 1> kOptions{{
 
 class DataParallelStrategy {
  public:
-  static constexpr memplan::sdk::PluginInfo info{"data-parallel", "1.0.0",
+  static constexpr memplan::sdk::PluginInfo info{"data-parallel", "1.1.0",
                                                  "Data parallelism: declares the data-parallel group size",
-                                                 memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout};
+                                                 memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout,
+                                                 memplan::sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
-  explicit DataParallelStrategy(memplan::sdk::Options& options) : size_(options.positive_integer("size", 1)) {}
+  explicit DataParallelStrategy(memplan::sdk::Options& options)
+      : size_(options.positive_integer("size", 1)), ranks_data_(options.attribute(MEMPLAN_ATTR_RANKS_DATA)) {}
 
-  void apply(memplan::sdk::Context& ctx) { ctx.set_attr(MEMPLAN_ATTR_RANKS_DATA, size_); }
+  void apply(memplan::sdk::Context& ctx) { ctx.set_attr(ranks_data_, size_); }
 
  private:
   int64_t size_;
+  memplan::sdk::Attribute ranks_data_;
 };
 
 }  // namespace

@@ -23,9 +23,10 @@ constexpr std::array<memplan_option_spec, 1> kOptions{{
 
 class RecomputeStrategy {
  public:
-  static constexpr memplan::sdk::PluginInfo info{"recompute", "1.0.0",
+  static constexpr memplan::sdk::PluginInfo info{"recompute", "1.1.0",
                                                  "Activation recomputation policy: none, selective, full or per-op",
-                                                 memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout};
+                                                 memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout,
+                                                 memplan::sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
   explicit RecomputeStrategy(memplan::sdk::Options& options) {

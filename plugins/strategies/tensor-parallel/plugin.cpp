@@ -26,12 +26,15 @@ constexpr std::array<memplan_option_spec, 2> kOptions{{
 class TensorParallelStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "tensor-parallel", "1.0.0", "Megatron tensor parallelism, optionally with sequence parallelism",
-      memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout};
+      "tensor-parallel", "1.1.0", "Megatron tensor parallelism, optionally with sequence parallelism",
+      memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout, memplan::sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
   explicit TensorParallelStrategy(memplan::sdk::Options& options)
-      : size_(options.positive_integer("size", 1)), sequence_parallel_(options.boolean("sequence_parallel").value_or(false)) {
+      : size_(options.positive_integer("size", 1)),
+        sequence_parallel_(options.boolean("sequence_parallel").value_or(false)),
+        ranks_tensor_(options.attribute(MEMPLAN_ATTR_RANKS_TENSOR)),
+        sequence_parallel_attr_(options.attribute(MEMPLAN_ATTR_SEQUENCE_PARALLEL)) {
     const memplan_model& model = options.model();
     if (size_ == 1 || !model.has_architecture) return;
     if (model.heads % size_ != 0)
@@ -44,17 +47,16 @@ class TensorParallelStrategy {
   }
 
   void apply(memplan::sdk::Context& ctx) {
-    ctx.set_attr(MEMPLAN_ATTR_RANKS_TENSOR, size_);
-    ctx.set_attr(MEMPLAN_ATTR_SEQUENCE_PARALLEL, sequence_parallel_ ? 1 : 0);
+    ctx.set_attr(ranks_tensor_, size_);
+    ctx.set_attr(sequence_parallel_attr_, sequence_parallel_ ? 1 : 0);
     if (size_ == 1) return;
     const memplan_model& model = ctx.model();
     const double t = static_cast<double>(size_);
     // Fraction of the k/v projections each rank holds.
     const double kv_fraction = model.kv_heads >= size_ ? 1.0 / t : 1.0 / static_cast<double>(model.kv_heads);
-    for (size_t i = 0; i < ctx.size(); ++i) {
-      memplan::sdk::Item item = ctx.item(i);
+    for (memplan::sdk::ItemRef item : ctx.items()) {
       double fraction = 1.0;
-      switch (item.param_class) {
+      switch (item.param_class()) {
         case ParamClass::attention:
         case ParamClass::mlp:
         case ParamClass::expert:
@@ -64,15 +66,15 @@ class TensorParallelStrategy {
         case ParamClass::other: fraction = model.has_architecture ? 1.0 : 1.0 / t; break;
         default: break;
       }
-      if (fraction == 1.0) continue;
-      item.elements *= fraction;
-      ctx.set(i, item);
+      if (fraction != 1.0) item.set_elements(item.elements() * fraction);
     }
   }
 
  private:
   int64_t size_;
   bool sequence_parallel_;
+  memplan::sdk::Attribute ranks_tensor_;
+  memplan::sdk::Attribute sequence_parallel_attr_;
 };
 
 }  // namespace

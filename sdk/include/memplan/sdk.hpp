@@ -33,6 +33,8 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace memplan::sdk {
 
@@ -208,9 +210,16 @@ class ItemRef {
   void set_role(Role role) { raw_->role = static_cast<int32_t>(role); }
   void set_lifetime(Lifetime lifetime) { raw_->lifetime = static_cast<int32_t>(lifetime); }
   void set_device(Device device) { raw_->device = static_cast<int32_t>(device); }
+  void set_param_class(ParamClass param_class) { raw_->param_class = static_cast<int32_t>(param_class); }
   void set_layer(int32_t layer) { raw_->layer = layer; }
   void set_count(uint32_t count) { raw_->count = count; }
   void set_trainable(bool on) { set_flag(MEMPLAN_ITEM_TRAINABLE, on); }
+  void set_non_parameter(bool on) { set_flag(MEMPLAN_ITEM_NON_PARAMETER, on); }
+  void set_pool(Pool pool) {
+    raw_->flags &= ~(MEMPLAN_ITEM_ALLOCATOR_RESERVE | MEMPLAN_ITEM_OUTSIDE_ALLOCATOR);
+    if (pool == Pool::reserve) raw_->flags |= MEMPLAN_ITEM_ALLOCATOR_RESERVE;
+    if (pool == Pool::device) raw_->flags |= MEMPLAN_ITEM_OUTSIDE_ALLOCATOR;
+  }
   void set_elements(double elements) { raw_->elements = elements; }
   void set_bytes_per_element(double bytes) { raw_->bytes_per_element = bytes; }
 
@@ -221,6 +230,44 @@ class ItemRef {
   bool name_view_equals(std::string_view text) const { return raw_->name != nullptr && name() == text; }
   void set_flag(uint32_t flag, bool on) { raw_->flags = on ? (raw_->flags | flag) : (raw_->flags & ~flag); }
   memplan_item* raw_;
+};
+
+// Items to append in one call (Context::add(const ItemBatch&)): a plugin
+// state member, cleared at the start of apply(), so that adding allocates
+// nothing once warm and the plan array, which adding moves, is not touched
+// while the plugin still walks it.
+class ItemBatch {
+ public:
+  void clear() { items_.clear(); }
+  size_t size() const { return items_.size(); }
+  // Appends a copy of `item` and returns it to edit; valid until the next append.
+  ItemRef copy_of(const ItemRef& item) {
+    items_.push_back(item.raw());
+    items_.back().struct_size = sizeof(memplan_item);
+    return ItemRef(&items_.back());
+  }
+  ItemRef append(const NewItem& item) {
+    memplan_item& raw = items_.emplace_back();
+    raw.struct_size = sizeof raw;
+    ItemRef added(&raw);
+    added.set_name(item.name);
+    added.set_role(item.role);
+    added.set_lifetime(item.lifetime);
+    added.set_device(item.device);
+    added.set_param_class(item.param_class);
+    added.set_layer(item.layer);
+    added.set_count(item.count);
+    added.set_trainable(item.trainable);
+    added.set_pool(item.pool);
+    added.set_non_parameter(item.non_parameter);
+    added.set_elements(item.elements);
+    added.set_bytes_per_element(item.bytes_per_element);
+    return added;
+  }
+  const memplan_item* data() const { return items_.data(); }
+
+ private:
+  std::vector<memplan_item> items_;
 };
 
 // The plan array as a range of ItemRef (Context::items).
@@ -423,6 +470,9 @@ class Context : public HostView {
     raw.bytes_per_element = item.bytes_per_element;
     check(host_->add_items(ctx_, &raw, 1));
   }
+  void add(const ItemBatch& batch) {
+    if (batch.size() > 0) check(host_->add_items(ctx_, batch.data(), batch.size()));
+  }
   void remove(size_t index) { check(host_->remove_item(ctx_, index)); }
 
   // The step timeline of the plan as it stands (what the report computes).
@@ -445,6 +495,15 @@ class Context : public HostView {
     double value = 0;
     const int status = host_->get_attr_double_at(ctx_, attribute.handle, &value);
     if (status == MEMPLAN_ABSENT) return fallback;
+    check(status);
+    return value;
+  }
+  // A dtype (or other) attribute an earlier plugin must have set; `key` names it in the error.
+  double required_attr_double(Attribute attribute, const char* key) const {
+    double value = 0;
+    const int status = host_->get_attr_double_at(ctx_, attribute.handle, &value);
+    if (status == MEMPLAN_ABSENT)
+      fail(std::string("attribute '") + key + "' is not set; is a [precision] plugin configured?");
     check(status);
     return value;
   }
@@ -547,6 +606,34 @@ class Context : public HostView {
     raw.bytes_per_element = item.bytes_per_element;
     return raw;
   }
+};
+
+// Names made of an item's name and a fixed suffix ("attn.q" + ".grad"),
+// interned once per source name and kept: a plugin state member. Looked up by
+// the source's interned pointer, trying the entry after the last one found
+// first (plugins walk the plan in the same order every evaluation).
+class SuffixedNames {
+ public:
+  explicit SuffixedNames(const char* suffix) : suffix_(suffix) {}
+
+  Name operator()(const HostView& host, const ItemRef& source) {
+    const char* from = source.raw().name;
+    if (next_ < cache_.size() && cache_[next_].first == from) return Name{cache_[next_++].second};
+    for (size_t i = 0; i < cache_.size(); ++i)
+      if (cache_[i].first == from) {
+        next_ = i + 1;
+        return Name{cache_[i].second};
+      }
+    const std::string text = std::string(source.name()) + suffix_;
+    const Name made = host.intern(text.c_str());
+    cache_.emplace_back(from, made.text);
+    next_ = cache_.size();
+    return made;
+  }
+ private:
+  std::string suffix_;
+  std::vector<std::pair<const char*, const char*>> cache_;
+  size_t next_ = 0;
 };
 
 namespace detail {
