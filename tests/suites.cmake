@@ -11,7 +11,8 @@ memplan_add_test(test_core
   core/scenario_errors_test.cpp
   core/plugin_composition_test.cpp
   core/limits_test.cpp
-  core/input_safety_test.cpp)
+  core/input_safety_test.cpp
+  core/incremental_test.cpp)
 memplan_add_test(test_cli cli/cli_test.cpp)
 
 file(GLOB MEMPLAN_TEST_SUITES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*/suite.cmake)

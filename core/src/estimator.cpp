@@ -125,6 +125,13 @@ Estimator::Estimator(const Scenario& scenario, const PluginRegistry& registry)
     throw;
   }
   host_->ctx.plan.items.reserve(inventory_.size() * 8);
+  // A descriptor of ABI 1.0, or one that does not declare what it reads, may read anything.
+  constexpr uint32_t kBatchFields = MEMPLAN_READS_MICRO_BATCH | MEMPLAN_READS_SEQ_LEN;
+  while (resume_at_ < plugins_.size()) {
+    const uint32_t reads = plugins_[resume_at_].plugin->descriptor.reads;
+    if (!(reads & MEMPLAN_READS_DECLARED) || (reads & kBatchFields)) break;
+    ++resume_at_;
+  }
   breakdown_.fit_quantity = scenario_.hardware.fit_quantity;  // a setting of the scenario: once, not per evaluation
 }
 
@@ -179,12 +186,16 @@ static void publish_hardware(memplan_ctx& ctx, const HardwareSpec& hardware) {
   attribute->set_by = -1;  // the host
 }
 
-void Estimator::run_plugins(bool checked) {
+void Estimator::run_plugins(bool checked, size_t from) {
   memplan_ctx& ctx = host_->ctx;
-  ctx.plan.items.assign(inventory_.begin(), inventory_.end());
-  ctx.clear_attributes();
-  publish_hardware(ctx, scenario_.hardware);
-  bool counted = false;
+  if (from == 0) {
+    ctx.plan.items.assign(inventory_.begin(), inventory_.end());
+    ctx.clear_attributes();
+    publish_hardware(ctx, scenario_.hardware);
+  }
+  // Parameters are counted once, before the first layout plugin: a run that
+  // resumes past that point keeps the counts of the run it resumes.
+  bool counted = from > 0 && plugins_[from - 1].plugin->descriptor.phase >= MEMPLAN_PHASE_LAYOUT;
   auto count_parameters_now = [&] {
     breakdown_.params_total = 0;
     breakdown_.params_trainable = 0;
@@ -197,21 +208,54 @@ void Estimator::run_plugins(bool checked) {
     }
     counted = true;
   };
-  for (size_t i = 0; i < plugins_.size(); ++i) {
+  for (size_t i = from; i < plugins_.size(); ++i) {
     const ConfiguredPlugin& configured = plugins_[i];
     // Parameter counts are the model's, before layout plugins split weights across ranks.
     if (!counted && configured.plugin->descriptor.phase >= MEMPLAN_PHASE_LAYOUT) count_parameters_now();
+    if (i == resume_at_ && snapshot_wanted_) take_snapshot();
     ctx.begin_call(configured.plugin, configured.component, static_cast<int32_t>(i), false);
     const int status = configured.plugin->descriptor.apply(configured.state, &host_table(), &ctx);
     if (status == MEMPLAN_OK && !ctx.has_error && checked && ctx.plan_written) check_plan(&ctx, ItemCheck::in_place);
     if (status != MEMPLAN_OK || ctx.has_error) fail_plugin_call(ctx, "apply", status);
   }
   if (!counted) count_parameters_now();
+  if (resume_at_ == plugins_.size() && snapshot_wanted_) take_snapshot();
+}
+
+void Estimator::take_snapshot() {
+  HostState::Snapshot& snapshot = host_->snapshot;
+  snapshot.items.assign(host_->ctx.plan.items.begin(), host_->ctx.plan.items.end());
+  snapshot.attributes.assign(host_->ctx.attributes.begin(), host_->ctx.attributes.end());
+  snapshot.valid = true;
+}
+
+void Estimator::restore_snapshot() {
+  memplan_ctx& ctx = host_->ctx;
+  const HostState::Snapshot& snapshot = host_->snapshot;
+  ctx.plan.items.assign(snapshot.items.begin(), snapshot.items.end());
+  // Attributes keep their places (handles are indices); those added since are unset.
+  for (size_t i = 0; i < ctx.attributes.size(); ++i) {
+    memplan_attribute& attribute = ctx.attributes[i];
+    if (i >= snapshot.attributes.size()) {
+      attribute.type = memplan_attribute::Type::unset;
+      continue;
+    }
+    const memplan_attribute& saved = snapshot.attributes[i];
+    attribute.type = saved.type;
+    attribute.integer = saved.integer;
+    attribute.floating = saved.floating;
+    if (saved.type == memplan_attribute::Type::text) attribute.text = saved.text;
+    attribute.set_by = saved.set_by;
+  }
 }
 
 const Breakdown& Estimator::evaluate() {
-  memplan_ctx& ctx = host_->ctx;
   run_plugins(checked_);
+  return finish_evaluation();
+}
+
+const Breakdown& Estimator::finish_evaluation() {
+  memplan_ctx& ctx = host_->ctx;
   if (!checked_) {
     // Plugins of ABI 1.1 wrote the plan in place: check it once, and find who
     // wrote a bad item by evaluating again with a check after each plugin.
@@ -289,7 +333,22 @@ void Estimator::read_memory_fraction() {
 const Breakdown& Estimator::evaluate_at(int64_t micro_batch, int64_t seq_len) {
   host_->ctx.workload.micro_batch = micro_batch;
   host_->ctx.workload.seq_len = seq_len;
-  return evaluate();
+  if (host_->snapshot.valid && !checked_) {
+    restore_snapshot();
+    run_plugins(false, resume_at_);
+    return finish_evaluation();
+  }
+  // The first step of a sweep runs every plugin and keeps the plan at resume_at_.
+  snapshot_wanted_ = true;
+  try {
+    run_plugins(checked_);
+  } catch (...) {
+    snapshot_wanted_ = false;
+    host_->snapshot.valid = false;
+    throw;
+  }
+  snapshot_wanted_ = false;
+  return finish_evaluation();
 }
 
 int64_t Estimator::micro_batch() const { return host_->ctx.workload.micro_batch; }

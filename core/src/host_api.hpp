@@ -66,6 +66,13 @@ namespace memplan {
 
 struct HostState {
   memplan_ctx ctx;
+  // Incremental evaluation (Estimator::evaluate_at): the plan and attributes
+  // as they stood before the first plugin that reads micro_batch or seq_len.
+  struct Snapshot {
+    bool valid = false;
+    std::vector<PlanItem> items;
+    std::vector<memplan_attribute> attributes;
+  } snapshot;
 };
 
 const memplan_host& host_table();

@@ -42,8 +42,13 @@ class Estimator {
   // checking after every plugin only when that check fails, to name the
   // plugin at fault.
   const Breakdown& evaluate();
-  // The same at another micro-batch and sequence length (what a search varies).
+  // The same at another micro-batch and sequence length (what a search
+  // varies). Plugins before the first one that reads micro_batch or seq_len
+  // (memplan_plugin_descriptor.reads) run once: later calls start from the
+  // plan as it stood before that plugin.
   const Breakdown& evaluate_at(int64_t micro_batch, int64_t seq_len);
+  // The index (in phase order) of the first plugin evaluate_at runs again.
+  size_t first_plugin_reading_batch() const { return resume_at_; }
   int64_t micro_batch() const;
   int64_t seq_len() const;
   // Whether the last evaluation's peak fits the GPU (times the memory fraction).
@@ -66,7 +71,10 @@ class Estimator {
 
  private:
   void configure(ConfiguredPlugin& configured);
-  void run_plugins(bool checked);
+  void run_plugins(bool checked, size_t from = 0);
+  const Breakdown& finish_evaluation();
+  void take_snapshot();
+  void restore_snapshot();
   void check_world_size();
   void read_memory_fraction();
 
@@ -76,6 +84,8 @@ class Estimator {
   std::unique_ptr<HostState> host_;
   Breakdown breakdown_;
   bool checked_ = true;  // check the plan after each plugin (the first evaluation)
+  size_t resume_at_ = 0;  // the first plugin that reads micro_batch or seq_len (or may)
+  bool snapshot_wanted_ = false;
 };
 
 }  // namespace memplan
