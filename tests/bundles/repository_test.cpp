@@ -276,6 +276,15 @@ TEST_F(Repositories, NewestByDefaultPinWithAtVersionUpgradeMovesOn) {
   ok(user_home(), "bundle install acme --upgrade");
   EXPECT_EQ(installed_version(), "1.10.0");
   EXPECT_EQ(toml_value(read_bytes(user_home() + "/bundles/acme/origin.toml"), "pinned"), "");
+  // Pinning the installed version needs no download; --upgrade at the newest drops the pin.
+  EXPECT_EQ(ok(user_home(), "bundle install acme@1.10.0"),
+            "bundle acme 1.10.0 is already installed (from repository team), and is pinned at 1.10.0 now; nothing "
+            "was downloaded. `memplan bundle install acme --upgrade` looks for a newer version\n");
+  EXPECT_EQ(toml_value(read_bytes(user_home() + "/bundles/acme/origin.toml"), "pinned"), "1.10.0");
+  EXPECT_TRUE(contains(ok(user_home(), "bundle upgrade"), "bundle acme is pinned at 1.10.0"));
+  EXPECT_TRUE(contains(ok(user_home(), "bundle install acme --upgrade"), "is the newest version for " +
+                                                                           platform_from_uname() + " (no longer pinned)"));
+  EXPECT_EQ(toml_value(read_bytes(user_home() + "/bundles/acme/origin.toml"), "pinned"), "");
 }
 
 // ---------------------------------------------------------------------------

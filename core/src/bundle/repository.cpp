@@ -457,6 +457,17 @@ std::string key_owner(const fs::path& home, const std::string& key_id, const std
   return "a key no repository of yours uses";
 }
 
+// Records or drops the pin of an installed bundle: origin.toml is rewritten
+// whole (it is a record, not signed), under the store lock.
+void record_pin(const fs::path& home, const InstalledBundle& installed, const std::string& pin) {
+  const StoreLock lock = StoreLock::acquire(home);
+  std::string why;
+  auto origin = read_origin(installed.folder, why);
+  if (!origin) refuse("cannot update the pin of " + display(installed.folder) + ": " + why);
+  origin->pinned = pin;
+  write_file_atomically(installed.folder / kOriginFile, write_origin(*origin));
+}
+
 }  // namespace
 
 std::string install_from_repository(const fs::path& home, const RepositoryInstallRequest& request) {
@@ -487,9 +498,16 @@ std::string install_from_repository(const fs::path& home, const RepositoryInstal
       return "bundle " + name + " is pinned at " + origin->pinned + " (installed as " + name + "@" + origin->pinned +
              "), so it stays; `memplan bundle install " + name + " --upgrade` moves it to the newest version";
     if (!request.upgrade && same_repository &&
-        (!pinned || compare_versions(*parse_version(version), *pinned) == 0))
-      return "bundle " + name + " " + version + " is already installed (" + installed_from(*installed) +
-             "); nothing was downloaded. `memplan bundle install " + name + " --upgrade` looks for a newer version";
+        (!pinned || compare_versions(*parse_version(version), *pinned) == 0)) {
+      std::string pin_note;
+      if (pinned && origin && !origin->repository.empty() && origin->pinned != version) {
+        record_pin(home, *installed, version);
+        pin_note = ", and is pinned at " + version + " now";
+      }
+      return "bundle " + name + " " + version + " is already installed (" + installed_from(*installed) + ")" +
+             pin_note + "; nothing was downloaded. `memplan bundle install " + name + " --upgrade` looks for a newer "
+             "version";
+    }
   }
 
   // 2-3. The indexes, and the archive to install.
@@ -562,10 +580,14 @@ std::string install_from_repository(const fs::path& home, const RepositoryInstal
       chosen = &candidate;
   const Repository& repository = chosen->repository;
   const IndexEntry& entry = chosen->entry;
-  if (installed && !pinned && origin && origin->repository == repository.name && origin->pinned.empty() &&
-      compare_versions(*parse_version(installed->manifest->version), *parse_version(entry.version)) >= 0)
+  if (installed && !pinned && origin && origin->repository == repository.name &&
+      compare_versions(*parse_version(installed->manifest->version), *parse_version(entry.version)) >= 0) {
+    const bool unpin = !origin->pinned.empty();
+    if (unpin) record_pin(home, *installed, "");
     return "bundle " + name + " " + installed->manifest->version + " from repository " + repository.name +
-           " is the newest version for " + host_platform() + "; nothing was downloaded";
+           " is the newest version for " + host_platform() + (unpin ? " (no longer pinned)" : "") +
+           "; nothing was downloaded";
+  }
 
   // 4. The archive, into the download area: verified before the store sees it.
   const fs::path downloads = downloads_folder(home);
