@@ -41,8 +41,10 @@ constexpr const char* kUsage =
     "  presets                                       the model presets ([model] preset)\n"
     "  gpus                                          the GPUs of the catalog ([hardware] gpu)\n"
     "  validate [FOLDER|FILE ...]                    compare estimates with measured runs (default: validation/)\n"
-    "  bundle create|keygen|sign|verify|install|list|remove   signed plugin bundles (docs/bundles.md)\n"
+    "  bundle create|keygen|sign|verify|install|list|remove|publish|upgrade\n"
+    "                                                signed plugin bundles (docs/bundles.md)\n"
     "  trust add|list|remove                         the public keys whose bundles you trust\n"
+    "  repo add|list|remove                          bundle repositories, each with its own key\n"
     "\n"
     "options:\n"
     "  -h, --help      show this help (or `memplan <command> --help`)\n"
@@ -64,12 +66,21 @@ constexpr const char* kBundleUsage =
     "                               run every check install runs, write nothing\n"
     "  install DIR [--allow-unsigned] [--force]\n"
     "                               verify, copy into the store, verify again, then rename into place\n"
+    "  install NAME[@VERSION] [--repo REPO] [--upgrade] [--force]\n"
+    "                               from a repository (memplan repo add): the newest version for this\n"
+    "                               platform, or exactly VERSION (pinned); nothing is fetched when it is\n"
+    "                               installed already, unless --upgrade (newest, drops a pin) or another\n"
+    "                               VERSION is asked for\n"
+    "  upgrade [NAME...]            install the newest version of bundles from repositories, except pinned ones\n"
+    "  publish DIR --to FOLDER      pack a signed bundle into FOLDER, a static repository any web server can\n"
+    "                               serve, and add it to FOLDER/index.toml\n"
     "  list                         the installed bundles\n"
     "  remove NAME                  uninstall a bundle\n"
     "\n"
-    "--allow-unsigned accepts unsigned bundles and bundles signed by keys you do not trust (never a\n"
-    "bad signature or a revoked key); docs/security.md says what that risks. --force replaces an\n"
-    "installed bundle of the same name from another publisher or signer.\n";
+    "install reads its argument as a folder when it contains '/' or names an existing folder, else as\n"
+    "a bundle name. --allow-unsigned (folders only) accepts unsigned bundles and bundles signed by keys\n"
+    "you do not trust (never a bad signature or a revoked key); docs/security.md says what that risks.\n"
+    "--force replaces an installed bundle of the same name from another publisher or signer.\n";
 
 constexpr const char* kTrustUsage =
     "usage: memplan trust <command>\n"
@@ -79,6 +90,18 @@ constexpr const char* kTrustUsage =
     "  remove KEYID                                  revoke a key: its bundles are refused from now on\n"
     "\n"
     "A removed key stays revoked: adding it again needs --reinstate.\n";
+
+constexpr const char* kRepoUsage =
+    "usage: memplan repo <command>\n"
+    "\n"
+    "  add NAME URL --key PUBKEY.pem   add a bundle repository (http:// or https://); its key is trusted\n"
+    "                                  only for bundles installed from it\n"
+    "  list                            the repositories: name, URL, key id\n"
+    "  remove NAME                     remove a repository: the bundles installed from it are refused\n"
+    "                                  from then on\n"
+    "\n"
+    "Install from one with `memplan bundle install NAME[@VERSION] [--repo REPO]` (docs/bundles.md,\n"
+    "\"Repositories\").\n";
 
 using memplan::cli::print_line;
 
@@ -351,12 +374,49 @@ int bundle_command(const std::vector<std::string>& all_args) {
     options.add_options()("dir", po::value<std::string>(), "the bundle folder")(
         "allow-unsigned", "accept an unsigned bundle, or one signed by a key you do not trust");
     if (command == "install")
-      options.add_options()("force", "replace an installed bundle of the same name from another publisher or signer");
+      options.add_options()("force", "replace an installed bundle of the same name from another publisher or signer")(
+          "repo", po::value<std::string>(), "install by name from this repository only")(
+          "upgrade", "install the newest version even when one is installed (drops a pin)");
     const auto vm = parse(args, options, {"dir"});
     if (vm.count("help")) return std::cout << kBundleUsage, 0;
-    if (!needs(vm, "dir", "the bundle folder")) return 2;
+    if (!needs(vm, "dir", command == "install" ? "a bundle folder or NAME[@VERSION]" : "the bundle folder")) return 2;
     const bool allow_unsigned = vm.count("allow-unsigned") > 0;
     const std::filesystem::path home = bundle::memplan_home();
+    const std::string target = vm["dir"].as<std::string>();
+    std::error_code error;
+    const bool by_name = command == "install" && (vm.count("repo") > 0 || (target.find('/') == std::string::npos &&
+                                                                          !std::filesystem::is_directory(target, error)));
+    if (by_name) {
+      if (allow_unsigned) {
+        std::cerr << "memplan: error: --allow-unsigned applies to bundle folders only; a bundle from a repository is "
+                     "always checked against the repository's key\n";
+        return 2;
+      }
+      bundle::RepositoryInstallRequest request;
+      const size_t at = target.find('@');
+      request.name = target.substr(0, at);
+      if (at != std::string::npos) request.version = target.substr(at + 1);
+      if (at != std::string::npos && request.version.empty()) {
+        std::cerr << "memplan: error: '" << target << "' has no version after '@'; write NAME@VERSION, e.g. "
+                  << request.name << "@1.0.0, or NAME for the newest\n";
+        return 2;
+      }
+      if (vm.count("repo")) request.repository = vm["repo"].as<std::string>();
+      request.upgrade = vm.count("upgrade") > 0;
+      request.force = vm.count("force") > 0;
+      if (request.upgrade && !request.version.empty()) {
+        std::cerr << "memplan: error: --upgrade installs the newest version and " << target << " names one; pass "
+                  << "one of them\n";
+        return 2;
+      }
+      print_line(std::cout, bundle::install_from_repository(home, request));
+      return 0;
+    }
+    if (vm.count("upgrade")) {
+      std::cerr << "memplan: error: --upgrade applies to installs by name from a repository, and " << target
+                << " is a folder\n";
+      return 2;
+    }
     if (command == "install") {
       bundle::InstallRequest request{vm["dir"].as<std::string>(), allow_unsigned, vm.count("force") > 0};
       print_line(std::cout, bundle::install_bundle(home, request));
@@ -378,11 +438,70 @@ int bundle_command(const std::vector<std::string>& all_args) {
                               joined(plugin_names(manifest)));
     return 0;
   }
+  if (command == "publish") {
+    options.add_options()("dir", po::value<std::string>(), "the signed bundle folder")(
+        "to", po::value<std::string>(), "the repository folder to publish into (created when missing)");
+    const auto vm = parse(args, options, {"dir"});
+    if (vm.count("help")) return std::cout << kBundleUsage, 0;
+    if (!needs(vm, "dir", "the signed bundle folder") || !needs(vm, "to", "--to FOLDER, the repository folder"))
+      return 2;
+    print_line(std::cout, bundle::publish_bundle(bundle::memplan_home(),
+                                                 bundle::PublishRequest{vm["dir"].as<std::string>(),
+                                                                        vm["to"].as<std::string>()}));
+    return 0;
+  }
+  if (command == "upgrade") {
+    options.add_options()("name", po::value<std::vector<std::string>>(), "bundles to upgrade (default: all from repositories)");
+    po::positional_options_description positional;
+    positional.add("name", -1);
+    po::variables_map vm;
+    po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
+    po::notify(vm);
+    if (vm.count("help")) return std::cout << kBundleUsage, 0;
+    const std::filesystem::path home = bundle::memplan_home();
+    std::vector<std::string> names;
+    if (vm.count("name")) {
+      names = vm["name"].as<std::vector<std::string>>();
+    } else {
+      for (const bundle::InstalledBundle& installed : bundle::installed_bundles(home))
+        if (installed.origin && !installed.origin->repository.empty()) names.push_back(installed.folder.filename());
+    }
+    int status = 0;
+    for (const std::string& name : names) {
+      std::string repository;
+      bool installed_here = false;
+      for (const bundle::InstalledBundle& installed : bundle::installed_bundles(home))
+        if (installed.folder.filename() == name) {
+          installed_here = true;
+          repository = installed.origin ? installed.origin->repository : "";
+        }
+      if (!installed_here || repository.empty()) {
+        print_line(std::cerr, "memplan: error: bundle '" + name + "' " +
+                                  (installed_here ? "was not installed from a repository, so it cannot be upgraded "
+                                                    "by name; install the new folder with `memplan bundle install DIR`"
+                                                  : "is not installed; `memplan bundle list` shows what is"));
+        status = 1;
+        continue;
+      }
+      bundle::RepositoryInstallRequest request;
+      request.name = name;
+      request.repository = repository;
+      request.upgrade = true;
+      request.keep_pinned = true;
+      try {
+        print_line(std::cout, bundle::install_from_repository(home, request));
+      } catch (const memplan::Error& error) {
+        print_line(std::cerr, error.what());
+        status = 1;
+      }
+    }
+    if (names.empty()) std::cout << "no bundle was installed from a repository; nothing to upgrade\n";
+    return status;
+  }
   if (command == "list") {
     const auto vm = parse(args, options, {});
     if (vm.count("help")) return std::cout << kBundleUsage, 0;
     const std::filesystem::path home = bundle::memplan_home();
-    const bundle::TrustStore trust(home);
     bundle::remove_interrupted_leftovers(home);
     for (const bundle::InstalledBundle& installed : bundle::installed_bundles(home)) {
       const std::string name = installed.folder.filename().string();
@@ -392,7 +511,9 @@ int bundle_command(const std::vector<std::string>& all_args) {
       }
       const bundle::Manifest& manifest = *installed.manifest;
       print_line(std::cout, name + "\t" + manifest.version + "\t" + manifest.publisher + "\t" +
-                                signer_column(installed, bundle::verified_signer(installed.folder, trust)) + "\t" +
+                                signer_column(installed, bundle::verified_signer(
+                                                             installed.folder, bundle::trust_for_installed(home, installed))) +
+                                "\t" +
                                 joined(plugin_names(manifest), ",") + "\t" +
                                 (installed.origin ? installed.origin->source : "origin unknown"));
     }
@@ -407,7 +528,8 @@ int bundle_command(const std::vector<std::string>& all_args) {
     return 0;
   }
   std::cerr << "memplan: error: unknown bundle command '" << command
-            << "'; the commands are create, keygen, sign, verify, install, list and remove (see memplan bundle --help)\n";
+            << "'; the commands are create, keygen, sign, verify, install, list, remove, publish and upgrade (see memplan "
+               "bundle --help)\n";
   return 2;
 }
 
@@ -461,6 +583,54 @@ int trust_command(const std::vector<std::string>& all_args) {
   return 2;
 }
 
+int repo_command(const std::vector<std::string>& all_args) {
+  namespace bundle = memplan::bundle;
+  if (all_args.empty() || all_args[0] == "--help" || all_args[0] == "-h") {
+    std::cout << kRepoUsage;
+    return all_args.empty() ? 2 : 0;
+  }
+  const std::string command = all_args[0];
+  const std::vector<std::string> args(all_args.begin() + 1, all_args.end());
+  po::options_description options("repo " + command + " options");
+  options.add_options()("help,h", "show help");
+  if (command == "add") {
+    options.add_options()("name", po::value<std::string>(), "repository name")(
+        "url", po::value<std::string>(), "http:// or https:// URL of the folder holding index.toml")(
+        "key", po::value<std::string>(), "the repository's Ed25519 public key PEM");
+    const auto vm = parse(args, options, {"name", "url"});
+    if (vm.count("help")) return std::cout << kRepoUsage, 0;
+    if (!vm.count("name") || !vm.count("url") || !vm.count("key")) {
+      std::cerr << "memplan: error: `memplan repo add` needs NAME, URL and --key PUBKEY.pem, e.g. memplan repo add "
+                   "team http://plugins.example.org/memplan --key team.pub.pem\n";
+      return 2;
+    }
+    print_line(std::cout, bundle::add_repository(bundle::memplan_home(), vm["name"].as<std::string>(),
+                                                 vm["url"].as<std::string>(), vm["key"].as<std::string>()));
+    return 0;
+  }
+  if (command == "list") {
+    const auto vm = parse(args, options, {});
+    if (vm.count("help")) return std::cout << kRepoUsage, 0;
+    for (const bundle::Repository& repository : bundle::repositories(bundle::memplan_home()))
+      print_line(std::cout, repository.name + "\t" + repository.url + "\t" + repository.key_id);
+    return 0;
+  }
+  if (command == "remove") {
+    options.add_options()("name", po::value<std::string>(), "repository name");
+    const auto vm = parse(args, options, {"name"});
+    if (vm.count("help")) return std::cout << kRepoUsage, 0;
+    if (!vm.count("name")) {
+      std::cerr << "memplan: error: `memplan repo remove` needs a repository name (`memplan repo list` shows them)\n";
+      return 2;
+    }
+    print_line(std::cout, bundle::remove_repository(bundle::memplan_home(), vm["name"].as<std::string>()));
+    return 0;
+  }
+  std::cerr << "memplan: error: unknown repo command '" << command
+            << "'; the commands are add, list and remove (see memplan repo --help)\n";
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -484,8 +654,9 @@ int main(int argc, char** argv) {
     if (command == "validate") return validate_command(args);
     if (command == "bundle") return bundle_command(args);
     if (command == "trust") return trust_command(args);
+    if (command == "repo") return repo_command(args);
     std::cerr << "memplan: error: unknown command '" << command
-              << "'; the commands are run, plugins, presets, gpus, validate, bundle and trust (see --help)\n";
+              << "'; the commands are run, plugins, presets, gpus, validate, bundle, trust and repo (see --help)\n";
     return 2;
   } catch (const memplan::Error& error) {
     print_line(std::cerr, error.what());

@@ -1111,10 +1111,11 @@ TEST_F(Bundles, BadBundlesAndArgumentsAreRefusedCleanly) {
   CommandResult usage = memplan("bundle frobnicate");
   EXPECT_EQ(usage.exit_code, 2);
   EXPECT_EQ(usage.err, "memplan: error: unknown bundle command 'frobnicate'; the commands are create, keygen, sign, "
-                       "verify, install, list and remove (see memplan bundle --help)\n");
+                       "verify, install, list, remove, publish and upgrade (see memplan bundle --help)\n");
   usage = memplan("bundle install");
   EXPECT_EQ(usage.exit_code, 2);
-  EXPECT_EQ(usage.err, "memplan: error: `memplan bundle install` needs the bundle folder (see memplan bundle --help)\n");
+  EXPECT_EQ(usage.err, "memplan: error: `memplan bundle install` needs a bundle folder or NAME[@VERSION] (see memplan "
+                       "bundle --help)\n");
   EXPECT_FALSE(fs::exists(store()));
 }
 

@@ -30,3 +30,12 @@ target_compile_definitions(test_bundles PRIVATE
   BUNDLE_BETA_LIBRARY="${bundle_plugins_dir}/bundle-beta/memplan-bundle-beta.so"
   BUNDLE_TWIN_LIBRARY="${bundle_plugins_dir}/bundle-alpha-twin/memplan-bundle-alpha-twin.so"
   BUNDLE_IMPOSTOR_LIBRARY="${bundle_plugins_dir}/bundle-alpha-impostor/memplan-bundle-alpha-impostor.so")
+
+# Repositories (issue 14): publish, serve with Python's http.server on
+# 127.0.0.1, add, install by name, upgrade, pin, key scoping.
+memplan_add_test(test_repositories bundles/repository_test.cpp)
+target_link_libraries(test_repositories PRIVATE OpenSSL::Crypto)
+add_dependencies(test_repositories memplan-plugin-bundle-alpha memplan-plugin-bundle-beta)
+target_compile_definitions(test_repositories PRIVATE
+  BUNDLE_ALPHA_LIBRARY="${bundle_plugins_dir}/bundle-alpha/memplan-bundle-alpha.so"
+  BUNDLE_BETA_LIBRARY="${bundle_plugins_dir}/bundle-beta/memplan-bundle-beta.so")

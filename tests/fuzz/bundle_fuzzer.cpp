@@ -1,8 +1,10 @@
 // Fuzz target: the two files of a bundle that memplan parses, bundle.toml
 // (the manifest) and bundle.sig, through the readers verify_bundle calls on
 // their bytes (core/src/bundle/verify.cpp, steps 2 and 3) for `memplan bundle
-// verify|install` and at every load of an installed bundle. Each input is
-// read as both files: they are both TOML, so one corpus serves both readers.
+// verify|install` and at every load of an installed bundle, and a
+// repository's index.toml, which `bundle install NAME` reads from a web
+// server (core/src/bundle/repository.cpp). Each input is read as all three:
+// they are all TOML, so one corpus serves the three readers.
 //
 // Beyond "no crash": what either reader accepts must survive being written
 // and read again unchanged. `memplan bundle sign` signs the bytes
@@ -58,6 +60,23 @@ void check_signature(std::string_view text) {
     memplan::fuzz::defect("a signature changed when written and read again:\n" + written);
 }
 
+// `bundle publish` rewrites the index with write_index after reading it with
+// parse_index: what one accepts, the other must keep.
+void check_index(std::string_view text) {
+  namespace bundle = memplan::bundle;
+  const bundle::RepositoryIndex index = bundle::parse_index(text, "fuzz-repository/index.toml");
+  const std::string written = bundle::write_index(index);
+  bundle::RepositoryIndex reread;
+  try {
+    reread = bundle::parse_index(written, "fuzz-repository/index.toml");
+  } catch (const memplan::Error& error) {
+    memplan::fuzz::defect("parse_index refuses what write_index wrote (" + std::string(error.what()) + "):\n" +
+                          written);
+  }
+  if (bundle::write_index(reread) != written)
+    memplan::fuzz::defect("an index changed when written and read again; written:\n" + written);
+}
+
 template <typename Check>
 void refusal_is_an_error(Check check, std::string_view text) {
   try {
@@ -75,5 +94,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   refusal_is_an_error(check_manifest, text);
   refusal_is_an_error(check_signature, text);
+  refusal_is_an_error(check_index, text);
   return 0;
 }

@@ -32,4 +32,7 @@ configure_file(${WORK}/bundle/bundle.toml ${SEEDS}/bundle/unsigned.toml COPYONLY
 memplan_step(bundle sign ${WORK}/bundle --key ${WORK}/seed-key.pem)
 configure_file(${WORK}/bundle/bundle.toml ${SEEDS}/bundle/signed.toml COPYONLY)
 configure_file(${WORK}/bundle/bundle.sig ${SEEDS}/bundle/bundle.sig COPYONLY)
+# A repository index (the bundle fuzzer reads each input as an index too).
+memplan_step(bundle publish ${WORK}/bundle --to ${WORK}/repository)
+configure_file(${WORK}/repository/index.toml ${SEEDS}/bundle/index.toml COPYONLY)
 file(REMOVE_RECURSE ${WORK})

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 
+#include "http_server.hpp"
 #include "test_support.hpp"
 
 namespace memplan::testing {
@@ -488,16 +489,30 @@ TEST(Packages, DebInstallsTheLayoutUnderUsrWithItsDependencies) {
   ASSERT_EQ(run_command("dpkg-deb -x " + quote(deb) + " " + quote(unpacked)).exit_code, 0);
   expect_unpacked_memplan_works(unpacked + "/usr", unpacked + "/usr/bin/memplan");
 
-  // Every shared library the binary links comes from a package the .deb depends on
-  // (a sanitizer build also links the sanitizer runtimes, which no package should need).
+  // Every shared library the binary names (ELF NEEDED) comes from a package
+  // the .deb depends on; the libraries those need (libcurl's, say) come with
+  // their own packages' dependencies. A sanitizer build also links the
+  // sanitizer runtimes, which no package should need.
   if (INSTALL_SANITIZED) return;
+  CommandResult needed = run_command("readelf -d " + quote(kPrefix + "/bin/memplan"));
+  ASSERT_EQ(needed.exit_code, 0) << needed.err;
+  std::set<std::string> needed_names;
+  std::istringstream needed_lines(needed.out);
+  for (std::string line; std::getline(needed_lines, line);)
+    if (contains(line, "(NEEDED)") && contains(line, "["))
+      needed_names.insert(line.substr(line.find('[') + 1, line.find(']') - line.find('[') - 1));
+  EXPECT_TRUE(needed_names.contains("libcurl.so.4")) << needed.out;
   CommandResult libraries = run_command("ldd " + quote(kPrefix + "/bin/memplan"));
   ASSERT_EQ(libraries.exit_code, 0) << libraries.err;
   const std::string depends = fields.out.substr(fields.out.find("Depends: "));
   std::istringstream lines(libraries.out);
+  size_t checked = 0;
   for (std::string line; std::getline(lines, line);) {
     const size_t arrow = line.find("=> /");
     if (arrow == std::string::npos) continue;
+    const size_t name_start = line.find_first_not_of(" \t");
+    if (!needed_names.contains(line.substr(name_start, line.find(' ', name_start) - name_start))) continue;
+    ++checked;
     std::string path = line.substr(arrow + 3, line.find(" (", arrow) - arrow - 3);
     std::string owner = run_command("dpkg -S " + quote(path)).out;
     if (owner.empty() && path.starts_with("/lib/")) owner = run_command("dpkg -S " + quote("/usr" + path)).out;
@@ -507,6 +522,7 @@ TEST(Packages, DebInstallsTheLayoutUnderUsrWithItsDependencies) {
                 depends.ends_with(" " + package + "\n"))
         << path << " comes from " << package << ", which the .deb does not depend on: " << depends;
   }
+  EXPECT_GE(checked, 4u) << libraries.out;  // at least Boost, toml++, libcrypto and libcurl were looked at
 }
 
 TEST(Packages, TarballHasThePrefixLayout) {
@@ -535,7 +551,8 @@ namespace {
 // plugins out of tree against the installed package, runs a scenario with
 // them, packs and signs them as a bundle; team B (another home, trusting A's
 // key) installs the bundle and runs the same scenario, getting the same
-// estimate from the bundle's copies of the libraries.
+// estimate from the bundle's copies of the libraries. A second path does the
+// same through a repository served over HTTP.
 TEST(TeamHandoff, BuildPackSignInstallAndRunElsewhere) {
   TempDir teams;
   const std::string home_a = teams.path() + "/home-a";
@@ -618,6 +635,40 @@ TEST(TeamHandoff, BuildPackSignInstallAndRunElsewhere) {
   const CommandResult missing = memplan(home_b, "run " + quote(scenario_b));
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_TRUE(contains(missing.err, "acme-plugins")) << missing.err;
+
+  // The second path (issue 14): team A publishes the bundle to a repository
+  // folder, a web server serves it on 127.0.0.1, and team C (another home,
+  // whose trust store stays empty) adds the repository with A's public key,
+  // installs the bundle by name and runs the same scenario.
+  const std::string home_c = teams.path() + "/home-c";
+  fs::create_directories(home_c);
+  const std::string repository = teams.path() + "/repository";
+  const CommandResult published = memplan(home_a, "bundle publish " + quote(bundle) + " --to " + quote(repository));
+  ASSERT_EQ(published.exit_code, 0) << published.err;
+  ASSERT_TRUE(fs::exists(repository + "/index.toml"));
+  LocalHttpServer server(repository);
+  ASSERT_TRUE(server.started()) << server.problem();
+  const CommandResult added = memplan(home_c, "repo add acme " + server.url() + " --key " + quote(public_key));
+  ASSERT_EQ(added.exit_code, 0) << added.err;
+  const CommandResult by_name = memplan(home_c, "bundle install acme-plugins");
+  ASSERT_EQ(by_name.exit_code, 0) << by_name.err;
+  EXPECT_TRUE(contains(by_name.out, "installed bundle acme-plugins 1.2.0 from Acme")) << by_name.out;
+  EXPECT_EQ(memplan(home_c, "trust list").out, "");  // A's key is trusted through the repository only
+  const CommandResult run_c = memplan(home_c, "run " + quote(scenario_b) + " --format json");
+  ASSERT_EQ(run_c.exit_code, 0) << run_c.err;
+  EXPECT_EQ(run_c.err, "");
+  const json estimate_c = json::parse(run_c.out);
+  EXPECT_EQ(estimate_c.at("per_gpu").at("components"), estimate_a.at("per_gpu").at("components"));
+  EXPECT_EQ(estimate_c.at("per_gpu").at("peak"), estimate_a.at("per_gpu").at("peak"));
+  EXPECT_EQ(estimate_c.at("per_cpu").at("sum"), estimate_a.at("per_cpu").at("sum"));
+  int from_repository = 0;
+  for (const json& plugin : estimate_c.at("plugins")) {
+    const std::string name = plugin.at("name");
+    if (name != "adan" && name != "activation-offload") continue;
+    EXPECT_EQ(plugin.at("library").get<std::string>().rfind(home_c, 0), 0u) << plugin.dump();
+    ++from_repository;
+  }
+  EXPECT_EQ(from_repository, 2);
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include <iterator>
 #include <set>
 
+#include "bundle/install.hpp"
 #include "bundle/manifest.hpp"
 #include "bundle/store.hpp"
 #include "bundle/verify.hpp"
@@ -51,53 +52,6 @@ void maybe_interrupt(const std::string& point) {
     std::raise(SIGTERM);
   }
 }
-
-volatile std::sig_atomic_t deferred_signal = 0;
-extern "C" void defer_signal(int signal) { deferred_signal = signal; }
-
-// While an install fills its temporary folder, SIGINT, SIGTERM and SIGHUP are
-// recorded instead of ending the process at once, so the install can remove
-// the folder (as large as the bundle) first: check() turns a recorded signal
-// into a refusal, the folder's guard removes it, and the destructor restores
-// the old handling and raises the signal again, so the process ends as the
-// signal says. Signals that were ignored stay ignored. SIGKILL and crashes
-// cannot be caught; remove_stale_temporary_folders() removes what they leave.
-class DeferredSignals {
- public:
-  DeferredSignals() {
-    deferred_signal = 0;
-    for (size_t i = 0; i < std::size(kSignals); ++i) {
-      ::sigaction(kSignals[i], nullptr, &previous_[i]);
-      installed_[i] = previous_[i].sa_handler != SIG_IGN;
-      if (!installed_[i]) continue;
-      struct sigaction action {};
-      action.sa_handler = defer_signal;
-      sigemptyset(&action.sa_mask);
-      action.sa_flags = 0;  // no SA_RESTART: a long copy stops with EINTR
-      ::sigaction(kSignals[i], &action, nullptr);
-    }
-  }
-  DeferredSignals(const DeferredSignals&) = delete;
-  DeferredSignals& operator=(const DeferredSignals&) = delete;
-  ~DeferredSignals() {
-    for (size_t i = 0; i < std::size(kSignals); ++i)
-      if (installed_[i]) ::sigaction(kSignals[i], &previous_[i], nullptr);
-    if (const int signal = deferred_signal; signal != 0) {
-      deferred_signal = 0;
-      std::raise(signal);
-    }
-  }
-  void check(const std::string& bundle_name) const {
-    if (const int signal = deferred_signal; signal != 0)
-      refuse("the install of bundle '" + bundle_name + "' was interrupted by signal " + std::to_string(signal) +
-             " (" + ::strsignal(signal) + "); nothing was installed and its temporary folder was removed");
-  }
-
- private:
-  static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
-  struct sigaction previous_[std::size(kSignals)] {};
-  bool installed_[std::size(kSignals)] = {};
-};
 
 void copy_into(const fs::path& from, const fs::path& to) {
   std::error_code error;
@@ -160,7 +114,15 @@ std::string check_declared_plugins(const std::string& bundle_name, const Library
 
 std::string install_bundle(const fs::path& home, const InstallRequest& request) {
   const TrustStore trust(home);
-  const VerifyPolicy policy{request.allow_unsigned, true};
+  FolderInstall install{request.source, trust, VerifyPolicy{request.allow_unsigned, true}, request.force, Origin{}, true};
+  install.origin.source = display(request.source);
+  return install_folder(home, install);
+}
+
+std::string install_folder(const fs::path& home, const FolderInstall& install) {
+  const TrustStore& trust = install.trust;
+  const VerifyPolicy& policy = install.policy;
+  const InstallRequest request{install.source, policy.allow_unsigned, install.force};
   // Verified before anything is written.
   const VerifiedBundle source = verify_bundle(request.source, trust, policy);
   for (const std::string& warning : source.warnings)
@@ -172,7 +134,7 @@ std::string install_bundle(const fs::path& home, const InstallRequest& request) 
   std::error_code error;
   const fs::path source_real = fs::weakly_canonical(request.source, error);
   const fs::path store_real = fs::weakly_canonical(bundles, error);
-  if (!error && source_real.string().rfind(store_real.string() + "/", 0) == 0)
+  if (install.refuse_source_in_store && !error && source_real.string().rfind(store_real.string() + "/", 0) == 0)
     refuse(display(request.source) + " is inside the bundle store; install from the publisher's copy instead");
 
   fs::create_directories(bundles, error);
@@ -188,7 +150,7 @@ std::string install_bundle(const fs::path& home, const InstallRequest& request) 
     const Manifest& other = *installed.manifest;
     if (installed.folder.filename() == manifest.name) {
       if (request.force) continue;
-      const std::string installed_signer = verified_signer(installed.folder, trust);
+      const std::string installed_signer = verified_signer(installed.folder, trust_for_installed(home, installed));
       if (other.publisher != manifest.publisher || installed_signer != signer)
         refuse("bundle '" + manifest.name + "' is already installed from publisher '" + other.publisher + "' (" +
                signer_identity(installed_signer) + "), and this one is from '" + manifest.publisher + "' (" +
@@ -220,13 +182,13 @@ std::string install_bundle(const fs::path& home, const InstallRequest& request) 
   write_new_file(folder / kManifestFile, source.manifest_bytes, 0644);
   auto copy_and_check = [&](const std::string& file) {
     copy_into(request.source / file, folder / file);
-    signals.check(manifest.name);
+    signals.check("the install of bundle '" + manifest.name + "'");
   };
   if (source.is_signed) copy_and_check(kSignatureFile);
   for (const LibraryEntry& library : manifest.libraries) copy_and_check(library.file);
   for (const DataEntry& data : manifest.data) copy_and_check(data.file);
   maybe_interrupt("after-copy");
-  signals.check(manifest.name);
+  signals.check("the install of bundle '" + manifest.name + "'");
 
   std::string refusal;
   auto copy = try_verify_bundle(folder, trust, policy, refusal);
@@ -235,9 +197,12 @@ std::string install_bundle(const fs::path& home, const InstallRequest& request) 
   if (copy->manifest_bytes != source.manifest_bytes)
     refuse("the copy of bundle '" + manifest.name + "' in the store differs from the verified manifest, so nothing "
            "was installed; run the install again");
-  const Origin origin{display(request.source), utc_now(), copy->trusted ? manifest.key_id : "", manifest.publisher};
+  Origin origin = install.origin;
+  origin.installed_at = utc_now();
+  origin.key_id = copy->trusted ? manifest.key_id : "";
+  origin.publisher = manifest.publisher;
   write_new_file(folder / kOriginFile, write_origin(origin), 0644);
-  signals.check(manifest.name);
+  signals.check("the install of bundle '" + manifest.name + "'");
   // After this the temporary path holds nothing, or the older version it was
   // exchanged with, which the guard removes too.
   move_into_place(folder, target);
@@ -246,6 +211,7 @@ std::string install_bundle(const fs::path& home, const InstallRequest& request) 
 }
 
 void remove_interrupted_leftovers(const fs::path& home) {
+  remove_interrupted_downloads(home);
   const fs::path bundles = bundles_folder(home);
   std::error_code error;
   if (!fs::is_directory(fs::symlink_status(bundles, error))) return;  // no store: nothing to do, nothing created
@@ -279,7 +245,6 @@ std::string remove_bundle(const fs::path& home, std::string_view name) {
 std::vector<BundleLoad> load_installed_bundles(PluginRegistry& registry, const fs::path& home,
                                                const VerifyPolicy& policy) {
   std::vector<BundleLoad> loads;
-  const TrustStore trust(home);
   for (const InstalledBundle& installed : installed_bundles(home)) {
     BundleLoad load;
     load.folder = installed.folder;
@@ -287,7 +252,7 @@ std::vector<BundleLoad> load_installed_bundles(PluginRegistry& registry, const f
     // Library files are checked one by one below, right before each is opened.
     VerifyPolicy bundle_policy = policy;
     bundle_policy.check_files = false;
-    auto verified = try_verify_bundle(installed.folder, trust, bundle_policy, load.refusal);
+    auto verified = try_verify_bundle(installed.folder, trust_for_installed(home, installed), bundle_policy, load.refusal);
     if (verified && verified->manifest.name != load.name)
       load.refusal = "its folder " + display(installed.folder) + " does not match the manifest's name '" +
                      verified->manifest.name + "'; reinstall it with `memplan bundle install`";

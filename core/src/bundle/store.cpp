@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
+#include <iterator>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -108,8 +110,20 @@ fs::path bundles_folder(const fs::path& home) { return home / "bundles"; }
 
 TrustStore::TrustStore(fs::path home) : folder_(std::move(home) / "trust") {}
 
+TrustStore TrustStore::for_repository(fs::path home, const std::string& name, std::optional<TrustedKey> key) {
+  TrustStore view(std::move(home));
+  view.repository_ = name;
+  view.repository_key_ = std::move(key);
+  return view;
+}
+
 std::optional<TrustedKey> TrustStore::find(std::string_view key_id) const {
   if (!is_key_id(key_id) || revoked(key_id)) return std::nullopt;
+  // A repository's view trusts its own key and no other, the trust store's included.
+  if (!repository_.empty()) {
+    if (repository_key_ && repository_key_->key_id == key_id) return repository_key_;
+    return std::nullopt;
+  }
   std::string why;
   const fs::path pem_file = folder_ / "keys" / (std::string(key_id) + ".pem");
   auto pem = read_regular_file(pem_file, kMaxKeyFile, why);
@@ -123,6 +137,10 @@ std::optional<TrustedKey> TrustStore::find(std::string_view key_id) const {
 
 std::vector<TrustedKey> TrustStore::trusted() const {
   std::vector<TrustedKey> keys;
+  if (!repository_.empty()) {
+    if (repository_key_ && find(repository_key_->key_id)) keys.push_back(*repository_key_);
+    return keys;
+  }
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(folder_ / "keys", error)) {
     const fs::path file = entry.path();
@@ -200,7 +218,9 @@ std::string write_origin(const Origin& origin) {
          "source = " + toml_quote(origin.source) + "\n"
          "installed_at = " + toml_quote(origin.installed_at) + "\n"
          "key_id = " + toml_quote(origin.key_id) + "\n"
-         "publisher = " + toml_quote(origin.publisher) + "\n";
+         "publisher = " + toml_quote(origin.publisher) + "\n" +
+         (origin.repository.empty() ? "" : "repository = " + toml_quote(origin.repository) + "\n") +
+         (origin.pinned.empty() ? "" : "pinned = " + toml_quote(origin.pinned) + "\n");
 }
 
 std::optional<Origin> read_origin(const fs::path& bundle_folder, std::string& why) {
@@ -212,8 +232,9 @@ std::optional<Origin> read_origin(const fs::path& bundle_folder, std::string& wh
   try {
     const toml::table root = parse_toml(*text, (bundle_folder / kOriginFile).string());
     TomlReader reader(root, (bundle_folder / kOriginFile).string(), "the origin record");
-    return Origin{reader.string("source").value_or(""), reader.string("installed_at").value_or(""),
-                  reader.string("key_id").value_or(""), reader.string("publisher").value_or("")};
+    return Origin{reader.string("source").value_or(""),     reader.string("installed_at").value_or(""),
+                  reader.string("key_id").value_or(""),     reader.string("publisher").value_or(""),
+                  reader.string("repository").value_or(""), reader.string("pinned").value_or("")};
   } catch (const toml::parse_error& error) {
     why = std::string(kOriginFile) + " is not valid TOML";
   } catch (const Error& error) {
@@ -247,6 +268,15 @@ std::vector<InstalledBundle> installed_bundles(const fs::path& home) {
   }
   std::sort(bundles.begin(), bundles.end(), [](const auto& a, const auto& b) { return a.folder < b.folder; });
   return bundles;
+}
+
+TrustStore trust_for_installed(const fs::path& home, const InstalledBundle& installed) {
+  if (!installed.origin || installed.origin->repository.empty()) return TrustStore(home);
+  const std::string& name = installed.origin->repository;
+  std::optional<TrustedKey> key;
+  if (auto repository = find_repository(home, name))
+    key = TrustedKey{repository->key_id, "repository '" + name + "'", repository->raw_public_key};
+  return TrustStore::for_repository(home, name, key);
 }
 
 namespace {
@@ -285,6 +315,44 @@ std::optional<StoreLock> StoreLock::try_acquire(const fs::path& home) {
 StoreLock::~StoreLock() {
   if (fd_ >= 0) ::close(fd_);  // closing the last descriptor releases the lock
 }
+
+namespace {
+
+volatile std::sig_atomic_t deferred_signal = 0;
+extern "C" void defer_signal(int signal) { deferred_signal = signal; }
+
+}  // namespace
+
+DeferredSignals::DeferredSignals() {
+  deferred_signal = 0;
+  for (size_t i = 0; i < std::size(kSignals); ++i) {
+    ::sigaction(kSignals[i], nullptr, &previous_[i]);
+    installed_[i] = previous_[i].sa_handler != SIG_IGN;
+    if (!installed_[i]) continue;
+    struct sigaction action {};
+    action.sa_handler = defer_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = 0;  // no SA_RESTART: a long copy stops with EINTR
+    ::sigaction(kSignals[i], &action, nullptr);
+  }
+}
+
+DeferredSignals::~DeferredSignals() {
+  for (size_t i = 0; i < std::size(kSignals); ++i)
+    if (installed_[i]) ::sigaction(kSignals[i], &previous_[i], nullptr);
+  if (const int signal = deferred_signal; signal != 0) {
+    deferred_signal = 0;
+    std::raise(signal);
+  }
+}
+
+void DeferredSignals::check(const std::string& what) const {
+  if (const int signal = deferred_signal; signal != 0)
+    refuse(what + " was interrupted by signal " + std::to_string(signal) + " (" + ::strsignal(signal) +
+           "); nothing was installed and its temporary folder was removed");
+}
+
+bool DeferredSignals::pending() { return deferred_signal != 0; }
 
 TemporaryFolder::~TemporaryFolder() {
   std::error_code ignored;

@@ -3,6 +3,8 @@
 // and writes that land whole or not at all (temporary file, then rename).
 #pragma once
 
+#include <signal.h>
+
 #include <chrono>
 #include <filesystem>
 #include <optional>
@@ -78,6 +80,31 @@ class TemporaryFolder {
 
  private:
   std::filesystem::path path_;
+};
+
+// While an install or a download fills a temporary folder, SIGINT, SIGTERM
+// and SIGHUP are recorded instead of ending the process at once, so the
+// command can remove the folder (as large as the bundle) first: check() turns
+// a recorded signal into a refusal, the folder's guard removes it, and the
+// destructor restores the old handling and raises the signal again, so the
+// process ends as the signal says. Signals that were ignored stay ignored.
+// SIGKILL and crashes cannot be caught; remove_stale_temporary_folders()
+// removes what they leave. Declare it before the TemporaryFolder it guards,
+// so the folder is removed before the signal is raised again.
+class DeferredSignals {
+ public:
+  DeferredSignals();
+  DeferredSignals(const DeferredSignals&) = delete;
+  DeferredSignals& operator=(const DeferredSignals&) = delete;
+  ~DeferredSignals();
+  // Throws Refusal naming `what` ("the install of bundle 'x'") when a signal arrived.
+  void check(const std::string& what) const;
+  static bool pending();  // a signal arrived (safe to poll from a transfer's progress callback)
+
+ private:
+  static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction previous_[3] {};
+  bool installed_[3] = {};
 };
 
 // Temporary folders inside the store are ".tmp-<pid>-<name>". One is a

@@ -157,7 +157,20 @@ VerifiedBundle verify_bundle(const fs::path& folder, const TrustStore& trust, co
              "remove`); a revoked key is refused even with --allow-unsigned. Get the bundle signed with a current "
              "key, or trust the key again with `memplan trust add PUBKEY.pem --reinstate`");
     const auto key = trust.find(signature.key_id);
-    if (!key) {
+    if (!key && !trust.repository().empty()) {
+      const auto keys = trust.trusted();
+      if (!policy.allow_unsigned)
+        refuse("bundle " + shown + " was installed from repository '" + trust.repository() + "' and is signed by key " +
+               signature.key_id + ", but " +
+               (keys.empty() ? "that repository is no longer configured (`memplan repo list`), so no key vouches for it"
+                             : "that repository's key is " + keys.front().key_id +
+                                   " (a repository's key is trusted only for its own bundles)") +
+               ". Add the repository again with `memplan repo add`, or reinstall the bundle (`memplan bundle remove " +
+               folder.filename().string() + "`, then install it again)");
+      result.warnings.push_back("bundle " + shown + " is signed by key " + signature.key_id + ", which repository '" +
+                                trust.repository() + "' does not vouch for; accepted unverified because of "
+                                "--allow-unsigned");
+    } else if (!key) {
       if (!policy.allow_unsigned)
         refuse("bundle " + shown + " is signed by key " + signature.key_id + ", which is not in your trust store (" +
                display(trust.folder()) + "). If you trust its publisher, add their public key with `memplan trust "

@@ -102,9 +102,20 @@ struct TrustedKey {
 // The keys whose bundles are trusted, and the keys that were removed
 // (revoked): a revoked key is refused even with --allow-unsigned, and adding
 // it again needs `trust add --reinstate`.
+//
+// A repository's key (`memplan repo add`) is not in this store: it is
+// trusted only for bundles installed from that repository, through the view
+// for_repository() returns, which trusts that one key (and only while the
+// trust store has not revoked it) and nothing else.
 class TrustStore {
  public:
   explicit TrustStore(std::filesystem::path home);
+  // The view for bundles of repository `name`: its key, or no key at all
+  // when `key` is nullopt (a repository that was removed).
+  static TrustStore for_repository(std::filesystem::path home, const std::string& name,
+                                   std::optional<TrustedKey> key);
+  // "" for the trust store itself, else the repository's name.
+  const std::string& repository() const { return repository_; }
   const std::filesystem::path& folder() const { return folder_; }
   std::vector<TrustedKey> trusted() const;  // sorted by key id
   std::optional<TrustedKey> find(std::string_view key_id) const;
@@ -116,6 +127,8 @@ class TrustStore {
 
  private:
   std::filesystem::path folder_;
+  std::string repository_;               // non-empty: a repository's view
+  std::optional<TrustedKey> repository_key_;
 };
 
 // ---------------------------------------------------------------------------
@@ -180,10 +193,12 @@ std::string sign_bundle(const std::filesystem::path& folder, const std::filesyst
 // The store of installed bundles.
 
 struct Origin {
-  std::string source;
+  std::string source;        // a folder, or the archive's URL
   std::string installed_at;  // UTC, ISO 8601
   std::string key_id;        // the trusted key that verified it at install; "" when none did
   std::string publisher;
+  std::string repository;    // the repository it came from (`memplan repo`); "" for a folder
+  std::string pinned;        // the version `install NAME@VERSION` pinned; "" when not pinned
 };
 
 struct InstalledBundle {
@@ -196,6 +211,10 @@ struct InstalledBundle {
 
 std::filesystem::path bundles_folder(const std::filesystem::path& home);
 std::vector<InstalledBundle> installed_bundles(const std::filesystem::path& home);  // sorted by name
+// The keys that vouch for an installed bundle: its repository's key when it
+// came from a repository (none once that repository is removed), else the
+// trust store.
+TrustStore trust_for_installed(const std::filesystem::path& home, const InstalledBundle& installed);
 
 struct InstallRequest {
   std::filesystem::path source;
@@ -211,6 +230,69 @@ std::string remove_bundle(const std::filesystem::path& home, std::string_view na
 // store lock; never waits. `bundle list` calls it; install and remove clean
 // up under their own lock.
 void remove_interrupted_leftovers(const std::filesystem::path& home);
+
+// ---------------------------------------------------------------------------
+// Repositories (docs/bundles.md, "Repositories"): a folder of bundle archives
+// and an index.toml, served over HTTP or HTTPS, whose one key is trusted only
+// for the bundles installed from it.
+
+struct Repository {
+  std::string name;
+  std::string url;  // http:// or https://, without a trailing '/'
+  std::string key_id;
+  std::string raw_public_key;  // 32 bytes
+  std::string added_at;
+};
+
+// <home>/repositories/<name>.toml
+std::vector<Repository> repositories(const std::filesystem::path& home);  // sorted by name
+std::optional<Repository> find_repository(const std::filesystem::path& home, std::string_view name);
+// Each returns a line for the user; throws Error with the fix on refusal.
+std::string add_repository(const std::filesystem::path& home, const std::string& name, const std::string& url,
+                           const std::filesystem::path& public_key_pem);
+std::string remove_repository(const std::filesystem::path& home, std::string_view name);
+
+// One archive of a repository's index.toml.
+struct IndexEntry {
+  std::string name;
+  std::string version;
+  std::string platform;
+  std::string publisher;
+  std::string archive;  // relative to the repository's URL or folder
+  std::string sha256;
+  uint64_t size = 0;
+};
+struct RepositoryIndex {
+  std::string key_id;  // the key that signs every bundle of the repository; "" while it is empty
+  std::vector<IndexEntry> entries;  // sorted by name, version, platform
+};
+// Throws Error at `display_path`:line:column (a URL or a file).
+RepositoryIndex parse_index(std::string_view text, const std::string& display_path);
+std::string write_index(const RepositoryIndex& index);
+
+struct PublishRequest {
+  std::filesystem::path bundle;      // a signed bundle folder
+  std::filesystem::path repository;  // the static folder a web server serves
+};
+// Verifies the bundle, packs it into one archive under <repository>/bundles/
+// and adds it to <repository>/index.toml (written whole, then renamed).
+std::string publish_bundle(const std::filesystem::path& home, const PublishRequest& request);
+
+struct RepositoryInstallRequest {
+  std::string name;
+  std::string version;     // "" for the newest; else pinned to exactly this version
+  std::string repository;  // "" searches every repository
+  bool upgrade = false;    // look for a newer version even when one is installed, and drop a pin
+  bool keep_pinned = false;  // `bundle upgrade`: leave a pinned bundle as it is
+  bool force = false;
+};
+// Installs from a repository: with the bundle already installed (and no
+// upgrade or other version asked for) nothing is fetched, so this works
+// offline. Else fetches the index, downloads the archive into
+// <home>/downloads/, checks its size and sha256 against the index, unpacks it,
+// checks that the repository's own key signed it, and installs it as
+// install_bundle() does. Returns a line for the user.
+std::string install_from_repository(const std::filesystem::path& home, const RepositoryInstallRequest& request);
 
 // ---------------------------------------------------------------------------
 // Load time.
