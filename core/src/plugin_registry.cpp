@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <boost/dll/shared_library.hpp>
+#include <mutex>
 #include <cstring>
 #include <filesystem>
 
@@ -54,6 +55,15 @@ PluginRegistry::PluginRegistry() : libraries_(std::make_unique<Libraries>()) {}
 PluginRegistry::~PluginRegistry() {
   // Plugins' strings point into their libraries: drop them first.
   plugins_.clear();
+  // Libraries are never unloaded: unloading costs a cold start time for
+  // nothing at exit, and a plugin's static objects (an interned name, a
+  // cached descriptor) may still be in use by another registry's copy of the
+  // same library. The dynamic loader counts opens, so a library loaded again
+  // is not mapped again. Kept reachable from here, not leaked.
+  static std::mutex kept_mutex;
+  static auto* kept = new std::vector<boost::dll::shared_library>();
+  const std::lock_guard<std::mutex> lock(kept_mutex);
+  for (boost::dll::shared_library& library : libraries_->handles) kept->push_back(std::move(library));
 }
 
 bool PluginRegistry::load_folder(const std::string& folder) {

@@ -1,21 +1,68 @@
 #include "bundle/http.hpp"
 
 #include <curl/curl.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <memory>
-#include <mutex>
+#include <string>
+#include <type_traits>
 
 namespace memplan::bundle::http {
 namespace {
 
 constexpr size_t kMaxUrl = 2048;
 
+// libcurl, opened the first time a repository is contacted, not linked: only
+// the repository commands need it, and linking it would make every `memplan
+// run` load libcurl and the two dozen libraries it depends on (TLS, LDAP,
+// SSH, ...), most of a cold start's time. The header still gives the types
+// and constants; libcurl.so.4 is Debian's libcurl4 (the .deb depends on it).
+struct Curl {
+  decltype(&curl_global_init) global_init = nullptr;
+  decltype(&curl_easy_init) easy_init = nullptr;
+  decltype(&curl_easy_cleanup) easy_cleanup = nullptr;
+  decltype(&curl_easy_setopt) easy_setopt = nullptr;
+  decltype(&curl_easy_perform) easy_perform = nullptr;
+  decltype(&curl_easy_getinfo) easy_getinfo = nullptr;
+  decltype(&curl_easy_strerror) easy_strerror = nullptr;
+  std::string error;  // why it could not be opened; empty when it was
+};
+
+const Curl& curl_library() {
+  static const Curl loaded = [] {
+    Curl curl;
+    void* library = ::dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);  // never closed: it serves the whole run
+    if (library == nullptr) {
+      const char* why = ::dlerror();
+      curl.error = "memplan needs libcurl to reach bundle repositories, and it could not be loaded (" +
+                   std::string(why != nullptr ? why : "libcurl.so.4") +
+                   "); install it (Debian: apt-get install libcurl4)";
+      return curl;
+    }
+    auto symbol = [&](auto& function, const char* name) {
+      function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(::dlsym(library, name));
+      if (function == nullptr && curl.error.empty())
+        curl.error = std::string("the libcurl.so.4 found has no ") + name + "; install Debian's libcurl4";
+    };
+    symbol(curl.global_init, "curl_global_init");
+    symbol(curl.easy_init, "curl_easy_init");
+    symbol(curl.easy_cleanup, "curl_easy_cleanup");
+    symbol(curl.easy_setopt, "curl_easy_setopt");
+    symbol(curl.easy_perform, "curl_easy_perform");
+    symbol(curl.easy_getinfo, "curl_easy_getinfo");
+    symbol(curl.easy_strerror, "curl_easy_strerror");
+    if (curl.error.empty()) curl.global_init(CURL_GLOBAL_DEFAULT);
+    return curl;
+  }();
+  return loaded;
+}
+
 struct EasyFree {
-  void operator()(CURL* handle) const { curl_easy_cleanup(handle); }
+  void operator()(CURL* handle) const { curl_library().easy_cleanup(handle); }
 };
 
 // Where a transfer's bytes go, and why it stopped early when it did.
@@ -62,55 +109,51 @@ extern "C" int progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off
   return 0;
 }
 
-void global_init() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
 std::string transfer(const std::string& url, const Limits& limits, Sink& sink) {
   if (!valid_url(url)) return "it is not an http:// or https:// URL";
-  global_init();
-  std::unique_ptr<CURL, EasyFree> handle(curl_easy_init());
+  const Curl& lib = curl_library();
+  if (!lib.error.empty()) return lib.error;
+  std::unique_ptr<CURL, EasyFree> handle(lib.easy_init());
   if (!handle) return "libcurl could not start a transfer";
   CURL* curl = handle.get();
   char error_text[CURL_ERROR_SIZE] = "";
   sink.max_bytes = limits.max_bytes;
   sink.cancelled = &limits.cancelled;
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error_text);
+  lib.easy_setopt(curl, CURLOPT_URL, url.c_str());
+  lib.easy_setopt(curl, CURLOPT_ERRORBUFFER, error_text);
   // Only web servers, on the first request and after every redirect.
-  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
-  curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 5L);
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, limits.connect_timeout_seconds);
-  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
-  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, limits.stall_seconds);
-  if (limits.total_timeout_seconds > 0) curl_easy_setopt(curl, CURLOPT_TIMEOUT, limits.total_timeout_seconds);
+  lib.easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  lib.easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  lib.easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
+  lib.easy_setopt(curl, CURLOPT_MAXREDIRS, 5L);
+  lib.easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  lib.easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, limits.connect_timeout_seconds);
+  lib.easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  lib.easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, limits.stall_seconds);
+  if (limits.total_timeout_seconds > 0) lib.easy_setopt(curl, CURLOPT_TIMEOUT, limits.total_timeout_seconds);
   // A declared length above the cap is refused before any byte is read.
-  curl_easy_setopt(curl, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(limits.max_bytes));
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, write_chunk);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &sink);
-  curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, progress);
-  curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &sink);
-  curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(curl, CURLOPT_USERAGENT, "memplan");
+  lib.easy_setopt(curl, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(limits.max_bytes));
+  lib.easy_setopt(curl, CURLOPT_WRITEFUNCTION, write_chunk);
+  lib.easy_setopt(curl, CURLOPT_WRITEDATA, &sink);
+  lib.easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, progress);
+  lib.easy_setopt(curl, CURLOPT_XFERINFODATA, &sink);
+  lib.easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+  lib.easy_setopt(curl, CURLOPT_USERAGENT, "memplan");
   // Error statuses are read below, so their bodies must not count as content.
-  curl_easy_setopt(curl, CURLOPT_FAILONERROR, 1L);
-  const CURLcode code = curl_easy_perform(curl);
+  lib.easy_setopt(curl, CURLOPT_FAILONERROR, 1L);
+  const CURLcode code = lib.easy_perform(curl);
   long status = 0;
-  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  lib.easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
   if (code == CURLE_OK) return "";
   if (!sink.stop_reason.empty()) return sink.stop_reason;
   if (code == CURLE_HTTP_RETURNED_ERROR) return "the server answered HTTP " + std::to_string(status);
   if (code == CURLE_FILESIZE_EXCEEDED) return "it is larger than " + std::to_string(limits.max_bytes) + " bytes";
   if (code == CURLE_UNSUPPORTED_PROTOCOL)
     return std::string("it leads to a scheme other than http or https (") +
-           (error_text[0] != '\0' ? error_text : curl_easy_strerror(code)) + "), which memplan never follows";
+           (error_text[0] != '\0' ? error_text : lib.easy_strerror(code)) + "), which memplan never follows";
   if (code == CURLE_PARTIAL_FILE) return "the server closed the connection before sending the whole file";
   if (code == CURLE_OPERATION_TIMEDOUT) return "the transfer timed out (" + std::string(error_text) + ")";
-  return error_text[0] != '\0' ? std::string(error_text) : std::string(curl_easy_strerror(code));
+  return error_text[0] != '\0' ? std::string(error_text) : std::string(lib.easy_strerror(code));
 }
 
 }  // namespace
