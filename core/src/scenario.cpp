@@ -281,8 +281,10 @@ void read_framework(const toml::table& root, const std::string& file, const Cata
       std::vector<std::string> brought;
       for (const ComponentSpec& component : profile->strategies) brought.push_back(component.use);
       if (!node->is_array())
-        reader.fail_key("exclude", "must be an array of the profile's components to leave out, e.g. [\"" +
-                                       (brought.empty() ? std::string("allocator") : brought.front()) + "\"]");
+        reader.fail_key("exclude", brought.empty() ? std::string("must be an array of the profile's components to leave "
+                                                                 "out, but this profile brings none")
+                                                   : "must be an array of the profile's components to leave out, e.g. "
+                                                     "[\"" + brought.front() + "\"]");
       for (const toml::node& entry : *node->as_array()) {
         const SourceLocation location = location_of(file, entry.source());
         if (!entry.is_string()) fail_at(location, "in [framework], 'exclude' entries must be strings");

@@ -28,7 +28,7 @@ struct FrameworkVersionDefaults {
 };
 
 struct FrameworkProfile {
-  std::string name;     // file stem, e.g. "hf-transformers"
+  std::string name;     // the profile's folder name under plugins/frameworks/
   std::string summary;  // one line for `memplan plugins` and reports
   std::string version;  // the framework version its behaviour was read from
   std::string source;   // where that behaviour is documented (code, commits)
