@@ -10,7 +10,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <string>
+#include <string_view>
 
 #include "transformer_activations.hpp"
 
@@ -65,14 +69,16 @@ constexpr std::array<LossMode, 7> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.1.0",
+      "megatron", "1.2.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
-      memplan::sdk::Kind::activations, memplan::sdk::Phase::activations};
+      memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
   explicit MegatronActivations(memplan::sdk::Options& options)
       : flash_attention_(options.boolean("flash_attention").value_or(false)),
-        dropout_(options.boolean("dropout").value_or(true)) {
+        dropout_(options.boolean("dropout").value_or(true)),
+        attributes_(options),
+        names_(options) {
     const std::string loss = options.string("cross_entropy").value_or("unfused");
     bool known = false;
     std::string names;
@@ -102,14 +108,118 @@ class MegatronActivations {
       options.fail("models training (activations kept for backward) but the scenario has mode = \"infer\"");
     if (options.workload().seq_len <= 0)
       options.fail("needs the sequence length: set [batch] seq_len");
+    model_ = options.model();
+    model_shape_ = layer_shape(model_);
   }
 
   void apply(memplan::sdk::Context& ctx) {
-    const memplan_model& model = ctx.model();
+    const memplan_model& model = model_;
     const memplan_workload& workload = ctx.workload();
-    TransformerShape shape;
+    TransformerShape shape = model_shape_;
     shape.seq = static_cast<double>(workload.seq_len);
     shape.batch = static_cast<double>(workload.micro_batch);
+
+    const Attributes& a = attributes_;
+    ActivationSettings settings;
+    settings.bytes = activation_bytes(ctx);
+    settings.dropout = dropout_;
+    settings.flash_attention = flash_attention_;
+    settings.tensor_parallel = static_cast<double>(ctx.attr_int(a.tensor_parallel, 1));
+    settings.sequence_parallel = ctx.attr_int(a.sequence_parallel, 0) != 0;
+    // By key: SDK 1.1 has no handles for string attributes.
+    const std::string_view policy = ctx.attr_string(MEMPLAN_ATTR_RECOMPUTE_POLICY, "none");
+    settings.recompute = policy == "full"        ? RecomputePolicy::full
+                         : policy == "selective" ? RecomputePolicy::selective
+                         : policy == "op"        ? RecomputePolicy::per_op
+                                                 : RecomputePolicy::none;
+    settings.layer = layer_;
+    if (layer_ == LayerImplementation::eager) settings.eager = eager_layer(ctx, model);
+
+    const uint32_t stage_layers = static_cast<uint32_t>(ctx.attr_int(a.stage_layers, model.layers));
+    const int64_t inflight = ctx.attr_int(a.inflight_microbatches, 1);
+    // Context parallelism splits every layer's sequence over ranks.context ranks; an
+    // interleaved pipeline schedule scales the stage's stored activations by
+    // layout.activation_factor (Korthikanti et al. 2022, section 4.2.3).
+    const double context = static_cast<double>(ctx.attr_int(a.context_parallel, 1));
+    const double factor = ctx.attr_double(a.activation_factor, 1.0);
+    // Read before the items below are added (they are activations, not weights).
+    const PlanFacts facts = scan_plan(ctx);
+
+    // Bytes per layer for all in-flight micro-batches, as bytes (1 per element).
+    const double stored_bytes =
+        memplan::plugins::stored_bytes_per_layer(shape, settings) * static_cast<double>(inflight) * factor / context;
+    memplan::sdk::Device stored_device = memplan::sdk::Device::gpu;
+    if (offload_) {
+      // torchtune training/_activation_offloading.py (OffloadActivations): each
+      // saved tensor is copied to pinned host memory on a side stream as forward
+      // goes, and in backward the next layer's tensors are brought back while
+      // the current one runs: the GPU holds the layer in flight and the one
+      // being copied, in forward and in backward.
+      const double window = stored_bytes * std::min<double>(2, static_cast<double>(stage_layers));
+      add_bytes(ctx, names_.offload_window, window, memplan::sdk::Lifetime::transient_forward);
+      add_bytes(ctx, names_.offload_window, window, memplan::sdk::Lifetime::transient_backward);
+      stored_device = memplan::sdk::Device::cpu;
+    }
+    ctx.add(memplan::sdk::NewItem{.name = names_.stored,
+                                  .role = memplan::sdk::Role::activations,
+                                  .lifetime = memplan::sdk::Lifetime::activation,
+                                  .device = stored_device,
+                                  .layer = facts.first_layer,
+                                  .count = stage_layers,
+                                  .elements = stored_bytes,
+                                  .bytes_per_element = 1});
+
+    const double working_set = memplan::plugins::recompute_working_set(shape, settings) / context;
+    // On the stored activations' device (the host's with offload).
+    if (working_set > 0)
+      add_bytes(ctx, names_.recompute, working_set, memplan::sdk::Lifetime::transient_backward, stored_device);
+
+    // Weights stored in fewer than 8 bits (QLoRA's nf4 base) are dequantized
+    // to the compute dtype for each matrix multiply, in forward and again for
+    // backward's input gradient (bitsandbytes autograd/_functions.py,
+    // MatMul4Bit: dequantize_4bit before the matmul; the 16-bit weight is a
+    // temporary, not saved): the largest such matrix is alive at both high points.
+    const double dequantized =
+        facts.packed_linear ? largest_linear_matrix(model, settings.tensor_parallel) * settings.bytes : 0;
+    add_outside(ctx, names_.dequantized_weight, dequantized, memplan::sdk::Lifetime::transient_forward);
+    add_outside(ctx, names_.dequantized_weight, dequantized, memplan::sdk::Lifetime::transient_backward);
+
+    // Outside the layers (not recomputed under any policy), for the same
+    // micro-batches in flight as the stage's layers. A single stage holds both
+    // ends; pipeline-parallel says which end the reported stage holds.
+    const memplan::plugins::OutputActivations outside = memplan::plugins::output_activations(
+        {shape.seq, shape.batch, shape.hidden, static_cast<double>(model.vocab)}, settings, cross_entropy_,
+        loss_chunks_);
+    const double scale = static_cast<double>(inflight) * factor / context;
+    if (ctx.attr_int(a.stage_has_embedding, 1) != 0)
+      add_outside(ctx, names_.embedding_dropout, outside.embedding_dropout * scale);
+    if (ctx.attr_int(a.stage_has_lm_head, 1) != 0) {
+      // The head sits in the last model chunk only: the interleaved schedule's
+      // factor (extra chunks in flight) does not apply to it.
+      const double head_scale = static_cast<double>(inflight) / context;
+      if (facts.final_norm) add_outside(ctx, names_.final_norm, outside.final_norm * head_scale);
+      // Logits need an output projection: an LM head, or the embedding reused
+      // as one (tied). An encoder without a head (BERT's output_head = "none")
+      // computes none.
+      if (facts.lm_head || (model.tied_embeddings != 0 && facts.embedding)) {
+        add_outside(ctx, names_.logits, outside.logits * head_scale);
+        add_outside(ctx, names_.cross_entropy, outside.cross_entropy * head_scale);
+        // The loss's transients belong to one micro-batch: the one whose loss is computed.
+        add_outside(ctx, names_.loss_forward, outside.loss_forward / context,
+                    memplan::sdk::Lifetime::transient_forward);
+        // Backward runs the loss first and frees its fp32 gradients before the
+        // first layer is recomputed: the two transients never coexist, so the
+        // item is what the loss adds beyond the recompute working set.
+        add_outside(ctx, names_.loss_backward, std::max(0.0, outside.loss_backward / context - working_set),
+                    memplan::sdk::Lifetime::transient_backward);
+      }
+    }
+  }
+
+ private:
+  // The layer's dimensions, less the sequence and the micro-batch (set per evaluation).
+  static TransformerShape layer_shape(const memplan_model& model) {
+    TransformerShape shape;
     shape.hidden = static_cast<double>(model.hidden);
     shape.heads = static_cast<double>(model.heads);
     shape.q_width = static_cast<double>(model.heads * model.head_dim);
@@ -123,157 +233,92 @@ class MegatronActivations {
     } else {
       shape.ffn = static_cast<double>(model.ffn_hidden);
     }
-
-    ActivationSettings settings;
-    settings.bytes = ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_ACTIVATIONS);
-    settings.dropout = dropout_;
-    settings.flash_attention = flash_attention_;
-    settings.tensor_parallel = static_cast<double>(ctx.attr_int(MEMPLAN_ATTR_RANKS_TENSOR, 1));
-    settings.sequence_parallel = ctx.attr_int(MEMPLAN_ATTR_SEQUENCE_PARALLEL, 0) != 0;
-    const std::string_view policy = ctx.attr_string(MEMPLAN_ATTR_RECOMPUTE_POLICY, "none");
-    settings.recompute = policy == "full"        ? RecomputePolicy::full
-                         : policy == "selective" ? RecomputePolicy::selective
-                         : policy == "op"        ? RecomputePolicy::per_op
-                                                 : RecomputePolicy::none;
-    settings.layer = layer_;
-    if (layer_ == LayerImplementation::eager) settings.eager = eager_layer(ctx, model);
-
-    const int64_t stage_layers = ctx.attr_int(MEMPLAN_ATTR_STAGE_LAYERS, model.layers);
-    const int64_t inflight = ctx.attr_int(MEMPLAN_ATTR_INFLIGHT_MICROBATCHES, 1);
-    // Context parallelism splits every layer's sequence over ranks.context ranks; an
-    // interleaved pipeline schedule scales the stage's stored activations by
-    // layout.activation_factor (Korthikanti et al. 2022, section 4.2.3).
-    const double context = static_cast<double>(ctx.attr_int(MEMPLAN_ATTR_RANKS_CONTEXT, 1));
-    const double factor = ctx.attr_double(MEMPLAN_ATTR_ACTIVATION_FACTOR, 1.0);
-
-    memplan::sdk::Item stored;
-    stored.name = "activations";
-    stored.role = memplan::sdk::Role::activations;
-    stored.lifetime = memplan::sdk::Lifetime::activation;
-    stored.layer = first_layer(ctx);
-    stored.count = static_cast<uint32_t>(stage_layers);
-    // Bytes per layer for all in-flight micro-batches, as bytes (1 per element).
-    stored.elements =
-        memplan::plugins::stored_bytes_per_layer(shape, settings) * static_cast<double>(inflight) * factor / context;
-    stored.bytes_per_element = 1;
-    if (offload_) {
-      // torchtune training/_activation_offloading.py (OffloadActivations): each
-      // saved tensor is copied to pinned host memory on a side stream as forward
-      // goes, and in backward the next layer's tensors are brought back while
-      // the current one runs: the GPU holds the layer in flight and the one
-      // being copied, in forward and in backward.
-      memplan::sdk::Item window = stored;
-      window.name = "activations.offload_window";
-      window.layer = -1;
-      window.count = 1;
-      window.elements = stored.elements * std::min<double>(2, static_cast<double>(stored.count));
-      window.lifetime = memplan::sdk::Lifetime::transient_forward;
-      ctx.add(window);
-      window.lifetime = memplan::sdk::Lifetime::transient_backward;
-      ctx.add(window);
-      stored.device = memplan::sdk::Device::cpu;
-    }
-    ctx.add(stored);
-
-    const double working_set = memplan::plugins::recompute_working_set(shape, settings) / context;
-    if (working_set > 0) {
-      memplan::sdk::Item recompute = stored;
-      recompute.name = "activations.recompute";
-      recompute.lifetime = memplan::sdk::Lifetime::transient_backward;
-      recompute.layer = -1;
-      recompute.count = 1;
-      recompute.elements = working_set;
-      ctx.add(recompute);
-    }
-
-    // Weights stored in fewer than 8 bits (QLoRA's nf4 base) are dequantized
-    // to the compute dtype for each matrix multiply, in forward and again for
-    // backward's input gradient (bitsandbytes autograd/_functions.py,
-    // MatMul4Bit: dequantize_4bit before the matmul; the 16-bit weight is a
-    // temporary, not saved): the largest such matrix is alive at both high points.
-    const double dequantized = largest_packed_matrix(ctx, model, settings.tensor_parallel) * settings.bytes;
-    add_outside(ctx, "activations.dequantized_weight", dequantized, memplan::sdk::Lifetime::transient_forward);
-    add_outside(ctx, "activations.dequantized_weight", dequantized, memplan::sdk::Lifetime::transient_backward);
-
-    // Outside the layers (not recomputed under any policy), for the same
-    // micro-batches in flight as the stage's layers. A single stage holds both
-    // ends; pipeline-parallel says which end the reported stage holds.
-    const memplan::plugins::OutputActivations outside = memplan::plugins::output_activations(
-        {shape.seq, shape.batch, shape.hidden, static_cast<double>(model.vocab)}, settings, cross_entropy_,
-        loss_chunks_);
-    const double scale = static_cast<double>(inflight) * factor / context;
-    if (ctx.attr_int(MEMPLAN_ATTR_STAGE_HAS_EMBEDDING, 1) != 0)
-      add_outside(ctx, "activations.embedding_dropout", outside.embedding_dropout * scale);
-    if (ctx.attr_int(MEMPLAN_ATTR_STAGE_HAS_LM_HEAD, 1) != 0) {
-      // The head sits in the last model chunk only: the interleaved schedule's
-      // factor (extra chunks in flight) does not apply to it.
-      const double head_scale = static_cast<double>(inflight) / context;
-      const HeadWeights head = scan_head_weights(ctx);
-      if (head.final_norm) add_outside(ctx, "activations.final_norm", outside.final_norm * head_scale);
-      // Logits need an output projection: an LM head, or the embedding reused
-      // as one (tied). An encoder without a head (BERT's output_head = "none")
-      // computes none.
-      if (head.lm_head || (model.tied_embeddings != 0 && head.embedding)) {
-        add_outside(ctx, "activations.logits", outside.logits * head_scale);
-        add_outside(ctx, "activations.cross_entropy", outside.cross_entropy * head_scale);
-        // The loss's transients belong to one micro-batch: the one whose loss is computed.
-        add_outside(ctx, "activations.loss_forward", outside.loss_forward / context,
-                    memplan::sdk::Lifetime::transient_forward);
-        // Backward runs the loss first and frees its fp32 gradients before the
-        // first layer is recomputed: the two transients never coexist, so the
-        // item is what the loss adds beyond the recompute working set.
-        add_outside(ctx, "activations.loss_backward", std::max(0.0, outside.loss_backward / context - working_set),
-                    memplan::sdk::Lifetime::transient_backward);
-      }
-    }
+    return shape;
   }
 
- private:
-  struct HeadWeights {
-    bool final_norm = false;
-    bool lm_head = false;
-    bool embedding = false;
+  // The attributes apply() reads, resolved once.
+  struct Attributes {
+    explicit Attributes(const memplan::sdk::Options& options)
+        : activation_dtype(options.attribute(MEMPLAN_ATTR_DTYPE_ACTIVATIONS)),
+          tensor_parallel(options.attribute(MEMPLAN_ATTR_RANKS_TENSOR)),
+          sequence_parallel(options.attribute(MEMPLAN_ATTR_SEQUENCE_PARALLEL)),
+          stage_layers(options.attribute(MEMPLAN_ATTR_STAGE_LAYERS)),
+          inflight_microbatches(options.attribute(MEMPLAN_ATTR_INFLIGHT_MICROBATCHES)),
+          context_parallel(options.attribute(MEMPLAN_ATTR_RANKS_CONTEXT)),
+          activation_factor(options.attribute(MEMPLAN_ATTR_ACTIVATION_FACTOR)),
+          stage_has_embedding(options.attribute(MEMPLAN_ATTR_STAGE_HAS_EMBEDDING)),
+          stage_has_lm_head(options.attribute(MEMPLAN_ATTR_STAGE_HAS_LM_HEAD)),
+          lora_rank_inputs(options.attribute(MEMPLAN_ATTR_LORA_RANK_INPUTS)),
+          lora_inputs(options.attribute(MEMPLAN_ATTR_LORA_INPUTS)),
+          lora_distinct_inputs(options.attribute(MEMPLAN_ATTR_LORA_DISTINCT_INPUTS)),
+          lora_dropout(options.attribute(MEMPLAN_ATTR_LORA_DROPOUT)) {}
+    memplan::sdk::Attribute activation_dtype, tensor_parallel, sequence_parallel, stage_layers,
+        inflight_microbatches, context_parallel, activation_factor, stage_has_embedding, stage_has_lm_head,
+        lora_rank_inputs, lora_inputs, lora_distinct_inputs, lora_dropout;
   };
 
-  // Which of the output side's weights the reported rank holds.
-  static HeadWeights scan_head_weights(const memplan::sdk::Context& ctx) {
+  // The names of the items apply() adds, interned once.
+  struct Names {
+    explicit Names(const memplan::sdk::Options& options)
+        : stored(options.intern("activations")),
+          offload_window(options.intern("activations.offload_window")),
+          recompute(options.intern("activations.recompute")),
+          dequantized_weight(options.intern("activations.dequantized_weight")),
+          embedding_dropout(options.intern("activations.embedding_dropout")),
+          final_norm(options.intern("activations.final_norm")),
+          logits(options.intern("activations.logits")),
+          cross_entropy(options.intern("activations.cross_entropy")),
+          loss_forward(options.intern("activations.loss_forward")),
+          loss_backward(options.intern("activations.loss_backward")) {}
+    memplan::sdk::Name stored, offload_window, recompute, dequantized_weight, embedding_dropout, final_norm, logits,
+        cross_entropy, loss_forward, loss_backward;
+  };
+
+  // What apply() needs to know of the reported rank's weights, from one pass
+  // over the plan.
+  struct PlanFacts {
+    int32_t first_layer = 0;     // the first layer it holds (0 when it holds none)
+    bool final_norm = false;     // it holds the final norm,
+    bool lm_head = false;        // the LM head,
+    bool embedding = false;      // the token embedding,
+    bool packed_linear = false;  // a linear layer's weights packed below one byte per element
+  };
+
+  static PlanFacts scan_plan(const memplan::sdk::Context& ctx) {
     using memplan::sdk::ParamClass;
-    HeadWeights found;
-    for (size_t i = 0; i < ctx.size(); ++i) {
-      const memplan::sdk::Item item = ctx.item(i);
-      if (item.role != memplan::sdk::Role::weights) continue;
-      found.final_norm = found.final_norm || item.param_class == ParamClass::final_norm;
-      found.lm_head = found.lm_head || item.param_class == ParamClass::lm_head;
-      found.embedding = found.embedding || item.param_class == ParamClass::embedding;
+    PlanFacts facts;
+    bool layered = false;
+    for (memplan::sdk::ItemRef item : ctx.items()) {
+      if (item.role() != memplan::sdk::Role::weights) continue;
+      const ParamClass param_class = item.param_class();
+      if (!layered && item.layer() >= 0) {
+        facts.first_layer = item.layer();
+        layered = true;
+      }
+      facts.final_norm = facts.final_norm || param_class == ParamClass::final_norm;
+      facts.lm_head = facts.lm_head || param_class == ParamClass::lm_head;
+      facts.embedding = facts.embedding || param_class == ParamClass::embedding;
+      facts.packed_linear = facts.packed_linear ||
+                            (item.bytes_per_element() < 1 &&
+                             (param_class == ParamClass::attention || param_class == ParamClass::attention_kv ||
+                              param_class == ParamClass::mlp || param_class == ParamClass::expert));
     }
-    return found;
+    return facts;
   }
 
-  // The first layer the reported rank holds, from the layered weights.
-  static int32_t first_layer(const memplan::sdk::Context& ctx) {
-    for (size_t i = 0; i < ctx.size(); ++i) {
-      const memplan::sdk::Item item = ctx.item(i);
-      if (item.role == memplan::sdk::Role::weights && item.layer >= 0) return item.layer;
-    }
-    return 0;
-  }
-
-  // Elements of the largest linear-layer matrix on the rank whose weights are
-  // packed below one byte per element (0 when none is): h x the widest of the
-  // query projection, the MLP's inner width (or an expert's), split t ways.
-  static double largest_packed_matrix(const memplan::sdk::Context& ctx, const memplan_model& model, double t) {
-    using memplan::sdk::ParamClass;
-    bool packed = false;
-    for (size_t i = 0; i < ctx.size() && !packed; ++i) {
-      const memplan::sdk::Item item = ctx.item(i);
-      packed = item.role == memplan::sdk::Role::weights && item.bytes_per_element < 1 &&
-               (item.param_class == ParamClass::attention || item.param_class == ParamClass::attention_kv ||
-                item.param_class == ParamClass::mlp || item.param_class == ParamClass::expert);
-    }
-    if (!packed) return 0;
+  // Elements of the largest linear-layer matrix on the rank: h x the widest
+  // of the query projection, the MLP's inner width (or an expert's), split t ways.
+  static double largest_linear_matrix(const memplan_model& model, double t) {
     const double widest = static_cast<double>(
         std::max({model.heads * model.head_dim, model.ffn_hidden, model.expert_ffn_hidden}));
     return static_cast<double>(model.hidden) * widest / t;
+  }
+
+  // dtype.activations, which the precision plugin must have set. Read by
+  // handle; when it is unset, the SDK's lookup by key reports it.
+  double activation_bytes(const memplan::sdk::Context& ctx) const {
+    const double bytes = ctx.attr_double(attributes_.activation_dtype, std::numeric_limits<double>::quiet_NaN());
+    return std::isnan(bytes) ? ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_ACTIVATIONS) : bytes;
   }
 
   // What the eager layers keep depends on which of their weights train and on
@@ -289,31 +334,32 @@ class MegatronActivations {
     eager.norms_trainable = eager.attention_trainable = eager.output_trainable = false;
     eager.mlp_trainable = eager.down_trainable = false;
     // The adapters compute in their own dtype; without adapters the activations'.
-    eager.adapter_bytes = ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_ACTIVATIONS);
-    for (size_t i = 0; i < ctx.size(); ++i) {
-      const memplan::sdk::Item item = ctx.item(i);
-      if (item.role != memplan::sdk::Role::weights) continue;
-      if (item.param_class == ParamClass::adapter && !any_adapter) {
+    eager.adapter_bytes = activation_bytes(ctx);
+    for (memplan::sdk::ItemRef item : ctx.items()) {
+      if (item.role() != memplan::sdk::Role::weights) continue;
+      const ParamClass param_class = item.param_class();
+      if (param_class == ParamClass::adapter && !any_adapter) {
         any_adapter = true;
-        eager.adapter_bytes = item.bytes_per_element;
+        eager.adapter_bytes = item.bytes_per_element();
       }
-      if (item.layer < 0) continue;
-      switch (item.param_class) {
+      if (item.layer() < 0) continue;
+      const bool trainable = item.trainable();
+      switch (param_class) {
         case ParamClass::norm:
           any_norm = true;
-          eager.norms_trainable = eager.norms_trainable || item.trainable;
+          eager.norms_trainable = eager.norms_trainable || trainable;
           break;
         case ParamClass::attention:
         case ParamClass::attention_kv:
           any_attention = true;
-          eager.attention_trainable = eager.attention_trainable || item.trainable;
-          eager.output_trainable = eager.output_trainable || item.trainable;
+          eager.attention_trainable = eager.attention_trainable || trainable;
+          eager.output_trainable = eager.output_trainable || trainable;
           break;
         case ParamClass::mlp:
         case ParamClass::expert:
           any_mlp = true;
-          eager.mlp_trainable = eager.mlp_trainable || item.trainable;
-          eager.down_trainable = eager.down_trainable || item.trainable;
+          eager.mlp_trainable = eager.mlp_trainable || trainable;
+          eager.down_trainable = eager.down_trainable || trainable;
           break;
         default: break;
       }
@@ -322,24 +368,25 @@ class MegatronActivations {
     if (!any_norm) eager.norms_trainable = true;
     if (!any_attention) eager.attention_trainable = eager.output_trainable = true;
     if (!any_mlp) eager.mlp_trainable = eager.down_trainable = true;
-    eager.adapter_rank = ctx.attr_double(MEMPLAN_ATTR_LORA_RANK_INPUTS, 0);
-    eager.adapter_inputs = ctx.attr_double(MEMPLAN_ATTR_LORA_INPUTS, 0);
-    eager.adapter_distinct_inputs = ctx.attr_double(MEMPLAN_ATTR_LORA_DISTINCT_INPUTS, 0);
-    eager.adapter_dropout = ctx.attr_double(MEMPLAN_ATTR_LORA_DROPOUT, 0);
+    eager.adapter_rank = ctx.attr_double(attributes_.lora_rank_inputs, 0);
+    eager.adapter_inputs = ctx.attr_double(attributes_.lora_inputs, 0);
+    eager.adapter_distinct_inputs = ctx.attr_double(attributes_.lora_distinct_inputs, 0);
+    eager.adapter_dropout = ctx.attr_double(attributes_.lora_dropout, 0);
     return eager;
   }
 
+  // One item of `bytes` outside the layers (1 byte per element).
+  static void add_bytes(memplan::sdk::Context& ctx, memplan::sdk::Name name, double bytes,
+                        memplan::sdk::Lifetime lifetime,
+                        memplan::sdk::Device device = memplan::sdk::Device::gpu) {
+    ctx.add(memplan::sdk::NewItem{.name = name, .role = memplan::sdk::Role::activations, .lifetime = lifetime,
+                                  .device = device, .elements = bytes, .bytes_per_element = 1});
+  }
+
   // One stored-activation item outside the layers, when it has any bytes.
-  static void add_outside(memplan::sdk::Context& ctx, const char* name, double bytes,
+  static void add_outside(memplan::sdk::Context& ctx, memplan::sdk::Name name, double bytes,
                           memplan::sdk::Lifetime lifetime = memplan::sdk::Lifetime::activation) {
-    if (bytes <= 0) return;
-    memplan::sdk::Item item;
-    item.name = name;
-    item.role = memplan::sdk::Role::activations;
-    item.lifetime = lifetime;
-    item.elements = bytes;
-    item.bytes_per_element = 1;
-    ctx.add(item);
+    if (bytes > 0) add_bytes(ctx, name, bytes, lifetime);
   }
 
   bool flash_attention_;
@@ -349,6 +396,10 @@ class MegatronActivations {
   LayerImplementation layer_ = LayerImplementation::fused;
   bool repeat_kv_ = true;
   bool offload_ = false;
+  Attributes attributes_;
+  Names names_;
+  memplan_model model_{};              // the scenario's model, which no evaluation changes
+  TransformerShape model_shape_;       // layer_shape(model_)
 };
 
 }  // namespace

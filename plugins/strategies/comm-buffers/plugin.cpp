@@ -111,6 +111,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -216,22 +217,40 @@ struct Layout {
   bool optimizer_sharded = false;       // a sharding plugin splits the optimizer over the data ranks
 };
 
-Layout read_layout(const sdk::Context& ctx) {
-  Layout layout;
-  layout.data = ctx.attr_int(MEMPLAN_ATTR_RANKS_DATA, 1);
-  layout.tensor = ctx.attr_int(MEMPLAN_ATTR_RANKS_TENSOR, 1);
-  layout.pipeline = ctx.attr_int(MEMPLAN_ATTR_RANKS_PIPELINE, 1);
-  layout.context = ctx.attr_int(MEMPLAN_ATTR_RANKS_CONTEXT, 1);
-  layout.expert = ctx.attr_int(MEMPLAN_ATTR_EXPERT_PARALLEL, 1);
-  layout.edge_stage = ctx.attr_int(MEMPLAN_ATTR_STAGE_HAS_EMBEDDING, 1) != 0 ||
-                      ctx.attr_int(MEMPLAN_ATTR_STAGE_HAS_LM_HEAD, 1) != 0;
-  layout.sequence_parallel = ctx.attr_int(MEMPLAN_ATTR_SEQUENCE_PARALLEL, 0) != 0;
-  // ZeRO and FSDP declare their reduce-scatter buckets; without them gradients are all-reduced.
-  const std::string_view buckets = ctx.attr_string(MEMPLAN_ATTR_GRADIENT_BUCKETS, "ddp");
-  layout.gradients_all_reduced = ctx.training() && buckets == "ddp";
-  layout.optimizer_sharded = ctx.training() && buckets != "ddp";
-  return layout;
-}
+// The attributes the layout is read from, resolved once in the constructor.
+class LayoutAttributes {
+ public:
+  explicit LayoutAttributes(const sdk::Options& options)
+      : data_(options.attribute(MEMPLAN_ATTR_RANKS_DATA)),
+        tensor_(options.attribute(MEMPLAN_ATTR_RANKS_TENSOR)),
+        pipeline_(options.attribute(MEMPLAN_ATTR_RANKS_PIPELINE)),
+        context_(options.attribute(MEMPLAN_ATTR_RANKS_CONTEXT)),
+        expert_(options.attribute(MEMPLAN_ATTR_EXPERT_PARALLEL)),
+        has_embedding_(options.attribute(MEMPLAN_ATTR_STAGE_HAS_EMBEDDING)),
+        has_lm_head_(options.attribute(MEMPLAN_ATTR_STAGE_HAS_LM_HEAD)),
+        sequence_parallel_(options.attribute(MEMPLAN_ATTR_SEQUENCE_PARALLEL)) {}
+
+  sdk::Attribute data() const { return data_; }
+
+  // `buckets`: sharding.gradient_buckets, "ddp" when unset.
+  Layout read(const sdk::Context& ctx, std::string_view buckets) const {
+    Layout layout;
+    layout.data = ctx.attr_int(data_, 1);
+    layout.tensor = ctx.attr_int(tensor_, 1);
+    layout.pipeline = ctx.attr_int(pipeline_, 1);
+    layout.context = ctx.attr_int(context_, 1);
+    layout.expert = ctx.attr_int(expert_, 1);
+    layout.edge_stage = ctx.attr_int(has_embedding_, 1) != 0 || ctx.attr_int(has_lm_head_, 1) != 0;
+    layout.sequence_parallel = ctx.attr_int(sequence_parallel_, 0) != 0;
+    // ZeRO and FSDP declare their reduce-scatter buckets; without them gradients are all-reduced.
+    layout.gradients_all_reduced = ctx.training() && buckets == "ddp";
+    layout.optimizer_sharded = ctx.training() && buckets != "ddp";
+    return layout;
+  }
+
+ private:
+  sdk::Attribute data_, tensor_, pipeline_, context_, expert_, has_embedding_, has_lm_head_, sequence_parallel_;
+};
 
 // What the group is on the reported GPU.
 GroupUse group_use(const Layout& layout, Group group) {
@@ -293,9 +312,9 @@ std::string number_text(double value) {
 
 class CommBuffers {
  public:
-  static constexpr sdk::PluginInfo info{"comm-buffers", "1.1.0",
+  static constexpr sdk::PluginInfo info{"comm-buffers", "1.2.0",
                                         "NCCL communicators and buffers, data-parallel gradient buckets (DDP, DeepSpeed)",
-                                        sdk::Kind::strategy, sdk::Phase::overhead};
+                                        sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
   explicit CommBuffers(sdk::Options& options)
@@ -309,7 +328,11 @@ class CommBuffers {
         cumem_(options.boolean("nccl_cumem").value_or(true)),
         p2p_channels_(options.positive_integer("nccl_p2p_channels", 32)),
         nvls_option_(options.boolean("nvls")),
-        gpus_per_node_(options.positive_integer("gpus_per_node", 8)) {
+        gpus_per_node_(options.positive_integer("gpus_per_node", 8)),
+        layout_attributes_(options),
+        nvlink_sharp_attr_(options.attribute(MEMPLAN_ATTR_HARDWARE_NVLINK_SHARP)),
+        gradients_dtype_attr_(options.attribute(MEMPLAN_ATTR_DTYPE_GRADIENTS)),
+        names_(options) {
     read_groups(options);
     const std::string protocols = options.string("nccl_protocols").value_or("all");
     if (protocols != "all" && protocols != "simple")
@@ -344,10 +367,11 @@ class CommBuffers {
   }
 
   void apply(sdk::Context& ctx) {
-    if (nccl_) add_nccl(ctx);
-    if (!ctx.training() || ctx.attr_int(MEMPLAN_ATTR_RANKS_DATA, 1) <= 1) return;
-    Buckets buckets = buckets_;
+    // By key: SDK 1.1 has no handles for string attributes.
     const std::string_view declared = ctx.attr_string(MEMPLAN_ATTR_GRADIENT_BUCKETS, "ddp");
+    if (nccl_) add_nccl(ctx, declared);
+    if (!ctx.training() || ctx.attr_int(layout_attributes_.data(), 1) <= 1) return;
+    Buckets buckets = buckets_;
     const bool stage3 = declared == "deepspeed-stage3";
     if (buckets == Buckets::automatic)
       buckets = declared == "deepspeed" || stage3 ? Buckets::deepspeed
@@ -355,16 +379,16 @@ class CommBuffers {
                                                   : Buckets::ddp;
     switch (buckets) {
       case Buckets::ddp:
-        if (!view_) add(ctx, "ddp.buckets", sdk::Lifetime::persistent, gradient_bytes(ctx));
+        if (!view_) add(ctx, names_.ddp_buckets, sdk::Lifetime::persistent, gradient_bytes(ctx));
         break;
       case Buckets::deepspeed: {
-        const double bytes = ctx.attr_double(MEMPLAN_ATTR_DTYPE_GRADIENTS, 2.0);
+        const double bytes = ctx.attr_double(gradients_dtype_attr_, 2.0);
         if (stage3)  // one flat bucket, allocated when the optimizer is built and kept
-          add(ctx, "deepspeed.reduce_bucket", sdk::Lifetime::persistent, reduce_bucket_ * bytes);
+          add(ctx, names_.reduce_bucket, sdk::Lifetime::persistent, reduce_bucket_ * bytes);
         else
-          add(ctx, "deepspeed.reduce_bucket", sdk::Lifetime::transient_backward,
+          add(ctx, names_.reduce_bucket, sdk::Lifetime::transient_backward,
               (overlap_comm_ ? 2 : 1) * reduce_bucket_ * bytes);
-        add(ctx, "deepspeed.allgather_bucket", sdk::Lifetime::transient_optimizer, allgather_bucket_ * bytes);
+        add(ctx, names_.allgather_bucket, sdk::Lifetime::transient_optimizer, allgather_bucket_ * bytes);
         break;
       }
       case Buckets::automatic:
@@ -405,7 +429,8 @@ class CommBuffers {
     return value;
   }
 
-  void add_nccl(sdk::Context& ctx) const {
+  // `buckets`: sharding.gradient_buckets, "ddp" when unset.
+  void add_nccl(sdk::Context& ctx, std::string_view buckets) const {
     const double per_connection = static_cast<double>(buffsize_) + (all_protocols_ ? kLl128Bytes + kLlBytes : 0);
     int64_t communicators = 0;  // every communicator this GPU holds
     int64_t collective = 0;     // ... of more than one rank that run collectives
@@ -413,8 +438,8 @@ class CommBuffers {
     int64_t nvls_setups = 0;    // ... with NVLS set up (more than 2 GPUs on the node share it)
     double nvls_buffers = 0;    // NVLS buffers of those that all-reduce large tensors, bytes
     int64_t peers = 0;          // send/receive peers over all groups
-    const bool nvls = nvls_option_.value_or(ctx.attr_int(MEMPLAN_ATTR_HARDWARE_NVLINK_SHARP, 0) != 0);
-    const Layout layout = read_layout(ctx);
+    const bool nvls = nvls_option_.value_or(ctx.attr_int(nvlink_sharp_attr_, 0) != 0);
+    const Layout layout = layout_attributes_.read(ctx, buckets);
     for (Group group : groups_) {
       GroupUse use = group_use(layout, group);
       if (use.ranks <= 0) continue;
@@ -432,60 +457,62 @@ class CommBuffers {
     }
     if (communicators_) collective = *communicators_;
     if (cumem_ && communicators > 0) {
-      add_device(ctx, "nccl.communicators", communicators,
+      add_device(ctx, names_.communicators, communicators,
                  (3.0 * static_cast<double>(p2p_channels_) + 2.0) * kGranularity);
     }
-    if (nvls_setups > 0) add_device(ctx, "nccl.nvls_setup", nvls_setups, (kNvlsCollChannels + 1) * kGranularity);
+    if (nvls_setups > 0) add_device(ctx, names_.nvls_setup, nvls_setups, (kNvlsCollChannels + 1) * kGranularity);
     if (nvls_ > 0) {
-      if (nvls_groups > 0) add_device(ctx, "nccl.nvls", nvls_groups, nvls_);
+      if (nvls_groups > 0) add_device(ctx, names_.nvls, nvls_groups, nvls_);
     } else if (nvls_buffers > 0) {
-      add_device(ctx, "nccl.nvls", 1, nvls_buffers);
+      add_device(ctx, names_.nvls, 1, nvls_buffers);
     }
     if (collective > 0)
-      add_device(ctx, "nccl.buffers", collective, static_cast<double>(channels_ * peers_) * per_connection);
+      add_device(ctx, names_.buffers, collective, static_cast<double>(channels_ * peers_) * per_connection);
     if (peers > 0) {
       const double receive = std::ceil(per_connection / kGranularity) * kGranularity;
-      add_device(ctx, "nccl.p2p", peers, static_cast<double>(p2p_channels_) * (receive + kGranularity));
+      add_device(ctx, names_.p2p, peers, static_cast<double>(p2p_channels_) * (receive + kGranularity));
     }
   }
 
   // NCCL allocates its memory itself (cudaMalloc / cuMem), not through
   // PyTorch's allocator: device memory only, from the start.
-  static void add_device(sdk::Context& ctx, const char* name, int64_t count, double bytes_each) {
-    sdk::Item item;
-    item.name = name;
-    item.role = sdk::Role::buffers;
-    item.lifetime = sdk::Lifetime::persistent;
-    item.pool = sdk::Pool::device;
-    item.count = static_cast<uint32_t>(count);
-    item.elements = bytes_each;
-    item.bytes_per_element = 1;
-    ctx.add(item);
+  static void add_device(sdk::Context& ctx, sdk::Name name, int64_t count, double bytes_each) {
+    ctx.add(sdk::NewItem{.name = name, .role = sdk::Role::buffers, .lifetime = sdk::Lifetime::persistent,
+                         .count = static_cast<uint32_t>(count), .pool = sdk::Pool::device, .elements = bytes_each,
+                         .bytes_per_element = 1});
   }
 
   // The bytes of the gradients the step produces on this GPU.
   static double gradient_bytes(const sdk::Context& ctx) {
     double total = 0;
-    for (size_t i = 0; i < ctx.size(); ++i) {
-      const sdk::Item item = ctx.item(i);
-      if (item.role != sdk::Role::gradients || item.lifetime != sdk::Lifetime::gradient ||
-          item.device != sdk::Device::gpu)
+    for (sdk::ItemRef item : ctx.items()) {
+      if (item.role() != sdk::Role::gradients || item.lifetime() != sdk::Lifetime::gradient ||
+          item.device() != sdk::Device::gpu)
         continue;
-      total += std::ceil(item.elements * item.bytes_per_element) * static_cast<double>(item.count);
+      total += item.bytes();
     }
     return total;
   }
 
-  static void add(sdk::Context& ctx, const char* name, sdk::Lifetime lifetime, double bytes) {
+  static void add(sdk::Context& ctx, sdk::Name name, sdk::Lifetime lifetime, double bytes) {
     if (bytes <= 0) return;
-    sdk::Item item;
-    item.name = name;
-    item.role = sdk::Role::buffers;
-    item.lifetime = lifetime;
-    item.elements = bytes;
-    item.bytes_per_element = 1;
-    ctx.add(item);
+    ctx.add(sdk::NewItem{.name = name, .role = sdk::Role::buffers, .lifetime = lifetime, .elements = bytes,
+                         .bytes_per_element = 1});
   }
+
+  // The names of the items apply() adds, interned once.
+  struct Names {
+    explicit Names(const sdk::Options& options)
+        : communicators(options.intern("nccl.communicators")),
+          nvls_setup(options.intern("nccl.nvls_setup")),
+          nvls(options.intern("nccl.nvls")),
+          buffers(options.intern("nccl.buffers")),
+          p2p(options.intern("nccl.p2p")),
+          ddp_buckets(options.intern("ddp.buckets")),
+          reduce_bucket(options.intern("deepspeed.reduce_bucket")),
+          allgather_bucket(options.intern("deepspeed.allgather_bucket")) {}
+    sdk::Name communicators, nvls_setup, nvls, buffers, p2p, ddp_buckets, reduce_bucket, allgather_bucket;
+  };
 
   int64_t channels_;
   int64_t peers_;
@@ -498,6 +525,10 @@ class CommBuffers {
   int64_t p2p_channels_;
   std::optional<bool> nvls_option_;
   int64_t gpus_per_node_;
+  LayoutAttributes layout_attributes_;
+  sdk::Attribute nvlink_sharp_attr_;
+  sdk::Attribute gradients_dtype_attr_;
+  Names names_;
   std::vector<Group> groups_;
   bool all_protocols_ = true;
   std::optional<int64_t> communicators_;

@@ -81,7 +81,7 @@ class FsdpStrategy {
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
   explicit FsdpStrategy(memplan::sdk::Options& options)
-      : unit_layers_(options.positive_integer("unit_layers", 1)) {
+      : unit_layers_(options.positive_integer("unit_layers", 1)), group_attributes_(options) {
     if (options.integer("shard_size")) shard_size_ = options.positive_integer("shard_size", 1);
     const std::string prefetch = options.string("backward_prefetch").value_or("pre");
     if (prefetch != "pre" && prefetch != "post" && prefetch != "none")
@@ -100,7 +100,7 @@ class FsdpStrategy {
     if (ctx.attr_int(MEMPLAN_ATTR_RANKS_DATA, 0) == 0)
       ctx.fail("shards over the data-parallel group, but no strategy declares its size; add [[strategy]] use = "
                "\"data-parallel\" with its size (size = 1 on a single GPU)");
-    const sharding::Groups groups = sharding::read_groups(ctx);
+    const sharding::Groups groups = group_attributes_.read(ctx);
     const int64_t replicas = groups.dense();
     const int64_t shard = shard_size_ > 0 ? shard_size_ : replicas;
     if (shard > replicas || replicas % shard != 0)
@@ -119,9 +119,10 @@ class FsdpStrategy {
     add_working_set(ctx, static_cast<double>(shard));
     const double dense = static_cast<double>(shard);
     const double expert = dense / static_cast<double>(groups.expert_parallel);
-    sharding::shard(ctx, dense, expert, [](const memplan::sdk::Item& item) {
-      return item.role == Role::weights || item.role == Role::gradients || item.role == Role::master_weights ||
-             item.role == Role::optimizer_states;
+    sharding::shard(ctx, dense, expert, [](memplan::sdk::ItemRef item) {
+      const Role role = item.role();
+      return role == Role::weights || role == Role::gradients || role == Role::master_weights ||
+             role == Role::optimizer_states;
     });
     ctx.set_attr("report.fsdp_shard_group", shard);
   }
@@ -168,6 +169,7 @@ class FsdpStrategy {
   }
 
   int64_t unit_layers_;
+  sharding::GroupAttributes group_attributes_;
   int64_t shard_size_ = 0;
   double backward_prefetch_ = 1;
   double param_bytes_ = 0;   // 0: each weight's own dtype

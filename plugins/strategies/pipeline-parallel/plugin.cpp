@@ -49,14 +49,23 @@ constexpr std::array<memplan_option_spec, 6> kOptions{{
 
 class PipelineParallelStrategy {
  public:
+  // apply() reads nothing of the workload: the schedule's figures depend on
+  // grad_accum, which no evaluation changes, and are computed in the constructor.
   static constexpr memplan::sdk::PluginInfo info{
-      "pipeline-parallel", "1.1.0",
+      "pipeline-parallel", "1.2.0",
       "Pipeline parallelism (1F1B, interleaved 1F1B or GPipe; uneven end stages), reporting the first or last stage",
-      memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout};
+      memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout, memplan::sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
   explicit PipelineParallelStrategy(memplan::sdk::Options& options)
-      : size_(options.positive_integer("size", 1)), virtual_stages_(options.positive_integer("virtual_stages", 1)) {
+      : size_(options.positive_integer("size", 1)),
+        virtual_stages_(options.positive_integer("virtual_stages", 1)),
+        ranks_attr_(options.attribute(MEMPLAN_ATTR_RANKS_PIPELINE)),
+        has_embedding_attr_(options.attribute(MEMPLAN_ATTR_STAGE_HAS_EMBEDDING)),
+        has_lm_head_attr_(options.attribute(MEMPLAN_ATTR_STAGE_HAS_LM_HEAD)),
+        stage_layers_attr_(options.attribute(MEMPLAN_ATTR_STAGE_LAYERS)),
+        inflight_attr_(options.attribute(MEMPLAN_ATTR_INFLIGHT_MICROBATCHES)),
+        activation_factor_attr_(options.attribute(MEMPLAN_ATTR_ACTIVATION_FACTOR)) {
     const std::string stage = options.string("stage").value_or("first");
     if (stage != "first" && stage != "last") options.fail("stage", "must be \"first\" or \"last\", not \"" + stage + "\"");
     last_stage_ = stage == "last";
@@ -65,6 +74,7 @@ class PipelineParallelStrategy {
       options.fail("schedule", "must be \"1f1b\" or \"gpipe\", not \"" + schedule + "\"");
     gpipe_ = schedule == "gpipe";
     const memplan_model& model = options.model();
+    tied_embeddings_ = model.tied_embeddings != 0;
     if (size_ > 1 && !model.has_architecture)
       options.fail("size", "needs the model's layers; give the architecture or a preset in [model]");
     if (size_ > model.layers && model.has_architecture)
@@ -79,9 +89,11 @@ class PipelineParallelStrategy {
     std::optional<int64_t> last = read_layers(options, "last_stage_layers");
     if (size_ == 1) return;
     const int64_t layers = model.layers;
+    int64_t first_layers = 0;
+    int64_t last_layers = 0;
     if (!first && !last) {
       // Even split; when p does not divide L the reported stage gets ceil(L / p).
-      first_layers_ = last_layers_ = (layers + size_ - 1) / size_;
+      first_layers = last_layers = (layers + size_ - 1) / size_;
     } else {
       const int64_t given = first.value_or(0) + last.value_or(0);
       const int64_t others = size_ - (first ? 1 : 0) - (last ? 1 : 0);
@@ -93,65 +105,38 @@ class PipelineParallelStrategy {
                               " stage" + (others == 1 ? "" : "s") +
                               ", which must share them evenly with at least one layer each");
       const int64_t share = others > 0 ? rest / others : 0;
-      first_layers_ = first.value_or(share);
-      last_layers_ = last.value_or(share);
+      first_layers = first.value_or(share);
+      last_layers = last.value_or(share);
     }
-    const int64_t reported = last_stage_ ? last_layers_ : first_layers_;
-    if (virtual_stages_ > 1 && reported % virtual_stages_ != 0)
+    stage_layers_ = last_stage_ ? last_layers : first_layers;
+    first_layer_ = last_stage_ ? layers - stage_layers_ : 0;
+    if (virtual_stages_ > 1 && stage_layers_ % virtual_stages_ != 0)
       options.fail("virtual_stages", std::string("the ") + (last_stage_ ? "last" : "first") + " stage's " +
-                                         std::to_string(reported) + " layers do not split into " +
+                                         std::to_string(stage_layers_) + " layers do not split into " +
                                          std::to_string(virtual_stages_) +
                                          " model chunks of equal size; choose a divisor of the stage's layers");
+    schedule_facts(options.workload().grad_accum);
   }
 
   void apply(memplan::sdk::Context& ctx) {
-    ctx.set_attr(MEMPLAN_ATTR_RANKS_PIPELINE, size_);
+    ctx.set_attr(ranks_attr_, size_);
     // The embedding's activations live on the first stage, the logits' on the last.
-    ctx.set_attr(MEMPLAN_ATTR_STAGE_HAS_EMBEDDING, size_ == 1 || !last_stage_ ? 1 : 0);
-    ctx.set_attr(MEMPLAN_ATTR_STAGE_HAS_LM_HEAD, size_ == 1 || last_stage_ ? 1 : 0);
+    ctx.set_attr(has_embedding_attr_, size_ == 1 || !last_stage_ ? 1 : 0);
+    ctx.set_attr(has_lm_head_attr_, size_ == 1 || last_stage_ ? 1 : 0);
     if (size_ == 1) return;
-    const memplan_model& model = ctx.model();
-    const int64_t stage_layers = last_stage_ ? last_layers_ : first_layers_;
-    const int64_t first_layer = last_stage_ ? model.layers - stage_layers : 0;
-    const int64_t microbatches = ctx.workload().grad_accum;
-    const int64_t rank = last_stage_ ? size_ - 1 : 0;
-    const int64_t inflight = gpipe_ ? microbatches : std::min(size_ - rank, microbatches);
-    ctx.set_attr(MEMPLAN_ATTR_STAGE_LAYERS, stage_layers);
-    ctx.set_attr(MEMPLAN_ATTR_INFLIGHT_MICROBATCHES, inflight);
-    if (virtual_stages_ > 1) {
-      // Chunk passes (stage_layers / m layers each) held at the peak of the
-      // interleaved schedule, relative to the plain schedule's in-flight micro-batches.
-      const int64_t m = virtual_stages_;
-      const int64_t chunks = std::min(2 * (size_ - rank - 1) + (m - 1) * size_ + 1, microbatches * m);
-      const double held = static_cast<double>(chunks);
-      const double plain = static_cast<double>(m * inflight);
-      // The ratio rounded down to a double (1 + 7/24 has no exact binary form):
-      // never above the true ratio, so the activation model's per-instance
-      // ceil lands on the exact byte count when that is a whole number.
-      double factor = held / plain;
-      if (std::fma(factor, plain, -held) > 0) factor = std::nextafter(factor, 0.0);
-      ctx.set_attr(MEMPLAN_ATTR_ACTIVATION_FACTOR, factor);
-    }
+    ctx.set_attr(stage_layers_attr_, stage_layers_);
+    ctx.set_attr(inflight_attr_, inflight_);
+    if (virtual_stages_ > 1) ctx.set_attr(activation_factor_attr_, activation_factor_);
 
-    for (size_t i = 0; i < ctx.size();) {
-      memplan::sdk::Item item = ctx.item(i);
-      if (!on_this_stage(item, model)) {
-        ctx.remove(i);
+    // Removing an item invalidates the array: take it again, and go on at the same index.
+    memplan::sdk::Items items = ctx.items();
+    for (size_t i = 0; i < items.size();) {
+      if (keep_stage_part(items[i])) {
+        ++i;
         continue;
       }
-      if (item.layer >= 0) {
-        // Keep the part of the item's layer range that falls on this stage.
-        const int64_t begin = std::max<int64_t>(item.layer, first_layer);
-        const int64_t end = std::min<int64_t>(item.layer + item.count, first_layer + stage_layers);
-        if (end <= begin) {
-          ctx.remove(i);
-          continue;
-        }
-        item.layer = static_cast<int32_t>(begin);
-        item.count = static_cast<uint32_t>(end - begin);
-        ctx.set(i, item);
-      }
-      ++i;
+      ctx.remove(i);
+      items = ctx.items();
     }
   }
 
@@ -171,10 +156,42 @@ class PipelineParallelStrategy {
     return text;
   }
 
-  bool on_this_stage(const memplan::sdk::Item& item, const memplan_model& model) const {
-    if (item.layer >= 0) return true;
-    switch (item.param_class) {
-      case ParamClass::embedding: return !last_stage_ || model.tied_embeddings;
+  // The micro-batches the reported stage holds at once, and for interleaving
+  // the ratio of chunk passes to them. They depend on grad_accum (the
+  // schedule's micro-batches), which a scenario fixes, so they are computed once.
+  void schedule_facts(int64_t microbatches) {
+    const int64_t rank = last_stage_ ? size_ - 1 : 0;
+    inflight_ = gpipe_ ? microbatches : std::min(size_ - rank, microbatches);
+    if (virtual_stages_ == 1) return;
+    // Chunk passes (stage_layers / m layers each) held at the peak of the
+    // interleaved schedule, relative to the plain schedule's in-flight micro-batches.
+    const int64_t m = virtual_stages_;
+    const int64_t chunks = std::min(2 * (size_ - rank - 1) + (m - 1) * size_ + 1, microbatches * m);
+    const double held = static_cast<double>(chunks);
+    const double plain = static_cast<double>(m * inflight_);
+    // The ratio rounded down to a double (1 + 7/24 has no exact binary form):
+    // never above the true ratio, so the activation model's per-instance
+    // ceil lands on the exact byte count when that is a whole number.
+    activation_factor_ = held / plain;
+    if (std::fma(activation_factor_, plain, -held) > 0) activation_factor_ = std::nextafter(activation_factor_, 0.0);
+  }
+
+  // Cuts `item` to the part of its layer range on the reported stage; false
+  // when none of it is there (the caller removes it).
+  bool keep_stage_part(memplan::sdk::ItemRef item) const {
+    if (item.layer() < 0) return outside_layers_on_stage(item.param_class());
+    const int64_t begin = std::max<int64_t>(item.layer(), first_layer_);
+    const int64_t end = std::min<int64_t>(item.layer() + item.count(), first_layer_ + stage_layers_);
+    if (end <= begin) return false;
+    item.set_layer(static_cast<int32_t>(begin));
+    item.set_count(static_cast<uint32_t>(end - begin));
+    return true;
+  }
+
+  // Whether an item outside the layers sits on the reported stage.
+  bool outside_layers_on_stage(ParamClass param_class) const {
+    switch (param_class) {
+      case ParamClass::embedding: return !last_stage_ || tied_embeddings_;
       case ParamClass::position_embedding: return !last_stage_;
       case ParamClass::lm_head: return last_stage_;
       case ParamClass::final_norm: return last_stage_;
@@ -185,10 +202,19 @@ class PipelineParallelStrategy {
 
   int64_t size_;
   int64_t virtual_stages_;
+  memplan::sdk::Attribute ranks_attr_;
+  memplan::sdk::Attribute has_embedding_attr_;
+  memplan::sdk::Attribute has_lm_head_attr_;
+  memplan::sdk::Attribute stage_layers_attr_;
+  memplan::sdk::Attribute inflight_attr_;
+  memplan::sdk::Attribute activation_factor_attr_;
   bool last_stage_ = false;
   bool gpipe_ = false;
-  int64_t first_layers_ = 0;
-  int64_t last_layers_ = 0;
+  bool tied_embeddings_ = false;
+  int64_t stage_layers_ = 0;  // layers on the reported stage
+  int64_t first_layer_ = 0;   // its first layer
+  int64_t inflight_ = 0;      // layout.inflight_microbatches
+  double activation_factor_ = 1;  // layout.activation_factor, with virtual_stages > 1
 };
 
 }  // namespace

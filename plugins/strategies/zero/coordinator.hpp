@@ -21,13 +21,13 @@
 //
 // One parameter per module here: a module's weight and bias are counted
 // together. Cost: linear in the trace (each queue entry is popped once; reuse
-// distances come from prefix sums instead of the walk the code does).
+// distances come from prefix sums instead of the walk the code does), and no
+// allocation once a Workspace has grown to the trace's size.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <limits>
 #include <vector>
 
@@ -66,11 +66,23 @@ inline bool persistent(const Parameter& parameter, const Settings& settings) {
   return parameter.numel <= settings.persistence_threshold;
 }
 
+// The replay's scratch arrays, kept between replays so that a plugin that
+// replays on every evaluation allocates only while the trace grows.
+struct Workspace {
+  std::vector<bool> available;
+  std::vector<double> numel_before;
+  std::vector<size_t> next_use;
+  std::vector<size_t> seen;
+  std::vector<size_t> queue;
+  std::vector<double> fetched_for;
+};
+
 inline Result replay(const std::vector<Parameter>& parameters, const std::vector<TraceStep>& trace,
-                     const Settings& settings) {
+                     const Settings& settings, Workspace& workspace) {
   Result result;
   const size_t steps = trace.size();
-  std::vector<bool> available(parameters.size(), false);
+  std::vector<bool>& available = workspace.available;
+  available.assign(parameters.size(), false);
   double available_numel = 0;  // __n_available_params (persistent ones included)
   double available_bytes = 0;  // of non-persistent parameters
   for (size_t p = 0; p < parameters.size(); ++p) {
@@ -80,22 +92,29 @@ inline Result replay(const std::vector<Parameter>& parameters, const std::vector
     result.persistent_bytes += parameters[p].bytes;
   }
   // numel_before[i]: elements of the steps before i; next_use[i]: the next step using the same parameter.
-  std::vector<double> numel_before(steps + 1, 0.0);
+  std::vector<double>& numel_before = workspace.numel_before;
+  numel_before.assign(steps + 1, 0.0);
   for (size_t i = 0; i < steps; ++i)
     numel_before[i + 1] = numel_before[i] + (trace[i].parameter >= 0 ? parameters[trace[i].parameter].numel : 0.0);
-  std::vector<size_t> next_use(steps, steps);
-  std::vector<size_t> seen(parameters.size(), steps);
+  std::vector<size_t>& next_use = workspace.next_use;
+  next_use.assign(steps, steps);
+  std::vector<size_t>& seen = workspace.seen;
+  seen.assign(parameters.size(), steps);
   for (size_t i = steps; i-- > 0;) {
     if (trace[i].parameter < 0) continue;
     next_use[i] = seen[static_cast<size_t>(trace[i].parameter)];
     seen[static_cast<size_t>(trace[i].parameter)] = i;
   }
   // The fetch queue (__param_order): the trace's parameter uses, in order.
-  std::deque<size_t> queue;
+  // Filled once and only popped at the front, so a vector read from `head`.
+  std::vector<size_t>& queue = workspace.queue;
+  queue.clear();
   for (size_t i = 0; i < steps; ++i)
     if (trace[i].parameter >= 0) queue.push_back(i);
+  size_t head = 0;
   constexpr double kNever = -1e18;
-  std::vector<double> fetched_for(parameters.size(), kNever);  // __most_recent_step_id_param_fetched_for
+  std::vector<double>& fetched_for = workspace.fetched_for;  // __most_recent_step_id_param_fetched_for
+  fetched_for.assign(parameters.size(), kNever);
 
   auto gather = [&](size_t p) {
     if (available[p]) return;
@@ -110,16 +129,15 @@ inline Result replay(const std::vector<Parameter>& parameters, const std::vector
       gather(p);
       // This use leaves the queue unless a prefetch already took it.
       if (fetched_for[p] < static_cast<double>(i)) {
-        while (!queue.empty() && queue.front() <= i) {
-          fetched_for[static_cast<size_t>(trace[queue.front()].parameter)] = static_cast<double>(queue.front());
-          queue.pop_front();
+        while (head < queue.size() && queue[head] <= i) {
+          fetched_for[static_cast<size_t>(trace[queue[head]].parameter)] = static_cast<double>(queue[head]);
+          ++head;
         }
       }
       const double limit = std::min(settings.max_live - available_numel, settings.prefetch_bucket);
       double prefetching = 0;
-      while (!queue.empty() && prefetching < limit) {
-        const size_t use = queue.front();
-        queue.pop_front();
+      while (head < queue.size() && prefetching < limit) {
+        const size_t use = queue[head++];
         const size_t q = static_cast<size_t>(trace[use].parameter);
         fetched_for[q] = std::max(fetched_for[q], static_cast<double>(use));
         if (available[q]) continue;
@@ -147,6 +165,12 @@ inline Result replay(const std::vector<Parameter>& parameters, const std::vector
     available_bytes -= parameters[p].bytes;
   }
   return result;
+}
+
+inline Result replay(const std::vector<Parameter>& parameters, const std::vector<TraceStep>& trace,
+                     const Settings& settings) {
+  Workspace workspace;
+  return replay(parameters, trace, settings, workspace);
 }
 
 }  // namespace memplan::plugins::zero3

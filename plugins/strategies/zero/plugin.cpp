@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -70,13 +71,22 @@ constexpr std::array<memplan_option_spec, 6> kOptions{{
 class ZeroShardingStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "zero", "1.1.0",
+      "zero", "1.2.0",
       "ZeRO stages 0-3: shard optimizer states, gradients and weights over data-parallel ranks; ZeRO-3's gathered "
       "parameters",
-      memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding};
+      memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding, memplan::sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
-  explicit ZeroShardingStrategy(memplan::sdk::Options& options) {
+  explicit ZeroShardingStrategy(memplan::sdk::Options& options)
+      : groups_(options),
+        gathers_attr_(options.attribute(sharding::kGatherAttr)),
+        gradients_dtype_attr_(options.attribute(MEMPLAN_ATTR_DTYPE_GRADIENTS)),
+        largest_module_attr_(options.attribute("report.zero3_largest_module")),
+        gathered_parameters_attr_(options.attribute("report.zero3_gathered_parameters")),
+        gathered_forward_(options.intern("zero3.gathered_forward")),
+        gathered_backward_(options.intern("zero3.gathered_backward")),
+        module_gradient_(options.intern("zero3.module_gradient")),
+        persistent_parameters_(options.intern("zero3.persistent_parameters")) {
     auto stage = options.integer("stage");
     if (!stage) options.fail("stage", "is required: 0, 1, 2 or 3");
     if (*stage < 0 || *stage > 3) options.fail("stage", "must be 0, 1, 2 or 3, got " + std::to_string(*stage));
@@ -108,53 +118,62 @@ class ZeroShardingStrategy {
   }
 
   void apply(memplan::sdk::Context& ctx) {
-    const int64_t declared = ctx.attr_int(MEMPLAN_ATTR_RANKS_DATA, 0);
+    const int64_t declared = groups_.declared_data(ctx);
     if (stage_ > 0 && declared == 0)
       ctx.fail("stage " + std::to_string(stage_) + " shards over the data-parallel group, but no strategy declares "
                "its size; add [[strategy]] use = \"data-parallel\" with its size (size = 1 on a single GPU)");
     if (stage_ == 0) return;
+    // By key: SDK 1.1 has handles for integer and double attributes only.
     ctx.set_attr(sharding::kGradientBucketsAttr, stage_ == 3 ? "deepspeed-stage3" : "deepspeed");
-    const sharding::Groups groups = sharding::read_groups(ctx);
+    const sharding::Groups groups = groups_.read(ctx);
     if (stage_ == 3) {
-      ctx.set_attr(sharding::kGatherAttr, gathered_ ? 1 : 0);
+      ctx.set_attr(gathers_attr_, gathered_ ? 1 : 0);
       if (gathered_) add_gathered(ctx, groups);
     }
     const double dense = static_cast<double>(groups.dense());
     const double expert = dense / static_cast<double>(groups.expert_parallel);
     const int stage = stage_;
-    sharding::shard(ctx, dense, expert, [stage](const memplan::sdk::Item& item) {
-      return (stage >= 1 && (item.role == Role::optimizer_states || item.role == Role::master_weights)) ||
-             (stage >= 2 && item.role == Role::gradients) || (stage >= 3 && item.role == Role::weights);
+    sharding::shard(ctx, dense, expert, [stage](memplan::sdk::ItemRef item) {
+      const Role role = item.role();
+      return (stage >= 1 && (role == Role::optimizer_states || role == Role::master_weights)) ||
+             (stage >= 2 && role == Role::gradients) || (stage >= 3 && role == Role::weights);
     });
   }
 
  private:
   // Before sharding: the weights on the rank are still whole.
-  void add_gathered(memplan::sdk::Context& ctx, const sharding::Groups& groups) const {
+  void add_gathered(memplan::sdk::Context& ctx, const sharding::Groups& groups) {
+    // By key: SDK 1.1 has no handles for string attributes.
     const std::string_view policy = ctx.attr_string(MEMPLAN_ATTR_RECOMPUTE_POLICY, "none");
     // Checkpointed layers run their forward again before their backward (HF's gradient checkpointing,
     // torch's per-op checkpointing); Megatron's selective recomputation replays no module with parameters.
     const bool replay = policy == "full" || policy == "op";
-    const Trace trace = build_trace(ctx, groups.expert_parallel, ctx.training(), replay);
-    const zero3::Result result = zero3::replay(trace.parameters, trace.steps, settings_);
+    build_trace(ctx, groups.expert_parallel, ctx.training(), replay);
+    const zero3::Result result = zero3::replay(trace_.parameters, trace_.steps, settings_, workspace_);
     constexpr size_t kForward = static_cast<size_t>(zero3::Window::forward);
     constexpr size_t kBackward = static_cast<size_t>(zero3::Window::backward);
-    sharding::add_buffer(ctx, "zero3.gathered_forward", memplan::sdk::Lifetime::transient_forward,
+    sharding::add_buffer(ctx, gathered_forward_, memplan::sdk::Lifetime::transient_forward,
                          result.gathered_bytes[kForward], 1);
     double gathered = result.gathered_numel[kForward];
     if (ctx.training()) {
-      sharding::add_buffer(ctx, "zero3.gathered_backward", memplan::sdk::Lifetime::transient_backward,
+      sharding::add_buffer(ctx, gathered_backward_, memplan::sdk::Lifetime::transient_backward,
                            result.gathered_bytes[kBackward], 1);
-      sharding::add_buffer(ctx, "zero3.module_gradient", memplan::sdk::Lifetime::transient_backward,
-                           sharding::largest_module(ctx, groups.expert_parallel, true),
-                           ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_GRADIENTS));
+      sharding::add_buffer(ctx, module_gradient_, memplan::sdk::Lifetime::transient_backward,
+                           sharding::largest_module(ctx, groups.expert_parallel, true), gradient_bytes(ctx));
       gathered = std::max(gathered, result.gathered_numel[kBackward]);
     }
     const double persistent = result.persistent_bytes;
     // Whole copies beside their shards, on every rank from the first step on.
-    sharding::add_buffer(ctx, "zero3.persistent_parameters", memplan::sdk::Lifetime::persistent, persistent, 1);
-    ctx.set_attr("report.zero3_largest_module", sharding::largest_module(ctx, groups.expert_parallel, false));
-    ctx.set_attr("report.zero3_gathered_parameters", gathered);
+    sharding::add_buffer(ctx, persistent_parameters_, memplan::sdk::Lifetime::persistent, persistent, 1);
+    ctx.set_attr(largest_module_attr_, sharding::largest_module(ctx, groups.expert_parallel, false));
+    ctx.set_attr(gathered_parameters_attr_, gathered);
+  }
+
+  // dtype.gradients, which the precision plugin must have set. Read by
+  // handle; when it is unset, the SDK's lookup by key reports it.
+  double gradient_bytes(const memplan::sdk::Context& ctx) const {
+    const double bytes = ctx.attr_double(gradients_dtype_attr_, std::numeric_limits<double>::quiet_NaN());
+    return std::isnan(bytes) ? ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_GRADIENTS) : bytes;
   }
 
   // The modules in the order ZeRO-3 fetches them (one parameter each): the
@@ -163,76 +182,89 @@ class ZeroShardingStrategy {
   // embedding again when tied); in backward the reverse, each checkpointed
   // layer's forward replayed first. LoRA adapters are left out of the trace
   // (under 0.2 % of a layer's elements: they move no distance or bucket).
+  // Kept between evaluations, so that building it again allocates nothing.
   struct Trace {
     std::vector<zero3::Parameter> parameters;
     std::vector<zero3::TraceStep> steps;
+    std::vector<int32_t> front, back;  // outside the layers: before them (embeddings) and after
+    // Per layer, from the first: norm before attention, attention, norm before the MLP, MLP.
+    std::vector<std::vector<int32_t>> attention, mlp, norms;
+    size_t layers = 0;  // entries in use in attention, mlp and norms
+
+    void clear(size_t layer_count) {
+      parameters.clear();
+      steps.clear();
+      front.clear();
+      back.clear();
+      layers = layer_count;
+      for (std::vector<std::vector<int32_t>>* per_layer : {&attention, &mlp, &norms}) {
+        if (per_layer->size() < layers) per_layer->resize(layers);
+        for (size_t at = 0; at < layers; ++at) (*per_layer)[at].clear();
+      }
+    }
   };
 
-  static Trace build_trace(const memplan::sdk::Context& ctx, int64_t expert_parallel, bool backward, bool replay) {
+  void build_trace(const memplan::sdk::Context& ctx, int64_t expert_parallel, bool backward, bool replay) {
     using memplan::sdk::ParamClass;
     const memplan_model& model = ctx.model();
-    Trace trace;
-    std::vector<int32_t> front, back;
+    Trace& trace = trace_;
     int32_t embedding = -1;
     int32_t first = std::numeric_limits<int32_t>::max(), end = -1;
-    for (size_t i = 0; i < ctx.size(); ++i) {
-      const memplan::sdk::Item item = ctx.item(i);
-      if (!gathered_weight(item) || item.layer < 0) continue;
-      first = std::min(first, item.layer);
-      end = std::max(end, static_cast<int32_t>(item.layer + static_cast<int32_t>(item.count)));
+    for (memplan::sdk::ItemRef item : ctx.items()) {
+      if (!gathered_weight(item) || item.layer() < 0) continue;
+      first = std::min(first, item.layer());
+      end = std::max(end, static_cast<int32_t>(item.layer() + static_cast<int32_t>(item.count())));
     }
-    // Per layer: norm before attention, attention, norm before the MLP, MLP (the same for every layer of an item).
-    std::vector<std::vector<int32_t>> attention, mlp, norms;
-    const size_t layers = end > first ? static_cast<size_t>(end - first) : 0;
-    attention.resize(layers);
-    mlp.resize(layers);
-    norms.resize(layers);
-    for (size_t i = 0; i < ctx.size(); ++i) {
-      const memplan::sdk::Item item = ctx.item(i);
+    trace.clear(end > first ? static_cast<size_t>(end - first) : 0);
+    for (memplan::sdk::ItemRef item : ctx.items()) {
       if (!gathered_weight(item)) continue;
       const double modules = sharding::modules_in(item, model, expert_parallel);
+      const double elements = item.elements();
+      const double bytes_per_element = item.bytes_per_element();
       // ds_numel counts the stored tensor: packed 4-bit weights sit in 16-bit storage (bnb_4bit_quant_storage).
-      const double numel = item.bytes_per_element >= 1 ? item.elements : item.elements * item.bytes_per_element / 2;
-      const zero3::Parameter parameter{numel / modules, item.elements * item.bytes_per_element / modules};
+      const double numel = bytes_per_element >= 1 ? elements : elements * bytes_per_element / 2;
+      const zero3::Parameter parameter{numel / modules, elements * bytes_per_element / modules};
       auto add = [&](std::vector<int32_t>& into) {
         for (int m = 0; m < static_cast<int>(modules); ++m) {
           into.push_back(static_cast<int32_t>(trace.parameters.size()));
           trace.parameters.push_back(parameter);
         }
       };
-      if (item.layer < 0) {
-        const bool leading =
-            item.param_class == ParamClass::embedding || item.param_class == ParamClass::position_embedding;
-        if (item.param_class == ParamClass::embedding && embedding < 0)
+      const ParamClass param_class = item.param_class();
+      if (item.layer() < 0) {
+        const bool leading = param_class == ParamClass::embedding || param_class == ParamClass::position_embedding;
+        if (param_class == ParamClass::embedding && embedding < 0)
           embedding = static_cast<int32_t>(trace.parameters.size());
-        add(leading ? front : back);
+        add(leading ? trace.front : trace.back);
         continue;
       }
-      for (uint32_t k = 0; k < item.count; ++k) {
-        const size_t at = static_cast<size_t>(item.layer - first) + k;
-        switch (item.param_class) {
+      for (uint32_t k = 0; k < item.count(); ++k) {
+        const size_t at = static_cast<size_t>(item.layer() - first) + k;
+        switch (param_class) {
           case ParamClass::attention:
-          case ParamClass::attention_kv: add(attention[at]); break;
-          case ParamClass::norm: add(norms[at]); break;
-          default: add(mlp[at]); break;
+          case ParamClass::attention_kv: add(trace.attention[at]); break;
+          case ParamClass::norm: add(trace.norms[at]); break;
+          default: add(trace.mlp[at]); break;
         }
       }
     }
-    if (model.tied_embeddings && embedding >= 0) back.push_back(embedding);  // the head multiplies by the embedding
+    // The head multiplies by the embedding.
+    if (model.tied_embeddings && embedding >= 0) trace.back.push_back(embedding);
     using zero3::Window;
+    const size_t layers = trace.layers;
     auto layer_forward = [&](size_t at, Window window) {
-      const std::vector<int32_t>& n = norms[at];
+      const std::vector<int32_t>& n = trace.norms[at];
       if (!n.empty()) trace.steps.push_back({n[0], window});
-      for (int32_t p : attention[at]) trace.steps.push_back({p, window});
+      for (int32_t p : trace.attention[at]) trace.steps.push_back({p, window});
       for (size_t k = 1; k < n.size(); ++k) trace.steps.push_back({n[k], window});
-      for (int32_t p : mlp[at]) trace.steps.push_back({p, window});
+      for (int32_t p : trace.mlp[at]) trace.steps.push_back({p, window});
     };
-    for (int32_t p : front) trace.steps.push_back({p, Window::none});
+    for (int32_t p : trace.front) trace.steps.push_back({p, Window::none});
     for (size_t at = 0; at < layers; ++at) layer_forward(at, at + 1 == layers ? Window::forward : Window::none);
-    for (int32_t p : back) trace.steps.push_back({p, Window::forward});
-    if (!backward) return trace;
+    for (int32_t p : trace.back) trace.steps.push_back({p, Window::forward});
+    if (!backward) return;
     // The activations are all still held from the loss's backward to the end of the last layer's.
-    for (auto p = back.rbegin(); p != back.rend(); ++p) trace.steps.push_back({*p, Window::backward});
+    for (auto p = trace.back.rbegin(); p != trace.back.rend(); ++p) trace.steps.push_back({*p, Window::backward});
     for (size_t at = layers; at-- > 0;) {
       const Window window = at + 1 == layers ? Window::backward : Window::none;
       if (replay) layer_forward(at, window);
@@ -240,18 +272,28 @@ class ZeroShardingStrategy {
       layer_forward(at, window);
       std::reverse(trace.steps.begin() + static_cast<std::ptrdiff_t>(begin), trace.steps.end());
     }
-    for (auto p = front.rbegin(); p != front.rend(); ++p) trace.steps.push_back({*p, Window::none});
-    return trace;
+    for (auto p = trace.front.rbegin(); p != trace.front.rend(); ++p) trace.steps.push_back({*p, Window::none});
   }
 
-  static bool gathered_weight(const memplan::sdk::Item& item) {
-    return item.role == memplan::sdk::Role::weights && !item.non_parameter && item.count > 0 &&
-           item.param_class != memplan::sdk::ParamClass::adapter;
+  static bool gathered_weight(memplan::sdk::ItemRef item) {
+    return item.role() == memplan::sdk::Role::weights && !item.non_parameter() && item.count() > 0 &&
+           item.param_class() != memplan::sdk::ParamClass::adapter;
   }
 
   int stage_ = 0;
   bool gathered_ = false;
   zero3::Settings settings_;
+  sharding::GroupAttributes groups_;
+  memplan::sdk::Attribute gathers_attr_;
+  memplan::sdk::Attribute gradients_dtype_attr_;
+  memplan::sdk::Attribute largest_module_attr_;
+  memplan::sdk::Attribute gathered_parameters_attr_;
+  memplan::sdk::Name gathered_forward_;
+  memplan::sdk::Name gathered_backward_;
+  memplan::sdk::Name module_gradient_;
+  memplan::sdk::Name persistent_parameters_;
+  Trace trace_;                 // stage 3 with gathered parameters: rebuilt on every evaluation
+  zero3::Workspace workspace_;  // ... and replayed
 };
 
 }  // namespace

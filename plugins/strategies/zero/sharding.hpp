@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <limits>
 #include <cstdint>
-#include <string>
 #include <vector>
 
 namespace memplan::plugins::sharding {
@@ -31,13 +30,30 @@ struct Groups {
   int64_t dense() const { return data * context; }
 };
 
-inline Groups read_groups(const sdk::Context& ctx) {
-  Groups groups;
-  groups.data = ctx.attr_int(MEMPLAN_ATTR_RANKS_DATA, 1);
-  groups.context = ctx.attr_int(MEMPLAN_ATTR_RANKS_CONTEXT, 1);
-  groups.expert_parallel = ctx.attr_int(MEMPLAN_ATTR_EXPERT_PARALLEL, 1);
-  return groups;
-}
+// The attributes that size the groups, resolved once in the plugin's constructor.
+class GroupAttributes {
+ public:
+  explicit GroupAttributes(const sdk::Options& options)
+      : data_(options.attribute(MEMPLAN_ATTR_RANKS_DATA)),
+        context_(options.attribute(MEMPLAN_ATTR_RANKS_CONTEXT)),
+        expert_parallel_(options.attribute(MEMPLAN_ATTR_EXPERT_PARALLEL)) {}
+
+  // ranks.data as declared, 0 when no strategy declares it.
+  int64_t declared_data(const sdk::Context& ctx) const { return ctx.attr_int(data_, 0); }
+
+  Groups read(const sdk::Context& ctx) const {
+    Groups groups;
+    groups.data = ctx.attr_int(data_, 1);
+    groups.context = ctx.attr_int(context_, 1);
+    groups.expert_parallel = ctx.attr_int(expert_parallel_, 1);
+    return groups;
+  }
+
+ private:
+  sdk::Attribute data_;
+  sdk::Attribute context_;
+  sdk::Attribute expert_parallel_;
+};
 
 // Divides the GPU items for which `sharded(item)` holds: dense items by
 // `dense`, expert items by `expert`. Buffers stored with the weights
@@ -45,15 +61,14 @@ inline Groups read_groups(const sdk::Context& ctx) {
 // flattens and shards a module's parameters only (torch/distributed/fsdp
 // _flat_param.py, FlatParamHandle over module.named_parameters), and ZeRO-3
 // partitions param.data only (DeepSpeed partition_parameters.py).
+// `sharded` is called with an sdk::ItemRef.
 template <typename Predicate>
 void shard(sdk::Context& ctx, double dense, double expert, Predicate sharded) {
-  for (size_t i = 0; i < ctx.size(); ++i) {
-    sdk::Item item = ctx.item(i);
-    if (item.device != sdk::Device::gpu || item.non_parameter || !sharded(item)) continue;
-    const double ranks = item.param_class == sdk::ParamClass::expert ? expert : dense;
+  for (sdk::ItemRef item : ctx.items()) {
+    if (item.device() != sdk::Device::gpu || item.non_parameter() || !sharded(item)) continue;
+    const double ranks = item.param_class() == sdk::ParamClass::expert ? expert : dense;
     if (ranks == 1) continue;
-    item.elements /= ranks;
-    ctx.set(i, item);
+    item.set_elements(item.elements() / ranks);
   }
 }
 
@@ -87,17 +102,16 @@ inline bool is_linear(sdk::ParamClass param_class) {
 
 inline WeightLayout weight_layout(const sdk::Context& ctx, double gather_bytes = 0, double linear_gather_bytes = 0) {
   WeightLayout layout;
-  auto bytes_of = [&](const sdk::Item& item) {
-    if (linear_gather_bytes > 0 && is_linear(item.param_class)) return linear_gather_bytes;
-    return gather_bytes > 0 ? gather_bytes : item.bytes_per_element;
+  auto bytes_of = [&](sdk::ItemRef item) {
+    if (linear_gather_bytes > 0 && is_linear(item.param_class())) return linear_gather_bytes;
+    return gather_bytes > 0 ? gather_bytes : item.bytes_per_element();
   };
   int32_t begin = std::numeric_limits<int32_t>::max();
   int32_t end = -1;
-  for (size_t i = 0; i < ctx.size(); ++i) {
-    const sdk::Item item = ctx.item(i);
-    if (item.role != sdk::Role::weights || item.non_parameter || item.layer < 0 || item.count == 0) continue;
-    begin = std::min(begin, item.layer);
-    end = std::max(end, static_cast<int32_t>(item.layer + static_cast<int32_t>(item.count)));
+  for (sdk::ItemRef item : ctx.items()) {
+    if (item.role() != sdk::Role::weights || item.non_parameter() || item.layer() < 0 || item.count() == 0) continue;
+    begin = std::min(begin, item.layer());
+    end = std::max(end, static_cast<int32_t>(item.layer() + static_cast<int32_t>(item.count())));
   }
   if (end > begin) {
     layout.first_layer = begin;
@@ -105,23 +119,24 @@ inline WeightLayout weight_layout(const sdk::Context& ctx, double gather_bytes =
     layout.trainable_layer.assign(static_cast<size_t>(end - begin), 0.0);
     layout.per_layer_bytes.assign(static_cast<size_t>(end - begin), 0.0);
   }
-  for (size_t i = 0; i < ctx.size(); ++i) {
-    const sdk::Item item = ctx.item(i);
+  for (sdk::ItemRef item : ctx.items()) {
     // Gathering moves parameters; buffers stored with them are already whole.
-    if (item.role != sdk::Role::weights || item.non_parameter) continue;
-    layout.total += item.elements * item.count;
-    layout.total_bytes += item.elements * bytes_of(item) * item.count;
-    if (item.layer < 0) {
-      layout.outside_layers += item.elements * item.count;
-      layout.outside_bytes += item.elements * bytes_of(item) * item.count;
-      if (item.trainable) layout.trainable_outside += item.elements * item.count;
+    if (item.role() != sdk::Role::weights || item.non_parameter()) continue;
+    const double elements = item.elements();
+    const uint32_t count = item.count();
+    layout.total += elements * count;
+    layout.total_bytes += elements * bytes_of(item) * count;
+    if (item.layer() < 0) {
+      layout.outside_layers += elements * count;
+      layout.outside_bytes += elements * bytes_of(item) * count;
+      if (item.trainable()) layout.trainable_outside += elements * count;
       continue;
     }
-    for (uint32_t k = 0; k < item.count; ++k) {
-      const size_t at = static_cast<size_t>(item.layer - begin) + k;
-      layout.per_layer[at] += item.elements;
-      layout.per_layer_bytes[at] += item.elements * bytes_of(item);
-      if (item.trainable) layout.trainable_layer[at] += item.elements;
+    for (uint32_t k = 0; k < count; ++k) {
+      const size_t at = static_cast<size_t>(item.layer() - begin) + k;
+      layout.per_layer[at] += elements;
+      layout.per_layer_bytes[at] += elements * bytes_of(item);
+      if (item.trainable()) layout.trainable_layer[at] += elements;
     }
   }
   return layout;
@@ -144,13 +159,13 @@ inline double largest_window(const std::vector<double>& values, int64_t width) {
 // (SwiGLU: gate, up, down) linear layers; the experts item holds E / ep
 // experts of as many; a layer's `norms` item is its 2 norms; anything else
 // (q, k, v, o, router, embeddings, LM head, final norm) is one module.
-inline double modules_in(const sdk::Item& item, const memplan_model& model, int64_t expert_parallel) {
+inline double modules_in(sdk::ItemRef item, const memplan_model& model, int64_t expert_parallel) {
   const double projections = model.gated_mlp ? 3 : 2;
-  switch (item.param_class) {
+  switch (item.param_class()) {
     case sdk::ParamClass::mlp: return projections;
     case sdk::ParamClass::expert:
       return projections * std::max<double>(1.0, static_cast<double>(model.experts) / static_cast<double>(expert_parallel));
-    case sdk::ParamClass::norm: return item.layer >= 0 ? 2 : 1;
+    case sdk::ParamClass::norm: return item.layer() >= 0 ? 2 : 1;
     case sdk::ParamClass::final_norm: return 1;
     default: return 1;
   }
@@ -161,29 +176,30 @@ inline double modules_in(const sdk::Item& item, const memplan_model& model, int6
 inline double largest_module(const sdk::Context& ctx, int64_t expert_parallel, bool trainable_only) {
   const memplan_model& model = ctx.model();
   double largest = 0;
-  for (size_t i = 0; i < ctx.size(); ++i) {
-    const sdk::Item item = ctx.item(i);
-    if (item.role != sdk::Role::weights || item.non_parameter || item.count == 0 ||
-        (trainable_only && !item.trainable))
+  for (sdk::ItemRef item : ctx.items()) {
+    if (item.role() != sdk::Role::weights || item.non_parameter() || item.count() == 0 ||
+        (trainable_only && !item.trainable()))
       continue;
-    largest = std::max(largest, item.elements / modules_in(item, model, expert_parallel));
+    largest = std::max(largest, item.elements() / modules_in(item, model, expert_parallel));
   }
   return largest;
 }
 
 // Adds one working-set item (role buffers, outside the layers), in `pool`
 // (sdk::Pool::reserve for blocks an allocator pool keeps beyond its tensors).
-inline void add_buffer(sdk::Context& ctx, const std::string& name, sdk::Lifetime lifetime, double elements,
+inline void add_buffer(sdk::Context& ctx, sdk::Name name, sdk::Lifetime lifetime, double elements,
                        double bytes_per_element, sdk::Pool pool = sdk::Pool::allocated) {
   if (elements <= 0) return;
-  sdk::Item item;
-  item.name = name;
-  item.role = sdk::Role::buffers;
-  item.lifetime = lifetime;
-  item.pool = pool;
-  item.elements = elements;
-  item.bytes_per_element = bytes_per_element;
-  ctx.add(item);
+  ctx.add(sdk::NewItem{.name = name, .role = sdk::Role::buffers, .lifetime = lifetime, .pool = pool,
+                       .elements = elements, .bytes_per_element = bytes_per_element});
+}
+
+// The same with a name interned on every call, for plugins not yet on the
+// fast path (fsdp, offload); a ported plugin interns in its constructor.
+inline void add_buffer(sdk::Context& ctx, const char* name, sdk::Lifetime lifetime, double elements,
+                       double bytes_per_element, sdk::Pool pool = sdk::Pool::allocated) {
+  if (elements <= 0) return;
+  add_buffer(ctx, ctx.intern(name), lifetime, elements, bytes_per_element, pool);
 }
 
 }  // namespace memplan::plugins::sharding
