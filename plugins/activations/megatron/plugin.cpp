@@ -314,11 +314,9 @@ class MegatronActivations {
     return static_cast<double>(model.hidden) * widest / t;
   }
 
-  // dtype.activations, which the precision plugin must have set. Read by
-  // handle; when it is unset, the SDK's lookup by key reports it.
+  // dtype.activations, which the precision plugin must have set (read by handle).
   double activation_bytes(const memplan::sdk::Context& ctx) const {
-    const double bytes = ctx.attr_double(attributes_.activation_dtype, std::numeric_limits<double>::quiet_NaN());
-    return std::isnan(bytes) ? ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_ACTIVATIONS) : bytes;
+    return ctx.required_attr_double(attributes_.activation_dtype, MEMPLAN_ATTR_DTYPE_ACTIVATIONS);
   }
 
   // What the eager layers keep depends on which of their weights train and on

@@ -169,11 +169,9 @@ class ZeroShardingStrategy {
     ctx.set_attr(gathered_parameters_attr_, gathered);
   }
 
-  // dtype.gradients, which the precision plugin must have set. Read by
-  // handle; when it is unset, the SDK's lookup by key reports it.
+  // dtype.gradients, which the precision plugin must have set (read by handle).
   double gradient_bytes(const memplan::sdk::Context& ctx) const {
-    const double bytes = ctx.attr_double(gradients_dtype_attr_, std::numeric_limits<double>::quiet_NaN());
-    return std::isnan(bytes) ? ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_GRADIENTS) : bytes;
+    return ctx.required_attr_double(gradients_dtype_attr_, MEMPLAN_ATTR_DTYPE_GRADIENTS);
   }
 
   // The modules in the order ZeRO-3 fetches them (one parameter each): the

@@ -30,7 +30,8 @@ struct PlanItem : memplan_item {
 
   PlanItem() : memplan_item{} {
     struct_size = sizeof(memplan_item);
-    name = intern_name("unnamed");
+    static const char* const unnamed = intern_name("unnamed");  // interned once, not per item
+    name = unnamed;
     role = MEMPLAN_ROLE_WEIGHTS;
     lifetime = MEMPLAN_LIFETIME_PERSISTENT;
     device = MEMPLAN_DEVICE_GPU;
