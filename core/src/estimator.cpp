@@ -125,6 +125,7 @@ Estimator::Estimator(const Scenario& scenario, const PluginRegistry& registry)
     throw;
   }
   host_->ctx.plan.items.reserve(inventory_.size() * 8);
+  memory_fraction_slot_ = attribute_slot(host_->ctx, MEMPLAN_ATTR_MEMORY_FRACTION);
   // A descriptor of ABI 1.0, or one that does not declare what it reads, may read anything.
   constexpr uint32_t kBatchFields = MEMPLAN_READS_MICRO_BATCH | MEMPLAN_READS_SEQ_LEN;
   while (resume_at_ < plugins_.size()) {
@@ -179,7 +180,7 @@ static void publish_hardware(memplan_ctx& ctx, const HardwareSpec& hardware) {
     if (existing.key == MEMPLAN_ATTR_HARDWARE_NVLINK_SHARP) attribute = &existing;
   if (attribute == nullptr) {
     attribute = &ctx.attributes.emplace_back();
-    attribute->key = MEMPLAN_ATTR_HARDWARE_NVLINK_SHARP;
+    attribute->set_key(MEMPLAN_ATTR_HARDWARE_NVLINK_SHARP);
   }
   attribute->type = memplan_attribute::Type::integer;
   attribute->integer = 1;
@@ -285,8 +286,7 @@ void Estimator::check_world_size() {
   const memplan_ctx& ctx = host_->ctx;
   const size_t prefix = std::strlen(MEMPLAN_ATTR_RANKS_PREFIX);
   auto is_rank_factor = [&](const memplan_attribute& attribute) {
-    return attribute.type == memplan_attribute::Type::integer &&
-           attribute.key.compare(0, prefix, MEMPLAN_ATTR_RANKS_PREFIX) == 0;
+    return attribute.rank_factor && attribute.type == memplan_attribute::Type::integer;
   };
   auto setter = [&](const memplan_attribute& attribute) -> const ConfiguredPlugin& {
     return plugins_[static_cast<size_t>(attribute.set_by)];
@@ -319,9 +319,9 @@ void Estimator::check_world_size() {
 }
 
 void Estimator::read_memory_fraction() {
-  const memplan_attribute* attribute = host_->ctx.find_attribute(MEMPLAN_ATTR_MEMORY_FRACTION);
+  const memplan_attribute* attribute = &host_->ctx.attributes[memory_fraction_slot_];
   breakdown_.memory_fraction = 1.0;
-  if (attribute == nullptr) return;
+  if (attribute->type == memplan_attribute::Type::unset) return;
   const std::string& setter = plugins_[static_cast<size_t>(attribute->set_by)].plugin->name;
   if (attribute->type != memplan_attribute::Type::floating || !(attribute->floating > 0) || attribute->floating > 1)
     fail_at(plugins_[static_cast<size_t>(attribute->set_by)].component->use_location,

@@ -189,7 +189,7 @@ memplan_attribute* attribute_for_write(memplan_ctx* ctx, const char* key) {
       return &attribute;
     }
   memplan_attribute& added = ctx->attributes.emplace_back();
-  added.key = key;
+  added.set_key(key);
   added.set_by = ctx->plugin_index;
   return &added;
 }
@@ -304,10 +304,7 @@ int32_t attr_handle(memplan_ctx* ctx, const char* key) {
     host_report(ctx, nullptr, "asked for the handle of an attribute with an empty name");
     return -1;
   }
-  for (size_t i = 0; i < ctx->attributes.size(); ++i)
-    if (ctx->attributes[i].key == key) return static_cast<int32_t>(i);
-  ctx->attributes.emplace_back().key = key;
-  return static_cast<int32_t>(ctx->attributes.size() - 1);
+  return static_cast<int32_t>(attribute_slot(*ctx, key));
 }
 
 memplan_attribute* attribute_at(memplan_ctx* ctx, int32_t handle) {
@@ -420,8 +417,17 @@ memplan_host make_host_table() {
 
 }  // namespace
 
+size_t attribute_slot(memplan_ctx& ctx, const char* key) {
+  for (size_t i = 0; i < ctx.attributes.size(); ++i)
+    if (ctx.attributes[i].key == key) return i;
+  ctx.attributes.emplace_back().set_key(key);
+  return ctx.attributes.size() - 1;
+}
+
 bool check_plan(memplan_ctx* ctx, ItemCheck check) {
   for (const PlanItem& item : ctx->plan.items) {
+    // The check of every evaluation: a few comparisons, no string unless one fails.
+    if (check == ItemCheck::values && item_values_valid(item)) [[likely]] continue;
     bool overflow = false;
     if (auto problem = item_problem(item, check, &overflow)) [[unlikely]] {
       ctx->size_overflow = overflow && !ctx->has_error;

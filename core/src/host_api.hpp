@@ -3,6 +3,7 @@
 // is the core's business how a context is laid out.
 #pragma once
 
+#include <memplan/conventions.h>
 #include <memplan/plugin_abi.h>
 
 #include <deque>
@@ -22,6 +23,13 @@ struct memplan_attribute {
   double floating = 0;
   std::string text;
   int32_t set_by = -1;
+  bool rank_factor = false;  // a ranks.* attribute: the host multiplies the integer ones into the world size
+
+  // The key is set once, when the slot is made (slots are reused, never renamed).
+  void set_key(std::string name) {
+    key = std::move(name);
+    rank_factor = key.rfind(MEMPLAN_ATTR_RANKS_PREFIX, 0) == 0;
+  }
 };
 
 struct memplan_ctx {
@@ -79,6 +87,10 @@ const memplan_host& host_table();
 
 // Records an error on behalf of the host (e.g. a bad item) as if the plugin had reported it.
 void host_report(memplan_ctx* ctx, const char* option, const std::string& message);
+
+// The index of the attribute slot named `key`, made (unset) when missing:
+// what attribute handles are.
+size_t attribute_slot(memplan_ctx& ctx, const char* key);
 
 // Checks every item of the plan; reports the first bad one as the current
 // plugin's error and returns false.

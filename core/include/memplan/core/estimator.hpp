@@ -86,6 +86,7 @@ class Estimator {
   bool checked_ = true;  // check the plan after each plugin (the first evaluation)
   size_t resume_at_ = 0;  // the first plugin that reads micro_batch or seq_len (or may)
   bool snapshot_wanted_ = false;
+  size_t memory_fraction_slot_ = 0;  // the attribute slot of limits.memory_fraction
 };
 
 }  // namespace memplan

@@ -57,6 +57,20 @@ struct Plan {
 // must cost little; the first evaluation makes the full one.
 enum class ItemCheck { handed_in, in_place, values };
 
+// Whether `item` passes every rule but the name's (ItemCheck::values), cheaply;
+// item_problem says why it does not.
+inline bool item_values_valid(const memplan_item& item) {
+  const double bytes = item.elements * item.bytes_per_element;
+  // NaN fails every comparison; infinity fails the size bound.
+  return item.name != nullptr && item.role >= 0 && item.role < MEMPLAN_ROLE_COUNT &&
+         item.lifetime >= MEMPLAN_LIFETIME_PERSISTENT && item.lifetime <= MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER &&
+         (item.device == MEMPLAN_DEVICE_GPU || item.device == MEMPLAN_DEVICE_CPU) &&
+         (item.flags & (MEMPLAN_ITEM_ALLOCATOR_RESERVE | MEMPLAN_ITEM_OUTSIDE_ALLOCATOR)) !=
+             (MEMPLAN_ITEM_ALLOCATOR_RESERVE | MEMPLAN_ITEM_OUTSIDE_ALLOCATOR) &&
+         item.layer >= -1 && item.elements >= 0 && item.elements <= 1e300 && item.bytes_per_element >= 0 &&
+         item.bytes_per_element <= 1e300 && (bytes + 1) * static_cast<double>(item.count) <= 4.6e18;
+}
+
 // Why `item` is not a valid plan item (a rule of plugin_abi.h), or nullopt.
 // `size_overflow` is set when the reason is a size beyond 2^62 bytes.
 std::optional<std::string> item_problem(const memplan_item& item, ItemCheck check, bool* size_overflow);
