@@ -6,6 +6,7 @@
 #include <iostream>
 #include <optional>
 
+#include "memplan/bundle/bundle.hpp"
 #include "memplan/core/catalog.hpp"
 #include "memplan/core/install_layout.hpp"
 #include "memplan/core/plugin_registry.hpp"
@@ -87,7 +88,7 @@ int plugin_detail_command(const std::string& name, bool allow_unsigned) {
   const InstallLayout layout = layout_beside(current_executable());
   PluginRegistry registry;
   PluginLoadOptions load_options;
-  load_options.allow_unsigned = allow_unsigned;
+  load_options.installed = bundle::installed_bundles_source(allow_unsigned);
   load_plugins(registry, layout, nullptr, load_options);
   for (const std::string& diagnostic : registry.diagnostics()) cli::print_line(std::cerr, "memplan: warning: " + diagnostic);
   const LoadedPlugin* plugin = registry.find(name);

@@ -12,7 +12,7 @@
 
 #include "catalog_commands.hpp"
 #include "terminal_output.hpp"
-#include "memplan/core/bundle.hpp"
+#include "memplan/bundle/bundle.hpp"
 #include "memplan/core/catalog.hpp"
 #include "memplan/core/error.hpp"
 #include "memplan/core/estimator.hpp"
@@ -182,7 +182,7 @@ int run_command(const std::vector<std::string>& args) {
     const memplan::Scenario& scenario = scenarios[i];
     memplan::PluginRegistry registry;
     memplan::PluginLoadOptions load_options;
-    load_options.allow_unsigned = vm.count("allow-unsigned") > 0;
+    load_options.installed = memplan::bundle::installed_bundles_source(vm.count("allow-unsigned") > 0);
     memplan::load_plugins(registry, layout, &scenario, load_options);
     print_warnings(registry);
     memplan::Estimator estimator(scenario, registry);
@@ -233,7 +233,7 @@ int plugins_command(const std::vector<std::string>& args) {
   const memplan::InstallLayout layout = memplan::layout_beside(memplan::current_executable());
   memplan::PluginRegistry registry;
   memplan::PluginLoadOptions load_options;
-  load_options.allow_unsigned = allow_unsigned;
+  load_options.installed = memplan::bundle::installed_bundles_source(allow_unsigned);
   memplan::load_plugins(registry, layout, nullptr, load_options);
   for (int32_t kind : {MEMPLAN_KIND_PRECISION, MEMPLAN_KIND_OPTIMIZER, MEMPLAN_KIND_ACTIVATIONS,
                        MEMPLAN_KIND_STRATEGY}) {
@@ -273,9 +273,11 @@ int validate_command(const std::vector<std::string>& args) {
   if (paths.empty()) paths.push_back("validation");
   const memplan::InstallLayout layout = memplan::layout_beside(memplan::current_executable());
   const memplan::Catalog catalog = memplan::Catalog::load(layout.data_dir);
+  memplan::PluginLoadOptions load_options;
+  load_options.installed = memplan::bundle::installed_bundles_source(false);
   std::vector<memplan::ValidationResult> results;
   for (const std::string& file : memplan::validation_files(paths))
-    results.push_back(memplan::validate_case(memplan::read_validation_case(file), catalog, layout));
+    results.push_back(memplan::validate_case(memplan::read_validation_case(file), catalog, layout, load_options));
   memplan::write_validation_table(std::cout, results);
   bool ok = true;
   for (const memplan::ValidationResult& result : results) ok = ok && result.failure.empty() && result.within;

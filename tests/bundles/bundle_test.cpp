@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "memplan/core/bundle.hpp"
+#include "memplan/bundle/bundle.hpp"
 #include "test_support.hpp"
 
 namespace memplan::testing {

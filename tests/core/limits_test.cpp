@@ -1,4 +1,4 @@
-// The core's size solver (core/src/limits.cpp): "max" micro-batch or sequence
+// The core's size solver (core/src/estimate/limits.cpp): "max" micro-batch or sequence
 // length. Figures are hand-derived below for Llama-2-7B, ZeRO-3 over 8 ranks,
 // mixed bf16 + AdamW, megatron activations with FlashAttention and no dropout,
 // grad_accum 1, on an 80 GiB GPU (85,899,345,920 bytes).

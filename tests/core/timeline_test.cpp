@@ -1,4 +1,4 @@
-// The step timeline (core/src/breakdown.cpp) on hand-built plans. Sizes are
+// The step timeline (core/src/estimate/breakdown.cpp) on hand-built plans. Sizes are
 // chosen so each phase's value can be read off by hand.
 #include <gtest/gtest.h>
 

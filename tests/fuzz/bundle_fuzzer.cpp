@@ -1,9 +1,9 @@
 // Fuzz target: the two files of a bundle that memplan parses, bundle.toml
 // (the manifest) and bundle.sig, through the readers verify_bundle calls on
-// their bytes (core/src/bundle/verify.cpp, steps 2 and 3) for `memplan bundle
+// their bytes (core/bundle/src/verify.cpp, steps 2 and 3) for `memplan bundle
 // verify|install` and at every load of an installed bundle, and a
 // repository's index.toml, which `bundle install NAME` reads from a web
-// server (core/src/bundle/repository.cpp). Each input is read as all three:
+// server (core/bundle/src/repository.cpp). Each input is read as all three:
 // they are all TOML, so one corpus serves the three readers.
 //
 // Beyond "no crash": what either reader accepts must survive being written
@@ -19,8 +19,8 @@
 #include <string>
 #include <string_view>
 
-#include "bundle/manifest.hpp"
-#include "bundle/verify.hpp"
+#include "manifest.hpp"
+#include "verify.hpp"
 #include "defect.hpp"
 #include "memplan/core/error.hpp"
 

@@ -1,6 +1,6 @@
 // Fuzz target: a Hugging Face config.json to an estimate, along the path
 // `[model] hf_config = "config.json"` takes in `memplan run`
-// (core/src/scenario.cpp, read_model): read_hf_config on the file's bytes,
+// (core/src/scenario/scenario.cpp, read_model): read_hf_config on the file's bytes,
 // validate_model, then the estimator over the model's parameter inventory,
 // once as a training and once as an inference scenario, so both the
 // training and the KV-cache plugins see every architecture the reader accepts.
@@ -17,11 +17,11 @@
 
 #include "defect.hpp"
 #include "fuzz_host.hpp"
-#include "hf_config.hpp"
+#include "model/hf_config.hpp"
 #include "memplan/core/error.hpp"
 #include "memplan/core/estimator.hpp"
 #include "memplan/core/scenario.hpp"
-#include "model_reader.hpp"
+#include "model/model_reader.hpp"
 
 namespace {
 

@@ -503,7 +503,7 @@ TEST(Packages, DebInstallsTheLayoutUnderUsrWithItsDependencies) {
       needed_names.insert(line.substr(line.find('[') + 1, line.find(']') - line.find('[') - 1));
   const std::string depends = fields.out.substr(fields.out.find("Depends: "));
   // libcurl is opened when a bundle repository is first contacted
-  // (core/src/bundle/http.cpp), so it is no NEEDED entry; the package must
+  // (core/bundle/src/http.cpp), so it is no NEEDED entry; the package must
   // depend on it all the same.
   EXPECT_FALSE(needed_names.contains("libcurl.so.4")) << needed.out;
   EXPECT_TRUE(contains(depends, " libcurl4 (")) << depends;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,23 +30,35 @@ std::vector<std::string> plugin_path_from_environment();
 // folder (through a link, or "a/../a") count once, by canonical path.
 std::vector<std::string> distinct_folders(const std::vector<std::string>& folders);
 
+// A package of plugins installed apart from the search folders (a bundle in
+// the user's store), as its loader reports it. A scenario's [plugins] bundles
+// requirements are checked against these.
+struct InstalledPackage {
+  std::string name;
+  std::string version;
+  bool loaded = false;  // passed its checks; its libraries went to the registry
+  std::string refusal;  // why not
+};
+// Loads installed packages into the registry. The command line passes the
+// bundle store's (bundle::installed_bundles_source in memplan/bundle); the
+// core knows packages only through this.
+using InstalledPackageSource = std::function<std::vector<InstalledPackage>(PluginRegistry&)>;
+
 struct PluginLoadOptions {
-  // Accept unsigned bundles and bundles of untrusted keys. Set only from the
-  // command line (--allow-unsigned); no scenario or bundle can set it.
-  bool allow_unsigned = false;
-  // The per-user store of trusted keys and installed bundles; empty: the
-  // default (bundle::memplan_home()).
-  std::filesystem::path home;
+  // Empty: no installed packages (only built-ins, MEMPLAN_PLUGIN_PATH and
+  // the scenario's search path).
+  InstalledPackageSource installed;
 };
 
 // Loads plugins in precedence order: built-ins, then MEMPLAN_PLUGIN_PATH, then
-// the installed bundles (each verified, each library's sha256 re-checked right
-// before it is opened), then the scenario's [plugins] search_path (a missing
-// scenario folder is an error at its file:line:column; each folder is read
-// once, however often the path names it). Names already taken
-// are refused, so nothing can silently replace a built-in, and a scenario's
-// folder cannot shadow an installed, verified bundle. Then the scenario's
-// [plugins] bundles requirements are checked (errors at file:line:column).
+// the installed packages (options.installed: bundles are each verified, and
+// each library's sha256 is re-checked right before it is opened), then the
+// scenario's [plugins] search_path (a missing scenario folder is an error at
+// its file:line:column; each folder is read once, however often the path
+// names it). Names already taken are refused, so nothing can silently
+// replace a built-in, and a scenario's folder cannot shadow an installed,
+// verified bundle. Then the scenario's [plugins] bundles requirements are
+// checked against the installed packages (errors at file:line:column).
 void load_plugins(PluginRegistry& registry, const InstallLayout& layout, const Scenario* scenario,
                   const PluginLoadOptions& options = {});
 

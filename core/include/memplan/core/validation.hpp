@@ -44,7 +44,9 @@ std::vector<std::string> validation_files(const std::vector<std::string>& paths)
 // Reads the header of one case; throws Error (file:line) when a required line is missing or malformed.
 ValidationCase read_validation_case(const std::string& file);
 // Estimates one case through the plugins found from `layout` (and the scenario's own search path).
-ValidationResult validate_case(const ValidationCase& test, const Catalog& catalog, const InstallLayout& layout);
+// `options` adds installed packages (the command line passes the bundle store's).
+ValidationResult validate_case(const ValidationCase& test, const Catalog& catalog, const InstallLayout& layout,
+                               const PluginLoadOptions& options = {});
 // The table, then one summary line; returns the results' summary figures through the stream only.
 void write_validation_table(std::ostream& out, const std::vector<ValidationResult>& results);
 // "validation: N cases, median |error| X %, max |error| Y % (ID), within 10 %: K/N"

@@ -1,0 +1,422 @@
+#include "memplan/core/estimator.hpp"
+
+#include <memplan/conventions.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "plugins/host_api.hpp"
+#include "memplan/core/text.hpp"
+
+namespace memplan {
+namespace {
+
+std::string with_article(std::string_view noun) {
+  const bool vowel = !noun.empty() && std::string_view("aeiou").find(noun[0]) != std::string_view::npos;
+  return (vowel ? "an " : "a ") + std::string(noun);
+}
+
+std::string_view option_type_name(int32_t type) {
+  switch (type) {
+    case MEMPLAN_OPTION_INT: return "an integer";
+    case MEMPLAN_OPTION_DOUBLE: return "a number";
+    case MEMPLAN_OPTION_BOOL: return "a boolean (true or false)";
+    default: return "a string";
+  }
+}
+
+std::string_view value_type_name(OptionValue::Type type) {
+  switch (type) {
+    case OptionValue::Type::integer: return "an integer";
+    case OptionValue::Type::floating: return "a float";
+    case OptionValue::Type::boolean: return "a boolean";
+    default: return "a string";
+  }
+}
+
+bool accepts(int32_t spec_type, OptionValue::Type value_type) {
+  switch (spec_type) {
+    case MEMPLAN_OPTION_INT: return value_type == OptionValue::Type::integer;
+    case MEMPLAN_OPTION_DOUBLE:
+      return value_type == OptionValue::Type::integer || value_type == OptionValue::Type::floating;
+    case MEMPLAN_OPTION_BOOL: return value_type == OptionValue::Type::boolean;
+    default: return value_type == OptionValue::Type::string;
+  }
+}
+
+std::string plugin_label(const LoadedPlugin& plugin) {
+  return std::string(kind_name(plugin.descriptor.kind)) + " plugin '" + plugin.name + "'";
+}
+
+// Throws the error a plugin call left in the context, located at the option it
+// names (or at the component's `use`), naming the library.
+[[noreturn]] void fail_plugin_call(const memplan_ctx& ctx, const char* callback, int status) {
+  const ComponentSpec& component = *ctx.component;
+  const LoadedPlugin& plugin = *ctx.plugin;
+  std::string message = ctx.has_error ? ctx.error_message
+                                      : std::string(callback) + "() returned status " + std::to_string(status) +
+                                            " (not MEMPLAN_OK) without reporting why";
+  SourceLocation where = component.use_location;
+  std::string subject = "in " + component.section + ", " + plugin_label(plugin);
+  if (!ctx.error_option.empty()) {
+    for (const OptionValue& option : component.options)
+      if (option.key == ctx.error_option) where = option.value_location;
+    subject += ", option '" + ctx.error_option + "'";
+  }
+  const std::string text = where.str() + ": error: " + subject + ": " + message + " (plugin library " + plugin.path + ")";
+  if (ctx.size_overflow) throw PlanTooLargeError(text);
+  throw Error(text);
+}
+
+}  // namespace
+
+Estimator::Estimator(const Scenario& scenario, const PluginRegistry& registry)
+    : scenario_(scenario), inventory_(parameter_inventory(scenario.model)), host_(std::make_unique<HostState>()) {
+  memplan_ctx& ctx = host_->ctx;
+  ctx.model = to_abi_model(scenario.model, count_parameters(inventory_));
+  ctx.workload.struct_size = sizeof ctx.workload;
+  ctx.workload.mode = scenario.mode;
+  ctx.workload.micro_batch = scenario.micro_batch;
+  ctx.workload.seq_len = scenario.seq_len;
+  ctx.workload.grad_accum = scenario.grad_accum;
+  ctx.workload.gpu_count = scenario.hardware.count;
+  ctx.workload.gpu_memory_bytes = scenario.hardware.memory_bytes;
+
+  for (const ComponentSpec& component : scenario.components) {
+    const LoadedPlugin* plugin = registry.find(component.use);
+    if (plugin == nullptr) {
+      std::vector<std::string> same_kind = registry.names(component.kind);
+      std::string message = "no " + std::string(kind_name(component.kind)) + " plugin named '" + component.use +
+                            "'" + did_you_mean(component.use, registry.names()) + " Available " +
+                            std::string(kind_name(component.kind)) + " plugins: " +
+                            (same_kind.empty() ? std::string("none") : join_alternatives(same_kind, ", ")) +
+                            ". `memplan plugins` lists every plugin and where it was found.";
+      if (!registry.diagnostics().empty())
+        message += " Note: " + std::to_string(registry.diagnostics().size()) + " plugin librar" +
+                   (registry.diagnostics().size() == 1 ? "y was" : "ies were") +
+                   " rejected while loading (see the warnings above).";
+      fail_at(component.use_location, message);
+    }
+    if (plugin->descriptor.kind != component.kind)
+      fail_at(component.use_location,
+              "'" + component.use + "' is " + with_article(kind_name(plugin->descriptor.kind)) + " plugin, but " +
+                  component.section + " needs " + with_article(kind_name(component.kind)) + " plugin; move it to " +
+                  (plugin->descriptor.kind == MEMPLAN_KIND_STRATEGY
+                       ? std::string("a [[strategy]] table")
+                       : "the [" + std::string(kind_name(plugin->descriptor.kind)) + "] table"));
+    for (const ConfiguredPlugin& earlier : plugins_)
+      if (earlier.plugin == plugin)
+        fail_at(component.use_location, "'" + component.use + "' is used twice (" + earlier.component->section +
+                                             " and " + component.section + "); keep one table");
+    plugins_.push_back(ConfiguredPlugin{plugin, &component, nullptr});
+  }
+  // Phase order; scenario order within a phase.
+  std::stable_sort(plugins_.begin(), plugins_.end(), [](const ConfiguredPlugin& a, const ConfiguredPlugin& b) {
+    return a.plugin->descriptor.phase < b.plugin->descriptor.phase;
+  });
+  try {
+    for (ConfiguredPlugin& configured : plugins_) configure(configured);
+  } catch (...) {
+    // A throwing constructor runs no destructor: free the states created so far.
+    for (ConfiguredPlugin& configured : plugins_)
+      if (configured.state != nullptr) configured.plugin->descriptor.destroy(configured.state);
+    throw;
+  }
+  host_->ctx.plan.items.reserve(inventory_.size() * 8);
+  memory_fraction_slot_ = attribute_slot(host_->ctx, MEMPLAN_ATTR_MEMORY_FRACTION);
+  // A descriptor of ABI 1.0, or one that does not declare what it reads, may read anything.
+  constexpr uint32_t kBatchFields = MEMPLAN_READS_MICRO_BATCH | MEMPLAN_READS_SEQ_LEN;
+  while (resume_at_ < plugins_.size()) {
+    const uint32_t reads = plugins_[resume_at_].plugin->descriptor.reads;
+    if (!(reads & MEMPLAN_READS_DECLARED) || (reads & kBatchFields)) break;
+    ++resume_at_;
+  }
+  breakdown_.fit_quantity = scenario_.hardware.fit_quantity;  // a setting of the scenario: once, not per evaluation
+}
+
+Estimator::~Estimator() {
+  for (ConfiguredPlugin& configured : plugins_)
+    if (configured.state != nullptr) configured.plugin->descriptor.destroy(configured.state);
+}
+
+void Estimator::configure(ConfiguredPlugin& configured) {
+  const ComponentSpec& component = *configured.component;
+  const LoadedPlugin& plugin = *configured.plugin;
+  std::vector<std::string> declared;
+  for (const memplan_option_spec& spec : plugin.options) declared.emplace_back(spec.name);
+  for (const OptionValue& option : component.options) {
+    const memplan_option_spec* spec = nullptr;
+    for (const memplan_option_spec& candidate : plugin.options)
+      if (option.key == candidate.name) spec = &candidate;
+    if (spec == nullptr)
+      fail_at(option.key_location, "unknown key '" + option.key + "' in " + component.section + " for " +
+                                       plugin_label(plugin) + did_you_mean(option.key, declared) +
+                                       (declared.empty() ? std::string(" It takes no options.")
+                                                         : " Accepted keys: " + join_alternatives(declared, ", ") +
+                                                               "."));
+    if (!accepts(spec->type, option.type))
+      fail_at(option.value_location, "in " + component.section + ", '" + option.key + "' of " +
+                                         plugin_label(plugin) + " must be " +
+                                         std::string(option_type_name(spec->type)) + ", not " +
+                                         (option.list ? std::string("a list") : std::string(value_type_name(option.type))));
+  }
+  memplan_ctx& ctx = host_->ctx;
+  const auto index = static_cast<int32_t>(&configured - plugins_.data());
+  ctx.begin_call(&plugin, &component, index, true);
+  void* state = nullptr;
+  const int status = plugin.descriptor.create(&host_table(), &ctx, &state);
+  configured.state = state;
+  if (status != MEMPLAN_OK || ctx.has_error) fail_plugin_call(ctx, "create", status);
+}
+
+// Facts about the hardware that plugins read as attributes (conventions.h),
+// set by the host before the first plugin runs.
+static void publish_hardware(memplan_ctx& ctx, const HardwareSpec& hardware) {
+  if (!hardware.nvlink_sharp) return;
+  memplan_attribute* attribute = nullptr;
+  for (memplan_attribute& existing : ctx.attributes)
+    if (existing.key == MEMPLAN_ATTR_HARDWARE_NVLINK_SHARP) attribute = &existing;
+  if (attribute == nullptr) {
+    attribute = &ctx.attributes.emplace_back();
+    attribute->set_key(MEMPLAN_ATTR_HARDWARE_NVLINK_SHARP);
+  }
+  attribute->type = memplan_attribute::Type::integer;
+  attribute->integer = 1;
+  attribute->set_by = -1;  // the host
+}
+
+void Estimator::run_plugins(bool checked, size_t from) {
+  memplan_ctx& ctx = host_->ctx;
+  if (from == 0) {
+    ctx.plan.items.assign(inventory_.begin(), inventory_.end());
+    ctx.clear_attributes();
+    publish_hardware(ctx, scenario_.hardware);
+  }
+  // Parameters are counted once, before the first layout plugin: a run that
+  // resumes past that point keeps the counts of the run it resumes.
+  bool counted = from > 0 && plugins_[from - 1].plugin->descriptor.phase >= MEMPLAN_PHASE_LAYOUT;
+  auto count_parameters_now = [&] {
+    breakdown_.params_total = 0;
+    breakdown_.params_trainable = 0;
+    for (const PlanItem& item : ctx.plan.items) {
+      // Buffers stored with the weights (quantization scales) are not parameters.
+      if (item.role != MEMPLAN_ROLE_WEIGHTS || (item.flags & MEMPLAN_ITEM_NON_PARAMETER)) continue;
+      const double n = item.elements * item.count;
+      breakdown_.params_total += n;
+      if (item.flags & MEMPLAN_ITEM_TRAINABLE) breakdown_.params_trainable += n;
+    }
+    counted = true;
+  };
+  for (size_t i = from; i < plugins_.size(); ++i) {
+    const ConfiguredPlugin& configured = plugins_[i];
+    // Parameter counts are the model's, before layout plugins split weights across ranks.
+    if (!counted && configured.plugin->descriptor.phase >= MEMPLAN_PHASE_LAYOUT) count_parameters_now();
+    if (i == resume_at_ && snapshot_wanted_) take_snapshot();
+    ctx.begin_call(configured.plugin, configured.component, static_cast<int32_t>(i), false);
+    const int status = configured.plugin->descriptor.apply(configured.state, &host_table(), &ctx);
+    if (status == MEMPLAN_OK && !ctx.has_error && checked && ctx.plan_written) check_plan(&ctx, ItemCheck::in_place);
+    if (status != MEMPLAN_OK || ctx.has_error) fail_plugin_call(ctx, "apply", status);
+  }
+  if (!counted) count_parameters_now();
+  if (resume_at_ == plugins_.size() && snapshot_wanted_) take_snapshot();
+}
+
+void Estimator::take_snapshot() {
+  HostState::Snapshot& snapshot = host_->snapshot;
+  snapshot.items.assign(host_->ctx.plan.items.begin(), host_->ctx.plan.items.end());
+  snapshot.attributes.assign(host_->ctx.attributes.begin(), host_->ctx.attributes.end());
+  snapshot.valid = true;
+}
+
+void Estimator::restore_snapshot() {
+  memplan_ctx& ctx = host_->ctx;
+  const HostState::Snapshot& snapshot = host_->snapshot;
+  ctx.plan.items.assign(snapshot.items.begin(), snapshot.items.end());
+  // Attributes keep their places (handles are indices); those added since are unset.
+  for (size_t i = 0; i < ctx.attributes.size(); ++i) {
+    memplan_attribute& attribute = ctx.attributes[i];
+    if (i >= snapshot.attributes.size()) {
+      attribute.type = memplan_attribute::Type::unset;
+      continue;
+    }
+    const memplan_attribute& saved = snapshot.attributes[i];
+    attribute.type = saved.type;
+    attribute.integer = saved.integer;
+    attribute.floating = saved.floating;
+    if (saved.type == memplan_attribute::Type::text) attribute.text = saved.text;
+    attribute.set_by = saved.set_by;
+  }
+}
+
+const Breakdown& Estimator::evaluate() {
+  run_plugins(checked_);
+  return finish_evaluation();
+}
+
+const Breakdown& Estimator::finish_evaluation() {
+  memplan_ctx& ctx = host_->ctx;
+  if (!checked_) {
+    // Plugins of ABI 1.1 wrote the plan in place: check it once, and find who
+    // wrote a bad item by evaluating again with a check after each plugin.
+    ctx.begin_call(nullptr, nullptr, -1, false);
+    if (!check_plan(&ctx, ItemCheck::values)) {
+      const std::string message = ctx.error_message;
+      run_plugins(true);
+      throw Error(scenario_.file + ": error: " + message +
+                  ", but no plugin did when evaluated again with a check after each (rule: apply() gives the same "
+                  "plan for the same configuration)");
+    }
+  }
+  checked_ = false;
+  read_memory_fraction();
+  if (scenario_.mode == MEMPLAN_MODE_INFER) breakdown_.params_trainable = 0;  // nothing trains in inference
+  check_world_size();
+  summarize(ctx.plan, scenario_.grad_accum, breakdown_);
+  if (breakdown_.too_large)
+    throw PlanTooLargeError(scenario_.file + ": error: the plan at micro_batch " +
+                            std::to_string(ctx.workload.micro_batch) + ", seq_len " +
+                            std::to_string(ctx.workload.seq_len) +
+                            " needs more than 2^62 bytes per GPU; check the model's dimensions and the batch");
+  return breakdown_;
+}
+
+void Estimator::check_world_size() {
+  const memplan_ctx& ctx = host_->ctx;
+  const size_t prefix = std::strlen(MEMPLAN_ATTR_RANKS_PREFIX);
+  auto is_rank_factor = [&](const memplan_attribute& attribute) {
+    return attribute.rank_factor && attribute.type == memplan_attribute::Type::integer;
+  };
+  auto setter = [&](const memplan_attribute& attribute) -> const ConfiguredPlugin& {
+    return plugins_[static_cast<size_t>(attribute.set_by)];
+  };
+  int64_t world = 1;
+  for (const memplan_attribute& attribute : ctx.attributes) {
+    if (!is_rank_factor(attribute)) continue;
+    if (attribute.integer < 1 || __builtin_mul_overflow(world, attribute.integer, &world))
+      fail_at(setter(attribute).component->use_location,
+              "plugin '" + setter(attribute).plugin->name + "' set " + attribute.key + " = " +
+                  std::to_string(attribute.integer) +
+                  ", which makes no world size (rule: every ranks.* factor is at least 1 and their product fits "
+                  "in 64 bits); check the parallel sizes");
+  }
+  breakdown_.world_size = world;
+  if (scenario_.hardware.count <= 0 || scenario_.hardware.count == world) return;
+  // Only a mismatch builds the message: this runs on every evaluation.
+  std::vector<std::string> factors;
+  for (const memplan_attribute& attribute : ctx.attributes)
+    if (is_rank_factor(attribute) && attribute.integer > 1)
+      factors.push_back(attribute.key.substr(prefix) + " " + std::to_string(attribute.integer) + " (set by '" +
+                        setter(attribute).plugin->name + "')");
+  fail_at(scenario_.hardware.count_location,
+          "[hardware] count = " + std::to_string(scenario_.hardware.count) + " but the strategies lay the job out on " +
+              std::to_string(world) + " GPU" + (world == 1 ? "" : "s") +
+              (factors.empty() ? std::string(" (no strategy splits it; add the strategies that use the other GPUs, "
+                                             "e.g. data parallelism)")
+                               : " (" + join_alternatives(factors, " x ") + ")") +
+              "; change count, or the strategies' sizes so that their product equals count");
+}
+
+void Estimator::read_memory_fraction() {
+  const memplan_attribute* attribute = &host_->ctx.attributes[memory_fraction_slot_];
+  breakdown_.memory_fraction = 1.0;
+  if (attribute->type == memplan_attribute::Type::unset) return;
+  const std::string& setter = plugins_[static_cast<size_t>(attribute->set_by)].plugin->name;
+  if (attribute->type != memplan_attribute::Type::floating || !(attribute->floating > 0) || attribute->floating > 1)
+    fail_at(plugins_[static_cast<size_t>(attribute->set_by)].component->use_location,
+            "plugin '" + setter + "' set " + MEMPLAN_ATTR_MEMORY_FRACTION +
+                " to something other than a number in (0, 1]; fix the plugin");
+  breakdown_.memory_fraction = attribute->floating;
+}
+
+const Breakdown& Estimator::evaluate_at(int64_t micro_batch, int64_t seq_len) {
+  host_->ctx.workload.micro_batch = micro_batch;
+  host_->ctx.workload.seq_len = seq_len;
+  if (host_->snapshot.valid && !checked_) {
+    restore_snapshot();
+    run_plugins(false, resume_at_);
+    return finish_evaluation();
+  }
+  // The first step of a sweep runs every plugin and keeps the plan at resume_at_.
+  snapshot_wanted_ = true;
+  try {
+    run_plugins(checked_);
+  } catch (...) {
+    snapshot_wanted_ = false;
+    host_->snapshot.valid = false;
+    throw;
+  }
+  snapshot_wanted_ = false;
+  return finish_evaluation();
+}
+
+int64_t Estimator::micro_batch() const { return host_->ctx.workload.micro_batch; }
+int64_t Estimator::seq_len() const { return host_->ctx.workload.seq_len; }
+
+bool Estimator::fits() const {
+  return breakdown_.peak <= breakdown_.capacity(scenario_.hardware.memory_bytes);
+}
+
+std::vector<std::pair<std::string, std::string>> Estimator::report_details() const {
+  std::vector<std::pair<std::string, std::string>> details;
+  const size_t prefix = std::strlen(MEMPLAN_ATTR_REPORT_PREFIX);
+  for (const memplan_attribute& attribute : host_->ctx.attributes) {
+    if (attribute.key.compare(0, prefix, MEMPLAN_ATTR_REPORT_PREFIX) != 0) continue;
+    std::string value;
+    switch (attribute.type) {
+      case memplan_attribute::Type::integer: value = std::to_string(attribute.integer); break;
+      case memplan_attribute::Type::floating: {
+        char buffer[32];
+        std::snprintf(buffer, sizeof buffer, "%.17g", attribute.floating);
+        value = buffer;
+        break;
+      }
+      case memplan_attribute::Type::text: value = json_string(attribute.text); break;
+      default: continue;
+    }
+    details.emplace_back(attribute.key.substr(prefix), value);
+  }
+  return details;
+}
+
+namespace {
+
+// The set attribute `key`, if it holds `type`.
+const memplan_attribute* find_typed(const memplan_ctx& ctx, std::string_view key, memplan_attribute::Type type) {
+  const memplan_attribute* attribute = ctx.find_attribute(std::string(key).c_str());
+  return attribute != nullptr && attribute->type == type ? attribute : nullptr;
+}
+
+}  // namespace
+
+std::optional<int64_t> Estimator::attribute_int(std::string_view key) const {
+  const auto* a = find_typed(host_->ctx, key, memplan_attribute::Type::integer);
+  return a ? std::optional<int64_t>(a->integer) : std::nullopt;
+}
+
+std::optional<double> Estimator::attribute_double(std::string_view key) const {
+  const auto* a = find_typed(host_->ctx, key, memplan_attribute::Type::floating);
+  return a ? std::optional<double>(a->floating) : std::nullopt;
+}
+
+std::optional<std::string> Estimator::attribute_string(std::string_view key) const {
+  const auto* a = find_typed(host_->ctx, key, memplan_attribute::Type::text);
+  return a ? std::optional<std::string>(a->text) : std::nullopt;
+}
+
+const Plan& Estimator::plan() const { return host_->ctx.plan; }
+
+std::string Estimator::display_name(const PlanItem& item) {
+  if (item.layer < 0) return std::string(item.name_view());
+  std::string name = "layers." + std::to_string(item.layer);
+  if (item.count > 1) name += "-" + std::to_string(item.layer + static_cast<int64_t>(item.count) - 1);
+  return name + "." + std::string(item.name_view());
+}
+
+std::string Estimator::origin(const PlanItem& item) const {
+  if (item.added_by < 0 || static_cast<size_t>(item.added_by) >= plugins_.size()) return "model";
+  return plugins_[static_cast<size_t>(item.added_by)].plugin->name;
+}
+
+}  // namespace memplan

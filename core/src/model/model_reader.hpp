@@ -1,0 +1,26 @@
+// Reads model keys from a scenario's [model] table or a preset file.
+#pragma once
+
+#include <array>
+#include <string_view>
+
+#include "memplan/core/model.hpp"
+#include "common/toml_reader.hpp"
+
+namespace memplan {
+
+// The architecture keys a [model] table and a preset file share.
+inline constexpr std::array<std::string_view, 24> kModelKeys = {
+    "params", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "vocab", "mlp", "norm",
+    "tied_embeddings", "qkv_bias", "output_bias", "mlp_bias", "position_embeddings", "type_vocab",
+    "embedding_norm", "final_norm", "pooler", "output_head", "moe", "sliding_window", "global_attention_every",
+    "max_context"};
+
+// Applies every model key present in `reader`'s table to `spec` (so a
+// scenario can override the keys a preset or a Hugging Face config gave).
+void read_model_keys(const TomlReader& reader, const toml::table& table, ModelSpec& spec);
+
+// Checks that `spec` describes a buildable model; errors point at `where`.
+void validate_model(const ModelSpec& spec, const TomlReader& where);
+
+}  // namespace memplan

@@ -1,0 +1,146 @@
+// JSON output, schema "memplan.estimate/1" (docs/json-output.md). All sizes in
+// bytes; every component key is always present.
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "report/advice.hpp"
+#include "memplan/core/text.hpp"
+#include "report/report_writers.hpp"
+
+namespace memplan {
+namespace {
+
+std::string number(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.17g", value);
+  return buffer;
+}
+
+void write_components(std::ostream& out, const std::array<uint64_t, MEMPLAN_ROLE_COUNT>& components) {
+  out << "{";
+  for (int32_t role = 0; role < MEMPLAN_ROLE_COUNT; ++role)
+    out << (role ? ", " : " ") << json_string(role_name(role)) << ": " << components[static_cast<size_t>(role)];
+  out << " }";
+}
+
+void write_items(std::ostream& out, const Estimator& estimator, int32_t device) {
+  out << "[";
+  bool first = true;
+  for (const PlanItem& item : estimator.plan().items) {
+    if (item.device != device) continue;
+    out << (first ? "\n" : ",\n") << "      { \"name\": " << json_string(Estimator::display_name(item))
+        << ", \"role\": " << json_string(role_name(item.role)) << ", \"bytes\": " << item.bytes()
+        << ", \"count\": " << item.count << ", \"elements\": " << number(item.elements)
+        << ", \"bytes_per_element\": " << number(item.bytes_per_element)
+        << ", \"lifetime\": " << json_string(lifetime_name(item.lifetime))
+        << ", \"quantity\": " << json_string(quantity_name(item_quantity(item.flags)))
+        << ", \"added_by\": " << json_string(estimator.origin(item)) << " }";
+    first = false;
+  }
+  out << (first ? "]" : "\n    ]");
+}
+
+std::string limit_json(const std::optional<SizeLimit>& limit) {
+  if (!limit) return "null";
+  const std::string other = limit->variable == SizeVariable::micro_batch ? "seq_len" : "micro_batch";
+  return "{ \"variable\": " + json_string(variable_name(limit->variable)) + ", \"value\": " +
+         (limit->unbounded ? std::string("null") : std::to_string(limit->value)) + ", \"" + other + "\": " + std::to_string(limit->other) +
+         ", \"binding\": " + json_string(limit->binding) + ", \"capped\": " + (limit->capped ? "true" : "false") +
+         ", \"unbounded\": " + (limit->unbounded ? "true" : "false") +
+         ", \"peak\": " + std::to_string(limit->peak) + ", \"capacity\": " + std::to_string(limit->capacity) + " }";
+}
+
+}  // namespace
+
+void write_json(std::ostream& out, const Estimator& estimator, const ScenarioLimits& limits) {
+  const Scenario& scenario = estimator.scenario();
+  const Breakdown& b = estimator.breakdown();
+  const uint64_t gpu_memory = scenario.hardware.memory_bytes;
+  out << "{\n";
+  out << "  \"schema\": \"memplan.estimate/1\",\n";
+  out << "  \"scenario\": " << json_string(scenario.name) << ",\n";
+  out << "  \"mode\": " << json_string(scenario.mode == MEMPLAN_MODE_TRAIN ? "train" : "infer") << ",\n";
+  out << "  \"batch\": { \"micro_batch\": " << estimator.micro_batch() << ", \"seq_len\": " << estimator.seq_len()
+      << ", \"grad_accum\": " << scenario.grad_accum << " },\n";
+  const FrameworkSpec& framework = scenario.framework;
+  if (framework.name.empty()) {
+    out << "  \"framework\": null,\n";
+  } else {
+    out << "  \"framework\": { \"name\": " << json_string(framework.name) << ", \"version\": "
+        << json_string(framework.version) << ", \"profile\": " << json_string(framework.profile_file)
+        << ", \"default\": " << (framework.from_scenario ? "false" : "true") << " },\n";
+  }
+  out << "  \"parameters\": { \"total\": " << std::llround(b.params_total)
+      << ", \"trainable\": " << std::llround(b.params_trainable) << " },\n";
+  out << "  \"per_gpu\": {\n";
+  out << "    \"peak\": " << b.peak << ", \"sum\": " << b.sum << ", \"peak_phase\": " << json_string(phase_name(b.peak_phase))
+      << ",\n";
+  out << "    \"timeline\": {";
+  for (int phase = 0; phase < kStepPhaseCount; ++phase)
+    out << (phase ? ", " : " ") << json_string(phase_name(phase)) << ": " << b.timeline[static_cast<size_t>(phase)];
+  out << " },\n";
+  out << "    \"fit_quantity\": " << json_string(quantity_name(b.fit_quantity)) << ",\n";
+  out << "    \"quantities\": {";
+  for (int quantity = 0; quantity < kQuantityCount; ++quantity) {
+    const StepPeak& q = b.quantities[static_cast<size_t>(quantity)];
+    out << (quantity ? ",\n" : "\n") << "      " << json_string(quantity_name(quantity)) << ": { \"peak\": " << q.peak
+        << ", \"peak_phase\": " << json_string(phase_name(q.peak_phase)) << ", \"timeline\": {";
+    for (int phase = 0; phase < kStepPhaseCount; ++phase)
+      out << (phase ? ", " : " ") << json_string(phase_name(phase)) << ": " << q.timeline[static_cast<size_t>(phase)];
+    out << " } }";
+  }
+  out << "\n    },\n";
+  out << "    \"components\": ";
+  write_components(out, b.components);
+  out << ",\n    \"items\": ";
+  write_items(out, estimator, MEMPLAN_DEVICE_GPU);
+  out << "\n  },\n";
+  out << "  \"per_cpu\": { \"sum\": " << b.cpu_sum << ", \"components\": ";
+  write_components(out, b.cpu_components);
+  out << ", \"items\": ";
+  write_items(out, estimator, MEMPLAN_DEVICE_CPU);
+  out << " },\n";
+  out << "  \"world_size\": " << b.world_size << ",\n";
+  if (gpu_memory > 0) {
+    out << "  \"gpu\": " << json_string(scenario.hardware.gpu.empty() ? scenario.hardware.label : scenario.hardware.gpu)
+        << ",\n";
+    out << "  \"gpu_memory\": " << gpu_memory << ",\n";
+    const FitFacts fit = fit_facts(estimator);
+    char fraction[32];
+    std::snprintf(fraction, sizeof fraction, "%.6g", b.memory_fraction);  // a setting, not a measurement
+    out << "  \"memory_fraction\": " << fraction << ",\n";
+    out << "  \"capacity\": " << fit.capacity << ",\n";
+    out << "  \"fits\": " << (fit.fits ? "true" : "false") << ",\n";
+    out << "  \"headroom\": " << fit.headroom << ",\n";
+    out << "  \"shortfall\": " << fit.shortfall << ",\n";
+  } else {
+    out << "  \"gpu\": null,\n  \"gpu_memory\": null,\n  \"memory_fraction\": null,\n  \"capacity\": null,\n"
+           "  \"fits\": null,\n  \"headroom\": null,\n  \"shortfall\": null,\n";
+  }
+  out << "  \"solved\": " << limit_json(limits.solved) << ",\n";
+  out << "  \"limits\": { \"max_micro_batch\": " << limit_json(limits.max_micro_batch)
+      << ", \"max_seq_len\": " << limit_json(limits.max_seq_len) << " },\n";
+  out << "  \"details\": {";
+  const auto details = estimator.report_details();
+  for (size_t i = 0; i < details.size(); ++i)
+    out << (i ? ", " : " ") << json_string(details[i].first) << ": " << details[i].second;
+  out << (details.empty() ? "},\n" : " },\n");
+  out << "  \"advice\": [";
+  const std::vector<std::string> advice = advice_for(b, b.capacity(gpu_memory), scenario.mode == MEMPLAN_MODE_TRAIN);
+  for (size_t i = 0; i < advice.size(); ++i) out << (i ? ", " : "") << json_string(advice[i]);
+  out << "],\n";
+  out << "  \"plugins\": [";
+  bool first = true;
+  for (const ConfiguredPlugin& configured : estimator.plugins()) {
+    const LoadedPlugin& plugin = *configured.plugin;
+    out << (first ? "\n" : ",\n") << "    { \"kind\": " << json_string(kind_name(plugin.descriptor.kind))
+        << ", \"name\": " << json_string(plugin.name) << ", \"version\": " << json_string(plugin.version)
+        << ", \"library\": " << json_string(plugin.path) << " }";
+    first = false;
+  }
+  out << (first ? "]\n" : "\n  ]\n");
+  out << "}\n";
+}
+
+}  // namespace memplan

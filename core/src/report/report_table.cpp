@@ -1,0 +1,120 @@
+// The human-readable report: components, timeline, fit, and what to change.
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "report/advice.hpp"
+#include "memplan/core/text.hpp"
+#include "report/report_writers.hpp"
+
+namespace memplan {
+namespace {
+
+std::string gib_column(uint64_t bytes) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%12.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return buffer;
+}
+
+std::string billions(double count) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.3f B", count / 1e9);
+  return buffer;
+}
+
+std::string padded(std::string_view text, size_t width) {
+  std::string out(text);
+  if (out.size() < width) out.append(width - out.size(), ' ');
+  return out;
+}
+
+void write_limits(std::ostream& out, const ScenarioLimits& limits) {
+  const std::vector<LimitRow> rows = limit_rows(limits);
+  if (rows.empty()) return;
+  out << "\nlimits\n";
+  for (const LimitRow& row : rows) {
+    const SizeLimit& limit = *row.limit;
+    const bool batch = limit.variable == SizeVariable::micro_batch;
+    const std::string title = std::string(batch ? "max micro_batch" : "max seq_len") +
+                              (row.solved ? " (solved)" : batch ? " (sequences)" : " (tokens)");
+    out << "  " << padded(title, 30);
+    if (limit.unbounded) {
+      out << "unbounded   (" << limit.binding << ")\n";
+      continue;
+    }
+    out << limit.value << "   (" << (batch ? "at seq_len " : "at micro_batch ") << limit.other << "; "
+        << (limit.capped ? "capped by " : "bound by ") << limit.binding << ")\n";
+  }
+}
+
+}  // namespace
+
+void write_table(std::ostream& out, const Estimator& estimator, const ScenarioLimits& limits) {
+  const Scenario& scenario = estimator.scenario();
+  const Breakdown& b = estimator.breakdown();
+  // Names and paths come from files: shown with control characters escaped.
+  out << "memplan estimate: " << terminal_text(scenario.name) << " (" << (scenario.mode == MEMPLAN_MODE_TRAIN ? "train" : "infer")
+      << ")\n";
+  out << "model: " << terminal_text(model_source(scenario)) << ", "
+      << billions(b.params_total) << " parameters, " << billions(b.params_trainable) << " trainable\n";
+  // The sizes the estimate used (a solved "max" included); no length when the scenario sets none.
+  out << "batch: micro_batch " << estimator.micro_batch() << ", seq_len "
+      << (estimator.seq_len() > 0 ? std::to_string(estimator.seq_len()) : std::string("not set")) << ", grad_accum "
+      << scenario.grad_accum << "; world size " << b.world_size << " GPU" << (b.world_size == 1 ? "" : "s") << "\n";
+  if (!scenario.framework.name.empty())
+    out << "framework: " << scenario.framework.name
+        << (scenario.framework.version.empty() || scenario.framework.version == "-" ? "" : " " + scenario.framework.version)
+        << (scenario.framework.from_scenario ? "" : " (the default profile; name the software with [framework])") << "\n";
+  out << "plugins:";
+  for (const ConfiguredPlugin& configured : estimator.plugins())
+    out << " " << configured.plugin->name << "@" << terminal_text(configured.plugin->version);
+  out << "\n\nper GPU (1 GiB = 2^30 bytes)\n";
+  for (int32_t role = 0; role < MEMPLAN_ROLE_COUNT; ++role)
+    out << "  " << padded(role_name(role), 18) << gib_column(b.components[static_cast<size_t>(role)]) << "\n";
+  out << "  " << padded("sum", 18) << gib_column(b.sum) << "\n";
+  out << "  " << padded("peak", 18) << gib_column(b.peak) << "   (" << phase_name(b.peak_phase) << ", "
+      << quantity_name(b.fit_quantity) << " memory)\n";
+  // What each way of measuring would show at its own high point.
+  static constexpr const char* kMeasuredBy[kQuantityCount] = {"torch.cuda.max_memory_allocated",
+                                                              "torch.cuda.max_memory_reserved", "nvidia-smi"};
+  out << "\npeak as measured by\n";
+  for (int quantity = 0; quantity < kQuantityCount; ++quantity) {
+    const StepPeak& q = b.quantities[static_cast<size_t>(quantity)];
+    out << "  " << padded(quantity_name(quantity), 18) << gib_column(q.peak) << "   (" << phase_name(q.peak_phase)
+        << "; " << kMeasuredBy[quantity] << ")\n";
+  }
+  out << "\nstep timeline (" << quantity_name(b.fit_quantity) << " memory)\n";
+  // Inference has no backward pass and no optimizer step.
+  const int phases = scenario.mode == MEMPLAN_MODE_TRAIN ? kStepPhaseCount : kBackward;
+  for (int phase = 0; phase < phases; ++phase)
+    out << "  " << padded(phase_name(phase), 18) << gib_column(b.timeline[static_cast<size_t>(phase)]) << "\n";
+  if (b.cpu_sum > 0) out << "\nper host CPU\n  " << padded("sum", 18) << gib_column(b.cpu_sum) << "\n";
+
+  const auto details = estimator.report_details();
+  if (!details.empty()) out << "\ndetails\n";
+  for (const auto& [key, value] : details) out << "  " << padded(key, 30) << value << "\n";
+  write_limits(out, limits);
+
+  const FitFacts fit = fit_facts(estimator);
+  out << "\n";
+  if (!fit.has_gpu) {
+    out << "fit: no GPU given ([hardware] gpu or memory_gib)\n";
+    return;
+  }
+  out << "GPU: " << terminal_text(scenario.hardware.label) << ", " << format_gib(static_cast<double>(fit.gpu_memory));
+  if (fit.capacity < fit.gpu_memory)
+    out << ", of which " << format_gib(static_cast<double>(fit.capacity)) << " usable (memory fraction "
+        << b.memory_fraction << ")";
+  out << "\n";
+  if (fit.fits) {
+    out << "fits (" << quantity_name(b.fit_quantity) << " memory): yes, " << format_gib(static_cast<double>(fit.headroom))
+        << " to spare (" << std::lround(100.0 * static_cast<double>(b.peak) / static_cast<double>(fit.capacity))
+        << "% used at peak)\n";
+    return;
+  }
+  out << "fits (" << quantity_name(b.fit_quantity) << " memory): no\n\nwhat to change:\n";
+  for (const std::string& line : advice_for(b, fit.capacity, scenario.mode == MEMPLAN_MODE_TRAIN))
+    out << "  - " << line << "\n";
+}
+
+}  // namespace memplan

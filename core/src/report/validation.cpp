@@ -1,0 +1,186 @@
+#include "memplan/core/validation.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "memplan/core/breakdown.hpp"
+#include "memplan/core/error.hpp"
+#include "memplan/core/estimator.hpp"
+#include "memplan/core/plugin_registry.hpp"
+#include "memplan/core/scenario.hpp"
+#include "common/input_file.hpp"
+
+namespace memplan {
+namespace {
+
+std::string trimmed(std::string_view text) {
+  const size_t first = text.find_first_not_of(" \t\r");
+  if (first == std::string_view::npos) return "";
+  const size_t last = text.find_last_not_of(" \t\r");
+  return std::string(text.substr(first, last - first + 1));
+}
+
+std::string percent(double value, bool sign) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, sign ? "%+.1f %%" : "%.1f %%", value);
+  return buffer;
+}
+
+std::string gib(uint64_t bytes) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.2f", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return buffer;
+}
+
+}  // namespace
+
+std::vector<std::string> validation_files(const std::vector<std::string>& paths) {
+  std::vector<std::string> files;
+  for (const std::string& path : paths) {
+    std::error_code error;
+    if (std::filesystem::is_directory(path, error)) {
+      std::vector<std::string> found;
+      for (const auto& entry : std::filesystem::directory_iterator(path))
+        if (entry.is_regular_file() && entry.path().extension() == ".toml") found.push_back(entry.path().string());
+      std::sort(found.begin(), found.end());
+      if (found.empty()) throw Error(path + ": error: the folder holds no validation case (*.toml)");
+      files.insert(files.end(), found.begin(), found.end());
+    } else if (std::filesystem::is_regular_file(path, error)) {
+      files.push_back(path);
+    } else {
+      throw Error(path + ": error: no such validation case or folder");
+    }
+  }
+  return files;
+}
+
+ValidationCase read_validation_case(const std::string& file) {
+  std::istringstream in(read_input_file(file, "validation case"));
+  ValidationCase test;
+  test.file = file;
+  test.id = std::filesystem::path(file).stem().string();
+  bool has_measured = false, has_quantity = false;
+  std::string line;
+  int number = 0;
+  // The leading comment block only: the first non-comment line ends it.
+  while (std::getline(in, line)) {
+    ++number;
+    const std::string text = trimmed(line);
+    if (text.empty()) continue;
+    if (text[0] != '#') break;
+    const std::string body = trimmed(std::string_view(text).substr(1));
+    const size_t equals = body.find('=');
+    if (equals == std::string::npos) continue;
+    const std::string key = trimmed(std::string_view(body).substr(0, equals));
+    const std::string value = trimmed(std::string_view(body).substr(equals + 1));
+    const SourceLocation where{file, static_cast<uint32_t>(number), 1};
+    if (key == "measured_bytes") {
+      char* end = nullptr;
+      const unsigned long long bytes = std::strtoull(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || bytes == 0)
+        fail_at(where, "measured_bytes must be a positive whole number of bytes, got '" + value + "'");
+      test.measured = bytes;
+      has_measured = true;
+    } else if (key == "quantity") {
+      const std::optional<int> quantity = quantity_from_name(value);
+      if (!quantity) fail_at(where, "quantity must be allocated, reserved or device, got '" + value + "'");
+      test.quantity = *quantity;
+      has_quantity = true;
+    } else if (key == "framework") {
+      test.framework = value;
+    } else if (key == "tolerance_percent") {
+      char* end = nullptr;
+      const double tolerance = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != '\0' || !(tolerance > 0) || tolerance > 100)
+        fail_at(where, "tolerance_percent must be a number in (0, 100], got '" + value + "'");
+      test.tolerance_percent = tolerance;
+    }
+  }
+  if (!has_measured || !has_quantity)
+    fail_at(SourceLocation{file, 1, 1}, std::string("a validation case needs '# measured_bytes = N' and '# quantity = "
+                                                    "allocated|reserved|device' in its leading comment block") +
+                                            (has_measured ? " (quantity is missing)" : " (measured_bytes is missing)"));
+  return test;
+}
+
+ValidationResult validate_case(const ValidationCase& test, const Catalog& catalog, const InstallLayout& layout,
+                               const PluginLoadOptions& options) {
+  ValidationResult result;
+  result.test = test;
+  try {
+    const Scenario scenario = load_scenario(test.file, catalog);
+    PluginRegistry registry;
+    load_plugins(registry, layout, &scenario, options);
+    Estimator estimator(scenario, registry);
+    const Breakdown& breakdown = estimator.evaluate();
+    // The table names the profile memplan modelled the run with.
+    if (!scenario.framework.name.empty()) result.test.framework = scenario.framework.name;
+    result.estimate = breakdown.quantities[static_cast<size_t>(test.quantity)].peak;
+  } catch (const Error& error) {
+    result.failure = error.what();
+    return result;
+  }
+  const double measured = static_cast<double>(test.measured);
+  result.error_percent = (static_cast<double>(result.estimate) - measured) / measured * 100.0;
+  result.within = std::fabs(result.error_percent) <= test.tolerance_percent;
+  return result;
+}
+
+void write_validation_table(std::ostream& out, const std::vector<ValidationResult>& results) {
+  size_t id_width = 2, framework_width = 9;
+  for (const ValidationResult& r : results) {
+    id_width = std::max(id_width, r.test.id.size());
+    framework_width = std::max(framework_width, r.test.framework.size());
+  }
+  auto pad = [](const std::string& text, size_t width) { return text + std::string(width - std::min(width, text.size()), ' '); };
+  auto left = [](const std::string& text, size_t width) { return std::string(width - std::min(width, text.size()), ' ') + text; };
+  out << pad("id", id_width) << "  " << pad("framework", framework_width) << "  " << pad("quantity", 9)
+      << left("measured GiB", 12) << "  " << left("estimate GiB", 12) << "  " << left("error", 9) << "  "
+      << left("tolerance", 9) << "\n";
+  for (const ValidationResult& r : results) {
+    out << pad(r.test.id, id_width) << "  " << pad(r.test.framework, framework_width) << "  "
+        << pad(std::string(quantity_name(r.test.quantity)), 9) << left(gib(r.test.measured), 12) << "  ";
+    if (!r.failure.empty()) {
+      out << "FAILED: " << r.failure << "\n";
+      continue;
+    }
+    out << left(gib(r.estimate), 12) << "  " << left(percent(r.error_percent, true), 9) << "  "
+        << left(percent(r.test.tolerance_percent, false), 9) << (r.within ? "" : "  OUTSIDE") << "\n";
+  }
+  out << validation_summary(results) << "\n";
+}
+
+std::string validation_summary(const std::vector<ValidationResult>& results) {
+  std::vector<double> errors;
+  double worst = -1;
+  std::string worst_id;
+  size_t within_ten = 0, failed = 0;
+  for (const ValidationResult& r : results) {
+    if (!r.failure.empty()) {
+      ++failed;
+      continue;
+    }
+    const double error = std::fabs(r.error_percent);
+    errors.push_back(error);
+    if (error > worst) {
+      worst = error;
+      worst_id = r.test.id;
+    }
+    if (error <= 10.0) ++within_ten;
+  }
+  std::string line = "validation: " + std::to_string(results.size()) + " cases";
+  if (errors.empty()) return line + ", none estimated";
+  std::sort(errors.begin(), errors.end());
+  const size_t n = errors.size();
+  const double median = n % 2 == 1 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
+  line += ", median |error| " + percent(median, false) + ", max |error| " + percent(worst, false) + " (" + worst_id +
+          "), within 10 %: " + std::to_string(within_ten) + "/" + std::to_string(results.size());
+  if (failed > 0) line += ", failed: " + std::to_string(failed);
+  return line;
+}
+
+}  // namespace memplan

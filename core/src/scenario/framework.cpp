@@ -1,0 +1,141 @@
+#include "memplan/core/framework.hpp"
+
+#include <memplan/plugin_abi.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "scenario/component_reader.hpp"
+#include "common/input_file.hpp"
+#include "common/toml_guard.hpp"
+#include "common/toml_reader.hpp"
+
+namespace memplan {
+
+namespace {
+
+std::vector<long long> version_numbers(const std::string& text) {
+  std::vector<long long> numbers;
+  long long current = -1;
+  for (char c : text) {
+    if (c >= '0' && c <= '9') {
+      current = (current < 0 ? 0 : current) * 10 + (c - '0');
+      if (current > 1'000'000'000) current = 1'000'000'000;  // a version part, not a number to overflow on
+    } else if (current >= 0) {
+      numbers.push_back(current);
+      current = -1;
+    }
+  }
+  if (current >= 0) numbers.push_back(current);
+  return numbers;
+}
+
+std::vector<std::pair<std::string, std::vector<OptionValue>>> read_defaults(const toml::node* defaults,
+                                                                              const std::string& path,
+                                                                              const std::string& prefix) {
+  std::vector<std::pair<std::string, std::vector<OptionValue>>> result;
+  if (defaults == nullptr) return result;
+  if (!defaults->is_table())
+    fail_at(location_of(path, defaults->source()), "'" + prefix + "' must be tables [" + prefix + ".<plugin name>]");
+  for (const auto& [plugin, node] : *defaults->as_table()) {
+    const std::string plugin_name(plugin.str());
+    const std::string section = "[" + prefix + "." + plugin_name + "]";
+    if (!node.is_table()) fail_at(location_of(path, node.source()), section + " must be a table of that plugin's options");
+    if (node.as_table()->contains("use"))
+      fail_at(location_of(path, node.as_table()->get("use")->source()),
+              "in " + section + ", 'use' is not an option: the table's name is the plugin");
+    result.emplace_back(plugin_name, read_options(*node.as_table(), path, section));
+  }
+  return result;
+}
+
+void merge_defaults(std::vector<std::pair<std::string, std::vector<OptionValue>>>& into,
+                    const std::vector<std::pair<std::string, std::vector<OptionValue>>>& from) {
+  for (const auto& [plugin, options] : from) {
+    // A named copy for the lambda: clang before 16 cannot capture a structured binding.
+    const std::string& name = plugin;
+    auto found = std::find_if(into.begin(), into.end(), [&](const auto& entry) { return entry.first == name; });
+    if (found == into.end()) {
+      into.emplace_back(plugin, options);
+      continue;
+    }
+    for (const OptionValue& option : options) {
+      auto same = std::find_if(found->second.begin(), found->second.end(),
+                               [&](const OptionValue& existing) { return existing.key == option.key; });
+      if (same == found->second.end()) found->second.push_back(option);
+      else *same = option;
+    }
+  }
+}
+
+}  // namespace
+
+int compare_versions(const std::string& a, const std::string& b) {
+  const std::vector<long long> x = version_numbers(a), y = version_numbers(b);
+  for (size_t i = 0; i < std::max(x.size(), y.size()); ++i) {
+    const long long u = i < x.size() ? x[i] : 0, v = i < y.size() ? y[i] : 0;
+    if (u != v) return u < v ? -1 : 1;
+  }
+  return 0;
+}
+
+std::vector<std::pair<std::string, std::vector<OptionValue>>> FrameworkProfile::defaults_for(
+    const std::string& wanted) const {
+  std::vector<std::pair<std::string, std::vector<OptionValue>>> result = defaults;
+  for (const FrameworkVersionDefaults& block : since)
+    if (wanted.empty() || compare_versions(block.version, wanted) <= 0) merge_defaults(result, block.defaults);
+  return result;
+}
+
+FrameworkProfile load_framework_profile(const std::string& path) {
+  toml::table root;
+  try {
+    root = parse_toml(read_input_file(path, "framework profile"), path);
+  } catch (const toml::parse_error& error) {
+    fail_at(location_of(path, error.source()), "invalid TOML in a framework profile: " +
+                                                   std::string(error.description()));
+  }
+  FrameworkProfile profile;
+  profile.file = path;
+  profile.name = std::filesystem::path(path).stem().string();
+  TomlReader top(root, path, "framework profile '" + profile.name + "'");
+  top.reject_unknown_keys({"framework", "defaults", "strategy", "since"});
+  const toml::node* header = root.get("framework");
+  if (header == nullptr || !header->is_table())
+    fail_at(SourceLocation{path, 1, 1}, "a framework profile needs a [framework] table with name and summary");
+  TomlReader reader(*header->as_table(), path, "[framework]");
+  reader.reject_unknown_keys({"name", "summary", "version", "source", "default"});
+  const auto name = reader.string("name");
+  if (!name || *name != profile.name)
+    fail_at(reader.table_location(), "[framework] name must equal the file name without .toml ('" + profile.name +
+                                         "'): a profile is found by its file name");
+  profile.summary = reader.string("summary").value_or("");
+  if (profile.summary.empty()) reader.fail_key("summary", "must say in one line what the profile models");
+  profile.version = reader.string("version").value_or("");
+  profile.source = reader.string("source").value_or("");
+  profile.is_default = reader.boolean("default").value_or(false);
+
+  profile.defaults = read_defaults(root.get("defaults"), path, "defaults");
+  if (const toml::node* since = root.get("since")) {
+    if (!since->is_array_of_tables())
+      fail_at(location_of(path, since->source()), "'since' must be written as [[since]] tables");
+    for (const toml::node& entry : *since->as_array()) {
+      TomlReader block(*entry.as_table(), path, "[[since]]");
+      block.reject_unknown_keys({"version", "note", "defaults"});
+      FrameworkVersionDefaults version;
+      const auto number = block.string("version");
+      if (!number || version_numbers(*number).empty())
+        fail_at(block.table_location(), "[[since]] needs version = \"<the version the defaults below start at>\"");
+      version.version = *number;
+      version.note = block.string("note").value_or("");
+      if (!profile.since.empty() && compare_versions(profile.since.back().version, version.version) > 0)
+        block.fail_key("version", "is older than the [[since]] block before it; list them oldest first");
+      version.defaults = read_defaults(entry.as_table()->get("defaults"), path, "since.defaults");
+      profile.since.push_back(std::move(version));
+    }
+  }
+  read_strategies(root, path, " of framework '" + profile.name + "'", profile.strategies);
+  return profile;
+}
+
+}  // namespace memplan
