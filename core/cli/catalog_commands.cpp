@@ -89,6 +89,7 @@ int plugin_detail_command(const std::string& name, bool allow_unsigned) {
   PluginRegistry registry;
   PluginLoadOptions load_options;
   load_options.installed = bundle::installed_bundles_source(allow_unsigned);
+  load_options.index_dir = plugin_index_dir_from_environment();
   load_plugins(registry, layout, nullptr, load_options);
   for (const std::string& diagnostic : registry.diagnostics()) cli::print_line(std::cerr, "memplan: warning: " + diagnostic);
   const LoadedPlugin* plugin = registry.find(name);

@@ -53,7 +53,8 @@ constexpr const char* kUsage =
     "Plugins are searched beside the binary (../lib/memplan/plugins), then in MEMPLAN_PLUGIN_PATH\n"
     "(folders separated by ':'), then in the installed bundles, then in the scenario's [plugins]\n"
     "search_path. Bundles and trusted keys live in $MEMPLAN_HOME (default: $XDG_DATA_HOME/memplan,\n"
-    "else ~/.local/share/memplan).\n";
+    "else ~/.local/share/memplan). Which plugin each library holds is kept in $MEMPLAN_CACHE_DIR/plugin-index\n"
+    "(default: $XDG_CACHE_HOME/memplan, else ~/.cache/memplan; MEMPLAN_CACHE_DIR= turns it off).\n";
 
 constexpr const char* kBundleUsage =
     "usage: memplan bundle <command> [options]\n"
@@ -183,6 +184,7 @@ int run_command(const std::vector<std::string>& args) {
     memplan::PluginRegistry registry;
     memplan::PluginLoadOptions load_options;
     load_options.installed = memplan::bundle::installed_bundles_source(vm.count("allow-unsigned") > 0);
+    load_options.index_dir = memplan::plugin_index_dir_from_environment();
     memplan::load_plugins(registry, layout, &scenario, load_options);
     print_warnings(registry);
     memplan::Estimator estimator(scenario, registry);
@@ -234,6 +236,7 @@ int plugins_command(const std::vector<std::string>& args) {
   memplan::PluginRegistry registry;
   memplan::PluginLoadOptions load_options;
   load_options.installed = memplan::bundle::installed_bundles_source(allow_unsigned);
+  load_options.index_dir = memplan::plugin_index_dir_from_environment();
   memplan::load_plugins(registry, layout, nullptr, load_options);
   for (int32_t kind : {MEMPLAN_KIND_PRECISION, MEMPLAN_KIND_OPTIMIZER, MEMPLAN_KIND_ACTIVATIONS,
                        MEMPLAN_KIND_STRATEGY}) {
@@ -275,6 +278,7 @@ int validate_command(const std::vector<std::string>& args) {
   const memplan::Catalog catalog = memplan::Catalog::load(layout.data_dir);
   memplan::PluginLoadOptions load_options;
   load_options.installed = memplan::bundle::installed_bundles_source(false);
+  load_options.index_dir = memplan::plugin_index_dir_from_environment();
   std::vector<memplan::ValidationResult> results;
   for (const std::string& file : memplan::validation_files(paths))
     results.push_back(memplan::validate_case(memplan::read_validation_case(file), catalog, layout, load_options));

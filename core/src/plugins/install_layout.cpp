@@ -31,6 +31,17 @@ std::vector<std::string> plugin_path_from_environment() {
   return folders;
 }
 
+std::filesystem::path plugin_index_dir_from_environment() {
+  if (const char* cache = std::getenv("MEMPLAN_CACHE_DIR"); cache != nullptr)
+    return cache[0] == '\0' ? std::filesystem::path() : std::filesystem::path(cache) / "plugin-index";
+  // XDG Base Directory: a relative XDG_CACHE_HOME is invalid and ignored.
+  if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache != nullptr && cache[0] == '/')
+    return std::filesystem::path(cache) / "memplan" / "plugin-index";
+  if (const char* home = std::getenv("HOME"); home != nullptr && home[0] != '\0')
+    return std::filesystem::path(home) / ".cache" / "memplan" / "plugin-index";
+  return {};
+}
+
 std::vector<std::string> distinct_folders(const std::vector<std::string>& folders) {
   // Repeated text is dropped before any file system call: a search path that
   // names one folder 200,000 times then costs one canonical lookup, not
@@ -76,6 +87,7 @@ void check_bundle_requirements(const Scenario& scenario, const std::vector<Insta
 
 void load_plugins(PluginRegistry& registry, const InstallLayout& layout, const Scenario* scenario,
                   const PluginLoadOptions& options) {
+  if (!options.index_dir.empty()) registry.use_index(options.index_dir);
   registry.load_folder(layout.plugin_dir.string());
   for (const std::string& folder : distinct_folders(plugin_path_from_environment())) registry.load_folder(folder);
 
@@ -92,6 +104,7 @@ void load_plugins(PluginRegistry& registry, const InstallLayout& layout, const S
     registry.load_folder(folder);
   }
   check_bundle_requirements(*scenario, installed);
+  for (const ComponentSpec& component : scenario->components) registry.find(component.use);
 }
 
 }  // namespace memplan

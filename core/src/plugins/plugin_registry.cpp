@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "memplan/core/scenario.hpp"
+#include "plugins/plugin_index.hpp"
 
 namespace memplan {
 namespace {
@@ -47,14 +48,50 @@ bool known_kind(int32_t kind) { return kind >= MEMPLAN_KIND_OPTIMIZER && kind <=
 
 }  // namespace
 
-struct PluginRegistry::Libraries {
-  std::vector<boost::dll::shared_library> handles;
+// A plugin the index names, whose library is not open yet.
+struct PendingPlugin {
+  std::string path;
+  std::string name;
+  int32_t kind = 0;
+  uint64_t discovered = 0;
 };
 
-PluginRegistry::PluginRegistry() : libraries_(std::make_unique<Libraries>()) {}
+struct PluginRegistry::State {
+  std::mutex mutex;  // const lookups may open a library
+  std::vector<boost::dll::shared_library> handles;
+  std::vector<std::unique_ptr<LoadedPlugin>> plugins;  // in `discovered` order
+  std::vector<PendingPlugin> pending;                  // in `discovered` order
+  std::vector<std::string> diagnostics;
+  std::vector<std::string> seen_files;  // canonical paths of every library tried
+  std::filesystem::path index_dir;      // empty: no index
+  uint64_t next_discovered = 0;
+
+  // Each takes the caller's lock.
+  bool load_folder(const std::string& folder);
+  bool load_library(const std::string& given_path, const PreloadCheck& check, const PluginCheck& plugin_check);
+  bool open_library(const std::string& path, uint64_t discovered, const PreloadCheck& check,
+                    const PluginCheck& plugin_check);
+  bool claim_file(const std::string& given_path, std::string& path);
+  const std::string* taken_by(std::string_view name) const;
+  void add_pending(const std::string& given_path, const plugin_index::Entry& entry);
+  const LoadedPlugin* open_pending(size_t position);
+  void insert(std::unique_ptr<LoadedPlugin> plugin);
+  bool reject(const std::string& path, const std::string& why) {
+    diagnostics.push_back("plugin library " + path + " was not loaded: " + why);
+    return false;
+  }
+};
+
+std::string duplicate_rule(const std::string& who, const std::string& existing_path) {
+  return who + " is already provided by " + existing_path +
+         " (rule: plugin names are unique; the first one found is kept). Rename one of the plugins, or remove one "
+         "library from the plugin path.";
+}
+
+PluginRegistry::PluginRegistry() : state_(std::make_unique<State>()) {}
 PluginRegistry::~PluginRegistry() {
   // Plugins' strings point into their libraries: drop them first.
-  plugins_.clear();
+  state_->plugins.clear();
   // Libraries are never unloaded: unloading costs a cold start time for
   // nothing at exit, and a plugin's static objects (an interned name, a
   // cached descriptor) may still be in use by another registry's copy of the
@@ -63,22 +100,22 @@ PluginRegistry::~PluginRegistry() {
   static std::mutex kept_mutex;
   static auto* kept = new std::vector<boost::dll::shared_library>();
   const std::lock_guard<std::mutex> lock(kept_mutex);
-  for (boost::dll::shared_library& library : libraries_->handles) kept->push_back(std::move(library));
+  for (boost::dll::shared_library& library : state_->handles) kept->push_back(std::move(library));
+}
+
+void PluginRegistry::use_index(std::filesystem::path index_dir) {
+  const std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->index_dir = std::move(index_dir);
+}
+
+void PluginRegistry::add_diagnostic(std::string diagnostic) {
+  const std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->diagnostics.push_back(std::move(diagnostic));
 }
 
 bool PluginRegistry::load_folder(const std::string& folder) {
-  std::error_code error;
-  if (!std::filesystem::is_directory(folder, error)) {
-    diagnostics_.push_back("plugin folder " + folder +
-                           " does not exist or is not a folder; fix or remove it from the plugin search path");
-    return false;
-  }
-  std::vector<std::string> files;
-  for (const auto& entry : std::filesystem::directory_iterator(folder, error))
-    if (entry.is_regular_file() && entry.path().extension() == ".so") files.push_back(entry.path().string());
-  std::sort(files.begin(), files.end());
-  for (const std::string& file : files) load_library(file);
-  return true;
+  const std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->load_folder(folder);
 }
 
 bool PluginRegistry::load_library(const std::string& given_path) { return load_library(given_path, nullptr); }
@@ -89,20 +126,113 @@ bool PluginRegistry::load_library(const std::string& given_path, const PreloadCh
 
 bool PluginRegistry::load_library(const std::string& given_path, const PreloadCheck& check,
                                   const PluginCheck& plugin_check) {
-  // Messages show the path as the user laid it out (absolute, normalized);
-  // the canonical path (symlinks resolved) only identifies the file, so the
-  // same library reached through two search folders is seen once.
+  const std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->load_library(given_path, check, plugin_check);
+}
+
+bool PluginRegistry::State::load_folder(const std::string& folder) {
+  std::error_code error;
+  if (!std::filesystem::is_directory(folder, error)) {
+    diagnostics.push_back("plugin folder " + folder +
+                          " does not exist or is not a folder; fix or remove it from the plugin search path");
+    return false;
+  }
+  const std::vector<plugin_index::LibraryFile> files = plugin_index::list_libraries(folder);
+  const std::filesystem::path base(folder);
+  if (index_dir.empty()) {
+    for (const plugin_index::LibraryFile& file : files) load_library((base / file.file_name).string(), nullptr, nullptr);
+    return true;
+  }
+  std::string canonical = std::filesystem::weakly_canonical(folder, error).string();
+  if (error) canonical = std::filesystem::absolute(folder, error).lexically_normal().string();
+  if (const auto index = plugin_index::read_valid(index_dir, canonical, files)) {
+    for (const plugin_index::Entry& entry : index->entries) {
+      const std::string path = (base / entry.file.file_name).string();
+      if (entry.open_always)
+        load_library(path, nullptr, nullptr);
+      else
+        add_pending(path, entry);
+    }
+    return true;
+  }
+  // No index, or a stale one: open every library, as without an index, and
+  // record what each registered for the next run.
+  plugin_index::FolderIndex fresh{canonical, {}};
+  for (const plugin_index::LibraryFile& file : files) {
+    const size_t before = plugins.size() + pending.size();
+    const uint64_t discovered = next_discovered;
+    load_library((base / file.file_name).string(), nullptr, nullptr);
+    plugin_index::Entry entry{file, true, {}, 0};
+    if (plugins.size() + pending.size() > before)
+      for (const auto& plugin : plugins)
+        if (plugin->discovered == discovered) entry = {file, false, plugin->name, plugin->descriptor.kind};
+    fresh.entries.push_back(std::move(entry));
+  }
+  plugin_index::write(index_dir, fresh);
+  return true;
+}
+
+// Records the library as tried; false when its file was tried before (the
+// same library reached through two search folders is seen once). `path` is
+// the path as the user laid it out (absolute, normalized), for messages; the
+// canonical path (symlinks resolved) only identifies the file.
+bool PluginRegistry::State::claim_file(const std::string& given_path, std::string& path) {
   std::error_code fs_error;
-  const std::string path = std::filesystem::absolute(given_path, fs_error).lexically_normal().string();
+  path = std::filesystem::absolute(given_path, fs_error).lexically_normal().string();
   std::string identity = std::filesystem::weakly_canonical(given_path, fs_error).string();
   if (fs_error) identity = path;
-  if (std::find(seen_files_.begin(), seen_files_.end(), identity) != seen_files_.end()) return true;
-  seen_files_.push_back(identity);
+  if (std::find(seen_files.begin(), seen_files.end(), identity) != seen_files.end()) return false;
+  seen_files.push_back(identity);
+  return true;
+}
 
-  auto reject = [&](const std::string& why) {
-    diagnostics_.push_back("plugin library " + path + " was not loaded: " + why);
-    return false;
-  };
+const std::string* PluginRegistry::State::taken_by(std::string_view name) const {
+  for (const auto& plugin : plugins)
+    if (plugin->name == name) return &plugin->path;
+  for (const PendingPlugin& plugin : pending)
+    if (plugin.name == name) return &plugin.path;
+  return nullptr;
+}
+
+void PluginRegistry::State::add_pending(const std::string& given_path, const plugin_index::Entry& entry) {
+  std::string path;
+  if (!claim_file(given_path, path)) return;
+  const uint64_t discovered = next_discovered++;
+  // The name rule (check 7) needs only the name, which the index holds: the
+  // same warning as when the library is opened.
+  if (const std::string* existing = taken_by(entry.plugin)) {
+    reject(path, duplicate_rule("plugin '" + entry.plugin + "'", *existing));
+    return;
+  }
+  pending.push_back(PendingPlugin{path, entry.plugin, entry.kind, discovered});
+}
+
+const LoadedPlugin* PluginRegistry::State::open_pending(size_t position) {
+  const PendingPlugin plugin = pending[position];
+  pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(position));
+  if (!open_library(plugin.path, plugin.discovered, nullptr, nullptr)) return nullptr;
+  for (const auto& loaded : plugins)
+    if (loaded->discovered == plugin.discovered) return loaded.get();
+  return nullptr;
+}
+
+void PluginRegistry::State::insert(std::unique_ptr<LoadedPlugin> plugin) {
+  const auto position = std::upper_bound(
+      plugins.begin(), plugins.end(), plugin->discovered,
+      [](uint64_t discovered, const std::unique_ptr<LoadedPlugin>& other) { return discovered < other->discovered; });
+  plugins.insert(position, std::move(plugin));
+}
+
+bool PluginRegistry::State::load_library(const std::string& given_path, const PreloadCheck& check,
+                                         const PluginCheck& plugin_check) {
+  std::string path;
+  if (!claim_file(given_path, path)) return true;
+  return open_library(path, next_discovered++, check, plugin_check);
+}
+
+bool PluginRegistry::State::open_library(const std::string& path, uint64_t discovered, const PreloadCheck& check,
+                                         const PluginCheck& plugin_check) {
+  auto reject = [&](const std::string& why) { return this->reject(path, why); };
 
   if (check) {
     if (std::string why = check(path); !why.empty()) return reject(why);
@@ -183,30 +313,50 @@ bool PluginRegistry::load_library(const std::string& given_path, const PreloadCh
   if (plugin_check) {
     if (std::string why = plugin_check(*plugin); !why.empty()) return reject(why);
   }
-  if (const LoadedPlugin* existing = find(plugin->name))
-    return reject(who + " is already provided by " + existing->path +
-                  " (rule: plugin names are unique; the first one found is kept). Rename one of the plugins, or "
-                  "remove one library from the plugin path.");
+  if (const std::string* existing = taken_by(plugin->name)) return reject(duplicate_rule(who, *existing));
 
   plugin->version = d.version;
   plugin->summary = d.summary ? d.summary : "";
   plugin->path = path;
-  libraries_->handles.push_back(std::move(library));
-  plugins_.push_back(std::move(plugin));
+  plugin->discovered = discovered;
+  handles.push_back(std::move(library));
+  insert(std::move(plugin));
   return true;
 }
 
 const LoadedPlugin* PluginRegistry::find(std::string_view name) const {
-  for (const auto& plugin : plugins_)
+  const std::lock_guard<std::mutex> lock(state_->mutex);
+  for (const auto& plugin : state_->plugins)
     if (plugin->name == name) return plugin.get();
+  for (size_t i = 0; i < state_->pending.size(); ++i)
+    if (state_->pending[i].name == name) return state_->open_pending(i);
   return nullptr;
 }
 
 std::vector<std::string> PluginRegistry::names(int32_t kind) const {
+  const std::lock_guard<std::mutex> lock(state_->mutex);
+  std::vector<std::pair<uint64_t, std::string>> found;
+  for (const auto& plugin : state_->plugins)
+    if (kind == 0 || plugin->descriptor.kind == kind) found.emplace_back(plugin->discovered, plugin->name);
+  for (const PendingPlugin& plugin : state_->pending)
+    if (kind == 0 || plugin.kind == kind) found.emplace_back(plugin.discovered, plugin.name);
+  std::sort(found.begin(), found.end());
   std::vector<std::string> names;
-  for (const auto& plugin : plugins_)
-    if (kind == 0 || plugin->descriptor.kind == kind) names.push_back(plugin->name);
+  for (auto& [discovered, name] : found) names.push_back(std::move(name));
   return names;
+}
+
+const std::vector<std::unique_ptr<LoadedPlugin>>& PluginRegistry::plugins() const {
+  const std::lock_guard<std::mutex> lock(state_->mutex);
+  while (!state_->pending.empty()) state_->open_pending(0);
+  return state_->plugins;
+}
+
+const std::vector<std::string>& PluginRegistry::diagnostics() const { return state_->diagnostics; }
+
+size_t PluginRegistry::opened_library_count() const {
+  const std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->handles.size();
 }
 
 }  // namespace memplan

@@ -48,7 +48,16 @@ struct PluginLoadOptions {
   // Empty: no installed packages (only built-ins, MEMPLAN_PLUGIN_PATH and
   // the scenario's search path).
   InstalledPackageSource installed;
+  // Where the plugin index lives (PluginRegistry::use_index); empty: no
+  // index, every library of every folder is opened.
+  std::filesystem::path index_dir;
 };
+
+// The plugin index folder for this user: $MEMPLAN_CACHE_DIR/plugin-index,
+// else $XDG_CACHE_HOME/memplan/plugin-index, else
+// ~/.cache/memplan/plugin-index; empty (no index) when MEMPLAN_CACHE_DIR is
+// set to the empty string, or no HOME is known.
+std::filesystem::path plugin_index_dir_from_environment();
 
 // Loads plugins in precedence order: built-ins, then MEMPLAN_PLUGIN_PATH, then
 // the installed packages (options.installed: bundles are each verified, and
@@ -58,7 +67,9 @@ struct PluginLoadOptions {
 // names it). Names already taken are refused, so nothing can silently
 // replace a built-in, and a scenario's folder cannot shadow an installed,
 // verified bundle. Then the scenario's [plugins] bundles requirements are
-// checked against the installed packages (errors at file:line:column).
+// checked against the installed packages (errors at file:line:column), and
+// the libraries of the plugins the scenario names are opened, so that any
+// warning about them is in the registry's diagnostics on return.
 void load_plugins(PluginRegistry& registry, const InstallLayout& layout, const Scenario* scenario,
                   const PluginLoadOptions& options = {});
 

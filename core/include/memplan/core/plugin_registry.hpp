@@ -15,11 +15,20 @@
 // runs before the plugin takes its name, so a library refused there can
 // never shadow another's plugin.
 // A library that fails a check is skipped and reported; the others stay usable.
-// Libraries are never unloaded while the registry lives.
+// Libraries are never unloaded, not even when the registry goes: see the
+// destructor.
+//
+// With an index (use_index), a folder whose libraries are all known from an
+// earlier run is read without opening them: each library's plugin is
+// registered by name and kind, and opened, with every check above, the first
+// time find() asks for it (plugin_index.hpp says when an index is trusted).
+// Rejected libraries are opened on every run, so their warnings stay.
 #pragma once
 
 #include <memplan/plugin_abi.h>
 
+#include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -35,6 +44,7 @@ struct LoadedPlugin {
   std::string name;
   std::string version;
   std::string summary;
+  uint64_t discovered = 0;  // position in the search order; plugins() keeps this order
 };
 
 class PluginRegistry {
@@ -43,6 +53,10 @@ class PluginRegistry {
   ~PluginRegistry();
   PluginRegistry(const PluginRegistry&) = delete;
   PluginRegistry& operator=(const PluginRegistry&) = delete;
+
+  // Keeps one index file per plugin folder in `index_dir` (created when
+  // needed); folders loaded afterwards open only the libraries asked for.
+  void use_index(std::filesystem::path index_dir);
 
   // Loads every *.so in `folder` (sorted by file name). A missing folder is
   // reported as a diagnostic; returns false in that case.
@@ -58,20 +72,26 @@ class PluginRegistry {
   using PluginCheck = std::function<std::string(const LoadedPlugin& plugin)>;
   bool load_library(const std::string& path, const PreloadCheck& check, const PluginCheck& plugin_check);
   // Records a rejection found outside the registry (a whole bundle refused).
-  void add_diagnostic(std::string diagnostic) { diagnostics_.push_back(std::move(diagnostic)); }
+  void add_diagnostic(std::string diagnostic);
 
+  // The plugin of that name; opens its library if the index named it and
+  // it is not open yet (then a library that no longer passes its checks is
+  // reported in diagnostics() and nothing is returned).
   const LoadedPlugin* find(std::string_view name) const;
-  std::vector<std::string> names(int32_t kind = 0) const;  // kind 0: all
-  const std::vector<std::unique_ptr<LoadedPlugin>>& plugins() const { return plugins_; }
+  // Names in search order, opened or not; kind 0: all.
+  std::vector<std::string> names(int32_t kind = 0) const;
+  // Every plugin, in search order: opens every library not open yet.
+  const std::vector<std::unique_ptr<LoadedPlugin>>& plugins() const;
   // One paragraph per library that was rejected, in load order.
-  const std::vector<std::string>& diagnostics() const { return diagnostics_; }
+  const std::vector<std::string>& diagnostics() const;
+  // How many libraries were opened (tests and benchmarks of the index).
+  size_t opened_library_count() const;
 
  private:
-  struct Libraries;
-  std::unique_ptr<Libraries> libraries_;
-  std::vector<std::unique_ptr<LoadedPlugin>> plugins_;
-  std::vector<std::string> diagnostics_;
-  std::vector<std::string> seen_files_;  // canonical paths of every library tried
+  // Behind a pointer so that const lookups can open an indexed library:
+  // opening is invisible to callers except through time.
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 }  // namespace memplan
