@@ -331,6 +331,7 @@ TEST(loader_fast_path, InPlaceItemsHandlesAndTimeline) {
     EXPECT_EQ(optimizer_states(breakdown), 2 * kFp32Bytes);
     EXPECT_EQ(breakdown.sum, 4 * kFp32Bytes);
     EXPECT_EQ(estimator.attribute_double("report.in_place_weights"), 1e9);
+    EXPECT_EQ(estimator.attribute_string("report.in_place_note"), "2 states per trainable weight");
   }
   const PlanItem& added = estimator.plan().items.back();
   EXPECT_EQ(added.name_view(), "in_place.state");

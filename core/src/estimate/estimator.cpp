@@ -126,6 +126,7 @@ Estimator::Estimator(const Scenario& scenario, const PluginRegistry& registry)
   }
   host_->ctx.plan.items.reserve(inventory_.size() * 8);
   memory_fraction_slot_ = attribute_slot(host_->ctx, MEMPLAN_ATTR_MEMORY_FRACTION);
+  if (scenario.hardware.nvlink_sharp) nvlink_sharp_slot_ = attribute_slot(host_->ctx, MEMPLAN_ATTR_HARDWARE_NVLINK_SHARP);
   // A descriptor of ABI 1.0, or one that does not declare what it reads, may read anything.
   constexpr uint32_t kBatchFields = MEMPLAN_READS_MICRO_BATCH | MEMPLAN_READS_SEQ_LEN;
   while (resume_at_ < plugins_.size()) {
@@ -172,19 +173,14 @@ void Estimator::configure(ConfiguredPlugin& configured) {
 }
 
 // Facts about the hardware that plugins read as attributes (conventions.h),
-// set by the host before the first plugin runs.
-static void publish_hardware(memplan_ctx& ctx, const HardwareSpec& hardware) {
-  if (!hardware.nvlink_sharp) return;
-  memplan_attribute* attribute = nullptr;
-  for (memplan_attribute& existing : ctx.attributes)
-    if (existing.key == MEMPLAN_ATTR_HARDWARE_NVLINK_SHARP) attribute = &existing;
-  if (attribute == nullptr) {
-    attribute = &ctx.attributes.emplace_back();
-    attribute->set_key(MEMPLAN_ATTR_HARDWARE_NVLINK_SHARP);
-  }
-  attribute->type = memplan_attribute::Type::integer;
-  attribute->integer = 1;
-  attribute->set_by = -1;  // the host
+// set by the host before the first plugin runs, in the slot resolved at
+// construction (no key compared per evaluation).
+void Estimator::publish_hardware() {
+  if (nvlink_sharp_slot_ == kNoSlot) return;
+  memplan_attribute& attribute = host_->ctx.attributes[nvlink_sharp_slot_];
+  attribute.type = memplan_attribute::Type::integer;
+  attribute.integer = 1;
+  attribute.set_by = -1;  // the host
 }
 
 void Estimator::run_plugins(bool checked, size_t from) {
@@ -192,7 +188,7 @@ void Estimator::run_plugins(bool checked, size_t from) {
   if (from == 0) {
     ctx.plan.items.assign(inventory_.begin(), inventory_.end());
     ctx.clear_attributes();
-    publish_hardware(ctx, scenario_.hardware);
+    publish_hardware();
   }
   // Parameters are counted once, before the first layout plugin: a run that
   // resumes past that point keeps the counts of the run it resumes.

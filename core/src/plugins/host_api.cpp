@@ -359,6 +359,20 @@ int set_attr_double_at(memplan_ctx* ctx, int32_t handle, double value) {
   return MEMPLAN_OK;
 }
 
+int get_attr_string_at(memplan_ctx* ctx, int32_t handle, const char** out) {
+  return get_attr_at(ctx, handle, memplan_attribute::Type::text, "a string",
+                     [&](const memplan_attribute& a) { *out = a.text.c_str(); });
+}
+
+int set_attr_string_at(memplan_ctx* ctx, int32_t handle, const char* value) {
+  memplan_attribute* attribute = attribute_at(ctx, handle);
+  if (attribute == nullptr) return MEMPLAN_ERROR;
+  attribute->type = memplan_attribute::Type::text;
+  attribute->text = value != nullptr ? value : "";  // assigns into the storage the slot already has
+  attribute->set_by = ctx->plugin_index;
+  return MEMPLAN_OK;
+}
+
 int timeline(memplan_ctx* ctx, memplan_timeline* out) {
   if (!apply_only(ctx, "asked for the timeline")) return MEMPLAN_ERROR;
   if (out == nullptr || out->struct_size == 0) {
@@ -412,6 +426,8 @@ memplan_host make_host_table() {
   host.get_attr_double_at = get_attr_double_at;
   host.set_attr_double_at = set_attr_double_at;
   host.timeline = timeline;
+  host.get_attr_string_at = get_attr_string_at;
+  host.set_attr_string_at = set_attr_string_at;
   return host;
 }
 

@@ -288,6 +288,12 @@ typedef struct memplan_host {
 
   /* The step timeline of the plan as it stands, as the report computes it. */
   int (*timeline)(memplan_ctx *ctx, memplan_timeline *out);
+
+  /* String attributes by handle (recompute.policy, sharding.gradient_buckets).
+   * *out stays valid until the attribute is set again; setting keeps the
+   * value's storage, so a warm evaluation allocates nothing. */
+  int (*get_attr_string_at)(memplan_ctx *ctx, int32_t handle, const char **out);
+  int (*set_attr_string_at)(memplan_ctx *ctx, int32_t handle, const char *value);
 } memplan_host;
 
 /* One option a plugin accepts in its scenario table. */

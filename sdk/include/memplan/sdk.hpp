@@ -507,6 +507,16 @@ class Context : public HostView {
     check(status);
     return value;
   }
+  std::string_view attr_string(Attribute attribute, std::string_view fallback) const {
+    const char* value = nullptr;
+    const int status = host_->get_attr_string_at(ctx_, attribute.handle, &value);
+    if (status == MEMPLAN_ABSENT) return fallback;
+    check(status);
+    return value != nullptr ? std::string_view(value) : fallback;
+  }
+  void set_attr(Attribute attribute, const char* value) {
+    check(host_->set_attr_string_at(ctx_, attribute.handle, value));
+  }
   void set_attr(Attribute attribute, int64_t value) { check(host_->set_attr_int_at(ctx_, attribute.handle, value)); }
   void set_attr(Attribute attribute, int value) { set_attr(attribute, static_cast<int64_t>(value)); }
   void set_attr(Attribute attribute, double value) {

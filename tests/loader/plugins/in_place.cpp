@@ -1,7 +1,7 @@
 // The fast path of ABI 1.1, exercised: 'loader-in-place' is an optimizer that
 // reads the plan array in place (Context::items), adds one state item per
 // trainable weight with a name interned in its constructor, writes and reads
-// an attribute through a handle, and asks the host for the timeline. Its
+// attributes through handles (a double and a string), and asks the host for the timeline. Its
 // `fault` option makes it break one rule of plugin_abi.h, for the tests of how
 // the host finds and names the plugin at fault:
 //   "none"              no fault
@@ -32,7 +32,8 @@ class LoaderInPlace {
       : fault_(options.string("fault").value_or("none")),
         state_name_(options.intern("in_place.state")),
         states_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES)),
-        seen_(options.attribute("report.in_place_weights")) {}
+        seen_(options.attribute("report.in_place_weights")),
+        note_(options.attribute("report.in_place_note")) {}
 
   void apply(sdk::Context& ctx) {
     ++evaluations_;
@@ -44,6 +45,10 @@ class LoaderInPlace {
       weights += item.elements() * item.count();
     }
     ctx.set_attr(seen_, weights);
+    // Attributes are cleared before each evaluation: unset, then set and read back.
+    if (ctx.attr_string(note_, "unset") != "unset") ctx.fail("the string attribute outlived its evaluation");
+    ctx.set_attr(note_, "2 states per trainable weight");
+    if (ctx.attr_string(note_, "") != "2 states per trainable weight") ctx.fail("the string attribute was not kept");
     ctx.add(sdk::NewItem{.name = state_name_, .role = sdk::Role::optimizer_states, .elements = 2 * weights,
                          .bytes_per_element = state_bytes});
     // The timeline includes the item just added (the weights, gradients and states).
@@ -60,6 +65,7 @@ class LoaderInPlace {
   sdk::Name state_name_;
   sdk::Attribute states_dtype_;
   sdk::Attribute seen_;
+  sdk::Attribute note_;
   int evaluations_ = 0;
 };
 

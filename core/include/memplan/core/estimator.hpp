@@ -86,7 +86,11 @@ class Estimator {
   bool checked_ = true;  // check the plan after each plugin (the first evaluation)
   size_t resume_at_ = 0;  // the first plugin that reads micro_batch or seq_len (or may)
   bool snapshot_wanted_ = false;
+  void publish_hardware();
+
+  static constexpr size_t kNoSlot = static_cast<size_t>(-1);
   size_t memory_fraction_slot_ = 0;  // the attribute slot of limits.memory_fraction
+  size_t nvlink_sharp_slot_ = kNoSlot;  // hardware.nvlink_sharp, when the GPU has it
 };
 
 }  // namespace memplan
