@@ -54,13 +54,6 @@ bool is_interned_name(const char* name) {
   return table.addresses.count(name) != 0;
 }
 
-uint64_t PlanItem::bytes() const {
-  // Fractional sizes (int4, block scales, shards) round up per instance:
-  // an allocation is whole bytes.
-  const double per_instance = std::ceil(elements * bytes_per_element);
-  return static_cast<uint64_t>(per_instance) * count;
-}
-
 std::optional<std::string> item_problem(const memplan_item& item, ItemCheck check, bool* size_overflow) {
   if (size_overflow != nullptr) *size_overflow = false;
   if (item.name == nullptr) return std::string("no name");

@@ -1,5 +1,6 @@
 #include "plugins/host_api.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -188,8 +189,7 @@ memplan_attribute* attribute_for_write(memplan_ctx* ctx, const char* key) {
       attribute.set_by = ctx->plugin_index;
       return &attribute;
     }
-  memplan_attribute& added = ctx->attributes.emplace_back();
-  added.set_key(key);
+  memplan_attribute& added = ctx->add_attribute(key);
   added.set_by = ctx->plugin_index;
   return &added;
 }
@@ -289,12 +289,10 @@ int add_items(memplan_ctx* ctx, const memplan_item* items, size_t count) {
     host_report(ctx, nullptr, "called add_items with no items");
     return MEMPLAN_ERROR;
   }
-  for (size_t i = 0; i < count; ++i) {
-    PlanItem& added = ctx->plan.items.emplace_back();
-    static_cast<memplan_item&>(added) = items[i];
-    added.struct_size = sizeof(memplan_item);
-    added.added_by = ctx->plugin_index;
-  }
+  std::vector<PlanItem>& plan = ctx->plan.items;
+  // One capacity check, not one per item; growth stays geometric.
+  if (plan.capacity() < plan.size() + count) plan.reserve(std::max(plan.size() + count, 2 * plan.capacity()));
+  for (size_t i = 0; i < count; ++i) plan.emplace_back(items[i], ctx->plugin_index);
   ctx->plan_written = true;
   return MEMPLAN_OK;
 }
@@ -308,8 +306,8 @@ int32_t attr_handle(memplan_ctx* ctx, const char* key) {
 }
 
 memplan_attribute* attribute_at(memplan_ctx* ctx, int32_t handle) {
-  if (handle >= 0 && static_cast<size_t>(handle) < ctx->attributes.size())
-    return &ctx->attributes[static_cast<size_t>(handle)];
+  if (handle >= 0 && static_cast<size_t>(handle) < ctx->attribute_slots.size()) [[likely]]
+    return ctx->attribute_slots[static_cast<size_t>(handle)];
   host_report(ctx, nullptr, "used attribute handle " + std::to_string(handle) + ", which attr_handle did not return");
   return nullptr;
 }
@@ -436,7 +434,7 @@ memplan_host make_host_table() {
 size_t attribute_slot(memplan_ctx& ctx, const char* key) {
   for (size_t i = 0; i < ctx.attributes.size(); ++i)
     if (ctx.attributes[i].key == key) return i;
-  ctx.attributes.emplace_back().set_key(key);
+  ctx.add_attribute(key);
   return ctx.attributes.size() - 1;
 }
 

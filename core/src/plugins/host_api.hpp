@@ -37,6 +37,15 @@ struct memplan_ctx {
   // A deque: adding an attribute never moves the others, so a string a plugin
   // read stays valid until that attribute is set again (as the ABI promises).
   std::deque<memplan_attribute> attributes;
+  // attributes[i] by handle in one load: indexing a deque costs a division
+  // and two loads, on every attribute call of every evaluation.
+  std::vector<memplan_attribute*> attribute_slots;
+  memplan_attribute& add_attribute(std::string key) {
+    memplan_attribute& added = attributes.emplace_back();
+    added.set_key(std::move(key));
+    attribute_slots.push_back(&added);
+    return added;
+  }
   memplan_model model{};
   memplan_workload workload{};
 

@@ -7,6 +7,7 @@
 
 #include <memplan/plugin_abi.h>
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -40,10 +41,26 @@ struct PlanItem : memplan_item {
     count = 1;
   }
 
+  // An item a plugin handed in (add_items), as the host keeps it.
+  PlanItem(const memplan_item& item, int32_t by) : memplan_item(item), added_by(by) {
+    struct_size = sizeof(memplan_item);
+  }
+
   std::string_view name_view() const { return std::string_view(name); }
   void set_name(std::string_view text) { name = intern_name(text.substr(0, kMaxItemName)); }
-  // ceil(elements * bytes_per_element) * count
-  uint64_t bytes() const;
+  // ceil(elements * bytes_per_element) * count. Fractional sizes (int4,
+  // block scales, shards) round up per instance: an allocation is whole
+  // bytes. Inline, and the ceiling taken by hand below 2^62 (every valid
+  // item): std::ceil is a libm call on baseline x86-64, and summing a plan
+  // calls this for every item of every evaluation.
+  uint64_t bytes() const {
+    const double per_instance = elements * bytes_per_element;
+    if (per_instance >= 0 && per_instance < 0x1p62) {
+      const auto whole = static_cast<uint64_t>(per_instance);
+      return (whole + (static_cast<double>(whole) < per_instance ? 1 : 0)) * static_cast<uint64_t>(count);
+    }
+    return static_cast<uint64_t>(std::ceil(per_instance)) * static_cast<uint64_t>(count);
+  }
 };
 
 struct Plan {
