@@ -10,6 +10,7 @@
 //                                once (incremental evaluation), as the size
 //                                solver and a search over batch sizes do
 //   .../threads:2                one estimator per thread, both cores
+//   ReconfigureAndEvaluate       change two strategies' sizes without the scenario file, evaluate
 //   ParseAndConfigure/<example>  the one-time cost: parse, create every plugin, evaluate
 //
 // Run: build/bin/memplan_bench (items_per_second is evaluations per second,
@@ -76,6 +77,33 @@ void SweepMicroBatch(benchmark::State& state) {
   state.SetLabel(kExamples[state.range(0)]);
 }
 BENCHMARK(SweepMicroBatch)->DenseRange(0, 2)->Threads(1)->Threads(2)->UseRealTime();
+
+// A configuration search's step between layouts: tensor parallelism 8 <-> 4
+// (data parallelism 4 <-> 8, the same 128 GPUs) by Estimator::set_option,
+// which runs the two plugins' create() again on the estimator's tables (no
+// TOML), then one evaluation, checked after each plugin as the first
+// evaluation of a configuration is.
+void ReconfigureAndEvaluate(benchmark::State& state) {
+  const memplan::Scenario scenario = memplan::load_scenario(example_path(0), fixture().catalog);
+  memplan::Estimator estimator(scenario, fixture().registry);
+  const size_t tp = *estimator.find_plugin("tensor-parallel");
+  const size_t dp = *estimator.find_plugin("data-parallel");
+  memplan::OptionValue size;
+  size.key = "size";
+  size.type = memplan::OptionValue::Type::integer;
+  int64_t tp_size = 8;
+  for (auto _ : state) {
+    tp_size = tp_size == 8 ? 4 : 8;
+    size.integer = tp_size;
+    estimator.set_option(tp, size);
+    size.integer = 32 / tp_size;
+    estimator.set_option(dp, size);
+    benchmark::DoNotOptimize(estimator.evaluate().peak);
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel(kExamples[0]);
+}
+BENCHMARK(ReconfigureAndEvaluate);
 
 void ParseAndConfigure(benchmark::State& state) {
   const std::string text = example_text(state.range(0));

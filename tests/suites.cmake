@@ -12,7 +12,8 @@ memplan_add_test(test_core
   core/plugin_composition_test.cpp
   core/limits_test.cpp
   core/input_safety_test.cpp
-  core/incremental_test.cpp)
+  core/incremental_test.cpp
+  core/reconfigure_test.cpp)
 memplan_add_test(test_cli cli/cli_test.cpp)
 
 file(GLOB MEMPLAN_TEST_SUITES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*/suite.cmake)

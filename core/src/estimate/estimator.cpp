@@ -82,6 +82,7 @@ Estimator::Estimator(const Scenario& scenario, const PluginRegistry& registry)
   ctx.workload.seq_len = scenario.seq_len;
   ctx.workload.grad_accum = scenario.grad_accum;
   ctx.workload.gpu_count = scenario.hardware.count;
+  gpu_count_ = scenario.hardware.count;
   ctx.workload.gpu_memory_bytes = scenario.hardware.memory_bytes;
 
   for (const ComponentSpec& component : scenario.components) {
@@ -110,14 +111,15 @@ Estimator::Estimator(const Scenario& scenario, const PluginRegistry& registry)
       if (earlier.plugin == plugin)
         fail_at(component.use_location, "'" + component.use + "' is used twice (" + earlier.component->section +
                                              " and " + component.section + "); keep one table");
-    plugins_.push_back(ConfiguredPlugin{plugin, &component, nullptr});
+    // The estimator's own copy of the table: set_option changes it, not the scenario.
+    plugins_.push_back(ConfiguredPlugin{plugin, &components_.emplace_back(component), nullptr});
   }
   // Phase order; scenario order within a phase.
   std::stable_sort(plugins_.begin(), plugins_.end(), [](const ConfiguredPlugin& a, const ConfiguredPlugin& b) {
     return a.plugin->descriptor.phase < b.plugin->descriptor.phase;
   });
   try {
-    for (ConfiguredPlugin& configured : plugins_) configure(configured);
+    for (ConfiguredPlugin& configured : plugins_) configured.state = create_state(configured);
   } catch (...) {
     // A throwing constructor runs no destructor: free the states created so far.
     for (ConfiguredPlugin& configured : plugins_)
@@ -142,7 +144,58 @@ Estimator::~Estimator() {
     if (configured.state != nullptr) configured.plugin->descriptor.destroy(configured.state);
 }
 
-void Estimator::configure(ConfiguredPlugin& configured) {
+ComponentSpec& Estimator::own_spec(const ConfiguredPlugin& configured) {
+  for (ComponentSpec& spec : components_)
+    if (&spec == configured.component) return spec;
+  throw Error("internal error: a configured plugin without its table");  // unreachable: every one points into components_
+}
+
+std::optional<size_t> Estimator::find_plugin(std::string_view name) const {
+  for (size_t i = 0; i < plugins_.size(); ++i)
+    if (plugins_[i].plugin->name == name) return i;
+  return std::nullopt;
+}
+
+void Estimator::set_option(size_t index, OptionValue value) {
+  if (index >= plugins_.size())
+    throw Error(scenario_.file + ": error: set_option names plugin " + std::to_string(index) + " of " +
+                std::to_string(plugins_.size()));
+  ConfiguredPlugin& configured = plugins_[index];
+  ComponentSpec& spec = own_spec(configured);
+  const std::vector<OptionValue> before = spec.options;
+  // Errors point where the key stands in the scenario, else at the table.
+  auto existing = std::find_if(spec.options.begin(), spec.options.end(),
+                               [&](const OptionValue& option) { return option.key == value.key; });
+  if (existing != spec.options.end()) {
+    value.key_location = existing->key_location;
+    value.value_location = existing->value_location;
+    *existing = std::move(value);
+  } else {
+    value.key_location = value.value_location = spec.table_location;
+    spec.options.push_back(std::move(value));
+  }
+  void* state = nullptr;
+  try {
+    state = create_state(configured);
+  } catch (...) {
+    spec.options = before;  // the plugin keeps its configuration and state
+    throw;
+  }
+  configured.plugin->descriptor.destroy(configured.state);
+  configured.state = state;
+  // The next evaluation checks after each plugin and takes a new snapshot.
+  checked_ = true;
+  host_->snapshot.valid = false;
+}
+
+void Estimator::set_gpu_count(int64_t count) {
+  gpu_count_ = count;
+  host_->ctx.workload.gpu_count = count;
+  checked_ = true;
+  host_->snapshot.valid = false;
+}
+
+void* Estimator::create_state(const ConfiguredPlugin& configured) {
   const ComponentSpec& component = *configured.component;
   const LoadedPlugin& plugin = *configured.plugin;
   std::vector<std::string> declared;
@@ -168,8 +221,11 @@ void Estimator::configure(ConfiguredPlugin& configured) {
   ctx.begin_call(&plugin, &component, index, true);
   void* state = nullptr;
   const int status = plugin.descriptor.create(&host_table(), &ctx, &state);
-  configured.state = state;
-  if (status != MEMPLAN_OK || ctx.has_error) fail_plugin_call(ctx, "create", status);
+  if (status != MEMPLAN_OK || ctx.has_error) {
+    if (state != nullptr) plugin.descriptor.destroy(state);
+    fail_plugin_call(ctx, "create", status);
+  }
+  return state;
 }
 
 // Facts about the hardware that plugins read as attributes (conventions.h),
@@ -298,7 +354,7 @@ void Estimator::check_world_size() {
                   "in 64 bits); check the parallel sizes");
   }
   breakdown_.world_size = world;
-  if (scenario_.hardware.count <= 0 || scenario_.hardware.count == world) return;
+  if (gpu_count_ <= 0 || gpu_count_ == world) return;
   // Only a mismatch builds the message: this runs on every evaluation.
   std::vector<std::string> factors;
   for (const memplan_attribute& attribute : ctx.attributes)
@@ -306,7 +362,7 @@ void Estimator::check_world_size() {
       factors.push_back(attribute.key.substr(prefix) + " " + std::to_string(attribute.integer) + " (set by '" +
                         setter(attribute).plugin->name + "')");
   fail_at(scenario_.hardware.count_location,
-          "[hardware] count = " + std::to_string(scenario_.hardware.count) + " but the strategies lay the job out on " +
+          "[hardware] count = " + std::to_string(gpu_count_) + " but the strategies lay the job out on " +
               std::to_string(world) + " GPU" + (world == 1 ? "" : "s") +
               (factors.empty() ? std::string(" (no strategy splits it; add the strategies that use the other GPUs, "
                                              "e.g. data parallelism)")

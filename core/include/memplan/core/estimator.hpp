@@ -8,6 +8,7 @@
 // configurations) and allocates nothing once warm.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -49,6 +50,19 @@ class Estimator {
   const Breakdown& evaluate_at(int64_t micro_batch, int64_t seq_len);
   // The index (in phase order) of the first plugin evaluate_at runs again.
   size_t first_plugin_reading_batch() const { return resume_at_; }
+  // A configuration search changes a plugin's options between evaluations
+  // without the scenario file: the plugin's create() runs again on the
+  // estimator's copy of its table, with `value` in place of (or added to)
+  // the option of that key; nothing is parsed. Throws Error, as the scenario
+  // would, for a key the plugin does not declare, a value of the wrong type,
+  // or one create() refuses; the plugin then keeps its configuration. The
+  // next evaluation runs every plugin, checked.
+  void set_option(size_t plugin, OptionValue value);
+  // The GPU count the strategies' layout is checked against ([hardware] count).
+  void set_gpu_count(int64_t count);
+  // The index in plugins() of the plugin of that name.
+  std::optional<size_t> find_plugin(std::string_view name) const;
+
   int64_t micro_batch() const;
   int64_t seq_len() const;
   // Whether the last evaluation's peak fits the GPU (times the memory fraction).
@@ -70,7 +84,8 @@ class Estimator {
   std::string origin(const PlanItem& item) const;
 
  private:
-  void configure(ConfiguredPlugin& configured);
+  void* create_state(const ConfiguredPlugin& configured);
+  ComponentSpec& own_spec(const ConfiguredPlugin& configured);
   void run_plugins(bool checked, size_t from = 0);
   const Breakdown& finish_evaluation();
   void take_snapshot();
@@ -80,7 +95,9 @@ class Estimator {
 
   const Scenario& scenario_;
   std::vector<PlanItem> inventory_;
+  std::deque<ComponentSpec> components_;  // the plugins' tables (a deque: plugins_ points into it)
   std::vector<ConfiguredPlugin> plugins_;
+  int64_t gpu_count_ = 0;
   std::unique_ptr<HostState> host_;
   Breakdown breakdown_;
   bool checked_ = true;  // check the plan after each plugin (the first evaluation)
