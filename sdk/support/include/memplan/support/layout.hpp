@@ -1,0 +1,108 @@
+// The parallel layout of the reported rank, as the layout plugins declare it
+// in attributes (sdk/include/memplan/conventions.h), read once per evaluation
+// into one typed value, with one set of defaults for what no plugin declared.
+//
+//   field                  attribute                      declared by            default
+//   data                   ranks.data                     data-parallel          1
+//   tensor                 ranks.tensor                   tensor-parallel        1
+//   pipeline               ranks.pipeline                 pipeline-parallel      1
+//   context                ranks.context                  context-parallel       1
+//   expert                 layout.expert_parallel         expert-parallel        1
+//   sequence_parallel      layout.sequence_parallel       tensor-parallel        off
+//   stage_layers           layout.stage_layers            pipeline-parallel      the model's layers
+//   inflight_microbatches  layout.inflight_microbatches   pipeline-parallel      1
+//   stage_has_embedding    layout.stage_has_embedding     pipeline-parallel      yes
+//   stage_has_lm_head      layout.stage_has_lm_head       pipeline-parallel      yes
+//
+// Without a plugin for a dimension the job has one rank in it, and one stage
+// holding every layer with one micro-batch in flight: the defaults. A rank
+// count that is declared but not positive reads as 1 too (the built-in layout
+// plugins declare only positive sizes).
+//
+// ranks.data is the one dimension whose absence matters besides its value:
+// the sharding plugins (zero stage >= 1, fsdp) shard over the data-parallel
+// group and refuse to guess its size, so `data_declared` says whether a
+// strategy declared it. Before this header they read ranks.data with a
+// default of 0 to tell, and every other plugin with a default of 1; both
+// readings are this one.
+#pragma once
+
+#include <memplan/sdk.hpp>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace memplan::support {
+
+struct Layout {
+  int64_t data = 1;
+  int64_t tensor = 1;
+  int64_t pipeline = 1;
+  int64_t context = 1;
+  int64_t expert = 1;  // experts are divided over these ranks, taken from data x context
+  bool data_declared = false;
+  bool sequence_parallel = false;
+  int64_t stage_layers = 0;  // layers on the reported stage
+  int64_t inflight_microbatches = 1;  // micro-batches whose activations the stage holds at once
+  bool stage_has_embedding = true;
+  bool stage_has_lm_head = true;
+
+  // The ranks that hold replicas of a dense weight: the sharding group of
+  // Megatron-LM's distributed optimizer (data x context), of ZeRO and FSDP.
+  int64_t dense_replicas() const { return data * context; }
+  // Every GPU of the job.
+  int64_t world() const { return data * tensor * pipeline * context; }
+  // The reported stage holds the first or the last layers (not a middle stage).
+  bool edge_stage() const { return stage_has_embedding || stage_has_lm_head; }
+};
+
+// The attribute handles, resolved once in a plugin's constructor; read() per
+// evaluation costs a handle lookup per attribute and allocates nothing.
+class LayoutReader {
+ public:
+  explicit LayoutReader(const sdk::Options& options)
+      : data_(options.attribute(MEMPLAN_ATTR_RANKS_DATA)),
+        tensor_(options.attribute(MEMPLAN_ATTR_RANKS_TENSOR)),
+        pipeline_(options.attribute(MEMPLAN_ATTR_RANKS_PIPELINE)),
+        context_(options.attribute(MEMPLAN_ATTR_RANKS_CONTEXT)),
+        expert_(options.attribute(MEMPLAN_ATTR_EXPERT_PARALLEL)),
+        sequence_parallel_(options.attribute(MEMPLAN_ATTR_SEQUENCE_PARALLEL)),
+        stage_layers_(options.attribute(MEMPLAN_ATTR_STAGE_LAYERS)),
+        inflight_(options.attribute(MEMPLAN_ATTR_INFLIGHT_MICROBATCHES)),
+        has_embedding_(options.attribute(MEMPLAN_ATTR_STAGE_HAS_EMBEDDING)),
+        has_lm_head_(options.attribute(MEMPLAN_ATTR_STAGE_HAS_LM_HEAD)) {}
+
+  Layout read(const sdk::Context& ctx) const {
+    Layout layout;
+    const int64_t data = ctx.attr_int(data_, 0);
+    layout.data_declared = data > 0;
+    layout.data = ranks(data);
+    layout.tensor = tensor(ctx);
+    layout.pipeline = ranks(ctx.attr_int(pipeline_, 1));
+    layout.context = ranks(ctx.attr_int(context_, 1));
+    layout.expert = ranks(ctx.attr_int(expert_, 1));
+    layout.sequence_parallel = ctx.attr_int(sequence_parallel_, 0) != 0;
+    layout.stage_layers = stage_layers(ctx);
+    layout.inflight_microbatches = ctx.attr_int(inflight_, 1);
+    layout.stage_has_embedding = ctx.attr_int(has_embedding_, 1) != 0;
+    layout.stage_has_lm_head = ctx.attr_int(has_lm_head_, 1) != 0;
+    return layout;
+  }
+
+  // Single fields, with the same defaults, for a plugin that needs one or two
+  // of them in a hot path (read() is ten host calls).
+  int64_t tensor(const sdk::Context& ctx) const { return ranks(ctx.attr_int(tensor_, 1)); }
+  int64_t stage_layers(const sdk::Context& ctx) const { return ctx.attr_int(stage_layers_, ctx.model().layers); }
+  int64_t expert(const sdk::Context& ctx) const { return ranks(ctx.attr_int(expert_, 1)); }
+  bool stage_has_lm_head(const sdk::Context& ctx) const { return ctx.attr_int(has_lm_head_, 1) != 0; }
+
+  sdk::Attribute data_attribute() const { return data_; }
+
+ private:
+  static int64_t ranks(int64_t declared) { return std::max<int64_t>(1, declared); }
+
+  sdk::Attribute data_, tensor_, pipeline_, context_, expert_, sequence_parallel_, stage_layers_, inflight_,
+      has_embedding_, has_lm_head_;
+};
+
+}  // namespace memplan::support
