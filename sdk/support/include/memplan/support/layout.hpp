@@ -29,32 +29,41 @@
 
 #include <memplan/sdk.hpp>
 
-#include <algorithm>
 #include <cstdint>
 
 namespace memplan::support {
 
-struct Layout {
+// The ranks of each parallel dimension: what the sharding plugins need.
+struct Ranks {
   int64_t data = 1;
   int64_t tensor = 1;
   int64_t pipeline = 1;
   int64_t context = 1;
   int64_t expert = 1;  // experts are divided over these ranks, taken from data x context
   bool data_declared = false;
+
+  // The ranks that hold replicas of a dense weight: the sharding group of
+  // Megatron-LM's distributed optimizer (intra_dp_cp_group, data x context),
+  // and the group ZeRO and FSDP are given, the same ranks.
+  int64_t dense_replicas() const { return data * context; }
+  // Every GPU of the job.
+  int64_t world() const { return data * tensor * pipeline * context; }
+};
+
+// The ranks and the reported pipeline stage.
+struct Layout : Ranks {
   bool sequence_parallel = false;
-  int64_t stage_layers = 0;  // layers on the reported stage
+  int64_t stage_layers = 0;           // layers on the reported stage
   int64_t inflight_microbatches = 1;  // micro-batches whose activations the stage holds at once
   bool stage_has_embedding = true;
   bool stage_has_lm_head = true;
 
-  // The ranks that hold replicas of a dense weight: the sharding group of
-  // Megatron-LM's distributed optimizer (data x context), of ZeRO and FSDP.
-  int64_t dense_replicas() const { return data * context; }
-  // Every GPU of the job.
-  int64_t world() const { return data * tensor * pipeline * context; }
   // The reported stage holds the first or the last layers (not a middle stage).
   bool edge_stage() const { return stage_has_embedding || stage_has_lm_head; }
 };
+
+// The one default of a rank count: undeclared (or not positive) is 1 rank.
+inline int64_t rank_count(int64_t declared) { return declared > 0 ? declared : 1; }
 
 // The attribute handles, resolved once in a plugin's constructor; read() per
 // evaluation costs a handle lookup per attribute and allocates nothing.
@@ -72,35 +81,40 @@ class LayoutReader {
         has_embedding_(options.attribute(MEMPLAN_ATTR_STAGE_HAS_EMBEDDING)),
         has_lm_head_(options.attribute(MEMPLAN_ATTR_STAGE_HAS_LM_HEAD)) {}
 
+  // The five rank counts: five host calls.
+  Ranks ranks(const sdk::Context& ctx) const {
+    Ranks ranks;
+    const int64_t data = ctx.attr_int(data_, 0);
+    ranks.data_declared = data > 0;
+    ranks.data = rank_count(data);
+    ranks.tensor = tensor(ctx);
+    ranks.pipeline = rank_count(ctx.attr_int(pipeline_, 1));
+    ranks.context = rank_count(ctx.attr_int(context_, 1));
+    ranks.expert = expert(ctx);
+    return ranks;
+  }
+
+  // Everything: ten host calls.
   Layout read(const sdk::Context& ctx) const {
     Layout layout;
-    const int64_t data = ctx.attr_int(data_, 0);
-    layout.data_declared = data > 0;
-    layout.data = ranks(data);
-    layout.tensor = tensor(ctx);
-    layout.pipeline = ranks(ctx.attr_int(pipeline_, 1));
-    layout.context = ranks(ctx.attr_int(context_, 1));
-    layout.expert = ranks(ctx.attr_int(expert_, 1));
+    static_cast<Ranks&>(layout) = ranks(ctx);
     layout.sequence_parallel = ctx.attr_int(sequence_parallel_, 0) != 0;
     layout.stage_layers = stage_layers(ctx);
     layout.inflight_microbatches = ctx.attr_int(inflight_, 1);
     layout.stage_has_embedding = ctx.attr_int(has_embedding_, 1) != 0;
-    layout.stage_has_lm_head = ctx.attr_int(has_lm_head_, 1) != 0;
+    layout.stage_has_lm_head = stage_has_lm_head(ctx);
     return layout;
   }
 
   // Single fields, with the same defaults, for a plugin that needs one or two
-  // of them in a hot path (read() is ten host calls).
-  int64_t tensor(const sdk::Context& ctx) const { return ranks(ctx.attr_int(tensor_, 1)); }
+  // of them on every evaluation.
+  int64_t data(const sdk::Context& ctx) const { return rank_count(ctx.attr_int(data_, 0)); }
+  int64_t tensor(const sdk::Context& ctx) const { return rank_count(ctx.attr_int(tensor_, 1)); }
+  int64_t expert(const sdk::Context& ctx) const { return rank_count(ctx.attr_int(expert_, 1)); }
   int64_t stage_layers(const sdk::Context& ctx) const { return ctx.attr_int(stage_layers_, ctx.model().layers); }
-  int64_t expert(const sdk::Context& ctx) const { return ranks(ctx.attr_int(expert_, 1)); }
   bool stage_has_lm_head(const sdk::Context& ctx) const { return ctx.attr_int(has_lm_head_, 1) != 0; }
 
-  sdk::Attribute data_attribute() const { return data_; }
-
  private:
-  static int64_t ranks(int64_t declared) { return std::max<int64_t>(1, declared); }
-
   sdk::Attribute data_, tensor_, pipeline_, context_, expert_, sequence_parallel_, stage_layers_, inflight_,
       has_embedding_, has_lm_head_;
 };
