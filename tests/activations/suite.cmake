@@ -8,7 +8,5 @@ memplan_add_test(test_activations
   activations/megatron_layers_test.cpp
   activations/ratio_test.cpp
   activations/examples_test.cpp)
-# The plugins' headers it tests include the support library's.
-target_link_libraries(test_activations PRIVATE memplan::plugin_support)
 memplan_add_test(test_overhead
   activations/overhead_test.cpp)

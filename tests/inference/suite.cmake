@@ -5,5 +5,3 @@ memplan_add_test(test_inference
   inference/kv_cache_test.cpp
   inference/forward_transient_test.cpp
   inference/serving_budget_test.cpp)
-# The plugins' headers it tests include the support library's.
-target_link_libraries(test_inference PRIVATE memplan::plugin_support)

@@ -2,7 +2,6 @@
 # (sdk/support, docs/plugin-support.md) and the compile-time check of a plugin
 # class in MEMPLAN_PLUGIN. Included from tests/suites.cmake.
 memplan_add_test(test_plugin_support sdk/plugin_support_test.cpp)
-target_link_libraries(test_plugin_support PRIVATE memplan::plugin_support)
 
 # sdk.plugin_class.<case>: sdk/plugin_class_check.cpp compiled with -DCASE=<case>
 # by the compiler that builds memplan. A class missing a member must fail to

@@ -50,9 +50,9 @@ class ExpertParallelStrategy {
   void apply(memplan::sdk::Context& ctx) {
     ctx.set_attr(MEMPLAN_ATTR_EXPERT_PARALLEL, size_);
     if (size_ == 1) return;
-    const memplan::support::Ranks ranks = layout_.ranks(ctx);
-    const int64_t data = ranks.data;
-    const int64_t context = ranks.context;
+    const memplan::support::Ranks layout = layout_.ranks(ctx);
+    const int64_t data = layout.data;
+    const int64_t context = layout.context;
     if ((data * context) % size_ != 0)
       throw memplan::sdk::PluginError(
           "size", std::to_string(size_) + " expert-parallel ranks are taken from the data-parallel x context-parallel "
