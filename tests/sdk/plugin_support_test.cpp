@@ -183,6 +183,7 @@ TEST(SupportItems, BytesAreTheCeilingOfElementsTimesSizeTimesCount) {
   // The in-place view gives the same.
   memplan_item raw = raw_item(sdk::Role::weights, sdk::Device::gpu, 7, 0.5, 32);
   EXPECT_EQ(support::bytes(sdk::ItemRef(&raw)), 128.0);
+  EXPECT_EQ(support::instance_bytes(sdk::ItemRef(&raw)), 4.0);  // one of the 32 layers: ceil(3.5)
 }
 
 TEST(SupportItems, ByteItemsAreOneBytePerElementAndEmptyOnesAreSkippedOnRequest) {

@@ -84,7 +84,7 @@ class AllocatorOverhead {
     groups_.clear();  // keeps its capacity: no allocation once warm
     for (const sdk::ItemRef item : ctx.items()) {
       if (item.device() != sdk::Device::gpu || item.count() == 0 || item.pool() != sdk::Pool::allocated) continue;
-      const double bytes = std::ceil(item.elements() * item.bytes_per_element());
+      const double bytes = memplan::support::instance_bytes(item);
       Group& group = find(groups_, item);
       if (rounding_) group.rounding += rounding_waste(bytes);
       if (item.lifetime() != sdk::Lifetime::persistent) group.fragmentation += fragmentation_ * bytes;

@@ -14,6 +14,7 @@
 
 #include <memplan/sdk.hpp>
 
+#include <cmath>
 #include <cstdint>
 
 namespace memplan::support {
@@ -23,6 +24,12 @@ inline double bytes(const sdk::Item& item) {
   return sdk::item_bytes(item.elements, item.bytes_per_element, item.count);
 }
 inline double bytes(const sdk::ItemRef& item) { return item.bytes(); }
+
+// ceil(elements x bytes per element): one instance (one layer) of the item,
+// what a framework allocates at a time (the allocator plugin rounds these).
+inline double instance_bytes(const sdk::ItemRef& item) {
+  return std::ceil(item.elements() * item.bytes_per_element());
+}
 
 // One item sized in bytes (1 byte per element). By default a persistent
 // buffer on the GPU, outside the layers, in the allocator's tensors.
