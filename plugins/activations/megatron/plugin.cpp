@@ -372,8 +372,8 @@ class MegatronActivations {
   static void add_bytes(memplan::sdk::Context& ctx, memplan::sdk::Name name, double bytes,
                         memplan::sdk::Lifetime lifetime,
                         memplan::sdk::Device device = memplan::sdk::Device::gpu) {
-    memplan::support::add_bytes(
-        ctx, {.name = name, .role = memplan::sdk::Role::activations, .lifetime = lifetime, .device = device, .bytes = bytes});
+    memplan::support::add_bytes(ctx, {.name = name, .role = memplan::sdk::Role::activations, .lifetime = lifetime,
+                                      .device = device, .bytes = bytes});
   }
 
   // One stored-activation item outside the layers, when it has any bytes.

@@ -45,7 +45,8 @@ class RuleOfThumbPrecision {
       options.fail("bits", "must be 4, 8, 16 or 32 (the seed's Q), got " + std::to_string(bits));
     const double overhead = options.number("overhead").value_or(1.2);
     if (!std::isfinite(overhead) || overhead < 1.0)
-      options.fail("overhead", "must be a factor of at least 1 (1.2 adds 20%), got " + memplan::support::number(overhead));
+      options.fail("overhead",
+                   "must be a factor of at least 1 (1.2 adds 20%), got " + memplan::support::number(overhead));
     weights_ = static_cast<double>(bits) / 8.0;
     extra_ = weights_ * (overhead - 1.0);
     // Weight-only 4- and 8-bit loading still computes in 16 bits.

@@ -395,7 +395,8 @@ class CommBuffers {
 
   static double elements(sdk::Options& options, const char* key, double fallback) {
     const double value = options.number(key).value_or(fallback);
-    if (!std::isfinite(value) || value < 0) options.fail(key, "must be a non-negative count, got " + support::number(value));
+    if (!std::isfinite(value) || value < 0)
+      options.fail(key, "must be a non-negative count, got " + support::number(value));
     return value;
   }
 

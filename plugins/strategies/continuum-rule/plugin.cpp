@@ -80,8 +80,8 @@ class ContinuumRule {
     const double factor_item =
         added_ ? (factor_ - 1) * weights : std::max(0.0, factor_ * weights - (weights + states));
     support::add_bytes_if_any(ctx, {.name = factor_name_, .role = sdk::Role::overhead, .bytes = factor_item});
-    support::add_bytes_if_any(ctx,
-                              {.name = margin_name_, .role = sdk::Role::overhead, .bytes = margin_ * (total + factor_item)});
+    const double margin = margin_ * (total + factor_item);
+    support::add_bytes_if_any(ctx, {.name = margin_name_, .role = sdk::Role::overhead, .bytes = margin});
   }
 
  private:

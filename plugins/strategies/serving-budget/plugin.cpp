@@ -54,7 +54,8 @@ class ServingBudget {
       : utilization_(options.number("gpu_memory_utilization").value_or(0.9)) {
     if (!(utilization_ > 0 && utilization_ <= 1))
       options.fail("gpu_memory_utilization",
-                   "must be greater than 0 and at most 1 (a fraction of GPU memory), got " + support::number(utilization_));
+                   "must be greater than 0 and at most 1 (a fraction of GPU memory), got " +
+                       support::number(utilization_));
     if (options.workload().gpu_memory_bytes == 0)
       options.fail("needs the GPU's memory to budget the KV cache: set [hardware] gpu or memory_gib");
   }

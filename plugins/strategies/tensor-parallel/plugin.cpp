@@ -4,8 +4,9 @@
 // ways; norms, the router and learned position embeddings are replicated.
 // Grouped-query k/v projections split when kv_heads is a multiple of t; when t
 // is a multiple of kv_heads each rank keeps one whole kv head (replicated), as
-// vLLM does (the rule, and its source, in memplan/support/kv_heads.hpp). `sequence_parallel` (Korthikanti et al. 2022) splits
-// the replicated activations too; the activation model reads it.
+// vLLM does (the rule, and its source, in memplan/support/kv_heads.hpp).
+// `sequence_parallel` (Korthikanti et al. 2022) splits the replicated
+// activations too; the activation model reads it.
 // A model known only by its parameter count is split as a whole (its norms,
 // under 0.1% of a transformer's weights, are then counted as split).
 #include <memplan/sdk.hpp>

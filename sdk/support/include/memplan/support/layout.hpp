@@ -30,6 +30,7 @@
 #include <memplan/sdk.hpp>
 
 #include <cstdint>
+#include <limits>
 
 namespace memplan::support {
 
@@ -111,7 +112,13 @@ class LayoutReader {
   int64_t data(const sdk::Context& ctx) const { return rank_count(ctx.attr_int(data_, 0)); }
   int64_t tensor(const sdk::Context& ctx) const { return rank_count(ctx.attr_int(tensor_, 1)); }
   int64_t expert(const sdk::Context& ctx) const { return rank_count(ctx.attr_int(expert_, 1)); }
-  int64_t stage_layers(const sdk::Context& ctx) const { return ctx.attr_int(stage_layers_, ctx.model().layers); }
+  // The model is fetched only when no plugin declared the stage (it costs a
+  // host call and a copy per evaluation).
+  int64_t stage_layers(const sdk::Context& ctx) const {
+    constexpr int64_t kAbsent = std::numeric_limits<int64_t>::min();
+    const int64_t declared = ctx.attr_int(stage_layers_, kAbsent);
+    return declared != kAbsent ? declared : ctx.model().layers;
+  }
   bool stage_has_lm_head(const sdk::Context& ctx) const { return ctx.attr_int(has_lm_head_, 1) != 0; }
 
  private:
