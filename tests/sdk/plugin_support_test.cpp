@@ -1,13 +1,15 @@
 // The plugin support library (sdk/support/include/memplan/support,
 // memplan::plugin_support), header by header, against a small fake host: each
 // expected figure is derived beside its assertion from a source or by hand.
-// The moved helpers (optimizer states, step temporaries, tensor shapes,
-// precision recipes, sharding) keep their own tests through the built-in
-// plugins that use them (tests/optimizers, tests/precision, tests/strategies).
+// The helpers moved from plugins/ (step temporaries, tensor shapes, the
+// element-wise optimizer, precision recipes, sharding) keep their own tests
+// through the built-in plugins that use them (tests/optimizers,
+// tests/precision, tests/strategies), with unchanged figures.
 #include <memplan/support/format.hpp>
 #include <memplan/support/items.hpp>
 #include <memplan/support/kv_heads.hpp>
 #include <memplan/support/layout.hpp>
+#include <memplan/support/optimizer_states.hpp>
 #include <memplan/support/timeline.hpp>
 
 #include <gtest/gtest.h>
@@ -298,6 +300,38 @@ TEST(SupportLayout, DataRanksHaveOneDefaultAndSayWhetherTheyWereDeclared) {
   layout = reader.read(host.context());
   EXPECT_EQ(layout.data, 1);
   EXPECT_TRUE(layout.data_declared);
+}
+
+// ---------------------------------------------------------- optimizer_states.hpp
+
+TEST(SupportOptimizerStates, EveryTrainableWeightGetsItsStatesInTheStatesDtype) {
+  // Adam: 2 states per parameter in fp32 (4 bytes) under mixed precision, the
+  // ZeRO paper's 2 x 4 of its 16 bytes per parameter (Rajbhandari et al.
+  // 2019, section 3.1).
+  FakeHost host;
+  memplan_item trained = raw_item(sdk::Role::weights, sdk::Device::gpu, 1000, 2, 32);
+  trained.flags = MEMPLAN_ITEM_TRAINABLE;
+  trained.layer = 0;
+  trained.param_class = static_cast<int32_t>(sdk::ParamClass::mlp);
+  memplan_item frozen = raw_item(sdk::Role::weights, sdk::Device::gpu, 500, 2);
+  memplan_item gradient = raw_item(sdk::Role::gradients, sdk::Device::gpu, 1000, 2, 32);
+  gradient.flags = MEMPLAN_ITEM_TRAINABLE;
+  host.plan = {trained, frozen, gradient};
+  sdk::Context ctx = host.context();
+  sdk::ItemBatch batch;
+  EXPECT_EQ(support::add_optimizer_states(ctx, batch, 2, 4), 3u);  // the items before: what a step visits
+  ASSERT_EQ(host.plan.size(), 4u);  // one states item: the frozen weight and the gradient get none
+  const sdk::ItemRef states(&host.plan[3]);
+  EXPECT_EQ(states.role(), sdk::Role::optimizer_states);
+  EXPECT_EQ(states.lifetime(), sdk::Lifetime::persistent);
+  EXPECT_EQ(states.param_class(), sdk::ParamClass::mlp);  // split and sharded as its weight
+  EXPECT_EQ(states.layer(), 0);
+  EXPECT_EQ(states.count(), 32u);
+  EXPECT_EQ(states.elements(), 2000.0);  // 2 x 1000 per layer
+  EXPECT_EQ(states.bytes(), 2000.0 * 4 * 32);  // 8 bytes per parameter, 32 layers
+  // Stateless (plain SGD): nothing added, and the batch is reusable.
+  EXPECT_EQ(support::add_optimizer_states(ctx, batch, 0, 4), 4u);
+  EXPECT_EQ(host.plan.size(), 4u);
 }
 
 // ----------------------------------------------------------------- timeline.hpp
