@@ -8,6 +8,7 @@
 #include <string>
 
 #include "../../plugins/activations/inference/inference_memory.hpp"
+#include <memplan/support/kv_heads.hpp>
 #include "inference_scenarios.hpp"
 #include "test_support.hpp"
 
@@ -241,8 +242,8 @@ TEST(TensorParallel, KvHeadsPerRankWithReplication) {
   EXPECT_EQ(kv_at(4), 335'544'320u);
   EXPECT_EQ(kv_at(8), 167'772'160u);
   EXPECT_EQ(kv_at(16), 167'772'160u);
-  EXPECT_EQ(memplan::plugins::inference::kv_heads_per_rank(8, 16), 1);
-  EXPECT_EQ(memplan::plugins::inference::kv_heads_per_rank(8, 4), 2);
+  EXPECT_EQ(memplan::support::kv_heads_per_rank(8, 16), 1);
+  EXPECT_EQ(memplan::support::kv_heads_per_rank(8, 4), 2);
 }
 
 // The KV dtype: fp8 (vLLM's kv_cache_dtype = "fp8") and int8 store 1 byte per

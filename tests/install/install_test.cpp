@@ -93,7 +93,11 @@ TEST(InstalledPrefix, HasTheBinaryEveryBuiltInTheCatalogTheHeadersAndThePackage)
   EXPECT_EQ(file_names(kPrefix + "/lib/memplan/plugins"), file_names(plugin_dir()));
   EXPECT_TRUE(fs::is_regular_file(kPrefix + "/lib/memplan/plugins/memplan-adam.so"));
   EXPECT_EQ(file_names(kPrefix + "/share/memplan"), file_names(data_dir()));
-  EXPECT_EQ(file_names(kPrefix + "/include/memplan"), file_names(source_dir() + "/sdk/include/memplan"));
+  // The SDK's headers, and the support library's under memplan/support/.
+  std::set<std::string> headers = file_names(source_dir() + "/sdk/include/memplan");
+  for (const std::string& name : file_names(source_dir() + "/sdk/support/include/memplan")) headers.insert(name);
+  EXPECT_EQ(file_names(kPrefix + "/include/memplan"), headers);
+  EXPECT_TRUE(fs::is_regular_file(kPrefix + "/include/memplan/support/layout.hpp"));
   for (const char* file : {"memplanConfig.cmake", "memplanConfigVersion.cmake", "memplanSdkVersion.cmake",
                            "memplanTargets.cmake", "memplanAddPlugin.cmake"})
     EXPECT_TRUE(fs::is_regular_file(kPrefix + "/lib/cmake/memplan/" + file)) << file;
@@ -104,7 +108,14 @@ TEST(InstalledPrefix, SdkTargetIsHeaderOnlyAndLinksNothingOfTheCore) {
   EXPECT_TRUE(contains(targets, "add_library(memplan::sdk INTERFACE IMPORTED)")) << targets;
   EXPECT_TRUE(contains(targets, "INTERFACE_INCLUDE_DIRECTORIES \"${_IMPORT_PREFIX}/include\"")) << targets;
   EXPECT_TRUE(contains(targets, "INTERFACE_COMPILE_FEATURES \"cxx_std_20\"")) << targets;
-  EXPECT_FALSE(contains(targets, "INTERFACE_LINK_LIBRARIES")) << targets;
+  // The support library is header-only too, on top of the SDK and nothing else.
+  EXPECT_TRUE(contains(targets, "add_library(memplan::plugin_support INTERFACE IMPORTED)")) << targets;
+  EXPECT_TRUE(contains(targets, "INTERFACE_LINK_LIBRARIES \"memplan::sdk\"")) << targets;
+  size_t links = 0;
+  for (size_t at = targets.find("INTERFACE_LINK_LIBRARIES"); at != std::string::npos;
+       at = targets.find("INTERFACE_LINK_LIBRARIES", at + 1))
+    ++links;
+  EXPECT_EQ(links, 1u) << targets;  // memplan::sdk links nothing
   EXPECT_FALSE(contains(targets, "memplan_core")) << targets;
   const std::string version = slurp(kPrefix + "/lib/cmake/memplan/memplanSdkVersion.cmake");
   EXPECT_TRUE(contains(version, "set(PACKAGE_VERSION \"" INSTALL_SDK_VERSION "\")")) << version;
@@ -182,7 +193,7 @@ TEST(OutOfTree, AdanScenarioThroughTheInstalledCli) {
     if (plugin.at("name") == "adan") {
       listed = true;
       EXPECT_EQ(plugin.at("kind"), "optimizer");
-      EXPECT_EQ(plugin.at("version"), "1.0.0");
+      EXPECT_EQ(plugin.at("version"), "1.1.0");
       EXPECT_EQ(plugin.at("library"), kWork + "/adan-optimizer/build/memplan-adan.so");
     }
   EXPECT_TRUE(listed) << estimate.at("plugins").dump();
@@ -274,7 +285,7 @@ TEST(OutOfTree, InstallRulePutsThePluginInAPluginFolder) {
   EXPECT_EQ(file_names(prefix), std::set<std::string>{"lib/memplan/plugins/memplan-adan.so"});
   CommandResult plugins = run_installed("plugins", prefix + "/lib/memplan/plugins");
   EXPECT_EQ(plugins.exit_code, 0) << plugins.err;
-  EXPECT_TRUE(contains(plugins.out, "optimizer\tadan\t1.0.0\t" + prefix + "/lib/memplan/plugins/memplan-adan.so\n"))
+  EXPECT_TRUE(contains(plugins.out, "optimizer\tadan\t1.1.0\t" + prefix + "/lib/memplan/plugins/memplan-adan.so\n"))
       << plugins.out;
 }
 
@@ -325,7 +336,7 @@ TEST(Compatibility, GccBuiltPluginRunsInAHostThatClangBuilt) {
   CommandResult result = run_command(quote(host) + " " + quote(library) + " foreach");
   EXPECT_EQ(result.exit_code, 0) << result.err;
   EXPECT_EQ(result.out,
-            "plugin adan 1.0.0, ABI 1.1, kind 1, phase 400\n"
+            "plugin adan 1.1.0, ABI 1.1, kind 1, phase 400\n"
             "item parameters role 0 lifetime 0 device 0 elements 1000000000 bytes_per_element 2\n"
             "item parameters role 3 lifetime 0 device 0 elements 4000000000 bytes_per_element 4\n"
             "item parameters.foreach_temps role 3 lifetime 5 device 0 elements 1000000000 bytes_per_element 4\n");
@@ -333,7 +344,7 @@ TEST(Compatibility, GccBuiltPluginRunsInAHostThatClangBuilt) {
   CommandResult refused = run_command(quote(host) + " " + quote(library) + " triton");
   EXPECT_EQ(refused.exit_code, 1) << refused.err;
   EXPECT_EQ(refused.out,
-            "plugin adan 1.0.0, ABI 1.1, kind 1, phase 400\n"
+            "plugin adan 1.1.0, ABI 1.1, kind 1, phase 400\n"
             "error (status -1): option 'implementation': must be \"fused\" or \"foreach\", not \"triton\"\n");
 }
 

@@ -22,10 +22,10 @@
 // pinned host buffers' and copy streams' own overhead, and prefetch of the next
 // layer's activations in backward (one more layer on the GPU).
 #include <memplan/sdk.hpp>
+#include <memplan/support/format.hpp>  // memplan::plugin_support: numbers in messages as memplan prints them
 
 #include <array>
 #include <cmath>
-#include <cstdio>
 #include <string>
 
 namespace {
@@ -46,16 +46,10 @@ constexpr std::array<memplan_option_spec, 2> kOptions{{
 // the overhead plugins (700).
 constexpr auto kAfterActivations = static_cast<sdk::Phase>(MEMPLAN_PHASE_ACTIVATIONS + 50);
 
-std::string number_text(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", value);
-  return text;
-}
-
 class ActivationOffload {
  public:
   static constexpr sdk::PluginInfo info{
-      "activation-offload", "1.0.0",
+      "activation-offload", "1.1.0",
       "Moves a fraction of the stored activations to host memory (DeepSpeed cpu_checkpointing, Megatron CPU offloading)",
       sdk::Kind::strategy, kAfterActivations};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -64,7 +58,7 @@ class ActivationOffload {
       : fraction_(options.number("fraction").value_or(1.0)),
         outside_layers_(options.boolean("outside_layers").value_or(false)) {
     if (!std::isfinite(fraction_) || fraction_ < 0 || fraction_ > 1)
-      options.fail("fraction", "must be a number from 0 to 1, got " + number_text(fraction_));
+      options.fail("fraction", "must be a number from 0 to 1, got " + memplan::support::number(fraction_));
     if (!options.training())
       options.fail("moves the activations a training step stores, but the scenario has mode = \"infer\"");
   }

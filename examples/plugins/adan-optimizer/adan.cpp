@@ -19,7 +19,14 @@
 //              denom = torch._foreach_sqrt(exp_avg_sqs) allocates one tensor per
 //              parameter, 1 x all trainable parameters, alive during the step;
 //              every other operation is in place.
+//
+// The states and the temporaries are added by the plugin support library
+// installed with memplan's SDK (memplan::plugin_support; docs/plugin-support.md):
+// add_optimizer_states and add_step_temporaries, the helpers memplan's own
+// optimizers use, so Adan's items are sized and named as Adam's are.
 #include <memplan/sdk.hpp>
+#include <memplan/support/optimizer_states.hpp>
+#include <memplan/support/optimizer_step.hpp>
 
 #include <array>
 #include <string>
@@ -27,6 +34,7 @@
 namespace {
 
 namespace sdk = memplan::sdk;
+namespace support = memplan::support;
 
 constexpr std::array<memplan_option_spec, 1> kOptions{{
     {"implementation", MEMPLAN_OPTION_STRING,
@@ -38,45 +46,38 @@ constexpr std::array<memplan_option_spec, 1> kOptions{{
 // Tensors Adan keeps per trainable weight (exp_avg, exp_avg_sq, exp_avg_diff, neg_pre_grad).
 constexpr double kStatesPerParameter = 4;
 
+// Parameter-sized temporaries at the step's high point: foreach 1 x every
+// trainable element (the denominator); fused none. The option offers no
+// for-loop step, so its entry is never read.
+constexpr support::StepTemporaries kTemporaries{.for_loop = 0, .foreach = 1, .fused_available = true};
+
 class AdanOptimizer {
  public:
-  static constexpr sdk::PluginInfo info{"adan", "1.0.0",
+  static constexpr sdk::PluginInfo info{"adan", "1.1.0",
                                         "Adan: 4 states per weight (Xie et al. 2022, arXiv 2208.06677)",
                                         sdk::Kind::optimizer, sdk::Phase::optimizer};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
-  explicit AdanOptimizer(sdk::Options& options) {
+  explicit AdanOptimizer(sdk::Options& options)
+      : states_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES)) {
     const std::string implementation = options.string("implementation").value_or("fused");
     if (implementation != "fused" && implementation != "foreach")
       options.fail("implementation", "must be \"fused\" or \"foreach\", not \"" + implementation + "\"");
-    foreach_ = implementation == "foreach";
+    implementation_ = implementation == "foreach" ? support::Implementation::foreach : support::Implementation::fused;
   }
 
   void apply(sdk::Context& ctx) {
-    const double state_bytes = ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES);
-    const size_t weights = ctx.size();  // states are appended: visit only the items present before
-    for (size_t i = 0; i < weights; ++i) {
-      const sdk::Item weight = ctx.item(i);
-      if (weight.role != sdk::Role::weights || !weight.trainable) continue;
-      sdk::Item states = weight;
-      states.role = sdk::Role::optimizer_states;
-      states.lifetime = sdk::Lifetime::persistent;
-      states.elements = weight.elements * kStatesPerParameter;
-      states.bytes_per_element = state_bytes;
-      ctx.add(states);
-      if (foreach_) {
-        sdk::Item denominator = weight;
-        denominator.name = weight.name + ".foreach_temps";
-        denominator.role = sdk::Role::optimizer_states;
-        denominator.lifetime = sdk::Lifetime::transient_optimizer;
-        denominator.bytes_per_element = state_bytes;
-        ctx.add(denominator);
-      }
-    }
+    const double state_bytes = ctx.required_attr_double(states_dtype_, MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES);
+    // The states are appended; the temporaries are sized from the weights before them.
+    const size_t weights = support::add_optimizer_states(ctx, states_, kStatesPerParameter, state_bytes);
+    support::add_step_temporaries(ctx, weights, implementation_, kTemporaries, state_bytes, step_);
   }
 
  private:
-  bool foreach_ = false;
+  sdk::Attribute states_dtype_;
+  support::Implementation implementation_ = support::Implementation::fused;
+  sdk::ItemBatch states_;          // kept: no allocation per evaluation once warm
+  support::StepTemporaryNames step_;
 };
 
 }  // namespace

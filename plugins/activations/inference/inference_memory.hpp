@@ -5,6 +5,7 @@
 // KV cache. Every attention layer keeps, for every cached token, one key and
 // one value vector per kv head:
 //   bytes per layer = 2 x kv_heads_per_rank x head_dim x tokens x sequences x kv_bytes
+// (kv_heads_per_rank: the one rule of memplan/support/kv_heads.hpp, vLLM's.)
 // (Kwon et al. 2023, "Efficient Memory Management for Large Language Model
 // Serving with PagedAttention", arXiv 2309.06180, section 3: OPT-13B needs
 // 2 x 5120 x 40 x 2 bytes = 800 KB per token.) Grouped-query attention
@@ -25,19 +26,6 @@
 namespace memplan::plugins::inference {
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// KV heads one tensor-parallel rank keeps. With at least as many kv heads as
-// ranks they are shared out; with fewer, each rank keeps a replica of one
-// whole kv head. This is vLLM's ModelConfig.get_num_kv_heads:
-// max(1, total_num_kv_heads // tensor_parallel_size) ("We will replicate the
-// KV heads in the case where the number of KV heads is smaller than the
-// tensor parallel size so each GPU has at least one KV head"). memplan rounds
-// up instead of down so that a non-divisible split never loses a head (the
-// tensor-parallel plugin rejects such sizes anyway).
-inline int64_t kv_heads_per_rank(int64_t kv_heads, int64_t tensor_parallel) {
-  if (tensor_parallel <= 1) return kv_heads;
-  return kv_heads >= tensor_parallel ? ceil_div(kv_heads, tensor_parallel) : 1;
-}
 
 // Tokens a sequence occupies once rounded up to whole blocks of `block` tokens
 // (PagedAttention); block = 1 means no paging.
@@ -102,7 +90,7 @@ struct ForwardShape {
   double hidden = 0;         // h
   double heads = 0;          // query heads of the whole model
   double head_dim = 0;
-  double kv_heads_rank = 0;  // kv heads on this rank (kv_heads_per_rank)
+  double kv_heads_rank = 0;  // kv heads on this rank (memplan/support/kv_heads.hpp)
   double ffn = 0;            // MLP inner width f (per expert for MoE)
   bool gated = false;        // SwiGLU: gate, up and their product
   double top_k = 0;          // MoE: experts each token visits; 0 for a dense MLP

@@ -12,6 +12,9 @@
 // docs/inference.md.
 #include <memplan/dtypes.hpp>
 #include <memplan/sdk.hpp>
+#include <memplan/support/items.hpp>
+#include <memplan/support/kv_heads.hpp>
+#include <memplan/support/layout.hpp>
 
 #include <algorithm>
 #include <array>
@@ -23,6 +26,7 @@
 namespace {
 
 namespace inf = memplan::plugins::inference;
+namespace support = memplan::support;
 using memplan::sdk::Item;
 using memplan::sdk::Lifetime;
 using memplan::sdk::ParamClass;
@@ -52,13 +56,14 @@ constexpr std::array<const char*, 5> kKvDtypes{"fp32", "fp16", "bf16", "fp8", "i
 class InferenceMemory {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "inference", "1.0.0", "KV cache (paged, GQA, sliding window) and forward transients for serving",
+      "inference", "1.1.0", "KV cache (paged, GQA, sliding window) and forward transients for serving",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
   explicit InferenceMemory(memplan::sdk::Options& options)
       : block_size_(options.positive_integer("block_size", 16)),
-        flash_attention_(options.boolean("flash_attention").value_or(true)) {
+        flash_attention_(options.boolean("flash_attention").value_or(true)),
+        layout_(options) {
     if (!options.model().has_architecture)
       options.fail("needs the model's architecture (layers, heads, kv_heads, head_dim) but the scenario gives only "
                    "params; use a preset or an inline architecture in [model]");
@@ -101,8 +106,8 @@ class InferenceMemory {
     const memplan_workload& workload = ctx.workload();
     const double activation_bytes = ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_ACTIVATIONS);
     const double kv_bytes = kv_bytes_.value_or(activation_bytes);
-    const int64_t t = std::max<int64_t>(1, ctx.attr_int(MEMPLAN_ATTR_RANKS_TENSOR, 1));
-    const int64_t stage_layers = ctx.attr_int(MEMPLAN_ATTR_STAGE_LAYERS, model.layers);
+    const int64_t t = layout_.tensor(ctx);
+    const int64_t stage_layers = layout_.stage_layers(ctx);
     const RankWeights rank = scan_weights(ctx);
     const int64_t first = rank.first_layer;
     const int64_t sequences = workload.micro_batch;
@@ -114,7 +119,7 @@ class InferenceMemory {
     const inf::LayerMix mix =
         inf::classify_layers(first, stage_layers, window, window > 0 ? model.global_attention_every : 0);
 
-    const inf::KvShape kv{static_cast<double>(inf::kv_heads_per_rank(model.kv_heads, t)),
+    const inf::KvShape kv{static_cast<double>(support::kv_heads_per_rank(model.kv_heads, t)),
                           static_cast<double>(model.head_dim), kv_bytes};
     const int64_t global_tokens = inf::paged_tokens(seq_len, block_size_);
     // A windowed layer evicts tokens older than the window only after a pass:
@@ -146,17 +151,11 @@ class InferenceMemory {
   }
 
  private:
+  // `bytes` per layer.
   static void add_kv(memplan::sdk::Context& ctx, const char* name, int64_t first, int64_t count, double bytes) {
     if (count <= 0) return;
-    Item item;
-    item.name = name;
-    item.role = Role::kv_cache;
-    item.lifetime = Lifetime::persistent;
-    item.layer = static_cast<int32_t>(first);
-    item.count = static_cast<uint32_t>(count);
-    item.elements = bytes;  // per layer, in bytes
-    item.bytes_per_element = 1;
-    ctx.add(item);
+    support::add_bytes(ctx, {.name = ctx.intern(name), .role = Role::kv_cache, .layer = static_cast<int32_t>(first),
+                             .count = static_cast<uint32_t>(count), .bytes = bytes});
   }
 
   // The forward transient of one layer, prefill or decode, whichever is
@@ -167,7 +166,7 @@ class InferenceMemory {
     shape.hidden = static_cast<double>(model.hidden);
     shape.heads = static_cast<double>(model.heads);
     shape.head_dim = static_cast<double>(model.head_dim);
-    shape.kv_heads_rank = static_cast<double>(inf::kv_heads_per_rank(model.kv_heads, t));
+    shape.kv_heads_rank = static_cast<double>(support::kv_heads_per_rank(model.kv_heads, t));
     shape.gated = model.gated_mlp != 0;
     if (model.experts > 0) {
       shape.ffn = static_cast<double>(model.expert_ffn_hidden);
@@ -192,13 +191,8 @@ class InferenceMemory {
   }
 
   static void add_transient(memplan::sdk::Context& ctx, const char* name, double bytes) {
-    Item item;
-    item.name = name;
-    item.role = Role::activations;
-    item.lifetime = Lifetime::transient_forward;
-    item.elements = bytes;
-    item.bytes_per_element = 1;
-    ctx.add(item);
+    support::add_bytes(ctx, {.name = ctx.intern(name), .role = Role::activations,
+                             .lifetime = Lifetime::transient_forward, .bytes = bytes});
   }
 
   // What the reported rank holds, from its weights: the first layer (as
@@ -210,7 +204,7 @@ class InferenceMemory {
     int64_t first_layer = 0;
     bool lm_head = false;
   };
-  static RankWeights scan_weights(const memplan::sdk::Context& ctx) {
+  RankWeights scan_weights(const memplan::sdk::Context& ctx) const {
     RankWeights found;
     int64_t first = -1;
     bool embedding = false;
@@ -222,7 +216,7 @@ class InferenceMemory {
       embedding = embedding || item.param_class == ParamClass::embedding;
     }
     if (!found.lm_head && embedding && ctx.model().tied_embeddings != 0)
-      found.lm_head = ctx.attr_int(MEMPLAN_ATTR_STAGE_HAS_LM_HEAD, 1) != 0;
+      found.lm_head = layout_.stage_has_lm_head(ctx);
     found.first_layer = first < 0 ? 0 : first;
     return found;
   }
@@ -233,6 +227,7 @@ class InferenceMemory {
   std::optional<int64_t> window_;
   std::optional<int64_t> prefill_chunk_;
   bool all_logits_ = false;
+  support::LayoutReader layout_;
 };
 
 }  // namespace

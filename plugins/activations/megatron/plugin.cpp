@@ -7,6 +7,8 @@
 // declared: tensor-parallel ranks, sequence parallelism, stage layers and
 // contents, in-flight micro-batches and the recompute policy.
 #include <memplan/sdk.hpp>
+#include <memplan/support/items.hpp>
+#include <memplan/support/layout.hpp>
 
 #include <algorithm>
 #include <array>
@@ -69,7 +71,7 @@ constexpr std::array<LossMode, 7> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.2.0",
+      "megatron", "1.3.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -78,6 +80,7 @@ class MegatronActivations {
       : flash_attention_(options.boolean("flash_attention").value_or(false)),
         dropout_(options.boolean("dropout").value_or(true)),
         attributes_(options),
+        layout_(options),
         names_(options) {
     const std::string loss = options.string("cross_entropy").value_or("unfused");
     bool known = false;
@@ -120,12 +123,13 @@ class MegatronActivations {
     shape.batch = static_cast<double>(workload.micro_batch);
 
     const Attributes& a = attributes_;
+    const memplan::support::Layout layout = layout_.read(ctx);
     ActivationSettings settings;
     settings.bytes = activation_bytes(ctx);
     settings.dropout = dropout_;
     settings.flash_attention = flash_attention_;
-    settings.tensor_parallel = static_cast<double>(ctx.attr_int(a.tensor_parallel, 1));
-    settings.sequence_parallel = ctx.attr_int(a.sequence_parallel, 0) != 0;
+    settings.tensor_parallel = static_cast<double>(layout.tensor);
+    settings.sequence_parallel = layout.sequence_parallel;
     // By key: SDK 1.1 has no handles for string attributes.
     const std::string_view policy = ctx.attr_string(MEMPLAN_ATTR_RECOMPUTE_POLICY, "none");
     settings.recompute = policy == "full"        ? RecomputePolicy::full
@@ -135,12 +139,12 @@ class MegatronActivations {
     settings.layer = layer_;
     if (layer_ == LayerImplementation::eager) settings.eager = eager_layer(ctx, model);
 
-    const uint32_t stage_layers = static_cast<uint32_t>(ctx.attr_int(a.stage_layers, model.layers));
-    const int64_t inflight = ctx.attr_int(a.inflight_microbatches, 1);
+    const uint32_t stage_layers = static_cast<uint32_t>(layout.stage_layers);
+    const int64_t inflight = layout.inflight_microbatches;
     // Context parallelism splits every layer's sequence over ranks.context ranks; an
     // interleaved pipeline schedule scales the stage's stored activations by
     // layout.activation_factor (Korthikanti et al. 2022, section 4.2.3).
-    const double context = static_cast<double>(ctx.attr_int(a.context_parallel, 1));
+    const double context = static_cast<double>(layout.context);
     const double factor = ctx.attr_double(a.activation_factor, 1.0);
     // Read before the items below are added (they are activations, not weights).
     const PlanFacts facts = scan_plan(ctx);
@@ -160,14 +164,13 @@ class MegatronActivations {
       add_bytes(ctx, names_.offload_window, window, memplan::sdk::Lifetime::transient_backward);
       stored_device = memplan::sdk::Device::cpu;
     }
-    ctx.add(memplan::sdk::NewItem{.name = names_.stored,
-                                  .role = memplan::sdk::Role::activations,
-                                  .lifetime = memplan::sdk::Lifetime::activation,
-                                  .device = stored_device,
-                                  .layer = facts.first_layer,
-                                  .count = stage_layers,
-                                  .elements = stored_bytes,
-                                  .bytes_per_element = 1});
+    memplan::support::add_bytes(ctx, {.name = names_.stored,
+                                      .role = memplan::sdk::Role::activations,
+                                      .lifetime = memplan::sdk::Lifetime::activation,
+                                      .device = stored_device,
+                                      .layer = facts.first_layer,
+                                      .count = stage_layers,
+                                      .bytes = stored_bytes});
 
     const double working_set = memplan::plugins::recompute_working_set(shape, settings) / context;
     // On the stored activations' device (the host's with offload).
@@ -191,9 +194,9 @@ class MegatronActivations {
         {shape.seq, shape.batch, shape.hidden, static_cast<double>(model.vocab)}, settings, cross_entropy_,
         loss_chunks_);
     const double scale = static_cast<double>(inflight) * factor / context;
-    if (ctx.attr_int(a.stage_has_embedding, 1) != 0)
+    if (layout.stage_has_embedding)
       add_outside(ctx, names_.embedding_dropout, outside.embedding_dropout * scale);
-    if (ctx.attr_int(a.stage_has_lm_head, 1) != 0) {
+    if (layout.stage_has_lm_head) {
       // The head sits in the last model chunk only: the interleaved schedule's
       // factor (extra chunks in flight) does not apply to it.
       const double head_scale = static_cast<double>(inflight) / context;
@@ -236,25 +239,17 @@ class MegatronActivations {
     return shape;
   }
 
-  // The attributes apply() reads, resolved once.
+  // The attributes apply() reads besides the layout, resolved once.
   struct Attributes {
     explicit Attributes(const memplan::sdk::Options& options)
         : activation_dtype(options.attribute(MEMPLAN_ATTR_DTYPE_ACTIVATIONS)),
-          tensor_parallel(options.attribute(MEMPLAN_ATTR_RANKS_TENSOR)),
-          sequence_parallel(options.attribute(MEMPLAN_ATTR_SEQUENCE_PARALLEL)),
-          stage_layers(options.attribute(MEMPLAN_ATTR_STAGE_LAYERS)),
-          inflight_microbatches(options.attribute(MEMPLAN_ATTR_INFLIGHT_MICROBATCHES)),
-          context_parallel(options.attribute(MEMPLAN_ATTR_RANKS_CONTEXT)),
           activation_factor(options.attribute(MEMPLAN_ATTR_ACTIVATION_FACTOR)),
-          stage_has_embedding(options.attribute(MEMPLAN_ATTR_STAGE_HAS_EMBEDDING)),
-          stage_has_lm_head(options.attribute(MEMPLAN_ATTR_STAGE_HAS_LM_HEAD)),
           lora_rank_inputs(options.attribute(MEMPLAN_ATTR_LORA_RANK_INPUTS)),
           lora_inputs(options.attribute(MEMPLAN_ATTR_LORA_INPUTS)),
           lora_distinct_inputs(options.attribute(MEMPLAN_ATTR_LORA_DISTINCT_INPUTS)),
           lora_dropout(options.attribute(MEMPLAN_ATTR_LORA_DROPOUT)) {}
-    memplan::sdk::Attribute activation_dtype, tensor_parallel, sequence_parallel, stage_layers,
-        inflight_microbatches, context_parallel, activation_factor, stage_has_embedding, stage_has_lm_head,
-        lora_rank_inputs, lora_inputs, lora_distinct_inputs, lora_dropout;
+    memplan::sdk::Attribute activation_dtype, activation_factor, lora_rank_inputs, lora_inputs,
+        lora_distinct_inputs, lora_dropout;
   };
 
   // The names of the items apply() adds, interned once.
@@ -377,8 +372,8 @@ class MegatronActivations {
   static void add_bytes(memplan::sdk::Context& ctx, memplan::sdk::Name name, double bytes,
                         memplan::sdk::Lifetime lifetime,
                         memplan::sdk::Device device = memplan::sdk::Device::gpu) {
-    ctx.add(memplan::sdk::NewItem{.name = name, .role = memplan::sdk::Role::activations, .lifetime = lifetime,
-                                  .device = device, .elements = bytes, .bytes_per_element = 1});
+    memplan::support::add_bytes(ctx, {.name = name, .role = memplan::sdk::Role::activations, .lifetime = lifetime,
+                                      .device = device, .bytes = bytes});
   }
 
   // One stored-activation item outside the layers, when it has any bytes.
@@ -395,6 +390,7 @@ class MegatronActivations {
   bool repeat_kv_ = true;
   bool offload_ = false;
   Attributes attributes_;
+  memplan::support::LayoutReader layout_;
   Names names_;
   memplan_model model_{};              // the scenario's model, which no evaluation changes
   TransformerShape model_shape_;       // layer_shape(model_)

@@ -12,6 +12,8 @@
 // Header-only and free of plugin plumbing so tests can check it directly.
 #pragma once
 
+#include <memplan/support/kv_heads.hpp>
+
 #include <cstdint>
 
 namespace memplan::plugins {
@@ -180,9 +182,11 @@ inline LayerActivations layer_activation_terms(const TransformerShape& x, const 
 }
 
 // Ranks that share out the K and V heads: with fewer kv heads than
-// tensor-parallel ranks, each rank keeps one whole (replicated) kv head.
+// tensor-parallel ranks, each rank keeps one whole (replicated) kv head
+// (memplan/support/kv_heads.hpp, the rule tensor-parallel splits the k and v
+// weights by).
 inline double kv_divisor(const TransformerShape& x, const ActivationSettings& o) {
-  return x.kv_heads > 0 && x.kv_heads < o.tensor_parallel ? x.kv_heads : o.tensor_parallel;
+  return memplan::support::kv_ways(x.kv_heads, o.tensor_parallel);
 }
 
 // Bytes one layer keeps from forward to backward for one micro-batch.

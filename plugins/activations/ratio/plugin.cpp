@@ -13,22 +13,18 @@
 // the sequence doubles the activations); without them the figure does not
 // depend on the batch at all, so a "max" search over it finds no limit.
 #include <memplan/sdk.hpp>
+#include <memplan/support/format.hpp>
+#include <memplan/support/items.hpp>
 
 #include <array>
 #include <cmath>
-#include <cstdio>
 #include <optional>
 #include <string>
 
 namespace {
 
 namespace sdk = memplan::sdk;
-
-std::string number_text(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", value);
-  return text;
-}
+namespace support = memplan::support;
 
 constexpr std::array<memplan_option_spec, 4> kOptions{{
     {"factor", MEMPLAN_OPTION_DOUBLE,
@@ -48,12 +44,12 @@ constexpr std::array<memplan_option_spec, 4> kOptions{{
 
 class RatioActivations {
  public:
-  static constexpr sdk::PluginInfo info{"ratio", "1.0.0",
+  static constexpr sdk::PluginInfo info{"ratio", "1.1.0",
                                         "Activations = factor x the weights' bytes (the seeds' rule of thumb)",
                                         sdk::Kind::activations, sdk::Phase::activations};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
-  explicit RatioActivations(sdk::Options& options) {
+  explicit RatioActivations(sdk::Options& options) : name_(options.intern("activations.ratio")) {
     if (!options.training())
       options.fail("is a rule of thumb for training activations, but the scenario has mode = \"infer\"; use "
                    "[activations] use = \"inference\" to model serving");
@@ -62,7 +58,7 @@ class RatioActivations {
       options.fail("needs factor = <activations / weight bytes>: seed 000 suggests 0.7 to 1.0, seed 001 about 1 "
                    "(\"roughly similar to or slightly larger than\" the parameters' memory)");
     if (!std::isfinite(*factor) || *factor < 0)
-      options.fail("factor", "must be a non-negative number, got " + number_text(*factor));
+      options.fail("factor", "must be a non-negative number, got " + support::number(*factor));
     factor_ = *factor;
     const std::string of = options.string("of").value_or("model");
     if (of != "model" && of != "rank") options.fail("of", "must be \"model\" or \"rank\", not \"" + of + "\"");
@@ -84,28 +80,17 @@ class RatioActivations {
     if (reference_micro_batch_)
       bytes *= static_cast<double>(workload.micro_batch) / static_cast<double>(*reference_micro_batch_);
     if (reference_seq_len_) bytes *= static_cast<double>(workload.seq_len) / static_cast<double>(*reference_seq_len_);
-    if (bytes <= 0) return;
-    sdk::Item item;
-    item.name = "activations.ratio";
-    item.role = sdk::Role::activations;
-    item.lifetime = sdk::Lifetime::activation;
-    item.elements = bytes;
-    item.bytes_per_element = 1;
-    ctx.add(item);
+    support::add_bytes_if_any(
+        ctx, {.name = name_, .role = sdk::Role::activations, .lifetime = sdk::Lifetime::activation, .bytes = bytes});
   }
 
  private:
   // The bytes of the weights the reported GPU holds (after layout and sharding).
   static double rank_weight_bytes(const sdk::Context& ctx) {
-    double total = 0;
-    for (size_t i = 0; i < ctx.size(); ++i) {
-      const sdk::Item item = ctx.item(i);
-      if (item.role != sdk::Role::weights || item.device != sdk::Device::gpu) continue;
-      total += std::ceil(item.elements * item.bytes_per_element) * static_cast<double>(item.count);
-    }
-    return total;
+    return support::gpu_bytes_of(ctx, sdk::Role::weights);
   }
 
+  sdk::Name name_;
   double factor_ = 0;
   bool of_rank_ = false;
   std::optional<int64_t> reference_micro_batch_;

@@ -30,21 +30,20 @@
 //             more peak memory than the for-loop version" (its docstring): 1 x all.
 //   fused     none exists: an error.
 #include <memplan/sdk.hpp>
+#include <memplan/support/format.hpp>
+#include <memplan/support/optimizer_step.hpp>
+#include <memplan/support/parameter_shapes.hpp>
 
 #include <array>
 #include <cmath>
-#include <cstdio>
 #include <optional>
 #include <string>
-
-#include "../optimizer_step.hpp"
-#include "../parameter_shapes.hpp"
 
 namespace {
 
 namespace sdk = memplan::sdk;
-using memplan::plugins::Implementation;
-using memplan::plugins::StepTemporaries;
+using memplan::support::Implementation;
+using memplan::support::StepTemporaries;
 
 constexpr StepTemporaries kTemporaries{2, 1, false};
 
@@ -61,7 +60,7 @@ constexpr std::array<memplan_option_spec, 3> kOptions{{
 class AdafactorOptimizer {
  public:
   static constexpr sdk::PluginInfo info{
-      "adafactor", "1.0.0",
+      "adafactor", "1.1.0",
       "Adafactor: factored second moment, rows + cols per matrix (Shazeer and Stern 2018, arXiv 1804.04235)",
       sdk::Kind::optimizer, sdk::Phase::optimizer};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -72,29 +71,26 @@ class AdafactorOptimizer {
           "adafactor keeps a row and a column vector per weight matrix, so it needs the matrices' shapes; give the "
           "model's architecture (a preset, or layers, hidden, heads, ...) instead of only params");
     const std::optional<double> beta1 = options.number("beta1");
-    if (beta1 && !(*beta1 >= 0.0 && *beta1 < 1.0)) {
-      char text[32];
-      std::snprintf(text, sizeof text, "%g", *beta1);
-      options.fail("beta1", std::string("must be in [0, 1), got ") + text);
-    }
+    if (beta1 && !(*beta1 >= 0.0 && *beta1 < 1.0))
+      options.fail("beta1", "must be in [0, 1), got " + memplan::support::number(*beta1));
     const std::optional<bool> first_moment = options.boolean("first_moment");
     if (beta1 && first_moment && !*first_moment)
       options.fail("beta1",
                    "keeps a first moment (Hugging Face's Adafactor keeps exp_avg whenever beta1 is set), but "
                    "first_moment = false; remove one of the two");
     first_moment_ = first_moment.value_or(beta1.has_value());
-    implementation_ = memplan::plugins::read_implementation(options, Implementation::for_loop,
+    implementation_ = memplan::support::read_implementation(options, Implementation::for_loop,
                                                             kTemporaries.fused_available, "adafactor");
   }
 
   void apply(sdk::Context& ctx) {
     const double state_bytes = ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES);
-    const memplan::plugins::RankLayout ranks = memplan::plugins::rank_layout(ctx);
+    const memplan::support::RankLayout ranks = memplan::support::rank_layout(ctx);
     const size_t weights = ctx.size();
     for (size_t i = 0; i < weights; ++i) {
       sdk::Item item = ctx.item(i);
       if (item.role != sdk::Role::weights || !item.trainable) continue;
-      const memplan::plugins::TensorShapes shapes = memplan::plugins::tensor_shapes(item, ctx.model(), ranks);
+      const memplan::support::TensorShapes shapes = memplan::support::tensor_shapes(item, ctx.model(), ranks);
       // Unknown shapes (adapters, out-of-tree classes): the full second
       // moment, an upper bound.
       double second = item.elements;
@@ -105,13 +101,13 @@ class AdafactorOptimizer {
       item.bytes_per_element = state_bytes;
       ctx.add(item);
     }
-    memplan::plugins::add_step_temporaries(ctx, weights, implementation_, kTemporaries, state_bytes, step_);
+    memplan::support::add_step_temporaries(ctx, weights, implementation_, kTemporaries, state_bytes, step_);
   }
 
  private:
   bool first_moment_ = false;
   Implementation implementation_ = Implementation::for_loop;
-  memplan::plugins::StepTemporaryNames step_;
+  memplan::support::StepTemporaryNames step_;
 };
 
 }  // namespace

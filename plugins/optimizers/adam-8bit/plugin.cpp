@@ -28,12 +28,11 @@
 // update is one fused CUDA kernel per tensor (optimizer_update_8bit_blockwise)
 // that works in place: no step temporaries and no `implementation` option.
 #include <memplan/sdk.hpp>
+#include <memplan/support/parameter_shapes.hpp>
 
 #include <array>
 #include <cmath>
 #include <string>
-
-#include "../parameter_shapes.hpp"
 
 namespace {
 
@@ -51,7 +50,7 @@ constexpr std::array<memplan_option_spec, 2> kOptions{{
 class Adam8bitOptimizer {
  public:
   static constexpr sdk::PluginInfo info{
-      "adam-8bit", "1.0.0",
+      "adam-8bit", "1.1.0",
       "Adam with block-wise 8-bit states, bitsandbytes Adam8bit (Dettmers et al. 2022, arXiv 2110.02861)",
       sdk::Kind::optimizer, sdk::Phase::optimizer};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -64,12 +63,12 @@ class Adam8bitOptimizer {
   }
 
   void apply(sdk::Context& ctx) {
-    const memplan::plugins::RankLayout ranks = memplan::plugins::rank_layout(ctx);
+    const memplan::support::RankLayout ranks = memplan::support::rank_layout(ctx);
     const size_t weights = ctx.size();
     for (size_t i = 0; i < weights; ++i) {
       const sdk::Item weight = ctx.item(i);
       if (weight.role != sdk::Role::weights || !weight.trainable) continue;
-      const memplan::plugins::TensorShapes shapes = memplan::plugins::tensor_shapes(weight, ctx.model(), ranks);
+      const memplan::support::TensorShapes shapes = memplan::support::tensor_shapes(weight, ctx.model(), ranks);
       Split split;
       if (!shapes.known) {
         add_tensors(split, 1, weight.elements);

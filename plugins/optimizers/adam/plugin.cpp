@@ -7,19 +7,20 @@
 //             is one list the size of all parameters (div_ and add_ are in place);
 //   fused     torch._fused_adam_ / apex and DeepSpeed FusedAdam: none. The default, as
 //             Megatron-LM and DeepSpeed use a fused Adam.
-#include "../elementwise_optimizer.hpp"
+#include <memplan/support/elementwise_optimizer.hpp>
 
 namespace {
 
 struct AdamTraits {
   static constexpr const char* name = "adam";
+  static constexpr const char* version = "1.2.0";
   static constexpr const char* summary = "Adam: first and second moment per weight (Kingma and Ba 2015)";
   static constexpr double states_per_parameter = 2;
-  static constexpr memplan::plugins::StepTemporaries temporaries{3, 1, true};
-  static constexpr memplan::plugins::Implementation default_implementation = memplan::plugins::Implementation::fused;
+  static constexpr memplan::support::StepTemporaries temporaries{3, 1, true};
+  static constexpr memplan::support::Implementation default_implementation = memplan::support::Implementation::fused;
 };
 
 }  // namespace
 
-using AdamOptimizer = memplan::plugins::ElementwiseOptimizer<AdamTraits>;
+using AdamOptimizer = memplan::support::ElementwiseOptimizer<AdamTraits>;
 MEMPLAN_PLUGIN(AdamOptimizer)

@@ -13,19 +13,20 @@
 //             in place (add_, sign_): one list the size of all parameters;
 //   fused     lion-pytorch's Triton kernel (use_triton=True) and bitsandbytes' Lion
 //             update in place: none. The default.
-#include "../elementwise_optimizer.hpp"
+#include <memplan/support/elementwise_optimizer.hpp>
 
 namespace {
 
 struct LionTraits {
   static constexpr const char* name = "lion";
+  static constexpr const char* version = "1.2.0";
   static constexpr const char* summary = "Lion: sign update, one momentum per weight (Chen et al. 2023, arXiv 2302.06675)";
   static constexpr double states_per_parameter = 1;
-  static constexpr memplan::plugins::StepTemporaries temporaries{2, 1, true};
-  static constexpr memplan::plugins::Implementation default_implementation = memplan::plugins::Implementation::fused;
+  static constexpr memplan::support::StepTemporaries temporaries{2, 1, true};
+  static constexpr memplan::support::Implementation default_implementation = memplan::support::Implementation::fused;
 };
 
 }  // namespace
 
-using LionOptimizer = memplan::plugins::ElementwiseOptimizer<LionTraits>;
+using LionOptimizer = memplan::support::ElementwiseOptimizer<LionTraits>;
 MEMPLAN_PLUGIN(LionOptimizer)

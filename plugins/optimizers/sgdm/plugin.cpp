@@ -4,19 +4,20 @@
 // (buf.mul_(momentum).add_(grad, alpha=1 - dampening); torch._foreach_mul_ and
 // torch._foreach_add_ on the buffers), so every implementation adds no
 // temporaries.
-#include "../elementwise_optimizer.hpp"
+#include <memplan/support/elementwise_optimizer.hpp>
 
 namespace {
 
 struct SgdmTraits {
   static constexpr const char* name = "sgdm";
+  static constexpr const char* version = "1.2.0";
   static constexpr const char* summary = "SGD with momentum: one momentum buffer per weight (PyTorch torch.optim.SGD, momentum > 0)";
   static constexpr double states_per_parameter = 1;
-  static constexpr memplan::plugins::StepTemporaries temporaries{0, 0, true};
-  static constexpr memplan::plugins::Implementation default_implementation = memplan::plugins::Implementation::fused;
+  static constexpr memplan::support::StepTemporaries temporaries{0, 0, true};
+  static constexpr memplan::support::Implementation default_implementation = memplan::support::Implementation::fused;
 };
 
 }  // namespace
 
-using SgdmOptimizer = memplan::plugins::ElementwiseOptimizer<SgdmTraits>;
+using SgdmOptimizer = memplan::support::ElementwiseOptimizer<SgdmTraits>;
 MEMPLAN_PLUGIN(SgdmOptimizer)

@@ -43,7 +43,7 @@
 // output layer and router are not Transformer Engine modules). A params-only
 // model's one `parameters` item is treated as linear layers, which overstates
 // the copies by the embedding and LM-head share.
-#include "../precision_recipe.hpp"
+#include <memplan/support/precision_recipe.hpp>
 
 namespace {
 
@@ -61,7 +61,7 @@ class Fp8WeightCopies {
        "keep an fp8 transpose of each linear weight for the backward pass (Hopper fp8 GEMMs need it)", "true"},
   }};
 
-  Fp8WeightCopies(sdk::Options& options, const memplan::plugins::RecipeDtypes& dtypes)
+  Fp8WeightCopies(sdk::Options& options, const memplan::support::RecipeDtypes& dtypes)
       : cache_(options.boolean("cache_fp8_weights").value_or(true)),
         transpose_(options.boolean("fp8_transpose").value_or(true)),
         names_(cache_ ? ".fp8" : ".fp8_t") {
@@ -111,14 +111,15 @@ class Fp8WeightCopies {
 
 struct Fp8Traits {
   static constexpr const char* name = "fp8";
+  static constexpr const char* version = "1.2.0";
   static constexpr const char* summary =
       "fp8 training (Transformer Engine, Micikevicius et al. 2022): fp8 weight copies beside bf16 weights, fp32 "
       "master weights and gradients";
-  static constexpr memplan::plugins::RecipeDefaults defaults{"bf16", "fp32", "fp32", "fp32", "bf16"};
+  static constexpr memplan::support::RecipeDefaults defaults{"bf16", "fp32", "fp32", "fp32", "bf16"};
   using Extension = Fp8WeightCopies;
 };
 
 }  // namespace
 
-using Fp8Precision = memplan::plugins::PrecisionRecipe<Fp8Traits>;
+using Fp8Precision = memplan::support::PrecisionRecipe<Fp8Traits>;
 MEMPLAN_PLUGIN(Fp8Precision)

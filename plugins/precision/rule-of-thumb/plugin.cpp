@@ -14,10 +14,10 @@
 // layers and count), so layout plugins split it as they split the weight and
 // M = 1.2 x weights holds on every rank, as the seed's M / n does.
 #include <memplan/sdk.hpp>
+#include <memplan/support/format.hpp>
 
 #include <array>
 #include <cmath>
-#include <cstdio>
 #include <string>
 
 namespace {
@@ -31,7 +31,7 @@ constexpr std::array<memplan_option_spec, 2> kOptions{{
 
 class RuleOfThumbPrecision {
  public:
-  static constexpr sdk::PluginInfo info{"rule-of-thumb", "1.0.0",
+  static constexpr sdk::PluginInfo info{"rule-of-thumb", "1.1.0",
                                         "Seed 001's serving rule M = P x 4 bytes / (32 / Q) x 1.2, to compare with",
                                         sdk::Kind::precision, sdk::Phase::precision};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -44,11 +44,9 @@ class RuleOfThumbPrecision {
     if (bits != 4 && bits != 8 && bits != 16 && bits != 32)
       options.fail("bits", "must be 4, 8, 16 or 32 (the seed's Q), got " + std::to_string(bits));
     const double overhead = options.number("overhead").value_or(1.2);
-    if (!std::isfinite(overhead) || overhead < 1.0) {
-      char text[32];
-      std::snprintf(text, sizeof text, "%g", overhead);
-      options.fail("overhead", std::string("must be a factor of at least 1 (1.2 adds 20%), got ") + text);
-    }
+    if (!std::isfinite(overhead) || overhead < 1.0)
+      options.fail("overhead",
+                   "must be a factor of at least 1 (1.2 adds 20%), got " + memplan::support::number(overhead));
     weights_ = static_cast<double>(bits) / 8.0;
     extra_ = weights_ * (overhead - 1.0);
     // Weight-only 4- and 8-bit loading still computes in 16 bits.

@@ -27,10 +27,11 @@
 // layer and count of what they come from, so the step timeline sees them when
 // their tensors are alive.
 #include <memplan/sdk.hpp>
+#include <memplan/support/format.hpp>
+#include <memplan/support/items.hpp>
 
 #include <array>
 #include <cmath>
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -61,7 +62,7 @@ double rounding_waste(double bytes) {
 
 class AllocatorOverhead {
  public:
-  static constexpr sdk::PluginInfo info{"allocator", "1.1.0",
+  static constexpr sdk::PluginInfo info{"allocator", "1.2.0",
                                         "PyTorch caching allocator: block rounding and fragmentation",
                                         sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -71,11 +72,9 @@ class AllocatorOverhead {
         rounding_(options.boolean("rounding").value_or(true)),
         rounding_name_(options.intern("allocator.rounding")),
         fragmentation_name_(options.intern("allocator.fragmentation")) {
-    if (!std::isfinite(fragmentation_) || fragmentation_ < 0 || fragmentation_ >= 1) {
-      char text[32];
-      std::snprintf(text, sizeof text, "%g", fragmentation_);
-      options.fail("fragmentation", std::string("must be a fraction from 0 up to (not including) 1, got ") + text);
-    }
+    if (!std::isfinite(fragmentation_) || fragmentation_ < 0 || fragmentation_ >= 1)
+      options.fail("fragmentation", "must be a fraction from 0 up to (not including) 1, got " +
+                                        memplan::support::number(fragmentation_));
   }
 
   void apply(sdk::Context& ctx) {
@@ -85,7 +84,7 @@ class AllocatorOverhead {
     groups_.clear();  // keeps its capacity: no allocation once warm
     for (const sdk::ItemRef item : ctx.items()) {
       if (item.device() != sdk::Device::gpu || item.count() == 0 || item.pool() != sdk::Pool::allocated) continue;
-      const double bytes = std::ceil(item.elements() * item.bytes_per_element());
+      const double bytes = memplan::support::instance_bytes(item);
       Group& group = find(groups_, item);
       if (rounding_) group.rounding += rounding_waste(bytes);
       if (item.lifetime() != sdk::Lifetime::persistent) group.fragmentation += fragmentation_ * bytes;
@@ -114,10 +113,9 @@ class AllocatorOverhead {
   }
 
   static void add(sdk::Context& ctx, const Group& group, sdk::Name name, double bytes) {
-    if (bytes <= 0) return;
-    ctx.add(sdk::NewItem{.name = name, .role = sdk::Role::overhead, .lifetime = group.lifetime, .layer = group.layer,
-                         .count = group.count, .pool = sdk::Pool::reserve, .elements = bytes,
-                         .bytes_per_element = 1});
+    memplan::support::add_bytes_if_any(ctx, {.name = name, .role = sdk::Role::overhead, .lifetime = group.lifetime,
+                                             .pool = sdk::Pool::reserve, .layer = group.layer, .count = group.count,
+                                             .bytes = bytes});
   }
 
   double fragmentation_;

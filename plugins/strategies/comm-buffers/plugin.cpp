@@ -105,10 +105,12 @@
 // communicator of more than 2 ranks that runs collectives (older NCCLs: 768
 // MiB in 2.21.5, 2,304 MiB on 8x H200 in vllm-project/vllm issue #9699).
 #include <memplan/sdk.hpp>
+#include <memplan/support/format.hpp>
+#include <memplan/support/items.hpp>
+#include <memplan/support/layout.hpp>
 
 #include <array>
 #include <cmath>
-#include <cstdio>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -117,12 +119,13 @@
 namespace {
 
 namespace sdk = memplan::sdk;
+namespace support = memplan::support;
 
 constexpr double kLl128Bytes = 120.0 * 640 * 8 * 8;  // NCCL DEFAULT_LL128_BUFFSIZE
 constexpr double kLlBytes = 8.0 * 512 * 8 * 16;      // NCCL DEFAULT_LL_BUFFSIZE
 
 constexpr double kGranularity = 2.0 * 1024 * 1024;  // cuMem allocation granularity and CUDA_IPC_MIN
-constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kMiB = support::kMiB;
 constexpr double kNvlsCollChannels = 24;         // NCCL's collective channels on 8x H100 NVSwitch (logged)
 constexpr double kNvlsBufferPerGpu = 32 * kMiB;  // 16 NVLS channels x 2 x 1 MiB, per local GPU
 constexpr int64_t kNvlsMinLocalGpus = 3;         // nvls.cc: no NVLS at 2 GPUs or fewer
@@ -208,49 +211,22 @@ int64_t local_ranks(int64_t size, int64_t stride, int64_t node) {
   return std::min(size, std::max<int64_t>(1, node / stride));
 }
 
-// The layout the strategies set, read once per evaluation.
-struct Layout {
-  int64_t data = 1, tensor = 1, pipeline = 1, context = 1, expert = 1;
-  bool edge_stage = true;               // holds the embedding or the LM head: first or last pipeline stage
-  bool sequence_parallel = false;       // the tensor group reduce-scatters and all-gathers instead
-  bool gradients_all_reduced = false;   // training, and no sharding plugin reduce-scatters the gradients
-  bool optimizer_sharded = false;       // a sharding plugin splits the optimizer over the data ranks
+// The layout the strategies set (memplan/support/layout.hpp), and what the
+// sharding plugin declared of the gradients, read once per evaluation.
+struct Layout : support::Layout {
+  bool gradients_all_reduced = false;  // training, and no sharding plugin reduce-scatters the gradients
+  bool optimizer_sharded = false;      // a sharding plugin splits the optimizer over the data ranks
 };
 
-// The attributes the layout is read from, resolved once in the constructor.
-class LayoutAttributes {
- public:
-  explicit LayoutAttributes(const sdk::Options& options)
-      : data_(options.attribute(MEMPLAN_ATTR_RANKS_DATA)),
-        tensor_(options.attribute(MEMPLAN_ATTR_RANKS_TENSOR)),
-        pipeline_(options.attribute(MEMPLAN_ATTR_RANKS_PIPELINE)),
-        context_(options.attribute(MEMPLAN_ATTR_RANKS_CONTEXT)),
-        expert_(options.attribute(MEMPLAN_ATTR_EXPERT_PARALLEL)),
-        has_embedding_(options.attribute(MEMPLAN_ATTR_STAGE_HAS_EMBEDDING)),
-        has_lm_head_(options.attribute(MEMPLAN_ATTR_STAGE_HAS_LM_HEAD)),
-        sequence_parallel_(options.attribute(MEMPLAN_ATTR_SEQUENCE_PARALLEL)) {}
-
-  sdk::Attribute data() const { return data_; }
-
-  // `buckets`: sharding.gradient_buckets, "ddp" when unset.
-  Layout read(const sdk::Context& ctx, std::string_view buckets) const {
-    Layout layout;
-    layout.data = ctx.attr_int(data_, 1);
-    layout.tensor = ctx.attr_int(tensor_, 1);
-    layout.pipeline = ctx.attr_int(pipeline_, 1);
-    layout.context = ctx.attr_int(context_, 1);
-    layout.expert = ctx.attr_int(expert_, 1);
-    layout.edge_stage = ctx.attr_int(has_embedding_, 1) != 0 || ctx.attr_int(has_lm_head_, 1) != 0;
-    layout.sequence_parallel = ctx.attr_int(sequence_parallel_, 0) != 0;
-    // ZeRO and FSDP declare their reduce-scatter buckets; without them gradients are all-reduced.
-    layout.gradients_all_reduced = ctx.training() && buckets == "ddp";
-    layout.optimizer_sharded = ctx.training() && buckets != "ddp";
-    return layout;
-  }
-
- private:
-  sdk::Attribute data_, tensor_, pipeline_, context_, expert_, has_embedding_, has_lm_head_, sequence_parallel_;
-};
+// `buckets`: sharding.gradient_buckets, "ddp" when unset.
+Layout read_layout(const support::LayoutReader& reader, const sdk::Context& ctx, std::string_view buckets) {
+  Layout layout;
+  static_cast<support::Layout&>(layout) = reader.read(ctx);
+  // ZeRO and FSDP declare their reduce-scatter buckets; without them gradients are all-reduced.
+  layout.gradients_all_reduced = ctx.training() && buckets == "ddp";
+  layout.optimizer_sharded = ctx.training() && buckets != "ddp";
+  return layout;
+}
 
 // What the group is on the reported GPU.
 GroupUse group_use(const Layout& layout, Group group) {
@@ -265,13 +241,13 @@ GroupUse group_use(const Layout& layout, Group group) {
       return {layout.optimizer_sharded ? data * tensor * pipeline * context : tensor * pipeline, true, 0};
     case Group::pipeline:
       // Send/receive only; the first and the last stage have one neighbour.
-      return {pipeline, false, pipeline <= 1 ? 0 : layout.edge_stage || pipeline == 2 ? 1 : 2, false};
+      return {pipeline, false, pipeline <= 1 ? 0 : layout.edge_stage() || pipeline == 2 ? 1 : 2, false};
     case Group::context: return {context, false, context <= 1 ? 0 : context == 2 ? 1 : 2, false};
     case Group::expert:  // all-to-all with every other rank; none at one rank
       return {layout.expert, true, layout.expert - 1, false};
     case Group::embedding:
       // The tied embedding's all-reduce between the first and the last stage.
-      return {pipeline > 1 && layout.edge_stage ? 2 : 0, true, 0, false};
+      return {pipeline > 1 && layout.edge_stage() ? 2 : 0, true, 0, false};
   }
   return {};
 }
@@ -304,15 +280,9 @@ void add_nvls_facts(const Layout& layout, Group group, int64_t node, GroupUse& u
   if (group == Group::data || group == Group::data_context) use.large_all_reduce = layout.gradients_all_reduced;
 }
 
-std::string number_text(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", value);
-  return text;
-}
-
 class CommBuffers {
  public:
-  static constexpr sdk::PluginInfo info{"comm-buffers", "1.2.0",
+  static constexpr sdk::PluginInfo info{"comm-buffers", "1.3.0",
                                         "NCCL communicators and buffers, data-parallel gradient buckets (DDP, DeepSpeed)",
                                         sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -329,7 +299,7 @@ class CommBuffers {
         p2p_channels_(options.positive_integer("nccl_p2p_channels", 32)),
         nvls_option_(options.boolean("nvls")),
         gpus_per_node_(options.positive_integer("gpus_per_node", 8)),
-        layout_attributes_(options),
+        layout_(options),
         nvlink_sharp_attr_(options.attribute(MEMPLAN_ATTR_HARDWARE_NVLINK_SHARP)),
         gradients_dtype_attr_(options.attribute(MEMPLAN_ATTR_DTYPE_GRADIENTS)),
         names_(options) {
@@ -370,7 +340,7 @@ class CommBuffers {
     // By key: SDK 1.1 has no handles for string attributes.
     const std::string_view declared = ctx.attr_string(MEMPLAN_ATTR_GRADIENT_BUCKETS, "ddp");
     if (nccl_) add_nccl(ctx, declared);
-    if (!ctx.training() || ctx.attr_int(layout_attributes_.data(), 1) <= 1) return;
+    if (!ctx.training() || layout_.data(ctx) <= 1) return;
     Buckets buckets = buckets_;
     const bool stage3 = declared == "deepspeed-stage3";
     if (buckets == Buckets::automatic)
@@ -425,7 +395,8 @@ class CommBuffers {
 
   static double elements(sdk::Options& options, const char* key, double fallback) {
     const double value = options.number(key).value_or(fallback);
-    if (!std::isfinite(value) || value < 0) options.fail(key, "must be a non-negative count, got " + number_text(value));
+    if (!std::isfinite(value) || value < 0)
+      options.fail(key, "must be a non-negative count, got " + support::number(value));
     return value;
   }
 
@@ -439,7 +410,7 @@ class CommBuffers {
     double nvls_buffers = 0;    // NVLS buffers of those that all-reduce large tensors, bytes
     int64_t peers = 0;          // send/receive peers over all groups
     const bool nvls = nvls_option_.value_or(ctx.attr_int(nvlink_sharp_attr_, 0) != 0);
-    const Layout layout = layout_attributes_.read(ctx, buckets);
+    const Layout layout = read_layout(layout_, ctx, buckets);
     for (Group group : groups_) {
       GroupUse use = group_use(layout, group);
       if (use.ranks <= 0) continue;
@@ -477,27 +448,19 @@ class CommBuffers {
   // NCCL allocates its memory itself (cudaMalloc / cuMem), not through
   // PyTorch's allocator: device memory only, from the start.
   static void add_device(sdk::Context& ctx, sdk::Name name, int64_t count, double bytes_each) {
-    ctx.add(sdk::NewItem{.name = name, .role = sdk::Role::buffers, .lifetime = sdk::Lifetime::persistent,
-                         .count = static_cast<uint32_t>(count), .pool = sdk::Pool::device, .elements = bytes_each,
-                         .bytes_per_element = 1});
+    support::add_bytes(ctx, {.name = name, .pool = sdk::Pool::device, .count = static_cast<uint32_t>(count),
+                             .bytes = bytes_each});
   }
 
   // The bytes of the gradients the step produces on this GPU.
   static double gradient_bytes(const sdk::Context& ctx) {
-    double total = 0;
-    for (sdk::ItemRef item : ctx.items()) {
-      if (item.role() != sdk::Role::gradients || item.lifetime() != sdk::Lifetime::gradient ||
-          item.device() != sdk::Device::gpu)
-        continue;
-      total += item.bytes();
-    }
-    return total;
+    return support::sum_bytes(ctx, [](const sdk::ItemRef& item) {
+      return item.role() == sdk::Role::gradients && item.lifetime() == sdk::Lifetime::gradient && support::on_gpu(item);
+    });
   }
 
   static void add(sdk::Context& ctx, sdk::Name name, sdk::Lifetime lifetime, double bytes) {
-    if (bytes <= 0) return;
-    ctx.add(sdk::NewItem{.name = name, .role = sdk::Role::buffers, .lifetime = lifetime, .elements = bytes,
-                         .bytes_per_element = 1});
+    support::add_bytes_if_any(ctx, {.name = name, .lifetime = lifetime, .bytes = bytes});
   }
 
   // The names of the items apply() adds, interned once.
@@ -525,7 +488,7 @@ class CommBuffers {
   int64_t p2p_channels_;
   std::optional<bool> nvls_option_;
   int64_t gpus_per_node_;
-  LayoutAttributes layout_attributes_;
+  support::LayoutReader layout_;
   sdk::Attribute nvlink_sharp_attr_;
   sdk::Attribute gradients_dtype_attr_;
   Names names_;

@@ -21,16 +21,18 @@
 // In mode = "infer" the rule is M_inf = S, the weights alone: the plugin adds
 // nothing and applies no margin (the seed's margin is for training).
 #include <memplan/sdk.hpp>
+#include <memplan/support/format.hpp>
+#include <memplan/support/items.hpp>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdio>
 #include <string>
 
 namespace {
 
 namespace sdk = memplan::sdk;
+namespace support = memplan::support;
 
 constexpr std::array<memplan_option_spec, 3> kOptions{{
     {"training_factor", MEMPLAN_OPTION_DOUBLE, "M_train / M_inf (the seed: 3 to 4, conservatively 4)", "4"},
@@ -41,25 +43,22 @@ constexpr std::array<memplan_option_spec, 3> kOptions{{
      "\"added\""},
 }};
 
-std::string number_text(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", value);
-  return text;
-}
-
 class ContinuumRule {
  public:
-  static constexpr sdk::PluginInfo info{"continuum-rule", "1.0.0",
+  static constexpr sdk::PluginInfo info{"continuum-rule", "1.1.0",
                                         "Seed 002's rule: M_train = 4 x M_inf + gradients + states, x 1.2",
                                         sdk::Kind::strategy, sdk::Phase::overhead};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
   explicit ContinuumRule(sdk::Options& options)
-      : factor_(options.number("training_factor").value_or(4.0)), margin_(options.number("margin").value_or(0.2)) {
+      : factor_(options.number("training_factor").value_or(4.0)),
+        margin_(options.number("margin").value_or(0.2)),
+        factor_name_(options.intern("continuum.training_factor")),
+        margin_name_(options.intern("continuum.margin")) {
     if (!std::isfinite(factor_) || factor_ < 1)
-      options.fail("training_factor", "must be at least 1 (M_train >= M_inf), got " + number_text(factor_));
+      options.fail("training_factor", "must be at least 1 (M_train >= M_inf), got " + support::number(factor_));
     if (!std::isfinite(margin_) || margin_ < 0)
-      options.fail("margin", "must be a non-negative fraction (0.2 adds 20%), got " + number_text(margin_));
+      options.fail("margin", "must be a non-negative fraction (0.2 adds 20%), got " + support::number(margin_));
     const std::string mode = options.string("gradients_and_states").value_or("added");
     if (mode != "added" && mode != "included")
       options.fail("gradients_and_states", "must be \"added\" or \"included\", not \"" + mode + "\"");
@@ -69,36 +68,27 @@ class ContinuumRule {
   void apply(sdk::Context& ctx) {
     if (!ctx.training()) return;  // M_inf = S: the weights, nothing more
     double weights = 0, states = 0, total = 0;
-    for (size_t i = 0; i < ctx.size(); ++i) {
-      const sdk::Item item = ctx.item(i);
-      if (item.device != sdk::Device::gpu) continue;
-      const double bytes = std::ceil(item.elements * item.bytes_per_element) * static_cast<double>(item.count);
+    for (const sdk::ItemRef item : ctx.items()) {
+      if (!support::on_gpu(item)) continue;
+      const double bytes = support::bytes(item);
       total += bytes;
-      if (item.role == sdk::Role::weights) weights += bytes;
-      if (item.role == sdk::Role::gradients || item.role == sdk::Role::master_weights ||
-          item.role == sdk::Role::optimizer_states)
+      if (item.role() == sdk::Role::weights) weights += bytes;
+      if (item.role() == sdk::Role::gradients || item.role() == sdk::Role::master_weights ||
+          item.role() == sdk::Role::optimizer_states)
         states += bytes;
     }
     const double factor_item =
         added_ ? (factor_ - 1) * weights : std::max(0.0, factor_ * weights - (weights + states));
-    add(ctx, "continuum.training_factor", factor_item);
-    add(ctx, "continuum.margin", margin_ * (total + factor_item));
+    support::add_bytes_if_any(ctx, {.name = factor_name_, .role = sdk::Role::overhead, .bytes = factor_item});
+    const double margin = margin_ * (total + factor_item);
+    support::add_bytes_if_any(ctx, {.name = margin_name_, .role = sdk::Role::overhead, .bytes = margin});
   }
 
  private:
-  static void add(sdk::Context& ctx, const char* name, double bytes) {
-    if (bytes <= 0) return;
-    sdk::Item item;
-    item.name = name;
-    item.role = sdk::Role::overhead;
-    item.lifetime = sdk::Lifetime::persistent;
-    item.elements = bytes;
-    item.bytes_per_element = 1;
-    ctx.add(item);
-  }
-
   double factor_;
   double margin_;
+  sdk::Name factor_name_;
+  sdk::Name margin_name_;
   bool added_ = true;
 };
 

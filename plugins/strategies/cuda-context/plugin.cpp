@@ -28,18 +28,18 @@
 //                     attention); transformers on FlashAttention use none.
 //                     Default 0.
 #include <memplan/sdk.hpp>
+#include <memplan/support/format.hpp>
+#include <memplan/support/items.hpp>
 
 #include <array>
 #include <cmath>
-#include <cstdio>
 #include <optional>
 #include <string>
 
 namespace {
 
 namespace sdk = memplan::sdk;
-
-constexpr double kMiB = 1024.0 * 1024.0;
+namespace support = memplan::support;
 
 constexpr double kLazyContextMiB = 512;    // a round figure above the lazy-loading contexts cited above
 constexpr double kEagerContextMiB = 1343;  // HF model_memory_anatomy.md, V100, CUDA 11.2, eager loading
@@ -56,22 +56,16 @@ constexpr std::array<memplan_option_spec, 5> kOptions{{
     {"cudnn_workspace_mib", MEMPLAN_OPTION_DOUBLE, "cuDNN workspace per GPU, in MiB", "0"},
 }};
 
-std::string number_text(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", value);
-  return text;
-}
-
 double mebibytes(sdk::Options& options, const char* key, double fallback) {
   const double value = options.number(key).value_or(fallback);
   if (!std::isfinite(value) || value < 0)
-    options.fail(key, "must be a non-negative number of MiB, got " + number_text(value));
-  return value * kMiB;
+    options.fail(key, "must be a non-negative number of MiB, got " + support::number(value));
+  return value * support::kMiB;
 }
 
 class CudaContextOverhead {
  public:
-  static constexpr sdk::PluginInfo info{"cuda-context", "1.1.0",
+  static constexpr sdk::PluginInfo info{"cuda-context", "1.2.0",
                                         "CUDA context and cuBLAS/cuDNN workspaces per GPU (PyTorch figures)",
                                         sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -102,17 +96,13 @@ class CudaContextOverhead {
   void apply(sdk::Context& ctx) {
     // The context is device memory outside the caching allocator; the
     // workspaces are tensors the allocator hands out (they count as allocated).
-    add(ctx, context_name_, sdk::Role::overhead, sdk::Pool::device, context_);
-    add(ctx, cublas_name_, sdk::Role::buffers, sdk::Pool::allocated, cublas_);
-    add(ctx, cudnn_name_, sdk::Role::buffers, sdk::Pool::allocated, cudnn_);
+    support::add_bytes_if_any(ctx, {.name = context_name_, .role = sdk::Role::overhead, .pool = sdk::Pool::device,
+                                    .bytes = context_});
+    support::add_bytes_if_any(ctx, {.name = cublas_name_, .bytes = cublas_});
+    support::add_bytes_if_any(ctx, {.name = cudnn_name_, .bytes = cudnn_});
   }
 
  private:
-  static void add(sdk::Context& ctx, sdk::Name name, sdk::Role role, sdk::Pool pool, double bytes) {
-    if (bytes <= 0) return;
-    ctx.add(sdk::NewItem{.name = name, .role = role, .lifetime = sdk::Lifetime::persistent, .pool = pool,
-                         .elements = bytes, .bytes_per_element = 1});
-  }
 
   sdk::Name context_name_;
   sdk::Name cublas_name_;

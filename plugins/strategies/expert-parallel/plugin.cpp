@@ -12,6 +12,7 @@
 // Declares layout.expert_parallel = ep, which sharding plugins read: the
 // expert data-parallel group (dp x cp / ep) shards the experts' states.
 #include <memplan/sdk.hpp>
+#include <memplan/support/layout.hpp>
 
 #include <array>
 #include <string>
@@ -29,12 +30,13 @@ constexpr auto kAfterLayout = static_cast<memplan::sdk::Phase>(MEMPLAN_PHASE_LAY
 class ExpertParallelStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "expert-parallel", "1.0.0",
+      "expert-parallel", "1.1.0",
       "Expert parallelism: MoE experts split over ranks taken from the data-parallel group",
       memplan::sdk::Kind::strategy, kAfterLayout};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
-  explicit ExpertParallelStrategy(memplan::sdk::Options& options) : size_(options.positive_integer("size", 1)) {
+  explicit ExpertParallelStrategy(memplan::sdk::Options& options)
+      : size_(options.positive_integer("size", 1)), layout_(options) {
     if (size_ == 1) return;
     const memplan_model& model = options.model();
     if (!model.has_architecture || model.experts == 0)
@@ -48,8 +50,9 @@ class ExpertParallelStrategy {
   void apply(memplan::sdk::Context& ctx) {
     ctx.set_attr(MEMPLAN_ATTR_EXPERT_PARALLEL, size_);
     if (size_ == 1) return;
-    const int64_t data = ctx.attr_int(MEMPLAN_ATTR_RANKS_DATA, 1);
-    const int64_t context = ctx.attr_int(MEMPLAN_ATTR_RANKS_CONTEXT, 1);
+    const memplan::support::Ranks layout = layout_.ranks(ctx);
+    const int64_t data = layout.data;
+    const int64_t context = layout.context;
     if ((data * context) % size_ != 0)
       throw memplan::sdk::PluginError(
           "size", std::to_string(size_) + " expert-parallel ranks are taken from the data-parallel x context-parallel "
@@ -68,6 +71,7 @@ class ExpertParallelStrategy {
 
  private:
   int64_t size_;
+  memplan::support::LayoutReader layout_;
 };
 
 }  // namespace

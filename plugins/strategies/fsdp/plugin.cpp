@@ -42,6 +42,8 @@
 // like an activation, and backward gathers nothing again.
 #include <memplan/dtypes.hpp>
 #include <memplan/sdk.hpp>
+#include <memplan/support/layout.hpp>
+#include <memplan/support/sharding.hpp>
 
 #include <algorithm>
 #include <array>
@@ -49,11 +51,9 @@
 #include <optional>
 #include <string>
 
-#include "../zero/sharding.hpp"
-
 namespace {
 
-namespace sharding = memplan::plugins::sharding;
+namespace sharding = memplan::support::sharding;
 using memplan::sdk::Role;
 
 constexpr std::array<memplan_option_spec, 7> kOptions{{
@@ -75,7 +75,7 @@ constexpr std::array<memplan_option_spec, 7> kOptions{{
 class FsdpStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "fsdp", "1.0.0",
+      "fsdp", "1.1.0",
       "PyTorch FSDP: FULL_SHARD or HYBRID_SHARD (ZeRO-3 semantics) with the gathered units in flight",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -97,28 +97,28 @@ class FsdpStrategy {
   }
 
   void apply(memplan::sdk::Context& ctx) {
-    if (ctx.attr_int(MEMPLAN_ATTR_RANKS_DATA, 0) == 0)
+    const memplan::support::Ranks groups = group_attributes_.ranks(ctx);
+    if (!groups.data_declared)
       ctx.fail("shards over the data-parallel group, but no strategy declares its size; add [[strategy]] use = "
                "\"data-parallel\" with its size (size = 1 on a single GPU)");
-    const sharding::Groups groups = group_attributes_.read(ctx);
-    const int64_t replicas = groups.dense();
+    const int64_t replicas = groups.dense_replicas();
     const int64_t shard = shard_size_ > 0 ? shard_size_ : replicas;
     if (shard > replicas || replicas % shard != 0)
       throw memplan::sdk::PluginError(
           "shard_size", std::to_string(shard) + " does not divide the " + std::to_string(replicas) +
                             " data-parallel ranks" + (groups.context > 1 ? " (times context-parallel ranks)" : "") +
                             "; HYBRID_SHARD replicates whole shard groups, so choose a divisor");
-    if (shard % groups.expert_parallel != 0)
+    if (shard % groups.expert != 0)
       throw memplan::sdk::PluginError(
           "shard_size", "the experts are sharded over the shard group's " + std::to_string(shard) + " ranks / " +
-                            std::to_string(groups.expert_parallel) +
+                            std::to_string(groups.expert) +
                             " expert-parallel ranks, which is not a whole number; choose a multiple of the "
                             "expert-parallel size");
     ctx.set_attr(sharding::kGatherAttr, 1);
     ctx.set_attr(sharding::kGradientBucketsAttr, "none");
     add_working_set(ctx, static_cast<double>(shard));
     const double dense = static_cast<double>(shard);
-    const double expert = dense / static_cast<double>(groups.expert_parallel);
+    const double expert = dense / static_cast<double>(groups.expert);
     sharding::shard(ctx, dense, expert, [](memplan::sdk::ItemRef item) {
       const Role role = item.role();
       return role == Role::weights || role == Role::gradients || role == Role::master_weights ||
@@ -169,7 +169,7 @@ class FsdpStrategy {
   }
 
   int64_t unit_layers_;
-  sharding::GroupAttributes group_attributes_;
+  memplan::support::LayoutReader group_attributes_;
   int64_t shard_size_ = 0;
   double backward_prefetch_ = 1;
   double param_bytes_ = 0;   // 0: each weight's own dtype

@@ -20,12 +20,12 @@
 // dtype, gradients and master copies, the optimizer its states. Every other
 // weight is frozen. `alpha` scales B A by alpha / r and changes no memory.
 #include <memplan/sdk.hpp>
+#include <memplan/support/format.hpp>
 
 #include <array>
 #include <cmath>
 #include <cstdint>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -137,7 +137,7 @@ struct Adapter {
 
 class LoraStrategy {
  public:
-  static constexpr sdk::PluginInfo info{"lora", "1.1.0",
+  static constexpr sdk::PluginInfo info{"lora", "1.2.0",
                                         "LoRA adapters r (d_in + d_out) on frozen weights (Hu et al. 2021)",
                                         sdk::Kind::strategy, sdk::Phase::trainability};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -153,19 +153,15 @@ class LoraStrategy {
     if (*rank < 1) options.fail("rank", "must be a positive integer, got " + std::to_string(*rank));
     const std::optional<double> alpha =
         either(options, "alpha", "lora_alpha", [&](const char* key) { return options.number(key); });
-    if (alpha && !(std::isfinite(*alpha) && *alpha > 0)) {
-      std::ostringstream text;
-      text << *alpha;
-      options.fail("alpha", "must be a positive number (the update is scaled by alpha / rank), got " + text.str());
-    }
+    if (alpha && !(std::isfinite(*alpha) && *alpha > 0))
+      options.fail("alpha", "must be a positive number (the update is scaled by alpha / rank), got " +
+                                memplan::support::number(*alpha));
     if (alpha) scaling_ = *alpha / static_cast<double>(*rank);
     dropout_ = either(options, "dropout", "lora_dropout", [&](const char* key) { return options.number(key); })
                    .value_or(0);
-    if (!(dropout_ >= 0 && dropout_ < 1)) {
-      std::ostringstream text;
-      text << dropout_;
-      options.fail("dropout", "must be a probability from 0 up to (not including) 1, got " + text.str());
-    }
+    if (!(dropout_ >= 0 && dropout_ < 1))
+      options.fail("dropout", "must be a probability from 0 up to (not including) 1, got " +
+                                  memplan::support::number(dropout_));
 
     std::optional<std::string> targets =
         either(options, "targets", "target_modules", [&](const char* key) { return options.string(key); });

@@ -27,11 +27,10 @@
 // Runs just after the sharding phase (500), so the items it moves are the
 // shards, whatever the scenario order.
 #include <memplan/sdk.hpp>
+#include <memplan/support/sharding.hpp>
 
 #include <array>
 #include <string>
-
-#include "../zero/sharding.hpp"
 
 namespace {
 
@@ -52,7 +51,7 @@ constexpr auto kAfterSharding = static_cast<memplan::sdk::Phase>(MEMPLAN_PHASE_S
 class OffloadStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "offload", "1.0.0", "CPU offload of optimizer states, master weights, gradients and parameters (ZeRO-Offload)",
+      "offload", "1.1.0", "CPU offload of optimizer states, master weights, gradients and parameters (ZeRO-Offload)",
       memplan::sdk::Kind::strategy, kAfterSharding};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
@@ -70,7 +69,7 @@ class OffloadStrategy {
 
   void apply(memplan::sdk::Context& ctx) {
     if (parameters_) {
-      const int64_t gathers = ctx.attr_int(memplan::plugins::sharding::kGatherAttr, -1);
+      const int64_t gathers = ctx.attr_int(memplan::support::sharding::kGatherAttr, -1);
       if (gathers < 0)
         throw memplan::sdk::PluginError(
             "parameters", "moves the weights to the CPU, but no strategy gathers them back to the GPU before use; add "
@@ -98,7 +97,7 @@ class OffloadStrategy {
   // allocator pool of their own (FSDP's pre-unshard stream): freed after each
   // gather, but the pool keeps its blocks, which no other stream can use.
   static void add_staging(memplan::sdk::Context& ctx) {
-    memplan::plugins::sharding::add_buffer(ctx, "offload.parameter_staging", memplan::sdk::Lifetime::persistent,
+    memplan::support::sharding::add_buffer(ctx, "offload.parameter_staging", memplan::sdk::Lifetime::persistent,
                                            ctx.attr_double(MEMPLAN_ATTR_OFFLOAD_STAGING, 0), 1,
                                            memplan::sdk::Pool::reserve);
   }

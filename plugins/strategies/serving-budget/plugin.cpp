@@ -9,9 +9,10 @@
 //   num_gpu_blocks = max(0, floor((total_gpu_memory x u - peak_memory) / cache_block_size))
 // memplan takes peak_memory from the finished plan: the step timeline's high
 // point without the KV cache (weights, other persistent items, and the
-// forward transients), and cache_block_size from the kv.block_bytes the KV
-// cache plugin declares. It runs in the budget phase, after every plugin that
-// adds memory.
+// forward transients), asked of the host (memplan_host.timeline, ABI 1.1) so
+// that it is the report's own, and cache_block_size from the kv.block_bytes
+// the KV cache plugin declares. It runs in the budget phase, after every
+// plugin that adds memory.
 //
 // Reported (attributes "report.*", printed under "details"):
 //   kv_blocks                 floor(free / block_bytes), 0 when free <= 0
@@ -22,16 +23,18 @@
 //   kv_note                   only when free <= 0: why there is no room
 // and limits.memory_fraction = u, so the host judges the fit against u x GPU.
 #include <memplan/sdk.hpp>
+#include <memplan/support/format.hpp>
+#include <memplan/support/items.hpp>
+#include <memplan/support/timeline.hpp>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdio>
 #include <string>
 
 namespace {
 
-using memplan::sdk::Device;
+namespace support = memplan::support;
 using memplan::sdk::Lifetime;
 using memplan::sdk::Role;
 
@@ -40,18 +43,10 @@ constexpr std::array<memplan_option_spec, 1> kOptions{{
      "fraction u of GPU memory the engine may use (0 < u <= 1), as vLLM's gpu_memory_utilization", "0.9"},
 }};
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-std::string gib(double bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.2f GiB", bytes / kGiB);
-  return text;
-}
-
 class ServingBudget {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "serving-budget", "1.0.0", "KV cache blocks, tokens and sequences that fit in u x GPU memory (vLLM)",
+      "serving-budget", "1.1.0", "KV cache blocks, tokens and sequences that fit in u x GPU memory (vLLM)",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::budget};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
@@ -59,7 +54,8 @@ class ServingBudget {
       : utilization_(options.number("gpu_memory_utilization").value_or(0.9)) {
     if (!(utilization_ > 0 && utilization_ <= 1))
       options.fail("gpu_memory_utilization",
-                   "must be greater than 0 and at most 1 (a fraction of GPU memory), got " + number(utilization_));
+                   "must be greater than 0 and at most 1 (a fraction of GPU memory), got " +
+                       support::number(utilization_));
     if (options.workload().gpu_memory_bytes == 0)
       options.fail("needs the GPU's memory to budget the KV cache: set [hardware] gpu or memory_gib");
   }
@@ -86,8 +82,9 @@ class ServingBudget {
     ctx.set_attr("report.non_kv_bytes", static_cast<int64_t>(non_kv));
     if (free <= 0)
       ctx.set_attr("report.kv_note",
-                   ("no memory is left for the KV cache: weights and activations take " + gib(non_kv) +
-                    " of the budget of " + gib(budget) + " (gpu_memory_utilization " + number(utilization_) +
+                   ("no memory is left for the KV cache: weights and activations take " + support::gib(non_kv) +
+                    " of the budget of " + support::gib(budget) + " (gpu_memory_utilization " +
+                    support::number(utilization_) +
                     " x GPU memory); lower the model's footprint (quantize, tensor-parallel) or raise "
                     "gpu_memory_utilization")
                        .c_str());
@@ -95,31 +92,19 @@ class ServingBudget {
 
  private:
   // The step timeline's high point (docs/estimate.md section 4) over the GPU
-  // items other than the KV cache. Inference has no gradients (any a plugin
-  // added are counted whole), so it is persistent + max(activation +
-  // transient_forward, activation + transient_backward, transient_optimizer);
-  // sizes as the host computes them, ceil(elements x bytes per element) x count.
+  // items other than the KV cache, in device memory (every pool: what vLLM's
+  // profile sees of the GPU). The host's timeline holds the KV cache in every
+  // phase, as it is persistent (the inference plugin adds it so): the high
+  // point without it is the timeline's less its bytes. A serving plan has no
+  // gradients, so the host's phases come to persistent + max(activation +
+  // transient_forward, activation + transient_backward, transient_optimizer),
+  // the figure this plugin summed itself before ABI 1.1 gave it the timeline.
   static uint64_t non_kv_high_point(const memplan::sdk::Context& ctx) {
-    std::array<uint64_t, 6> by_lifetime{};
-    for (size_t i = 0; i < ctx.size(); ++i) {
-      const memplan::sdk::Item item = ctx.item(i);
-      if (item.device != Device::gpu || item.role == Role::kv_cache) continue;
-      const auto lifetime = static_cast<size_t>(item.lifetime);
-      if (lifetime >= by_lifetime.size()) continue;
-      by_lifetime[lifetime] +=
-          static_cast<uint64_t>(std::ceil(item.elements * item.bytes_per_element)) * static_cast<uint64_t>(item.count);
-    }
-    auto of = [&](Lifetime l) { return by_lifetime[static_cast<size_t>(l)]; };
-    const uint64_t activations = of(Lifetime::activation);
-    return of(Lifetime::persistent) + of(Lifetime::gradient) +
-           std::max({activations + of(Lifetime::transient_forward), activations + of(Lifetime::transient_backward),
-                     of(Lifetime::transient_optimizer)});
-  }
-
-  static std::string number(double value) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%g", value);
-    return text;
+    const uint64_t kv_cache = static_cast<uint64_t>(support::sum_bytes(ctx, [](const memplan::sdk::ItemRef& item) {
+      return support::on_gpu(item) && item.role() == Role::kv_cache && item.lifetime() == Lifetime::persistent;
+    }));
+    const uint64_t peak = support::Timeline(ctx).peak(support::Quantity::device);
+    return peak > kv_cache ? peak - kv_cache : 0;
   }
 
   double utilization_;

@@ -4,11 +4,13 @@
 // ways; norms, the router and learned position embeddings are replicated.
 // Grouped-query k/v projections split when kv_heads is a multiple of t; when t
 // is a multiple of kv_heads each rank keeps one whole kv head (replicated), as
-// Megatron and vLLM do. `sequence_parallel` (Korthikanti et al. 2022) splits
-// the replicated activations too; the activation model reads it.
+// vLLM does (the rule, and its source, in memplan/support/kv_heads.hpp).
+// `sequence_parallel` (Korthikanti et al. 2022) splits the replicated
+// activations too; the activation model reads it.
 // A model known only by its parameter count is split as a whole (its norms,
 // under 0.1% of a transformer's weights, are then counted as split).
 #include <memplan/sdk.hpp>
+#include <memplan/support/kv_heads.hpp>
 
 #include <array>
 #include <string>
@@ -26,7 +28,7 @@ constexpr std::array<memplan_option_spec, 2> kOptions{{
 class TensorParallelStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "tensor-parallel", "1.1.0", "Megatron tensor parallelism, optionally with sequence parallelism",
+      "tensor-parallel", "1.2.0", "Megatron tensor parallelism, optionally with sequence parallelism",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout, memplan::sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
@@ -53,7 +55,7 @@ class TensorParallelStrategy {
     const memplan_model& model = ctx.model();
     const double t = static_cast<double>(size_);
     // Fraction of the k/v projections each rank holds.
-    const double kv_fraction = model.kv_heads >= size_ ? 1.0 / t : 1.0 / static_cast<double>(model.kv_heads);
+    const double kv_fraction = memplan::support::kv_fraction(model.kv_heads, size_);
     for (memplan::sdk::ItemRef item : ctx.items()) {
       double fraction = 1.0;
       switch (item.param_class()) {

@@ -23,6 +23,8 @@
 // recomputation included (backward); plus in backward the module's full
 // gradient before it is reduce-scattered.
 #include <memplan/sdk.hpp>
+#include <memplan/support/layout.hpp>
+#include <memplan/support/sharding.hpp>
 
 #include <algorithm>
 #include <array>
@@ -33,11 +35,10 @@
 #include <vector>
 
 #include "coordinator.hpp"
-#include "sharding.hpp"
 
 namespace {
 
-namespace sharding = memplan::plugins::sharding;
+namespace sharding = memplan::support::sharding;
 namespace zero3 = memplan::plugins::zero3;
 using memplan::sdk::Role;
 
@@ -71,7 +72,7 @@ constexpr std::array<memplan_option_spec, 6> kOptions{{
 class ZeroShardingStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "zero", "1.2.0",
+      "zero", "1.3.0",
       "ZeRO stages 0-3: shard optimizer states, gradients and weights over data-parallel ranks; ZeRO-3's gathered "
       "parameters",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding, memplan::sdk::Reads::nothing};
@@ -118,20 +119,19 @@ class ZeroShardingStrategy {
   }
 
   void apply(memplan::sdk::Context& ctx) {
-    const int64_t declared = groups_.declared_data(ctx);
-    if (stage_ > 0 && declared == 0)
+    const memplan::support::Ranks groups = groups_.ranks(ctx);
+    if (stage_ > 0 && !groups.data_declared)
       ctx.fail("stage " + std::to_string(stage_) + " shards over the data-parallel group, but no strategy declares "
                "its size; add [[strategy]] use = \"data-parallel\" with its size (size = 1 on a single GPU)");
     if (stage_ == 0) return;
     // By key: SDK 1.1 has handles for integer and double attributes only.
     ctx.set_attr(sharding::kGradientBucketsAttr, stage_ == 3 ? "deepspeed-stage3" : "deepspeed");
-    const sharding::Groups groups = groups_.read(ctx);
     if (stage_ == 3) {
       ctx.set_attr(gathers_attr_, gathered_ ? 1 : 0);
       if (gathered_) add_gathered(ctx, groups);
     }
-    const double dense = static_cast<double>(groups.dense());
-    const double expert = dense / static_cast<double>(groups.expert_parallel);
+    const double dense = static_cast<double>(groups.dense_replicas());
+    const double expert = dense / static_cast<double>(groups.expert);
     const int stage = stage_;
     sharding::shard(ctx, dense, expert, [stage](memplan::sdk::ItemRef item) {
       const Role role = item.role();
@@ -142,13 +142,13 @@ class ZeroShardingStrategy {
 
  private:
   // Before sharding: the weights on the rank are still whole.
-  void add_gathered(memplan::sdk::Context& ctx, const sharding::Groups& groups) {
+  void add_gathered(memplan::sdk::Context& ctx, const memplan::support::Ranks& groups) {
     // By key: SDK 1.1 has no handles for string attributes.
     const std::string_view policy = ctx.attr_string(MEMPLAN_ATTR_RECOMPUTE_POLICY, "none");
     // Checkpointed layers run their forward again before their backward (HF's gradient checkpointing,
     // torch's per-op checkpointing); Megatron's selective recomputation replays no module with parameters.
     const bool replay = policy == "full" || policy == "op";
-    build_trace(ctx, groups.expert_parallel, ctx.training(), replay);
+    build_trace(ctx, groups.expert, ctx.training(), replay);
     const zero3::Result result = zero3::replay(trace_.parameters, trace_.steps, settings_, workspace_);
     constexpr size_t kForward = static_cast<size_t>(zero3::Window::forward);
     constexpr size_t kBackward = static_cast<size_t>(zero3::Window::backward);
@@ -159,13 +159,13 @@ class ZeroShardingStrategy {
       sharding::add_buffer(ctx, gathered_backward_, memplan::sdk::Lifetime::transient_backward,
                            result.gathered_bytes[kBackward], 1);
       sharding::add_buffer(ctx, module_gradient_, memplan::sdk::Lifetime::transient_backward,
-                           sharding::largest_module(ctx, groups.expert_parallel, true), gradient_bytes(ctx));
+                           sharding::largest_module(ctx, groups.expert, true), gradient_bytes(ctx));
       gathered = std::max(gathered, result.gathered_numel[kBackward]);
     }
     const double persistent = result.persistent_bytes;
     // Whole copies beside their shards, on every rank from the first step on.
     sharding::add_buffer(ctx, persistent_parameters_, memplan::sdk::Lifetime::persistent, persistent, 1);
-    ctx.set_attr(largest_module_attr_, sharding::largest_module(ctx, groups.expert_parallel, false));
+    ctx.set_attr(largest_module_attr_, sharding::largest_module(ctx, groups.expert, false));
     ctx.set_attr(gathered_parameters_attr_, gathered);
   }
 
@@ -281,7 +281,7 @@ class ZeroShardingStrategy {
   int stage_ = 0;
   bool gathered_ = false;
   zero3::Settings settings_;
-  sharding::GroupAttributes groups_;
+  memplan::support::LayoutReader groups_;
   memplan::sdk::Attribute gathers_attr_;
   memplan::sdk::Attribute gradients_dtype_attr_;
   memplan::sdk::Attribute largest_module_attr_;

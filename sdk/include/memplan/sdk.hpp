@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <concepts>
 #include <cstdio>
 #include <cstdint>
 #include <cstring>
@@ -33,6 +34,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -646,7 +648,43 @@ class SuffixedNames {
   size_t next_ = 0;
 };
 
+// What MEMPLAN_PLUGIN needs of a plugin class, one requirement at a time so
+// that a class that lacks one is told which (check_plugin_class below turns
+// each into a static_assert with a message; a bare concept failure would list
+// the requirement as the compiler spells it).
+template <typename P>
+concept HasPluginInfo = requires { requires std::same_as<std::remove_cvref_t<decltype(P::info)>, PluginInfo>; };
+template <typename P>
+concept HasOptionSpecs = requires {
+  { P::options() } -> std::convertible_to<std::span<const memplan_option_spec>>;
+};
+template <typename P>
+concept ConstructibleFromOptions = std::constructible_from<P, Options&>;
+template <typename P>
+concept HasApply = requires(P& plugin, Context& ctx) { plugin.apply(ctx); };
+
+// A class MEMPLAN_PLUGIN can export.
+template <typename P>
+concept Plugin = HasPluginInfo<P> && HasOptionSpecs<P> && ConstructibleFromOptions<P> && HasApply<P>;
+
 namespace detail {
+
+template <typename P>
+constexpr bool check_plugin_class() {
+  static_assert(HasPluginInfo<P>,
+                "MEMPLAN_PLUGIN(Class): Class needs a member `static constexpr memplan::sdk::PluginInfo info{name, "
+                "version, summary, kind, phase}`");
+  static_assert(HasOptionSpecs<P>,
+                "MEMPLAN_PLUGIN(Class): Class needs `static std::span<const memplan_option_spec> options()` (return "
+                "{} for a plugin without options)");
+  static_assert(ConstructibleFromOptions<P>,
+                "MEMPLAN_PLUGIN(Class): Class needs a public constructor `explicit Class(memplan::sdk::Options&)` "
+                "(it reads the options, once per scenario)");
+  static_assert(HasApply<P>,
+                "MEMPLAN_PLUGIN(Class): Class needs a public member `void apply(memplan::sdk::Context&)` (it "
+                "transforms the plan, once per evaluation)");
+  return Plugin<P>;
+}
 
 inline void report(const memplan_host* host, memplan_ctx* ctx, const char* option, const char* message) {
   host->report_error(ctx, option, message);
@@ -719,13 +757,27 @@ const memplan_plugin_descriptor* descriptor() noexcept {
   return &value;
 }
 
+// The descriptor of a class that passed check_plugin_class, and nothing for
+// one that did not: its static_assert has said why, and instantiating the
+// descriptor would only add errors about the same missing member.
+template <typename P>
+const memplan_plugin_descriptor* checked_descriptor() noexcept {
+  if constexpr (Plugin<P>)
+    return descriptor<P>();
+  else
+    return nullptr;
+}
+
 }  // namespace detail
 }  // namespace memplan::sdk
 
-// Generates the library's one exported entry point for a plugin class.
-#define MEMPLAN_PLUGIN(PluginClass)                                                         \
-  extern "C" MEMPLAN_EXPORT const memplan_plugin_descriptor* memplan_plugin_v1(void) {     \
-    return ::memplan::sdk::detail::descriptor<PluginClass>();                               \
+// Generates the library's one exported entry point for a plugin class, after
+// checking the class against memplan::sdk::Plugin.
+#define MEMPLAN_PLUGIN(PluginClass)                                                          \
+  static_assert(::memplan::sdk::detail::check_plugin_class<PluginClass>(),                  \
+                "MEMPLAN_PLUGIN(" #PluginClass "): not a plugin class (see the message above)"); \
+  extern "C" MEMPLAN_EXPORT const memplan_plugin_descriptor* memplan_plugin_v1(void) {      \
+    return ::memplan::sdk::detail::checked_descriptor<PluginClass>();                        \
   }
 
 #endif  // MEMPLAN_SDK_HPP

@@ -26,7 +26,7 @@
 // row-parallel ones (o, down) their input dimension, which is q or f. So on a
 // rank the rows stay h and the cols are divided as the tensor-parallel plugin
 // divides the elements (plugins/strategies/tensor-parallel: 1/t, and for k and
-// v 1/t or one whole kv head). Whatever an item holds beyond its matrices
+// v kv_heads.hpp's share, 1/t or one whole kv head). Whatever an item holds beyond its matrices
 // (qkv, output and MLP biases) is counted as 1-D tensors.
 //
 // Unknown classes (other, adapter) and params-only models have no known shape:
@@ -34,12 +34,14 @@
 #pragma once
 
 #include <memplan/sdk.hpp>
+#include <memplan/support/kv_heads.hpp>
+#include <memplan/support/layout.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 
-namespace memplan::plugins {
+namespace memplan::support {
 
 struct TensorShapes {
   bool known = false;          // false: the item's tensors cannot be told apart
@@ -56,16 +58,18 @@ struct TensorShapes {
 };
 
 // Group sizes that change a rank's share of a tensor, from the layout plugins'
-// attributes (sdk/include/memplan/conventions.h).
+// attributes (sdk/include/memplan/conventions.h), with layout.hpp's default.
 struct RankLayout {
   double tensor = 1;  // ranks.tensor
   double expert = 1;  // layout.expert_parallel: experts are divided over these ranks
 };
 
+// By attribute name: the optimizers that call this (adafactor, adam-8bit, a
+// for-loop step) read it once per evaluation, off the hot path of a search.
 inline RankLayout rank_layout(const sdk::Context& ctx) {
   RankLayout layout;
-  layout.tensor = static_cast<double>(std::max<int64_t>(1, ctx.attr_int(MEMPLAN_ATTR_RANKS_TENSOR, 1)));
-  layout.expert = static_cast<double>(std::max<int64_t>(1, ctx.attr_int(MEMPLAN_ATTR_EXPERT_PARALLEL, 1)));
+  layout.tensor = static_cast<double>(rank_count(ctx.attr_int(MEMPLAN_ATTR_RANKS_TENSOR, 1)));
+  layout.expert = static_cast<double>(rank_count(ctx.attr_int(MEMPLAN_ATTR_EXPERT_PARALLEL, 1)));
   return layout;
 }
 
@@ -79,10 +83,9 @@ inline TensorShapes tensor_shapes(const sdk::Item& item, const memplan_model& mo
   const double q = static_cast<double>(model.heads) * head_dim;
   const double kv = static_cast<double>(model.kv_heads) * head_dim;
   const double n = model.gated_mlp ? 3.0 : 2.0;
-  // The tensor-parallel plugin's share of k and v: 1/t, or one whole kv head
-  // per rank when there are fewer kv heads than ranks.
-  const double kv_share =
-      static_cast<double>(model.kv_heads) >= t ? 1.0 / t : 1.0 / static_cast<double>(std::max<int64_t>(1, model.kv_heads));
+  // The tensor-parallel plugin's share of k and v (kv_heads.hpp): 1/t, or one
+  // whole kv head per rank when there are fewer kv heads than ranks.
+  const double kv_share = kv_fraction(model.kv_heads, static_cast<int64_t>(t));
 
   switch (item.param_class) {
     case ParamClass::embedding:
@@ -144,4 +147,4 @@ inline TensorShapes tensor_shapes(const sdk::Item& item, const memplan_model& mo
   return shapes;
 }
 
-}  // namespace memplan::plugins
+}  // namespace memplan::support

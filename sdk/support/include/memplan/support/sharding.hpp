@@ -1,16 +1,17 @@
-// Helpers shared by the sharding strategies 'zero' and 'fsdp' (header-only,
-// compiled into each plugin): the groups they shard over, and the sizes of
-// the weights they gather before use.
+// Helpers shared by the sharding strategies 'zero', 'fsdp' and 'offload'
+// (header-only, compiled into each plugin): dividing items over the sharding
+// group, and the sizes of the weights gathered before use.
 #pragma once
 
 #include <memplan/sdk.hpp>
+#include <memplan/support/layout.hpp>
 
 #include <algorithm>
 #include <limits>
 #include <cstdint>
 #include <vector>
 
-namespace memplan::plugins::sharding {
+namespace memplan::support::sharding {
 
 // Set by a sharding plugin that keeps only a shard of the weights and gathers
 // each module or unit before use (zero stage 3, fsdp): 1 when it counts the
@@ -18,42 +19,13 @@ namespace memplan::plugins::sharding {
 // whose parameters = true needs it (conventions.h).
 inline constexpr const char* kGatherAttr = MEMPLAN_ATTR_GATHERS_PARAMETERS;
 
-// The ranks that hold identical replicas of a dense weight: Megatron-LM's
-// distributed optimizer shards over the data-parallel x context-parallel
-// group (intra_dp_cp_group), and over the expert data-parallel group
+// The groups the plugins shard over are those of support::Ranks
+// (layout.hpp): Megatron-LM's distributed optimizer shards over the
+// data-parallel x context-parallel group (intra_dp_cp_group,
+// Ranks::dense_replicas), and over the expert data-parallel group
 // (intra_expt_dp_group, dp x cp / ep) for the experts; DeepSpeed's ZeRO and
-// PyTorch FSDP shard over the group they are given, the same ranks.
-struct Groups {
-  int64_t data = 1;
-  int64_t context = 1;
-  int64_t expert_parallel = 1;
-  int64_t dense() const { return data * context; }
-};
-
-// The attributes that size the groups, resolved once in the plugin's constructor.
-class GroupAttributes {
- public:
-  explicit GroupAttributes(const sdk::Options& options)
-      : data_(options.attribute(MEMPLAN_ATTR_RANKS_DATA)),
-        context_(options.attribute(MEMPLAN_ATTR_RANKS_CONTEXT)),
-        expert_parallel_(options.attribute(MEMPLAN_ATTR_EXPERT_PARALLEL)) {}
-
-  // ranks.data as declared, 0 when no strategy declares it.
-  int64_t declared_data(const sdk::Context& ctx) const { return ctx.attr_int(data_, 0); }
-
-  Groups read(const sdk::Context& ctx) const {
-    Groups groups;
-    groups.data = ctx.attr_int(data_, 1);
-    groups.context = ctx.attr_int(context_, 1);
-    groups.expert_parallel = ctx.attr_int(expert_parallel_, 1);
-    return groups;
-  }
-
- private:
-  sdk::Attribute data_;
-  sdk::Attribute context_;
-  sdk::Attribute expert_parallel_;
-};
+// PyTorch FSDP shard over the group they are given, the same ranks. Both
+// refuse to guess the data-parallel size: Ranks::data_declared.
 
 // Divides the GPU items for which `sharded(item)` holds: dense items by
 // `dense`, expert items by `expert`. Buffers stored with the weights
@@ -194,12 +166,12 @@ inline void add_buffer(sdk::Context& ctx, sdk::Name name, sdk::Lifetime lifetime
                        .elements = elements, .bytes_per_element = bytes_per_element});
 }
 
-// The same with a name interned on every call, for plugins not yet on the
-// fast path (fsdp, offload); a ported plugin interns in its constructor.
+// The same with a name interned on every call, for a plugin not on the fast
+// path (fsdp, offload); a plugin on it interns in its constructor.
 inline void add_buffer(sdk::Context& ctx, const char* name, sdk::Lifetime lifetime, double elements,
                        double bytes_per_element, sdk::Pool pool = sdk::Pool::allocated) {
   if (elements <= 0) return;
   add_buffer(ctx, ctx.intern(name), lifetime, elements, bytes_per_element, pool);
 }
 
-}  // namespace memplan::plugins::sharding
+}  // namespace memplan::support::sharding

@@ -36,6 +36,8 @@
 // 32ad5c89). So its gradients occupy memory during forward too, not only from
 // backward on as PyTorch's .grad tensors do.
 //
+// Traits give name, version, summary and defaults (RecipeDefaults).
+//
 // A recipe may extend this one (Traits::Extension, e.g. the fp8 recipe's
 // fp8 weight copies): it declares extra options, reads them, and adds items
 // next to each weight.
@@ -49,7 +51,7 @@
 #include <span>
 #include <string>
 
-namespace memplan::plugins {
+namespace memplan::support {
 
 struct RecipeDefaults {
   const char* weights;
@@ -121,7 +123,7 @@ class PrecisionRecipe {
   static constexpr auto kOptions = concat_options(kPrecisionOptions, Extension::kOptions);
 
  public:
-  static constexpr sdk::PluginInfo info{Traits::name, "1.1.0", Traits::summary, sdk::Kind::precision,
+  static constexpr sdk::PluginInfo info{Traits::name, Traits::version, Traits::summary, sdk::Kind::precision,
                                         sdk::Phase::precision, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
@@ -214,4 +216,4 @@ class PrecisionRecipe {
   sdk::SuffixedNames main_grad_names_{".main_grad"};  // the optimizer's fp32 gradient copy
 };
 
-}  // namespace memplan::plugins
+}  // namespace memplan::support

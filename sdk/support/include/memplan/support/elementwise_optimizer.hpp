@@ -5,8 +5,8 @@
 // bytes per parameter = fp32 master weights + momentum + variance).
 //
 // Option `implementation` adds the step's temporaries ("for-loop", "foreach",
-// "fused"; optimizer_step.hpp). Traits give, besides name, summary and
-// states_per_parameter:
+// "fused"; optimizer_step.hpp). Traits give, besides name, version, summary
+// and states_per_parameter:
 //   temporaries             StepTemporaries{for_loop, foreach, fused_available}
 //   default_implementation  what a scenario gets without the option: "fused"
 //                           for all of them (the option spec says so), as
@@ -29,9 +29,10 @@
 #include <algorithm>
 #include <array>
 
-#include "optimizer_step.hpp"
+#include <memplan/support/optimizer_states.hpp>
+#include <memplan/support/optimizer_step.hpp>
 
-namespace memplan::plugins {
+namespace memplan::support {
 
 inline constexpr std::array<memplan_option_spec, 2> kElementwiseOptimizerOptions{{
     {"implementation", MEMPLAN_OPTION_STRING, kImplementationHelp, "\"fused\""},
@@ -44,7 +45,7 @@ inline constexpr std::array<memplan_option_spec, 2> kElementwiseOptimizerOptions
 template <typename Traits>
 class ElementwiseOptimizer {
  public:
-  static constexpr sdk::PluginInfo info{Traits::name, "1.1.0", Traits::summary, sdk::Kind::optimizer,
+  static constexpr sdk::PluginInfo info{Traits::name, Traits::version, Traits::summary, sdk::Kind::optimizer,
                                         sdk::Phase::optimizer, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kElementwiseOptimizerOptions; }
 
@@ -71,18 +72,8 @@ class ElementwiseOptimizer {
                                  (implementation_ == Implementation::foreach && Traits::temporaries.foreach > 0);
     if (Traits::states_per_parameter == 0 && !has_temporaries) return;
     const double state_bytes = ctx.required_attr_double(states_dtype_, MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES);
-    const size_t weights = ctx.items().size();  // states are appended; the temporaries visit the items before
-    batch_.clear();
-    if (Traits::states_per_parameter > 0)
-      for (const sdk::ItemRef item : ctx.items()) {
-        if (item.role() != sdk::Role::weights || !item.trainable()) continue;
-        sdk::ItemRef states = batch_.copy_of(item);
-        states.set_role(sdk::Role::optimizer_states);
-        states.set_lifetime(sdk::Lifetime::persistent);
-        states.set_elements(item.elements() * Traits::states_per_parameter);
-        states.set_bytes_per_element(state_bytes);
-      }
-    ctx.add(batch_);
+    // States are appended; the temporaries visit the items before.
+    const size_t weights = add_optimizer_states(ctx, batch_, Traits::states_per_parameter, state_bytes);
     if (!in_backward_) {
       add_step_temporaries(ctx, weights, implementation_, Traits::temporaries, state_bytes, step_);
       return;
@@ -129,4 +120,4 @@ class ElementwiseOptimizer {
   StepTemporaryNames step_;
 };
 
-}  // namespace memplan::plugins
+}  // namespace memplan::support

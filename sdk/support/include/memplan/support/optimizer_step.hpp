@@ -30,9 +30,9 @@
 #include <optional>
 #include <string>
 
-#include "parameter_shapes.hpp"
+#include <memplan/support/parameter_shapes.hpp>
 
-namespace memplan::plugins {
+namespace memplan::support {
 
 enum class Implementation { for_loop, foreach, fused };
 
@@ -143,4 +143,4 @@ inline void add_step_temporaries(sdk::Context& ctx, size_t weights, Implementati
   }
 }
 
-}  // namespace memplan::plugins
+}  // namespace memplan::support
