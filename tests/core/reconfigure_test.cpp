@@ -6,6 +6,7 @@
 
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "memplan/core/error.hpp"
@@ -75,6 +76,35 @@ TEST(reconfigure, ParallelSizesGiveWhatTheScenarioWithThoseSizesGives) {
   }
   // Back where it started: the example's own report.
   EXPECT_EQ(json_report(estimator), original);
+}
+
+// A search keeps the estimates it ranks and prints them after the estimator
+// is gone: an Estimate is a value, complete for every report.
+TEST(reconfigure, EstimatesOutliveTheirEstimator) {
+  const std::vector<Layout> layouts = {Layout{4, 4, 8, 1}, Layout{8, 2, 8, 3}};
+  std::vector<std::pair<Estimate, ScenarioLimits>> kept;
+  {
+    const Scenario scenario = load_scenario(source_dir() + kExample, catalog());
+    Estimator estimator(scenario, builtin_plugins());
+    for (const Layout& layout : layouts) {
+      estimator.set_option(plugin_index(estimator, "tensor-parallel"), integer_option("size", layout.tp));
+      estimator.set_option(plugin_index(estimator, "pipeline-parallel"), integer_option("size", layout.pp));
+      estimator.set_option(plugin_index(estimator, "data-parallel"), integer_option("size", layout.dp));
+      estimator.set_option(plugin_index(estimator, "zero"), integer_option("stage", layout.zero_stage));
+      estimator.set_gpu_count(layout.tp * layout.pp * layout.dp);
+      const ScenarioLimits limits = evaluate_with_limits(estimator);
+      kept.emplace_back(estimator.estimate(), limits);
+    }
+  }  // the scenario and the estimator are gone
+  for (size_t i = 0; i < layouts.size(); ++i) {
+    for (const ReportFormat format : {ReportFormat::json, ReportFormat::table, ReportFormat::csv}) {
+      std::ostringstream out;
+      write_report(out, kept[i].first, kept[i].second, format);
+      if (format == ReportFormat::json) EXPECT_EQ(out.str(), fresh_report(layouts[i]));
+      EXPECT_NE(out.str().find("llama2-70b-tp8-pp4-dp4-zero1"), std::string::npos);
+    }
+    EXPECT_EQ(kept[i].first.scenario.hardware.count, layouts[i].tp * layouts[i].pp * layouts[i].dp);
+  }
 }
 
 // A sweep over micro-batch after a change resumes from a snapshot of the new

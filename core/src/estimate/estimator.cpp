@@ -459,11 +459,18 @@ std::optional<std::string> Estimator::attribute_string(std::string_view key) con
 
 const Plan& Estimator::plan() const { return host_->ctx.plan; }
 
-std::string Estimator::display_name(const PlanItem& item) {
-  if (item.layer < 0) return std::string(item.name_view());
-  std::string name = "layers." + std::to_string(item.layer);
-  if (item.count > 1) name += "-" + std::to_string(item.layer + static_cast<int64_t>(item.count) - 1);
-  return name + "." + std::string(item.name_view());
+std::string Estimator::display_name(const PlanItem& item) { return item_display_name(item); }
+
+Estimate Estimator::estimate() const {
+  Estimate estimate{scenario_, breakdown_, micro_batch(), seq_len(), plan().items, {}, report_details()};
+  // The configuration evaluated, which set_option and set_gpu_count may have changed.
+  estimate.scenario.components.assign(components_.begin(), components_.end());
+  estimate.scenario.hardware.count = gpu_count_;
+  for (const ConfiguredPlugin& configured : plugins_) {
+    const LoadedPlugin& plugin = *configured.plugin;
+    estimate.plugins.push_back(PluginUse{plugin.descriptor.kind, plugin.name, plugin.version, plugin.path});
+  }
+  return estimate;
 }
 
 std::string Estimator::origin(const PlanItem& item) const {

@@ -12,20 +12,24 @@ std::optional<ReportFormat> parse_report_format(std::string_view name) {
   return std::nullopt;
 }
 
-void write_report(std::ostream& out, const Estimator& estimator, const ScenarioLimits& limits, ReportFormat format) {
+void write_report(std::ostream& out, const Estimate& estimate, const ScenarioLimits& limits, ReportFormat format) {
   switch (format) {
-    case ReportFormat::table: write_table(out, estimator, limits); break;
-    case ReportFormat::json: write_json(out, estimator, limits); break;
-    case ReportFormat::csv: write_csv(out, estimator, limits); break;
-    case ReportFormat::markdown: write_markdown(out, estimator, limits); break;
+    case ReportFormat::table: write_table(out, estimate, limits); break;
+    case ReportFormat::json: write_json(out, estimate, limits); break;
+    case ReportFormat::csv: write_csv(out, estimate, limits); break;
+    case ReportFormat::markdown: write_markdown(out, estimate, limits); break;
   }
 }
 
-FitFacts fit_facts(const Estimator& estimator) {
+void write_report(std::ostream& out, const Estimator& estimator, const ScenarioLimits& limits, ReportFormat format) {
+  write_report(out, estimator.estimate(), limits, format);
+}
+
+FitFacts fit_facts(const Estimate& estimate) {
   FitFacts facts;
-  facts.gpu_memory = estimator.scenario().hardware.memory_bytes;
+  facts.gpu_memory = estimate.scenario.hardware.memory_bytes;
   if (facts.gpu_memory == 0) return facts;
-  const Breakdown& b = estimator.breakdown();
+  const Breakdown& b = estimate.breakdown;
   facts.has_gpu = true;
   facts.capacity = b.capacity(facts.gpu_memory);
   facts.fits = b.peak <= facts.capacity;

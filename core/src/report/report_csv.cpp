@@ -24,12 +24,12 @@ std::string csv_field(std::string_view text) {
 // Every row ends with the scenario's name, so the output of a sweep can be
 // concatenated and still be told apart. The first five columns are the
 // contract's since 1.0; `scenario` and the fit, limit and advice rows extend it.
-void write_csv(std::ostream& out, const Estimator& estimator, const ScenarioLimits& limits) {
-  const Breakdown& b = estimator.breakdown();
-  const std::string scenario = "," + csv_field(estimator.scenario().name) + "\n";
+void write_csv(std::ostream& out, const Estimate& estimate, const ScenarioLimits& limits) {
+  const Breakdown& b = estimate.breakdown;
+  const std::string scenario = "," + csv_field(estimate.scenario.name) + "\n";
   out << "kind,name,role,device,bytes,scenario\n";
-  for (const PlanItem& item : estimator.plan().items)
-    out << "item," << csv_field(Estimator::display_name(item)) << "," << role_name(item.role) << ","
+  for (const PlanItem& item : estimate.items)
+    out << "item," << csv_field(item_display_name(item)) << "," << role_name(item.role) << ","
         << (item.device == MEMPLAN_DEVICE_GPU ? "gpu" : "cpu") << "," << item.bytes() << scenario;
   for (int32_t role = 0; role < MEMPLAN_ROLE_COUNT; ++role)
     out << "component," << role_name(role) << "," << role_name(role) << ",gpu,"
@@ -43,7 +43,7 @@ void write_csv(std::ostream& out, const Estimator& estimator, const ScenarioLimi
         << scenario;
   }
   // The verdict as numbers: `fits` is 1 or 0 (role: the quantity compared); no rows without a GPU.
-  const FitFacts fit = fit_facts(estimator);
+  const FitFacts fit = fit_facts(estimate);
   if (fit.has_gpu) {
     out << "fit,gpu_memory,,gpu," << fit.gpu_memory << scenario;
     out << "fit,capacity," << quantity_name(b.fit_quantity) << ",gpu," << fit.capacity << scenario;
@@ -59,15 +59,15 @@ void write_csv(std::ostream& out, const Estimator& estimator, const ScenarioLimi
   }
 }
 
-void write_markdown(std::ostream& out, const Estimator& estimator, const ScenarioLimits& limits) {
-  const Scenario& scenario = estimator.scenario();
-  const Breakdown& b = estimator.breakdown();
+void write_markdown(std::ostream& out, const Estimate& estimate, const ScenarioLimits& limits) {
+  const Scenario& scenario = estimate.scenario;
+  const Breakdown& b = estimate.breakdown;
   // Names and paths come from files: shown with control characters escaped.
   out << "### " << terminal_text(scenario.name) << "\n\n";
   out << "- model: " << terminal_text(model_source(scenario)) << ", " << std::llround(b.params_total)
       << " parameters (" << std::llround(b.params_trainable) << " trainable)\n";
   out << "- mode: " << (scenario.mode == MEMPLAN_MODE_TRAIN ? "train" : "infer") << "; micro_batch "
-      << estimator.micro_batch() << ", seq_len " << estimator.seq_len() << ", grad_accum " << scenario.grad_accum
+      << estimate.micro_batch << ", seq_len " << estimate.seq_len << ", grad_accum " << scenario.grad_accum
       << "; world size " << b.world_size << "\n\n";
   out << "| component | bytes | GiB |\n|---|---:|---:|\n";
   auto row = [&](std::string_view name, uint64_t bytes) {
@@ -93,7 +93,7 @@ void write_markdown(std::ostream& out, const Estimator& estimator, const Scenari
           << (limit.capped ? "capped by " : "") << limit.binding << " |\n";
     }
   }
-  const FitFacts fit = fit_facts(estimator);
+  const FitFacts fit = fit_facts(estimate);
   if (!fit.has_gpu) {
     out << "\nfit: no GPU given ([hardware] gpu or memory_gib)\n";
     return;

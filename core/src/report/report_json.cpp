@@ -24,18 +24,18 @@ void write_components(std::ostream& out, const std::array<uint64_t, MEMPLAN_ROLE
   out << " }";
 }
 
-void write_items(std::ostream& out, const Estimator& estimator, int32_t device) {
+void write_items(std::ostream& out, const Estimate& estimate, int32_t device) {
   out << "[";
   bool first = true;
-  for (const PlanItem& item : estimator.plan().items) {
+  for (const PlanItem& item : estimate.items) {
     if (item.device != device) continue;
-    out << (first ? "\n" : ",\n") << "      { \"name\": " << json_string(Estimator::display_name(item))
+    out << (first ? "\n" : ",\n") << "      { \"name\": " << json_string(item_display_name(item))
         << ", \"role\": " << json_string(role_name(item.role)) << ", \"bytes\": " << item.bytes()
         << ", \"count\": " << item.count << ", \"elements\": " << number(item.elements)
         << ", \"bytes_per_element\": " << number(item.bytes_per_element)
         << ", \"lifetime\": " << json_string(lifetime_name(item.lifetime))
         << ", \"quantity\": " << json_string(quantity_name(item_quantity(item.flags)))
-        << ", \"added_by\": " << json_string(estimator.origin(item)) << " }";
+        << ", \"added_by\": " << json_string(estimate.origin(item)) << " }";
     first = false;
   }
   out << (first ? "]" : "\n    ]");
@@ -53,15 +53,15 @@ std::string limit_json(const std::optional<SizeLimit>& limit) {
 
 }  // namespace
 
-void write_json(std::ostream& out, const Estimator& estimator, const ScenarioLimits& limits) {
-  const Scenario& scenario = estimator.scenario();
-  const Breakdown& b = estimator.breakdown();
+void write_json(std::ostream& out, const Estimate& estimate, const ScenarioLimits& limits) {
+  const Scenario& scenario = estimate.scenario;
+  const Breakdown& b = estimate.breakdown;
   const uint64_t gpu_memory = scenario.hardware.memory_bytes;
   out << "{\n";
   out << "  \"schema\": \"memplan.estimate/1\",\n";
   out << "  \"scenario\": " << json_string(scenario.name) << ",\n";
   out << "  \"mode\": " << json_string(scenario.mode == MEMPLAN_MODE_TRAIN ? "train" : "infer") << ",\n";
-  out << "  \"batch\": { \"micro_batch\": " << estimator.micro_batch() << ", \"seq_len\": " << estimator.seq_len()
+  out << "  \"batch\": { \"micro_batch\": " << estimate.micro_batch << ", \"seq_len\": " << estimate.seq_len
       << ", \"grad_accum\": " << scenario.grad_accum << " },\n";
   const FrameworkSpec& framework = scenario.framework;
   if (framework.name.empty()) {
@@ -94,19 +94,19 @@ void write_json(std::ostream& out, const Estimator& estimator, const ScenarioLim
   out << "    \"components\": ";
   write_components(out, b.components);
   out << ",\n    \"items\": ";
-  write_items(out, estimator, MEMPLAN_DEVICE_GPU);
+  write_items(out, estimate, MEMPLAN_DEVICE_GPU);
   out << "\n  },\n";
   out << "  \"per_cpu\": { \"sum\": " << b.cpu_sum << ", \"components\": ";
   write_components(out, b.cpu_components);
   out << ", \"items\": ";
-  write_items(out, estimator, MEMPLAN_DEVICE_CPU);
+  write_items(out, estimate, MEMPLAN_DEVICE_CPU);
   out << " },\n";
   out << "  \"world_size\": " << b.world_size << ",\n";
   if (gpu_memory > 0) {
     out << "  \"gpu\": " << json_string(scenario.hardware.gpu.empty() ? scenario.hardware.label : scenario.hardware.gpu)
         << ",\n";
     out << "  \"gpu_memory\": " << gpu_memory << ",\n";
-    const FitFacts fit = fit_facts(estimator);
+    const FitFacts fit = fit_facts(estimate);
     char fraction[32];
     std::snprintf(fraction, sizeof fraction, "%.6g", b.memory_fraction);  // a setting, not a measurement
     out << "  \"memory_fraction\": " << fraction << ",\n";
@@ -122,7 +122,7 @@ void write_json(std::ostream& out, const Estimator& estimator, const ScenarioLim
   out << "  \"limits\": { \"max_micro_batch\": " << limit_json(limits.max_micro_batch)
       << ", \"max_seq_len\": " << limit_json(limits.max_seq_len) << " },\n";
   out << "  \"details\": {";
-  const auto details = estimator.report_details();
+  const auto details = estimate.details;
   for (size_t i = 0; i < details.size(); ++i)
     out << (i ? ", " : " ") << json_string(details[i].first) << ": " << details[i].second;
   out << (details.empty() ? "},\n" : " },\n");
@@ -132,11 +132,10 @@ void write_json(std::ostream& out, const Estimator& estimator, const ScenarioLim
   out << "],\n";
   out << "  \"plugins\": [";
   bool first = true;
-  for (const ConfiguredPlugin& configured : estimator.plugins()) {
-    const LoadedPlugin& plugin = *configured.plugin;
-    out << (first ? "\n" : ",\n") << "    { \"kind\": " << json_string(kind_name(plugin.descriptor.kind))
+  for (const PluginUse& plugin : estimate.plugins) {
+    out << (first ? "\n" : ",\n") << "    { \"kind\": " << json_string(kind_name(plugin.kind))
         << ", \"name\": " << json_string(plugin.name) << ", \"version\": " << json_string(plugin.version)
-        << ", \"library\": " << json_string(plugin.path) << " }";
+        << ", \"library\": " << json_string(plugin.library) << " }";
     first = false;
   }
   out << (first ? "]\n" : "\n  ]\n");

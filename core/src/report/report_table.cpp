@@ -49,25 +49,24 @@ void write_limits(std::ostream& out, const ScenarioLimits& limits) {
 
 }  // namespace
 
-void write_table(std::ostream& out, const Estimator& estimator, const ScenarioLimits& limits) {
-  const Scenario& scenario = estimator.scenario();
-  const Breakdown& b = estimator.breakdown();
+void write_table(std::ostream& out, const Estimate& estimate, const ScenarioLimits& limits) {
+  const Scenario& scenario = estimate.scenario;
+  const Breakdown& b = estimate.breakdown;
   // Names and paths come from files: shown with control characters escaped.
   out << "memplan estimate: " << terminal_text(scenario.name) << " (" << (scenario.mode == MEMPLAN_MODE_TRAIN ? "train" : "infer")
       << ")\n";
   out << "model: " << terminal_text(model_source(scenario)) << ", "
       << billions(b.params_total) << " parameters, " << billions(b.params_trainable) << " trainable\n";
   // The sizes the estimate used (a solved "max" included); no length when the scenario sets none.
-  out << "batch: micro_batch " << estimator.micro_batch() << ", seq_len "
-      << (estimator.seq_len() > 0 ? std::to_string(estimator.seq_len()) : std::string("not set")) << ", grad_accum "
+  out << "batch: micro_batch " << estimate.micro_batch << ", seq_len "
+      << (estimate.seq_len > 0 ? std::to_string(estimate.seq_len) : std::string("not set")) << ", grad_accum "
       << scenario.grad_accum << "; world size " << b.world_size << " GPU" << (b.world_size == 1 ? "" : "s") << "\n";
   if (!scenario.framework.name.empty())
     out << "framework: " << scenario.framework.name
         << (scenario.framework.version.empty() || scenario.framework.version == "-" ? "" : " " + scenario.framework.version)
         << (scenario.framework.from_scenario ? "" : " (the default profile; name the software with [framework])") << "\n";
   out << "plugins:";
-  for (const ConfiguredPlugin& configured : estimator.plugins())
-    out << " " << configured.plugin->name << "@" << terminal_text(configured.plugin->version);
+  for (const PluginUse& plugin : estimate.plugins) out << " " << plugin.name << "@" << terminal_text(plugin.version);
   out << "\n\nper GPU (1 GiB = 2^30 bytes)\n";
   for (int32_t role = 0; role < MEMPLAN_ROLE_COUNT; ++role)
     out << "  " << padded(role_name(role), 18) << gib_column(b.components[static_cast<size_t>(role)]) << "\n";
@@ -90,12 +89,12 @@ void write_table(std::ostream& out, const Estimator& estimator, const ScenarioLi
     out << "  " << padded(phase_name(phase), 18) << gib_column(b.timeline[static_cast<size_t>(phase)]) << "\n";
   if (b.cpu_sum > 0) out << "\nper host CPU\n  " << padded("sum", 18) << gib_column(b.cpu_sum) << "\n";
 
-  const auto details = estimator.report_details();
+  const auto details = estimate.details;
   if (!details.empty()) out << "\ndetails\n";
   for (const auto& [key, value] : details) out << "  " << padded(key, 30) << value << "\n";
   write_limits(out, limits);
 
-  const FitFacts fit = fit_facts(estimator);
+  const FitFacts fit = fit_facts(estimate);
   out << "\n";
   if (!fit.has_gpu) {
     out << "fit: no GPU given ([hardware] gpu or memory_gib)\n";

@@ -6,15 +6,15 @@
 #include <string>
 #include <vector>
 
-#include "memplan/core/estimator.hpp"
+#include "memplan/core/estimate.hpp"
 #include "memplan/core/limits.hpp"
 
 namespace memplan {
 
-void write_table(std::ostream& out, const Estimator& estimator, const ScenarioLimits& limits);
-void write_json(std::ostream& out, const Estimator& estimator, const ScenarioLimits& limits);
-void write_csv(std::ostream& out, const Estimator& estimator, const ScenarioLimits& limits);
-void write_markdown(std::ostream& out, const Estimator& estimator, const ScenarioLimits& limits);
+void write_table(std::ostream& out, const Estimate& estimate, const ScenarioLimits& limits);
+void write_json(std::ostream& out, const Estimate& estimate, const ScenarioLimits& limits);
+void write_csv(std::ostream& out, const Estimate& estimate, const ScenarioLimits& limits);
+void write_markdown(std::ostream& out, const Estimate& estimate, const ScenarioLimits& limits);
 
 // The fit verdict, computed in one place so that every format says the same.
 // Without a GPU (no [hardware] gpu or memory_gib) there is none: has_gpu false.
@@ -26,7 +26,7 @@ struct FitFacts {
   uint64_t headroom = 0;   // capacity - peak when it fits, else 0
   uint64_t shortfall = 0;  // peak - capacity when it does not, else 0
 };
-FitFacts fit_facts(const Estimator& estimator);
+FitFacts fit_facts(const Estimate& estimate);
 
 // The limits a report prints, in order: the largest micro-batch, then the
 // longest sequence; a scenario's solved "max" takes its variable's place.

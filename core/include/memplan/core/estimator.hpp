@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "memplan/core/breakdown.hpp"
+#include "memplan/core/estimate.hpp"
 #include "memplan/core/plan.hpp"
 #include "memplan/core/plugin_registry.hpp"
 #include "memplan/core/scenario.hpp"
@@ -73,6 +74,10 @@ class Estimator {
   std::optional<std::string> attribute_string(std::string_view key) const;
   // The "report." attributes of the last evaluation, prefix removed, values as JSON.
   std::vector<std::pair<std::string, std::string>> report_details() const;
+
+  // The last evaluation as a value the reports take (estimate.hpp); it copies
+  // the plan and the details, so the evaluation loop does not make one.
+  Estimate estimate() const;
 
   const Scenario& scenario() const { return scenario_; }
   const Plan& plan() const;  // after the last evaluate()
