@@ -4,7 +4,9 @@
 #               project documents or measures), plus one scenario per Hugging
 #               Face fixture naming it with hf_config, so the scenario target
 #               also reaches the config reader through the file it names;
-#   hf_config/  tests/catalog/fixtures/*/config.json (every model_type read).
+#   hf_config/  tests/catalog/fixtures/*/config.json (every model_type read);
+#   plugin_index/  an index of three libraries as the loader writes it, for
+#               the host's plugin ABI (read from plugin_abi.h).
 # cmake -DSOURCE_DIR=<repository> -DSEEDS=<folder> -P make_seeds.cmake
 foreach(variable SOURCE_DIR SEEDS)
   if(NOT DEFINED ${variable})
@@ -12,8 +14,20 @@ foreach(variable SOURCE_DIR SEEDS)
   endif()
 endforeach()
 
-file(REMOVE_RECURSE ${SEEDS}/scenario ${SEEDS}/hf_config)
-file(MAKE_DIRECTORY ${SEEDS}/scenario ${SEEDS}/hf_config)
+file(REMOVE_RECURSE ${SEEDS}/scenario ${SEEDS}/hf_config ${SEEDS}/plugin_index)
+file(MAKE_DIRECTORY ${SEEDS}/scenario ${SEEDS}/hf_config ${SEEDS}/plugin_index)
+
+file(STRINGS ${SOURCE_DIR}/sdk/include/memplan/plugin_abi.h abi_lines REGEX "^#define MEMPLAN_ABI_M(AJ|IN)OR ")
+string(REGEX REPLACE ".*MEMPLAN_ABI_MAJOR ([0-9]+).*" "\\1" abi_major "${abi_lines}")
+string(REGEX REPLACE ".*MEMPLAN_ABI_MINOR ([0-9]+).*" "\\1" abi_minor "${abi_lines}")
+file(WRITE ${SEEDS}/plugin_index/three-libraries.index
+"memplan plugin index 1 abi ${abi_major}.${abi_minor}
+folder /usr/lib/memplan/plugins
+plugin 387016 1795668772042405329 5310212 1 adafactor memplan-adafactor.so
+open 16392 1795668772042405329 5310213 memplan-old plugin.so
+plugin 401176 1795668778302285834 5309039 4 zero memplan-zero.so
+end
+")
 
 file(GLOB examples ${SOURCE_DIR}/examples/*.toml)
 file(GLOB validation_cases ${SOURCE_DIR}/validation/*.toml)
