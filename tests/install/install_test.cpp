@@ -193,7 +193,7 @@ TEST(OutOfTree, AdanScenarioThroughTheInstalledCli) {
     if (plugin.at("name") == "adan") {
       listed = true;
       EXPECT_EQ(plugin.at("kind"), "optimizer");
-      EXPECT_EQ(plugin.at("version"), "1.1.0");
+      EXPECT_EQ(plugin.at("version"), "1.1.1");
       EXPECT_EQ(plugin.at("library"), kWork + "/adan-optimizer/build/memplan-adan.so");
     }
   EXPECT_TRUE(listed) << estimate.at("plugins").dump();
