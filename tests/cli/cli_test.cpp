@@ -27,7 +27,7 @@ TEST(Cli, RunPrintsTheJsonContract) {
                           "\"gradients\":", "\"master_weights\": 26953662464", "\"optimizer_states\": 53907324928",
                           "\"activations\":", "\"kv_cache\": 0", "\"buffers\": 0", "\"overhead\": 0", "\"items\": [",
                           "\"gpu_memory\": 85899345920", "\"fits\": false", "\"plugins\": [",
-                          "{ \"kind\": \"optimizer\", \"name\": \"adamw\", \"version\": \"1.2.0\""})
+                          "{ \"kind\": \"optimizer\", \"name\": \"adamw\", \"version\": \"1.2.1\""})
     EXPECT_NE(result.out.find(key), std::string::npos) << key;
 }
 
@@ -171,7 +171,7 @@ TEST(Cli, PresetsGpusAndOnePluginsOptions) {
   EXPECT_EQ(run_cli("gpus extra").exit_code, 2);
   CommandResult zero = run_cli("plugins zero");
   ASSERT_EQ(zero.exit_code, 0) << zero.err;
-  EXPECT_TRUE(zero.out.starts_with("strategy zero 1.3.0\nlibrary: ")) << zero.out;
+  EXPECT_TRUE(zero.out.starts_with("strategy zero 1.3.1\nlibrary: ")) << zero.out;
   for (const char* text : {"\n  stage (integer, default: required)\n      0 (off), 1 (optimizer states)",
                            "\n  max_reuse_distance (integer, default: 1000000000)\n"})
     EXPECT_NE(zero.out.find(text), std::string::npos) << text;

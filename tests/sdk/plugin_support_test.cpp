@@ -14,8 +14,11 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cmath>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -186,6 +189,54 @@ TEST(SupportItems, BytesAreTheCeilingOfElementsTimesSizeTimesCount) {
   memplan_item raw = raw_item(sdk::Role::weights, sdk::Device::gpu, 7, 0.5, 32);
   EXPECT_EQ(support::bytes(sdk::ItemRef(&raw)), 128.0);
   EXPECT_EQ(support::instance_bytes(sdk::ItemRef(&raw)), 4.0);  // one of the 32 layers: ceil(3.5)
+}
+
+// ceil_nonnegative must equal std::ceil bit for bit on every non-negative
+// double below 2^62 (the host's largest item), or the allocator's rounding
+// would drift from what it was: compared as bit patterns, so -0.0 and +0.0
+// count as different.
+bool same_bits(double a, double b) { return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b); }
+
+void expect_ceil(double x) {
+  EXPECT_TRUE(same_bits(support::ceil_nonnegative(x), std::ceil(x)))
+      << "x = " << std::hexfloat << x << ": got " << support::ceil_nonnegative(x) << ", std::ceil " << std::ceil(x);
+}
+
+TEST(SupportItems, CeilNonnegativeIsStdCeilBitForBit) {
+  const double two52 = 0x1p52, two53 = 0x1p53, two62 = 0x1p62;
+  // Exact integers come back unchanged, zero of either sign included.
+  for (double x : {0.0, -0.0, 1.0, 2.0, 3.0, 512.0, 2097152.0, 1e9, 2e9, two52 - 1, two52, two52 + 1, two53 - 1, two53,
+                   two53 + 2, two62})
+    expect_ceil(x);
+  // Halves: x.5 rounds up to x + 1, up to 2^52 - 0.5, the largest double with a fraction.
+  for (double x : {0.5, 1.5, 2.5, 3.5, 1023.5, 0x1p31 + 0.5, 0x1p51 + 0.5, two52 - 0.5}) expect_ceil(x);
+  // Tiny fractions above an integer and just below one.
+  for (double x : {5e-324, 1e-300, 0x1p-1022, 1e-9, std::nextafter(1.0, 2.0), std::nextafter(1.0, 0.0),
+                   std::nextafter(1e9, 2e9), std::nextafter(1e9, 0.0), 1e6 + 1e-7, std::nextafter(two52, 0.0),
+                   std::nextafter(0x1p40, two52)})
+    expect_ceil(x);
+  // Around 2^53 + 1, the first integer a double cannot hold: 2^53 - 1, 2^53,
+  // 2^53 + 2 (what 2^53 + 1 rounds to) and their neighbours, and up to 2^62.
+  for (double x : {std::nextafter(two53, 0.0), std::nextafter(two53, two62), two53 + 1.0, two53 + 3.0,
+                   std::nextafter(two62, 0.0)})
+    expect_ceil(x);
+  // NaN and infinity pass through as std::ceil passes them.
+  EXPECT_TRUE(std::isnan(support::ceil_nonnegative(std::nan(""))));
+  expect_ceil(std::numeric_limits<double>::infinity());
+  // Every eighth from 0 to 1000, and a million doubles spread over every
+  // binade from 2^-1074 to 2^62 (a fixed linear congruential sequence of bit
+  // patterns, so a failure is reproducible).
+  for (int k = 0; k <= 8000; ++k) expect_ceil(k / 8.0);
+  uint64_t state = 0x9E3779B97F4A7C15u;
+  const uint64_t below = std::bit_cast<uint64_t>(two62);
+  for (int i = 0; i < 1'000'000; ++i) {
+    state = state * 6364136223846793005u + 1442695040888963407u;
+    const double x = std::bit_cast<double>((state >> 1) % below);
+    if (!same_bits(support::ceil_nonnegative(x), std::ceil(x))) {
+      expect_ceil(x);
+      break;
+    }
+  }
 }
 
 TEST(SupportItems, ByteItemsAreOneBytePerElementAndEmptyOnesAreSkippedOnRequest) {

@@ -53,13 +53,13 @@ constexpr support::StepTemporaries kTemporaries{.for_loop = 0, .foreach = 1, .fu
 
 class AdanOptimizer {
  public:
-  static constexpr sdk::PluginInfo info{"adan", "1.1.0",
+  static constexpr sdk::PluginInfo info{"adan", "1.1.1",
                                         "Adan: 4 states per weight (Xie et al. 2022, arXiv 2208.06677)",
                                         sdk::Kind::optimizer, sdk::Phase::optimizer};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
   explicit AdanOptimizer(sdk::Options& options)
-      : states_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES)) {
+      : states_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES)), step_(options) {
     const std::string implementation = options.string("implementation").value_or("fused");
     if (implementation != "fused" && implementation != "foreach")
       options.fail("implementation", "must be \"fused\" or \"foreach\", not \"" + implementation + "\"");
@@ -77,7 +77,7 @@ class AdanOptimizer {
   sdk::Attribute states_dtype_;
   support::Implementation implementation_ = support::Implementation::fused;
   sdk::ItemBatch states_;          // kept: no allocation per evaluation once warm
-  support::StepTemporaryNames step_;
+  support::StepTemporaryNames step_;  // made from the options: names and layout resolved once
 };
 
 }  // namespace

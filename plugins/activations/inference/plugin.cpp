@@ -27,7 +27,6 @@ namespace {
 
 namespace inf = memplan::plugins::inference;
 namespace support = memplan::support;
-using memplan::sdk::Item;
 using memplan::sdk::Lifetime;
 using memplan::sdk::ParamClass;
 using memplan::sdk::Role;
@@ -56,14 +55,18 @@ constexpr std::array<const char*, 5> kKvDtypes{"fp32", "fp16", "bf16", "fp8", "i
 class InferenceMemory {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "inference", "1.1.0", "KV cache (paged, GQA, sliding window) and forward transients for serving",
+      "inference", "1.1.1", "KV cache (paged, GQA, sliding window) and forward transients for serving",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
   explicit InferenceMemory(memplan::sdk::Options& options)
       : block_size_(options.positive_integer("block_size", 16)),
         flash_attention_(options.boolean("flash_attention").value_or(true)),
-        layout_(options) {
+        layout_(options),
+        activation_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_ACTIVATIONS)),
+        block_tokens_attr_(options.attribute(MEMPLAN_ATTR_KV_BLOCK_TOKENS)),
+        block_bytes_attr_(options.attribute(MEMPLAN_ATTR_KV_BLOCK_BYTES)),
+        names_(options) {
     if (!options.model().has_architecture)
       options.fail("needs the model's architecture (layers, heads, kv_heads, head_dim) but the scenario gives only "
                    "params; use a preset or an inline architecture in [model]");
@@ -104,7 +107,7 @@ class InferenceMemory {
   void apply(memplan::sdk::Context& ctx) {
     const memplan_model& model = ctx.model();
     const memplan_workload& workload = ctx.workload();
-    const double activation_bytes = ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_ACTIVATIONS);
+    const double activation_bytes = ctx.required_attr_double(activation_dtype_, MEMPLAN_ATTR_DTYPE_ACTIVATIONS);
     const double kv_bytes = kv_bytes_.value_or(activation_bytes);
     const int64_t t = layout_.tensor(ctx);
     const int64_t stage_layers = layout_.stage_layers(ctx);
@@ -134,16 +137,16 @@ class InferenceMemory {
     const int64_t held = window <= 0 ? 0 : pass >= seq_len - (window - 1) ? seq_len : window - 1 + pass;
     const int64_t window_tokens = window > 0 ? inf::window_blocks(seq_len, held, block_size_) * block_size_ : 0;
     const bool hybrid = mix.global_count > 0 && mix.window_count > 0;
-    add_kv(ctx, hybrid ? "kv_cache.global" : "kv_cache", mix.global_first, mix.global_count,
+    add_kv(ctx, hybrid ? names_.kv_cache_global : names_.kv_cache, mix.global_first, mix.global_count,
            inf::kv_bytes_per_layer(kv, static_cast<double>(global_tokens), static_cast<double>(sequences)));
-    add_kv(ctx, hybrid ? "kv_cache.window" : "kv_cache", mix.window_first, mix.window_count,
+    add_kv(ctx, hybrid ? names_.kv_cache_window : names_.kv_cache, mix.window_first, mix.window_count,
            inf::kv_bytes_per_layer(kv, static_cast<double>(window_tokens), static_cast<double>(sequences)));
 
     // One paged block: block_size tokens of one sequence in every layer of the
     // rank, as vLLM's CacheEngine.get_cache_block_size (num_layers x 2 x
     // block_size x kv heads x head size x dtype size).
-    ctx.set_attr(MEMPLAN_ATTR_KV_BLOCK_TOKENS, block_size_);
-    ctx.set_attr(MEMPLAN_ATTR_KV_BLOCK_BYTES,
+    ctx.set_attr(block_tokens_attr_, block_size_);
+    ctx.set_attr(block_bytes_attr_,
                  inf::kv_bytes_per_layer(kv, static_cast<double>(block_size_), 1) * static_cast<double>(stage_layers));
 
     add_transients(ctx, model, t, activation_bytes, seq_len, sequences,
@@ -152,9 +155,10 @@ class InferenceMemory {
 
  private:
   // `bytes` per layer.
-  static void add_kv(memplan::sdk::Context& ctx, const char* name, int64_t first, int64_t count, double bytes) {
+  static void add_kv(memplan::sdk::Context& ctx, memplan::sdk::Name name, int64_t first, int64_t count,
+                     double bytes) {
     if (count <= 0) return;
-    support::add_bytes(ctx, {.name = ctx.intern(name), .role = Role::kv_cache, .layer = static_cast<int32_t>(first),
+    support::add_bytes(ctx, {.name = name, .role = Role::kv_cache, .layer = static_cast<int32_t>(first),
                              .count = static_cast<uint32_t>(count), .bytes = bytes});
   }
 
@@ -182,16 +186,16 @@ class InferenceMemory {
     const double chunk = static_cast<double>(prefill_chunk_.value_or(sequences * seq_len));
     const double prefill = inf::layer_transient(shape, chunk, static_cast<double>(context));
     const double decode = inf::layer_transient(shape, b, static_cast<double>(context));
-    add_transient(ctx, "activations.layer", std::max(prefill, decode));
+    add_transient(ctx, names_.layer, std::max(prefill, decode));
 
     if (!lm_head) return;  // an earlier pipeline stage computes no logits
     const double rows = all_logits_ ? std::max(chunk, b) : b;
-    add_transient(ctx, "activations.logits",
+    add_transient(ctx, names_.logits,
                   inf::logits_bytes(rows, static_cast<double>(model.vocab), static_cast<double>(t)));
   }
 
-  static void add_transient(memplan::sdk::Context& ctx, const char* name, double bytes) {
-    support::add_bytes(ctx, {.name = ctx.intern(name), .role = Role::activations,
+  static void add_transient(memplan::sdk::Context& ctx, memplan::sdk::Name name, double bytes) {
+    support::add_bytes(ctx, {.name = name, .role = Role::activations,
                              .lifetime = Lifetime::transient_forward, .bytes = bytes});
   }
 
@@ -208,12 +212,13 @@ class InferenceMemory {
     RankWeights found;
     int64_t first = -1;
     bool embedding = false;
-    for (size_t i = 0; i < ctx.size(); ++i) {
-      const Item item = ctx.item(i);
-      if (item.role != Role::weights) continue;
-      if (item.layer >= 0 && (first < 0 || item.layer < first)) first = item.layer;
-      found.lm_head = found.lm_head || item.param_class == ParamClass::lm_head;
-      embedding = embedding || item.param_class == ParamClass::embedding;
+    // In place: no copy of each item's name per evaluation.
+    for (const memplan::sdk::ItemRef item : ctx.items()) {
+      if (item.role() != Role::weights) continue;
+      const int32_t layer = item.layer();
+      if (layer >= 0 && (first < 0 || layer < first)) first = layer;
+      found.lm_head = found.lm_head || item.param_class() == ParamClass::lm_head;
+      embedding = embedding || item.param_class() == ParamClass::embedding;
     }
     if (!found.lm_head && embedding && ctx.model().tied_embeddings != 0)
       found.lm_head = layout_.stage_has_lm_head(ctx);
@@ -228,6 +233,19 @@ class InferenceMemory {
   std::optional<int64_t> prefill_chunk_;
   bool all_logits_ = false;
   support::LayoutReader layout_;
+  // Resolved once, in the constructor: no key lookup per evaluation.
+  memplan::sdk::Attribute activation_dtype_, block_tokens_attr_, block_bytes_attr_;
+  // The names of the items apply() adds, interned once: no name copied or
+  // interned per evaluation.
+  struct Names {
+    explicit Names(const memplan::sdk::Options& options)
+        : kv_cache(options.intern("kv_cache")),
+          kv_cache_global(options.intern("kv_cache.global")),
+          kv_cache_window(options.intern("kv_cache.window")),
+          layer(options.intern("activations.layer")),
+          logits(options.intern("activations.logits")) {}
+    memplan::sdk::Name kv_cache, kv_cache_global, kv_cache_window, layer, logits;
+  } names_;
 };
 
 }  // namespace

@@ -71,7 +71,7 @@ constexpr std::array<LossMode, 7> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.3.0",
+      "megatron", "1.3.1",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -130,8 +130,7 @@ class MegatronActivations {
     settings.flash_attention = flash_attention_;
     settings.tensor_parallel = static_cast<double>(layout.tensor);
     settings.sequence_parallel = layout.sequence_parallel;
-    // By key: SDK 1.1 has no handles for string attributes.
-    const std::string_view policy = ctx.attr_string(MEMPLAN_ATTR_RECOMPUTE_POLICY, "none");
+    const std::string_view policy = ctx.attr_string(a.recompute_policy, "none");
     settings.recompute = policy == "full"        ? RecomputePolicy::full
                          : policy == "selective" ? RecomputePolicy::selective
                          : policy == "op"        ? RecomputePolicy::per_op
@@ -247,9 +246,10 @@ class MegatronActivations {
           lora_rank_inputs(options.attribute(MEMPLAN_ATTR_LORA_RANK_INPUTS)),
           lora_inputs(options.attribute(MEMPLAN_ATTR_LORA_INPUTS)),
           lora_distinct_inputs(options.attribute(MEMPLAN_ATTR_LORA_DISTINCT_INPUTS)),
-          lora_dropout(options.attribute(MEMPLAN_ATTR_LORA_DROPOUT)) {}
+          lora_dropout(options.attribute(MEMPLAN_ATTR_LORA_DROPOUT)),
+          recompute_policy(options.attribute(MEMPLAN_ATTR_RECOMPUTE_POLICY)) {}
     memplan::sdk::Attribute activation_dtype, activation_factor, lora_rank_inputs, lora_inputs,
-        lora_distinct_inputs, lora_dropout;
+        lora_distinct_inputs, lora_dropout, recompute_policy;
   };
 
   // The names of the items apply() adds, interned once.

@@ -44,12 +44,13 @@ constexpr std::array<memplan_option_spec, 4> kOptions{{
 
 class RatioActivations {
  public:
-  static constexpr sdk::PluginInfo info{"ratio", "1.1.0",
+  static constexpr sdk::PluginInfo info{"ratio", "1.1.1",
                                         "Activations = factor x the weights' bytes (the seeds' rule of thumb)",
                                         sdk::Kind::activations, sdk::Phase::activations};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
-  explicit RatioActivations(sdk::Options& options) : name_(options.intern("activations.ratio")) {
+  explicit RatioActivations(sdk::Options& options)
+      : name_(options.intern("activations.ratio")), weights_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_WEIGHTS)) {
     if (!options.training())
       options.fail("is a rule of thumb for training activations, but the scenario has mode = \"infer\"; use "
                    "[activations] use = \"inference\" to model serving");
@@ -74,7 +75,7 @@ class RatioActivations {
 
   void apply(sdk::Context& ctx) {
     const double weights = of_rank_ ? rank_weight_bytes(ctx)
-                                    : ctx.model().params * ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_WEIGHTS);
+                                    : ctx.model().params * ctx.required_attr_double(weights_dtype_, MEMPLAN_ATTR_DTYPE_WEIGHTS);
     double bytes = factor_ * weights;
     const memplan_workload& workload = ctx.workload();
     if (reference_micro_batch_)
@@ -91,6 +92,7 @@ class RatioActivations {
   }
 
   sdk::Name name_;
+  sdk::Attribute weights_dtype_;  // resolved once: no key lookup per evaluation
   double factor_ = 0;
   bool of_rank_ = false;
   std::optional<int64_t> reference_micro_batch_;

@@ -31,6 +31,7 @@
 //   fused     none exists: an error.
 #include <memplan/sdk.hpp>
 #include <memplan/support/format.hpp>
+#include <memplan/support/layout.hpp>
 #include <memplan/support/optimizer_step.hpp>
 #include <memplan/support/parameter_shapes.hpp>
 
@@ -60,12 +61,13 @@ constexpr std::array<memplan_option_spec, 3> kOptions{{
 class AdafactorOptimizer {
  public:
   static constexpr sdk::PluginInfo info{
-      "adafactor", "1.1.0",
+      "adafactor", "1.1.1",
       "Adafactor: factored second moment, rows + cols per matrix (Shazeer and Stern 2018, arXiv 1804.04235)",
       sdk::Kind::optimizer, sdk::Phase::optimizer};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
-  explicit AdafactorOptimizer(sdk::Options& options) {
+  explicit AdafactorOptimizer(sdk::Options& options)
+      : states_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES)), layout_(options), step_(options) {
     if (!options.model().has_architecture)
       options.fail(
           "adafactor keeps a row and a column vector per weight matrix, so it needs the matrices' shapes; give the "
@@ -84,8 +86,8 @@ class AdafactorOptimizer {
   }
 
   void apply(sdk::Context& ctx) {
-    const double state_bytes = ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES);
-    const memplan::support::RankLayout ranks = memplan::support::rank_layout(ctx);
+    const double state_bytes = ctx.required_attr_double(states_dtype_, MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES);
+    const memplan::support::RankLayout ranks = memplan::support::rank_layout(ctx, layout_);
     const size_t weights = ctx.size();
     for (size_t i = 0; i < weights; ++i) {
       sdk::Item item = ctx.item(i);
@@ -105,9 +107,12 @@ class AdafactorOptimizer {
   }
 
  private:
+  // Resolved once, in the constructor: no attribute looked up by name per evaluation.
+  sdk::Attribute states_dtype_;
+  memplan::support::LayoutReader layout_;
+  memplan::support::StepTemporaryNames step_;
   bool first_moment_ = false;
   Implementation implementation_ = Implementation::for_loop;
-  memplan::support::StepTemporaryNames step_;
 };
 
 }  // namespace

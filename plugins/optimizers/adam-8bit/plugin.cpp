@@ -28,6 +28,7 @@
 // update is one fused CUDA kernel per tensor (optimizer_update_8bit_blockwise)
 // that works in place: no step temporaries and no `implementation` option.
 #include <memplan/sdk.hpp>
+#include <memplan/support/layout.hpp>
 #include <memplan/support/parameter_shapes.hpp>
 
 #include <array>
@@ -50,20 +51,21 @@ constexpr std::array<memplan_option_spec, 2> kOptions{{
 class Adam8bitOptimizer {
  public:
   static constexpr sdk::PluginInfo info{
-      "adam-8bit", "1.1.0",
+      "adam-8bit", "1.1.1",
       "Adam with block-wise 8-bit states, bitsandbytes Adam8bit (Dettmers et al. 2022, arXiv 2110.02861)",
       sdk::Kind::optimizer, sdk::Phase::optimizer};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
   explicit Adam8bitOptimizer(sdk::Options& options)
       : block_size_(static_cast<double>(options.positive_integer("block_size", 256))),
-        min_8bit_size_(static_cast<double>(options.integer("min_8bit_size").value_or(4096))) {
+        min_8bit_size_(static_cast<double>(options.integer("min_8bit_size").value_or(4096))),
+        layout_(options) {
     if (min_8bit_size_ < 0)
       options.fail("min_8bit_size", "must be 0 or more, got " + std::to_string(static_cast<int64_t>(min_8bit_size_)));
   }
 
   void apply(sdk::Context& ctx) {
-    const memplan::support::RankLayout ranks = memplan::support::rank_layout(ctx);
+    const memplan::support::RankLayout ranks = memplan::support::rank_layout(ctx, layout_);
     const size_t weights = ctx.size();
     for (size_t i = 0; i < weights; ++i) {
       const sdk::Item weight = ctx.item(i);
@@ -113,6 +115,7 @@ class Adam8bitOptimizer {
 
   double block_size_;
   double min_8bit_size_;
+  memplan::support::LayoutReader layout_;  // ranks.tensor and layout.expert_parallel by handle
 };
 
 }  // namespace

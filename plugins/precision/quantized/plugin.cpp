@@ -104,12 +104,21 @@ bool is_quantized_class(ParamClass param_class) {
 class QuantizedPrecision {
  public:
   static constexpr sdk::PluginInfo info{
-      "quantized", "1.1.0",
+      "quantized", "1.1.1",
       "Quantized weights (int8, int4, nf4, fp8) with their block scales; frozen in training (QLoRA)",
       sdk::Kind::precision, sdk::Phase::precision};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
-  explicit QuantizedPrecision(sdk::Options& options) {
+  // The attributes are resolved here, once; the report's two in the order
+  // apply() sets them, which is the order the report prints them in.
+  explicit QuantizedPrecision(sdk::Options& options)
+      : weights_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_WEIGHTS)),
+        activations_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_ACTIVATIONS)),
+        gradients_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_GRADIENTS)),
+        master_weights_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_MASTER_WEIGHTS)),
+        optimizer_states_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES)),
+        bits_per_weight_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "quantized_bits_per_weight")),
+        note_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "quantized_note")) {
     const std::optional<std::string> name = options.string("format");
     if (!name) options.fail("needs format = \"int8\", \"int4\", \"nf4\" or \"fp8\" (the quantized weight format)");
     const q::Format* format = q::find_format(*name);
@@ -175,14 +184,14 @@ class QuantizedPrecision {
 
   void apply(sdk::Context& ctx) {
     const bool training = ctx.training();
-    ctx.set_attr(MEMPLAN_ATTR_DTYPE_WEIGHTS, quantized_);
-    ctx.set_attr(MEMPLAN_ATTR_DTYPE_ACTIVATIONS, activations_);
-    ctx.set_attr(MEMPLAN_ATTR_DTYPE_GRADIENTS, gradients_.value_or(adapters_));
-    ctx.set_attr(MEMPLAN_ATTR_DTYPE_MASTER_WEIGHTS, master_weights_.value_or(0.0));
-    ctx.set_attr(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES, optimizer_states_);
-    ctx.set_attr(MEMPLAN_ATTR_REPORT_PREFIX "quantized_bits_per_weight", quantized_ * 8.0);
+    ctx.set_attr(weights_dtype_, quantized_);
+    ctx.set_attr(activations_dtype_, activations_);
+    ctx.set_attr(gradients_dtype_, gradients_.value_or(adapters_));
+    ctx.set_attr(master_weights_dtype_, master_weights_.value_or(0.0));
+    ctx.set_attr(optimizer_states_dtype_, optimizer_states_);
+    ctx.set_attr(bits_per_weight_attr_, quantized_ * 8.0);
     if (whole_model_)
-      ctx.set_attr(MEMPLAN_ATTR_REPORT_PREFIX "quantized_note",
+      ctx.set_attr(note_attr_,
                    "the model is known only by its parameter count, so all of it is quantized, including the "
                    "embeddings, LM head and norms that an architecture model keeps unquantized");
     const size_t count = ctx.size();  // gradients and master copies are appended; visit the weights present before
@@ -237,6 +246,8 @@ class QuantizedPrecision {
              "precision that does not quantize, such as mixed-bf16");
   }
 
+  sdk::Attribute weights_dtype_, activations_dtype_, gradients_dtype_, master_weights_dtype_, optimizer_states_dtype_;
+  sdk::Attribute bits_per_weight_attr_, note_attr_;
   double quantized_ = 0;   // values and constants, per element
   double values_ = 0;      // the packed values, per element
   double constants_ = 0;   // scales (and zero points), per element

@@ -31,12 +31,17 @@ constexpr std::array<memplan_option_spec, 2> kOptions{{
 
 class RuleOfThumbPrecision {
  public:
-  static constexpr sdk::PluginInfo info{"rule-of-thumb", "1.1.0",
+  static constexpr sdk::PluginInfo info{"rule-of-thumb", "1.1.1",
                                         "Seed 001's serving rule M = P x 4 bytes / (32 / Q) x 1.2, to compare with",
                                         sdk::Kind::precision, sdk::Phase::precision};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
-  explicit RuleOfThumbPrecision(sdk::Options& options) {
+  explicit RuleOfThumbPrecision(sdk::Options& options)
+      : weights_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_WEIGHTS)),
+        gradients_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_GRADIENTS)),
+        master_weights_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_MASTER_WEIGHTS)),
+        optimizer_states_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES)),
+        activations_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_ACTIVATIONS)) {
     if (options.training())
       options.fail("seed 001's rule M = P x 4 bytes / (32 / Q) x 1.2 is for serving a model, so it needs mode = "
                    "\"infer\"; to estimate training use a precision recipe such as mixed-bf16 with an [optimizer]");
@@ -54,11 +59,11 @@ class RuleOfThumbPrecision {
   }
 
   void apply(sdk::Context& ctx) {
-    ctx.set_attr(MEMPLAN_ATTR_DTYPE_WEIGHTS, weights_);
-    ctx.set_attr(MEMPLAN_ATTR_DTYPE_GRADIENTS, weights_);
-    ctx.set_attr(MEMPLAN_ATTR_DTYPE_MASTER_WEIGHTS, 0.0);
-    ctx.set_attr(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES, weights_);
-    ctx.set_attr(MEMPLAN_ATTR_DTYPE_ACTIVATIONS, activations_);
+    ctx.set_attr(weights_dtype_, weights_);
+    ctx.set_attr(gradients_dtype_, weights_);
+    ctx.set_attr(master_weights_dtype_, 0.0);
+    ctx.set_attr(optimizer_states_dtype_, weights_);
+    ctx.set_attr(activations_dtype_, activations_);
     const size_t count = ctx.size();
     for (size_t i = 0; i < count; ++i) {
       sdk::Item item = ctx.item(i);
@@ -76,6 +81,8 @@ class RuleOfThumbPrecision {
   }
 
  private:
+  // The dtype attributes, resolved once: no key lookup per evaluation.
+  sdk::Attribute weights_dtype_, gradients_dtype_, master_weights_dtype_, optimizer_states_dtype_, activations_dtype_;
   double weights_ = 0;
   double extra_ = 0;
   double activations_ = 0;

@@ -282,7 +282,7 @@ void add_nvls_facts(const Layout& layout, Group group, int64_t node, GroupUse& u
 
 class CommBuffers {
  public:
-  static constexpr sdk::PluginInfo info{"comm-buffers", "1.3.0",
+  static constexpr sdk::PluginInfo info{"comm-buffers", "1.3.1",
                                         "NCCL communicators and buffers, data-parallel gradient buckets (DDP, DeepSpeed)",
                                         sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -302,6 +302,7 @@ class CommBuffers {
         layout_(options),
         nvlink_sharp_attr_(options.attribute(MEMPLAN_ATTR_HARDWARE_NVLINK_SHARP)),
         gradients_dtype_attr_(options.attribute(MEMPLAN_ATTR_DTYPE_GRADIENTS)),
+        gradient_buckets_attr_(options.attribute(MEMPLAN_ATTR_GRADIENT_BUCKETS)),
         names_(options) {
     read_groups(options);
     const std::string protocols = options.string("nccl_protocols").value_or("all");
@@ -337,8 +338,8 @@ class CommBuffers {
   }
 
   void apply(sdk::Context& ctx) {
-    // By key: SDK 1.1 has no handles for string attributes.
-    const std::string_view declared = ctx.attr_string(MEMPLAN_ATTR_GRADIENT_BUCKETS, "ddp");
+    // The host's storage of the attribute: valid until it is set again, which no plugin after the sharding ones does.
+    const std::string_view declared = ctx.attr_string(gradient_buckets_attr_, "ddp");
     if (nccl_) add_nccl(ctx, declared);
     if (!ctx.training() || layout_.data(ctx) <= 1) return;
     Buckets buckets = buckets_;
@@ -491,6 +492,7 @@ class CommBuffers {
   support::LayoutReader layout_;
   sdk::Attribute nvlink_sharp_attr_;
   sdk::Attribute gradients_dtype_attr_;
+  sdk::Attribute gradient_buckets_attr_;  // sharding.gradient_buckets, set by zero and fsdp
   Names names_;
   std::vector<Group> groups_;
   bool all_protocols_ = true;

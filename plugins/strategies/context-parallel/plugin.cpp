@@ -21,21 +21,23 @@ constexpr std::array<memplan_option_spec, 1> kOptions{{
 class ContextParallelStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "context-parallel", "1.0.0",
+      "context-parallel", "1.0.1",
       "Megatron-LM context parallelism: every layer's sequence split over cp ranks", memplan::sdk::Kind::strategy,
       memplan::sdk::Phase::layout};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
-  explicit ContextParallelStrategy(memplan::sdk::Options& options) : size_(options.positive_integer("size", 1)) {
+  explicit ContextParallelStrategy(memplan::sdk::Options& options)
+      : size_(options.positive_integer("size", 1)), ranks_context_(options.attribute(MEMPLAN_ATTR_RANKS_CONTEXT)) {
     if (size_ > 1 && !options.training())
       options.fail("size", "splits training activations (Megatron-LM context parallelism); the scenario has mode = "
                            "\"infer\", whose KV cache this plugin does not split");
   }
 
-  void apply(memplan::sdk::Context& ctx) { ctx.set_attr(MEMPLAN_ATTR_RANKS_CONTEXT, size_); }
+  void apply(memplan::sdk::Context& ctx) { ctx.set_attr(ranks_context_, size_); }
 
  private:
   int64_t size_;
+  memplan::sdk::Attribute ranks_context_;  // resolved once: no key lookup per evaluation
 };
 
 }  // namespace

@@ -30,13 +30,15 @@ constexpr auto kAfterLayout = static_cast<memplan::sdk::Phase>(MEMPLAN_PHASE_LAY
 class ExpertParallelStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "expert-parallel", "1.1.0",
+      "expert-parallel", "1.1.1",
       "Expert parallelism: MoE experts split over ranks taken from the data-parallel group",
       memplan::sdk::Kind::strategy, kAfterLayout};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
   explicit ExpertParallelStrategy(memplan::sdk::Options& options)
-      : size_(options.positive_integer("size", 1)), layout_(options) {
+      : size_(options.positive_integer("size", 1)),
+        layout_(options),
+        expert_parallel_(options.attribute(MEMPLAN_ATTR_EXPERT_PARALLEL)) {
     if (size_ == 1) return;
     const memplan_model& model = options.model();
     if (!model.has_architecture || model.experts == 0)
@@ -48,7 +50,7 @@ class ExpertParallelStrategy {
   }
 
   void apply(memplan::sdk::Context& ctx) {
-    ctx.set_attr(MEMPLAN_ATTR_EXPERT_PARALLEL, size_);
+    ctx.set_attr(expert_parallel_, size_);
     if (size_ == 1) return;
     const memplan::support::Ranks layout = layout_.ranks(ctx);
     const int64_t data = layout.data;
@@ -61,17 +63,15 @@ class ExpertParallelStrategy {
                       "; make the data-parallel size (times the context-parallel size) a multiple of " +
                       std::to_string(size_));
     const double ranks = static_cast<double>(size_);
-    for (size_t i = 0; i < ctx.size(); ++i) {
-      memplan::sdk::Item item = ctx.item(i);
-      if (item.param_class != ParamClass::expert) continue;
-      item.elements /= ranks;
-      ctx.set(i, item);
-    }
+    // In place: no copy of each item's name per evaluation.
+    for (memplan::sdk::ItemRef item : ctx.items())
+      if (item.param_class() == ParamClass::expert) item.set_elements(item.elements() / ranks);
   }
 
  private:
   int64_t size_;
   memplan::support::LayoutReader layout_;
+  memplan::sdk::Attribute expert_parallel_;  // resolved once: no key lookup per evaluation
 };
 
 }  // namespace

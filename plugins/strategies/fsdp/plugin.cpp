@@ -75,13 +75,16 @@ constexpr std::array<memplan_option_spec, 7> kOptions{{
 class FsdpStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "fsdp", "1.1.0",
+      "fsdp", "1.1.1",
       "PyTorch FSDP: FULL_SHARD or HYBRID_SHARD (ZeRO-3 semantics) with the gathered units in flight",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
   explicit FsdpStrategy(memplan::sdk::Options& options)
-      : unit_layers_(options.positive_integer("unit_layers", 1)), group_attributes_(options) {
+      : unit_layers_(options.positive_integer("unit_layers", 1)),
+        group_attributes_(options),
+        attributes_(options),
+        names_(options) {
     if (options.integer("shard_size")) shard_size_ = options.positive_integer("shard_size", 1);
     const std::string prefetch = options.string("backward_prefetch").value_or("pre");
     if (prefetch != "pre" && prefetch != "post" && prefetch != "none")
@@ -114,8 +117,8 @@ class FsdpStrategy {
                             std::to_string(groups.expert) +
                             " expert-parallel ranks, which is not a whole number; choose a multiple of the "
                             "expert-parallel size");
-    ctx.set_attr(sharding::kGatherAttr, 1);
-    ctx.set_attr(sharding::kGradientBucketsAttr, "none");
+    ctx.set_attr(attributes_.gathers, 1);
+    ctx.set_attr(attributes_.gradient_buckets, "none");
     add_working_set(ctx, static_cast<double>(shard));
     const double dense = static_cast<double>(shard);
     const double expert = dense / static_cast<double>(groups.expert);
@@ -124,7 +127,7 @@ class FsdpStrategy {
       return role == Role::weights || role == Role::gradients || role == Role::master_weights ||
              role == Role::optimizer_states;
     });
-    ctx.set_attr("report.fsdp_shard_group", shard);
+    ctx.set_attr(attributes_.shard_group, shard);
   }
 
  private:
@@ -147,29 +150,60 @@ class FsdpStrategy {
     if (reshard_after_forward_) {
       const double forward = weights.outside_bytes + std::min(2.0, units) * unit_bytes;
       const double backward = weights.outside_bytes + std::min(1.0 + backward_prefetch_, units) * unit_bytes;
-      sharding::add_buffer(ctx, "fsdp.gathered_forward", Lifetime::transient_forward, forward, 1);
-      sharding::add_buffer(ctx, "fsdp.gathered_backward", Lifetime::transient_backward, backward, 1);
+      sharding::add_buffer(ctx, names_.gathered_forward, Lifetime::transient_forward, forward, 1);
+      sharding::add_buffer(ctx, names_.gathered_backward, Lifetime::transient_backward, backward, 1);
     } else {
       // Every unit stays gathered from its forward to its backward (activation lifetime), plus the next
       // unit in flight during forward.
       double all_layers = 0;
       for (double bytes : weights.per_layer_bytes) all_layers += bytes;
-      sharding::add_buffer(ctx, "fsdp.unsharded_parameters", Lifetime::activation,
+      sharding::add_buffer(ctx, names_.unsharded_parameters, Lifetime::activation,
                            weights.outside_bytes + all_layers, 1);
-      if (units > 1) sharding::add_buffer(ctx, "fsdp.gathered_forward", Lifetime::transient_forward, unit_bytes, 1);
+      if (units > 1)
+        sharding::add_buffer(ctx, names_.gathered_forward, Lifetime::transient_forward, unit_bytes, 1);
     }
     if (ctx.training())
-      sharding::add_buffer(ctx, "fsdp.unsharded_gradients", Lifetime::transient_backward,
+      sharding::add_buffer(ctx, names_.unsharded_gradients, Lifetime::transient_backward,
                            weights.trainable_outside + trainable_unit,
-                           reduce_bytes_ > 0 ? reduce_bytes_ : ctx.required_attr_double(MEMPLAN_ATTR_DTYPE_GRADIENTS));
+                           reduce_bytes_ > 0 ? reduce_bytes_
+                                             : ctx.required_attr_double(attributes_.gradients_dtype,
+                                                                        MEMPLAN_ATTR_DTYPE_GRADIENTS));
     // The staged shard copies of the root and of one unit, in the dtype they are gathered in.
-    ctx.set_attr(MEMPLAN_ATTR_OFFLOAD_STAGING, (weights.outside_bytes + (units > 0 ? unit_bytes : 0.0)) / shard);
-    ctx.set_attr("report.fsdp_unit_parameters", unit);
-    ctx.set_attr("report.fsdp_root_parameters", weights.outside_layers);
+    ctx.set_attr(attributes_.offload_staging, (weights.outside_bytes + (units > 0 ? unit_bytes : 0.0)) / shard);
+    ctx.set_attr(attributes_.unit_parameters, unit);
+    ctx.set_attr(attributes_.root_parameters, weights.outside_layers);
   }
+
+  // The attributes apply() reads and writes, resolved once: no key lookup per
+  // evaluation. The report's in the order apply() first sets them (the unit
+  // and root in add_working_set, then the shard group), the order the report
+  // prints them in.
+  struct Attributes {
+    explicit Attributes(const memplan::sdk::Options& options)
+        : gathers(options.attribute(sharding::kGatherAttr)),
+          gradient_buckets(options.attribute(sharding::kGradientBucketsAttr)),
+          gradients_dtype(options.attribute(MEMPLAN_ATTR_DTYPE_GRADIENTS)),
+          offload_staging(options.attribute(MEMPLAN_ATTR_OFFLOAD_STAGING)),
+          unit_parameters(options.attribute("report.fsdp_unit_parameters")),
+          root_parameters(options.attribute("report.fsdp_root_parameters")),
+          shard_group(options.attribute("report.fsdp_shard_group")) {}
+    memplan::sdk::Attribute gathers, gradient_buckets, gradients_dtype, offload_staging, unit_parameters,
+        root_parameters, shard_group;
+  };
+  // The working set's item names, interned once.
+  struct Names {
+    explicit Names(const memplan::sdk::Options& options)
+        : gathered_forward(options.intern("fsdp.gathered_forward")),
+          gathered_backward(options.intern("fsdp.gathered_backward")),
+          unsharded_parameters(options.intern("fsdp.unsharded_parameters")),
+          unsharded_gradients(options.intern("fsdp.unsharded_gradients")) {}
+    memplan::sdk::Name gathered_forward, gathered_backward, unsharded_parameters, unsharded_gradients;
+  };
 
   int64_t unit_layers_;
   memplan::support::LayoutReader group_attributes_;
+  Attributes attributes_;
+  Names names_;
   int64_t shard_size_ = 0;
   double backward_prefetch_ = 1;
   double param_bytes_ = 0;   // 0: each weight's own dtype

@@ -137,12 +137,20 @@ struct Adapter {
 
 class LoraStrategy {
  public:
-  static constexpr sdk::PluginInfo info{"lora", "1.2.0",
+  static constexpr sdk::PluginInfo info{"lora", "1.2.1",
                                         "LoRA adapters r (d_in + d_out) on frozen weights (Hu et al. 2021)",
                                         sdk::Kind::strategy, sdk::Phase::trainability};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
-  explicit LoraStrategy(sdk::Options& options) {
+  // The attributes are resolved here, once; the report's two in the order
+  // apply() sets them, which is the order the report prints them in.
+  explicit LoraStrategy(sdk::Options& options)
+      : parameters_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "lora_parameters")),
+        inputs_attr_(options.attribute(MEMPLAN_ATTR_LORA_INPUTS)),
+        distinct_inputs_attr_(options.attribute(MEMPLAN_ATTR_LORA_DISTINCT_INPUTS)),
+        rank_inputs_attr_(options.attribute(MEMPLAN_ATTR_LORA_RANK_INPUTS)),
+        dropout_attr_(options.attribute(MEMPLAN_ATTR_LORA_DROPOUT)),
+        scaling_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "lora_scaling")) {
     const memplan_model& model = options.model();
     if (!model.has_architecture)
       options.fail("needs the model's architecture (the shapes of the adapted matrices) but the scenario gives "
@@ -192,7 +200,10 @@ class LoraStrategy {
         {"lora.lm_head", kLmHead, false, r * (h + static_cast<double>(model.vocab)), 0, 0, 0},
     }};
     for (const Adapter& adapter : all)
-      if ((wanted & adapter.target) != 0) adapters_[adapter_count_++] = adapter;
+      if ((wanted & adapter.target) != 0) {
+        names_[adapter_count_] = options.intern(adapter.name);
+        adapters_[adapter_count_++] = adapter;
+      }
     // q, k and v read the same normed hidden state: count it once among the distinct inputs.
     const bool shared_qkv = (wanted & (kQ | kK | kV)) != 0;
     for (size_t a = 0; a < adapter_count_; ++a) {
@@ -205,37 +216,33 @@ class LoraStrategy {
   }
 
   void apply(sdk::Context& ctx) {
-    // The base model is frozen: only the adapters train.
-    const size_t count = ctx.size();
+    // The base model is frozen: only the adapters train. In place, and the
+    // adapters added under names interned once: no name copied per evaluation.
     double total = 0;
-    for (size_t i = 0; i < count; ++i) {
-      sdk::Item item = ctx.item(i);
-      if (item.role != sdk::Role::weights || item.param_class == ParamClass::adapter || !item.trainable) continue;
-      item.trainable = false;
-      ctx.set(i, item);
-    }
+    for (sdk::ItemRef item : ctx.items())
+      if (item.role() == sdk::Role::weights && item.param_class() != ParamClass::adapter && item.trainable())
+        item.set_trainable(false);
     for (size_t a = 0; a < adapter_count_; ++a) {
       const Adapter& adapter = adapters_[a];
-      sdk::Item item;
-      item.name = adapter.name;
-      item.role = sdk::Role::weights;
-      item.lifetime = sdk::Lifetime::persistent;
-      item.param_class = ParamClass::adapter;
-      item.layer = adapter.layered ? 0 : -1;
-      item.count = adapter.layered ? layers_ : 1;
-      item.trainable = true;
-      item.elements = adapter.elements;
-      ctx.add(item);
-      total += adapter.elements * item.count;
+      const uint32_t count = adapter.layered ? layers_ : 1;
+      ctx.add(sdk::NewItem{.name = names_[a],
+                           .role = sdk::Role::weights,
+                           .lifetime = sdk::Lifetime::persistent,
+                           .param_class = ParamClass::adapter,
+                           .layer = adapter.layered ? 0 : -1,
+                           .count = count,
+                           .trainable = true,
+                           .elements = adapter.elements});
+      total += adapter.elements * count;
     }
-    ctx.set_attr(MEMPLAN_ATTR_REPORT_PREFIX "lora_parameters", static_cast<int64_t>(std::llround(total)));
+    ctx.set_attr(parameters_attr_, static_cast<int64_t>(std::llround(total)));
     // What the adapters keep for backward per token of a layer, for activation models (conventions in
     // docs/plugin-abi.md, "Attributes"): the adapted inputs, the same with shared inputs once, r x matrices.
-    ctx.set_attr(MEMPLAN_ATTR_LORA_INPUTS, inputs_);
-    ctx.set_attr(MEMPLAN_ATTR_LORA_DISTINCT_INPUTS, distinct_inputs_);
-    ctx.set_attr(MEMPLAN_ATTR_LORA_RANK_INPUTS, rank_inputs_);
-    ctx.set_attr(MEMPLAN_ATTR_LORA_DROPOUT, dropout_);
-    if (scaling_) ctx.set_attr(MEMPLAN_ATTR_REPORT_PREFIX "lora_scaling", *scaling_);
+    ctx.set_attr(inputs_attr_, inputs_);
+    ctx.set_attr(distinct_inputs_attr_, distinct_inputs_);
+    ctx.set_attr(rank_inputs_attr_, rank_inputs_);
+    ctx.set_attr(dropout_attr_, dropout_);
+    if (scaling_) ctx.set_attr(scaling_attr_, *scaling_);
   }
 
  private:
@@ -267,7 +274,10 @@ class LoraStrategy {
     return bits;
   }
 
+  sdk::Attribute parameters_attr_, inputs_attr_, distinct_inputs_attr_, rank_inputs_attr_, dropout_attr_,
+      scaling_attr_;
   std::array<Adapter, 8> adapters_{};
+  std::array<sdk::Name, 8> names_{};  // adapters_[i]'s interned name
   size_t adapter_count_ = 0;
   uint32_t layers_ = 0;
   std::optional<double> scaling_;

@@ -51,7 +51,7 @@ constexpr auto kAfterSharding = static_cast<memplan::sdk::Phase>(MEMPLAN_PHASE_S
 class OffloadStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "offload", "1.1.0", "CPU offload of optimizer states, master weights, gradients and parameters (ZeRO-Offload)",
+      "offload", "1.1.1", "CPU offload of optimizer states, master weights, gradients and parameters (ZeRO-Offload)",
       memplan::sdk::Kind::strategy, kAfterSharding};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
@@ -59,7 +59,10 @@ class OffloadStrategy {
       : optimizer_(options.boolean("optimizer").value_or(false)),
         gradients_(options.boolean("gradients").value_or(optimizer_)),
         parameters_(options.boolean("parameters").value_or(false)),
-        staging_(options.boolean("staging").value_or(true)) {
+        staging_(options.boolean("staging").value_or(true)),
+        gathers_attr_(options.attribute(memplan::support::sharding::kGatherAttr)),
+        staging_attr_(options.attribute(MEMPLAN_ATTR_OFFLOAD_STAGING)),
+        staging_name_(options.intern("offload.parameter_staging")) {
     if (!optimizer_ && !gradients_ && !parameters_)
       options.fail("offloads nothing; set optimizer = true, gradients = true and/or parameters = true");
     if (!options.training() && (optimizer_ || gradients_))
@@ -69,7 +72,7 @@ class OffloadStrategy {
 
   void apply(memplan::sdk::Context& ctx) {
     if (parameters_) {
-      const int64_t gathers = ctx.attr_int(memplan::support::sharding::kGatherAttr, -1);
+      const int64_t gathers = ctx.attr_int(gathers_attr_, -1);
       if (gathers < 0)
         throw memplan::sdk::PluginError(
             "parameters", "moves the weights to the CPU, but no strategy gathers them back to the GPU before use; add "
@@ -81,14 +84,13 @@ class OffloadStrategy {
                           "does not count unless gathered_parameters = true; set it in the zero table");
     }
     if (parameters_ && staging_) add_staging(ctx);
-    for (size_t i = 0; i < ctx.size(); ++i) {
-      memplan::sdk::Item item = ctx.item(i);
-      const bool moved = (optimizer_ && (item.role == Role::optimizer_states || item.role == Role::master_weights)) ||
-                         (gradients_ && item.role == Role::gradients) ||
-                         (parameters_ && item.role == Role::weights && !item.non_parameter);
-      if (!moved || item.device == memplan::sdk::Device::cpu) continue;
-      item.device = memplan::sdk::Device::cpu;
-      ctx.set(i, item);
+    // In place: no copy of each item's name per evaluation.
+    for (memplan::sdk::ItemRef item : ctx.items()) {
+      const Role role = item.role();
+      const bool moved = (optimizer_ && (role == Role::optimizer_states || role == Role::master_weights)) ||
+                         (gradients_ && role == Role::gradients) ||
+                         (parameters_ && role == Role::weights && !item.non_parameter());
+      if (moved) item.set_device(memplan::sdk::Device::cpu);
     }
   }
 
@@ -96,16 +98,19 @@ class OffloadStrategy {
   // The GPU copies of offloaded shards that the sharding plugin stages in an
   // allocator pool of their own (FSDP's pre-unshard stream): freed after each
   // gather, but the pool keeps its blocks, which no other stream can use.
-  static void add_staging(memplan::sdk::Context& ctx) {
-    memplan::support::sharding::add_buffer(ctx, "offload.parameter_staging", memplan::sdk::Lifetime::persistent,
-                                           ctx.attr_double(MEMPLAN_ATTR_OFFLOAD_STAGING, 0), 1,
-                                           memplan::sdk::Pool::reserve);
+  void add_staging(memplan::sdk::Context& ctx) const {
+    memplan::support::sharding::add_buffer(ctx, staging_name_, memplan::sdk::Lifetime::persistent,
+                                           ctx.attr_double(staging_attr_, 0), 1, memplan::sdk::Pool::reserve);
   }
 
   bool optimizer_;
   bool gradients_;
   bool parameters_;
   bool staging_;
+  // Resolved once, in the constructor: no key lookup or interning per evaluation.
+  memplan::sdk::Attribute gathers_attr_;  // sharding.gathers_parameters
+  memplan::sdk::Attribute staging_attr_;  // sharding.offload_staging
+  memplan::sdk::Name staging_name_;
 };
 
 }  // namespace

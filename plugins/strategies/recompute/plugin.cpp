@@ -23,13 +23,14 @@ constexpr std::array<memplan_option_spec, 1> kOptions{{
 
 class RecomputeStrategy {
  public:
-  static constexpr memplan::sdk::PluginInfo info{"recompute", "1.1.0",
+  static constexpr memplan::sdk::PluginInfo info{"recompute", "1.1.1",
                                                  "Activation recomputation policy: none, selective, full or per-op",
                                                  memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout,
                                                  memplan::sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
-  explicit RecomputeStrategy(memplan::sdk::Options& options) {
+  explicit RecomputeStrategy(memplan::sdk::Options& options)
+      : policy_attr_(options.attribute(MEMPLAN_ATTR_RECOMPUTE_POLICY)) {
     auto policy = options.string("policy");
     if (!policy) options.fail("policy", "is required: \"none\", \"selective\", \"full\" or \"op\"");
     if (*policy != "none" && *policy != "selective" && *policy != "full" && *policy != "op")
@@ -37,9 +38,11 @@ class RecomputeStrategy {
     policy_ = *policy;
   }
 
-  void apply(memplan::sdk::Context& ctx) { ctx.set_attr(MEMPLAN_ATTR_RECOMPUTE_POLICY, policy_.c_str()); }
+  // By handle: a warm set reuses the attribute's storage, no key compared.
+  void apply(memplan::sdk::Context& ctx) { ctx.set_attr(policy_attr_, policy_.c_str()); }
 
  private:
+  memplan::sdk::Attribute policy_attr_;
   std::string policy_;
 };
 

@@ -46,12 +46,21 @@ constexpr std::array<memplan_option_spec, 1> kOptions{{
 class ServingBudget {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "serving-budget", "1.1.0", "KV cache blocks, tokens and sequences that fit in u x GPU memory (vLLM)",
+      "serving-budget", "1.1.1", "KV cache blocks, tokens and sequences that fit in u x GPU memory (vLLM)",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::budget};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
   explicit ServingBudget(memplan::sdk::Options& options)
-      : utilization_(options.number("gpu_memory_utilization").value_or(0.9)) {
+      : utilization_(options.number("gpu_memory_utilization").value_or(0.9)),
+        memory_fraction_(options.attribute(MEMPLAN_ATTR_MEMORY_FRACTION)),
+        block_bytes_attr_(options.attribute(MEMPLAN_ATTR_KV_BLOCK_BYTES)),
+        block_tokens_attr_(options.attribute(MEMPLAN_ATTR_KV_BLOCK_TOKENS)),
+        kv_blocks_(options.attribute("report.kv_blocks")),
+        kv_tokens_(options.attribute("report.kv_tokens")),
+        max_sequences_(options.attribute("report.max_sequences_at_seq_len")),
+        kv_budget_bytes_(options.attribute("report.kv_budget_bytes")),
+        non_kv_bytes_(options.attribute("report.non_kv_bytes")),
+        kv_note_(options.attribute("report.kv_note")) {
     if (!(utilization_ > 0 && utilization_ <= 1))
       options.fail("gpu_memory_utilization",
                    "must be greater than 0 and at most 1 (a fraction of GPU memory), got " +
@@ -61,12 +70,12 @@ class ServingBudget {
   }
 
   void apply(memplan::sdk::Context& ctx) {
-    ctx.set_attr(MEMPLAN_ATTR_MEMORY_FRACTION, utilization_);
-    const double block_bytes = ctx.attr_double(MEMPLAN_ATTR_KV_BLOCK_BYTES, 0);
+    ctx.set_attr(memory_fraction_, utilization_);
+    const double block_bytes = ctx.attr_double(block_bytes_attr_, 0);
     if (block_bytes <= 0)
       ctx.fail("attribute 'kv.block_bytes' is not set: no plugin declared a paged KV cache; use [activations] use "
                "= \"inference\" (mode = \"infer\")");
-    const int64_t block_tokens = std::max<int64_t>(1, ctx.attr_int(MEMPLAN_ATTR_KV_BLOCK_TOKENS, 1));
+    const int64_t block_tokens = std::max<int64_t>(1, ctx.attr_int(block_tokens_attr_, 1));
 
     const double non_kv = static_cast<double>(non_kv_high_point(ctx));
     const double budget = utilization_ * static_cast<double>(ctx.workload().gpu_memory_bytes);
@@ -75,13 +84,13 @@ class ServingBudget {
     const int64_t seq_len = ctx.workload().seq_len;
     const int64_t blocks_per_sequence = seq_len > 0 ? (seq_len + block_tokens - 1) / block_tokens : 0;
 
-    ctx.set_attr("report.kv_blocks", blocks);
-    ctx.set_attr("report.kv_tokens", blocks * block_tokens);
-    ctx.set_attr("report.max_sequences_at_seq_len", blocks_per_sequence > 0 ? blocks / blocks_per_sequence : 0);
-    ctx.set_attr("report.kv_budget_bytes", static_cast<int64_t>(std::floor(free)));
-    ctx.set_attr("report.non_kv_bytes", static_cast<int64_t>(non_kv));
+    ctx.set_attr(kv_blocks_, blocks);
+    ctx.set_attr(kv_tokens_, blocks * block_tokens);
+    ctx.set_attr(max_sequences_, blocks_per_sequence > 0 ? blocks / blocks_per_sequence : 0);
+    ctx.set_attr(kv_budget_bytes_, static_cast<int64_t>(std::floor(free)));
+    ctx.set_attr(non_kv_bytes_, static_cast<int64_t>(non_kv));
     if (free <= 0)
-      ctx.set_attr("report.kv_note",
+      ctx.set_attr(kv_note_,
                    ("no memory is left for the KV cache: weights and activations take " + support::gib(non_kv) +
                     " of the budget of " + support::gib(budget) + " (gpu_memory_utilization " +
                     support::number(utilization_) +
@@ -108,6 +117,10 @@ class ServingBudget {
   }
 
   double utilization_;
+  // Resolved once, in the constructor: no key lookup per evaluation. The
+  // report's in the order apply() sets them, the order the report prints.
+  memplan::sdk::Attribute memory_fraction_, block_bytes_attr_, block_tokens_attr_;
+  memplan::sdk::Attribute kv_blocks_, kv_tokens_, max_sequences_, kv_budget_bytes_, non_kv_bytes_, kv_note_;
 };
 
 }  // namespace

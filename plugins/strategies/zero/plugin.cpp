@@ -72,7 +72,7 @@ constexpr std::array<memplan_option_spec, 6> kOptions{{
 class ZeroShardingStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "zero", "1.3.0",
+      "zero", "1.3.1",
       "ZeRO stages 0-3: shard optimizer states, gradients and weights over data-parallel ranks; ZeRO-3's gathered "
       "parameters",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding, memplan::sdk::Reads::nothing};
@@ -81,6 +81,8 @@ class ZeroShardingStrategy {
   explicit ZeroShardingStrategy(memplan::sdk::Options& options)
       : groups_(options),
         gathers_attr_(options.attribute(sharding::kGatherAttr)),
+        gradient_buckets_attr_(options.attribute(sharding::kGradientBucketsAttr)),
+        recompute_policy_attr_(options.attribute(MEMPLAN_ATTR_RECOMPUTE_POLICY)),
         gradients_dtype_attr_(options.attribute(MEMPLAN_ATTR_DTYPE_GRADIENTS)),
         largest_module_attr_(options.attribute("report.zero3_largest_module")),
         gathered_parameters_attr_(options.attribute("report.zero3_gathered_parameters")),
@@ -124,8 +126,7 @@ class ZeroShardingStrategy {
       ctx.fail("stage " + std::to_string(stage_) + " shards over the data-parallel group, but no strategy declares "
                "its size; add [[strategy]] use = \"data-parallel\" with its size (size = 1 on a single GPU)");
     if (stage_ == 0) return;
-    // By key: SDK 1.1 has handles for integer and double attributes only.
-    ctx.set_attr(sharding::kGradientBucketsAttr, stage_ == 3 ? "deepspeed-stage3" : "deepspeed");
+    ctx.set_attr(gradient_buckets_attr_, stage_ == 3 ? "deepspeed-stage3" : "deepspeed");
     if (stage_ == 3) {
       ctx.set_attr(gathers_attr_, gathered_ ? 1 : 0);
       if (gathered_) add_gathered(ctx, groups);
@@ -143,8 +144,7 @@ class ZeroShardingStrategy {
  private:
   // Before sharding: the weights on the rank are still whole.
   void add_gathered(memplan::sdk::Context& ctx, const memplan::support::Ranks& groups) {
-    // By key: SDK 1.1 has no handles for string attributes.
-    const std::string_view policy = ctx.attr_string(MEMPLAN_ATTR_RECOMPUTE_POLICY, "none");
+    const std::string_view policy = ctx.attr_string(recompute_policy_attr_, "none");
     // Checkpointed layers run their forward again before their backward (HF's gradient checkpointing,
     // torch's per-op checkpointing); Megatron's selective recomputation replays no module with parameters.
     const bool replay = policy == "full" || policy == "op";
@@ -282,7 +282,10 @@ class ZeroShardingStrategy {
   bool gathered_ = false;
   zero3::Settings settings_;
   memplan::support::LayoutReader groups_;
+  // Every attribute by handle, resolved in the constructor: no key compared per evaluation.
   memplan::sdk::Attribute gathers_attr_;
+  memplan::sdk::Attribute gradient_buckets_attr_;  // sharding.gradient_buckets, for comm-buffers
+  memplan::sdk::Attribute recompute_policy_attr_;  // recompute.policy: checkpointed layers replay their gathers
   memplan::sdk::Attribute gradients_dtype_attr_;
   memplan::sdk::Attribute largest_module_attr_;
   memplan::sdk::Attribute gathered_parameters_attr_;

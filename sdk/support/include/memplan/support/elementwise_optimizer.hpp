@@ -56,7 +56,8 @@ class ElementwiseOptimizer {
       : implementation_(read_implementation(options, Traits::default_implementation,
                                             Traits::temporaries.fused_available, Traits::name)),
         in_backward_(options.boolean("in_backward").value_or(false)),
-        states_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES)) {
+        states_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES)),
+        step_(options) {
     require_shapes_for_loop(options, implementation_, Traits::temporaries);
     if (!in_backward_) return;
     if (!options.model().has_architecture)
@@ -85,7 +86,7 @@ class ElementwiseOptimizer {
   // The gradients of the whole model become one gradient tensor at a time, and
   // the step's temporaries one parameter's, both at the backward high point.
   void step_in_backward(sdk::Context& ctx, size_t weights, double state_bytes) const {
-    const double largest = largest_trainable_tensor(ctx, weights);
+    const double largest = largest_trainable_tensor(ctx, weights, step_.layout);
     double gradient_bytes = 0;
     for (size_t i = ctx.size(); i-- > 0;) {
       const sdk::Item item = ctx.item(i);

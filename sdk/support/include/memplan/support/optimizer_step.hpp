@@ -30,6 +30,7 @@
 #include <optional>
 #include <string>
 
+#include <memplan/support/layout.hpp>
 #include <memplan/support/parameter_shapes.hpp>
 
 namespace memplan::support {
@@ -87,8 +88,10 @@ inline void require_shapes_for_loop(sdk::Options& options, Implementation implem
 
 // Elements of the largest parameter tensor among the first `weights` items
 // (trainable weights on the GPU). An item of unknown shape counts as one tensor.
-inline double largest_trainable_tensor(const sdk::Context& ctx, size_t weights) {
-  const RankLayout ranks = rank_layout(ctx);
+// `layout` gives the tensor- and expert-parallel ranks (resolved in the
+// plugin's constructor).
+inline double largest_trainable_tensor(const sdk::Context& ctx, size_t weights, const LayoutReader& layout) {
+  const RankLayout ranks = rank_layout(ctx, layout);
   double largest = 0;
   for (size_t i = 0; i < weights; ++i) {
     const sdk::Item item = ctx.item(i);
@@ -104,15 +107,23 @@ inline double largest_trainable_tensor(const sdk::Context& ctx, size_t weights) 
   return largest;
 }
 
-// Adds the step's temporaries for the trainable weight items among the first
-// `weights` items of the plan.
-// What add_step_temporaries keeps between evaluations: the foreach
-// temporaries' names and the batch they are added in (no allocation once warm).
+// What add_step_temporaries keeps between evaluations, made in the plugin's
+// constructor: the temporaries' names (interned once, the foreach ones per
+// weight as first met), the batch they are added in (no allocation once
+// warm), and the layout attributes a for-loop step sizes its largest tensor
+// by (resolved once: no attribute looked up by name per evaluation).
 struct StepTemporaryNames {
+  explicit StepTemporaryNames(const sdk::Options& options)
+      : layout(options), for_loop(options.intern("optimizer.for_loop_temps")) {}
+
+  LayoutReader layout;
+  sdk::Name for_loop;
   sdk::SuffixedNames foreach{".foreach_temps"};
   sdk::ItemBatch batch;
 };
 
+// Adds the step's temporaries for the trainable weight items among the first
+// `weights` items of the plan.
 inline void add_step_temporaries(sdk::Context& ctx, size_t weights, Implementation implementation,
                                  const StepTemporaries& temporaries, double state_bytes, StepTemporaryNames& kept) {
   if (implementation == Implementation::foreach && temporaries.foreach > 0) {
@@ -131,15 +142,13 @@ inline void add_step_temporaries(sdk::Context& ctx, size_t weights, Implementati
     }
     ctx.add(kept.batch);
   } else if (implementation == Implementation::for_loop && temporaries.for_loop > 0) {
-    const double largest = largest_trainable_tensor(ctx, weights);
+    const double largest = largest_trainable_tensor(ctx, weights, kept.layout);
     if (largest <= 0) return;
-    sdk::Item item;
-    item.name = "optimizer.for_loop_temps";
-    item.role = sdk::Role::optimizer_states;
-    item.lifetime = sdk::Lifetime::transient_optimizer;
-    item.elements = largest * temporaries.for_loop;
-    item.bytes_per_element = state_bytes;
-    ctx.add(item);
+    ctx.add(sdk::NewItem{.name = kept.for_loop,
+                         .role = sdk::Role::optimizer_states,
+                         .lifetime = sdk::Lifetime::transient_optimizer,
+                         .elements = largest * temporaries.for_loop,
+                         .bytes_per_element = state_bytes});
   }
 }
 

@@ -64,13 +64,13 @@ struct RankLayout {
   double expert = 1;  // layout.expert_parallel: experts are divided over these ranks
 };
 
-// By attribute name: the optimizers that call this (adafactor, adam-8bit, a
-// for-loop step) read it once per evaluation, off the hot path of a search.
-inline RankLayout rank_layout(const sdk::Context& ctx) {
-  RankLayout layout;
-  layout.tensor = static_cast<double>(rank_count(ctx.attr_int(MEMPLAN_ATTR_RANKS_TENSOR, 1)));
-  layout.expert = static_cast<double>(rank_count(ctx.attr_int(MEMPLAN_ATTR_EXPERT_PARALLEL, 1)));
-  return layout;
+// Through the handles of a LayoutReader the plugin made in its constructor:
+// two host calls, no attribute looked up by name per evaluation.
+inline RankLayout rank_layout(const sdk::Context& ctx, const LayoutReader& layout) {
+  RankLayout ranks;
+  ranks.tensor = static_cast<double>(layout.tensor(ctx));
+  ranks.expert = static_cast<double>(layout.expert(ctx));
+  return ranks;
 }
 
 inline TensorShapes tensor_shapes(const sdk::Item& item, const memplan_model& model, const RankLayout& ranks) {
