@@ -15,6 +15,8 @@ memplan_add_test(test_core
   core/incremental_test.cpp
   core/reconfigure_test.cpp)
 memplan_add_test(test_cli cli/cli_test.cpp)
+# Its own executable: it replaces the global operator new to count allocations.
+memplan_add_test(test_no_allocation core/no_allocation_test.cpp support/allocation_counter.cpp)
 
 file(GLOB MEMPLAN_TEST_SUITES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*/suite.cmake)
 foreach(suite ${MEMPLAN_TEST_SUITES})
