@@ -53,7 +53,7 @@ constexpr support::StepTemporaries kTemporaries{.for_loop = 0, .foreach = 1, .fu
 
 class AdanOptimizer {
  public:
-  static constexpr sdk::PluginInfo info{"adan", "1.1.1",
+  static constexpr sdk::PluginInfo info{"adan", "1.1.2",
                                         "Adan: 4 states per weight (Xie et al. 2022, arXiv 2208.06677)",
                                         sdk::Kind::optimizer, sdk::Phase::optimizer};
   static std::span<const memplan_option_spec> options() { return kOptions; }

@@ -61,7 +61,7 @@ constexpr std::array<memplan_option_spec, 3> kOptions{{
 class AdafactorOptimizer {
  public:
   static constexpr sdk::PluginInfo info{
-      "adafactor", "1.1.1",
+      "adafactor", "1.1.2",
       "Adafactor: factored second moment, rows + cols per matrix (Shazeer and Stern 2018, arXiv 1804.04235)",
       sdk::Kind::optimizer, sdk::Phase::optimizer};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -88,21 +88,25 @@ class AdafactorOptimizer {
   void apply(sdk::Context& ctx) {
     const double state_bytes = ctx.required_attr_double(states_dtype_, MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES);
     const memplan::support::RankLayout ranks = memplan::support::rank_layout(ctx, layout_);
-    const size_t weights = ctx.size();
-    for (size_t i = 0; i < weights; ++i) {
-      sdk::Item item = ctx.item(i);
-      if (item.role != sdk::Role::weights || !item.trainable) continue;
+    // The states are appended after the weights, in the weights' order:
+    // collected in batch_ (kept between evaluations) and added in one call.
+    const sdk::Items items = ctx.items();
+    const size_t weights = items.size();
+    batch_.clear();
+    for (const sdk::ItemRef item : items) {
+      if (item.role() != sdk::Role::weights || !item.trainable()) continue;
       const memplan::support::TensorShapes shapes = memplan::support::tensor_shapes(item, ctx.model(), ranks);
       // Unknown shapes (adapters, out-of-tree classes): the full second
       // moment, an upper bound.
-      double second = item.elements;
+      double second = item.elements();
       if (shapes.known) second = shapes.matrices * (shapes.rows + shapes.cols) + shapes.vector_elements;
-      item.role = sdk::Role::optimizer_states;
-      item.lifetime = sdk::Lifetime::persistent;
-      item.elements = second + (first_moment_ ? item.elements : 0.0);
-      item.bytes_per_element = state_bytes;
-      ctx.add(item);
+      sdk::ItemRef states = batch_.copy_of(item);
+      states.set_role(sdk::Role::optimizer_states);
+      states.set_lifetime(sdk::Lifetime::persistent);
+      states.set_elements(second + (first_moment_ ? item.elements() : 0.0));
+      states.set_bytes_per_element(state_bytes);
     }
+    ctx.add(batch_);
     memplan::support::add_step_temporaries(ctx, weights, implementation_, kTemporaries, state_bytes, step_);
   }
 
@@ -111,6 +115,7 @@ class AdafactorOptimizer {
   sdk::Attribute states_dtype_;
   memplan::support::LayoutReader layout_;
   memplan::support::StepTemporaryNames step_;
+  sdk::ItemBatch batch_;  // the state items, cleared each evaluation, its capacity kept
   bool first_moment_ = false;
   Implementation implementation_ = Implementation::for_loop;
 };

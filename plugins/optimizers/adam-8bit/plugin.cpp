@@ -51,7 +51,7 @@ constexpr std::array<memplan_option_spec, 2> kOptions{{
 class Adam8bitOptimizer {
  public:
   static constexpr sdk::PluginInfo info{
-      "adam-8bit", "1.1.1",
+      "adam-8bit", "1.1.2",
       "Adam with block-wise 8-bit states, bitsandbytes Adam8bit (Dettmers et al. 2022, arXiv 2110.02861)",
       sdk::Kind::optimizer, sdk::Phase::optimizer};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -66,22 +66,28 @@ class Adam8bitOptimizer {
 
   void apply(sdk::Context& ctx) {
     const memplan::support::RankLayout ranks = memplan::support::rank_layout(ctx, layout_);
-    const size_t weights = ctx.size();
-    for (size_t i = 0; i < weights; ++i) {
-      const sdk::Item weight = ctx.item(i);
-      if (weight.role != sdk::Role::weights || !weight.trainable) continue;
+    // The states are appended after the weights, in the weights' order:
+    // collected in batch_ (kept between evaluations) and added in one call.
+    batch_.clear();
+    for (const sdk::ItemRef weight : ctx.items()) {
+      if (weight.role() != sdk::Role::weights || !weight.trainable()) continue;
       const memplan::support::TensorShapes shapes = memplan::support::tensor_shapes(weight, ctx.model(), ranks);
       Split split;
       if (!shapes.known) {
-        add_tensors(split, 1, weight.elements);
+        add_tensors(split, 1, weight.elements());
       } else {
         add_tensors(split, shapes.matrices, shapes.matrix_size());
         if (shapes.vector_elements > 0) add_tensors(split, shapes.vectors(), shapes.vector_size);
       }
-      add(ctx, weight, "", 2 * split.quantized, 1.0);        // two 1-byte codes per element
-      add(ctx, weight, ".absmax", 2 * split.blocks, 4.0);     // one fp32 absmax per block and state
-      add(ctx, weight, ".fp32", 2 * split.small, 4.0);        // small tensors: two fp32 states
+      // The weight's name as it is; the suffixed ones interned once per weight
+      // name, and only for a part that has elements.
+      // two 1-byte codes per element, one fp32 absmax per block and state,
+      // and two fp32 states for the small tensors
+      add(weight, sdk::Name{weight.raw().name}, 2 * split.quantized, 1.0);
+      if (split.blocks > 0) add(weight, absmax_(ctx, weight), 2 * split.blocks, 4.0);
+      if (split.small > 0) add(weight, fp32_(ctx, weight), 2 * split.small, 4.0);
     }
+    ctx.add(batch_);
   }
 
  private:
@@ -103,19 +109,21 @@ class Adam8bitOptimizer {
     split.blocks += tensors * std::ceil(size / block_size_);
   }
 
-  static void add(sdk::Context& ctx, sdk::Item item, const char* suffix, double elements, double bytes) {
+  void add(const sdk::ItemRef& weight, sdk::Name name, double elements, double bytes) {
     if (elements <= 0) return;
-    item.name += suffix;
-    item.role = sdk::Role::optimizer_states;
-    item.lifetime = sdk::Lifetime::persistent;
-    item.elements = elements;
-    item.bytes_per_element = bytes;
-    ctx.add(item);
+    sdk::ItemRef states = batch_.copy_of(weight);
+    states.set_name(name);
+    states.set_role(sdk::Role::optimizer_states);
+    states.set_lifetime(sdk::Lifetime::persistent);
+    states.set_elements(elements);
+    states.set_bytes_per_element(bytes);
   }
 
   double block_size_;
   double min_8bit_size_;
   memplan::support::LayoutReader layout_;  // ranks.tensor and layout.expert_parallel by handle
+  sdk::SuffixedNames absmax_{".absmax"}, fp32_{".fp32"};  // interned once per weight name
+  sdk::ItemBatch batch_;  // the state items, cleared each evaluation, its capacity kept
 };
 
 }  // namespace

@@ -84,11 +84,11 @@ std::optional<double> optional_dtype(sdk::Options& options, const char* key, boo
 }
 
 // How the report names an item: layers.<first>-<last>.<name>, as the host does.
-std::string display_name(const sdk::Item& item) {
-  if (item.layer < 0) return item.name;
-  std::string name = "layers." + std::to_string(item.layer);
-  if (item.count > 1) name += "-" + std::to_string(static_cast<int64_t>(item.layer) + item.count - 1);
-  return name + "." + item.name;
+std::string display_name(const sdk::ItemRef& item) {
+  if (item.layer() < 0) return std::string(item.name());
+  std::string name = "layers." + std::to_string(item.layer());
+  if (item.count() > 1) name += "-" + std::to_string(static_cast<int64_t>(item.layer()) + item.count() - 1);
+  return name + "." + std::string(item.name());
 }
 
 bool is_quantized_class(ParamClass param_class) {
@@ -104,7 +104,7 @@ bool is_quantized_class(ParamClass param_class) {
 class QuantizedPrecision {
  public:
   static constexpr sdk::PluginInfo info{
-      "quantized", "1.1.1",
+      "quantized", "1.1.2",
       "Quantized weights (int8, int4, nf4, fp8) with their block scales; frozen in training (QLoRA)",
       sdk::Kind::precision, sdk::Phase::precision};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -194,33 +194,35 @@ class QuantizedPrecision {
       ctx.set_attr(note_attr_,
                    "the model is known only by its parameter count, so all of it is quantized, including the "
                    "embeddings, LM head and norms that an architecture model keeps unquantized");
-    const size_t count = ctx.size();  // gradients and master copies are appended; visit the weights present before
-    for (size_t i = 0; i < count; ++i) {
-      sdk::Item item = ctx.item(i);
-      if (item.role != sdk::Role::weights) continue;
-      const bool trains = training && item.trainable;
-      bool quantize = is_quantized_class(item.param_class) ||
-                      (whole_model_ && item.param_class == ParamClass::other);  // the one `parameters` item
+    // Gradients, master copies and constants are appended after the weights,
+    // in the order the weights come: collected in batch_ (kept between
+    // evaluations) and added in one call once every weight is visited.
+    batch_.clear();
+    for (sdk::ItemRef item : ctx.items()) {
+      if (item.role() != sdk::Role::weights) continue;
+      const bool trains = training && item.trainable();
+      bool quantize = is_quantized_class(item.param_class()) ||
+                      (whole_model_ && item.param_class() == ParamClass::other);  // the one `parameters` item
       if (quantize && trains) {
         if (!skip_trainable_) fail_trainable(ctx, item);
         quantize = false;
       }
-      item.bytes_per_element =
-          quantize ? values_ : (item.param_class == ParamClass::adapter ? adapters_ : unquantized_);
-      ctx.set(i, item);
+      item.set_bytes_per_element(quantize ? values_
+                                          : (item.param_class() == ParamClass::adapter ? adapters_ : unquantized_));
       if (quantize && constants_ > 0) add_constants(ctx, item);
       if (!trains) continue;
-      add_copy(ctx, item, sdk::Role::gradients, sdk::Lifetime::gradient, gradients_.value_or(item.bytes_per_element));
-      if (master_weights_) add_copy(ctx, item, sdk::Role::master_weights, sdk::Lifetime::persistent, *master_weights_);
+      add_copy(item, sdk::Role::gradients, sdk::Lifetime::gradient, gradients_.value_or(item.bytes_per_element()));
+      if (master_weights_) add_copy(item, sdk::Role::master_weights, sdk::Lifetime::persistent, *master_weights_);
     }
+    ctx.add(batch_);
   }
 
  private:
-  static void add_copy(sdk::Context& ctx, sdk::Item item, sdk::Role role, sdk::Lifetime lifetime, double bytes) {
-    item.role = role;
-    item.lifetime = lifetime;
-    item.bytes_per_element = bytes;
-    ctx.add(item);
+  void add_copy(const sdk::ItemRef& item, sdk::Role role, sdk::Lifetime lifetime, double bytes) {
+    sdk::ItemRef copy = batch_.copy_of(item);
+    copy.set_role(role);
+    copy.set_lifetime(lifetime);
+    copy.set_bytes_per_element(bytes);
   }
 
   // The item's quantization constants (scales, zero points) next to its packed
@@ -229,15 +231,16 @@ class QuantizedPrecision {
   // (bitsandbytes/nn/modules.py, Params4bit._quantize), GPTQ and AWQ as
   // registered buffers. Sharding and parameter offload leave it whole on every
   // rank's GPU; tensor parallelism splits it with the values it scales.
-  void add_constants(sdk::Context& ctx, sdk::Item values) const {
-    values.name += ".quant_state";
-    values.bytes_per_element = constants_;
-    values.trainable = false;
-    values.non_parameter = true;
-    ctx.add(values);
+  void add_constants(const sdk::Context& ctx, const sdk::ItemRef& values) {
+    const sdk::Name name = quant_state_(ctx, values);  // interned once per weight name
+    sdk::ItemRef constants = batch_.copy_of(values);
+    constants.set_name(name);
+    constants.set_bytes_per_element(constants_);
+    constants.set_trainable(false);
+    constants.set_non_parameter(true);
   }
 
-  [[noreturn]] static void fail_trainable(const sdk::Context& ctx, const sdk::Item& item) {
+  [[noreturn]] static void fail_trainable(const sdk::Context& ctx, const sdk::ItemRef& item) {
     ctx.fail("'" + display_name(item) +
              "' is trainable, but quantized weights are frozen: no gradient updates them. Freeze them with a "
              "trainability [[strategy]]: use = \"lora\" (QLoRA: adapters train on the frozen quantized weights), "
@@ -259,6 +262,8 @@ class QuantizedPrecision {
   double optimizer_states_ = 0;
   bool skip_trainable_ = false;
   bool whole_model_ = false;
+  sdk::SuffixedNames quant_state_{".quant_state"};
+  sdk::ItemBatch batch_;  // the items apply() appends, cleared each evaluation, its capacity kept
 };
 
 }  // namespace

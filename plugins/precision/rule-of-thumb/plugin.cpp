@@ -31,7 +31,7 @@ constexpr std::array<memplan_option_spec, 2> kOptions{{
 
 class RuleOfThumbPrecision {
  public:
-  static constexpr sdk::PluginInfo info{"rule-of-thumb", "1.1.1",
+  static constexpr sdk::PluginInfo info{"rule-of-thumb", "1.1.2",
                                         "Seed 001's serving rule M = P x 4 bytes / (32 / Q) x 1.2, to compare with",
                                         sdk::Kind::precision, sdk::Phase::precision};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -64,20 +64,22 @@ class RuleOfThumbPrecision {
     ctx.set_attr(master_weights_dtype_, 0.0);
     ctx.set_attr(optimizer_states_dtype_, weights_);
     ctx.set_attr(activations_dtype_, activations_);
-    const size_t count = ctx.size();
-    for (size_t i = 0; i < count; ++i) {
-      sdk::Item item = ctx.item(i);
-      if (item.role != sdk::Role::weights) continue;
-      item.bytes_per_element = weights_;
-      ctx.set(i, item);
+    // The overheads are appended after the weights, in the weights' order:
+    // collected in batch_ (kept between evaluations) and added in one call.
+    batch_.clear();
+    for (sdk::ItemRef item : ctx.items()) {
+      if (item.role() != sdk::Role::weights) continue;
+      item.set_bytes_per_element(weights_);
       if (extra_ <= 0) continue;
-      item.name += ".overhead";
-      item.role = sdk::Role::overhead;
-      item.lifetime = sdk::Lifetime::persistent;
-      item.trainable = false;
-      item.bytes_per_element = extra_;
-      ctx.add(item);
+      const sdk::Name name = overhead_(ctx, item);  // interned once per weight name
+      sdk::ItemRef overhead = batch_.copy_of(item);
+      overhead.set_name(name);
+      overhead.set_role(sdk::Role::overhead);
+      overhead.set_lifetime(sdk::Lifetime::persistent);
+      overhead.set_trainable(false);
+      overhead.set_bytes_per_element(extra_);
     }
+    ctx.add(batch_);
   }
 
  private:
@@ -86,6 +88,8 @@ class RuleOfThumbPrecision {
   double weights_ = 0;
   double extra_ = 0;
   double activations_ = 0;
+  sdk::SuffixedNames overhead_{".overhead"};
+  sdk::ItemBatch batch_;  // the overhead items, cleared each evaluation, its capacity kept
 };
 
 }  // namespace

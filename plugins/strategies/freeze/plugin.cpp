@@ -105,9 +105,9 @@ std::optional<int64_t> parse_index(std::string_view text) {
 }
 
 // The parts an item belongs to.
-uint32_t parts_of(const sdk::Item& item) {
-  uint32_t bits = item.layer >= 0 ? kLayers : 0u;
-  switch (item.param_class) {
+uint32_t parts_of(const sdk::ItemRef& item) {
+  uint32_t bits = item.layer() >= 0 ? kLayers : 0u;
+  switch (item.param_class()) {
     case ParamClass::attention:
     case ParamClass::attention_kv: return bits | kAttention;
     case ParamClass::mlp: return bits | kMlp;
@@ -124,7 +124,7 @@ uint32_t parts_of(const sdk::Item& item) {
 
 class FreezeStrategy {
  public:
-  static constexpr sdk::PluginInfo info{"freeze", "1.0.0",
+  static constexpr sdk::PluginInfo info{"freeze", "1.0.1",
                                         "Train only some layers, experts, the router or the embeddings; freeze the rest",
                                         sdk::Kind::strategy, sdk::Phase::trainability};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -183,33 +183,37 @@ class FreezeStrategy {
   }
 
   void apply(sdk::Context& ctx) {
-    const size_t count = ctx.size();  // pieces are appended; visit only the items present before
-    for (size_t i = 0; i < count; ++i) {
-      sdk::Item item = ctx.item(i);
-      if (item.role != sdk::Role::weights || item.param_class == ParamClass::adapter) continue;
+    // Items are edited where they lie; the pieces beyond the first of each are
+    // appended after every item present before, in the order met: collected
+    // in batch_ (kept between evaluations) and added in one call.
+    batch_.clear();
+    for (sdk::ItemRef item : ctx.items()) {
+      if (item.role() != sdk::Role::weights || item.param_class() == ParamClass::adapter) continue;
       // "all" also takes weights no part names (e.g. BERT's pooler, class other).
       const bool selected = train_ == kAll || (parts_of(item) & train_) != 0;
-      if (!selected || item.layer < 0 || item.count == 0) {
-        item.trainable = selected;
-        ctx.set(i, item);
+      if (!selected || item.layer() < 0 || item.count() == 0) {
+        item.set_trainable(selected);
         continue;
       }
       // Cut the layer range into runs of trained and frozen layers; the first
       // run replaces the item in place (so it keeps the lowest layer first).
+      memplan_item original = item.raw();  // the item as it came, while its place is overwritten
       bool in_place = true;
-      const int64_t end = static_cast<int64_t>(item.layer) + item.count;
-      for (int64_t run = item.layer; run < end;) {
+      const int64_t end = static_cast<int64_t>(original.layer) + original.count;
+      for (int64_t run = original.layer; run < end;) {
         const bool trained = trained_at(run);
         int64_t stop = run + 1;
         while (stop < end && trained_at(stop) == trained) ++stop;
-        sdk::Item piece = item;
-        piece.layer = static_cast<int32_t>(run);
-        piece.count = static_cast<uint32_t>(stop - run);
-        piece.trainable = trained;
-        emit(ctx, i, in_place, piece);
+        memplan_item piece = original;
+        sdk::ItemRef edit(&piece);
+        edit.set_layer(static_cast<int32_t>(run));
+        edit.set_count(static_cast<uint32_t>(stop - run));
+        edit.set_trainable(trained);
+        emit(ctx, item, sdk::ItemRef(&original), in_place, piece);
         run = stop;
       }
     }
+    ctx.add(batch_);
   }
 
  private:
@@ -218,28 +222,31 @@ class FreezeStrategy {
   }
 
   // Writes one run; a trained expert run is cut into its trained experts and the frozen rest.
-  void emit(sdk::Context& ctx, size_t index, bool& in_place, sdk::Item piece) const {
-    if (piece.trainable && piece.param_class == ParamClass::expert && trained_experts_ < model_experts_ &&
+  void emit(const sdk::Context& ctx, sdk::ItemRef target, const sdk::ItemRef& original, bool& in_place,
+            memplan_item piece) {
+    sdk::ItemRef edit(&piece);
+    if (edit.trainable() && edit.param_class() == ParamClass::expert && trained_experts_ < model_experts_ &&
         model_experts_ > 0) {
-      const double per_expert = piece.elements / static_cast<double>(model_experts_);
-      sdk::Item frozen = piece;
-      frozen.trainable = false;
-      frozen.elements = per_expert * static_cast<double>(model_experts_ - trained_experts_);
-      piece.name += ".trained";
-      piece.elements = per_expert * static_cast<double>(trained_experts_);
-      put(ctx, index, in_place, piece);
-      put(ctx, index, in_place, frozen);
+      const double per_expert = edit.elements() / static_cast<double>(model_experts_);
+      memplan_item frozen = piece;
+      sdk::ItemRef frozen_edit(&frozen);
+      frozen_edit.set_trainable(false);
+      frozen_edit.set_elements(per_expert * static_cast<double>(model_experts_ - trained_experts_));
+      edit.set_name(trained_(ctx, original));  // "<name>.trained", interned once per name
+      edit.set_elements(per_expert * static_cast<double>(trained_experts_));
+      put(target, in_place, piece);
+      put(target, in_place, frozen);
       return;
     }
-    put(ctx, index, in_place, piece);
+    put(target, in_place, piece);
   }
 
-  static void put(sdk::Context& ctx, size_t index, bool& in_place, const sdk::Item& item) {
+  void put(sdk::ItemRef target, bool& in_place, memplan_item& item) {
     if (in_place) {
-      ctx.set(index, item);
+      target.raw() = item;  // `item` is a copy of target's, struct_size included
       in_place = false;
     } else {
-      ctx.add(item);
+      batch_.copy_of(sdk::ItemRef(&item));
     }
   }
 
@@ -295,6 +302,8 @@ class FreezeStrategy {
   int64_t model_experts_ = 0;
   int64_t trained_experts_ = 0;
   std::vector<bool> trained_layer_;
+  sdk::SuffixedNames trained_{".trained"};
+  sdk::ItemBatch batch_;  // the pieces appended, cleared each evaluation, its capacity kept
 };
 
 }  // namespace

@@ -75,7 +75,7 @@ constexpr std::array<memplan_option_spec, 7> kOptions{{
 class FsdpStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "fsdp", "1.1.1",
+      "fsdp", "1.1.2",
       "PyTorch FSDP: FULL_SHARD or HYBRID_SHARD (ZeRO-3 semantics) with the gathered units in flight",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -140,8 +140,9 @@ class FsdpStrategy {
     return *bytes;
   }
 
-  void add_working_set(memplan::sdk::Context& ctx, double shard) const {
-    const sharding::WeightLayout weights = sharding::weight_layout(ctx, param_bytes_, float8_all_gather_ ? 1.0 : 0.0);
+  void add_working_set(memplan::sdk::Context& ctx, double shard) {
+    sharding::weight_layout(ctx, weights_, param_bytes_, float8_all_gather_ ? 1.0 : 0.0);
+    const sharding::WeightLayout& weights = weights_;
     const double unit = sharding::largest_window(weights.per_layer, unit_layers_);
     const double unit_bytes = sharding::largest_window(weights.per_layer_bytes, unit_layers_);
     const double trainable_unit = sharding::largest_window(weights.trainable_layer, unit_layers_);
@@ -204,6 +205,7 @@ class FsdpStrategy {
   memplan::support::LayoutReader group_attributes_;
   Attributes attributes_;
   Names names_;
+  sharding::WeightLayout weights_;  // refilled each evaluation, its vectors' capacity kept
   int64_t shard_size_ = 0;
   double backward_prefetch_ = 1;
   double param_bytes_ = 0;   // 0: each weight's own dtype

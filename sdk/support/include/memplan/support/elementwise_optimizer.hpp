@@ -60,6 +60,8 @@ class ElementwiseOptimizer {
         step_(options) {
     require_shapes_for_loop(options, implementation_, Traits::temporaries);
     if (!in_backward_) return;
+    in_backward_gradient_ = options.intern("gradients.in_backward");
+    in_backward_temporaries_ = options.intern("optimizer.in_backward_temps");
     if (!options.model().has_architecture)
       options.fail("in_backward", "keeps the largest gradient tensor, which a model given only as params does not "
                                   "tell; give the architecture (a preset, or layers, hidden, ...)");
@@ -89,29 +91,25 @@ class ElementwiseOptimizer {
     const double largest = largest_trainable_tensor(ctx, weights, step_.layout);
     double gradient_bytes = 0;
     for (size_t i = ctx.size(); i-- > 0;) {
-      const sdk::Item item = ctx.item(i);
-      if (item.role != sdk::Role::gradients || item.lifetime != sdk::Lifetime::gradient ||
-          item.device != sdk::Device::gpu)
+      const sdk::ItemRef item = ctx.items()[i];  // taken again after each remove
+      if (item.role() != sdk::Role::gradients || item.lifetime() != sdk::Lifetime::gradient ||
+          item.device() != sdk::Device::gpu)
         continue;
-      gradient_bytes = std::max(gradient_bytes, item.bytes_per_element);
+      gradient_bytes = std::max(gradient_bytes, item.bytes_per_element());
       ctx.remove(i);
     }
     if (largest <= 0 || gradient_bytes <= 0) return;
-    sdk::Item gradient;
-    gradient.name = "gradients.in_backward";
-    gradient.role = sdk::Role::gradients;
-    gradient.lifetime = sdk::Lifetime::transient_backward;
-    gradient.elements = largest;
-    gradient.bytes_per_element = gradient_bytes;
-    ctx.add(gradient);
-    if (Traits::temporaries.for_loop > 0) {
-      sdk::Item temporaries = gradient;
-      temporaries.name = "optimizer.in_backward_temps";
-      temporaries.role = sdk::Role::optimizer_states;
-      temporaries.elements = largest * Traits::temporaries.for_loop;
-      temporaries.bytes_per_element = state_bytes;
-      ctx.add(temporaries);
-    }
+    ctx.add(sdk::NewItem{.name = in_backward_gradient_,
+                         .role = sdk::Role::gradients,
+                         .lifetime = sdk::Lifetime::transient_backward,
+                         .elements = largest,
+                         .bytes_per_element = gradient_bytes});
+    if (Traits::temporaries.for_loop > 0)
+      ctx.add(sdk::NewItem{.name = in_backward_temporaries_,
+                           .role = sdk::Role::optimizer_states,
+                           .lifetime = sdk::Lifetime::transient_backward,
+                           .elements = largest * Traits::temporaries.for_loop,
+                           .bytes_per_element = state_bytes});
   }
 
   Implementation implementation_;
@@ -119,6 +117,8 @@ class ElementwiseOptimizer {
   sdk::Attribute states_dtype_;
   sdk::ItemBatch batch_;
   StepTemporaryNames step_;
+  // in_backward's two items, interned in the constructor when it is on.
+  sdk::Name in_backward_gradient_, in_backward_temporaries_;
 };
 
 }  // namespace memplan::support

@@ -92,13 +92,14 @@ inline void require_shapes_for_loop(sdk::Options& options, Implementation implem
 // plugin's constructor).
 inline double largest_trainable_tensor(const sdk::Context& ctx, size_t weights, const LayoutReader& layout) {
   const RankLayout ranks = rank_layout(ctx, layout);
+  const sdk::Items items = ctx.items();  // read in place: no copy of a name
   double largest = 0;
-  for (size_t i = 0; i < weights; ++i) {
-    const sdk::Item item = ctx.item(i);
-    if (item.role != sdk::Role::weights || !item.trainable || item.device != sdk::Device::gpu) continue;
+  for (size_t i = 0; i < weights && i < items.size(); ++i) {
+    const sdk::ItemRef item = items[i];
+    if (item.role() != sdk::Role::weights || !item.trainable() || item.device() != sdk::Device::gpu) continue;
     const TensorShapes shapes = tensor_shapes(item, ctx.model(), ranks);
     if (!shapes.known) {
-      largest = std::max(largest, item.elements);
+      largest = std::max(largest, item.elements());
       continue;
     }
     if (shapes.matrices > 0) largest = std::max(largest, shapes.matrix_size());

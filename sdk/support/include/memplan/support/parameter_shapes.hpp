@@ -73,7 +73,9 @@ inline RankLayout rank_layout(const sdk::Context& ctx, const LayoutReader& layou
   return ranks;
 }
 
-inline TensorShapes tensor_shapes(const sdk::Item& item, const memplan_model& model, const RankLayout& ranks) {
+// The shapes of `elements` elements per instance of class `param_class`.
+inline TensorShapes tensor_shapes(sdk::ParamClass param_class, double elements, const memplan_model& model,
+                                  const RankLayout& ranks) {
   using sdk::ParamClass;
   TensorShapes shapes;
   if (!model.has_architecture || model.hidden <= 0) return shapes;
@@ -87,7 +89,7 @@ inline TensorShapes tensor_shapes(const sdk::Item& item, const memplan_model& mo
   // whole kv head per rank when there are fewer kv heads than ranks.
   const double kv_share = kv_fraction(model.kv_heads, static_cast<int64_t>(t));
 
-  switch (item.param_class) {
+  switch (param_class) {
     case ParamClass::embedding:
     case ParamClass::lm_head:
       shapes.matrices = 1;
@@ -95,7 +97,7 @@ inline TensorShapes tensor_shapes(const sdk::Item& item, const memplan_model& mo
       break;
     case ParamClass::position_embedding:
       shapes.matrices = 1;
-      shapes.cols = item.elements / h;
+      shapes.cols = elements / h;
       break;
     case ParamClass::attention:
       shapes.matrices = 1;
@@ -114,7 +116,7 @@ inline TensorShapes tensor_shapes(const sdk::Item& item, const memplan_model& mo
       // Whole h x f_e matrices: E n / ep of them, or fewer when a trainability
       // plugin split the experts (freeze's trained experts): count them from
       // the item rather than assume every expert is in it.
-      const double whole = std::floor(item.elements / (h * shapes.cols) + 0.5);
+      const double whole = std::floor(elements / (h * shapes.cols) + 0.5);
       shapes.matrices = whole >= 1 ? std::min(whole, static_cast<double>(model.experts) * n / ranks.expert)
                                    : static_cast<double>(model.experts) * n / ranks.expert;
       break;
@@ -126,7 +128,7 @@ inline TensorShapes tensor_shapes(const sdk::Item& item, const memplan_model& mo
     case ParamClass::norm:
     case ParamClass::final_norm:
       shapes.known = true;
-      shapes.vector_elements = item.elements;
+      shapes.vector_elements = elements;
       shapes.vector_size = h;
       return shapes;
     default:
@@ -136,15 +138,23 @@ inline TensorShapes tensor_shapes(const sdk::Item& item, const memplan_model& mo
   shapes.known = true;
   shapes.rows = h;
   const double matrix_elements = shapes.matrix_elements();
-  if (item.elements + 0.5 < matrix_elements) {
+  if (elements + 0.5 < matrix_elements) {
     // Split in a way this table does not know (a plugin other than the
     // built-in tensor-parallel one): keep h whole and scale the other side.
-    shapes.cols = item.elements / (shapes.matrices * h);
+    shapes.cols = elements / (shapes.matrices * h);
     return shapes;
   }
-  shapes.vector_elements = std::max(0.0, item.elements - matrix_elements);
+  shapes.vector_elements = std::max(0.0, elements - matrix_elements);
   if (shapes.vector_elements > 0) shapes.vector_size = shapes.cols;
   return shapes;
+}
+
+// The shapes of an item: read in place (the fast path) or from a copy.
+inline TensorShapes tensor_shapes(const sdk::ItemRef& item, const memplan_model& model, const RankLayout& ranks) {
+  return tensor_shapes(item.param_class(), item.elements(), model, ranks);
+}
+inline TensorShapes tensor_shapes(const sdk::Item& item, const memplan_model& model, const RankLayout& ranks) {
+  return tensor_shapes(item.param_class, item.elements, model, ranks);
 }
 
 }  // namespace memplan::support

@@ -72,8 +72,19 @@ inline bool is_linear(sdk::ParamClass param_class) {
          param_class == sdk::ParamClass::mlp || param_class == sdk::ParamClass::expert;
 }
 
-inline WeightLayout weight_layout(const sdk::Context& ctx, double gather_bytes = 0, double linear_gather_bytes = 0) {
-  WeightLayout layout;
+// Fills `layout`, a plugin state member kept between evaluations: its vectors
+// keep their capacity, so a warm evaluation allocates nothing.
+inline void weight_layout(const sdk::Context& ctx, WeightLayout& layout, double gather_bytes = 0,
+                          double linear_gather_bytes = 0) {
+  layout.per_layer.clear();
+  layout.trainable_layer.clear();
+  layout.per_layer_bytes.clear();
+  layout.first_layer = 0;
+  layout.outside_layers = 0;
+  layout.outside_bytes = 0;
+  layout.trainable_outside = 0;
+  layout.total = 0;
+  layout.total_bytes = 0;
   auto bytes_of = [&](sdk::ItemRef item) {
     if (linear_gather_bytes > 0 && is_linear(item.param_class())) return linear_gather_bytes;
     return gather_bytes > 0 ? gather_bytes : item.bytes_per_element();
@@ -111,6 +122,12 @@ inline WeightLayout weight_layout(const sdk::Context& ctx, double gather_bytes =
       if (item.trainable()) layout.trainable_layer[at] += elements;
     }
   }
+}
+
+// The same into a new WeightLayout (allocates its vectors).
+inline WeightLayout weight_layout(const sdk::Context& ctx, double gather_bytes = 0, double linear_gather_bytes = 0) {
+  WeightLayout layout;
+  weight_layout(ctx, layout, gather_bytes, linear_gather_bytes);
   return layout;
 }
 
