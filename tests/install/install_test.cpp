@@ -193,7 +193,7 @@ TEST(OutOfTree, AdanScenarioThroughTheInstalledCli) {
     if (plugin.at("name") == "adan") {
       listed = true;
       EXPECT_EQ(plugin.at("kind"), "optimizer");
-      EXPECT_EQ(plugin.at("version"), "1.1.1");
+      EXPECT_EQ(plugin.at("version"), "1.1.2");
       EXPECT_EQ(plugin.at("library"), kWork + "/adan-optimizer/build/memplan-adan.so");
     }
   EXPECT_TRUE(listed) << estimate.at("plugins").dump();
@@ -285,7 +285,7 @@ TEST(OutOfTree, InstallRulePutsThePluginInAPluginFolder) {
   EXPECT_EQ(file_names(prefix), std::set<std::string>{"lib/memplan/plugins/memplan-adan.so"});
   CommandResult plugins = run_installed("plugins", prefix + "/lib/memplan/plugins");
   EXPECT_EQ(plugins.exit_code, 0) << plugins.err;
-  EXPECT_TRUE(contains(plugins.out, "optimizer\tadan\t1.1.1\t" + prefix + "/lib/memplan/plugins/memplan-adan.so\n"))
+  EXPECT_TRUE(contains(plugins.out, "optimizer\tadan\t1.1.2\t" + prefix + "/lib/memplan/plugins/memplan-adan.so\n"))
       << plugins.out;
 }
 
@@ -336,7 +336,7 @@ TEST(Compatibility, GccBuiltPluginRunsInAHostThatClangBuilt) {
   CommandResult result = run_command(quote(host) + " " + quote(library) + " foreach");
   EXPECT_EQ(result.exit_code, 0) << result.err;
   EXPECT_EQ(result.out,
-            "plugin adan 1.1.1, ABI 1.1, kind 1, phase 400\n"
+            "plugin adan 1.1.2, ABI 1.1, kind 1, phase 400\n"
             "item parameters role 0 lifetime 0 device 0 elements 1000000000 bytes_per_element 2\n"
             "item parameters role 3 lifetime 0 device 0 elements 4000000000 bytes_per_element 4\n"
             "item parameters.foreach_temps role 3 lifetime 5 device 0 elements 1000000000 bytes_per_element 4\n");
@@ -344,7 +344,7 @@ TEST(Compatibility, GccBuiltPluginRunsInAHostThatClangBuilt) {
   CommandResult refused = run_command(quote(host) + " " + quote(library) + " triton");
   EXPECT_EQ(refused.exit_code, 1) << refused.err;
   EXPECT_EQ(refused.out,
-            "plugin adan 1.1.1, ABI 1.1, kind 1, phase 400\n"
+            "plugin adan 1.1.2, ABI 1.1, kind 1, phase 400\n"
             "error (status -1): option 'implementation': must be \"fused\" or \"foreach\", not \"triton\"\n");
 }
 
