@@ -14,19 +14,37 @@
 //   ParseAndConfigure/<example>  the one-time cost: parse, create every plugin, evaluate
 //
 // Run: build/bin/memplan_bench (items_per_second is evaluations per second,
-// summed over the threads).
+// summed over the threads; allocs_per_eval, on one thread, is operator new
+// calls per timed evaluation, counted by tests/support/allocation_counter.cpp).
 #include <benchmark/benchmark.h>
 
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "allocation_counter.hpp"
 #include "memplan/core/catalog.hpp"
 #include "memplan/core/estimator.hpp"
 #include "memplan/core/plugin_registry.hpp"
 #include "memplan/core/scenario.hpp"
 
 namespace {
+
+// Heap allocations per timed iteration, reported on single-threaded runs (the
+// count is the process's, so two threads would each see both).
+class AllocationsPerIteration {
+ public:
+  explicit AllocationsPerIteration(benchmark::State& state) : state_(state), before_(memplan::testing::allocation_count()) {}
+  ~AllocationsPerIteration() {
+    if (state_.threads() == 1 && state_.iterations() > 0)
+      state_.counters["allocs_per_eval"] =
+          static_cast<double>(memplan::testing::allocation_count() - before_) / static_cast<double>(state_.iterations());
+  }
+
+ private:
+  benchmark::State& state_;
+  uint64_t before_;
+};
 
 const char* const kExamples[] = {"llama2-70b-tp8-pp4-dp4-zero1", "mixtral-8x7b-tp2-pp4-dp8-zero1",
                                  "infer-llama-3.1-70b-bf16-tp4"};
@@ -57,7 +75,11 @@ void Evaluate(benchmark::State& state) {
   const memplan::Scenario scenario = memplan::load_scenario(example_path(state.range(0)), fixture().catalog);
   memplan::Estimator estimator(scenario, fixture().registry);
   estimator.evaluate();  // the first evaluation checks after each plugin; the timed ones are the steady state
-  for (auto _ : state) benchmark::DoNotOptimize(estimator.evaluate().peak);
+  estimator.evaluate();
+  {
+    const AllocationsPerIteration allocations(state);
+    for (auto _ : state) benchmark::DoNotOptimize(estimator.evaluate().peak);
+  }
   state.SetItemsProcessed(state.iterations());
   state.SetLabel(kExamples[state.range(0)]);
 }
@@ -67,11 +89,14 @@ void SweepMicroBatch(benchmark::State& state) {
   const memplan::Scenario scenario = memplan::load_scenario(example_path(state.range(0)), fixture().catalog);
   memplan::Estimator estimator(scenario, fixture().registry);
   const int64_t seq_len = scenario.seq_len;
-  estimator.evaluate_at(1, seq_len);
+  for (int64_t warm = 1; warm <= 8; ++warm) estimator.evaluate_at(warm, seq_len);  // buffers sized for 8
   int64_t micro_batch = 0;
-  for (auto _ : state) {
-    micro_batch = micro_batch % 8 + 1;
-    benchmark::DoNotOptimize(estimator.evaluate_at(micro_batch, seq_len).peak);
+  {
+    const AllocationsPerIteration allocations(state);
+    for (auto _ : state) {
+      micro_batch = micro_batch % 8 + 1;
+      benchmark::DoNotOptimize(estimator.evaluate_at(micro_batch, seq_len).peak);
+    }
   }
   state.SetItemsProcessed(state.iterations());
   state.SetLabel(kExamples[state.range(0)]);
