@@ -98,9 +98,11 @@ TEST(MegatronProfile, GradientBufferLivesFromStartUp) {
   Evaluation e = evaluate("name = \"m\"\nmode = \"train\"\n[framework]\nuse = \"megatron-lm\"\n[model]\n"
                           "preset = \"gpt2-xl\"\nvocab = 50304\n[batch]\nseq_len = 1024\n[precision]\n"
                           "use = \"mixed-bf16\"\n[optimizer]\nuse = \"adam\"\n[activations]\nuse = \"megatron\"\n");
-  for (const PlanItem& item : e.estimator().plan().items)
-    if (item.role == MEMPLAN_ROLE_GRADIENTS && !item.name_view().ends_with(".grad"))
+  for (const PlanItem& item : e.estimator().plan().items) {
+    if (item.role == MEMPLAN_ROLE_GRADIENTS && !item.name_view().ends_with(".grad")) {
       EXPECT_EQ(item.lifetime, MEMPLAN_LIFETIME_PERSISTENT);
+    }
+  }
   // 18 bytes per parameter at init: bf16 weights, fp32 gradients, master weights and two Adam moments.
   EXPECT_EQ(e.breakdown().quantities[kAllocated].timeline[kInit], 18ull * 1'557'686'400 + 32 * 1024 * 1024);
   // The embeddings' dense bf16 gradients before the hook adds them to the buffer (backward only):
