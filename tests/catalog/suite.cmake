@@ -4,4 +4,5 @@
 memplan_add_test(test_catalog
   catalog/preset_totals_test.cpp
   catalog/model_keys_test.cpp
-  catalog/hf_config_test.cpp)
+  catalog/hf_config_test.cpp
+  catalog/gpu_catalog_test.cpp)

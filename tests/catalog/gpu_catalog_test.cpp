@@ -1,0 +1,49 @@
+// The GPU catalog (core/data/gpus.toml, issue 12 item 4): every entry names
+// its source, and memory is the vendor's nominal capacity taken as GiB
+// (memory_gib x 2^30 bytes, docs/scenario-reference.md "GPU catalog").
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "memplan/core/catalog.hpp"
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+TEST(GpuCatalog, EveryEntryHasALabelASourceAndMemory) {
+  EXPECT_GE(catalog().gpus().size(), 19u);
+  for (const GpuEntry& gpu : catalog().gpus()) {
+    EXPECT_FALSE(gpu.label.empty()) << gpu.name;
+    EXPECT_FALSE(gpu.source.empty()) << gpu.name;
+    EXPECT_GT(gpu.memory_bytes, 0u) << gpu.name;
+  }
+}
+
+// Capacities as the datasheets give them (source lines in gpus.toml):
+// DGX B200 1,440 GB / 8 GPUs = 180; GB200 NVL72 13.4 TB / 72 = 186 (372 GB per
+// two-GPU superchip); H20 96 GB HBM3; L4, A10G, RTX 3090 24 GB; T4 16 GB;
+// RTX 5090 32 GB GDDR7; MI300X 192 GB HBM3; MI325X 256 GB HBM3E.
+TEST(GpuCatalog, NewerAndInferenceGpus) {
+  const std::pair<const char*, uint64_t> expected[] = {
+      {"b200-180gb", 180}, {"gb200-186gb", 186}, {"h20-96gb", 96},        {"l4-24gb", 24},
+      {"a10g-24gb", 24},   {"t4-16gb", 16},      {"rtx-3090-24gb", 24},   {"rtx-5090-32gb", 32},
+      {"mi300x-192gb", 192}, {"mi325x-256gb", 256}};
+  for (const auto& [name, gib] : expected) {
+    const GpuEntry* gpu = catalog().find_gpu(name);
+    ASSERT_NE(gpu, nullptr) << name;
+    EXPECT_EQ(gpu->memory_bytes, gib * kGiB) << name;
+  }
+  // NVLink SHARP (NCCL's NVLS): the NVLink Switch systems of Blackwell have it.
+  EXPECT_TRUE(catalog().find_gpu("b200-180gb")->nvlink_sharp);
+  EXPECT_TRUE(catalog().find_gpu("gb200-186gb")->nvlink_sharp);
+  EXPECT_FALSE(catalog().find_gpu("mi300x-192gb")->nvlink_sharp);
+  EXPECT_EQ(catalog().find_gpu("mi300x-192gb")->memory_bytes, 206'158'430'208u);  // 192 x 2^30
+}
+
+}  // namespace
+}  // namespace memplan::testing
