@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
 #include "test_support.hpp"
 
@@ -123,6 +124,56 @@ TEST(Fp8, PerTensorScaleIsNegligibleUnlessGrouped) {
   EXPECT_EQ(weight_item(blocked, "layers.0-31.attn.q"), 553'648'128u);
 }
 
+// Formats with their block layouts (quantized_format.hpp gives the sources).
+// kBlockAligned parameters are a whole number of 256-element blocks, so the
+// bits per parameter are the block's exactly.
+//   fp8-block: 8 bits + one fp32 scale per 128 x 128 block (DeepSeek-V3):
+//     8 + 32/16384 = 8.001953125;
+//   mxfp4 (OCP MX v1.0): 32 E2M1 values + one E8M0 byte: 4 + 8/32 = 4.25;
+//   gptq, awq: 4 bits + fp16 scale + packed 4-bit zero per 128: 4 + 20/128 = 4.15625.
+TEST(BlockScaledFormats, Fp8BlockMxfp4GptqAwq) {
+  EXPECT_DOUBLE_EQ(bits_per_parameter("format = \"fp8-block\"\n", kBlockAligned), 8.001953125);
+  EXPECT_DOUBLE_EQ(bits_per_parameter("format = \"mxfp4\"\n", kBlockAligned), 4.25);
+  EXPECT_DOUBLE_EQ(bits_per_parameter("format = \"gptq\"\n", kBlockAligned), 4.15625);
+  EXPECT_DOUBLE_EQ(bits_per_parameter("format = \"awq\"\n", kBlockAligned), 4.15625);
+  // A symmetric GPTQ checkpoint written without qzeros: 4 + 16/128 = 4.125.
+  EXPECT_DOUBLE_EQ(bits_per_parameter("format = \"gptq\"\nzero_point = false\n", kBlockAligned), 4.125);
+}
+
+// llama.cpp's GGUF types: 8 x sizeof(block_<type>) / elements per block, from
+// the structs of ggml/src/ggml-common.h (each with its static_assert):
+TEST(GgufBlocks, BitsPerWeightFromTheBlockStructs) {
+  const std::pair<const char*, double> expected[] = {
+      {"q4_0", 8.0 * (2 + 16) / 32},             // fp16 d, 16 bytes of nibbles: 4.5
+      {"q4_1", 8.0 * (2 + 2 + 16) / 32},         // d and m: 5.0
+      {"q5_0", 8.0 * (2 + 4 + 16) / 32},         // d, qh[4], qs[16]: 5.5
+      {"q5_1", 8.0 * (2 + 2 + 4 + 16) / 32},     // 6.0
+      {"q8_0", 8.0 * (2 + 32) / 32},             // 8.5
+      {"q2_k", 8.0 * (16 + 64 + 2 + 2) / 256},   // scales[16], qs[64], d, dmin: 2.625
+      {"q3_k", 8.0 * (32 + 64 + 12 + 2) / 256},  // hmask[32], qs[64], scales[12], d: 3.4375
+      {"q4_k", 8.0 * (2 + 2 + 12 + 128) / 256},  // d, dmin, scales[12], qs[128]: 4.5
+      {"q5_k", 8.0 * (2 + 2 + 12 + 32 + 128) / 256},  // + qh[32]: 5.5
+      {"q6_k", 8.0 * (128 + 64 + 16 + 2) / 256},      // ql, qh, scales, d: 6.5625
+      {"iq1_s", 8.0 * (2 + 32 + 16) / 256},           // d, qs[32], qh[8] uint16: 1.5625
+      {"iq1_m", 8.0 * (32 + 16 + 8) / 256},           // qs, qh, scales; no d: 1.75
+      {"iq2_xxs", 8.0 * (2 + 64) / 256},              // d, qs[32] uint16: 2.0625
+      {"iq2_xs", 8.0 * (2 + 64 + 8) / 256},           // + scales[8]: 2.3125
+      {"iq2_s", 8.0 * (2 + 64 + 8 + 8) / 256},        // d, qs[64], qh[8], scales[8]: 2.5625
+      {"iq3_xxs", 8.0 * (2 + 96) / 256},              // d, qs[96]: 3.0625
+      {"iq3_s", 8.0 * (2 + 64 + 8 + 32 + 4) / 256},   // d, qs, qh, signs, scales: 3.4375
+      {"iq4_xs", 8.0 * (2 + 2 + 4 + 128) / 256},      // d, scales_h, scales_l[4], qs[128]: 4.25
+      {"iq4_nl", 8.0 * (2 + 16) / 32},                // 4.5
+  };
+  for (const auto& [format, bits] : expected)
+    EXPECT_DOUBLE_EQ(bits_per_parameter("format = \"" + std::string(format) + "\"\n", kBlockAligned), bits)
+        << format;
+  // The report's figure: Q4_K's 4.5 bits.
+  Evaluation q4k = evaluate_paper(scenario(kLlama2_7b, "format = \"q4_k\"\n"));
+  EXPECT_EQ(detail(q4k, "quantized_bits_per_weight"), "4.5");
+  // layers.0-31.attn.q: 32 x 4096 x 4096 weights x 144/256 bytes = 301,989,888.
+  EXPECT_EQ(weight_item(q4k, "layers.0-31.attn.q"), 301'989'888u);
+}
+
 // Embeddings, LM head and norms keep the `unquantized` dtype (bf16 by
 // default): 32000 x 4096 x 2 = 262,144,000 bytes each for the embedding and
 // the LM head; norms 32 x 2 x 4096 x 2 = 524,288; final norm 8,192.
@@ -199,13 +250,16 @@ TEST(QuantizedErrors, TrainingNeedsTheQuantizedWeightsFrozen) {
             "mixed-bf16" + library());
 }
 
+const std::string kFormatNames =
+    "int8, int4, nf4, fp8, fp8-block, mxfp4, gptq, awq, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k, iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq4_xs, iq4_nl";
+
 TEST(QuantizedErrors, FormatIsRequiredAndChecked) {
   EXPECT_EQ(error_of(scenario(kLlama2_7b, ""), "q.toml"),
-            "q.toml:6:7: error: in [precision], precision plugin 'quantized': needs format = \"int8\", \"int4\", "
-            "\"nf4\" or \"fp8\" (the quantized weight format)" + library());
+            "q.toml:6:7: error: in [precision], precision plugin 'quantized': needs format = \"...\" (the quantized "
+            "weight format: " + kFormatNames + ")" + library());
   EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"int3\"\n"), "q.toml"),
             "q.toml:7:10: error: in [precision], precision plugin 'quantized', option 'format': is \"int3\", not a "
-            "quantized format; use int8, int4, nf4 or fp8" + library());
+            "quantized format; use one of " + kFormatNames + library());
 }
 
 TEST(QuantizedErrors, OptionsThatDoNotApplyToTheFormat) {
@@ -241,6 +295,15 @@ TEST(QuantizedErrors, BadValues) {
             "q.toml:7:10: error: in [precision], precision plugin 'quantized', option 'format': \"int8\" keeps one "
             "scale per row of model.hidden elements (LLM.int8()), but the model is known only by its parameter "
             "count; set group_size" + library());
+}
+
+TEST(GgufBlocks, TheBlockFixesGroupScaleAndZeroPoint) {
+  EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"q4_k\"\ngroup_size = 32\n"), "q.toml"),
+            "q.toml:8:14: error: in [precision], precision plugin 'quantized', option 'group_size': is fixed by the "
+            "q4_k block (144 bytes per 256 weights, llama.cpp's block_q4_k); remove it" + library());
+  EXPECT_NE(error_of(scenario(kLlama2_7b, "format = \"q8_0\"\nzero_point = true\n"), "q.toml")
+                .find("option 'zero_point': is fixed by the q8_0 block (34 bytes per 32 weights"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -29,6 +29,7 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "quantized_format.hpp"
 
@@ -39,7 +40,10 @@ namespace q = memplan::plugins::quantized;
 using sdk::ParamClass;
 
 constexpr std::array<memplan_option_spec, 12> kOptions{{
-    {"format", MEMPLAN_OPTION_STRING, "quantized weight format: \"int8\", \"int4\", \"nf4\" or \"fp8\"", "required"},
+    {"format", MEMPLAN_OPTION_STRING,
+     "quantized weight format: int8, int4, nf4, fp8, fp8-block (DeepSeek-V3), mxfp4, gptq, awq, or a llama.cpp GGUF "
+     "type (q4_0, q4_1, q5_0, q5_1, q8_0, q2_k .. q6_k, iq1_s .. iq4_xs, iq4_nl)",
+     "required"},
     {"group_size", MEMPLAN_OPTION_INT, "elements that share one scale",
      "int4 128 (GPTQ, AWQ), nf4 64 (QLoRA), int8 one row = model.hidden (LLM.int8()), fp8 per tensor (not counted)"},
     {"scale_dtype", MEMPLAN_OPTION_STRING, "dtype of each group's scale: fp32, fp16, bf16 or fp8",
@@ -104,8 +108,8 @@ bool is_quantized_class(ParamClass param_class) {
 class QuantizedPrecision {
  public:
   static constexpr sdk::PluginInfo info{
-      "quantized", "1.1.2",
-      "Quantized weights (int8, int4, nf4, fp8) with their block scales; frozen in training (QLoRA)",
+      "quantized", "1.2.0",
+      "Quantized weights (int8, int4, nf4, fp8, fp8-block, mxfp4, gptq, awq, GGUF types) with their block scales; frozen in training (QLoRA)",
       sdk::Kind::precision, sdk::Phase::precision};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
@@ -120,13 +124,28 @@ class QuantizedPrecision {
         bits_per_weight_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "quantized_bits_per_weight")),
         note_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "quantized_note")) {
     const std::optional<std::string> name = options.string("format");
-    if (!name) options.fail("needs format = \"int8\", \"int4\", \"nf4\" or \"fp8\" (the quantized weight format)");
+    if (!name) options.fail("needs format = \"...\" (the quantized weight format: " + q::format_names() + ")");
     const q::Format* format = q::find_format(*name);
     if (format == nullptr)
-      options.fail("format", "is \"" + *name + "\", not a quantized format; use int8, int4, nf4 or fp8");
+      options.fail("format", "is \"" + *name + "\", not a quantized format; use one of " + q::format_names());
 
     q::Layout layout;
     layout.bits = format->bits;
+    if (format->grouping == q::Grouping::block) {
+      // A GGUF block fixes its group, scales and zero points: nothing to choose.
+      const std::pair<const char*, bool> fixed_keys[] = {{"group_size", options.integer("group_size").has_value()},
+                                                         {"scale_dtype", options.string("scale_dtype").has_value()},
+                                                         {"zero_point", options.boolean("zero_point").has_value()},
+                                                         {"double_quant", options.boolean("double_quant").has_value()}};
+      for (const auto& [fixed, given] : fixed_keys)
+        if (given)
+          options.fail(fixed, "is fixed by the " + std::string(format->name) + " block (" +
+                                  std::to_string(format->block_bytes) + " bytes per " +
+                                  std::to_string(format->default_group) + " weights, llama.cpp's block_" +
+                                  std::string(format->name) + "); remove it");
+      layout.group = static_cast<double>(format->default_group);
+      layout.block_bytes = static_cast<double>(format->block_bytes);
+    }
     layout.double_quant = options.boolean("double_quant").value_or(false);
     if (layout.double_quant && format->name != "nf4")
       options.fail("double_quant", "applies to nf4 only (QLoRA's double quantization of the absmax constants); "
@@ -137,6 +156,8 @@ class QuantizedPrecision {
     const memplan_model& model = options.model();
     if (group) {
       layout.group = static_cast<double>(*group);
+    } else if (format->grouping == q::Grouping::block) {
+      // set above
     } else if (format->grouping == q::Grouping::fixed) {
       layout.group = static_cast<double>(format->default_group);
     } else if (format->grouping == q::Grouping::row) {
@@ -158,9 +179,10 @@ class QuantizedPrecision {
       for (std::string_view allowed : kScaleDtypes) known = known || allowed == *scale;
       if (!known) options.fail("scale_dtype", "is \"" + *scale + "\"; use fp32, fp16, bf16 or fp8");
     }
-    layout.scale_bytes = *sdk::dtype_bytes(scale.value_or(std::string(format->default_scale)));
+    if (format->grouping != q::Grouping::block)
+      layout.scale_bytes = *sdk::dtype_bytes(scale.value_or(std::string(format->default_scale)));
 
-    if (options.boolean("zero_point").value_or(false)) {
+    if (options.boolean("zero_point").value_or(format->zero_point_default)) {
       if (!format->has_zero_point)
         options.fail("zero_point", std::string(format->name == "nf4"
                                                    ? "nf4 is symmetric: QLoRA scales each block by its absmax"
