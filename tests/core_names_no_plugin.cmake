@@ -6,7 +6,8 @@
 # ordinary English word the core uses in its own sense ("zero", "offload"):
 # such a name is matched only when quoted ("zero" or 'zero'), as a scenario
 # value would be. "none" (a plugin, and the core's word for absence) is not
-# matched at all.
+# matched at all. Task files (plugins/tasks/<name>/) count as plugins: the
+# core names no task either.
 file(GLOB plugin_folders LIST_DIRECTORIES true ${PLUGINS_DIR}/*/*)
 set(words "")
 foreach(folder ${plugin_folders})
@@ -21,7 +22,7 @@ if(plugin_count LESS 30)
 endif()
 # Other spellings of plugins and of their option values.
 list(APPEND words zero-3 zero3)
-set(english zero offload freeze allocator inference ratio paper quantized lion recompute)
+set(english zero offload freeze allocator inference ratio paper quantized lion recompute serve)
 set(ignored none)
 set(quoted selective full)
 foreach(name ${english})

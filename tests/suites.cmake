@@ -14,7 +14,8 @@ memplan_add_test(test_core
   core/input_safety_test.cpp
   core/incremental_test.cpp
   core/reconfigure_test.cpp)
-memplan_add_test(test_cli cli/cli_test.cpp)
+memplan_add_test(test_cli cli/cli_test.cpp cli/estimate_test.cpp)
+target_link_libraries(test_cli PRIVATE nlohmann_json::nlohmann_json)
 # Its own executable: it replaces the global operator new to count allocations.
 memplan_add_test(test_no_allocation core/no_allocation_test.cpp support/allocation_counter.cpp)
 

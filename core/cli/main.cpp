@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "catalog_commands.hpp"
+#include "estimate_command.hpp"
+#include "scenario_report.hpp"
 #include "terminal_output.hpp"
 #include "memplan/bundle/bundle.hpp"
 #include "memplan/core/catalog.hpp"
@@ -36,6 +38,9 @@ constexpr const char* kUsage =
     "                                                estimate the per-GPU memory of scenarios (- reads one\n"
     "                                                from standard input); --set changes a key first; --check\n"
     "                                                exits with status 3 when a job does not fit\n"
+    "  estimate MODEL [--task NAME] [--gpu NAME] [--gpus N] [--micro-batch N] ...\n"
+    "                                                the same report for a model preset or config.json, no\n"
+    "                                                scenario file (memplan estimate --help: tasks, options)\n"
     "  plugins [NAME]                                list every plugin found: kind, name, version, library,\n"
     "                                                and every framework profile; NAME: one plugin's options\n"
     "  presets                                       the model presets ([model] preset)\n"
@@ -181,26 +186,18 @@ int run_command(const std::vector<std::string>& args) {
   bool every_job_fits = true;
   for (size_t i = 0; i < scenarios.size(); ++i) {
     const memplan::Scenario& scenario = scenarios[i];
-    memplan::PluginRegistry registry;
-    memplan::PluginLoadOptions load_options;
-    load_options.installed = memplan::bundle::installed_bundles_source(vm.count("allow-unsigned") > 0);
-    load_options.index_dir = memplan::plugin_index_dir_from_environment();
-    memplan::load_plugins(registry, layout, &scenario, load_options);
-    print_warnings(registry);
-    memplan::Estimator estimator(scenario, registry);
-    const memplan::ScenarioLimits limits = memplan::evaluate_with_limits(estimator);
+    const memplan::cli::ScenarioReport report =
+        memplan::cli::report_scenario(scenario, layout, *format, vm.count("allow-unsigned") > 0);
     const bool several = scenarios.size() > 1;
     if (several && *format == memplan::ReportFormat::json) std::cout << (i == 0 ? "[\n" : ",\n");
     if (i > 0 && (*format == memplan::ReportFormat::table || *format == memplan::ReportFormat::markdown))
       std::cout << "\n";
-    std::ostringstream report;
-    memplan::write_report(report, estimator, limits, *format);
-    std::string text = report.str();
+    std::string text = report.text;
     // One header for all the rows; JSON objects joined into the array without their final newline.
     if (i > 0 && *format == memplan::ReportFormat::csv) text.erase(0, text.find('\n') + 1);
     if (several && *format == memplan::ReportFormat::json && !text.empty() && text.back() == '\n') text.pop_back();
     std::cout << text;
-    if (check && !estimator.fits()) {
+    if (check && !report.fits) {
       every_job_fits = false;
       std::cout.flush();
       print_line(std::cerr, "memplan: " + scenario.name + " does not fit (--check): exit status 3");
@@ -655,6 +652,7 @@ int main(int argc, char** argv) {
     args.erase(args.begin());
     if (command == "run") return run_command(args);
     if (command == "plugins") return plugins_command(args);
+    if (command == "estimate") return memplan::cli::estimate_command(args);
     if (command == "presets") return memplan::cli::presets_command(args);
     if (command == "gpus") return memplan::cli::gpus_command(args);
     if (command == "validate") return validate_command(args);
