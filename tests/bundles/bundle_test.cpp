@@ -387,6 +387,21 @@ TEST_F(Bundles, KeygenNeverOverwritesAKey) {
   EXPECT_EQ(read_bytes(key_file("acme")), before);
 }
 
+// Issue 13: `keygen --out keys/acme.pem` and `create out/acme` in a fresh
+// folder work as docs/bundles.md writes them: the missing folders are made
+// (`mkdir -p`), and those that hold the private key are the owner's alone.
+TEST_F(Bundles, KeygenAndCreateMakeTheirFolders) {
+  const std::string key = at("new/keys/acme.pem");
+  ok("bundle keygen --out " + key);
+  EXPECT_TRUE(fs::is_regular_file(key));
+  EXPECT_TRUE(fs::is_regular_file(at("new/keys/acme.pub.pem")));
+  for (const char* folder : {"new", "new/keys"})
+    EXPECT_EQ(fs::status(at(folder)).permissions() & fs::perms::all, fs::perms::owner_all) << folder;
+  EXPECT_EQ(fs::status(key).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
+  create("releases/2026/acme", "acme", "1.0.0", "Acme Corp", {BUNDLE_ALPHA_LIBRARY});
+  EXPECT_TRUE(fs::is_regular_file(at("releases/2026/acme/bundle.toml")));
+}
+
 // ---------------------------------------------------------------------------
 // A changed byte, in a library or in the manifest, at verify, install and load.
 

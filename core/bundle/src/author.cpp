@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <set>
 #include <system_error>
+#include <vector>
 #include <unistd.h>
 
 #include "crypto.hpp"
@@ -51,6 +52,18 @@ KeygenResult generate_key(const fs::path& private_key) {
     if (fs::exists(fs::symlink_status(file, error)))
       refuse(display(file) + " already exists; keygen never overwrites a key. Choose another --out, or remove the "
              "old key if you are sure nothing needs it");
+  // A missing folder is made, as `mkdir -p` would (`--out keys/acme.pem` in a
+  // fresh checkout); folders made here are the owner's alone, since they hold
+  // a private key.
+  const fs::path folder = fs::absolute(private_key, error).parent_path();
+  if (!fs::is_directory(folder, error)) {
+    std::vector<fs::path> made;
+    for (fs::path missing = folder; !missing.empty() && !fs::exists(missing, error); missing = missing.parent_path())
+      made.push_back(missing);
+    fs::create_directories(folder, error);
+    if (error) refuse("cannot create the folder " + display(folder) + " for the key: " + error.message());
+    for (const fs::path& created : made) fs::permissions(created, fs::perms::owner_all, error);
+  }
   std::string why;
   auto pair = crypto::generate_ed25519(why);
   if (!pair) refuse(why);
@@ -74,8 +87,13 @@ Manifest create_bundle(const CreateRequest& request) {
   if (fs::exists(fs::symlink_status(target, error)))
     refuse(display(target) + " already exists; `memplan bundle create` makes a new folder. Choose another path or "
            "remove the old one");
-  if (!fs::is_directory(target.parent_path(), error))
-    refuse("the folder " + display(target.parent_path()) + " that would hold the bundle does not exist; create it first");
+  // The folders above the bundle are made as `mkdir -p` would (`out/acme` in a fresh checkout).
+  if (!fs::is_directory(target.parent_path(), error)) {
+    fs::create_directories(target.parent_path(), error);
+    if (error)
+      refuse("cannot create the folder " + display(target.parent_path()) + " that would hold the bundle: " +
+             error.message());
+  }
 
   Manifest manifest;
   manifest.name = request.name;
