@@ -218,6 +218,137 @@ std::string fixture_text(const std::string& folder) {
   return text.str();
 }
 
+// Issue 12: today's families, read from real config.json files
+// (tests/catalog/fixtures/README.md gives each source), each against its
+// published parameter total or a hand count from the config written here.
+ModelSpec fixture_model(const char* folder) {
+  return evaluate(replaced(std::string(kInfer), "MODEL", "hf_config = \"" + std::string(folder) + "/config.json\""),
+                  fixtures() + "/scenario.toml")
+      .estimator()
+      .scenario()
+      .model;
+}
+
+double fixture_total(const char* folder) {
+  return evaluate(replaced(std::string(kTrain), "MODEL", "hf_config = \"" + std::string(folder) + "/config.json\""),
+                  fixtures() + "/scenario.toml")
+      .breakdown()
+      .params_total;
+}
+
+TEST(HfConfig, Qwen3) {
+  // Qwen/Qwen3-4B: h 2560, 36 layers, 32 q heads and 8 kv heads of 128, MLP
+  // 9728, vocabulary 151,936, tied. Per layer: q 2560 x 4096 = 10,485,760,
+  // k and v 2560 x 1024 = 2,621,440 each, o 10,485,760, q_norm + k_norm
+  // 2 x 128 = 256, MLP 3 x 2560 x 9728 = 74,711,040, norms 2 x 2560 = 5,120:
+  // 100,930,816; x 36 = 3,633,509,376; + embedding 151,936 x 2560 =
+  // 388,956,160 + final norm 2,560 = 4,022,468,096 (the model card: 4.0B).
+  EXPECT_EQ(fixture_total("qwen3-4b"), 4'022'468'096.0);
+  const ModelSpec qwen3 = fixture_model("qwen3-4b");
+  EXPECT_EQ(qwen3.qk_norm, QkNorm::head);
+  EXPECT_EQ(qwen3.head_dim, 128);
+  EXPECT_FALSE(qwen3.qkv_bias);
+  EXPECT_TRUE(qwen3.tied_embeddings);
+  EXPECT_EQ(qwen3.max_context, 40960);
+}
+
+TEST(HfConfig, Qwen3Moe) {
+  // Qwen/Qwen3-30B-A3B: h 2048, 48 layers, 32 q heads and 4 kv heads of 128,
+  // 128 experts of 768 (top 8), vocabulary 151,936, untied. Per layer: q
+  // 2048 x 4096 = 8,388,608, k and v 2048 x 512 = 1,048,576 each, o
+  // 8,388,608, q/k norms 256, router 2048 x 128 = 262,144, experts 128 x 3 x
+  // 2048 x 768 = 603,979,776, norms 4,096: 623,120,640; x 48 =
+  // 29,909,790,720; + embedding and head 2 x 151,936 x 2048 = 622,329,856 +
+  // final norm 2,048 = 30,532,122,624 (the model card: 30.5B).
+  EXPECT_EQ(fixture_total("qwen3-30b-a3b"), 30'532'122'624.0);
+  const ModelSpec moe = fixture_model("qwen3-30b-a3b");
+  EXPECT_EQ(moe.experts, 128);
+  EXPECT_EQ(moe.experts_top_k, 8);
+  EXPECT_EQ(moe.expert_ffn_hidden, 768);  // moe_intermediate_size, not intermediate_size (6144)
+  EXPECT_EQ(moe.ffn_hidden, 0);
+  EXPECT_EQ(moe.shared_expert_ffn_hidden, 0);
+  EXPECT_EQ(moe.qk_norm, QkNorm::head);
+}
+
+TEST(HfConfig, Qwen2MoeSharedExpert) {
+  // Qwen/Qwen1.5-MoE-A2.7B: h 2048, 24 layers, 16 heads of 128, 60 experts of
+  // 1408 (top 4), a shared expert of 5632 with a sigmoid gate, vocabulary
+  // 151,936, untied. Per layer: q, k, v, o 4 x 2048^2 = 16,777,216 + q, k, v
+  // biases 3 x 2048 = 6,144, router 2048 x 60 = 122,880, experts 60 x 3 x
+  // 2048 x 1408 = 519,045,120, shared expert 3 x 2048 x 5632 = 34,603,008,
+  // its gate 2,048, norms 4,096: 570,560,512; x 24 = 13,693,452,288; +
+  // embedding and head 2 x 151,936 x 2048 = 622,329,856 + final norm 2,048 =
+  // 14,315,784,192 (the model card: 14.3B in total, 2.7B activated).
+  EXPECT_EQ(fixture_total("qwen1.5-moe-a2.7b"), 14'315'784'192.0);
+  const ModelSpec moe = fixture_model("qwen1.5-moe-a2.7b");
+  EXPECT_EQ(moe.experts, 60);
+  EXPECT_EQ(moe.experts_top_k, 4);
+  EXPECT_EQ(moe.expert_ffn_hidden, 1408);
+  EXPECT_EQ(moe.shared_expert_ffn_hidden, 5632);
+  EXPECT_TRUE(moe.shared_expert_gate);
+  EXPECT_TRUE(moe.qkv_bias);
+  EXPECT_FALSE(moe.output_bias);
+}
+
+TEST(HfConfig, Phi3FusedProjections) {
+  // microsoft/Phi-3-mini-4k-instruct: qkv_proj (3072 -> 3 x 3072) and
+  // gate_up_proj (3072 -> 2 x 8192) hold the weights of separate q, k, v and
+  // gate, up projections. Per layer: attention 4 x 3072^2 = 37,748,736, MLP
+  // 3 x 3072 x 8192 = 75,497,472, norms 6,144: 113,252,352; x 32 =
+  // 3,624,075,264; + embedding and head 2 x 32,064 x 3072 = 197,001,216 +
+  // final norm 3,072 = 3,821,079,552 (the count keras-hub publishes for it).
+  EXPECT_EQ(fixture_total("phi-3-mini-4k"), 3'821'079'552.0);
+  const ModelSpec phi = fixture_model("phi-3-mini-4k");
+  EXPECT_EQ(phi.sliding_window, 2047);
+  EXPECT_FALSE(phi.tied_embeddings);
+}
+
+TEST(HfConfig, Gemma3MultimodalReadsTextConfig) {
+  // google/gemma-3-12b-it's text_config (the vision tower is not counted):
+  // h 3840, 48 layers, 16 q heads and 8 kv heads of 256, MLP 15360,
+  // vocabulary 262,208, tied. Per layer: q 3840 x 4096 = 15,728,640, k and v
+  // 3840 x 2048 = 7,864,320 each, o 15,728,640, q/k norms 2 x 256 = 512, MLP
+  // 3 x 3840 x 15360 = 176,947,200, 4 norms 4 x 3840 = 15,360: 224,148,992;
+  // x 48 = 10,759,151,616; + embedding 262,208 x 3840 = 1,006,878,720 + final
+  // norm 3,840 = 11,766,034,176 (hand count; the published 12.2B adds the
+  // SigLIP vision tower and the projector).
+  const std::string scenario = fixtures() + "/scenario.toml";
+  const Evaluation gemma =
+      evaluate(replaced(std::string(kTrain), "MODEL", "hf_config = \"gemma-3-12b/config.json\""), scenario);
+  EXPECT_EQ(gemma.breakdown().params_total, 11'766'034'176.0);
+  const ModelSpec model = gemma.estimator().scenario().model;
+  EXPECT_EQ(model.layer_norms, 4);
+  EXPECT_EQ(model.qk_norm, QkNorm::head);
+  EXPECT_TRUE(model.tied_embeddings);
+  EXPECT_EQ(model.sliding_window, 1024);
+  EXPECT_EQ(model.global_attention_every, 6);
+  // The report warns that the vision tower is left out.
+  const auto& warnings = gemma.estimator().scenario().warnings;
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("vision tower"), std::string::npos) << warnings[0];
+  // The text model alone (model_type gemma3_text) is the same model, without the warning.
+  std::string text = fixture_text("gemma-3-12b");
+  const size_t open = text.find("\"text_config\": {") + std::string("\"text_config\": ").size();
+  const size_t close = text.find('}', text.find("\"vocab_size\"", open));
+  const ConfigFile alone(text.substr(open, close - open + 1));
+  const Evaluation text_only = alone.evaluation();
+  EXPECT_EQ(text_only.breakdown().params_total, 11'766'034'176.0);
+  EXPECT_TRUE(text_only.estimator().scenario().warnings.empty());
+}
+
+TEST(HfConfig, MoeWithDenseLayersIsAnError) {
+  const std::string moe = fixture_text("qwen3-30b-a3b");
+  EXPECT_NE(ConfigFile(replaced(moe, "\"mlp_only_layers\": []", "\"mlp_only_layers\": [0]")).error().find(
+                "\"mlp_only_layers\" lists 1 dense layers"),
+            std::string::npos);
+  EXPECT_NE(ConfigFile(replaced(moe, "\"decoder_sparse_step\": 1", "\"decoder_sparse_step\": 2")).error().find(
+                "\"decoder_sparse_step\" is 2"),
+            std::string::npos);
+  EXPECT_NE(ConfigFile(replaced(fixture_text("gemma-3-12b"), "\"text_config\"", "\"text_configs\"")).error().find(
+                "\"text_config\" is missing"),
+            std::string::npos);
+}
+
 std::string llama2(std::string_view from, std::string_view to) {
   return replaced(fixture_text("llama-2-7b"), from, to);
 }
@@ -291,8 +422,9 @@ TEST(HfConfig, UnsupportedModelType) {
   EXPECT_EQ(error_of(replaced(std::string(kInfer), "MODEL", "hf_config = \"opt-13b/config.json\""),
                      fixtures() + "/s.toml"),
             path +
-                ": error: Hugging Face config: model_type \"opt\" is not supported; memplan reads \"bert\", \"gpt2\", "
-                "\"llama\", \"mistral\", \"mixtral\" and \"qwen2\" configs. For another model, remove 'hf_config' "
+                ": error: Hugging Face config: model_type \"opt\" is not supported; memplan reads \"bert\", \"gemma3\", "
+                "\"gemma3_text\", \"gpt2\", \"llama\", \"mistral\", \"mixtral\", \"phi3\", \"qwen2\", "
+                "\"qwen2_moe\", \"qwen3\" and \"qwen3_moe\" configs. For another model, remove 'hf_config' "
                 "and describe the architecture with [model] keys (layers, hidden, heads, ...)");
 }
 

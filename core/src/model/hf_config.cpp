@@ -17,7 +17,9 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::string_view, 6> kModelTypes = {"bert", "gpt2", "llama", "mistral", "mixtral", "qwen2"};
+constexpr std::array<std::string_view, 12> kModelTypes = {"bert",  "gemma3", "gemma3_text", "gpt2",
+                                                          "llama", "mistral", "mixtral", "phi3",
+                                                          "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"};
 
 // "the string \"4096\"", "null", ... for messages.
 std::string describe(const json& value) {
@@ -93,6 +95,21 @@ class ConfigReader {
     return value->get<bool>();
   }
 
+  // A JSON array, or absent; its length.
+  std::optional<size_t> array_size(std::string_view key) const {
+    const json* value = find(key);
+    if (value == nullptr) return std::nullopt;
+    if (!value->is_array()) mistyped(key, "an array", *value);
+    return value->size();
+  }
+
+  // A nested object (a multimodal config's text_config), or absent.
+  const json* object(std::string_view key) const {
+    const json* value = find(key);
+    if (value != nullptr && !value->is_object()) mistyped(key, "an object", *value);
+    return value;
+  }
+
   std::optional<std::string> string(std::string_view key) const {
     const json* value = find(key);
     if (value == nullptr) return std::nullopt;
@@ -154,8 +171,39 @@ class ConfigReader {
                      " (beyond the range of a double); correct the number, even in a field memplan does not read");
 }
 
+// Qwen2's (and Qwen2-MoE's, Qwen3's, Qwen3-MoE's) sliding window:
+// transformers windows the layers from max_window_layers on (default 28).
+void read_qwen_window(const ConfigReader& config, ModelSpec& spec) {
+  if (!config.boolean("use_sliding_window").value_or(false)) return;
+  const int64_t window = config.required("sliding_window", "the attention window in tokens");
+  const int64_t from = config.integer("max_window_layers", 0).value_or(28);
+  if (from == 0)
+    spec.sliding_window = window;
+  else if (from < spec.layers)
+    config.fail("\"use_sliding_window\" is true with \"max_window_layers\" " + std::to_string(from) + " of " +
+                std::to_string(spec.layers) +
+                " layers: only the layers from there on are windowed, which memplan cannot model (it windows "
+                "every layer, or all but every Nth); set \"max_window_layers\" to 0 to window every layer, or "
+                "\"use_sliding_window\" to false to count every layer as global");
+}
+
+// Qwen MoE configs can keep some layers dense (decoder_sparse_step > 1, or
+// mlp_only_layers); memplan's layers are all alike, so that is an error.
+void require_all_sparse(const ConfigReader& config) {
+  if (const auto step = config.positive("decoder_sparse_step"); step && *step != 1)
+    config.fail("\"decoder_sparse_step\" is " + std::to_string(*step) +
+                ": only every Nth layer is a MoE layer, which memplan cannot model (its layers are all alike); "
+                "set it to 1, or describe the model with [model] keys instead of hf_config");
+  if (const auto dense = config.array_size("mlp_only_layers"); dense && *dense > 0)
+    config.fail("\"mlp_only_layers\" lists " + std::to_string(*dense) +
+                " dense layers, which memplan cannot model (its layers are all alike); empty the list, or "
+                "describe the model with [model] keys instead of hf_config");
+}
+
 // Llama and its relatives: pre-norm RMSNorm decoders with a gated (SwiGLU)
-// MLP, rotary positions and grouped-query attention.
+// MLP, rotary positions and grouped-query attention. Qwen3 adds per-head q/k
+// norms, Phi-3 fuses qkv_proj and gate_up_proj (the same weights as separate projections), the MoE types
+// route to experts of their own width (Qwen2-MoE with a shared expert).
 void read_llama_family(const ConfigReader& config, const std::string& type, ModelSpec& spec) {
   spec.layers = config.required("num_hidden_layers", "the number of layers");
   spec.hidden = config.required("hidden_size", "the hidden size");
@@ -163,7 +211,12 @@ void read_llama_family(const ConfigReader& config, const std::string& type, Mode
   spec.kv_heads = config.positive("num_key_value_heads").value_or(spec.heads);
   spec.head_dim = config.positive("head_dim").value_or(0);
   spec.vocab = config.required("vocab_size", "the vocabulary size");
-  const int64_t ffn = config.required("intermediate_size", "the MLP's inner width");
+  const bool moe = type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe";
+  // The MoE Qwens read the expert width from moe_intermediate_size;
+  // intermediate_size is then the width of dense layers, which they lack.
+  const int64_t ffn = type == "qwen2_moe" || type == "qwen3_moe"
+                          ? config.required("moe_intermediate_size", "the MLP's inner width of one expert")
+                          : config.required("intermediate_size", "the MLP's inner width");
   spec.mlp = MlpKind::swiglu;  // gate, up and down projections whatever hidden_act is
   spec.norm = NormKind::rmsnorm;
   config.string("hidden_act");
@@ -174,33 +227,75 @@ void read_llama_family(const ConfigReader& config, const std::string& type, Mode
     const bool attention_bias = config.boolean("attention_bias").value_or(false);
     spec.qkv_bias = spec.output_bias = attention_bias;
     spec.mlp_bias = config.boolean("mlp_bias").value_or(false);
-  } else if (type == "qwen2") {
+  } else if (type == "qwen2" || type == "qwen2_moe") {
     spec.qkv_bias = true;  // Qwen2Attention: q, k and v have biases, o has none
-    if (config.boolean("use_sliding_window").value_or(false)) {
-      // transformers windows the layers from max_window_layers on (default 28).
-      const int64_t window = config.required("sliding_window", "the attention window in tokens");
-      const int64_t from = config.integer("max_window_layers", 0).value_or(28);
-      if (from == 0)
-        spec.sliding_window = window;
-      else if (from < spec.layers)
-        config.fail("\"use_sliding_window\" is true with \"max_window_layers\" " + std::to_string(from) + " of " +
-                    std::to_string(spec.layers) +
-                    " layers: only the layers from there on are windowed, which memplan cannot model (it windows "
-                    "every layer, or all but every Nth); set \"max_window_layers\" to 0 to window every layer, or "
-                    "\"use_sliding_window\" to false to count every layer as global");
-    }
+    read_qwen_window(config, spec);
+  } else if (type == "qwen3" || type == "qwen3_moe") {
+    // Qwen3Attention: q_proj, k_proj and v_proj take attention_bias (o_proj
+    // too), q_norm and k_norm are RMSNorms of head_dim.
+    const bool attention_bias = config.boolean("attention_bias").value_or(false);
+    spec.qkv_bias = spec.output_bias = attention_bias;
+    spec.qk_norm = QkNorm::head;
+    read_qwen_window(config, spec);
   } else if (type == "mistral") {
     // Absent: MistralConfig's default window of 4096 tokens; null: none.
     spec.sliding_window = config.present("sliding_window") ? config.positive("sliding_window").value_or(0) : 4096;
-  } else if (type == "mixtral") {
+  } else if (type == "mixtral" || type == "phi3") {
     spec.sliding_window = config.positive("sliding_window").value_or(0);  // absent or null: none
   }
   if (type == "mixtral") {
     spec.experts = config.required("num_local_experts", "the experts per layer");
+  } else if (type == "qwen2_moe" || type == "qwen3_moe") {
+    spec.experts = config.required("num_experts", "the experts per layer");
+    require_all_sparse(config);
+  }
+  if (moe) {
     spec.experts_top_k = config.required("num_experts_per_tok", "the experts each token is routed to");
     spec.expert_ffn_hidden = ffn;
   } else {
     spec.ffn_hidden = ffn;
+  }
+  if (type == "qwen2_moe") {
+    // Qwen2MoeSparseMoeBlock: shared_expert (gate, up, down of
+    // shared_expert_intermediate_size) and shared_expert_gate (h x 1).
+    spec.shared_expert_ffn_hidden =
+        config.required("shared_expert_intermediate_size", "the shared expert's inner width");
+    spec.shared_expert_gate = true;
+  }
+}
+
+// Gemma 3 (Gemma3ForCausalLM): an RMSNorm decoder with a gated GELU MLP
+// (gate, up and down projections), a head_dim of its own (default 256),
+// per-head q/k norms, 4 norms per layer (input, post-attention, pre- and
+// post-feedforward) and the LM head tied to the token embedding; every
+// sliding_window_pattern-th layer is global, the others windowed.
+// `multimodal` (gemma3's text_config) takes Gemma3TextConfig's defaults for
+// the fields such a text_config may leave out.
+void read_gemma3(const ConfigReader& config, ModelSpec& spec, bool multimodal) {
+  auto sized = [&](std::string_view key, std::string_view meaning, int64_t fallback) {
+    return multimodal ? config.positive(key).value_or(fallback) : config.required(key, meaning);
+  };
+  spec.layers = sized("num_hidden_layers", "the number of layers", 26);
+  spec.hidden = sized("hidden_size", "the hidden size", 2304);
+  spec.heads = sized("num_attention_heads", "the number of attention heads", 8);
+  spec.kv_heads = config.positive("num_key_value_heads").value_or(multimodal ? 4 : spec.heads);
+  spec.head_dim = config.positive("head_dim").value_or(256);
+  spec.vocab = sized("vocab_size", "the vocabulary size", 262208);
+  spec.ffn_hidden = sized("intermediate_size", "the MLP's inner width", 9216);
+  spec.mlp = MlpKind::swiglu;  // Gemma3MLP: gate_proj, up_proj, down_proj (GELU-gated)
+  spec.norm = NormKind::rmsnorm;
+  config.string("hidden_act");
+  config.string("hidden_activation");
+  spec.tied_embeddings = config.boolean("tie_word_embeddings").value_or(true);
+  spec.max_context = config.positive("max_position_embeddings").value_or(multimodal ? 131072 : 0);
+  const bool attention_bias = config.boolean("attention_bias").value_or(false);
+  spec.qkv_bias = spec.output_bias = attention_bias;
+  spec.layer_norms = 4;
+  spec.qk_norm = QkNorm::head;
+  // Gemma3: layer i is global when (i + 1) % sliding_window_pattern == 0 (default 6).
+  if (const auto window = config.positive("sliding_window")) {
+    spec.sliding_window = *window;
+    spec.global_attention_every = config.positive("sliding_window_pattern").value_or(6);
   }
 }
 
@@ -279,8 +374,24 @@ ModelSpec read_hf_config(std::string_view json_text, const std::string& path) {
   std::vector<std::string> names;
   for (std::string_view name : kModelTypes) names.emplace_back("\"" + std::string(name) + "\"");
   ModelSpec spec;
-  if (*type == "llama" || *type == "mistral" || *type == "mixtral" || *type == "qwen2")
+  if (*type == "llama" || *type == "mistral" || *type == "mixtral" || *type == "qwen2" || *type == "qwen2_moe" ||
+      *type == "qwen3" || *type == "qwen3_moe" || *type == "phi3")
     read_llama_family(config, *type, spec);
+  else if (*type == "gemma3_text")
+    read_gemma3(config, spec, false);
+  else if (*type == "gemma3") {
+    // Gemma3ForConditionalGeneration: the language model's config is nested
+    // in text_config; the SigLIP vision tower and the projector are not counted.
+    const json* text = config.object("text_config");
+    if (text == nullptr)
+      config.fail("\"text_config\" is missing (the language model of a multimodal Gemma 3; model_type \"gemma3\" "
+                  "needs it); add it to the file, or give the text model's config (model_type \"gemma3_text\")");
+    ConfigReader text_config(*text, path);
+    text_config.set_model_type("gemma3 text_config");
+    read_gemma3(text_config, spec, true);
+    spec.hf_note = "model_type \"gemma3\" is multimodal: memplan counts its language model (text_config) only; the "
+                   "vision tower and the multimodal projector are not in the estimate";
+  }
   else if (*type == "gpt2")
     read_gpt2(config, spec);
   else if (*type == "bert")

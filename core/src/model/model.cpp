@@ -74,6 +74,14 @@ std::vector<PlanItem> parameter_inventory(const ModelSpec& spec) {
   items.push_back(weight("attn.k", MEMPLAN_CLASS_ATTENTION_KV, 0, layers, h * kv_width + qkv_bias * kv_width));
   items.push_back(weight("attn.v", MEMPLAN_CLASS_ATTENTION_KV, 0, layers, h * kv_width + qkv_bias * kv_width));
   items.push_back(weight("attn.o", MEMPLAN_CLASS_ATTENTION, 0, layers, q_width * h + (spec.output_bias ? h : 0)));
+  // q/k RMSNorms (scale only): Qwen3 and Gemma 3 share one of head_dim across
+  // the heads (q_norm + k_norm = 2 x head_dim); OLMo 2 norms the whole q and k
+  // projections (q_width + kv_width).
+  if (spec.qk_norm == QkNorm::head)
+    items.push_back(weight("attn.qk_norm", MEMPLAN_CLASS_NORM, 0, layers,
+                           2 * static_cast<double>(spec.effective_head_dim())));
+  else if (spec.qk_norm == QkNorm::full)
+    items.push_back(weight("attn.qk_norm", MEMPLAN_CLASS_NORM, 0, layers, q_width + kv_width));
 
   // Gated MLPs (SwiGLU, Shazeer 2020) have gate, up and down projections;
   // plain MLPs (GELU) have up and down.
@@ -83,12 +91,18 @@ std::vector<PlanItem> parameter_inventory(const ModelSpec& spec) {
     const double f = static_cast<double>(spec.expert_ffn_hidden);
     items.push_back(weight("moe.router", MEMPLAN_CLASS_ROUTER, 0, layers, h * experts));
     items.push_back(weight("moe.experts", MEMPLAN_CLASS_EXPERT, 0, layers, experts * projections * h * f));
+    // A shared expert every token passes (Qwen2-MoE): a gated MLP of its own
+    // width, sharded like a dense MLP, and its sigmoid gate (h x 1, no bias).
+    if (spec.shared_expert_ffn_hidden > 0)
+      items.push_back(weight("moe.shared_expert", MEMPLAN_CLASS_MLP, 0, layers,
+                             projections * h * static_cast<double>(spec.shared_expert_ffn_hidden)));
+    if (spec.shared_expert_gate) items.push_back(weight("moe.shared_expert_gate", MEMPLAN_CLASS_ROUTER, 0, layers, h));
   } else {
     const double f = static_cast<double>(spec.ffn_hidden);
     const double bias = spec.mlp_bias ? (projections - 1) * f + h : 0;
     items.push_back(weight("mlp", MEMPLAN_CLASS_MLP, 0, layers, projections * h * f + bias));
   }
-  items.push_back(weight("norms", MEMPLAN_CLASS_NORM, 0, layers, 2 * norm));
+  items.push_back(weight("norms", MEMPLAN_CLASS_NORM, 0, layers, static_cast<double>(spec.layer_norms) * norm));
   if (spec.final_norm) items.push_back(weight("final_norm", MEMPLAN_CLASS_FINAL_NORM, -1, 1, norm));
   // BERT's pooler: dense h x h with a bias, applied to the first token.
   if (spec.pooler) items.push_back(weight("pooler", MEMPLAN_CLASS_OTHER, -1, 1, h * h + h));

@@ -65,6 +65,8 @@ void read_model(const toml::table& root, const std::string& file, const Catalog&
       reader.fail_key("hf_config", "names a file that cannot be read: " + config_path + " (it " + why +
                                        "); paths are relative to the scenario file's folder");
     scenario.model = read_hf_config(*text, config_path);
+    if (!scenario.model.hf_note.empty())
+      scenario.warnings.push_back(reader.value_location("hf_config").str() + ": warning: " + scenario.model.hf_note);
   }
   read_model_keys(reader, *table, scenario.model);
   validate_model(scenario.model, reader);

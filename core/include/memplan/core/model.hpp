@@ -19,6 +19,11 @@ enum class NormKind { rmsnorm, layernorm };
 // norm and a vocabulary projection with a bias), or nothing (an encoder
 // backbone such as transformers' BertModel).
 enum class OutputHead { lm, mlm, none };
+// Norms on the queries and keys before attention: none; one RMSNorm of
+// head_dim shared by every head (Qwen3, Gemma 3: q_norm and k_norm of
+// head_dim each); or one over the whole projection (OLMo 2: q_norm of
+// heads x head_dim, k_norm of kv_heads x head_dim).
+enum class QkNorm { none, head, full };
 
 struct ModelSpec {
   std::string preset;       // catalog name the spec came from, or empty
@@ -49,6 +54,11 @@ struct ModelSpec {
   int64_t sliding_window = 0;          // tokens a windowed layer attends to; 0: no windowed layers
   int64_t global_attention_every = 0;  // with a window: every Nth layer is global (hybrid models); 0: none
   int64_t max_context = 0;             // longest supported context (max_position_embeddings); 0: unknown
+  QkNorm qk_norm = QkNorm::none;       // q/k norms (Qwen3, Gemma 3: per head; OLMo 2: full width)
+  int64_t layer_norms = 2;             // norms of width h per layer (Gemma 2/3: 4, pre and post of each block)
+  int64_t shared_expert_ffn_hidden = 0;  // MoE: a shared expert (gated MLP) every token passes, 0: none
+  bool shared_expert_gate = false;       // a sigmoid gate h x 1 on the shared expert's output (Qwen2-MoE)
+  std::string hf_note;                 // what reading the config left out, said as a warning (a vision tower)
 
   bool has_architecture() const { return params_only <= 0; }
   // The output layer reuses the token embedding (no head: nothing to share).
