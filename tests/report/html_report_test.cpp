@@ -97,6 +97,16 @@ TEST(HtmlReport, BarsAreTheJsonFiguresForAnInferenceExample) {
   expect_page_matches_json(html.out, nlohmann::json::array({json_of("run " + file)}));
   // Serving has no backward pass and no optimizer step.
   EXPECT_EQ(html.out.find("data-phase=\"backward\""), std::string::npos);
+  // Its limits are the JSON's.
+  const nlohmann::json estimate = json_of("run " + file);
+  for (const char* key : {"max_micro_batch", "max_seq_len"}) {
+    const nlohmann::json& limit = estimate["limits"][key];
+    ASSERT_FALSE(limit.is_null()) << key;
+    EXPECT_NE(html.out.find("<tr data-limit=\"" + std::string(key) + "\" data-value=\"" +
+                            std::to_string(limit["value"].get<int64_t>()) + "\">"),
+              std::string::npos)
+        << key;
+  }
   EXPECT_NE(html.out.find("data-role=\"kv_cache\""), std::string::npos);
 }
 

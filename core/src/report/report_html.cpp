@@ -184,13 +184,15 @@ void write_timeline_chart(std::ostream& out, const Estimate& estimate, const Fit
 void write_limits(std::ostream& out, const ScenarioLimits& limits) {
   const std::vector<LimitRow> rows = limit_rows(limits);
   if (rows.empty()) return;
-  out << "<h3>Limits</h3>\n<table class=\"limits\">\n<tr><th>limit</th><th>value</th><th>at</th><th>bound by</th></tr>\n";
+  out << "<h3>Limits</h3>\n<table class=\"limits\">\n<tr><th>limit</th><th>value</th><th>at</th><th>binding</th></tr>\n";
   for (const LimitRow& row : rows) {
     const SizeLimit& limit = *row.limit;
     const bool batch = limit.variable == SizeVariable::micro_batch;
     const std::string title = std::string(batch ? "max micro_batch" : "max seq_len") +
                               (row.solved ? " (solved)" : batch ? " (sequences)" : " (tokens)");
-    out << "<tr data-limit=\"" << row.key << (row.solved ? "_solved" : "") << "\"><td>" << title << "</td><td class=\"num\">"
+    out << "<tr data-limit=\"" << row.key << (row.solved ? "_solved" : "") << "\"";
+    if (!limit.unbounded) out << " data-value=\"" << limit.value << "\"";
+    out << "><td>" << title << "</td><td class=\"num\">"
         << (limit.unbounded ? std::string("unbounded") : std::to_string(limit.value)) << "</td><td>"
         << (batch ? "seq_len " : "micro_batch ") << limit.other << "</td><td>"
         << (limit.unbounded ? "" : limit.capped ? "capped by " : "bound by ") << html_text(limit.binding)
