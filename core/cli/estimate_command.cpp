@@ -83,7 +83,7 @@ int estimate_command(const std::vector<std::string>& args) {
       "optimizer", po::value<std::string>(), "the optimizer plugin")(
       "framework", po::value<std::string>(), "a framework profile (memplan plugins lists them)")(
       "set", po::value<std::vector<std::string>>(), "key.path=value: set any scenario key, after the options")(
-      "format,f", po::value<std::string>()->default_value("table"), "table, json, csv or markdown")(
+      "format,f", po::value<std::string>()->default_value("table"), "table, json, csv, markdown or html")(
       "check", "exit with status 3 when the job does not fit")(
       "print-scenario", "print the scenario instead of the estimate (a file memplan run reads)")(
       "allow-unsigned", "load installed bundles that are unsigned or signed by keys you do not trust");
@@ -114,7 +114,7 @@ int estimate_command(const std::vector<std::string>& args) {
   const std::string format_name = vm["format"].as<std::string>();
   const auto format = parse_report_format(format_name);
   if (!format) {
-    print_line(std::cerr, "memplan: error: unknown --format '" + format_name + "'; use table, json, csv or markdown");
+    print_line(std::cerr, "memplan: error: unknown --format '" + format_name + "'; use table, json, csv, markdown or html");
     return 2;
   }
 

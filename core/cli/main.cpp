@@ -34,7 +34,7 @@ constexpr const char* kUsage =
     "usage: memplan <command> [options]\n"
     "\n"
     "commands:\n"
-    "  run FILE... [--set key.path=value]... [--format table|json|csv|markdown] [--check]\n"
+    "  run FILE... [--set key.path=value]... [--format table|json|csv|markdown|html] [--check]\n"
     "                                                estimate the per-GPU memory of scenarios (- reads one\n"
     "                                                from standard input); --set changes a key first; --check\n"
     "                                                exits with status 3 when a job does not fit\n"
@@ -130,11 +130,12 @@ po::variables_map parse(const std::vector<std::string>& args, const po::options_
 // Several scenarios print one report each, in the order given: tables and
 // markdown one after the other, CSV under one header (each row names its
 // scenario), JSON as an array of the estimate objects (one scenario prints
-// the object itself, as the contract says).
+// the object itself, as the contract says), HTML as one page with a section
+// per scenario.
 int run_command(const std::vector<std::string>& args) {
   po::options_description options("run options");
   options.add_options()("help,h", "show help")("format,f", po::value<std::string>()->default_value("table"),
-                                               "table, json, csv or markdown")(
+                                               "table, json, csv, markdown or html")(
       "file", po::value<std::vector<std::string>>(), "scenario files; - reads one from standard input")(
       "set", po::value<std::vector<std::string>>(),
       "key.path=value: set a scenario key before it is read (repeatable; e.g. --set batch.micro_batch=4 --set "
@@ -147,7 +148,7 @@ int run_command(const std::vector<std::string>& args) {
   po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
   po::notify(vm);
   if (vm.count("help")) {
-    std::cout << "usage: memplan run FILE... [--set key.path=value]... [--format table|json|csv|markdown] [--check] "
+    std::cout << "usage: memplan run FILE... [--set key.path=value]... [--format table|json|csv|markdown|html] [--check] "
                  "[--allow-unsigned]\n\n"
               << options;
     return 0;
@@ -159,7 +160,7 @@ int run_command(const std::vector<std::string>& args) {
   const std::string format_name = vm["format"].as<std::string>();
   const auto format = memplan::parse_report_format(format_name);
   if (!format) {
-    std::cerr << "memplan: error: unknown --format '" << format_name << "'; use table, json, csv or markdown\n";
+    std::cerr << "memplan: error: unknown --format '" << format_name << "'; use table, json, csv, markdown or html\n";
     return 2;
   }
   const std::vector<std::string> files = vm["file"].as<std::vector<std::string>>();
@@ -190,13 +191,19 @@ int run_command(const std::vector<std::string>& args) {
         memplan::cli::report_scenario(scenario, layout, *format, vm.count("allow-unsigned") > 0);
     const bool several = scenarios.size() > 1;
     if (several && *format == memplan::ReportFormat::json) std::cout << (i == 0 ? "[\n" : ",\n");
+    if (several && *format == memplan::ReportFormat::html) {
+      if (i == 0)
+        std::cout << memplan::html_page_begin("memplan estimates: " + std::to_string(scenarios.size()) + " scenarios");
+      std::cout << memplan::html_sections(report.text);
+      if (i + 1 == scenarios.size()) std::cout << memplan::html_page_end();
+    }
     if (i > 0 && (*format == memplan::ReportFormat::table || *format == memplan::ReportFormat::markdown))
       std::cout << "\n";
     std::string text = report.text;
     // One header for all the rows; JSON objects joined into the array without their final newline.
     if (i > 0 && *format == memplan::ReportFormat::csv) text.erase(0, text.find('\n') + 1);
     if (several && *format == memplan::ReportFormat::json && !text.empty() && text.back() == '\n') text.pop_back();
-    std::cout << text;
+    if (!(several && *format == memplan::ReportFormat::html)) std::cout << text;
     if (check && !report.fits) {
       every_job_fits = false;
       std::cout.flush();

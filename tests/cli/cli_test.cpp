@@ -273,7 +273,7 @@ TEST(Cli, ErrorsExitNonZeroWithOneParagraph) {
 
   CommandResult format = run_cli("run " + example("llama2-7b-single-gpu.toml") + " --format yaml");
   EXPECT_EQ(format.exit_code, 2);
-  EXPECT_EQ(format.err, "memplan: error: unknown --format 'yaml'; use table, json, csv or markdown\n");
+  EXPECT_EQ(format.err, "memplan: error: unknown --format 'yaml'; use table, json, csv, markdown or html\n");
 
   CommandResult command = run_cli("estimate");
   EXPECT_EQ(command.exit_code, 2);

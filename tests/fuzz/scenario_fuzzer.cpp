@@ -43,7 +43,8 @@ void estimate_and_report(std::string_view text) {
   memplan::Estimator estimator(scenario, host.registry);
   const memplan::ScenarioLimits limits = memplan::evaluate_with_limits(estimator);
   for (memplan::ReportFormat format : {memplan::ReportFormat::table, memplan::ReportFormat::json,
-                                       memplan::ReportFormat::csv, memplan::ReportFormat::markdown}) {
+                                       memplan::ReportFormat::csv, memplan::ReportFormat::markdown,
+                                       memplan::ReportFormat::html}) {
     std::ostringstream out;
     memplan::write_report(out, estimator, limits, format);
     // docs/json-output.md: --format json prints one JSON object, whatever the
@@ -52,6 +53,13 @@ void estimate_and_report(std::string_view text) {
       const nlohmann::json parsed = nlohmann::json::parse(out.str(), nullptr, false);
       if (parsed.is_discarded() || !parsed.is_object())
         memplan::fuzz::defect("--format json printed something that is not one JSON object:\n" + out.str());
+    }
+    // docs/html-report.md: names are text, never markup; the page is one section.
+    if (format == memplan::ReportFormat::html) {
+      const std::string page = out.str();
+      if (page.find("<script") != std::string::npos || memplan::html_sections(page).find("<section") !=
+                                                            memplan::html_sections(page).rfind("<section"))
+        memplan::fuzz::defect("--format html let markup from the scenario into the page:\n" + page);
     }
   }
 }

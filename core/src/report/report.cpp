@@ -9,6 +9,7 @@ std::optional<ReportFormat> parse_report_format(std::string_view name) {
   if (name == "json") return ReportFormat::json;
   if (name == "csv") return ReportFormat::csv;
   if (name == "markdown") return ReportFormat::markdown;
+  if (name == "html") return ReportFormat::html;
   return std::nullopt;
 }
 
@@ -18,6 +19,7 @@ void write_report(std::ostream& out, const Estimate& estimate, const ScenarioLim
     case ReportFormat::json: write_json(out, estimate, limits); break;
     case ReportFormat::csv: write_csv(out, estimate, limits); break;
     case ReportFormat::markdown: write_markdown(out, estimate, limits); break;
+    case ReportFormat::html: write_html(out, estimate, limits); break;
   }
 }
 

@@ -15,6 +15,7 @@ void write_table(std::ostream& out, const Estimate& estimate, const ScenarioLimi
 void write_json(std::ostream& out, const Estimate& estimate, const ScenarioLimits& limits);
 void write_csv(std::ostream& out, const Estimate& estimate, const ScenarioLimits& limits);
 void write_markdown(std::ostream& out, const Estimate& estimate, const ScenarioLimits& limits);
+void write_html(std::ostream& out, const Estimate& estimate, const ScenarioLimits& limits);
 
 // The fit verdict, computed in one place so that every format says the same.
 // Without a GPU (no [hardware] gpu or memory_gib) there is none: has_gpu false.
