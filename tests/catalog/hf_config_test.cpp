@@ -143,7 +143,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Family{"mistral-7b", 7'241'732'096.0}, Family{"mixtral-8x7b", 46'702'792'704.0},
                       Family{"mixtral-8x22b", 140'630'071'296.0}, Family{"qwen2-0.5b", 494'032'768.0},
                       Family{"qwen2-7b", 7'615'616'512.0}, Family{"qwen2-72b", 72'706'203'648.0},
-                      Family{"gpt2-xl", 1'557'611'200.0}, Family{"bert-large-uncased", 335'141'888.0}),
+                      Family{"gpt2-xl", 1'557'611'200.0}, Family{"bert-large-uncased", 335'141'888.0},
+                      Family{"qwen3-4b", 4'022'468'096.0}, Family{"qwen3-30b-a3b", 30'532'122'624.0},
+                      Family{"qwen1.5-moe-a2.7b", 14'315'784'192.0}, Family{"phi-3-mini-4k", 3'821'079'552.0}),
     [](const ::testing::TestParamInfo<Family>& info) {
       std::string name = info.param.preset;
       for (char& c : name)

@@ -130,6 +130,34 @@ TEST(ModelKeys, ScenarioOverridesThePresetsEncoderKeys) {
   EXPECT_EQ(evaluate(with("final_norm = true")).breakdown().params_total, 335'141'888.0 + 2048);
 }
 
+// Issue 12: the keys of the families hf_config reads, in a [model] table. A
+// Qwen2-MoE-like model: per layer attention 4h^2 + 3h (q, k, v biases), router
+// 8h, experts 8 x 3h x 256, shared expert 3h x 512 and its gate h, norms 2h;
+// h = 128, 2 layers, vocabulary 1000, untied: (65,536 + 384 + 1,024 + 786,432
+// + 196,608 + 128 + 256) x 2 = 2,100,736, + 2 x 128,000 + 128 = 2,356,864.
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+TEST(ModelKeys, SharedExpertQkNormAndLayerNorms) {
+  const std::string model =
+      "name = \"m\"\nmode = \"infer\"\n[model]\nlayers = 2\nhidden = 128\nheads = 4\nvocab = 1000\n"
+      "qkv_bias = true\ntied_embeddings = false\nshared_expert_ffn_hidden = 512\nshared_expert_gate = true\n"
+      "[model.moe]\nexperts = 8\ntop_k = 2\nexpert_ffn_hidden = 256\n[precision]\nuse = \"bf16\"\n"
+      "[activations]\nuse = \"none\"\n";
+  EXPECT_EQ(evaluate(model).breakdown().params_total, 2'356'864.0);
+  // q/k norms per head add 2 x head_dim = 64 per layer; two more norms per layer 2 x 128.
+  const std::string normed = replaced(model, "vocab = 1000\n", "vocab = 1000\nqk_norm = \"head\"\nlayer_norms = 4\n");
+  EXPECT_EQ(evaluate(normed).breakdown().params_total, 2'356'864.0 + 2 * (64 + 256));
+  EXPECT_NE(error_of(replaced(model, "[model.moe]\nexperts = 8\ntop_k = 2\nexpert_ffn_hidden = 256\n", "ffn_hidden = 64\n"),
+                     "s.toml")
+                .find("a shared expert belongs to a mixture of experts"),
+            std::string::npos);
+}
+
 TEST(ModelKeys, Errors) {
   EXPECT_EQ(error_of(with("output_head = \"cls\""), "s.toml"),
             "s.toml:4:15: error: in [model], 'output_head' must be \"lm\", \"mlm\" or \"none\", not \"cls\"");
@@ -141,7 +169,8 @@ TEST(ModelKeys, Errors) {
             "s.toml:4:1: error: unknown key 'final_nrom' in [model]. Did you mean 'final_norm'? Accepted keys: "
             "params, layers, hidden, heads, kv_heads, head_dim, ffn_hidden, vocab, mlp, norm, tied_embeddings, "
             "qkv_bias, output_bias, mlp_bias, position_embeddings, type_vocab, embedding_norm, final_norm, pooler, "
-            "output_head, moe, sliding_window, global_attention_every, max_context, preset, hf_config.");
+            "output_head, moe, sliding_window, global_attention_every, max_context, qk_norm, layer_norms, "
+            "shared_expert_ffn_hidden, shared_expert_gate, preset, hf_config.");
 }
 
 }  // namespace

@@ -41,6 +41,13 @@ constexpr Exact kExact[] = {
     {"mixtral-8x22b", 140'630'071'296.0, 65536},
     {"gpt2-xl", 1'557'611'200.0, 1024},
     {"bert-large-uncased", 335'141'888.0, 512},
+    // Issue 12: the hand counts beside each preset file (core/data/models/), equal to
+    // what hf_config reads from the same config.json (hf_config_test.cpp).
+    {"qwen3-4b", 4'022'468'096.0, 40960},
+    {"qwen3-30b-a3b", 30'532'122'624.0, 40960},
+    {"qwen1.5-moe-a2.7b", 14'315'784'192.0, 32768},
+    {"phi-3-mini-4k", 3'821'079'552.0, 4096},
+    {"gemma-3-12b-text", 11'766'034'176.0, 131072},
 };
 
 struct Rounded {

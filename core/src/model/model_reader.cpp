@@ -36,6 +36,14 @@ void read_model_keys(const TomlReader& reader, const toml::table& table, ModelSp
   if (auto v = reader.positive_integer("sliding_window")) spec.sliding_window = *v;
   if (auto v = reader.positive_integer("global_attention_every")) spec.global_attention_every = *v;
   if (auto v = reader.positive_integer("max_context")) spec.max_context = *v;
+  if (auto v = reader.choice("qk_norm", {"none", "head", "projection"}))
+    spec.qk_norm = *v == "head" ? QkNorm::head : *v == "projection" ? QkNorm::full : QkNorm::none;
+  if (auto v = reader.positive_integer("layer_norms")) spec.layer_norms = *v;
+  if (auto v = reader.integer("shared_expert_ffn_hidden")) {
+    if (*v < 0) reader.fail_key("shared_expert_ffn_hidden", "must be zero (no shared expert) or positive");
+    spec.shared_expert_ffn_hidden = *v;
+  }
+  if (auto v = reader.boolean("shared_expert_gate")) spec.shared_expert_gate = *v;
   if (const toml::node* moe = table.get("moe")) {
     if (!moe->is_table()) reader.fail_key("moe", "must be a table ([model.moe])");
     TomlReader moe_reader(*moe->as_table(), reader.file(), reader.section() + " moe");
@@ -72,7 +80,9 @@ void validate_model(const ModelSpec& spec, const TomlReader& where) {
                              Bound{"type_vocab", spec.type_vocab, 100'000'000}, Bound{"experts", spec.experts, 1'000'000},
                              Bound{"expert_ffn_hidden", spec.expert_ffn_hidden, 100'000'000},
                              Bound{"sliding_window", spec.sliding_window, 1'000'000'000},
-                             Bound{"max_context", spec.max_context, 1'000'000'000}})
+                             Bound{"max_context", spec.max_context, 1'000'000'000},
+                             Bound{"layer_norms", spec.layer_norms, 64},
+                             Bound{"shared_expert_ffn_hidden", spec.shared_expert_ffn_hidden, 100'000'000}})
     if (bound.value > bound.limit)
       fail_at(at_key(bound.key), section + ": '" + bound.key + "' = " + std::to_string(bound.value) +
                                      " is implausibly large (the limit is " + std::to_string(bound.limit) +
@@ -102,6 +112,12 @@ void validate_model(const ModelSpec& spec, const TomlReader& where) {
   } else if (spec.experts_top_k || spec.expert_ffn_hidden) {
     fail_at(at, section + " moe needs 'experts'");
   }
+  if ((spec.shared_expert_ffn_hidden > 0 || spec.shared_expert_gate) && spec.experts == 0)
+    fail_at(at_key(spec.shared_expert_ffn_hidden > 0 ? "shared_expert_ffn_hidden" : "shared_expert_gate"),
+            section + ": a shared expert belongs to a mixture of experts; add [model.moe] or remove it");
+  if (spec.shared_expert_gate && spec.shared_expert_ffn_hidden == 0)
+    fail_at(at_key("shared_expert_gate"), section + ": 'shared_expert_gate' needs 'shared_expert_ffn_hidden' (the "
+                                                    "shared expert it gates)");
   if (spec.global_attention_every > 0 && spec.sliding_window == 0)
     fail_at(at_key("global_attention_every"), section + ": 'global_attention_every' needs 'sliding_window' (the "
                                                         "other layers' window)");
