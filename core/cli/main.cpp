@@ -645,6 +645,7 @@ int repo_command(const std::vector<std::string>& all_args) {
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  std::string command;  // for the usage hint of an option error
   try {
     if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
       std::cout << kUsage;
@@ -655,7 +656,7 @@ int main(int argc, char** argv) {
                 << ")\n";
       return 0;
     }
-    const std::string command = args[0];
+    command = args[0];
     args.erase(args.begin());
     if (command == "run") return run_command(args);
     if (command == "plugins") return plugins_command(args);
@@ -667,13 +668,16 @@ int main(int argc, char** argv) {
     if (command == "trust") return trust_command(args);
     if (command == "repo") return repo_command(args);
     std::cerr << "memplan: error: unknown command '" << command
-              << "'; the commands are run, plugins, presets, gpus, validate, bundle, trust and repo (see --help)\n";
+              << "'; the commands are run, estimate, plugins, presets, gpus, validate, bundle, trust and repo "
+                 "(see memplan --help)\n";
     return 2;
   } catch (const memplan::Error& error) {
     print_line(std::cerr, error.what());
     return 1;
   } catch (const po::error& error) {
-    print_line(std::cerr, "memplan: error: " + std::string(error.what()) + " (see memplan --help)");
+    // Each command has its own options: point at its help.
+    print_line(std::cerr, "memplan: error: " + std::string(error.what()) + " (see memplan " +
+                              (command.empty() ? std::string() : command + " ") + "--help)");
     return 2;
   } catch (const std::exception& error) {
     print_line(std::cerr, "memplan: error: " + std::string(error.what()));

@@ -96,6 +96,10 @@ TEST(EstimateCommand, ErrorsSayWhatAndHowToFix) {
       << result.err;
   result = run_cli("estimate");
   EXPECT_EQ(result.exit_code, 2);
+  // An option of another task, or a typo: the command's own help has the list.
+  result = run_cli("estimate llama-2-7b --task serve --pp 2");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(result.err, "memplan: error: unrecognised option '--pp' (see memplan estimate --help)\n");
   // A plugin's refusal points into the built scenario, and says where to see it.
   result = run_cli("estimate llama-2-7b --tp 3 --gpus 3");
   EXPECT_EQ(result.exit_code, 1);
