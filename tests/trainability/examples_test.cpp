@@ -52,6 +52,19 @@ TEST(TrainabilityExamples, LoraLlama2RankEightQueryValue) {
   EXPECT_TRUE(evaluation.estimator().fits());
 }
 
+// examples/train-lora-qwen3-30b-a3b.toml (issue 12 item 5): rank 16 on q, k,
+// v and o of the 48 layers, the hand check in the file's header.
+TEST(TrainabilityExamples, LoraQwen3MoeAttention) {
+  Evaluation evaluation = example("train-lora-qwen3-30b-a3b.toml");
+  EXPECT_EQ(evaluation.breakdown().params_trainable, 13'369'344.0);  // 278,528 x 48
+  EXPECT_EQ(evaluation.breakdown().params_total, 30'545'491'968.0);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_WEIGHTS), 61'090'983'936u);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_GRADIENTS), 26'738'688u);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_MASTER_WEIGHTS), 53'477'376u);
+  EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_OPTIMIZER_STATES), 106'954'752u);
+  EXPECT_TRUE(evaluation.estimator().fits());
+}
+
 TEST(TrainabilityExamples, QloraMixtralExpertsSeedCaseC) {
   Evaluation evaluation = example("train-qlora-mixtral-experts-r16-44gb.toml");
   EXPECT_EQ(evaluation.breakdown().params_trainable, 226'492'416.0);
