@@ -88,8 +88,7 @@ class Errors(unittest.TestCase):
         with self.assertRaises(memplan.Error) as caught:
             memplan.estimate('name = "x"\nmode = "train"\n\n[model]\npreset = "no-such-model"\n', path="job.toml")
         message = str(caught.exception)
-        self.assertRegex(message, r"^job\.toml:5:\d+: error: ")
-        self.assertIn("no-such-model", message)
+        self.assertTrue(message.startswith("job.toml:5:10: error: in [model], 'preset' names no model"), message)
 
     def test_dict_error_points_into_its_toml(self):
         scenario = dict(SCENARIO, optimizer={"use": "adamw", "betas": "x"}, mode="sideways")
