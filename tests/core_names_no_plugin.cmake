@@ -32,7 +32,7 @@ endforeach()
 list(REMOVE_ITEM words ${ignored})
 
 file(GLOB_RECURSE sources ${CORE_DIR}/src/*.cpp ${CORE_DIR}/src/*.hpp ${CORE_DIR}/include/*.hpp ${CORE_DIR}/bundle/*.cpp
-     ${CORE_DIR}/bundle/*.hpp ${CORE_DIR}/cli/*.cpp
+     ${CORE_DIR}/bundle/*.hpp ${CORE_DIR}/cli/*.cpp ${CORE_DIR}/python/*.cpp
      ${CORE_DIR}/cli/*.hpp)
 set(found "")
 foreach(source ${sources})
