@@ -1,4 +1,6 @@
 #include "catalog_commands.hpp"
+
+#include "scenario_report.hpp"
 #include "terminal_output.hpp"
 
 #include <cmath>
@@ -87,11 +89,8 @@ int gpus_command(const std::vector<std::string>& args) {
 int plugin_detail_command(const std::string& name, bool allow_unsigned) {
   const InstallLayout layout = layout_beside(current_executable());
   PluginRegistry registry;
-  PluginLoadOptions load_options;
-  load_options.installed = bundle::installed_bundles_source(allow_unsigned);
-  load_options.index_dir = plugin_index_dir_from_environment();
-  load_plugins(registry, layout, nullptr, load_options);
-  for (const std::string& diagnostic : registry.diagnostics()) cli::print_line(std::cerr, "memplan: warning: " + diagnostic);
+  load_plugins(registry, layout, nullptr, cli::cli_load_options(allow_unsigned));
+  cli::print_warnings(registry);
   const LoadedPlugin* plugin = registry.find(name);
   if (plugin == nullptr) {
     std::string known;

@@ -111,9 +111,7 @@ constexpr const char* kRepoUsage =
 
 using memplan::cli::print_line;
 
-void print_warnings(const memplan::PluginRegistry& registry) {
-  for (const std::string& diagnostic : registry.diagnostics()) print_line(std::cerr, "memplan: warning: " + diagnostic);
-}
+using memplan::cli::print_warnings;
 
 // Parses `args` against `options`, with `positional` names taking the bare
 // arguments in order (at most one each).
@@ -238,9 +236,7 @@ int plugins_command(const std::vector<std::string>& args) {
   if (!name.empty()) return memplan::cli::plugin_detail_command(name, allow_unsigned);
   const memplan::InstallLayout layout = memplan::layout_beside(memplan::current_executable());
   memplan::PluginRegistry registry;
-  memplan::PluginLoadOptions load_options;
-  load_options.installed = memplan::bundle::installed_bundles_source(allow_unsigned);
-  load_options.index_dir = memplan::plugin_index_dir_from_environment();
+  const memplan::PluginLoadOptions load_options = memplan::cli::cli_load_options(allow_unsigned);
   memplan::load_plugins(registry, layout, nullptr, load_options);
   for (int32_t kind : {MEMPLAN_KIND_PRECISION, MEMPLAN_KIND_OPTIMIZER, MEMPLAN_KIND_ACTIVATIONS,
                        MEMPLAN_KIND_STRATEGY}) {
@@ -280,9 +276,7 @@ int validate_command(const std::vector<std::string>& args) {
   if (paths.empty()) paths.push_back("validation");
   const memplan::InstallLayout layout = memplan::layout_beside(memplan::current_executable());
   const memplan::Catalog catalog = memplan::Catalog::load(layout.data_dir);
-  memplan::PluginLoadOptions load_options;
-  load_options.installed = memplan::bundle::installed_bundles_source(false);
-  load_options.index_dir = memplan::plugin_index_dir_from_environment();
+  const memplan::PluginLoadOptions load_options = memplan::cli::cli_load_options(false);
   std::vector<memplan::ValidationResult> results;
   for (const std::string& file : memplan::validation_files(paths))
     results.push_back(memplan::validate_case(memplan::read_validation_case(file), catalog, layout, load_options));

@@ -10,14 +10,22 @@
 
 namespace memplan::cli {
 
+PluginLoadOptions cli_load_options(bool allow_unsigned) {
+  PluginLoadOptions options;
+  options.installed = bundle::installed_bundles_source(allow_unsigned);
+  options.index_dir = plugin_index_dir_from_environment();
+  return options;
+}
+
+void print_warnings(const PluginRegistry& registry) {
+  for (const std::string& diagnostic : registry.diagnostics()) print_line(std::cerr, "memplan: warning: " + diagnostic);
+}
+
 ScenarioReport report_scenario(const Scenario& scenario, const InstallLayout& layout, ReportFormat format,
                                bool allow_unsigned) {
   PluginRegistry registry;
-  PluginLoadOptions load_options;
-  load_options.installed = bundle::installed_bundles_source(allow_unsigned);
-  load_options.index_dir = plugin_index_dir_from_environment();
-  load_plugins(registry, layout, &scenario, load_options);
-  for (const std::string& diagnostic : registry.diagnostics()) print_line(std::cerr, "memplan: warning: " + diagnostic);
+  load_plugins(registry, layout, &scenario, cli_load_options(allow_unsigned));
+  print_warnings(registry);
   Estimator estimator(scenario, registry);
   const ScenarioLimits limits = evaluate_with_limits(estimator);
   std::ostringstream report;

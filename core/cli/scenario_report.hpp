@@ -16,6 +16,12 @@ struct ScenarioReport {
   bool fits = true;
 };
 
+// How every command loads plugins: the installed bundles (unsigned ones only
+// with --allow-unsigned) and the user's plugin index.
+PluginLoadOptions cli_load_options(bool allow_unsigned);
+// The registry's rejections, one "memplan: warning:" line each, on stderr.
+void print_warnings(const PluginRegistry& registry);
+
 ScenarioReport report_scenario(const Scenario& scenario, const InstallLayout& layout, ReportFormat format,
                                bool allow_unsigned);
 

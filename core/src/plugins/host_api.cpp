@@ -184,14 +184,9 @@ memplan_attribute* attribute_for_write(memplan_ctx* ctx, const char* key) {
     host_report(ctx, nullptr, "set an attribute with an empty name");
     return nullptr;
   }
-  for (memplan_attribute& attribute : ctx->attributes)
-    if (attribute.key == key) {
-      attribute.set_by = ctx->plugin_index;
-      return &attribute;
-    }
-  memplan_attribute& added = ctx->add_attribute(key);
-  added.set_by = ctx->plugin_index;
-  return &added;
+  memplan_attribute* attribute = ctx->attribute_slots[attribute_slot(*ctx, key)];
+  attribute->set_by = ctx->plugin_index;
+  return attribute;
 }
 
 int set_attr_int(memplan_ctx* ctx, const char* key, int64_t value) {
