@@ -25,9 +25,9 @@
 namespace memplan::testing {
 namespace {
 
-// The expected messages below spell out ABI 1.1 and the 64-bit descriptor
+// The expected messages below spell out ABI 1.2 and the 64-bit descriptor
 // sizes (ABI 1.0's descriptor ends with `destroy`, at 80 bytes).
-static_assert(MEMPLAN_ABI_MAJOR == 1 && MEMPLAN_ABI_MINOR == 1, "update the ABI numbers in the expected messages");
+static_assert(MEMPLAN_ABI_MAJOR == 1 && MEMPLAN_ABI_MINOR == 2, "update the ABI numbers in the expected messages");
 static_assert(sizeof(void*) == 8 && offsetof(memplan_plugin_descriptor, destroy) == 72 &&
                   sizeof(memplan_plugin_descriptor) == 88,
               "update the descriptor sizes in the expected messages");
@@ -146,7 +146,7 @@ TEST(loader_rejection, AbiMajorMismatch) {
   const std::string path = library(LOADER_DIR_ABI_MAJOR, "memplan-fault-abi-major.so");
   const std::string expected = rejected(
       path,
-      "it was built for plugin ABI 2.0 but this memplan implements ABI 1.1 (rule: the ABI major versions must be "
+      "it was built for plugin ABI 2.0 but this memplan implements ABI 1.2 (rule: the ABI major versions must be "
       "equal). Rebuild the plugin against memplan SDK 1.x.");
   expect_rejected_alone(path, expected);
 
@@ -167,8 +167,8 @@ TEST(loader_rejection, NewerAbiMinor) {
   const std::string path = library(LOADER_DIR_ABI_MINOR, "memplan-fault-abi-minor.so");
   const std::string expected = rejected(
       path,
-      "it was built for plugin ABI 1.2, newer than this memplan's ABI 1.1 (rule: the plugin's ABI minor must not "
-      "exceed the host's). Upgrade memplan, or rebuild the plugin against SDK 1.1.");
+      "it was built for plugin ABI 1.3, newer than this memplan's ABI 1.2 (rule: the plugin's ABI minor must not "
+      "exceed the host's). Upgrade memplan, or rebuild the plugin against SDK 1.2.");
   expect_rejected_alone(path, expected);
 
   const auto registry = builtins_then(LOADER_DIR_ABI_MINOR);
@@ -478,7 +478,7 @@ TEST(loader_cli, PluginsListsBuiltinsAndWarnsAboutRejectedLibrary) {
   EXPECT_EQ(result.err,
             "memplan: warning: " +
                 rejected(library(LOADER_DIR_ABI_MAJOR, "memplan-fault-abi-major.so"),
-                         "it was built for plugin ABI 2.0 but this memplan implements ABI 1.1 (rule: the ABI major "
+                         "it was built for plugin ABI 2.0 but this memplan implements ABI 1.2 (rule: the ABI major "
                          "versions must be equal). Rebuild the plugin against memplan SDK 1.x.") +
                 "\n");
   // Every built-in, then the good plugin beside the rejected library.

@@ -8,6 +8,12 @@ const std::string& Estimate::origin(const PlanItem& item) const {
   return plugins[static_cast<size_t>(item.added_by)].name;
 }
 
+const std::string& Estimate::origin(const WorkRecord& work) const {
+  static const std::string host = "memplan";
+  if (work.added_by < 0 || static_cast<size_t>(work.added_by) >= plugins.size()) return host;
+  return plugins[static_cast<size_t>(work.added_by)].name;
+}
+
 bool Estimate::fits() const { return breakdown.peak <= breakdown.capacity(scenario.hardware.memory_bytes); }
 
 std::string item_display_name(const PlanItem& item) {

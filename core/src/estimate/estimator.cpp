@@ -128,6 +128,7 @@ Estimator::Estimator(const Scenario& scenario, const PluginRegistry& registry)
   }
   host_->ctx.plan.items.reserve(inventory_.size() * 8);
   memory_fraction_slot_ = attribute_slot(host_->ctx, MEMPLAN_ATTR_MEMORY_FRACTION);
+  data_ranks_slot_ = attribute_slot(host_->ctx, MEMPLAN_ATTR_RANKS_DATA);
   if (scenario.hardware.nvlink_sharp) nvlink_sharp_slot_ = attribute_slot(host_->ctx, MEMPLAN_ATTR_HARDWARE_NVLINK_SHARP);
   // A descriptor of ABI 1.0, or one that does not declare what it reads, may read anything.
   constexpr uint32_t kBatchFields = MEMPLAN_READS_MICRO_BATCH | MEMPLAN_READS_SEQ_LEN;
@@ -243,6 +244,7 @@ void Estimator::run_plugins(bool checked, size_t from) {
   memplan_ctx& ctx = host_->ctx;
   if (from == 0) {
     ctx.plan.items.assign(inventory_.begin(), inventory_.end());
+    ctx.plan.work.clear();  // keeps its capacity
     ctx.clear_attributes();
     publish_hardware();
   }
@@ -278,6 +280,7 @@ void Estimator::run_plugins(bool checked, size_t from) {
 void Estimator::take_snapshot() {
   HostState::Snapshot& snapshot = host_->snapshot;
   snapshot.items.assign(host_->ctx.plan.items.begin(), host_->ctx.plan.items.end());
+  snapshot.work.assign(host_->ctx.plan.work.begin(), host_->ctx.plan.work.end());
   snapshot.attributes.assign(host_->ctx.attributes.begin(), host_->ctx.attributes.end());
   snapshot.valid = true;
 }
@@ -286,6 +289,7 @@ void Estimator::restore_snapshot() {
   memplan_ctx& ctx = host_->ctx;
   const HostState::Snapshot& snapshot = host_->snapshot;
   ctx.plan.items.assign(snapshot.items.begin(), snapshot.items.end());
+  ctx.plan.work.assign(snapshot.work.begin(), snapshot.work.end());
   // Attributes keep their places (handles are indices); those added since are unset.
   for (size_t i = 0; i < ctx.attributes.size(); ++i) {
     memplan_attribute& attribute = ctx.attributes[i];
@@ -326,12 +330,25 @@ const Breakdown& Estimator::finish_evaluation() {
   if (scenario_.mode == MEMPLAN_MODE_INFER) breakdown_.params_trainable = 0;  // nothing trains in inference
   check_world_size();
   summarize(ctx.plan, scenario_.grad_accum, breakdown_);
+  time_step(ctx.plan.work, scenario_.hardware.performance, scenario_.grad_accum, tokens_per_step(),
+            breakdown_.time);
   if (breakdown_.too_large)
     throw PlanTooLargeError(scenario_.file + ": error: the plan at micro_batch " +
                             std::to_string(ctx.workload.micro_batch) + ", seq_len " +
                             std::to_string(ctx.workload.seq_len) +
                             " needs more than 2^62 bytes per GPU; check the model's dimensions and the batch");
   return breakdown_;
+}
+
+// The job's tokens per optimizer step: each replica (ranks.data) runs
+// grad_accum micro-batches of micro_batch sequences of seq_len tokens.
+double Estimator::tokens_per_step() const {
+  const memplan_attribute& data = host_->ctx.attributes[data_ranks_slot_];
+  const double replicas =
+      data.type == memplan_attribute::Type::integer && data.integer > 0 ? static_cast<double>(data.integer) : 1.0;
+  const memplan_workload& workload = host_->ctx.workload;
+  return static_cast<double>(workload.micro_batch) * static_cast<double>(workload.seq_len) *
+         static_cast<double>(scenario_.grad_accum > 0 ? scenario_.grad_accum : 1) * replicas;
 }
 
 void Estimator::check_world_size() {
@@ -462,7 +479,8 @@ const Plan& Estimator::plan() const { return host_->ctx.plan; }
 std::string Estimator::display_name(const PlanItem& item) { return item_display_name(item); }
 
 Estimate Estimator::estimate() const {
-  Estimate estimate{scenario_, breakdown_, micro_batch(), seq_len(), plan().items, {}, report_details()};
+  Estimate estimate{scenario_, breakdown_, micro_batch(), seq_len(), plan().items, plan().work, {},
+                    report_details()};
   // The configuration evaluated, which set_option and set_gpu_count may have changed.
   estimate.scenario.components.assign(components_.begin(), components_.end());
   estimate.scenario.hardware.count = gpu_count_;

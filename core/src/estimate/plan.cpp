@@ -87,4 +87,22 @@ std::optional<std::string> item_problem(const memplan_item& item, ItemCheck chec
   return std::nullopt;
 }
 
+std::optional<std::string> work_problem(const memplan_work& work) {
+  if (work.name == nullptr) return std::string("no name");
+  if (!is_interned_name(work.name))
+    return std::string("a name that is not interned (rule: work records take names from intern())");
+  if (work.kind != MEMPLAN_WORK_COMPUTE && work.kind != MEMPLAN_WORK_MEMORY)
+    return "unknown kind " + std::to_string(work.kind);
+  if (work.pass < MEMPLAN_PASS_FORWARD || work.pass > MEMPLAN_PASS_OPTIMIZER)
+    return "unknown pass " + std::to_string(work.pass);
+  if (work.kind == MEMPLAN_WORK_COMPUTE && (work.math < 0 || work.math >= MEMPLAN_MATH_COUNT))
+    return "unknown math " + std::to_string(work.math);
+  if ((work.flags & ~MEMPLAN_WORK_MODEL_FLOPS) != 0) return "unknown flags " + std::to_string(work.flags);
+  if (!std::isfinite(work.amount) || work.amount < 0 || work.amount > 1e30)
+    return std::string("an amount that is negative, not finite or beyond 1e30");
+  if (!std::isfinite(work.efficiency) || work.efficiency < 0 || work.efficiency > 1)
+    return std::string("an efficiency outside [0, 1] (rule: a fraction of the peak; 0 when not known)");
+  return std::nullopt;
+}
+
 }  // namespace memplan

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/gpu_performance.hpp"
 #include "model/model_reader.hpp"
 #include "common/input_file.hpp"
 #include "common/toml_guard.hpp"
@@ -27,7 +28,9 @@ std::vector<GpuEntry> load_gpus(const std::filesystem::path& path) {
     const std::string name(key.str());
     if (!node.is_table()) fail_at(location_of(path.string(), key.source()), "GPU '" + name + "' must be a table");
     TomlReader reader(*node.as_table(), path.string(), "[" + name + "]");
-    reader.reject_unknown_keys({"label", "memory_gib", "nvlink_sharp", "source"});
+    std::vector<std::string_view> allowed{"label", "memory_gib", "nvlink_sharp", "source", "performance_source"};
+    allowed.insert(allowed.end(), kGpuPerformanceKeys.begin(), kGpuPerformanceKeys.end());
+    reader.reject_unknown_keys(allowed);
     GpuEntry gpu;
     gpu.name = name;
     gpu.label = reader.string("label").value_or(name);
@@ -36,6 +39,11 @@ std::vector<GpuEntry> load_gpus(const std::filesystem::path& path) {
     gpu.memory_bytes = *gib;
     gpu.nvlink_sharp = reader.boolean("nvlink_sharp").value_or(false);
     gpu.source = reader.string("source").value_or("");
+    read_gpu_performance(*node.as_table(), reader, gpu.performance);
+    gpu.performance.source = reader.string("performance_source").value_or("");
+    if (gpu.performance.any() && gpu.performance.source.empty())
+      fail_at(reader.table_location(), "GPU '" + name + "' gives performance figures without performance_source; "
+                                       "say where they come from (a datasheet, a measurement)");
     gpus.push_back(std::move(gpu));
   }
   return gpus;

@@ -292,6 +292,28 @@ int add_items(memplan_ctx* ctx, const memplan_item* items, size_t count) {
   return MEMPLAN_OK;
 }
 
+int add_work(memplan_ctx* ctx, const memplan_work* work, size_t count) {
+  if (!apply_only(ctx, "reported the step's work")) return MEMPLAN_ERROR;
+  if (count == 0) return MEMPLAN_OK;
+  if (work == nullptr) {
+    host_report(ctx, nullptr, "called add_work with no records");
+    return MEMPLAN_ERROR;
+  }
+  std::vector<WorkRecord>& records = ctx->plan.work;
+  if (records.capacity() < records.size() + count)
+    records.reserve(std::max(records.size() + count, 2 * records.capacity()));
+  for (size_t i = 0; i < count; ++i) {
+    // A record is checked when it is handed in: the records are few and a
+    // plugin cannot edit them afterwards.
+    if (auto problem = work_problem(work[i])) [[unlikely]] {
+      host_report(ctx, nullptr, "reported a work record that breaks a rule of plugin_abi.h: " + *problem);
+      return MEMPLAN_ERROR;
+    }
+    records.emplace_back(work[i], ctx->plugin_index);
+  }
+  return MEMPLAN_OK;
+}
+
 int32_t attr_handle(memplan_ctx* ctx, const char* key) {
   if (key == nullptr || key[0] == '\0') {
     host_report(ctx, nullptr, "asked for the handle of an attribute with an empty name");
@@ -421,6 +443,7 @@ memplan_host make_host_table() {
   host.timeline = timeline;
   host.get_attr_string_at = get_attr_string_at;
   host.set_attr_string_at = set_attr_string_at;
+  host.add_work = add_work;
   return host;
 }
 

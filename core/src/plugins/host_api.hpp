@@ -88,6 +88,7 @@ struct HostState {
   struct Snapshot {
     bool valid = false;
     std::vector<PlanItem> items;
+    std::vector<WorkRecord> work;
     std::vector<memplan_attribute> attributes;
   } snapshot;
 };

@@ -27,6 +27,31 @@ void write_report(std::ostream& out, const Estimator& estimator, const ScenarioL
   write_report(out, estimator.estimate(), limits, format);
 }
 
+std::string untimed_reason(const Estimate& estimate) {
+  const StepTime& time = estimate.breakdown.time;
+  if (time.status == TimeStatus::timed || time.status == TimeStatus::no_work || time.cause < 0 ||
+      static_cast<size_t>(time.cause) >= estimate.work.size())
+    return "";
+  const WorkRecord& work = estimate.work[static_cast<size_t>(time.cause)];
+  const std::string who = "plugin '" + estimate.origin(work) + "' reports " + std::string(pass_name(work.pass)) +
+                          " work '" + std::string(work.name) + "'";
+  const std::string gpu = estimate.scenario.hardware.label.empty() ? std::string("no GPU is given")
+                                                                    : "the GPU (" + estimate.scenario.hardware.label + ")";
+  switch (time.status) {
+    case TimeStatus::no_efficiency:
+      return who + " without an efficiency (the fraction of the GPU's peak it reaches); give that plugin its "
+                   "efficiency, e.g. a model FLOPs utilisation published for the framework and GPU";
+    case TimeStatus::no_peak:
+      return who + " in " + std::string(math_name(work.math)) + ", but " + gpu + " has no " +
+             std::string(math_name(work.math)) + " peak; give [hardware] tflops = { " +
+             std::string(math_name(work.math)) + " = <dense TFLOP/s> }";
+    case TimeStatus::no_bandwidth:
+      return who + " bound by memory bandwidth, but " + gpu +
+             " has no memory bandwidth; give [hardware] memory_bandwidth_gbs";
+    default: return "";
+  }
+}
+
 FitFacts fit_facts(const Estimate& estimate) {
   FitFacts facts;
   facts.gpu_memory = estimate.scenario.hardware.memory_bytes;

@@ -17,6 +17,28 @@ std::string number(double value) {
   return buffer;
 }
 
+// "time": the step's time, when plugins report its work (ABI 1.2); absent otherwise.
+void write_step_time(std::ostream& out, const Estimate& estimate) {
+  const StepTime& time = estimate.breakdown.time;
+  if (time.status == TimeStatus::no_work) return;
+  static constexpr const char* kStatus[] = {"no_work", "timed", "no_efficiency", "no_peak", "no_bandwidth"};
+  const bool timed = time.status == TimeStatus::timed;
+  auto timed_number = [&](double value) { return timed ? number(value) : std::string("null"); };
+  out << "  \"time\": {\n    \"status\": " << json_string(kStatus[static_cast<int>(time.status)])
+      << ", \"reason\": " << (timed ? std::string("null") : json_string(untimed_reason(estimate)))
+      << ",\n    \"seconds_per_step\": " << timed_number(time.seconds) << ", \"passes\": {";
+  for (int32_t pass = MEMPLAN_PASS_FORWARD; pass <= MEMPLAN_PASS_OPTIMIZER; ++pass)
+    out << (pass == MEMPLAN_PASS_FORWARD ? " " : ", ") << json_string(pass_name(pass)) << ": "
+        << timed_number(time.pass_seconds[static_cast<size_t>(pass - 1)]);
+  out << " },\n    \"model_flops_per_gpu\": " << number(time.model_flops)
+      << ", \"hardware_flops_per_gpu\": " << number(time.hardware_flops)
+      << ", \"memory_bytes_per_gpu\": " << number(time.memory_bytes) << ", \"math\": " << json_string(math_name(time.math))
+      << ",\n    \"mfu\": " << timed_number(time.mfu) << ", \"hfu\": " << timed_number(time.hfu)
+      << ", \"tokens_per_step\": " << number(time.tokens_per_step)
+      << ", \"tokens_per_second\": " << timed_number(time.tokens_per_second)
+      << ",\n    \"not_counted\": [\"communication\", \"pipeline bubble\"]\n  },\n";
+}
+
 void write_components(std::ostream& out, const std::array<uint64_t, MEMPLAN_ROLE_COUNT>& components) {
   out << "{";
   for (int32_t role = 0; role < MEMPLAN_ROLE_COUNT; ++role)
@@ -121,6 +143,7 @@ void write_json(std::ostream& out, const Estimate& estimate, const ScenarioLimit
   out << "  \"solved\": " << limit_json(limits.solved) << ",\n";
   out << "  \"limits\": { \"max_micro_batch\": " << limit_json(limits.max_micro_batch)
       << ", \"max_seq_len\": " << limit_json(limits.max_seq_len) << " },\n";
+  write_step_time(out, estimate);
   out << "  \"details\": {";
   const auto details = estimate.details;
   for (size_t i = 0; i < details.size(); ++i)

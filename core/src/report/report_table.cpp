@@ -47,6 +47,39 @@ void write_limits(std::ostream& out, const ScenarioLimits& limits) {
   }
 }
 
+std::string seconds_column(double seconds) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%12.3f s", seconds);
+  return buffer;
+}
+
+// The step's time, when plugins report its work (ABI 1.2).
+void write_step_time(std::ostream& out, const Estimate& estimate) {
+  const StepTime& time = estimate.breakdown.time;
+  if (time.status == TimeStatus::no_work) return;
+  out << "\nstep time (" << kStepTimeLeavesOut << ")\n";
+  if (time.status != TimeStatus::timed) {
+    out << "  not derived: " << terminal_text(untimed_reason(estimate)) << "\n";
+    char flops[64];
+    std::snprintf(flops, sizeof flops, "%.4g", time.model_flops);
+    out << "  " << padded("FLOPs / GPU", 18) << flops << " model FLOPs per step\n";
+    return;
+  }
+  for (int32_t pass = MEMPLAN_PASS_FORWARD; pass <= MEMPLAN_PASS_OPTIMIZER; ++pass) {
+    const double seconds = time.pass_seconds[static_cast<size_t>(pass - 1)];
+    if (seconds > 0 || pass != MEMPLAN_PASS_OPTIMIZER)
+      out << "  " << padded(pass_name(pass), 18) << seconds_column(seconds) << "\n";
+  }
+  out << "  " << padded("step", 18) << seconds_column(time.seconds) << "\n";
+  char line[160];
+  std::snprintf(line, sizeof line, "%.4g model FLOPs per step (MFU %.1f %%, HFU %.1f %% of the %s peak)", time.model_flops,
+                100.0 * time.mfu, 100.0 * time.hfu, std::string(math_name(time.math)).c_str());
+  out << "  " << padded("FLOPs / GPU", 18) << line << "\n";
+  std::snprintf(line, sizeof line, "%.0f (the job's %.4g tokens per step)", time.tokens_per_second,
+                time.tokens_per_step);
+  out << "  " << padded("tokens / s", 18) << line << "\n";
+}
+
 }  // namespace
 
 void write_table(std::ostream& out, const Estimate& estimate, const ScenarioLimits& limits) {
@@ -88,6 +121,7 @@ void write_table(std::ostream& out, const Estimate& estimate, const ScenarioLimi
   for (int phase = 0; phase < phases; ++phase)
     out << "  " << padded(phase_name(phase), 18) << gib_column(b.timeline[static_cast<size_t>(phase)]) << "\n";
   if (b.cpu_sum > 0) out << "\nper host CPU\n  " << padded("sum", 18) << gib_column(b.cpu_sum) << "\n";
+  write_step_time(out, estimate);
 
   const auto details = estimate.details;
   if (!details.empty()) out << "\ndetails\n";

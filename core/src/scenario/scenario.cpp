@@ -18,6 +18,7 @@
 #include "scenario/scenario_overrides.hpp"
 #include "common/toml_guard.hpp"
 #include "common/toml_reader.hpp"
+#include "model/gpu_performance.hpp"
 
 namespace memplan {
 namespace {
@@ -125,7 +126,9 @@ void read_hardware(const toml::table& root, const std::string& file, const Catal
   const toml::table* table = optional_table(root, "hardware", file);
   if (table == nullptr) return;
   TomlReader reader(*table, file, "[hardware]");
-  reader.reject_unknown_keys({"gpu", "memory_gib", "count", "fit_quantity"});
+  std::vector<std::string_view> allowed{"gpu", "memory_gib", "count", "fit_quantity"};
+  allowed.insert(allowed.end(), kGpuPerformanceKeys.begin(), kGpuPerformanceKeys.end());
+  reader.reject_unknown_keys(allowed);
   // Which quantity `fits` compares with the GPU: what the device shows unless the scenario asks otherwise.
   if (auto quantity = reader.choice("fit_quantity", {"allocated", "reserved", "device"}))
     scenario.hardware.fit_quantity = *quantity_from_name(*quantity);
@@ -145,11 +148,26 @@ void read_hardware(const toml::table& root, const std::string& file, const Catal
     hardware.label = entry->label;
     hardware.memory_bytes = entry->memory_bytes;
     hardware.nvlink_sharp = entry->nvlink_sharp;
+    hardware.performance = entry->performance;
   } else if (gib) {
     hardware.memory_bytes = *gib;
     std::ostringstream label;
     label << *gib << " GiB GPU";
     hardware.label = label.str();
+  }
+  // The scenario's figures replace the catalog's, one by one (a GPU the catalog lacks, a measured peak).
+  GpuPerformance given;
+  read_gpu_performance(*table, reader, given);
+  if (given.any()) {
+    for (size_t m = 0; m < given.peak_flops.size(); ++m)
+      if (given.peak_flops[m] > 0) hardware.performance.peak_flops[m] = given.peak_flops[m];
+    if (given.memory_bandwidth > 0) hardware.performance.memory_bandwidth = given.memory_bandwidth;
+    if (given.intra_node_bandwidth > 0) hardware.performance.intra_node_bandwidth = given.intra_node_bandwidth;
+    if (given.inter_node_bandwidth > 0) hardware.performance.inter_node_bandwidth = given.inter_node_bandwidth;
+    if (given.gpus_per_node > 0) hardware.performance.gpus_per_node = given.gpus_per_node;
+    hardware.performance.source = hardware.performance.source.empty()
+                                      ? file
+                                      : file + " and " + hardware.performance.source;
   }
   if (auto count = reader.positive_integer("count")) {
     hardware.count = *count;

@@ -1,6 +1,6 @@
 /*
- * memplan plugin ABI, version 1.1: 1.0 plus the functions and fields marked
- * ABI 1.1, each added at the end of its struct.
+ * memplan plugin ABI, version 1.2: 1.0 plus the functions and fields marked
+ * ABI 1.1 and ABI 1.2, each added at the end of its struct.
  *
  * This is the only contract between the memplan host and a plugin library.
  * Plugins are built by other teams, with other compilers, at other times, so:
@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define MEMPLAN_ABI_MAJOR 1
-#define MEMPLAN_ABI_MINOR 1
+#define MEMPLAN_ABI_MINOR 2
 #define MEMPLAN_ENTRY_POINT "memplan_plugin_v1"
 
 #if defined(_WIN32)
@@ -60,6 +60,8 @@ extern "C" {
 #define MEMPLAN_PHASE_PRECISION 200    /* dtypes per role; gradients, master weights */
 #define MEMPLAN_PHASE_LAYOUT 300       /* split items across ranks (TP, PP, ...); set layout attributes */
 #define MEMPLAN_PHASE_OPTIMIZER 400    /* optimizer states for trainable weights */
+#define MEMPLAN_PHASE_WORK 450         /* ABI 1.2: the step's work (FLOPs, bytes moved), read from the weights as the
+                                          layout split them and before sharding divides them */
 #define MEMPLAN_PHASE_SHARDING 500     /* shard or offload states, gradients, weights */
 #define MEMPLAN_PHASE_ACTIVATIONS 600  /* activations of the micro-batch(es) in flight */
 #define MEMPLAN_PHASE_OVERHEAD 700     /* buffers, allocator and runtime overhead */
@@ -212,6 +214,52 @@ typedef struct memplan_workload {
 } memplan_workload;
 
 /*
+ * ABI 1.2: the work of a training step or a serving pass, from which the host
+ * derives its time (docs/step-time.md). A record is an amount of one kind of
+ * work done by the reported GPU:
+ *   MEMPLAN_WORK_COMPUTE  floating-point operations on the GPU's matrix units,
+ *                         at the peak of `math` (MEMPLAN_MATH_*) x `efficiency`;
+ *   MEMPLAN_WORK_MEMORY   bytes read and written by kernels bound by memory
+ *                         bandwidth (an optimizer's element-wise update), at
+ *                         the GPU's memory bandwidth x `efficiency`.
+ * `pass` says when: forward or backward records count once per micro-batch
+ * (the host multiplies by the micro-batches of a step), optimizer records once
+ * per step. Flag MEMPLAN_WORK_MODEL_FLOPS marks the FLOPs the model needs
+ * (what model FLOPs utilisation counts, Korthikanti et al. 2022 section 6);
+ * work without it (recomputation) counts in hardware FLOPs only.
+ */
+#define MEMPLAN_WORK_COMPUTE 0
+#define MEMPLAN_WORK_MEMORY 1
+
+#define MEMPLAN_PASS_FORWARD 1
+#define MEMPLAN_PASS_BACKWARD 2
+#define MEMPLAN_PASS_OPTIMIZER 3
+
+/* The arithmetic a compute record runs in: which of the GPU's peaks applies. */
+#define MEMPLAN_MATH_FP32 0
+#define MEMPLAN_MATH_TF32 1
+#define MEMPLAN_MATH_BF16 2
+#define MEMPLAN_MATH_FP16 3
+#define MEMPLAN_MATH_FP8 4
+#define MEMPLAN_MATH_COUNT 5
+/* Their names, in that order, as scenarios and the GPU catalog spell them. */
+#define MEMPLAN_MATH_NAMES {"fp32", "tf32", "bf16", "fp16", "fp8"}
+
+#define MEMPLAN_WORK_MODEL_FLOPS 0x1u
+
+typedef struct memplan_work {
+  uint32_t struct_size;
+  const char *name; /* interned (memplan_host.intern), e.g. "layers.matmul" */
+  int32_t kind;     /* MEMPLAN_WORK_* */
+  int32_t pass;     /* MEMPLAN_PASS_* */
+  int32_t math;     /* MEMPLAN_MATH_*, for compute records */
+  uint32_t flags;   /* MEMPLAN_WORK_MODEL_FLOPS */
+  double amount;    /* FLOPs or bytes, >= 0 */
+  double efficiency; /* the fraction of the peak this work reaches, in (0, 1]; 0 when not known (the host
+                        then reports the amounts but no time) */
+} memplan_work;
+
+/*
  * The host's function table. Plugins call only through it and link against no
  * host symbol. New functions are added at the end only; check struct_size
  * before calling one added after ABI 1.0.
@@ -294,6 +342,13 @@ typedef struct memplan_host {
    * value's storage, so a warm evaluation allocates nothing. */
   int (*get_attr_string_at)(memplan_ctx *ctx, int32_t handle, const char **out);
   int (*set_attr_string_at)(memplan_ctx *ctx, int32_t handle, const char *value);
+
+  /* ---- ABI 1.2: the step's work. A plugin built for 1.2 loads only on a
+   * host of 1.2 or later. ---- */
+
+  /* Appends `count` work records (interned names, checked). Records live as
+   * long as the evaluation, as items do; an evaluation starts with none. */
+  int (*add_work)(memplan_ctx *ctx, const memplan_work *work, size_t count);
 } memplan_host;
 
 /* One option a plugin accepts in its scenario table. */

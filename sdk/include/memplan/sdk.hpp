@@ -52,6 +52,7 @@ enum class Phase : int32_t {
   precision = MEMPLAN_PHASE_PRECISION,
   layout = MEMPLAN_PHASE_LAYOUT,
   optimizer = MEMPLAN_PHASE_OPTIMIZER,
+  work = MEMPLAN_PHASE_WORK,  // ABI 1.2
   sharding = MEMPLAN_PHASE_SHARDING,
   activations = MEMPLAN_PHASE_ACTIVATIONS,
   overhead = MEMPLAN_PHASE_OVERHEAD,
@@ -154,6 +155,30 @@ struct PluginInfo {
 struct Name {
   const char* text = nullptr;
   std::string_view view() const { return text != nullptr ? std::string_view(text) : std::string_view(); }
+};
+
+// ABI 1.2: one record of a step's work (memplan_work), for Context::add_work.
+enum class WorkKind : int32_t { compute = MEMPLAN_WORK_COMPUTE, memory = MEMPLAN_WORK_MEMORY };
+enum class Pass : int32_t {
+  forward = MEMPLAN_PASS_FORWARD,
+  backward = MEMPLAN_PASS_BACKWARD,
+  optimizer = MEMPLAN_PASS_OPTIMIZER,
+};
+enum class Math : int32_t {
+  fp32 = MEMPLAN_MATH_FP32,
+  tf32 = MEMPLAN_MATH_TF32,
+  bf16 = MEMPLAN_MATH_BF16,
+  fp16 = MEMPLAN_MATH_FP16,
+  fp8 = MEMPLAN_MATH_FP8,
+};
+struct Work {
+  Name name;
+  WorkKind kind = WorkKind::compute;
+  Pass pass = Pass::forward;
+  Math math = Math::bf16;
+  bool model_flops = false;  // counts in model FLOPs (MFU); false: hardware FLOPs only (recomputation)
+  double amount = 0;         // FLOPs or bytes
+  double efficiency = 0;     // fraction of the peak, in (0, 1]; 0: not known (amounts reported, no time)
 };
 
 // An attribute resolved once (Options::attribute); read and written by handle.
@@ -476,6 +501,22 @@ class Context : public HostView {
     if (batch.size() > 0) check(host_->add_items(ctx_, batch.data(), batch.size()));
   }
   void remove(size_t index) { check(host_->remove_item(ctx_, index)); }
+
+  // ABI 1.2: a record of the step's work (FLOPs or bytes moved), from which
+  // the host derives the step's time. Work of zero amount is not recorded.
+  void add_work(const Work& work) {
+    if (work.amount == 0) return;
+    memplan_work raw{};
+    raw.struct_size = sizeof raw;
+    raw.name = work.name.text;
+    raw.kind = static_cast<int32_t>(work.kind);
+    raw.pass = static_cast<int32_t>(work.pass);
+    raw.math = static_cast<int32_t>(work.math);
+    raw.flags = work.model_flops ? MEMPLAN_WORK_MODEL_FLOPS : 0u;
+    raw.amount = work.amount;
+    raw.efficiency = work.efficiency;
+    check(host_->add_work(ctx_, &raw, 1));
+  }
 
   // The step timeline of the plan as it stands (what the report computes).
   memplan_timeline timeline() const {

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "memplan/core/plan.hpp"
+#include "memplan/core/step_time.hpp"
 
 namespace memplan {
 
@@ -46,6 +47,7 @@ struct Breakdown {
   int64_t world_size = 1;
   double memory_fraction = 1.0;  // of GPU memory the job may use (limits.memory_fraction)
   bool too_large = false;        // a total passed 2^62 bytes; the totals above are then meaningless
+  StepTime time;                 // the step's time, when plugins report its work (ABI 1.2)
 
   // The memory the peak is compared with: the GPU's, times the fraction.
   uint64_t capacity(uint64_t gpu_memory_bytes) const {

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "memplan/core/step_time.hpp"
 #include "memplan/core/framework.hpp"
 #include "memplan/core/model.hpp"
 
@@ -20,6 +21,7 @@ struct GpuEntry {
   uint64_t memory_bytes = 0;
   bool nvlink_sharp = false;  // on an NVSwitch with NVLink SHARP (multicast): NCCL's NVLS algorithm is available
   std::string source;
+  GpuPerformance performance;  // peaks and bandwidths, with their source (performance.source)
 };
 
 struct ModelPreset {

@@ -33,12 +33,14 @@ struct Estimate {
   int64_t micro_batch = 0;
   int64_t seq_len = 0;
   std::vector<PlanItem> items;      // the plan; item.added_by indexes `plugins`
+  std::vector<WorkRecord> work;     // the step's work (ABI 1.2); breakdown.time.cause indexes it
   std::vector<PluginUse> plugins;   // in phase order
   // The "report." attributes, prefix removed, values as JSON.
   std::vector<std::pair<std::string, std::string>> details;
 
   // Who added an item: a plugin name, or "model" for the parameter inventory.
   const std::string& origin(const PlanItem& item) const;
+  const std::string& origin(const WorkRecord& work) const;
   // Whether the peak fits the GPU (times the memory fraction); false without a GPU.
   bool fits() const;
 };

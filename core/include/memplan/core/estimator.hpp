@@ -96,6 +96,7 @@ class Estimator {
   void take_snapshot();
   void restore_snapshot();
   void check_world_size();
+  double tokens_per_step() const;
   void read_memory_fraction();
 
   const Scenario& scenario_;
@@ -112,6 +113,7 @@ class Estimator {
 
   static constexpr size_t kNoSlot = static_cast<size_t>(-1);
   size_t memory_fraction_slot_ = 0;  // the attribute slot of limits.memory_fraction
+  size_t data_ranks_slot_ = 0;       // ranks.data: the data replicas, for the job's tokens per step
   size_t nvlink_sharp_slot_ = kNoSlot;  // hardware.nvlink_sharp, when the GPU has it
 };
 

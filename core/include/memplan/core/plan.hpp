@@ -63,9 +63,23 @@ struct PlanItem : memplan_item {
   }
 };
 
+// ABI 1.2: a record of the step's work (memplan_work), as the host keeps it.
+struct WorkRecord : memplan_work {
+  int32_t added_by = -1;  // index of the plugin that added it
+
+  WorkRecord(const memplan_work& work, int32_t by) : memplan_work(work), added_by(by) {
+    struct_size = sizeof(memplan_work);
+  }
+};
+
 struct Plan {
   std::vector<PlanItem> items;
+  std::vector<WorkRecord> work;  // what the step computes and moves (docs/step-time.md)
 };
+
+// Why `work` is not a valid work record (a rule of plugin_abi.h), or nullopt.
+// The name must be interned.
+std::optional<std::string> work_problem(const memplan_work& work);
 
 // How much of an item to check. `handed_in`: an item a plugin passes to a call
 // of ABI 1.0 (any name; the host interns it). `in_place`: an item in the plan

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "memplan/core/step_time.hpp"
 #include "memplan/core/catalog.hpp"
 #include "memplan/core/component.hpp"
 #include "memplan/core/error.hpp"
@@ -19,6 +20,7 @@ struct HardwareSpec {
   uint64_t memory_bytes = 0;        // 0 when the scenario names no GPU
   std::string label;                // what the report calls it
   bool nvlink_sharp = false;        // the catalog's fact about the GPU's node (hardware.nvlink_sharp)
+  GpuPerformance performance;       // the catalog's figures, overridden by the scenario's keys
   int64_t count = 0;                // 0 when not given: the strategies' world size
   SourceLocation count_location;
   int fit_quantity = 2;             // the quantity `fits` compares (Quantity in breakdown.hpp): device by default

@@ -1,0 +1,78 @@
+#include "memplan/core/step_time.hpp"
+
+namespace memplan {
+
+bool GpuPerformance::any() const {
+  for (double peak : peak_flops)
+    if (peak > 0) return true;
+  return memory_bandwidth > 0 || gpus_per_node > 0 || intra_node_bandwidth > 0 || inter_node_bandwidth > 0;
+}
+
+std::string_view math_name(int32_t math) {
+  static constexpr std::array<std::string_view, MEMPLAN_MATH_COUNT> kNames MEMPLAN_MATH_NAMES;
+  return math >= 0 && math < MEMPLAN_MATH_COUNT ? kNames[static_cast<size_t>(math)] : std::string_view("unknown");
+}
+
+std::string_view pass_name(int32_t pass) {
+  switch (pass) {
+    case MEMPLAN_PASS_FORWARD: return "forward";
+    case MEMPLAN_PASS_BACKWARD: return "backward";
+    case MEMPLAN_PASS_OPTIMIZER: return "optimizer";
+    default: return "unknown";
+  }
+}
+
+void time_step(const std::vector<WorkRecord>& work, const GpuPerformance& gpu, int64_t micro_batches,
+               double tokens_per_step, StepTime& time) {
+  time = StepTime{};
+  if (work.empty()) return;
+  time.status = TimeStatus::timed;
+  time.tokens_per_step = tokens_per_step;
+  const double per_step = static_cast<double>(micro_batches > 0 ? micro_batches : 1);
+  std::array<double, MEMPLAN_MATH_COUNT> flops_by_math{};
+  for (size_t index = 0; index < work.size(); ++index) {
+    const WorkRecord& record = work[index];
+    const double repeats = record.pass == MEMPLAN_PASS_OPTIMIZER ? 1.0 : per_step;
+    const double amount = record.amount * repeats;
+    double peak = 0;
+    if (record.kind == MEMPLAN_WORK_COMPUTE) {
+      time.hardware_flops += amount;
+      if (record.flags & MEMPLAN_WORK_MODEL_FLOPS) time.model_flops += amount;
+      flops_by_math[static_cast<size_t>(record.math)] += amount;
+      peak = gpu.peak_flops[static_cast<size_t>(record.math)];
+      if (!(peak > 0) && time.status == TimeStatus::timed) {
+        time.status = TimeStatus::no_peak;
+        time.cause = static_cast<int64_t>(index);
+      }
+    } else {
+      time.memory_bytes += amount;
+      peak = gpu.memory_bandwidth;
+      if (!(peak > 0) && time.status == TimeStatus::timed) {
+        time.status = TimeStatus::no_bandwidth;
+        time.cause = static_cast<int64_t>(index);
+      }
+    }
+    if (!(record.efficiency > 0) && time.status == TimeStatus::timed) {
+      time.status = TimeStatus::no_efficiency;
+      time.cause = static_cast<int64_t>(index);
+    }
+    if (time.status == TimeStatus::timed)
+      time.pass_seconds[static_cast<size_t>(record.pass - 1)] += amount / (peak * record.efficiency);
+  }
+  for (int32_t math = 0; math < MEMPLAN_MATH_COUNT; ++math)
+    if (flops_by_math[static_cast<size_t>(math)] > flops_by_math[static_cast<size_t>(time.math)]) time.math = math;
+  if (time.status != TimeStatus::timed) {
+    time.pass_seconds = {};
+    return;
+  }
+  for (double seconds : time.pass_seconds) time.seconds += seconds;
+  if (!(time.seconds > 0)) return;
+  const double peak = gpu.peak_flops[static_cast<size_t>(time.math)];
+  if (peak > 0) {
+    time.mfu = time.model_flops / (time.seconds * peak);
+    time.hfu = time.hardware_flops / (time.seconds * peak);
+  }
+  time.tokens_per_second = tokens_per_step / time.seconds;
+}
+
+}  // namespace memplan

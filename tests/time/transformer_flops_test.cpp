@@ -1,0 +1,98 @@
+// 'transformer-flops': a step's FLOPs per GPU against the closed forms of the
+// papers and Megatron-LM, each derived beside its test.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+// Korthikanti et al. 2022 (arXiv 2205.05198), section 6 / appendix: model
+// FLOPs per iteration = 72 B s l h^2 (1 + s / (6h) + V / (12 h l)) (the
+// attention core over all s^2 pairs). Their 22B model (Table 3: l 48, h 6144,
+// 64 heads, V 51200) at B 4, s 2048 on 8 GPUs (TP 8):
+//   72 x 4 x 2048 x 48 x 6144^2 = 1.068771e15
+//   1 + 2048 / 36864 + 51200 / (12 x 6144 x 48) = 1 + 0.0555556 + 0.0144676
+//   = 1.1436324e15 per iteration, 1.4295405e14 per GPU.
+// memplan counts the biases too (13 h per layer of 12 h^2: 0.0002 %).
+std::string korthikanti_22b(const std::string& flops_options) {
+  return "name = \"k22\"\nmode = \"train\"\n[model]\npreset = \"megatron-22b\"\n[batch]\nmicro_batch = 4\n"
+         "seq_len = 2048\n[precision]\nuse = \"mixed-fp16\"\n[optimizer]\nuse = \"adam\"\n[activations]\n"
+         "use = \"megatron\"\n[[strategy]]\nuse = \"tensor-parallel\"\nsize = 8\nsequence_parallel = true\n"
+         "[[strategy]]\nuse = \"recompute\"\npolicy = \"selective\"\n[[strategy]]\nuse = \"transformer-flops\"\n" +
+         flops_options + "[hardware]\ngpu = \"a100-sxm-80gb\"\ncount = 8\n";
+}
+
+TEST(TransformerFlops, KorthikantiModelFlops22B) {
+  Evaluation e = evaluate_paper(korthikanti_22b("causal = false\nefficiency = 0.5\n"));
+  const StepTime& time = e.breakdown().time;
+  ASSERT_EQ(time.status, TimeStatus::timed);
+  EXPECT_NEAR(time.model_flops / 1.4295405e14, 1.0, 1e-4);
+  // Selective recomputation redoes the attention core's forward, 4 B s^2 h l / 8 per GPU:
+  // 4 x 4 x 2048^2 x 6144 x 48 / 8 = 2.4739e12 hardware FLOPs beyond the model's.
+  EXPECT_NEAR((time.hardware_flops - time.model_flops) / 2.4739200e12, 1.0, 1e-4);
+  // At efficiency 0.5 of the A100's 312 TFLOP/s (bf16: 2-byte activations; fp16's peak is the same):
+  // seconds = hardware FLOPs / 156e12, HFU 0.5 exactly, MFU = 0.5 x model / hardware.
+  EXPECT_NEAR(time.seconds, time.hardware_flops / 156e12, 1e-9);
+  EXPECT_NEAR(time.hfu, 0.5, 1e-12);
+  EXPECT_NEAR(time.mfu, 0.5 * time.model_flops / time.hardware_flops, 1e-12);
+  // One data-parallel replica: 4 x 2048 tokens per step.
+  EXPECT_EQ(time.tokens_per_step, 8192);
+  EXPECT_NEAR(time.tokens_per_second, 8192 / time.seconds, 1e-6);
+}
+
+// The causal mask keeps s (s + 1) / 2 of the s^2 pairs: the core's model FLOPs
+// (12 B s^2 h l / 8 = 7.42176e12 over all pairs) scale by (s + 1) / (2 s).
+TEST(TransformerFlops, CausalCoreCountsHalfThePairs) {
+  const StepTime full = evaluate_paper(korthikanti_22b("causal = false\nefficiency = 0.5\n")).breakdown().time;
+  const StepTime causal = evaluate_paper(korthikanti_22b("efficiency = 0.5\n")).breakdown().time;
+  const double core = 12.0 * 4 * 2048.0 * 2048 * 6144 * 48 / 8;
+  EXPECT_NEAR((full.model_flops - causal.model_flops) / (core * (1 - 2049.0 / 4096)), 1.0, 1e-9);
+}
+
+// Without an efficiency the FLOPs are reported and the time is not, with the reason.
+TEST(TransformerFlops, NoEfficiencyNoTime) {
+  Evaluation e = evaluate_paper(korthikanti_22b("causal = false\n"));
+  const StepTime& time = e.breakdown().time;
+  EXPECT_EQ(time.status, TimeStatus::no_efficiency);
+  EXPECT_NEAR(time.model_flops / 1.4295405e14, 1.0, 1e-4);
+  EXPECT_EQ(time.seconds, 0);
+}
+
+// LoRA's reduced backward: a frozen weight's backward computes input gradients only
+// (once its forward), a trainable one's input and weight gradients (twice). A 1e9-element
+// frozen dense model would give 6 x 1e9 x tokens with every weight training; frozen, 4 x.
+// Llama-2-7B (6.74e9 parameters; embedding lookups count nothing, the LM head 32000 x 4096
+// multiplies) at 1 x 512 tokens, all frozen but rank-8 adapters on q and v:
+//   matmul weights: 32 x (4 x 4096^2 + 3 x 4096 x 11008) + 32000 x 4096 = 6.4768e9
+//   adapters: 32 x 2 x (8 x 4096 + 4096 x 8) = 4.194304e6
+//   forward 2 x (6.4768e9 + 4.19e6) x 512; backward 2 x 6.4768e9 x 512 + 4 x 4.19e6 x 512.
+TEST(TransformerFlops, LoraBackwardSkipsFrozenWeightGradients) {
+  Evaluation e = evaluate_paper(
+      "name = \"lora\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nmicro_batch = 1\n"
+      "seq_len = 512\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n"
+      "[[strategy]]\nuse = \"lora\"\nrank = 8\ntargets = \"q,v\"\n[[strategy]]\nuse = \"transformer-flops\"\n"
+      "efficiency = 0.4\n[hardware]\ngpu = \"h100-sxm-80gb\"\n");
+  const double dense = 32 * (4 * 4096.0 * 4096 + 3 * 4096.0 * 11008) + 32000.0 * 4096;
+  const double adapters = 32 * 2 * (8 * 4096.0 + 4096.0 * 8);
+  // Attention core, causal, 32 heads x 128: 4 x 4096 x 512 x 513 / 2 per layer, x 32 layers; backward twice.
+  const double core = 4 * 4096.0 * 512 * 513 / 2 * 32;
+  const double expected = 2 * (dense + adapters) * 512 + core + 2 * dense * 512 + 4 * adapters * 512 + 2 * core;
+  EXPECT_NEAR(e.breakdown().time.model_flops / expected, 1.0, 1e-9);
+}
+
+// The option is on line 23 (the 22 lines of korthikanti_22b before it).
+TEST(TransformerFlops, Errors) {
+  const std::string library = " (plugin library " + plugin_dir() + "/memplan-transformer-flops.so)";
+  EXPECT_EQ(error_of(korthikanti_22b("efficiency = 1.5\n"), "t.toml"),
+            "t.toml:23:14: error: in [[strategy]] #3, strategy plugin 'transformer-flops', option 'efficiency': must "
+            "be a fraction of the peak in (0, 1], got 1.5" + library);
+  EXPECT_EQ(error_of(korthikanti_22b("math = \"int8\"\n"), "t.toml"),
+            "t.toml:23:8: error: in [[strategy]] #3, strategy plugin 'transformer-flops', option 'math': must be "
+            "\"fp32\", \"tf32\", \"bf16\", \"fp16\" or \"fp8\", not \"int8\"" + library);
+}
+
+}  // namespace
+}  // namespace memplan::testing
