@@ -96,7 +96,7 @@ TEST(StepTime, CatalogFigures) {
 std::string scenario(const std::string& hardware) {
   return "name = \"hw\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nmicro_batch = 1\n"
          "seq_len = 512\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n"
-         "[[strategy]]\nuse = \"transformer-flops\"\nefficiency = 0.5\n[hardware]\n" + hardware;
+         "[[strategy]]\nuse = \"transformer-step\"\nefficiency = 0.5\n[hardware]\n" + hardware;
 }
 
 // A scenario's figures replace the catalog's one by one; a GPU the catalog

@@ -1,6 +1,7 @@
 # Step time (issue 11): the work records of ABI 1.2, the GPU catalog's
-# performance figures and the 'transformer-flops' plugin. Included from
+# performance figures and the 'transformer-step' plugin. Included from
 # tests/suites.cmake; paths are relative to tests/.
 memplan_add_test(test_time
-  time/transformer_flops_test.cpp
-  time/step_time_test.cpp)
+  time/transformer_step_test.cpp
+  time/step_time_test.cpp
+  time/collectives_test.cpp)

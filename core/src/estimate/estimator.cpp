@@ -271,6 +271,8 @@ void Estimator::run_plugins(bool checked, size_t from) {
     ctx.begin_call(configured.plugin, configured.component, static_cast<int32_t>(i), false);
     const int status = configured.plugin->descriptor.apply(configured.state, &host_table(), &ctx);
     if (status == MEMPLAN_OK && !ctx.has_error && checked && ctx.plan_written) check_plan(&ctx, ItemCheck::in_place);
+    // Work records are few: checked after every plugin that edited them in place.
+    if (status == MEMPLAN_OK && !ctx.has_error && ctx.work_written) check_work(&ctx);
     if (status != MEMPLAN_OK || ctx.has_error) fail_plugin_call(ctx, "apply", status);
   }
   if (!counted) count_parameters_now();

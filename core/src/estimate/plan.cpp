@@ -91,8 +91,18 @@ std::optional<std::string> work_problem(const memplan_work& work) {
   if (work.name == nullptr) return std::string("no name");
   if (!is_interned_name(work.name))
     return std::string("a name that is not interned (rule: work records take names from intern())");
-  if (work.kind != MEMPLAN_WORK_COMPUTE && work.kind != MEMPLAN_WORK_MEMORY)
+  if (work.kind < MEMPLAN_WORK_COMPUTE || work.kind > MEMPLAN_WORK_BUBBLE)
     return "unknown kind " + std::to_string(work.kind);
+  if (work.kind == MEMPLAN_WORK_COLLECTIVE) {
+    if (work.collective < 0 || work.collective >= MEMPLAN_COLLECTIVE_COUNT)
+      return "unknown collective " + std::to_string(work.collective);
+    if (work.ranks < 1) return "a group of " + std::to_string(work.ranks) + " ranks (rule: at least 1)";
+    if (work.stride < 1) return "a stride of " + std::to_string(work.stride) + " (rule: at least 1)";
+    if (!std::isfinite(work.overlap) || work.overlap < 0 || work.overlap > 1)
+      return std::string("an overlap outside [0, 1]");
+  }
+  if (work.kind == MEMPLAN_WORK_BUBBLE && work.amount > 1e6)
+    return std::string("a bubble beyond 10^6 times the compute time");
   if (work.pass < MEMPLAN_PASS_FORWARD || work.pass > MEMPLAN_PASS_OPTIMIZER)
     return "unknown pass " + std::to_string(work.pass);
   if (work.kind == MEMPLAN_WORK_COMPUTE && (work.math < 0 || work.math >= MEMPLAN_MATH_COUNT))

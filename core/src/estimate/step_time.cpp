@@ -22,6 +22,43 @@ std::string_view pass_name(int32_t pass) {
   }
 }
 
+std::string_view collective_name(int32_t collective) {
+  switch (collective) {
+    case MEMPLAN_COLLECTIVE_ALL_REDUCE: return "all-reduce";
+    case MEMPLAN_COLLECTIVE_ALL_GATHER: return "all-gather";
+    case MEMPLAN_COLLECTIVE_REDUCE_SCATTER: return "reduce-scatter";
+    case MEMPLAN_COLLECTIVE_ALL_TO_ALL: return "all-to-all";
+    case MEMPLAN_COLLECTIVE_SEND_RECV: return "send/receive";
+    default: return "unknown";
+  }
+}
+
+double ring_volume(int32_t collective, double amount, int64_t ranks) {
+  if (ranks <= 1) return 0;
+  const double n = static_cast<double>(ranks);
+  switch (collective) {
+    case MEMPLAN_COLLECTIVE_ALL_REDUCE: return 2 * (n - 1) / n * amount;  // reduce-scatter, then all-gather
+    case MEMPLAN_COLLECTIVE_ALL_GATHER:
+    case MEMPLAN_COLLECTIVE_REDUCE_SCATTER:
+    case MEMPLAN_COLLECTIVE_ALL_TO_ALL: return (n - 1) / n * amount;
+    case MEMPLAN_COLLECTIVE_SEND_RECV: return amount;
+    default: return 0;
+  }
+}
+
+namespace {
+
+// The bandwidth a collective's group moves at: the intra-node link when the
+// whole group sits in one node, else the inter-node one (its slowest hop). 0: not known.
+double link_bandwidth(const WorkRecord& record, const GpuPerformance& gpu) {
+  if (gpu.gpus_per_node <= 0) return 0;
+  const bool one_node = static_cast<double>(record.ranks) * static_cast<double>(record.stride) <=
+                        static_cast<double>(gpu.gpus_per_node);
+  return one_node ? gpu.intra_node_bandwidth : gpu.inter_node_bandwidth;
+}
+
+}  // namespace
+
 void time_step(const std::vector<WorkRecord>& work, const GpuPerformance& gpu, int64_t micro_batches,
                double tokens_per_step, StepTime& time) {
   time = StepTime{};
@@ -30,11 +67,37 @@ void time_step(const std::vector<WorkRecord>& work, const GpuPerformance& gpu, i
   time.tokens_per_step = tokens_per_step;
   const double per_step = static_cast<double>(micro_batches > 0 ? micro_batches : 1);
   std::array<double, MEMPLAN_MATH_COUNT> flops_by_math{};
+  double forward_backward_compute = 0;  // what a bubble is a fraction of
+  double bubble_fraction = 0;
   for (size_t index = 0; index < work.size(); ++index) {
     const WorkRecord& record = work[index];
+    if (record.kind == MEMPLAN_WORK_BUBBLE) {
+      bubble_fraction += record.amount;
+      continue;
+    }
     const double repeats = record.pass == MEMPLAN_PASS_OPTIMIZER ? 1.0 : per_step;
     const double amount = record.amount * repeats;
     double peak = 0;
+    if (record.kind == MEMPLAN_WORK_COLLECTIVE) {
+      const double volume = ring_volume(record.collective, amount, record.ranks);
+      time.communication_bytes += volume;
+      const double bandwidth = link_bandwidth(record, gpu);
+      if (!(bandwidth > 0) && time.status == TimeStatus::timed) {
+        time.status = TimeStatus::no_link;
+        time.cause = static_cast<int64_t>(index);
+      }
+      if (!(record.efficiency > 0) && time.status == TimeStatus::timed) {
+        time.status = TimeStatus::no_efficiency;
+        time.cause = static_cast<int64_t>(index);
+      }
+      if (time.status == TimeStatus::timed) {
+        const double seconds = volume / (bandwidth * record.efficiency);
+        time.communication_seconds += seconds;
+        time.exposed_seconds += seconds * (1 - record.overlap);
+        time.pass_seconds[static_cast<size_t>(record.pass - 1)] += seconds * (1 - record.overlap);
+      }
+      continue;
+    }
     if (record.kind == MEMPLAN_WORK_COMPUTE) {
       time.hardware_flops += amount;
       if (record.flags & MEMPLAN_WORK_MODEL_FLOPS) time.model_flops += amount;
@@ -56,16 +119,23 @@ void time_step(const std::vector<WorkRecord>& work, const GpuPerformance& gpu, i
       time.status = TimeStatus::no_efficiency;
       time.cause = static_cast<int64_t>(index);
     }
-    if (time.status == TimeStatus::timed)
-      time.pass_seconds[static_cast<size_t>(record.pass - 1)] += amount / (peak * record.efficiency);
+    if (time.status == TimeStatus::timed) {
+      const double seconds = amount / (peak * record.efficiency);
+      time.compute_seconds += seconds;
+      time.pass_seconds[static_cast<size_t>(record.pass - 1)] += seconds;
+      if (record.pass != MEMPLAN_PASS_OPTIMIZER) forward_backward_compute += seconds;
+    }
   }
   for (int32_t math = 0; math < MEMPLAN_MATH_COUNT; ++math)
     if (flops_by_math[static_cast<size_t>(math)] > flops_by_math[static_cast<size_t>(time.math)]) time.math = math;
   if (time.status != TimeStatus::timed) {
     time.pass_seconds = {};
+    time.compute_seconds = time.communication_seconds = time.exposed_seconds = 0;
     return;
   }
+  time.bubble_seconds = bubble_fraction * forward_backward_compute;
   for (double seconds : time.pass_seconds) time.seconds += seconds;
+  time.seconds += time.bubble_seconds;
   if (!(time.seconds > 0)) return;
   const double peak = gpu.peak_flops[static_cast<size_t>(time.math)];
   if (peak > 0) {

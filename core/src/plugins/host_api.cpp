@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 
 #include "memplan/core/breakdown.hpp"
@@ -277,6 +278,19 @@ memplan_item* plan_items(memplan_ctx* ctx, size_t* count, size_t* stride) {
   return ctx->plan.items.empty() ? nullptr : static_cast<memplan_item*>(ctx->plan.items.data());
 }
 
+memplan_work* plan_work(memplan_ctx* ctx, size_t* count, size_t* stride) {
+  if (count != nullptr) *count = 0;
+  if (stride != nullptr) *stride = sizeof(WorkRecord);
+  if (!apply_only(ctx, "read the work records")) return nullptr;
+  if (count == nullptr || stride == nullptr) {
+    host_report(ctx, nullptr, "called plan_work without the count and stride outputs");
+    return nullptr;
+  }
+  *count = ctx->plan.work.size();
+  ctx->work_written = true;
+  return ctx->plan.work.empty() ? nullptr : static_cast<memplan_work*>(ctx->plan.work.data());
+}
+
 int add_items(memplan_ctx* ctx, const memplan_item* items, size_t count) {
   if (!apply_only(ctx, "changed the plan")) return MEMPLAN_ERROR;
   if (count == 0) return MEMPLAN_OK;
@@ -302,14 +316,26 @@ int add_work(memplan_ctx* ctx, const memplan_work* work, size_t count) {
   std::vector<WorkRecord>& records = ctx->plan.work;
   if (records.capacity() < records.size() + count)
     records.reserve(std::max(records.size() + count, 2 * records.capacity()));
+  // The plugin's records are struct_size bytes apart: a plugin built against a
+  // later 1.x header hands in larger ones, whose tail this host does not read.
+  const uint32_t stride = work[0].struct_size;
+  if (stride < offsetof(memplan_work, collective)) {
+    host_report(ctx, nullptr, "called add_work with struct_size " + std::to_string(stride) +
+                                  ", smaller than ABI 1.2's memplan_work");
+    return MEMPLAN_ERROR;
+  }
+  const auto* bytes = reinterpret_cast<const unsigned char*>(work);
   for (size_t i = 0; i < count; ++i) {
+    memplan_work record{};
+    std::memcpy(&record, bytes + i * stride, std::min<size_t>(stride, sizeof record));
+    record.struct_size = sizeof record;
     // A record is checked when it is handed in: the records are few and a
     // plugin cannot edit them afterwards.
-    if (auto problem = work_problem(work[i])) [[unlikely]] {
+    if (auto problem = work_problem(record)) [[unlikely]] {
       host_report(ctx, nullptr, "reported a work record that breaks a rule of plugin_abi.h: " + *problem);
       return MEMPLAN_ERROR;
     }
-    records.emplace_back(work[i], ctx->plugin_index);
+    records.emplace_back(record, ctx->plugin_index);
   }
   return MEMPLAN_OK;
 }
@@ -444,6 +470,7 @@ memplan_host make_host_table() {
   host.get_attr_string_at = get_attr_string_at;
   host.set_attr_string_at = set_attr_string_at;
   host.add_work = add_work;
+  host.plan_work = plan_work;
   return host;
 }
 
@@ -467,6 +494,16 @@ bool check_plan(memplan_ctx* ctx, ItemCheck check) {
       return false;
     }
   }
+  return true;
+}
+
+bool check_work(memplan_ctx* ctx) {
+  for (const WorkRecord& record : ctx->plan.work)
+    if (auto problem = work_problem(record)) [[unlikely]] {
+      host_report(ctx, nullptr, "left a work record that breaks a rule of plugin_abi.h: '" +
+                                    std::string(record.name != nullptr ? record.name : "") + "' has " + *problem);
+      return false;
+    }
   return true;
 }
 

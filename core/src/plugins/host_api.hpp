@@ -55,6 +55,7 @@ struct memplan_ctx {
   int32_t plugin_index = -1;
   bool configuring = false;
   bool plan_written = false;  // the plugin took the plan array (ABI 1.1) or appended to it in bulk
+  bool work_written = false;  // the plugin took the work records' array (ABI 1.2)
 
   // The first error the plugin reported during the current call.
   bool has_error = false;
@@ -68,6 +69,7 @@ struct memplan_ctx {
     plugin_index = index;
     configuring = config;
     plan_written = false;
+    work_written = false;
     has_error = false;
     size_overflow = false;
     error_option.clear();
@@ -105,5 +107,9 @@ size_t attribute_slot(memplan_ctx& ctx, const char* key);
 // Checks every item of the plan; reports the first bad one as the current
 // plugin's error and returns false.
 bool check_plan(memplan_ctx* ctx, ItemCheck check);
+
+// Checks every work record after a plugin edited them in place; reports the
+// first bad one as the current plugin's error and returns false.
+bool check_work(memplan_ctx* ctx);
 
 }  // namespace memplan

@@ -45,6 +45,12 @@ std::string untimed_reason(const Estimate& estimate) {
       return who + " in " + std::string(math_name(work.math)) + ", but " + gpu + " has no " +
              std::string(math_name(work.math)) + " peak; give [hardware] tflops = { " +
              std::string(math_name(work.math)) + " = <dense TFLOP/s> }";
+    case TimeStatus::no_link:
+      return who + ", a " + std::string(collective_name(work.collective)) + " over " + std::to_string(work.ranks) +
+             " GPUs, but " + gpu + " has no " +
+             (estimate.scenario.hardware.performance.gpus_per_node <= 0
+                  ? std::string("GPUs per node; give [hardware] gpus_per_node")
+                  : std::string("bandwidth for the link it crosses; give [hardware] intra_node_gbs and inter_node_gbs"));
     case TimeStatus::no_bandwidth:
       return who + " bound by memory bandwidth, but " + gpu +
              " has no memory bandwidth; give [hardware] memory_bandwidth_gbs";

@@ -21,22 +21,27 @@ std::string number(double value) {
 void write_step_time(std::ostream& out, const Estimate& estimate) {
   const StepTime& time = estimate.breakdown.time;
   if (time.status == TimeStatus::no_work) return;
-  static constexpr const char* kStatus[] = {"no_work", "timed", "no_efficiency", "no_peak", "no_bandwidth"};
+  static constexpr const char* kStatus[] = {"no_work", "timed", "no_efficiency", "no_peak", "no_bandwidth", "no_link"};
   const bool timed = time.status == TimeStatus::timed;
   auto timed_number = [&](double value) { return timed ? number(value) : std::string("null"); };
   out << "  \"time\": {\n    \"status\": " << json_string(kStatus[static_cast<int>(time.status)])
       << ", \"reason\": " << (timed ? std::string("null") : json_string(untimed_reason(estimate)))
-      << ",\n    \"seconds_per_step\": " << timed_number(time.seconds) << ", \"passes\": {";
+      << ",\n    \"seconds_per_step\": " << timed_number(time.seconds)
+      << ", \"compute_seconds\": " << timed_number(time.compute_seconds)
+      << ", \"communication_seconds\": " << timed_number(time.communication_seconds)
+      << ", \"exposed_communication_seconds\": " << timed_number(time.exposed_seconds)
+      << ", \"bubble_seconds\": " << timed_number(time.bubble_seconds) << ",\n    \"passes\": {";
   for (int32_t pass = MEMPLAN_PASS_FORWARD; pass <= MEMPLAN_PASS_OPTIMIZER; ++pass)
     out << (pass == MEMPLAN_PASS_FORWARD ? " " : ", ") << json_string(pass_name(pass)) << ": "
         << timed_number(time.pass_seconds[static_cast<size_t>(pass - 1)]);
   out << " },\n    \"model_flops_per_gpu\": " << number(time.model_flops)
       << ", \"hardware_flops_per_gpu\": " << number(time.hardware_flops)
-      << ", \"memory_bytes_per_gpu\": " << number(time.memory_bytes) << ", \"math\": " << json_string(math_name(time.math))
+      << ", \"memory_bytes_per_gpu\": " << number(time.memory_bytes)
+      << ", \"communication_bytes_per_gpu\": " << number(time.communication_bytes)
+      << ", \"math\": " << json_string(math_name(time.math))
       << ",\n    \"mfu\": " << timed_number(time.mfu) << ", \"hfu\": " << timed_number(time.hfu)
       << ", \"tokens_per_step\": " << number(time.tokens_per_step)
-      << ", \"tokens_per_second\": " << timed_number(time.tokens_per_second)
-      << ",\n    \"not_counted\": [\"communication\", \"pipeline bubble\"]\n  },\n";
+      << ", \"tokens_per_second\": " << timed_number(time.tokens_per_second) << "\n  },\n";
 }
 
 void write_components(std::ostream& out, const std::array<uint64_t, MEMPLAN_ROLE_COUNT>& components) {

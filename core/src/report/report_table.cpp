@@ -57,7 +57,7 @@ std::string seconds_column(double seconds) {
 void write_step_time(std::ostream& out, const Estimate& estimate) {
   const StepTime& time = estimate.breakdown.time;
   if (time.status == TimeStatus::no_work) return;
-  out << "\nstep time (" << kStepTimeLeavesOut << ")\n";
+  out << "\nstep time (the work plugins report; docs/step-time.md)\n";
   if (time.status != TimeStatus::timed) {
     out << "  not derived: " << terminal_text(untimed_reason(estimate)) << "\n";
     char flops[64];
@@ -70,7 +70,14 @@ void write_step_time(std::ostream& out, const Estimate& estimate) {
     if (seconds > 0 || pass != MEMPLAN_PASS_OPTIMIZER)
       out << "  " << padded(pass_name(pass), 18) << seconds_column(seconds) << "\n";
   }
+  if (time.bubble_seconds > 0) out << "  " << padded("pipeline bubble", 18) << seconds_column(time.bubble_seconds) << "\n";
   out << "  " << padded("step", 18) << seconds_column(time.seconds) << "\n";
+  if (time.communication_seconds > 0) {
+    char comm[160];
+    std::snprintf(comm, sizeof comm, "%.3f s, of which %.3f s not hidden by compute (%.4g GB moved per GPU)",
+                  time.communication_seconds, time.exposed_seconds, time.communication_bytes / 1e9);
+    out << "  " << padded("communication", 18) << comm << "\n";
+  }
   char line[160];
   std::snprintf(line, sizeof line, "%.4g model FLOPs per step (MFU %.1f %%, HFU %.1f %% of the %s peak)", time.model_flops,
                 100.0 * time.mfu, 100.0 * time.hfu, std::string(math_name(time.math)).c_str());

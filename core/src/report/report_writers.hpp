@@ -41,8 +41,6 @@ std::vector<LimitRow> limit_rows(const ScenarioLimits& limits);
 // Why the step has no time although plugins reported its work, and what to
 // give (empty when it is timed or no work was reported).
 std::string untimed_reason(const Estimate& estimate);
-// What the step time does not count yet, for every format.
-inline constexpr const char* kStepTimeLeavesOut = "communication and pipeline bubbles are not counted yet";
 
 // Where the model came from, as the reports name it: the preset, the
 // hf_config path, or "inline".

@@ -35,6 +35,17 @@
 // one unit's (limit_all_gathers lets two gathers run at once). FSDP declares
 // that size (sharding.offload_staging); 'offload' keeps it reserved.
 //
+// Communication (ABI 1.2 work records; ring volumes): every micro-batch
+// all-gathers the stage's weights in the dtype they are gathered in before
+// forward, and again before backward when they were resharded after forward;
+// it reduce-scatters the gradients after each micro-batch's backward (FSDP
+// reduces every micro-batch unless no_sync is used), so FSDP rewrites the
+// step's gradient all-reduce (MEMPLAN_WORK_GRADIENT_REDUCTION) into a
+// reduce-scatter per micro-batch. With one micro-batch that is ZeRO-3's 3 x
+// the parameters' volume against plain data parallelism's 2 x (Rajbhandari et
+// al. 2020, section 7.2.2). Group: the shard group, stride tensor-parallel
+// ranks. No overlap is assumed (a bound from above).
+//
 // reshard_after_forward = false (FSDP2's fully_shard option, FSDP1's
 // SHARD_GRAD_OP; torchtitan's default under pipeline parallelism,
 // torchtitan v0.2.2 models/llama3/infra/parallelize.py) keeps every unit
@@ -75,7 +86,7 @@ constexpr std::array<memplan_option_spec, 7> kOptions{{
 class FsdpStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "fsdp", "1.1.2",
+      "fsdp", "1.2.0",
       "PyTorch FSDP: FULL_SHARD or HYBRID_SHARD (ZeRO-3 semantics) with the gathered units in flight",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -128,6 +139,28 @@ class FsdpStrategy {
              role == Role::optimizer_states;
     });
     ctx.set_attr(attributes_.shard_group, shard);
+    add_communication(ctx, shard, static_cast<int64_t>(groups.tensor));
+  }
+
+  // The gathers of each micro-batch, and the gradients' reduce-scatter in place of the all-reduce.
+  void add_communication(memplan::sdk::Context& ctx, double shard, int64_t stride) {
+    if (!ctx.training() || shard <= 1) return;
+    const auto ranks = static_cast<int64_t>(shard);
+    ctx.for_each_work([&](memplan_work& work) {
+      if (work.name != names_.gradient_reduction.text) return;
+      work.collective = MEMPLAN_COLLECTIVE_REDUCE_SCATTER;
+      work.pass = MEMPLAN_PASS_BACKWARD;
+      work.ranks = static_cast<int32_t>(ranks);
+      work.stride = stride;
+    });
+    using memplan::sdk::Pass;
+    for (Pass pass : {Pass::forward, Pass::backward}) {
+      if (pass == Pass::backward && !reshard_after_forward_) break;
+      ctx.add_work(memplan::sdk::Work{.name = names_.gather, .kind = memplan::sdk::WorkKind::collective, .pass = pass,
+                                      .amount = stage_weight_bytes_, .efficiency = 1.0,
+                                      .collective = memplan::sdk::Collective::all_gather, .ranks = ranks,
+                                      .stride = stride, .overlap = 0});
+    }
   }
 
  private:
@@ -147,6 +180,8 @@ class FsdpStrategy {
     const double unit_bytes = sharding::largest_window(weights.per_layer_bytes, unit_layers_);
     const double trainable_unit = sharding::largest_window(weights.trainable_layer, unit_layers_);
     const double units = std::ceil(static_cast<double>(weights.per_layer.size()) / static_cast<double>(unit_layers_));
+    stage_weight_bytes_ = weights.outside_bytes;
+    for (double bytes : weights.per_layer_bytes) stage_weight_bytes_ += bytes;
     using memplan::sdk::Lifetime;
     if (reshard_after_forward_) {
       const double forward = weights.outside_bytes + std::min(2.0, units) * unit_bytes;
@@ -197,8 +232,11 @@ class FsdpStrategy {
         : gathered_forward(options.intern("fsdp.gathered_forward")),
           gathered_backward(options.intern("fsdp.gathered_backward")),
           unsharded_parameters(options.intern("fsdp.unsharded_parameters")),
-          unsharded_gradients(options.intern("fsdp.unsharded_gradients")) {}
+          unsharded_gradients(options.intern("fsdp.unsharded_gradients")),
+          gather(options.intern("fsdp.all_gather")),
+          gradient_reduction(options.intern(MEMPLAN_WORK_GRADIENT_REDUCTION)) {}
     memplan::sdk::Name gathered_forward, gathered_backward, unsharded_parameters, unsharded_gradients;
+    memplan::sdk::Name gather, gradient_reduction;
   };
 
   int64_t unit_layers_;
@@ -212,6 +250,7 @@ class FsdpStrategy {
   double reduce_bytes_ = 0;  // 0: the gradients' dtype
   bool reshard_after_forward_ = true;
   bool float8_all_gather_ = false;
+  double stage_weight_bytes_ = 0;  // the stage's weights as gathered (whole), for the all-gathers
 };
 
 }  // namespace

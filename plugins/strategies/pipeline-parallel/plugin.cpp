@@ -52,7 +52,7 @@ class PipelineParallelStrategy {
   // apply() reads nothing of the workload: the schedule's figures depend on
   // grad_accum, which no evaluation changes, and are computed in the constructor.
   static constexpr memplan::sdk::PluginInfo info{
-      "pipeline-parallel", "1.2.0",
+      "pipeline-parallel", "1.3.0",
       "Pipeline parallelism (1F1B, interleaved 1F1B or GPipe; uneven end stages), reporting the first or last stage",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout, memplan::sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -65,7 +65,8 @@ class PipelineParallelStrategy {
         has_lm_head_attr_(options.attribute(MEMPLAN_ATTR_STAGE_HAS_LM_HEAD)),
         stage_layers_attr_(options.attribute(MEMPLAN_ATTR_STAGE_LAYERS)),
         inflight_attr_(options.attribute(MEMPLAN_ATTR_INFLIGHT_MICROBATCHES)),
-        activation_factor_attr_(options.attribute(MEMPLAN_ATTR_ACTIVATION_FACTOR)) {
+        activation_factor_attr_(options.attribute(MEMPLAN_ATTR_ACTIVATION_FACTOR)),
+        bubble_name_(options.intern("pipeline_bubble")) {
     const std::string stage = options.string("stage").value_or("first");
     if (stage != "first" && stage != "last") options.fail("stage", "must be \"first\" or \"last\", not \"" + stage + "\"");
     last_stage_ = stage == "last";
@@ -116,6 +117,13 @@ class PipelineParallelStrategy {
                                          std::to_string(virtual_stages_) +
                                          " model chunks of equal size; choose a divisor of the stage's layers");
     schedule_facts(options.workload().grad_accum);
+    // The bubble: each stage idles for p - 1 micro-batch passes of the
+    // pipeline's fill and drain, a fraction (p - 1) / m of the m micro-batches'
+    // compute under GPipe and 1F1B (Narayanan et al. 2021, arXiv 2104.04473,
+    // section 2.2.1), (p - 1) / (v m) with v model chunks per stage interleaved
+    // (section 2.2.2).
+    const double microbatches = static_cast<double>(std::max<int64_t>(options.workload().grad_accum, 1));
+    bubble_ = static_cast<double>(size_ - 1) / (static_cast<double>(virtual_stages_) * microbatches);
   }
 
   void apply(memplan::sdk::Context& ctx) {
@@ -127,6 +135,8 @@ class PipelineParallelStrategy {
     ctx.set_attr(stage_layers_attr_, stage_layers_);
     ctx.set_attr(inflight_attr_, inflight_);
     if (virtual_stages_ > 1) ctx.set_attr(activation_factor_attr_, activation_factor_);
+    if (ctx.training())
+      ctx.add_work(memplan::sdk::Work{.name = bubble_name_, .kind = memplan::sdk::WorkKind::bubble, .amount = bubble_});
 
     // Removing an item invalidates the array: take it again, and go on at the same index.
     memplan::sdk::Items items = ctx.items();
@@ -208,6 +218,8 @@ class PipelineParallelStrategy {
   memplan::sdk::Attribute stage_layers_attr_;
   memplan::sdk::Attribute inflight_attr_;
   memplan::sdk::Attribute activation_factor_attr_;
+  memplan::sdk::Name bubble_name_;
+  double bubble_ = 0;  // idle fraction of the forward and backward compute
   bool last_stage_ = false;
   bool gpipe_ = false;
   bool tied_embeddings_ = false;

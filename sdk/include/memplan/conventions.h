@@ -75,6 +75,13 @@
 #define MEMPLAN_ATTR_LORA_RANK_INPUTS "lora.rank_inputs"
 #define MEMPLAN_ATTR_LORA_DROPOUT "lora.dropout"
 
+/* Names of work records (ABI 1.2) that more than one plugin knows. The
+ * data-parallel gradient reduction: the step-work plugin counts it as an
+ * all-reduce over the data-parallel ranks once per step; a sharding plugin
+ * that reduces gradients its own way (ZeRO, FSDP: reduce-scatters) rewrites
+ * the record (memplan_host.plan_work). */
+#define MEMPLAN_WORK_GRADIENT_REDUCTION "data_parallel.gradients"
+
 /* Recomputation policy (string): "none", "selective", "full" or "op". */
 #define MEMPLAN_ATTR_RECOMPUTE_POLICY "recompute.policy"
 

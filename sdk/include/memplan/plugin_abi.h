@@ -221,7 +221,19 @@ typedef struct memplan_workload {
  *                         at the peak of `math` (MEMPLAN_MATH_*) x `efficiency`;
  *   MEMPLAN_WORK_MEMORY   bytes read and written by kernels bound by memory
  *                         bandwidth (an optimizer's element-wise update), at
- *                         the GPU's memory bandwidth x `efficiency`.
+ *                         the GPU's memory bandwidth x `efficiency`;
+ *   MEMPLAN_WORK_COLLECTIVE  a collective over `ranks` GPUs of a tensor of
+ *                         `amount` bytes (the whole tensor each rank ends with
+ *                         or starts from; for send/receive the bytes sent),
+ *                         moving its ring volume per rank (all-reduce
+ *                         2 (N - 1) / N x amount, all-gather, reduce-scatter
+ *                         and all-to-all (N - 1) / N x amount, send/receive
+ *                         amount; seed 004) over the intra-node link when the
+ *                         group fits in a node (ranks x stride <= GPUs per
+ *                         node), else the inter-node one, at `efficiency` of
+ *                         the link; `overlap` of its time hides behind compute;
+ *   MEMPLAN_WORK_BUBBLE   idle time as `amount` x the step's forward and
+ *                         backward compute time (a pipeline's bubble).
  * `pass` says when: forward or backward records count once per micro-batch
  * (the host multiplies by the micro-batches of a step), optimizer records once
  * per step. Flag MEMPLAN_WORK_MODEL_FLOPS marks the FLOPs the model needs
@@ -230,6 +242,15 @@ typedef struct memplan_workload {
  */
 #define MEMPLAN_WORK_COMPUTE 0
 #define MEMPLAN_WORK_MEMORY 1
+#define MEMPLAN_WORK_COLLECTIVE 2
+#define MEMPLAN_WORK_BUBBLE 3
+
+#define MEMPLAN_COLLECTIVE_ALL_REDUCE 0
+#define MEMPLAN_COLLECTIVE_ALL_GATHER 1
+#define MEMPLAN_COLLECTIVE_REDUCE_SCATTER 2
+#define MEMPLAN_COLLECTIVE_ALL_TO_ALL 3
+#define MEMPLAN_COLLECTIVE_SEND_RECV 4
+#define MEMPLAN_COLLECTIVE_COUNT 5
 
 #define MEMPLAN_PASS_FORWARD 1
 #define MEMPLAN_PASS_BACKWARD 2
@@ -254,9 +275,14 @@ typedef struct memplan_work {
   int32_t pass;     /* MEMPLAN_PASS_* */
   int32_t math;     /* MEMPLAN_MATH_*, for compute records */
   uint32_t flags;   /* MEMPLAN_WORK_MODEL_FLOPS */
-  double amount;    /* FLOPs or bytes, >= 0 */
+  double amount;    /* FLOPs, bytes or (bubble) a fraction, >= 0 */
   double efficiency; /* the fraction of the peak this work reaches, in (0, 1]; 0 when not known (the host
                         then reports the amounts but no time) */
+  /* Collectives only: */
+  int32_t collective; /* MEMPLAN_COLLECTIVE_* */
+  int32_t ranks;      /* GPUs in the group, >= 1 (1: nothing moves) */
+  int64_t stride;     /* rank distance between neighbours of the group (1: adjacent ranks), >= 1 */
+  double overlap;     /* the fraction of its time hidden behind compute, in [0, 1] */
 } memplan_work;
 
 /*
@@ -349,6 +375,13 @@ typedef struct memplan_host {
   /* Appends `count` work records (interned names, checked). Records live as
    * long as the evaluation, as items do; an evaluation starts with none. */
   int (*add_work)(memplan_ctx *ctx, const memplan_work *work, size_t count);
+  /* The work records as an array the plugin reads and edits in place during
+   * apply(), as plan_items: record i is at (char *)first + i * *stride. Valid
+   * until add_work. A strategy that does some work another way rewrites the
+   * record that counted it (conventions.h names the records plugins share,
+   * e.g. MEMPLAN_WORK_GRADIENT_REDUCTION). The host checks the records after
+   * each plugin that took the array. */
+  memplan_work *(*plan_work)(memplan_ctx *ctx, size_t *count, size_t *stride);
 } memplan_host;
 
 /* One option a plugin accepts in its scenario table. */

@@ -158,7 +158,19 @@ struct Name {
 };
 
 // ABI 1.2: one record of a step's work (memplan_work), for Context::add_work.
-enum class WorkKind : int32_t { compute = MEMPLAN_WORK_COMPUTE, memory = MEMPLAN_WORK_MEMORY };
+enum class WorkKind : int32_t {
+  compute = MEMPLAN_WORK_COMPUTE,
+  memory = MEMPLAN_WORK_MEMORY,
+  collective = MEMPLAN_WORK_COLLECTIVE,
+  bubble = MEMPLAN_WORK_BUBBLE,
+};
+enum class Collective : int32_t {
+  all_reduce = MEMPLAN_COLLECTIVE_ALL_REDUCE,
+  all_gather = MEMPLAN_COLLECTIVE_ALL_GATHER,
+  reduce_scatter = MEMPLAN_COLLECTIVE_REDUCE_SCATTER,
+  all_to_all = MEMPLAN_COLLECTIVE_ALL_TO_ALL,
+  send_recv = MEMPLAN_COLLECTIVE_SEND_RECV,
+};
 enum class Pass : int32_t {
   forward = MEMPLAN_PASS_FORWARD,
   backward = MEMPLAN_PASS_BACKWARD,
@@ -177,8 +189,13 @@ struct Work {
   Pass pass = Pass::forward;
   Math math = Math::bf16;
   bool model_flops = false;  // counts in model FLOPs (MFU); false: hardware FLOPs only (recomputation)
-  double amount = 0;         // FLOPs or bytes
+  double amount = 0;         // FLOPs, bytes or (bubble) a fraction of the compute time
   double efficiency = 0;     // fraction of the peak, in (0, 1]; 0: not known (amounts reported, no time)
+  // Collectives: the group and how much of the time compute hides.
+  Collective collective = Collective::all_reduce;
+  int64_t ranks = 1;
+  int64_t stride = 1;
+  double overlap = 0;
 };
 
 // An attribute resolved once (Options::attribute); read and written by handle.
@@ -502,10 +519,23 @@ class Context : public HostView {
   }
   void remove(size_t index) { check(host_->remove_item(ctx_, index)); }
 
+  // ABI 1.2: the work records, read and edited in place (a strategy that does
+  // some work another way rewrites the record that counted it). Valid until
+  // add_work. Call the callback with each memplan_work&.
+  template <typename Visit>
+  void for_each_work(Visit visit) {
+    size_t count = 0, stride = 0;
+    memplan_work* first = host_->plan_work(ctx_, &count, &stride);
+    if (first == nullptr && count != 0) throw HostReportedError();
+    auto* bytes = reinterpret_cast<unsigned char*>(first);
+    for (size_t i = 0; i < count; ++i) visit(*reinterpret_cast<memplan_work*>(bytes + i * stride));
+  }
+
   // ABI 1.2: a record of the step's work (FLOPs or bytes moved), from which
   // the host derives the step's time. Work of zero amount is not recorded.
   void add_work(const Work& work) {
-    if (work.amount == 0) return;
+    // Nothing to record: no amount, or a collective within one GPU.
+    if (work.amount == 0 || (work.kind == WorkKind::collective && work.ranks <= 1)) return;
     memplan_work raw{};
     raw.struct_size = sizeof raw;
     raw.name = work.name.text;
@@ -515,6 +545,10 @@ class Context : public HostView {
     raw.flags = work.model_flops ? MEMPLAN_WORK_MODEL_FLOPS : 0u;
     raw.amount = work.amount;
     raw.efficiency = work.efficiency;
+    raw.collective = static_cast<int32_t>(work.collective);
+    raw.ranks = static_cast<int32_t>(work.ranks);
+    raw.stride = work.stride;
+    raw.overlap = work.overlap;
     check(host_->add_work(ctx_, &raw, 1));
   }
 

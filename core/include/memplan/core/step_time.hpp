@@ -32,6 +32,9 @@ struct GpuPerformance {
 
 std::string_view math_name(int32_t math);  // MEMPLAN_MATH_NAMES; "unknown" for another value
 std::string_view pass_name(int32_t pass);  // "forward", "backward", "optimizer"
+std::string_view collective_name(int32_t collective);  // "all-reduce", "all-gather", ...
+// Bytes each rank sends in a ring collective of `amount` bytes over `ranks` GPUs (seed 004).
+double ring_volume(int32_t collective, double amount, int64_t ranks);
 
 enum class TimeStatus {
   no_work,        // no plugin reported the step's work: nothing to say
@@ -39,15 +42,22 @@ enum class TimeStatus {
   no_efficiency,  // a record's efficiency is 0 (not stated)
   no_peak,        // the GPU's peak for a record's math is not known
   no_bandwidth,   // a memory record, and the GPU's memory bandwidth is not known
+  no_link,        // a collective, and the bandwidth of the link it crosses (or GPUs per node) is not known
 };
 
 struct StepTime {
   TimeStatus status = TimeStatus::no_work;
   int64_t cause = -1;  // index of the first work record that could not be timed
   // Seconds per step in each pass (index MEMPLAN_PASS_* - 1): forward and
-  // backward over every micro-batch of the step.
+  // backward over every micro-batch of the step; compute, memory traffic and
+  // the communication compute does not hide.
   std::array<double, 3> pass_seconds{};
-  double seconds = 0;          // per step
+  double compute_seconds = 0;        // compute and memory-bound work, per step
+  double communication_seconds = 0;  // every collective's time, per step
+  double exposed_seconds = 0;        // the part of it compute does not hide
+  double bubble_seconds = 0;         // idle (a pipeline's bubble)
+  double communication_bytes = 0;    // moved per GPU per step (ring volumes)
+  double seconds = 0;          // per step: the passes plus the bubble
   double model_flops = 0;      // per GPU per step
   double hardware_flops = 0;   // per GPU per step: model FLOPs plus recomputation
   double memory_bytes = 0;     // per GPU per step, moved by memory-bound work

@@ -1,6 +1,9 @@
-// 'transformer-flops': the floating-point work of a training step on the
-// reported GPU, as work records (ABI 1.2) from which the host derives the
-// step's time, MFU and HFU (docs/step-time.md).
+// 'transformer-step': the work of a transformer training step on the reported
+// GPU under its parallel layout, as work records (ABI 1.2) from which the host
+// derives the step's time, MFU and HFU (docs/step-time.md): its floating-point
+// operations, and the collectives its layout needs (below). Strategies that add
+// work of their own report it themselves (the pipeline's bubble, FSDP's
+// parameter gathers).
 //
 // Counted as Megatron-LM counts a step's FLOPs (num_floating_point_operations,
 // megatron/training/training.py @ d98e8a64ddf3), per GPU and from the weights
@@ -33,6 +36,34 @@
 //
 // Tokens per GPU: micro_batch x seq_len / context-parallel ranks. Forward and
 // backward records count per micro-batch; the host multiplies by grad_accum.
+//
+// Collectives (ring volumes, seed 004; groups placed as Megatron-LM orders
+// ranks, tensor innermost, then context, expert, data, pipeline:
+// megatron/core/parallel_state.py, order "tp-cp-ep-dp-pp"), of activations in
+// their dtype:
+//   tensor parallel   per layer 2 all-reduces of the layer's output (t x h) in
+//                     forward and 2 in backward (Shoeybi et al. 2019, section
+//                     3); with sequence parallelism all-gathers and
+//                     reduce-scatters of the same volume (Korthikanti et al.
+//                     section 4.2.2). Group: tp ranks, stride 1.
+//   context parallel  ring attention: each layer passes its K and V chunk on
+//                     cp - 1 times in forward, K, V and their gradients in
+//                     backward. Group: cp ranks, stride tp.
+//   expert parallel   per MoE layer a dispatch and a combine all-to-all of
+//                     t x top_k x h in forward, as many in backward. Group: ep
+//                     ranks, stride tp x cp.
+//   pipeline          the stage's output activations (t x h, / tp under
+//                     sequence parallelism) sent forward and their gradient
+//                     back, per micro-batch. Group: 2 ranks, stride tp x cp x dp.
+//   data parallel     the trainable gradients all-reduced once per step over
+//                     the data x context ranks (experts' over data x context /
+//                     ep), stride tp; `gradient_reduce_overlap` of it hidden
+//                     behind backward (0 by default: Megatron-LM's
+//                     --overlap-grad-reduce is off unless asked for). The
+//                     record is MEMPLAN_WORK_GRADIENT_REDUCTION: sharding
+//                     plugins that reduce otherwise rewrite it.
+// Every collective runs at `link_efficiency` of the link's peak (1: the
+// datasheet's bandwidth, a lower bound on its time).
 #include <memplan/dtypes.hpp>
 #include <memplan/sdk.hpp>
 #include <memplan/support/format.hpp>
@@ -49,7 +80,7 @@ namespace {
 namespace sdk = memplan::sdk;
 using sdk::ParamClass;
 
-constexpr std::array<memplan_option_spec, 3> kOptions{{
+constexpr std::array<memplan_option_spec, 5> kOptions{{
     {"efficiency", MEMPLAN_OPTION_DOUBLE,
      "the fraction of the GPU's peak the step's FLOPs reach, in (0, 1] (a published model FLOPs utilisation of the "
      "framework on the GPU, or your measurement)",
@@ -60,6 +91,12 @@ constexpr std::array<memplan_option_spec, 3> kOptions{{
      "count the attention core over the query-key pairs a causal mask keeps (false: every pair, as Korthikanti et "
      "al. 2022 count)",
      "true"},
+    {"link_efficiency", MEMPLAN_OPTION_DOUBLE,
+     "the fraction of the links' peak bandwidth the collectives reach, in (0, 1] (NCCL's measured bus bandwidth / "
+     "the link's)",
+     "1: the datasheet's bandwidth"},
+    {"gradient_reduce_overlap", MEMPLAN_OPTION_DOUBLE,
+     "the fraction of the data-parallel gradient reduction hidden behind backward, in [0, 1]", "0"},
 }};
 
 // The math of a dtype name (the activations' dtype), or nullopt.
@@ -91,18 +128,22 @@ double attention_pairs(double s, double window, bool causal) {
   return window * (window + 1) / 2 + (s - window) * window;
 }
 
-class TransformerFlops {
+class TransformerStep {
  public:
-  static constexpr sdk::PluginInfo info{"transformer-flops", "1.0.0",
-                                        "FLOPs of a transformer training step per GPU, for its time, MFU and HFU",
+  static constexpr sdk::PluginInfo info{"transformer-step", "1.0.0",
+                                        "A transformer training step's FLOPs and its layout's collectives, per GPU",
                                         sdk::Kind::strategy, sdk::Phase::work, sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
-  explicit TransformerFlops(sdk::Options& options)
+  explicit TransformerStep(sdk::Options& options)
       : layout_(options),
         activations_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_ACTIVATIONS)),
+        gradients_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_GRADIENTS)),
         recompute_(options.attribute(MEMPLAN_ATTR_RECOMPUTE_POLICY)),
-        names_{options.intern("matmul"), options.intern("attention_core"), options.intern("recompute")} {
+        names_{options.intern("matmul"),          options.intern("attention_core"),
+               options.intern("recompute"),       options.intern("tensor_parallel"),
+               options.intern("context_parallel"), options.intern("expert_parallel"),
+               options.intern("pipeline_p2p"),    options.intern(MEMPLAN_WORK_GRADIENT_REDUCTION)} {
     if (auto efficiency = options.number("efficiency")) {
       if (!std::isfinite(*efficiency) || *efficiency <= 0 || *efficiency > 1)
         options.fail("efficiency", "must be a fraction of the peak in (0, 1], got " +
@@ -116,9 +157,21 @@ class TransformerFlops {
       math_ = *known;
     }
     causal_ = options.boolean("causal").value_or(true);
+    link_efficiency_ = fraction(options, "link_efficiency", 1.0, false);
+    gradient_overlap_ = fraction(options, "gradient_reduce_overlap", 0.0, true);
     if (!options.model().has_architecture)
       options.fail("needs the model's layers, heads and widths to count its FLOPs, but the scenario gives only "
                    "params; give a preset or the architecture in [model]");
+  }
+
+  // An option that is a fraction: in (0, 1], or [0, 1] when zero may be.
+  static double fraction(sdk::Options& options, const char* key, double fallback, bool zero) {
+    const std::optional<double> value = options.number(key);
+    if (!value) return fallback;
+    if (!std::isfinite(*value) || *value > 1 || *value < 0 || (!zero && *value == 0))
+      options.fail(key, std::string("must be a fraction in ") + (zero ? "[0, 1]" : "(0, 1]") + ", got " +
+                            memplan::support::number(*value));
+    return *value;
   }
 
   void apply(sdk::Context& ctx) {
@@ -185,14 +238,77 @@ class TransformerFlops {
     else if (policy == "selective") again = core;
     else if (policy == "op") again = layer_matmul / 2;  // SDPA output is saved: the core is not redone
     add(names_.recompute, sdk::Pass::backward, false, again);
+    add_collectives(ctx, model, layout, tokens, trainable_dense_bytes(ctx), trainable_expert_bytes_);
   }
 
  private:
+  // The trainable gradients' bytes on the GPU, dense and (in trainable_expert_bytes_) experts'.
+  double trainable_dense_bytes(sdk::Context& ctx) {
+    const double bytes = ctx.attr_double(gradients_dtype_, 2);
+    double dense = 0;
+    trainable_expert_bytes_ = 0;
+    for (const sdk::ItemRef item : ctx.items()) {
+      if (item.role() != sdk::Role::weights || item.device() != sdk::Device::gpu || !item.trainable()) continue;
+      const double elements = item.elements() * static_cast<double>(item.count());
+      (item.param_class() == ParamClass::expert ? trainable_expert_bytes_ : dense) += elements * bytes;
+    }
+    return dense;
+  }
+
+  void add_collectives(sdk::Context& ctx, const memplan_model& model, const memplan::support::Layout& layout,
+                       double tokens, double dense_gradients, double expert_gradients) {
+    const double activation = ctx.attr_double(activations_dtype_, 2);
+    const double layers = static_cast<double>(layout.stage_layers);
+    const double hidden_states = tokens * static_cast<double>(model.hidden) * activation;  // t x h
+    auto collective = [&](sdk::Name name, sdk::Pass pass, sdk::Collective kind, int64_t ranks, int64_t stride,
+                          double bytes, double overlap) {
+      ctx.add_work(sdk::Work{.name = name, .kind = sdk::WorkKind::collective, .pass = pass, .amount = bytes,
+                             .efficiency = link_efficiency_, .collective = kind, .ranks = ranks, .stride = stride,
+                             .overlap = overlap});
+    };
+    using sdk::Collective;
+    using sdk::Pass;
+    // Tensor parallelism: 2 per layer each way (all-gather + reduce-scatter under sequence parallelism: the
+    // same volume as an all-reduce, recorded as one).
+    for (Pass pass : {Pass::forward, Pass::backward})
+      collective(names_.tensor, pass, Collective::all_reduce, layout.tensor, 1, 2 * layers * hidden_states, 0);
+    // Context parallelism: K and V of the GPU's chunk, passed on cp - 1 times per layer; backward also their gradients.
+    const double kv = tokens * 2 * static_cast<double>(model.kv_heads * model.head_dim) /
+                      static_cast<double>(layout.tensor) * activation;
+    const double passes = static_cast<double>(layout.context - 1);
+    collective(names_.context, Pass::forward, Collective::send_recv, layout.context, layout.tensor,
+               layers * passes * kv, 0);
+    collective(names_.context, Pass::backward, Collective::send_recv, layout.context, layout.tensor,
+               2 * layers * passes * kv, 0);
+    // Expert parallelism: dispatch and combine, each way.
+    if (model.experts > 0)
+      for (Pass pass : {Pass::forward, Pass::backward})
+        collective(names_.expert, pass, Collective::all_to_all, layout.expert, layout.tensor * layout.context,
+                   2 * layers * hidden_states * static_cast<double>(model.experts_top_k), 0);
+    // Pipeline: the stage boundary's activations forward, their gradient back.
+    const double boundary = hidden_states / (layout.sequence_parallel ? static_cast<double>(layout.tensor) : 1.0);
+    const int64_t pipeline_stride = layout.tensor * layout.context * layout.data;
+    if (layout.pipeline > 1)
+      for (Pass pass : {Pass::forward, Pass::backward})
+        collective(names_.pipeline, pass, Collective::send_recv, 2, pipeline_stride, boundary, 0);
+    // Data parallelism: the gradients once per step.
+    const int64_t replicas = layout.dense_replicas();
+    collective(names_.data, Pass::optimizer, Collective::all_reduce, replicas, layout.tensor, dense_gradients,
+               gradient_overlap_);
+    collective(names_.data, Pass::optimizer, Collective::all_reduce, replicas / layout.expert,
+               layout.tensor * layout.context * layout.expert, expert_gradients, gradient_overlap_);
+  }
+
+  double trainable_expert_bytes_ = 0;
+
+
   memplan::support::LayoutReader layout_;
-  sdk::Attribute activations_dtype_, recompute_;
+  sdk::Attribute activations_dtype_, gradients_dtype_, recompute_;
   struct {
-    sdk::Name matmul, core, recompute;
+    sdk::Name matmul, core, recompute, tensor, context, expert, pipeline, data;
   } names_;
+  double link_efficiency_ = 1;
+  double gradient_overlap_ = 0;
   double efficiency_ = 0;
   std::optional<sdk::Math> math_;
   bool causal_ = true;
@@ -200,4 +316,4 @@ class TransformerFlops {
 
 }  // namespace
 
-MEMPLAN_PLUGIN(TransformerFlops)
+MEMPLAN_PLUGIN(TransformerStep)

@@ -1,4 +1,4 @@
-// 'transformer-flops': a step's FLOPs per GPU against the closed forms of the
+// 'transformer-step': a step's FLOPs per GPU against the closed forms of the
 // papers and Megatron-LM, each derived beside its test.
 #include <gtest/gtest.h>
 
@@ -21,11 +21,11 @@ std::string korthikanti_22b(const std::string& flops_options) {
   return "name = \"k22\"\nmode = \"train\"\n[model]\npreset = \"megatron-22b\"\n[batch]\nmicro_batch = 4\n"
          "seq_len = 2048\n[precision]\nuse = \"mixed-fp16\"\n[optimizer]\nuse = \"adam\"\n[activations]\n"
          "use = \"megatron\"\n[[strategy]]\nuse = \"tensor-parallel\"\nsize = 8\nsequence_parallel = true\n"
-         "[[strategy]]\nuse = \"recompute\"\npolicy = \"selective\"\n[[strategy]]\nuse = \"transformer-flops\"\n" +
+         "[[strategy]]\nuse = \"recompute\"\npolicy = \"selective\"\n[[strategy]]\nuse = \"transformer-step\"\n" +
          flops_options + "[hardware]\ngpu = \"a100-sxm-80gb\"\ncount = 8\n";
 }
 
-TEST(TransformerFlops, KorthikantiModelFlops22B) {
+TEST(TransformerStep, KorthikantiModelFlops22B) {
   Evaluation e = evaluate_paper(korthikanti_22b("causal = false\nefficiency = 0.5\n"));
   const StepTime& time = e.breakdown().time;
   ASSERT_EQ(time.status, TimeStatus::timed);
@@ -34,10 +34,16 @@ TEST(TransformerFlops, KorthikantiModelFlops22B) {
   // 4 x 4 x 2048^2 x 6144 x 48 / 8 = 2.4739e12 hardware FLOPs beyond the model's.
   EXPECT_NEAR((time.hardware_flops - time.model_flops) / 2.4739200e12, 1.0, 1e-4);
   // At efficiency 0.5 of the A100's 312 TFLOP/s (bf16: 2-byte activations; fp16's peak is the same):
-  // seconds = hardware FLOPs / 156e12, HFU 0.5 exactly, MFU = 0.5 x model / hardware.
-  EXPECT_NEAR(time.seconds, time.hardware_flops / 156e12, 1e-9);
-  EXPECT_NEAR(time.hfu, 0.5, 1e-12);
-  EXPECT_NEAR(time.mfu, 0.5 * time.model_flops / time.hardware_flops, 1e-12);
+  // compute seconds = hardware FLOPs / 156e12.
+  EXPECT_NEAR(time.compute_seconds, time.hardware_flops / 156e12, 1e-9);
+  // Tensor parallelism: 2 all-reduces per layer each way of 4 x 2048 x 6144 x 2 bytes over the 8 GPUs of a
+  // node: 2 x 48 x 100,663,296 x 2 x 7/8 x 2 passes = 33,822,867,456 bytes at NVLink's 300 GB/s per direction.
+  const double tensor = 2.0 * 48 * (4 * 2048.0 * 6144 * 2) * 2 * 7 / 8 * 2;
+  EXPECT_NEAR(time.communication_bytes / tensor, 1.0, 1e-12);
+  EXPECT_NEAR(time.seconds, time.compute_seconds + tensor / 300e9, 1e-9);
+  // MFU and HFU against the whole step.
+  EXPECT_NEAR(time.hfu, time.hardware_flops / (time.seconds * 312e12), 1e-12);
+  EXPECT_NEAR(time.mfu, time.model_flops / (time.seconds * 312e12), 1e-12);
   // One data-parallel replica: 4 x 2048 tokens per step.
   EXPECT_EQ(time.tokens_per_step, 8192);
   EXPECT_NEAR(time.tokens_per_second, 8192 / time.seconds, 1e-6);
@@ -45,7 +51,7 @@ TEST(TransformerFlops, KorthikantiModelFlops22B) {
 
 // The causal mask keeps s (s + 1) / 2 of the s^2 pairs: the core's model FLOPs
 // (12 B s^2 h l / 8 = 7.42176e12 over all pairs) scale by (s + 1) / (2 s).
-TEST(TransformerFlops, CausalCoreCountsHalfThePairs) {
+TEST(TransformerStep, CausalCoreCountsHalfThePairs) {
   const StepTime full = evaluate_paper(korthikanti_22b("causal = false\nefficiency = 0.5\n")).breakdown().time;
   const StepTime causal = evaluate_paper(korthikanti_22b("efficiency = 0.5\n")).breakdown().time;
   const double core = 12.0 * 4 * 2048.0 * 2048 * 6144 * 48 / 8;
@@ -53,7 +59,7 @@ TEST(TransformerFlops, CausalCoreCountsHalfThePairs) {
 }
 
 // Without an efficiency the FLOPs are reported and the time is not, with the reason.
-TEST(TransformerFlops, NoEfficiencyNoTime) {
+TEST(TransformerStep, NoEfficiencyNoTime) {
   Evaluation e = evaluate_paper(korthikanti_22b("causal = false\n"));
   const StepTime& time = e.breakdown().time;
   EXPECT_EQ(time.status, TimeStatus::no_efficiency);
@@ -69,11 +75,11 @@ TEST(TransformerFlops, NoEfficiencyNoTime) {
 //   matmul weights: 32 x (4 x 4096^2 + 3 x 4096 x 11008) + 32000 x 4096 = 6.4768e9
 //   adapters: 32 x 2 x (8 x 4096 + 4096 x 8) = 4.194304e6
 //   forward 2 x (6.4768e9 + 4.19e6) x 512; backward 2 x 6.4768e9 x 512 + 4 x 4.19e6 x 512.
-TEST(TransformerFlops, LoraBackwardSkipsFrozenWeightGradients) {
+TEST(TransformerStep, LoraBackwardSkipsFrozenWeightGradients) {
   Evaluation e = evaluate_paper(
       "name = \"lora\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nmicro_batch = 1\n"
       "seq_len = 512\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n"
-      "[[strategy]]\nuse = \"lora\"\nrank = 8\ntargets = \"q,v\"\n[[strategy]]\nuse = \"transformer-flops\"\n"
+      "[[strategy]]\nuse = \"lora\"\nrank = 8\ntargets = \"q,v\"\n[[strategy]]\nuse = \"transformer-step\"\n"
       "efficiency = 0.4\n[hardware]\ngpu = \"h100-sxm-80gb\"\n");
   const double dense = 32 * (4 * 4096.0 * 4096 + 3 * 4096.0 * 11008) + 32000.0 * 4096;
   const double adapters = 32 * 2 * (8 * 4096.0 + 4096.0 * 8);
@@ -84,13 +90,13 @@ TEST(TransformerFlops, LoraBackwardSkipsFrozenWeightGradients) {
 }
 
 // The option is on line 23 (the 22 lines of korthikanti_22b before it).
-TEST(TransformerFlops, Errors) {
-  const std::string library = " (plugin library " + plugin_dir() + "/memplan-transformer-flops.so)";
+TEST(TransformerStep, Errors) {
+  const std::string library = " (plugin library " + plugin_dir() + "/memplan-transformer-step.so)";
   EXPECT_EQ(error_of(korthikanti_22b("efficiency = 1.5\n"), "t.toml"),
-            "t.toml:23:14: error: in [[strategy]] #3, strategy plugin 'transformer-flops', option 'efficiency': must "
+            "t.toml:23:14: error: in [[strategy]] #3, strategy plugin 'transformer-step', option 'efficiency': must "
             "be a fraction of the peak in (0, 1], got 1.5" + library);
   EXPECT_EQ(error_of(korthikanti_22b("math = \"int8\"\n"), "t.toml"),
-            "t.toml:23:8: error: in [[strategy]] #3, strategy plugin 'transformer-flops', option 'math': must be "
+            "t.toml:23:8: error: in [[strategy]] #3, strategy plugin 'transformer-step', option 'math': must be "
             "\"fp32\", \"tf32\", \"bf16\", \"fp16\" or \"fp8\", not \"int8\"" + library);
 }
 

@@ -1,0 +1,97 @@
+// Collectives and the pipeline bubble in the step time (ABI 1.2 work
+// records): ring volumes against seed 004's table, the layout's collectives
+// of 'transformer-step', FSDP's rewrite of the gradient reduction, the
+// bubble of 'pipeline-parallel'. Figures derived beside each test.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "memplan/core/step_time.hpp"
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+// Seed 004 (section 15.5.2) gives the total volume over the N devices of a
+// ring collective of Phi: all-gather and reduce-scatter (N - 1) Phi, all-reduce
+// 2 (N - 1) Phi. Per rank: a 1/N share.
+TEST(Collectives, RingVolumesAreSeed004sPerRank) {
+  const double phi = 1e9;
+  for (int64_t n : {2, 4, 8, 64}) {
+    const double total_gather = static_cast<double>(n - 1) * phi;
+    EXPECT_DOUBLE_EQ(ring_volume(MEMPLAN_COLLECTIVE_ALL_GATHER, phi, n) * static_cast<double>(n), total_gather);
+    EXPECT_DOUBLE_EQ(ring_volume(MEMPLAN_COLLECTIVE_REDUCE_SCATTER, phi, n) * static_cast<double>(n), total_gather);
+    EXPECT_DOUBLE_EQ(ring_volume(MEMPLAN_COLLECTIVE_ALL_REDUCE, phi, n) * static_cast<double>(n), 2 * total_gather);
+  }
+  EXPECT_EQ(ring_volume(MEMPLAN_COLLECTIVE_ALL_REDUCE, phi, 1), 0);
+  EXPECT_EQ(ring_volume(MEMPLAN_COLLECTIVE_SEND_RECV, phi, 2), phi);
+}
+
+std::string read_example(const std::string& name) {
+  std::ifstream in(source_dir() + "/examples/" + name);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// examples/train-time-llama2-70b-h100.toml, its header's hand check:
+//   tensor    2 x 20 x (4096 x 8192 x 2) x 2 x 7/8 x 2 passes x 32 = 300,647,710,720 B at 450e9 B/s
+//   pipeline  4096 x 8192 x 2 / 8 x 2 passes x 32                   =     536,870,912 B at 50e9 B/s
+//   data      2 x 3/4 x 2,172,190,720 x 2                           =   6,516,572,160 B at 50e9 B/s
+//   bubble    3/32 of the compute time.
+TEST(Collectives, Llama70bExampleByHand) {
+  Evaluation e = evaluate(read_example("train-time-llama2-70b-h100.toml"));
+  const StepTime& time = e.breakdown().time;
+  ASSERT_EQ(time.status, TimeStatus::timed);
+  const double tensor = 2.0 * 20 * (4096.0 * 8192 * 2) * 2 * 7 / 8 * 2 * 32;
+  const double pipeline = 4096.0 * 8192 * 2 / 8 * 2 * 32;
+  const double data = 2 * 0.75 * 2'172'190'720.0 * 2;
+  EXPECT_NEAR(time.communication_bytes / (tensor + pipeline + data), 1.0, 1e-12);
+  EXPECT_NEAR(time.communication_seconds, tensor / 450e9 + pipeline / 50e9 + data / 50e9, 1e-9);
+  EXPECT_NEAR(time.bubble_seconds, 3.0 / 32 * time.compute_seconds, 1e-12);
+  EXPECT_NEAR(time.compute_seconds, 1.7483e15 / (0.47 * 989.4e12), 1e-3);
+  EXPECT_NEAR(time.seconds, time.compute_seconds + time.exposed_seconds + time.bubble_seconds, 1e-12);
+}
+
+// Llama-2-7B in bf16 on 8 GPUs of one H100 node, one micro-batch per step:
+// plain data parallelism all-reduces the gradients (2 x 7/8 x Psi bytes per
+// GPU); FSDP gathers the weights before forward and again before backward and
+// reduce-scatters the gradients (3 x 7/8 x Psi): 1.5 times as much, the ZeRO
+// paper's 3 Psi against 2 Psi (Rajbhandari et al. 2020, section 7.2.2). Psi =
+// 6,738,415,616 parameters x 2 bytes.
+std::string llama7b(const std::string& sharding) {
+  return "name = \"dp\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nmicro_batch = 1\n"
+         "seq_len = 2048\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\n"
+         "use = \"megatron\"\n[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n" + sharding +
+         "[[strategy]]\nuse = \"transformer-step\"\nefficiency = 0.4\n[hardware]\ngpu = \"h100-sxm-80gb\"\ncount = 8\n";
+}
+
+TEST(Collectives, FsdpMovesThreeHalvesOfDataParallel) {
+  const double psi = 6'738'415'616.0 * 2;
+  const StepTime ddp = evaluate_paper(llama7b("")).breakdown().time;
+  const StepTime fsdp = evaluate_paper(llama7b("[[strategy]]\nuse = \"fsdp\"\n")).breakdown().time;
+  EXPECT_NEAR(ddp.communication_bytes / (2 * 7.0 / 8 * psi), 1.0, 1e-12);
+  EXPECT_NEAR(fsdp.communication_bytes / (3 * 7.0 / 8 * psi), 1.0, 1e-12);
+  // All inside one node of 8: at NVLink's 450 GB/s per direction.
+  EXPECT_NEAR(fsdp.communication_seconds, 3 * 7.0 / 8 * psi / 450e9, 1e-12);
+}
+
+// The same at two micro-batches: FSDP gathers and reduce-scatters every
+// micro-batch (2 x 3 x 7/8 Psi); data parallelism reduces once per step.
+TEST(Collectives, FsdpReducesEveryMicroBatch) {
+  const double psi = 6'738'415'616.0 * 2;
+  std::string two = llama7b("[[strategy]]\nuse = \"fsdp\"\n");
+  two.replace(two.find("seq_len = 2048\n"), 15, "seq_len = 2048\ngrad_accum = 2\n");
+  EXPECT_NEAR(evaluate_paper(two).breakdown().time.communication_bytes / (2 * 3 * 7.0 / 8 * psi), 1.0, 1e-12);
+}
+
+// A pipeline's bubble: (p - 1) / (v m) of the forward and backward compute
+// (Narayanan et al. 2021, arXiv 2104.04473, sections 2.2.1 and 2.2.2).
+TEST(Collectives, PipelineBubble) {
+  std::string scenario = read_example("train-time-llama2-70b-h100.toml");
+  scenario.replace(scenario.find("schedule = \"1f1b\"\n"), 18, "schedule = \"1f1b\"\nvirtual_stages = 5\n");
+  const StepTime time = evaluate(scenario).breakdown().time;
+  EXPECT_NEAR(time.bubble_seconds, 3.0 / (5 * 32) * time.compute_seconds, 1e-12);
+}
+
+}  // namespace
+}  // namespace memplan::testing
