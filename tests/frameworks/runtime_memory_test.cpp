@@ -117,12 +117,14 @@ TEST(MegatronProfile, GradientBufferLivesFromStartUp) {
 // allocator too: FSDP's gathered units (1,333,829,632 B in forward, above) get
 // the 10 % fragmentation margin, 133,382,963.2 -> 133,382,964 B, with their
 // transient_forward lifetime; and the reserve counts in reserved memory only.
+// With api "fsdp2" (no side streams assigned) the units are the compute
+// stream's; FSDP1's own pools: tests/frameworks/stream_pools_test.cpp.
 TEST(AllocatorReserve, CoversBufferTensors) {
   Evaluation e = evaluate_paper(
       "name = \"t\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\nuse = \"fp32\"\n"
       "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"data-parallel\"\n"
-      "size = 8\n[[strategy]]\nuse = \"fsdp\"\nparam_dtype = \"bf16\"\n[[strategy]]\nuse = \"allocator\"\n"
-      "rounding = false\n");
+      "size = 8\n[[strategy]]\nuse = \"fsdp\"\nparam_dtype = \"bf16\"\napi = \"fsdp2\"\n[[strategy]]\nuse = "
+      "\"allocator\"\nrounding = false\n");
   uint64_t forward_reserve = 0;
   for (const PlanItem& item : e.estimator().plan().items)
     if (item.name_view() == "allocator.fragmentation" && item.lifetime == MEMPLAN_LIFETIME_TRANSIENT_FORWARD) {

@@ -130,6 +130,28 @@ TEST(ZeroStage3Gathered, SmallParametersPersist) {
   EXPECT_EQ(e.item_bytes("zero3.persistent_parameters", MEMPLAN_ROLE_BUFFERS), 4'295'499'776u);
 }
 
+// LoRA matrices persist too (DeepSpeed v0.14.0 partition_parameters.py marks
+// every parameter of at most the threshold ds_persist at Init; its gradient and
+// optimizer state stay partitioned). Each adapted d_in x d_out weight has
+// lora_A r x d_in and lora_B d_out x r; h = 4096, f = 11008.
+//   r = 8, q k v o mlp: q, k, v, o 2 x 32,768 each (262,144); gate, up:
+//     A 32,768 + B 88,064; down: A 88,064 + B 32,768 (all <= 1e5): 362,496;
+//     624,640 per layer x 32 x 2 B (bf16 adapters) = 39,976,960 B
+//   r = 16: q, k, v, o 2 x 65,536 each (524,288); gate and up A 65,536 each,
+//     down B 65,536 (the 176,128-element matrices do not persist): 196,608;
+//     720,896 x 32 x 2 B = 46,137,344 B
+// beside the 65 norms' 532,480 B.
+TEST(ZeroStage3Gathered, SmallAdapterMatricesPersist) {
+  auto persistent = [](int rank) {
+    const std::string lora =
+        "[[strategy]]\nuse = \"lora\"\nrank = " + std::to_string(rank) + "\ntargets = \"q,k,v,o,mlp\"\n";
+    return evaluate_paper(llama7b("gathered_parameters = true\n", 8, lora))
+        .item_bytes("zero3.persistent_parameters", MEMPLAN_ROLE_BUFFERS);
+  };
+  EXPECT_EQ(persistent(8), 532'480u + 39'976'960u);
+  EXPECT_EQ(persistent(16), 532'480u + 46'137'344u);
+}
+
 // The paper view (ZeRO Table 1 counts model states only) leaves them out; any
 // framework's view counts them by default, as DeepSpeed gathers every module.
 TEST(ZeroStage3Gathered, OnByDefaultOffInThePaperView) {

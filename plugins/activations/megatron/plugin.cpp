@@ -6,6 +6,7 @@
 // softmax on the stage that holds the LM head. Reads the layout the strategies
 // declared: tensor-parallel ranks, sequence parallelism, stage layers and
 // contents, in-flight micro-batches and the recompute policy.
+#include <memplan/dtypes.hpp>
 #include <memplan/sdk.hpp>
 #include <memplan/support/items.hpp>
 #include <memplan/support/layout.hpp>
@@ -15,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -28,7 +30,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 7> kOptions{{
+constexpr std::array<memplan_option_spec, 10> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true"},
     {"cross_entropy", MEMPLAN_OPTION_STRING,
@@ -52,6 +54,18 @@ constexpr std::array<memplan_option_spec, 7> kOptions{{
      "move the layers' stored activations to host memory during forward and back in backward (torchtune's "
      "enable_activation_offloading): the GPU keeps two layers' worth, the one in flight and the next",
      "false"},
+    {"rope_cache", MEMPLAN_OPTION_BOOL,
+     "every attention layer's rotary embedding keeps cos and sin tables of max_context x head_dim as module "
+     "buffers (Hugging Face transformers up to 4.38); a model with learned positions has none",
+     "false"},
+    {"causal_mask_buffer", MEMPLAN_OPTION_BOOL,
+     "the model keeps a max_context x max_context bool causal mask as a buffer and expands it each forward to "
+     "micro_batch x max_context^2 in the activations' dtype (transformers 4.38's LlamaModel)",
+     "false"},
+    {"buffer_dtype", MEMPLAN_OPTION_STRING,
+     "the rotary tables' dtype: torch's default dtype when the model was built (fp32 unless from_pretrained or "
+     "from_config got torch_dtype), or the dtype of a later model.to()",
+     "the layers' norm weights' dtype"},
 }};
 
 struct LossMode {
@@ -71,7 +85,7 @@ constexpr std::array<LossMode, 7> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.3.1",
+      "megatron", "1.4.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -102,6 +116,14 @@ class MegatronActivations {
     layer_ = layer == "eager" ? LayerImplementation::eager : LayerImplementation::fused;
     repeat_kv_ = options.boolean("repeat_kv").value_or(true);
     offload_ = options.boolean("offload").value_or(false);
+    rope_cache_ = options.boolean("rope_cache").value_or(false);
+    causal_mask_buffer_ = options.boolean("causal_mask_buffer").value_or(false);
+    if (const std::optional<std::string> dtype = options.string("buffer_dtype")) {
+      const std::optional<double> bytes = memplan::sdk::dtype_bytes(*dtype);
+      if (!bytes)
+        options.fail("buffer_dtype", "is \"" + *dtype + "\", not a known dtype; use " + memplan::sdk::dtype_names());
+      buffer_bytes_ = *bytes;
+    }
     if (options.boolean("repeat_kv") && layer_ != LayerImplementation::eager)
       options.fail("repeat_kv", "describes eager layers; it needs layer = \"eager\"");
     if (!options.model().has_architecture)
@@ -170,6 +192,9 @@ class MegatronActivations {
                                       .layer = facts.first_layer,
                                       .count = stage_layers,
                                       .bytes = stored_bytes});
+
+    add_module_buffers(ctx, facts, stage_layers, layout.stage_has_embedding,
+                       shape.batch * settings.bytes * static_cast<double>(inflight));
 
     const double working_set = memplan::plugins::recompute_working_set(shape, settings) / context;
     // On the stored activations' device (the host's with offload).
@@ -264,9 +289,12 @@ class MegatronActivations {
           logits(options.intern("activations.logits")),
           cross_entropy(options.intern("activations.cross_entropy")),
           loss_forward(options.intern("activations.loss_forward")),
-          loss_backward(options.intern("activations.loss_backward")) {}
+          loss_backward(options.intern("activations.loss_backward")),
+          rope_cache(options.intern("rope_cache")),
+          causal_mask(options.intern("causal_mask")),
+          expanded_causal_mask(options.intern("activations.causal_mask")) {}
     memplan::sdk::Name stored, offload_window, recompute, dequantized_weight, embedding_dropout, final_norm, logits,
-        cross_entropy, loss_forward, loss_backward;
+        cross_entropy, loss_forward, loss_backward, rope_cache, causal_mask, expanded_causal_mask;
   };
 
   // What apply() needs to know of the reported rank's weights, from one pass
@@ -277,6 +305,8 @@ class MegatronActivations {
     bool lm_head = false;        // the LM head,
     bool embedding = false;      // the token embedding,
     bool packed_linear = false;  // a linear layer's weights packed below one byte per element
+    bool learned_positions = false;  // a learned position table (BERT, GPT-2, OPT): no rotary embedding
+    double norm_bytes = 0;           // bytes per element of the layers' norm weights (0: none on the rank)
   };
 
   static PlanFacts scan_plan(const memplan::sdk::Context& ctx) {
@@ -293,6 +323,9 @@ class MegatronActivations {
       facts.final_norm = facts.final_norm || param_class == ParamClass::final_norm;
       facts.lm_head = facts.lm_head || param_class == ParamClass::lm_head;
       facts.embedding = facts.embedding || param_class == ParamClass::embedding;
+      facts.learned_positions = facts.learned_positions || param_class == ParamClass::position_embedding;
+      if (param_class == ParamClass::norm && item.layer() >= 0 && facts.norm_bytes == 0)
+        facts.norm_bytes = item.bytes_per_element();
       facts.packed_linear = facts.packed_linear ||
                             (item.bytes_per_element() < 1 &&
                              (param_class == ParamClass::attention || param_class == ParamClass::attention_kv ||
@@ -368,6 +401,43 @@ class MegatronActivations {
     return eager;
   }
 
+  // The module buffers Hugging Face transformers registers next to the
+  // weights (models/llama/modeling_llama.py; docs/formulas.md, "Module
+  // buffers"). They are not parameters: FSDP and ZeRO-3 shard parameters only,
+  // so every rank holds them whole (flag non_parameter). Models with learned
+  // positions have neither; without max_context their size is unknown and
+  // nothing is added.
+  //   rope_cache: LlamaRotaryEmbedding's cos and sin tables, max_context x
+  //     head_dim each, in every attention layer (up to 4.38; 4.38 calls them
+  //     _cos_cached/_sin_cached, kept "for BC"), in torch's default dtype at
+  //     build time unless a later model.to() cast them (buffer_dtype).
+  //   causal_mask_buffer: 4.38's LlamaModel.causal_mask, a max_context^2
+  //     bool buffer (model.to(dtype) casts floating tensors only), which
+  //     _update_causal_mask expands each forward to micro_batch x 1 x
+  //     max_context^2 in the activations' dtype; every layer (and its
+  //     checkpoint) holds that mask until its backward.
+  void add_module_buffers(memplan::sdk::Context& ctx, const PlanFacts& facts, uint32_t stage_layers,
+                          bool stage_has_embedding, double mask_bytes_per_position_pair) const {
+    const double positions = static_cast<double>(model_.max_context);
+    if (positions <= 0 || facts.learned_positions) return;
+    using memplan::sdk::Lifetime;
+    using memplan::sdk::Role;
+    if (rope_cache_ && stage_layers > 0) {
+      const double bytes = buffer_bytes_ > 0       ? buffer_bytes_
+                           : facts.norm_bytes > 0 ? facts.norm_bytes
+                                                  : activation_bytes(ctx);
+      ctx.add(memplan::sdk::NewItem{.name = names_.rope_cache, .role = Role::weights, .layer = facts.first_layer,
+                                    .count = stage_layers, .non_parameter = true,
+                                    .elements = 2 * positions * static_cast<double>(model_.head_dim),
+                                    .bytes_per_element = bytes});
+    }
+    if (causal_mask_buffer_ && stage_has_embedding) {
+      ctx.add(memplan::sdk::NewItem{.name = names_.causal_mask, .role = Role::weights, .non_parameter = true,
+                                    .elements = positions * positions, .bytes_per_element = 1});
+      add_outside(ctx, names_.expanded_causal_mask, positions * positions * mask_bytes_per_position_pair);
+    }
+  }
+
   // One item of `bytes` outside the layers (1 byte per element).
   static void add_bytes(memplan::sdk::Context& ctx, memplan::sdk::Name name, double bytes,
                         memplan::sdk::Lifetime lifetime,
@@ -389,6 +459,9 @@ class MegatronActivations {
   LayerImplementation layer_ = LayerImplementation::fused;
   bool repeat_kv_ = true;
   bool offload_ = false;
+  bool rope_cache_ = false;
+  bool causal_mask_buffer_ = false;
+  double buffer_bytes_ = 0;  // 0: the layers' norm weights' dtype
   Attributes attributes_;
   memplan::support::LayoutReader layout_;
   Names names_;

@@ -17,6 +17,20 @@
 //                  master weights, optimizer states, KV cache) are taken to
 //                  pack without it.
 //
+//   stream pools   the allocator reuses a freed block only for allocations on
+//                  the stream that allocated it (get_free_block skips blocks of
+//                  other streams), so each side stream keeps a pool of its own
+//                  (items flagged with a stream, MEMPLAN_ITEM_STREAM_*, such as
+//                  FSDP1's unshard and post-backward streams). A pool grows to
+//                  the most its stream's tensors hold at once over the step and
+//                  stays reserved in every phase after: forward, backward and
+//                  the optimizer step each hold the pools' high points, whatever
+//                  of them is live then. The item `allocator.stream_pools` of
+//                  each phase is that high point less what the host's step rule
+//                  already counts there. Side-stream blocks are reused exactly
+//                  (the same tensors every step), so they get rounding and no
+//                  fragmentation margin.
+//
 // Every item the allocator hands out is considered, whatever its role: the
 // tensors of the job and the buffers that are tensors too (FSDP's gathered
 // parameters, DDP's gradient buckets, the cuBLAS workspace), but not memory
@@ -30,6 +44,7 @@
 #include <memplan/support/format.hpp>
 #include <memplan/support/items.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <string>
@@ -63,7 +78,7 @@ double rounding_waste(double bytes) {
 
 class AllocatorOverhead {
  public:
-  static constexpr sdk::PluginInfo info{"allocator", "1.2.1",
+  static constexpr sdk::PluginInfo info{"allocator", "1.3.0",
                                         "PyTorch caching allocator: block rounding and fragmentation",
                                         sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -72,7 +87,8 @@ class AllocatorOverhead {
       : fragmentation_(options.number("fragmentation").value_or(0.1)),
         rounding_(options.boolean("rounding").value_or(true)),
         rounding_name_(options.intern("allocator.rounding")),
-        fragmentation_name_(options.intern("allocator.fragmentation")) {
+        fragmentation_name_(options.intern("allocator.fragmentation")),
+        stream_pools_name_(options.intern("allocator.stream_pools")) {
     if (!std::isfinite(fragmentation_) || fragmentation_ < 0 || fragmentation_ >= 1)
       options.fail("fragmentation", "must be a fraction from 0 up to (not including) 1, got " +
                                         memplan::support::number(fragmentation_));
@@ -83,17 +99,22 @@ class AllocatorOverhead {
     // with the same layers as one layer.
     // The groups are found first and added after: adding invalidates items().
     groups_.clear();  // keeps its capacity: no allocation once warm
+    bool side_streams = false;
     for (const sdk::ItemRef item : ctx.items()) {
       if (item.device() != sdk::Device::gpu || item.count() == 0 || item.pool() != sdk::Pool::allocated) continue;
       const double bytes = memplan::support::instance_bytes(item);
       Group& group = find(groups_, item);
       if (rounding_) group.rounding += rounding_waste(bytes);
-      if (item.lifetime() != sdk::Lifetime::persistent) group.fragmentation += fragmentation_ * bytes;
+      // A side stream's blocks are reused exactly: no fragmentation margin.
+      if (item.lifetime() != sdk::Lifetime::persistent && item.stream() == MEMPLAN_STREAM_COMPUTE)
+        group.fragmentation += fragmentation_ * bytes;
+      side_streams = side_streams || item.stream() != MEMPLAN_STREAM_COMPUTE;
     }
     for (const Group& group : groups_) {
       add(ctx, group, rounding_name_, group.rounding);
       add(ctx, group, fragmentation_name_, group.fragmentation);
     }
+    if (side_streams) add_stream_pools(ctx);
   }
 
  private:
@@ -101,29 +122,127 @@ class AllocatorOverhead {
     sdk::Lifetime lifetime;
     int32_t layer;
     uint32_t count;
+    uint32_t stream;
     double rounding = 0;       // per instance
     double fragmentation = 0;  // per instance
   };
 
   static Group& find(std::vector<Group>& groups, const sdk::ItemRef& item) {
     for (Group& group : groups)
-      if (group.lifetime == item.lifetime() && group.layer == item.layer() && group.count == item.count())
+      if (group.lifetime == item.lifetime() && group.layer == item.layer() && group.count == item.count() &&
+          group.stream == item.stream())
         return group;
-    groups.push_back(Group{item.lifetime(), item.layer(), item.count()});
+    groups.push_back(Group{item.lifetime(), item.layer(), item.count(), item.stream()});
     return groups.back();
   }
 
   static void add(sdk::Context& ctx, const Group& group, sdk::Name name, double bytes) {
-    memplan::support::add_bytes_if_any(ctx, {.name = name, .role = sdk::Role::overhead, .lifetime = group.lifetime,
-                                             .pool = sdk::Pool::reserve, .layer = group.layer, .count = group.count,
-                                             .bytes = bytes});
+    if (!memplan::support::add_bytes_if_any(ctx, {.name = name, .role = sdk::Role::overhead,
+                                                  .lifetime = group.lifetime, .pool = sdk::Pool::reserve,
+                                                  .layer = group.layer, .count = group.count, .bytes = bytes}))
+      return;
+    // A side stream's rounding belongs to its pool.
+    if (group.stream != MEMPLAN_STREAM_COMPUTE) ctx.items()[ctx.items().size() - 1].set_stream(group.stream);
+  }
+
+  // The reserve of the side streams' pools in the forward, backward and
+  // optimizer phases: each pool at its high point over the step, the compute
+  // stream's memory as the host's step rule counts it (docs/estimate.md,
+  // section 4), less what the host's rule counts over the whole plan.
+  void add_stream_pools(sdk::Context& ctx) {
+    const bool accumulating = ctx.workload().grad_accum > 1;
+    streams_.clear();
+    for (const sdk::ItemRef item : ctx.items())
+      if (counted(item) && item.stream() != MEMPLAN_STREAM_COMPUTE &&
+          std::find(streams_.begin(), streams_.end(), item.stream()) == streams_.end())
+        streams_.push_back(item.stream());
+    PhaseTotals wanted = step_rule(ctx, accumulating, [](const sdk::ItemRef& item) {
+      return item.stream() == MEMPLAN_STREAM_COMPUTE;
+    });
+    for (uint32_t stream : streams_) {
+      const PhaseTotals pool =
+          step_rule(ctx, accumulating, [stream](const sdk::ItemRef& item) { return item.stream() == stream; });
+      const double high_point = std::max({pool[0], pool[1], pool[2]});
+      for (double& phase : wanted) phase += high_point;
+    }
+    const PhaseTotals counted_now = step_rule(ctx, accumulating, [](const sdk::ItemRef&) { return true; });
+    constexpr std::array<sdk::Lifetime, 3> kPhaseLifetimes{
+        sdk::Lifetime::transient_forward, sdk::Lifetime::transient_backward, sdk::Lifetime::transient_optimizer};
+    for (size_t phase = 0; phase < kPhaseLifetimes.size(); ++phase)
+      memplan::support::add_bytes_if_any(
+          ctx, {.name = stream_pools_name_, .role = sdk::Role::overhead, .lifetime = kPhaseLifetimes[phase],
+                .pool = sdk::Pool::reserve, .bytes = wanted[phase] - counted_now[phase]});
+  }
+
+  // Items in reserved memory: the allocator's tensors and its reserve.
+  static bool counted(const sdk::ItemRef& item) {
+    return item.device() == sdk::Device::gpu && item.count() > 0 && item.pool() != sdk::Pool::device;
+  }
+
+  // Forward, backward and optimizer-step high points of the items `selected`
+  // picks, by the host's rule (core/src/estimate/breakdown.cpp, summarize):
+  // forward = persistent + activations + transient_forward (+ gradients when
+  // accumulating); backward = persistent + transient_backward + min(G + A,
+  // max(A + G_1, G + A_1)) (G + A when accumulating), G_1 and A_1 the largest
+  // single layer's gradients and activations; optimizer = persistent +
+  // gradients + transient_optimizer.
+  using PhaseTotals = std::array<double, 3>;
+  template <typename Selected>
+  PhaseTotals step_rule(const sdk::Context& ctx, bool accumulating, Selected selected) {
+    std::array<double, 6> lifetime{};
+    layers_.clear();
+    double largest_gradient_layer = 0, largest_activation_layer = 0;
+    for (const sdk::ItemRef item : ctx.items()) {
+      if (!counted(item) || !selected(item)) continue;
+      const auto kind = static_cast<size_t>(item.lifetime());
+      if (kind < lifetime.size()) lifetime[kind] += item.bytes();
+      const bool gradient = item.lifetime() == sdk::Lifetime::gradient;
+      if (!gradient && item.lifetime() != sdk::Lifetime::activation) continue;
+      double& largest = gradient ? largest_gradient_layer : largest_activation_layer;
+      if (item.layer() < 0) {
+        largest = std::max(largest, item.bytes());
+        continue;
+      }
+      // Items with the same (layer, count) are the same layers: their per-instance bytes add up.
+      LayerSum* same = nullptr;
+      for (LayerSum& layer : layers_)
+        if (layer.lifetime == item.lifetime() && layer.layer == item.layer() && layer.count == item.count())
+          same = &layer;
+      if (same == nullptr) {
+        layers_.push_back(LayerSum{item.lifetime(), item.layer(), item.count()});
+        same = &layers_.back();
+      }
+      same->bytes += memplan::support::instance_bytes(item);
+      largest = std::max(largest, same->bytes);
+    }
+    const double persistent = lifetime[static_cast<size_t>(sdk::Lifetime::persistent)];
+    const double gradients = lifetime[static_cast<size_t>(sdk::Lifetime::gradient)];
+    const double activations = lifetime[static_cast<size_t>(sdk::Lifetime::activation)];
+    double backward_live = gradients + activations;
+    if (!accumulating)
+      backward_live = std::min(backward_live, std::max(activations + largest_gradient_layer,
+                                                       gradients + largest_activation_layer));
+    return {persistent + activations + lifetime[static_cast<size_t>(sdk::Lifetime::transient_forward)] +
+                (accumulating ? gradients : 0),
+            persistent + backward_live + lifetime[static_cast<size_t>(sdk::Lifetime::transient_backward)],
+            persistent + gradients + lifetime[static_cast<size_t>(sdk::Lifetime::transient_optimizer)]};
   }
 
   double fragmentation_;
   bool rounding_;
   sdk::Name rounding_name_;
   sdk::Name fragmentation_name_;
+  sdk::Name stream_pools_name_;
   std::vector<Group> groups_;
+  // Scratch for add_stream_pools, kept between evaluations (no allocation once warm).
+  struct LayerSum {
+    sdk::Lifetime lifetime;
+    int32_t layer;
+    uint32_t count;
+    double bytes = 0;
+  };
+  std::vector<LayerSum> layers_;
+  std::vector<uint32_t> streams_;
 };
 
 }  // namespace

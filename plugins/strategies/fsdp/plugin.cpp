@@ -46,6 +46,20 @@
 // al. 2020, section 7.2.2). Group: the shard group, stride tensor-parallel
 // ranks. No overlap is assumed (a bound from above).
 //
+// api = "fsdp1" (FullyShardedDataParallel, the default) or "fsdp2"
+// (fully_shard) says whose streams hold these buffers. FSDP1 allocates the
+// padded unsharded flat parameters inside its unshard stream (FlatParamHandle
+// .unshard under _runtime_utils._unshard's `with stream(unshard_stream)`) and
+// frees them with record_stream on the compute stream, so their blocks go back
+// to the unshard stream's pool; it allocates each reduce-scattered sharded
+// gradient (new_sharded_grad, kept as _saved_grad_shard and then .grad) inside
+// its post-backward stream (_post_backward_hook) (torch/distributed/fsdp/
+// _runtime_utils.py, _flat_param.py @ 3ade90a6). FSDP1 therefore tags its
+// gathered-parameter buffers with stream MEMPLAN_STREAM_FSDP_UNSHARD and the
+// rank's GPU gradients with MEMPLAN_STREAM_FSDP_POST_BACKWARD; the 'allocator'
+// plugin keeps each pool's high point reserved. "fsdp2" tags nothing (its
+// streams are not modelled).
+//
 // reshard_after_forward = false (FSDP2's fully_shard option, FSDP1's
 // SHARD_GRAD_OP; torchtitan's default under pipeline parallelism,
 // torchtitan v0.2.2 models/llama3/infra/parallelize.py) keeps every unit
@@ -67,7 +81,7 @@ namespace {
 namespace sharding = memplan::support::sharding;
 using memplan::sdk::Role;
 
-constexpr std::array<memplan_option_spec, 7> kOptions{{
+constexpr std::array<memplan_option_spec, 8> kOptions{{
     {"shard_size", MEMPLAN_OPTION_INT,
      "ranks in one shard group; fewer than the data-parallel ranks is HYBRID_SHARD", "all data-parallel ranks (FULL_SHARD)"},
     {"unit_layers", MEMPLAN_OPTION_INT, "transformer layers per FSDP unit (wrapped module)", "1"},
@@ -81,12 +95,16 @@ constexpr std::array<memplan_option_spec, 7> kOptions{{
      "free each unit's gathered weights after its forward (false: keep them until its backward)", "true"},
     {"float8_all_gather", MEMPLAN_OPTION_BOOL,
      "gather the linear layers' weights in fp8 (torchao Float8Linear with enable_fsdp_float8_all_gather)", "false"},
+    {"api", MEMPLAN_OPTION_STRING,
+     "\"fsdp1\" (FullyShardedDataParallel: gathered parameters in the unshard stream's allocator pool, sharded "
+     "gradients in the post-backward stream's) or \"fsdp2\" (fully_shard: its streams not modelled)",
+     "\"fsdp1\""},
 }};
 
 class FsdpStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "fsdp", "1.2.0",
+      "fsdp", "1.3.0",
       "PyTorch FSDP: FULL_SHARD or HYBRID_SHARD (ZeRO-3 semantics) with the gathered units in flight",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -105,6 +123,11 @@ class FsdpStrategy {
     reduce_bytes_ = dtype_option(options, "reduce_dtype");
     reshard_after_forward_ = options.boolean("reshard_after_forward").value_or(true);
     float8_all_gather_ = options.boolean("float8_all_gather").value_or(false);
+    const std::string api = options.string("api").value_or("fsdp1");
+    if (api != "fsdp1" && api != "fsdp2")
+      options.fail("api", "must be \"fsdp1\" (FullyShardedDataParallel) or \"fsdp2\" (fully_shard), not \"" + api +
+                              "\"");
+    fsdp1_ = api == "fsdp1";
     if (!options.model().has_architecture)
       options.fail("needs the model's layers to size its units, but the scenario gives only params; give a preset "
                    "or the architecture in [model], or use [[strategy]] use = \"zero\" with stage = 3");
@@ -139,6 +162,7 @@ class FsdpStrategy {
              role == Role::optimizer_states;
     });
     ctx.set_attr(attributes_.shard_group, shard);
+    if (fsdp1_) assign_fsdp1_streams(ctx);
     add_communication(ctx, shard, static_cast<int64_t>(groups.tensor));
   }
 
@@ -171,6 +195,21 @@ class FsdpStrategy {
     const std::optional<double> bytes = memplan::sdk::dtype_bytes(*name);
     if (!bytes) options.fail(key, "is \"" + *name + "\", not a known dtype; use " + memplan::sdk::dtype_names());
     return *bytes;
+  }
+
+  // FSDP1's side streams (see the comment at the top): the gathered flat
+  // parameters in the unshard stream's pool, the sharded gradients (the
+  // rank's GPU gradients, all reduce-scattered by FSDP) in the post-backward
+  // stream's. The unsharded gradients autograd computes stay on the compute stream.
+  void assign_fsdp1_streams(memplan::sdk::Context& ctx) const {
+    for (memplan::sdk::ItemRef item : ctx.items()) {
+      if (item.device() != memplan::sdk::Device::gpu) continue;
+      if (item.named(names_.gathered_forward) || item.named(names_.gathered_backward) ||
+          item.named(names_.unsharded_parameters))
+        item.set_stream(MEMPLAN_STREAM_FSDP_UNSHARD);
+      else if (item.role() == Role::gradients && item.lifetime() == memplan::sdk::Lifetime::gradient)
+        item.set_stream(MEMPLAN_STREAM_FSDP_POST_BACKWARD);
+    }
   }
 
   void add_working_set(memplan::sdk::Context& ctx, double shard) {
@@ -251,6 +290,7 @@ class FsdpStrategy {
   bool reshard_after_forward_ = true;
   bool float8_all_gather_ = false;
   double stage_weight_bytes_ = 0;  // the stage's weights as gathered (whole), for the all-gathers
+  bool fsdp1_ = true;
 };
 
 }  // namespace

@@ -137,7 +137,7 @@ struct Adapter {
 
 class LoraStrategy {
  public:
-  static constexpr sdk::PluginInfo info{"lora", "1.2.1",
+  static constexpr sdk::PluginInfo info{"lora", "1.3.0",
                                         "LoRA adapters r (d_in + d_out) on frozen weights (Hu et al. 2021)",
                                         sdk::Kind::strategy, sdk::Phase::trainability};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -150,6 +150,7 @@ class LoraStrategy {
         distinct_inputs_attr_(options.attribute(MEMPLAN_ATTR_LORA_DISTINCT_INPUTS)),
         rank_inputs_attr_(options.attribute(MEMPLAN_ATTR_LORA_RANK_INPUTS)),
         dropout_attr_(options.attribute(MEMPLAN_ATTR_LORA_DROPOUT)),
+        rank_attr_(options.attribute(MEMPLAN_ATTR_LORA_RANK)),
         scaling_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "lora_scaling")) {
     const memplan_model& model = options.model();
     if (!model.has_architecture)
@@ -178,6 +179,7 @@ class LoraStrategy {
     const uint32_t wanted = parse_targets(options, *targets, model);
 
     const double r = static_cast<double>(*rank);
+    rank_ = r;
     const double h = static_cast<double>(model.hidden);
     const double q = static_cast<double>(model.heads * model.head_dim);
     const double kv = static_cast<double>(model.kv_heads * model.head_dim);
@@ -242,6 +244,7 @@ class LoraStrategy {
     ctx.set_attr(distinct_inputs_attr_, distinct_inputs_);
     ctx.set_attr(rank_inputs_attr_, rank_inputs_);
     ctx.set_attr(dropout_attr_, dropout_);
+    ctx.set_attr(rank_attr_, rank_);
     if (scaling_) ctx.set_attr(scaling_attr_, *scaling_);
   }
 
@@ -274,7 +277,7 @@ class LoraStrategy {
     return bits;
   }
 
-  sdk::Attribute parameters_attr_, inputs_attr_, distinct_inputs_attr_, rank_inputs_attr_, dropout_attr_,
+  sdk::Attribute parameters_attr_, inputs_attr_, distinct_inputs_attr_, rank_inputs_attr_, dropout_attr_, rank_attr_,
       scaling_attr_;
   std::array<Adapter, 8> adapters_{};
   std::array<sdk::Name, 8> names_{};  // adapters_[i]'s interned name
@@ -282,6 +285,7 @@ class LoraStrategy {
   uint32_t layers_ = 0;
   std::optional<double> scaling_;
   double dropout_ = 0;
+  double rank_ = 0;  // r
   double inputs_ = 0;
   double distinct_inputs_ = 0;
   double rank_inputs_ = 0;

@@ -72,7 +72,7 @@ constexpr std::array<memplan_option_spec, 6> kOptions{{
 class ZeroShardingStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "zero", "1.3.1",
+      "zero", "1.4.0",
       "ZeRO stages 0-3: shard optimizer states, gradients and weights over data-parallel ranks; ZeRO-3's gathered "
       "parameters",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding, memplan::sdk::Reads::nothing};
@@ -84,6 +84,7 @@ class ZeroShardingStrategy {
         gradient_buckets_attr_(options.attribute(sharding::kGradientBucketsAttr)),
         recompute_policy_attr_(options.attribute(MEMPLAN_ATTR_RECOMPUTE_POLICY)),
         gradients_dtype_attr_(options.attribute(MEMPLAN_ATTR_DTYPE_GRADIENTS)),
+        lora_rank_attr_(options.attribute(MEMPLAN_ATTR_LORA_RANK)),
         largest_module_attr_(options.attribute("report.zero3_largest_module")),
         gathered_parameters_attr_(options.attribute("report.zero3_gathered_parameters")),
         gathered_forward_(options.intern("zero3.gathered_forward")),
@@ -162,11 +163,53 @@ class ZeroShardingStrategy {
                            sharding::largest_module(ctx, groups.expert, true), gradient_bytes(ctx));
       gathered = std::max(gathered, result.gathered_numel[kBackward]);
     }
-    const double persistent = result.persistent_bytes;
+    const double persistent = result.persistent_bytes + persistent_adapter_bytes(ctx);
     // Whole copies beside their shards, on every rank from the first step on.
     sharding::add_buffer(ctx, persistent_parameters_, memplan::sdk::Lifetime::persistent, persistent, 1);
     ctx.set_attr(largest_module_attr_, sharding::largest_module(ctx, groups.expert, false));
     ctx.set_attr(gathered_parameters_attr_, gathered);
+  }
+
+  // The LoRA matrices small enough to persist. The trace leaves the adapters
+  // out (they move no distance or bucket), but DeepSpeed marks every
+  // parameter of at most stage3_param_persistence_threshold elements ds_persist
+  // at Init (partition_parameters.py, _convert_to_deepspeed_param, v0.14.0):
+  // its param.data stays whole on every rank for good, beside its partition
+  // (ds_tensor, kept on the GPU even under parameter offload), while its
+  // gradient and optimizer state are partitioned like every parameter's
+  // (stage3.py re-gathers the persistent parameters after each step). Each
+  // adapted d_in x d_out matrix has lora_A (r x d_in) and lora_B (d_out x r),
+  // sized from the 'lora' plugin's item names and lora.rank; adapters of other
+  // plugins are not recognised and count nothing here.
+  double persistent_adapter_bytes(const memplan::sdk::Context& ctx) const {
+    const double r = ctx.attr_double(lora_rank_attr_, 0);
+    if (r <= 0) return 0;
+    const memplan_model& m = ctx.model();
+    const double h = static_cast<double>(m.hidden), q = static_cast<double>(m.heads * m.head_dim),
+                 kv = static_cast<double>(m.kv_heads * m.head_dim), f = static_cast<double>(m.ffn_hidden),
+                 fe = static_cast<double>(m.expert_ffn_hidden), experts = static_cast<double>(m.experts),
+                 vocab = static_cast<double>(m.vocab);
+    const double threshold = settings_.persistence_threshold;
+    // Elements of the matrices of one adapted d_in x d_out weight that persist.
+    auto persisting = [&](double d_in, double d_out) {
+      return (r * d_in <= threshold ? r * d_in : 0) + (r * d_out <= threshold ? r * d_out : 0);
+    };
+    const bool gated = m.gated_mlp != 0;
+    double bytes = 0;
+    for (const memplan::sdk::ItemRef item : ctx.items()) {
+      if (item.role() != Role::weights || item.param_class() != memplan::sdk::ParamClass::adapter) continue;
+      const std::string_view name = item.name();
+      double elements = 0;
+      if (name == "lora.attn.q") elements = persisting(h, q);
+      else if (name == "lora.attn.k" || name == "lora.attn.v") elements = persisting(h, kv);
+      else if (name == "lora.attn.o") elements = persisting(q, h);
+      else if (name == "lora.mlp") elements = (gated ? 2 : 1) * persisting(h, f) + persisting(f, h);
+      else if (name == "lora.moe.router") elements = persisting(h, experts);
+      else if (name == "lora.moe.experts") elements = experts * ((gated ? 2 : 1) * persisting(h, fe) + persisting(fe, h));
+      else if (name == "lora.lm_head") elements = persisting(h, vocab);
+      bytes += elements * item.bytes_per_element() * static_cast<double>(item.count());
+    }
+    return bytes;
   }
 
   // dtype.gradients, which the precision plugin must have set (read by handle).
@@ -287,6 +330,7 @@ class ZeroShardingStrategy {
   memplan::sdk::Attribute gradient_buckets_attr_;  // sharding.gradient_buckets, for comm-buffers
   memplan::sdk::Attribute recompute_policy_attr_;  // recompute.policy: checkpointed layers replay their gathers
   memplan::sdk::Attribute gradients_dtype_attr_;
+  memplan::sdk::Attribute lora_rank_attr_;  // lora.rank: sizes the adapter matrices that persist
   memplan::sdk::Attribute largest_module_attr_;
   memplan::sdk::Attribute gathered_parameters_attr_;
   memplan::sdk::Name gathered_forward_;

@@ -74,6 +74,11 @@
 #define MEMPLAN_ATTR_LORA_DISTINCT_INPUTS "lora.distinct_inputs"
 #define MEMPLAN_ATTR_LORA_RANK_INPUTS "lora.rank_inputs"
 #define MEMPLAN_ATTR_LORA_DROPOUT "lora.dropout"
+/* The adapters' rank r (double), set by 'lora': each adapted d_in x d_out
+ * matrix gets lora_A of r x d_in and lora_B of d_out x r elements. Read by
+ * 'zero', which keeps the adapter matrices at most
+ * stage3_param_persistence_threshold elements whole on every rank. */
+#define MEMPLAN_ATTR_LORA_RANK "lora.rank"
 
 /* Names of work records (ABI 1.2) that more than one plugin knows. The
  * data-parallel gradient reduction: the step-work plugin counts it as an

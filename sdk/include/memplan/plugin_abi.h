@@ -133,6 +133,21 @@ extern "C" {
  * landing of ABI 1.0; older plugins read it as 0.
  */
 #define MEMPLAN_ITEM_NON_PARAMETER 0x8u
+/*
+ * The CUDA stream whose allocator pool holds the item, in bits 8-15 of the
+ * flags: 0 is the compute (default) stream; 1-255 name side streams, numbered
+ * by the plugin that allocates on them (MEMPLAN_STREAM_*). PyTorch's caching
+ * allocator reuses a freed block only for allocations on the stream that
+ * allocated it (c10/cuda/CUDACachingAllocator.cpp), so each side stream keeps
+ * a pool of its own: the 'allocator' plugin keeps each pool's high point over
+ * the step reserved in every phase. Added after the first landing of ABI 1.1;
+ * older plugins read 0 and keep the bits as they found them.
+ */
+#define MEMPLAN_ITEM_STREAM_SHIFT 8u
+#define MEMPLAN_ITEM_STREAM_MASK 0xff00u
+#define MEMPLAN_STREAM_COMPUTE 0
+#define MEMPLAN_STREAM_FSDP_UNSHARD 1       /* FSDP1's unshard stream: the gathered (unsharded) flat parameters */
+#define MEMPLAN_STREAM_FSDP_POST_BACKWARD 2 /* FSDP1's post-backward stream: the reduce-scattered sharded gradients */
 
 #define MEMPLAN_MODE_TRAIN 0
 #define MEMPLAN_MODE_INFER 1

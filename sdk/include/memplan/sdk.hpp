@@ -241,6 +241,8 @@ class ItemRef {
   uint32_t count() const { return raw_->count; }
   bool trainable() const { return (raw_->flags & MEMPLAN_ITEM_TRAINABLE) != 0; }
   bool non_parameter() const { return (raw_->flags & MEMPLAN_ITEM_NON_PARAMETER) != 0; }
+  // The stream whose allocator pool holds the item (MEMPLAN_ITEM_STREAM_*): 0 is the compute stream.
+  uint32_t stream() const { return (raw_->flags & MEMPLAN_ITEM_STREAM_MASK) >> MEMPLAN_ITEM_STREAM_SHIFT; }
   Pool pool() const {
     return (raw_->flags & MEMPLAN_ITEM_OUTSIDE_ALLOCATOR) != 0   ? Pool::device
            : (raw_->flags & MEMPLAN_ITEM_ALLOCATOR_RESERVE) != 0 ? Pool::reserve
@@ -259,6 +261,10 @@ class ItemRef {
   void set_count(uint32_t count) { raw_->count = count; }
   void set_trainable(bool on) { set_flag(MEMPLAN_ITEM_TRAINABLE, on); }
   void set_non_parameter(bool on) { set_flag(MEMPLAN_ITEM_NON_PARAMETER, on); }
+  // Streams above 255 do not fit the flags' 8 bits: the caller numbers its streams from MEMPLAN_STREAM_*.
+  void set_stream(uint32_t stream) {
+    raw_->flags = (raw_->flags & ~MEMPLAN_ITEM_STREAM_MASK) | ((stream << MEMPLAN_ITEM_STREAM_SHIFT) & MEMPLAN_ITEM_STREAM_MASK);
+  }
   void set_pool(Pool pool) {
     raw_->flags &= ~(MEMPLAN_ITEM_ALLOCATOR_RESERVE | MEMPLAN_ITEM_OUTSIDE_ALLOCATOR);
     if (pool == Pool::reserve) raw_->flags |= MEMPLAN_ITEM_ALLOCATOR_RESERVE;

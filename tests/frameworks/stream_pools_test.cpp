@@ -1,0 +1,106 @@
+// FSDP1's side streams and the caching allocator's pool per stream
+// (docs/formulas.md, "Allocator pools per stream"). PyTorch's caching
+// allocator reuses a freed block only for allocations on the stream that
+// allocated it (c10/cuda/CUDACachingAllocator.cpp, get_free_block). FSDP1
+// allocates the padded unsharded flat parameters inside its unshard stream
+// (_runtime_utils._unshard -> FlatParamHandle.unshard, @ 3ade90a6) and frees
+// them with record_stream on the compute stream (_flat_param.py,
+// _free_unsharded_flat_param); it allocates each sharded gradient
+// (new_sharded_grad, later _saved_grad_shard and .grad) inside its
+// post-backward stream (_runtime_utils._post_backward_hook). Each pool stays
+// at its high point over the step in every phase.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+// Llama-2-7B, full fine-tune in fp32 with AdamW, FSDP over 8 ranks gathering
+// in bf16 (MixedPrecision param_dtype), no activations, allocator without
+// rounding (fragmentation 0.1 of the compute stream's freed bytes).
+std::string full_finetune(const std::string& api) {
+  return "name = \"t\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\nuse = \"fp32\"\n"
+         "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"data-parallel\"\n"
+         "size = 8\n[[strategy]]\nuse = \"fsdp\"\nparam_dtype = \"bf16\"\n" + api +
+         "[[strategy]]\nuse = \"allocator\"\nrounding = false\n";
+}
+
+// Per rank, Llama-2-7B's 6,738,415,616 parameters / 8 = 842,301,952:
+//   persistent P: fp32 weights and Adam's two states, 12 B each = 10,107,623,424
+//   sharded gradients G (fp32, post-backward stream): 4 B each = 3,369,207,808
+//   gathered in bf16 (unshard stream), forward and backward alike (BACKWARD_PRE):
+//     the root (embeddings, head, final norm: 262,148,096 x 2 = 524,296,192)
+//     + 2 layers (202,383,360 x 2 = 404,766,720 each) = 1,333,829,632
+//   unsharded gradients in backward (compute stream): root + 1 layer in fp32
+//     = 464,531,456 x 4 = 1,858,125,824, and their 10 % margin 185,812,583
+// Optimizer step: P + G, and the unshard pool still holds its 1,333,829,632:
+//   reserved 14,810,660,864, allocated 13,476,831,232.
+// Forward: P + the gathered units, and the post-backward pool holds the
+//   gradients' bytes (freed by zero_grad(set_to_none=True), kept reserved):
+//   14,810,660,864.
+// Backward: both pools are live at their high points, nothing added:
+//   P + G + 1,333,829,632 + 1,858,125,824 + 185,812,583 = 16,854,599,271.
+TEST(StreamPools, Fsdp1FullFineTune) {
+  Evaluation e = evaluate_paper(full_finetune("api = \"fsdp1\"\n"));
+  const StepPeak& reserved = e.breakdown().quantities[kReserved];
+  const StepPeak& allocated = e.breakdown().quantities[kAllocated];
+  EXPECT_EQ(reserved.timeline[kOptimizerStep], 14'810'660'864u);
+  EXPECT_EQ(allocated.timeline[kOptimizerStep], 13'476'831'232u);
+  EXPECT_EQ(reserved.timeline[kForward], 14'810'660'864u);
+  EXPECT_EQ(reserved.timeline[kBackward], 16'854'599'271u);
+  uint64_t forward = 0, backward = 0, optimizer = 0;
+  for (const PlanItem& item : e.estimator().plan().items) {
+    if (item.name_view() != "allocator.stream_pools") continue;
+    EXPECT_EQ(item_quantity(item.flags), kReserved);
+    if (item.lifetime == MEMPLAN_LIFETIME_TRANSIENT_FORWARD) forward += item.bytes();
+    if (item.lifetime == MEMPLAN_LIFETIME_TRANSIENT_BACKWARD) backward += item.bytes();
+    if (item.lifetime == MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER) optimizer += item.bytes();
+  }
+  EXPECT_EQ(forward, 3'369'207'808u);
+  EXPECT_EQ(backward, 0u);
+  EXPECT_EQ(optimizer, 1'333'829'632u);
+}
+
+// FSDP1 is the plugin's default; "fsdp2" assigns no streams: every buffer is
+// the compute stream's, with the 10 % margin on what the step frees (the
+// gathered units 133,382,964, the gradients 336,920,781), and no pool is
+// kept: the optimizer step reserves P + G + G's margin = 13,813,752,013.
+TEST(StreamPools, DefaultIsFsdp1AndFsdp2HasNone) {
+  EXPECT_EQ(evaluate_paper(full_finetune("")).breakdown().quantities[kReserved].timeline[kOptimizerStep],
+            14'810'660'864u);
+  Evaluation fsdp2 = evaluate_paper(full_finetune("api = \"fsdp2\"\n"));
+  EXPECT_EQ(fsdp2.breakdown().quantities[kReserved].timeline[kOptimizerStep], 13'813'752'013u);
+  EXPECT_EQ(fsdp2.item_bytes("allocator.stream_pools", MEMPLAN_ROLE_OVERHEAD), 0u);
+}
+
+// Gradient accumulation keeps the gradients live in forward: the
+// post-backward pool adds nothing there, the unshard pool still adds the
+// gathered units in the optimizer step.
+TEST(StreamPools, AccumulatedGradientsAreLiveInForward) {
+  std::string scenario = full_finetune("");
+  scenario.replace(scenario.find("[precision]"), 0, "[batch]\ngrad_accum = 4\n");
+  Evaluation e = evaluate_paper(scenario);
+  uint64_t forward = 0, optimizer = 0;
+  for (const PlanItem& item : e.estimator().plan().items) {
+    if (item.name_view() != "allocator.stream_pools") continue;
+    if (item.lifetime == MEMPLAN_LIFETIME_TRANSIENT_FORWARD) forward += item.bytes();
+    if (item.lifetime == MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER) optimizer += item.bytes();
+  }
+  EXPECT_EQ(forward, 0u);
+  EXPECT_EQ(optimizer, 1'333'829'632u);
+}
+
+// Lines 17 use = "fsdp", 18 param_dtype, 19 the option under test.
+TEST(StreamPools, ApiError) {
+  const std::string error = error_of(paper(full_finetune("api = \"fsdp3\"\n")), "t.toml");
+  EXPECT_NE(error.find("option 'api': must be \"fsdp1\" (FullyShardedDataParallel) or \"fsdp2\" (fully_shard), not "
+                       "\"fsdp3\""),
+            std::string::npos)
+      << error;
+}
+
+}  // namespace
+}  // namespace memplan::testing
