@@ -12,6 +12,7 @@
 
 #include "catalog_commands.hpp"
 #include "estimate_command.hpp"
+#include "search_command.hpp"
 #include "scenario_report.hpp"
 #include "terminal_output.hpp"
 #include "memplan/bundle/bundle.hpp"
@@ -41,6 +42,9 @@ constexpr const char* kUsage =
     "  estimate MODEL [--task NAME] [--gpu NAME] [--gpus N] [--micro-batch N] ...\n"
     "                                                the same report for a model preset or config.json, no\n"
     "                                                scenario file (memplan estimate --help: tasks, options)\n"
+    "  search FILE [--threads N] [--output ROWS.csv] [--shard K/N] | --merge ROWS.csv...\n"
+    "                                                every combination of the scenario's [search] axes,\n"
+    "                                                ranked by step time, with the Pareto front\n"
     "  plugins [NAME]                                list every plugin found: kind, name, version, library,\n"
     "                                                and every framework profile; NAME: one plugin's options\n"
     "  presets                                       the model presets ([model] preset)\n"
@@ -658,11 +662,12 @@ int main(int argc, char** argv) {
     if (command == "presets") return memplan::cli::presets_command(args);
     if (command == "gpus") return memplan::cli::gpus_command(args);
     if (command == "validate") return validate_command(args);
+    if (command == "search") return memplan::cli::search_command(args);
     if (command == "bundle") return bundle_command(args);
     if (command == "trust") return trust_command(args);
     if (command == "repo") return repo_command(args);
     std::cerr << "memplan: error: unknown command '" << command
-              << "'; the commands are run, estimate, plugins, presets, gpus, validate, bundle, trust and repo "
+              << "'; the commands are run, estimate, search, plugins, presets, gpus, validate, bundle, trust and repo "
                  "(see memplan --help)\n";
     return 2;
   } catch (const memplan::Error& error) {

@@ -75,6 +75,18 @@ TEST(Collectives, FsdpMovesThreeHalvesOfDataParallel) {
   EXPECT_NEAR(fsdp.communication_seconds, 3 * 7.0 / 8 * psi / 450e9, 1e-12);
 }
 
+// DeepSpeed's ZeRO stage 3 moves what FSDP moves (the same rule, sharding.hpp
+// fully_sharded_communication): 3 x 7/8 x Psi at one micro-batch.
+TEST(Collectives, ZeroStage3MovesThreeHalvesOfDataParallel) {
+  const double psi = 6'738'415'616.0 * 2;
+  const StepTime zero3 = evaluate_paper(llama7b("[[strategy]]\nuse = \"zero\"\nstage = 3\n")).breakdown().time;
+  EXPECT_NEAR(zero3.communication_bytes / (3 * 7.0 / 8 * psi), 1.0, 1e-12);
+  // Stages 1 and 2 reduce-scatter the gradients and all-gather the updated weights once per step: the
+  // all-reduce's volume (ZeRO paper section 7.2.1), which the step-work plugin's record keeps.
+  const StepTime zero1 = evaluate_paper(llama7b("[[strategy]]\nuse = \"zero\"\nstage = 1\n")).breakdown().time;
+  EXPECT_NEAR(zero1.communication_bytes / (2 * 7.0 / 8 * psi), 1.0, 1e-12);
+}
+
 // The same at two micro-batches: FSDP gathers and reduce-scatters every
 // micro-batch (2 x 3 x 7/8 Psi); data parallelism reduces once per step.
 TEST(Collectives, FsdpReducesEveryMicroBatch) {

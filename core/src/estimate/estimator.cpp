@@ -196,6 +196,29 @@ void Estimator::set_gpu_count(int64_t count) {
   host_->snapshot.valid = false;
 }
 
+void Estimator::set_grad_accum(int64_t grad_accum) {
+  if (grad_accum < 1)
+    throw Error(scenario_.file + ": error: grad_accum " + std::to_string(grad_accum) + " (rule: at least 1)");
+  if (grad_accum == host_->ctx.workload.grad_accum) return;
+  const int64_t before = host_->ctx.workload.grad_accum;
+  host_->ctx.workload.grad_accum = grad_accum;
+  // Created again in full before any state is replaced: a refusal leaves the estimator as it was.
+  std::vector<void*> states;
+  try {
+    for (const ConfiguredPlugin& configured : plugins_) states.push_back(create_state(configured));
+  } catch (...) {
+    for (size_t i = 0; i < states.size(); ++i) plugins_[i].plugin->descriptor.destroy(states[i]);
+    host_->ctx.workload.grad_accum = before;
+    throw;
+  }
+  for (size_t i = 0; i < plugins_.size(); ++i) {
+    plugins_[i].plugin->descriptor.destroy(plugins_[i].state);
+    plugins_[i].state = states[i];
+  }
+  checked_ = true;
+  host_->snapshot.valid = false;
+}
+
 void* Estimator::create_state(const ConfiguredPlugin& configured) {
   const ComponentSpec& component = *configured.component;
   const LoadedPlugin& plugin = *configured.plugin;
@@ -331,8 +354,8 @@ const Breakdown& Estimator::finish_evaluation() {
   read_memory_fraction();
   if (scenario_.mode == MEMPLAN_MODE_INFER) breakdown_.params_trainable = 0;  // nothing trains in inference
   check_world_size();
-  summarize(ctx.plan, scenario_.grad_accum, breakdown_);
-  time_step(ctx.plan.work, scenario_.hardware.performance, scenario_.grad_accum, tokens_per_step(),
+  summarize(ctx.plan, ctx.workload.grad_accum, breakdown_);
+  time_step(ctx.plan.work, scenario_.hardware.performance, ctx.workload.grad_accum, tokens_per_step(),
             breakdown_.time);
   if (breakdown_.too_large)
     throw PlanTooLargeError(scenario_.file + ": error: the plan at micro_batch " +
@@ -350,7 +373,7 @@ double Estimator::tokens_per_step() const {
       data.type == memplan_attribute::Type::integer && data.integer > 0 ? static_cast<double>(data.integer) : 1.0;
   const memplan_workload& workload = host_->ctx.workload;
   return static_cast<double>(workload.micro_batch) * static_cast<double>(workload.seq_len) *
-         static_cast<double>(scenario_.grad_accum > 0 ? scenario_.grad_accum : 1) * replicas;
+         static_cast<double>(workload.grad_accum > 0 ? workload.grad_accum : 1) * replicas;
 }
 
 void Estimator::check_world_size() {
@@ -424,6 +447,7 @@ const Breakdown& Estimator::evaluate_at(int64_t micro_batch, int64_t seq_len) {
 
 int64_t Estimator::micro_batch() const { return host_->ctx.workload.micro_batch; }
 int64_t Estimator::seq_len() const { return host_->ctx.workload.seq_len; }
+int64_t Estimator::grad_accum() const { return host_->ctx.workload.grad_accum; }
 
 bool Estimator::fits() const {
   return breakdown_.peak <= breakdown_.capacity(scenario_.hardware.memory_bytes);
@@ -486,6 +510,7 @@ Estimate Estimator::estimate() const {
   // The configuration evaluated, which set_option and set_gpu_count may have changed.
   estimate.scenario.components.assign(components_.begin(), components_.end());
   estimate.scenario.hardware.count = gpu_count_;
+  estimate.scenario.grad_accum = host_->ctx.workload.grad_accum;
   for (const ConfiguredPlugin& configured : plugins_) {
     const LoadedPlugin& plugin = *configured.plugin;
     estimate.plugins.push_back(PluginUse{plugin.descriptor.kind, plugin.name, plugin.version, plugin.path});

@@ -128,6 +128,12 @@ void time_step(const std::vector<WorkRecord>& work, const GpuPerformance& gpu, i
   }
   for (int32_t math = 0; math < MEMPLAN_MATH_COUNT; ++math)
     if (flops_by_math[static_cast<size_t>(math)] > flops_by_math[static_cast<size_t>(time.math)]) time.math = math;
+  // Collectives alone make no step (a sharding plugin without the plugin that
+  // reports the computation): nothing to say.
+  if (time.hardware_flops == 0 && time.memory_bytes == 0) {
+    time = StepTime{};
+    return;
+  }
   if (time.status != TimeStatus::timed) {
     time.pass_seconds = {};
     time.compute_seconds = time.communication_seconds = time.exposed_seconds = 0;

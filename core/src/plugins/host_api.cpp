@@ -329,8 +329,8 @@ int add_work(memplan_ctx* ctx, const memplan_work* work, size_t count) {
     memplan_work record{};
     std::memcpy(&record, bytes + i * stride, std::min<size_t>(stride, sizeof record));
     record.struct_size = sizeof record;
-    // A record is checked when it is handed in: the records are few and a
-    // plugin cannot edit them afterwards.
+    // A record is checked when it is handed in (and again after a plugin
+    // edits the records in place: check_work).
     if (auto problem = work_problem(record)) [[unlikely]] {
       host_report(ctx, nullptr, "reported a work record that breaks a rule of plugin_abi.h: " + *problem);
       return MEMPLAN_ERROR;

@@ -46,7 +46,7 @@ std::string untimed_reason(const Estimate& estimate) {
              std::string(math_name(work.math)) + " peak; give [hardware] tflops = { " +
              std::string(math_name(work.math)) + " = <dense TFLOP/s> }";
     case TimeStatus::no_link:
-      return who + ", a " + std::string(collective_name(work.collective)) + " over " + std::to_string(work.ranks) +
+      return who + ", " + (work.collective == MEMPLAN_COLLECTIVE_ALL_REDUCE || work.collective == MEMPLAN_COLLECTIVE_ALL_GATHER || work.collective == MEMPLAN_COLLECTIVE_ALL_TO_ALL ? "an " : "a ") + std::string(collective_name(work.collective)) + " over " + std::to_string(work.ranks) +
              " GPUs, but " + gpu + " has no " +
              (estimate.scenario.hardware.performance.gpus_per_node <= 0
                   ? std::string("GPUs per node; give [hardware] gpus_per_node")

@@ -371,7 +371,7 @@ Scenario parse_scenario(std::string_view text, const std::string& path, const Ca
   apply_overrides(root, overrides);
   TomlReader reader(root, path, "the scenario's top level");
   reader.reject_unknown_keys({"name", "mode", "framework", "model", "batch", "precision", "optimizer", "activations",
-                              "strategy", "hardware", "plugins"});
+                              "strategy", "hardware", "plugins", "search"});  // [search]: memplan search (search_space.cpp)
   Scenario scenario;
   scenario.file = path;
   scenario.name = reader.string("name").value_or(std::filesystem::path(path).stem().string());

@@ -168,23 +168,8 @@ class FsdpStrategy {
 
   // The gathers of each micro-batch, and the gradients' reduce-scatter in place of the all-reduce.
   void add_communication(memplan::sdk::Context& ctx, double shard, int64_t stride) {
-    if (!ctx.training() || shard <= 1) return;
-    const auto ranks = static_cast<int64_t>(shard);
-    ctx.for_each_work([&](memplan_work& work) {
-      if (work.name != names_.gradient_reduction.text) return;
-      work.collective = MEMPLAN_COLLECTIVE_REDUCE_SCATTER;
-      work.pass = MEMPLAN_PASS_BACKWARD;
-      work.ranks = static_cast<int32_t>(ranks);
-      work.stride = stride;
-    });
-    using memplan::sdk::Pass;
-    for (Pass pass : {Pass::forward, Pass::backward}) {
-      if (pass == Pass::backward && !reshard_after_forward_) break;
-      ctx.add_work(memplan::sdk::Work{.name = names_.gather, .kind = memplan::sdk::WorkKind::collective, .pass = pass,
-                                      .amount = stage_weight_bytes_, .efficiency = 1.0,
-                                      .collective = memplan::sdk::Collective::all_gather, .ranks = ranks,
-                                      .stride = stride, .overlap = 0});
-    }
+    sharding::fully_sharded_communication(ctx, names_.gather, names_.gradient_reduction, static_cast<int64_t>(shard),
+                                          stride, stage_weight_bytes_, reshard_after_forward_);
   }
 
  private:

@@ -72,7 +72,7 @@ constexpr std::array<memplan_option_spec, 6> kOptions{{
 class ZeroShardingStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "zero", "1.4.0",
+      "zero", "1.5.0",
       "ZeRO stages 0-3: shard optimizer states, gradients and weights over data-parallel ranks; ZeRO-3's gathered "
       "parameters",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding, memplan::sdk::Reads::nothing};
@@ -88,6 +88,8 @@ class ZeroShardingStrategy {
         largest_module_attr_(options.attribute("report.zero3_largest_module")),
         gathered_parameters_attr_(options.attribute("report.zero3_gathered_parameters")),
         gathered_forward_(options.intern("zero3.gathered_forward")),
+        all_gather_(options.intern("zero3.all_gather")),
+        gradient_reduction_(options.intern(MEMPLAN_WORK_GRADIENT_REDUCTION)),
         gathered_backward_(options.intern("zero3.gathered_backward")),
         module_gradient_(options.intern("zero3.module_gradient")),
         persistent_parameters_(options.intern("zero3.persistent_parameters")) {
@@ -131,6 +133,13 @@ class ZeroShardingStrategy {
     if (stage_ == 3) {
       ctx.set_attr(gathers_attr_, gathered_ ? 1 : 0);
       if (gathered_) add_gathered(ctx, groups);
+      // Before sharding: the stage's weights as each micro-batch gathers them, forward and backward.
+      double weight_bytes = 0;
+      for (const memplan::sdk::ItemRef item : ctx.items())
+        if (item.role() == Role::weights && item.device() == memplan::sdk::Device::gpu && !item.non_parameter())
+          weight_bytes += item.elements() * item.bytes_per_element() * static_cast<double>(item.count());
+      sharding::fully_sharded_communication(ctx, all_gather_, gradient_reduction_, groups.dense_replicas(),
+                                            groups.tensor, weight_bytes, true);
     }
     const double dense = static_cast<double>(groups.dense_replicas());
     const double expert = dense / static_cast<double>(groups.expert);
@@ -334,6 +343,7 @@ class ZeroShardingStrategy {
   memplan::sdk::Attribute largest_module_attr_;
   memplan::sdk::Attribute gathered_parameters_attr_;
   memplan::sdk::Name gathered_forward_;
+  memplan::sdk::Name all_gather_, gradient_reduction_;  // stage 3's communication (ABI 1.2 work records)
   memplan::sdk::Name gathered_backward_;
   memplan::sdk::Name module_gradient_;
   memplan::sdk::Name persistent_parameters_;

@@ -59,8 +59,14 @@ class Estimator {
   // or one create() refuses; the plugin then keeps its configuration. The
   // next evaluation runs every plugin, checked.
   void set_option(size_t plugin, OptionValue value);
-  // The GPU count the strategies' layout is checked against ([hardware] count).
+  // The GPU count the strategies' layout is checked against ([hardware] count);
+  // 0 checks nothing (a search probing the layout's world size).
   void set_gpu_count(int64_t count);
+  // Micro-batches per optimizer step ([batch] grad_accum). Plugins may read it
+  // when they are created (a pipeline's schedule), so each is created again.
+  // Throws Error for a value below 1 or one a plugin refuses.
+  void set_grad_accum(int64_t grad_accum);
+  int64_t grad_accum() const;
   // The index in plugins() of the plugin of that name.
   std::optional<size_t> find_plugin(std::string_view name) const;
 

@@ -37,7 +37,7 @@ std::string_view collective_name(int32_t collective);  // "all-reduce", "all-gat
 double ring_volume(int32_t collective, double amount, int64_t ranks);
 
 enum class TimeStatus {
-  no_work,        // no plugin reported the step's work: nothing to say
+  no_work,        // no plugin reported the step's computation: nothing to say
   timed,          // seconds, utilisation and throughput below are derived
   no_efficiency,  // a record's efficiency is 0 (not stated)
   no_peak,        // the GPU's peak for a record's math is not known

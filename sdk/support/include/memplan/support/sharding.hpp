@@ -191,4 +191,30 @@ inline void add_buffer(sdk::Context& ctx, const char* name, sdk::Lifetime lifeti
   add_buffer(ctx, ctx.intern(name), lifetime, elements, bytes_per_element, pool);
 }
 
+// Fully sharded data parallelism's communication (ZeRO stage 3, FSDP; ABI 1.2
+// work records): each micro-batch all-gathers the stage's weights, `bytes`
+// as they are gathered, before forward and (`gather_backward`: resharded after
+// forward) again before backward, and reduce-scatters the gradients after its
+// backward; the step's gradient all-reduce (MEMPLAN_WORK_GRADIENT_REDUCTION,
+// which the step-work plugin records) becomes that reduce-scatter. At one
+// micro-batch that is 3 x the parameters' volume against plain data
+// parallelism's 2 x (Rajbhandari et al. 2020, section 7.2.2). The group: the
+// `ranks` of the shard, `stride` ranks apart. No overlap is assumed.
+inline void fully_sharded_communication(sdk::Context& ctx, sdk::Name gather, sdk::Name gradient_reduction,
+                                        int64_t ranks, int64_t stride, double bytes, bool gather_backward) {
+  if (!ctx.training() || ranks <= 1) return;
+  // The records keep their groups (the dense gradients' and the experts' are reduced over different ranks).
+  ctx.for_each_work([&](memplan_work& work) {
+    if (work.name != gradient_reduction.text) return;
+    work.collective = MEMPLAN_COLLECTIVE_REDUCE_SCATTER;
+    work.pass = MEMPLAN_PASS_BACKWARD;
+  });
+  for (sdk::Pass pass : {sdk::Pass::forward, sdk::Pass::backward}) {
+    if (pass == sdk::Pass::backward && !gather_backward) break;
+    ctx.add_work(sdk::Work{.name = gather, .kind = sdk::WorkKind::collective, .pass = pass, .amount = bytes,
+                           .efficiency = 1.0, .collective = sdk::Collective::all_gather, .ranks = ranks,
+                           .stride = stride, .overlap = 0});
+  }
+}
+
 }  // namespace memplan::support::sharding
