@@ -126,7 +126,10 @@ int search_command(const std::vector<std::string>& args) {
   const Catalog catalog = Catalog::load(layout.data_dir);
   const Scenario scenario = load_scenario(file, catalog, overrides);
   for (const std::string& warning : scenario.warnings) print_line(std::cerr, warning);
-  SearchSpace space = read_search_space(file, scenario);
+  PluginRegistry registry;
+  load_plugins(registry, layout, &scenario, cli_load_options(vm.count("allow-unsigned") > 0));
+  print_warnings(registry);
+  SearchSpace space = read_search_space(file, scenario, registry, overrides);
   if (vm.count("top")) {
     if (vm["top"].as<int64_t>() < 1) {
       std::cerr << "memplan: error: --top must be at least 1\n";
@@ -158,8 +161,10 @@ int search_command(const std::vector<std::string>& args) {
     std::sort(rows.begin(), rows.end(), [](const SearchRow& a, const SearchRow& b) { return a.index < b.index; });
     for (size_t i = 0; i < rows.size(); ++i)
       if (rows[i].index != i) {
-        std::cerr << "memplan: error: the parts " << (i < rows.size() && rows[i].index < i ? "repeat" : "miss")
-                  << " configuration " << i << " of " << space.combinations
+        // Sorted: a repeat shows as the previous index again, a gap as a larger one.
+        const bool repeat = i > 0 && rows[i].index == rows[i - 1].index;
+        std::cerr << "memplan: error: the parts " << (repeat ? "repeat" : "miss") << " configuration "
+                  << (repeat ? rows[i].index : i) << " of " << space.combinations
                   << "; merge the outputs of every --shard K/N of one N, once each\n";
         return 1;
       }
@@ -178,7 +183,8 @@ int search_command(const std::vector<std::string>& args) {
   }
 
   SearchOptions search;
-  search.threads = vm.count("threads") ? vm["threads"].as<int>() : static_cast<int>(std::thread::hardware_concurrency());
+  search.threads = vm.count("threads") ? vm["threads"].as<int>()
+                                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   if (search.threads < 1) {
     std::cerr << "memplan: error: --threads must be at least 1\n";
     return 2;
@@ -189,9 +195,6 @@ int search_command(const std::vector<std::string>& args) {
     return 2;
   }
   search.progress = isatty(STDERR_FILENO) != 0;
-  PluginRegistry registry;
-  load_plugins(registry, layout, &scenario, cli_load_options(vm.count("allow-unsigned") > 0));
-  print_warnings(registry);
   const SearchSummary summary = run_search(scenario, space, registry, search, [&](const SearchRow& row) {
     if (output.is_open()) output << search_csv_line(row) << "\n";
   });

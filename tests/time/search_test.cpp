@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,7 @@ Sweep sweep() {
   const std::string file = ::testing::TempDir() + "/search.toml";
   std::ofstream(file) << kScenario;
   Scenario scenario = load_scenario(file, catalog());
-  SearchSpace space = read_search_space(file, scenario);
+  SearchSpace space = read_search_space(file, scenario, builtin_plugins());
   return {std::move(scenario), std::move(space)};
 }
 
@@ -147,6 +148,32 @@ TEST(Search, RankingAndParetoFront) {
   }
 }
 
+// The fill does not depend on the order of the values: listing the tensor-parallel sizes from large to
+// small (the first layout then fills one data rank) gives each configuration the same row.
+TEST(Search, FillIndependentOfValueOrder) {
+  const std::string file = ::testing::TempDir() + "/search-reversed.toml";
+  std::string text = kScenario;
+  text.replace(text.find("[1, 2, 4, 8]"), 12, "[8, 4, 2, 1]");
+  std::ofstream(file) << text;
+  const Scenario scenario = load_scenario(file, catalog());
+  const Sweep reversed{scenario, read_search_space(file, scenario, builtin_plugins())};
+  const Sweep ordered = sweep();
+  auto by_values = [](const std::vector<SearchRow>& rows) {
+    std::map<std::vector<std::string>, std::pair<int64_t, uint64_t>> out;
+    for (const SearchRow& row : rows) out[row.values] = {row.grad_accum, row.peak_bytes};
+    return out;
+  };
+  EXPECT_EQ(by_values(rows_of(reversed, 1)), by_values(rows_of(ordered, 1)));
+}
+
+// --set reaches [search] as it reaches the scenario.
+TEST(Search, OverridesReachTheSearchTable) {
+  const Sweep s = sweep();
+  const std::string file = ::testing::TempDir() + "/search.toml";
+  const SearchSpace space = read_search_space(file, s.scenario, builtin_plugins(), {"search.top=2"});
+  EXPECT_EQ(space.top, 2);
+}
+
 TEST(Search, Errors) {
   const std::string file = ::testing::TempDir() + "/bad-search.toml";
   std::string text = kScenario;
@@ -154,10 +181,22 @@ TEST(Search, Errors) {
   std::ofstream(file) << text;
   const Scenario scenario = load_scenario(file, catalog());
   try {
-    read_search_space(file, scenario);
+    read_search_space(file, scenario, builtin_plugins());
     FAIL() << "no error";
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("[search.axes] \"zeros.stage\": the scenario uses no plugin 'zeros'. Did you mean 'zero'?"),
+              std::string::npos)
+        << error.what();
+  }
+  // An option the plugin does not declare is refused at its key, not in every row.
+  text = kScenario;
+  text.replace(text.find("\"zero.stage\""), 12, "\"zero.stages\"");
+  std::ofstream(file) << text;
+  try {
+    read_search_space(file, load_scenario(file, catalog()), builtin_plugins());
+    FAIL() << "no error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("\"zero.stages\": plugin 'zero' has no option 'stages'. Did you mean 'stage'?"),
               std::string::npos)
         << error.what();
   }

@@ -203,15 +203,24 @@ void Estimator::set_grad_accum(int64_t grad_accum) {
   const int64_t before = host_->ctx.workload.grad_accum;
   host_->ctx.workload.grad_accum = grad_accum;
   // Created again in full before any state is replaced: a refusal leaves the estimator as it was.
-  std::vector<void*> states;
+  // Only plugins that read it when created (or that do not say what they read) are created again.
+  auto reads_grad_accum = [](const ConfiguredPlugin& configured) {
+    const uint32_t reads = configured.plugin->descriptor.reads;
+    return !(reads & MEMPLAN_READS_DECLARED) || (reads & MEMPLAN_READS_GRAD_ACCUM);
+  };
+  std::vector<void*> states(plugins_.size(), nullptr);
+  size_t created = 0;
   try {
-    for (const ConfiguredPlugin& configured : plugins_) states.push_back(create_state(configured));
+    for (; created < plugins_.size(); ++created)
+      if (reads_grad_accum(plugins_[created])) states[created] = create_state(plugins_[created]);
   } catch (...) {
-    for (size_t i = 0; i < states.size(); ++i) plugins_[i].plugin->descriptor.destroy(states[i]);
+    for (size_t i = 0; i < created; ++i)
+      if (states[i] != nullptr) plugins_[i].plugin->descriptor.destroy(states[i]);
     host_->ctx.workload.grad_accum = before;
     throw;
   }
   for (size_t i = 0; i < plugins_.size(); ++i) {
+    if (!reads_grad_accum(plugins_[i])) continue;
     plugins_[i].plugin->descriptor.destroy(plugins_[i].state);
     plugins_[i].state = states[i];
   }

@@ -477,8 +477,9 @@ memplan_host make_host_table() {
 }  // namespace
 
 size_t attribute_slot(memplan_ctx& ctx, const char* key) {
-  for (size_t i = 0; i < ctx.attributes.size(); ++i)
-    if (ctx.attributes[i].key == key) return i;
+  thread_local std::string lookup;  // no allocation per lookup once it has grown
+  lookup.assign(key);
+  if (auto found = ctx.attribute_index.find(lookup); found != ctx.attribute_index.end()) return found->second;
   ctx.add_attribute(key);
   return ctx.attributes.size() - 1;
 }
@@ -522,7 +523,10 @@ void host_report(memplan_ctx* ctx, const char* option, const std::string& messag
 }  // namespace memplan
 
 const memplan_attribute* memplan_ctx::find_attribute(const char* key) const {
-  for (const memplan_attribute& attribute : attributes)
-    if (attribute.type != memplan_attribute::Type::unset && attribute.key == key) return &attribute;
-  return nullptr;
+  thread_local std::string lookup;
+  lookup.assign(key);
+  const auto found = attribute_index.find(lookup);
+  if (found == attribute_index.end()) return nullptr;
+  const memplan_attribute& attribute = attributes[found->second];
+  return attribute.type != memplan_attribute::Type::unset ? &attribute : nullptr;
 }

@@ -8,6 +8,7 @@
 
 #include <deque>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "memplan/core/plan.hpp"
@@ -40,8 +41,12 @@ struct memplan_ctx {
   // attributes[i] by handle in one load: indexing a deque costs a division
   // and two loads, on every attribute call of every evaluation.
   std::vector<memplan_attribute*> attribute_slots;
+  // The slot of each key: resolving a handle (every plugin's create(), which a
+  // search runs again per configuration) costs a hash, not a scan of the keys.
+  std::unordered_map<std::string, size_t> attribute_index;
   memplan_attribute& add_attribute(std::string key) {
     memplan_attribute& added = attributes.emplace_back();
+    attribute_index.emplace(key, attributes.size() - 1);
     added.set_key(std::move(key));
     attribute_slots.push_back(&added);
     return added;

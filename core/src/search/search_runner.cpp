@@ -155,8 +155,9 @@ class Worker {
         fill_ = space_.gpus / world;
         estimator_.set_option(fill_plugin_, integer_value(space_.fill->option, fill_));
         estimator_.set_gpu_count(space_.gpus);
-        // Whether the filled option sets the data ranks: learned once, on the first layout.
-        if (!fill_scales_data_known_) {
+        // Whether the filled option sets the data ranks: learned once, on the first layout that fills more than
+        // one (at a fill of 1 both readings give the same data ranks).
+        if (!fill_scales_data_known_ && fill_ > 1) {
           const Breakdown& after = estimator_.evaluate_at(scenario_.micro_batch, scenario_.seq_len);
           (void)after;
           fill_scales_data_ = estimator_.attribute_int(MEMPLAN_ATTR_RANKS_DATA).value_or(1) != data_before;

@@ -5,6 +5,7 @@
 #include "common/input_file.hpp"
 #include "common/toml_guard.hpp"
 #include "common/toml_reader.hpp"
+#include "scenario/scenario_overrides.hpp"
 #include "memplan/core/search.hpp"
 #include "memplan/core/text.hpp"
 
@@ -37,7 +38,24 @@ OptionValue option_value(const toml::node& node, const std::string& key, const s
   return value;
 }
 
-// "plugin.option" split, checked against the scenario's components.
+// "plugin.option" split, checked against the scenario's components and the
+// options the plugin declares.
+void check_option(const SearchAxis& axis, const PluginRegistry& registry, const SourceLocation& where,
+                  const char* section) {
+  const LoadedPlugin* plugin = nullptr;
+  for (const auto& loaded : registry.plugins())
+    if (loaded->name == axis.plugin) plugin = loaded.get();
+  if (plugin == nullptr) return;  // the estimator says which plugin is missing
+  std::vector<std::string> declared;
+  for (const memplan_option_spec& spec : plugin->options) {
+    if (axis.option == spec.name) return;
+    declared.emplace_back(spec.name);
+  }
+  fail_at(where, std::string(section) + " \"" + axis.key + "\": plugin '" + axis.plugin + "' has no option '" +
+                     axis.option + "'" + did_you_mean(axis.option, declared) + " Its options: " +
+                     join_alternatives(declared, ", ") + ".");
+}
+
 void name_axis(SearchAxis& axis, const Scenario& scenario, const SourceLocation& where, const char* section) {
   const size_t dot = axis.key.rfind('.');
   if (dot == std::string::npos || dot == 0 || dot + 1 == axis.key.size())
@@ -65,13 +83,15 @@ void name_axis(SearchAxis& axis, const Scenario& scenario, const SourceLocation&
 
 }  // namespace
 
-SearchSpace read_search_space(const std::string& file, const Scenario& scenario) {
+SearchSpace read_search_space(const std::string& file, const Scenario& scenario, const PluginRegistry& registry,
+                              const std::vector<std::string>& overrides) {
   toml::table root;
   try {
     root = parse_toml(read_input_file(file, "scenario file"), file);
   } catch (const toml::parse_error& error) {
     fail_at(location_of(file, error.source()), "invalid TOML: " + std::string(error.description()));
   }
+  apply_overrides(root, overrides);
   const toml::node* node = root.get("search");
   if (node == nullptr || !node->is_table())
     throw Error(file + ": error: `memplan search` needs a [search] table with the axes to search (docs/search.md)");
@@ -95,6 +115,7 @@ SearchSpace read_search_space(const std::string& file, const Scenario& scenario)
     axis.key = std::string(key.str());
     axis.location = location_of(file, key.source());
     name_axis(axis, scenario, axis.location, "[search.axes]");
+    if (!axis.plugin.empty()) check_option(axis, registry, axis.location, "[search.axes]");
     const toml::array* list = values.as_array();
     if (list == nullptr || list->empty())
       fail_at(axis.location, "[search.axes] \"" + axis.key + "\" must list one value or more, e.g. [1, 2, 4]");
@@ -118,6 +139,7 @@ SearchSpace read_search_space(const std::string& file, const Scenario& scenario)
     axis.key = *fill;
     axis.location = reader.value_location("fill");
     name_axis(axis, scenario, axis.location, "[search] fill");
+    if (!axis.plugin.empty()) check_option(axis, registry, axis.location, "[search] fill");
     if (axis.plugin.empty() || keys.count(axis.key))
       fail_at(axis.location, "[search] fill = \"" + axis.key +
                                  "\" must be a plugin's size that is not an axis: the search sets it so that the "

@@ -54,7 +54,7 @@ class PipelineParallelStrategy {
   static constexpr memplan::sdk::PluginInfo info{
       "pipeline-parallel", "1.3.0",
       "Pipeline parallelism (1F1B, interleaved 1F1B or GPipe; uneven end stages), reporting the first or last stage",
-      memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout, memplan::sdk::Reads::nothing};
+      memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout, memplan::sdk::Reads::grad_accum};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
   explicit PipelineParallelStrategy(memplan::sdk::Options& options)

@@ -437,6 +437,9 @@ typedef struct memplan_plugin_descriptor {
 
 #define MEMPLAN_READS_MICRO_BATCH 0x1u /* workload micro_batch */
 #define MEMPLAN_READS_SEQ_LEN 0x2u     /* workload seq_len */
+#define MEMPLAN_READS_GRAD_ACCUM 0x4u  /* ABI 1.2: create() reads workload grad_accum: a search that changes it
+                                          creates the plugin again (a plugin that declares its reads without
+                                          this bit is kept; one that declares nothing is created again) */
 #define MEMPLAN_READS_DECLARED 0x80000000u
 
 typedef const memplan_plugin_descriptor *(*memplan_entry_point_fn)(void);

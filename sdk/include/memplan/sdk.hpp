@@ -139,6 +139,7 @@ enum class Reads : uint32_t {
   micro_batch = MEMPLAN_READS_DECLARED | MEMPLAN_READS_MICRO_BATCH,
   seq_len = MEMPLAN_READS_DECLARED | MEMPLAN_READS_SEQ_LEN,
   batch_and_seq_len = MEMPLAN_READS_DECLARED | MEMPLAN_READS_MICRO_BATCH | MEMPLAN_READS_SEQ_LEN,
+  grad_accum = MEMPLAN_READS_DECLARED | MEMPLAN_READS_GRAD_ACCUM,  // ABI 1.2: create() reads grad_accum
 };
 
 struct PluginInfo {

@@ -44,8 +44,11 @@ struct SearchSpace {
   uint64_t combinations = 1;       // product of the axes' sizes
 };
 
-// Reads the scenario file's [search] table; errors are located (file:line:column).
-SearchSpace read_search_space(const std::string& file, const Scenario& scenario);
+// Reads the scenario file's [search] table, after the same --set overrides as
+// the scenario (a search.* key changes it too); errors are located
+// (file:line:column). Axes name options the plugins declare (`registry`).
+SearchSpace read_search_space(const std::string& file, const Scenario& scenario, const PluginRegistry& registry,
+                              const std::vector<std::string>& overrides = {});
 
 // One evaluated configuration.
 struct SearchRow {

@@ -46,7 +46,7 @@ template <typename Traits>
 class ElementwiseOptimizer {
  public:
   static constexpr sdk::PluginInfo info{Traits::name, Traits::version, Traits::summary, sdk::Kind::optimizer,
-                                        sdk::Phase::optimizer, sdk::Reads::nothing};
+                                        sdk::Phase::optimizer, sdk::Reads::grad_accum};
   static std::span<const memplan_option_spec> options() { return kElementwiseOptimizerOptions; }
 
   static_assert(Traits::default_implementation == Implementation::fused,
