@@ -112,6 +112,8 @@ int plugin_detail_command(const std::string& name, bool allow_unsigned) {
     print_line(std::string("  ") + (option.name ? option.name : "?") + " (" + option_type(option.type) +
                ", default: " + (option.default_text ? option.default_text : "none") + ")");
     if (option.help != nullptr) print_line(std::string("      ") + option.help);
+    if (option.levers != nullptr)
+      print_line(std::string("      levers (memplan explain tries them on a job that does not fit): ") + option.levers);
   }
   return 0;
 }

@@ -12,6 +12,7 @@
 
 #include "catalog_commands.hpp"
 #include "estimate_command.hpp"
+#include "explain_command.hpp"
 #include "search_command.hpp"
 #include "scenario_report.hpp"
 #include "terminal_output.hpp"
@@ -45,6 +46,8 @@ constexpr const char* kUsage =
     "  search FILE [--threads N] [--top N] [--output ROWS.csv] [--shard K/N] | --merge ROWS.csv...\n"
     "                                                every combination of the scenario's [search] axes,\n"
     "                                                ranked by step time or memory, with the Pareto front\n"
+    "  explain FILE                                  for a job that does not fit: what fills the GPU and the\n"
+    "                                                smallest changes that make it fit, with their time cost\n"
     "  plugins [NAME]                                list every plugin found: kind, name, version, library,\n"
     "                                                and every framework profile; NAME: one plugin's options\n"
     "  presets                                       the model presets ([model] preset)\n"
@@ -663,11 +666,12 @@ int main(int argc, char** argv) {
     if (command == "gpus") return memplan::cli::gpus_command(args);
     if (command == "validate") return validate_command(args);
     if (command == "search") return memplan::cli::search_command(args);
+    if (command == "explain") return memplan::cli::explain_command(args);
     if (command == "bundle") return bundle_command(args);
     if (command == "trust") return trust_command(args);
     if (command == "repo") return repo_command(args);
     std::cerr << "memplan: error: unknown command '" << command
-              << "'; the commands are run, estimate, search, plugins, presets, gpus, validate, bundle, trust and repo "
+              << "'; the commands are run, estimate, search, explain, plugins, presets, gpus, validate, bundle, trust and repo "
                  "(see memplan --help)\n";
     return 2;
   } catch (const memplan::Error& error) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "memplan/core/estimator.hpp"
+#include "memplan/core/explain.hpp"
 #include "memplan/core/search.hpp"
 #include "test_support.hpp"
 
@@ -172,6 +173,37 @@ TEST(Search, OverridesReachTheSearchTable) {
   const std::string file = ::testing::TempDir() + "/search.toml";
   const SearchSpace space = read_search_space(file, s.scenario, builtin_plugins(), {"search.top=2"});
   EXPECT_EQ(space.top, 2);
+}
+
+// explain: every change it reports equals a fresh evaluation of the scenario with that change made
+// (--set), fits, and the list is in order of step time. Llama-2-70B at micro-batch 4 on TP 4 x PP 4 x DP 8
+// with selective recomputation does not fit an H100.
+TEST(Explain, FixesAreFreshEvaluationsInOrderOfTime) {
+  const std::string file = source_dir() + "/examples/search-llama2-70b-h100.toml";
+  const std::vector<std::string> base{"strategy.1.size=4", "strategy.3.size=8", "batch.micro_batch=4",
+                                      "batch.grad_accum=8"};
+  const Scenario scenario = load_scenario(file, catalog(), base);
+  const Explanation e = explain(scenario, builtin_plugins());
+  ASSERT_TRUE(e.has_gpu);
+  EXPECT_FALSE(e.fits);
+  ASSERT_FALSE(e.fixes.empty());
+  for (size_t i = 0; i < e.fixes.size(); ++i) {
+    const ExplainChange& fix = e.fixes[i];
+    EXPECT_TRUE(fix.fits);
+    EXPECT_LT(fix.peak_bytes, e.capacity_bytes);
+    if (i > 0 && fix.changes.size() == e.fixes[i - 1].changes.size())
+      EXPECT_LE(e.fixes[i - 1].step_seconds, fix.step_seconds);
+  }
+  // The recomputation lever, checked against --set.
+  const auto full = std::find_if(e.fixes.begin(), e.fixes.end(), [](const ExplainChange& fix) {
+    return fix.changes.size() == 1 && fix.changes[0] == "recompute.policy: selective -> full";
+  });
+  ASSERT_NE(full, e.fixes.end());
+  std::vector<std::string> changed = base;
+  changed.push_back("strategy.5.policy=full");
+  Estimator fresh(load_scenario(file, catalog(), changed), builtin_plugins());
+  EXPECT_EQ(full->peak_bytes, fresh.evaluate().peak);
+  EXPECT_DOUBLE_EQ(full->step_seconds, fresh.breakdown().time.seconds);
 }
 
 TEST(Search, Errors) {

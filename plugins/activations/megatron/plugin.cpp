@@ -31,7 +31,8 @@ using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
 constexpr std::array<memplan_option_spec, 10> kOptions{{
-    {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false"},
+    {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
+     "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true"},
     {"cross_entropy", MEMPLAN_OPTION_STRING,
      "the loss path: \"unfused\" (fp32 logits and the loss's fp32 softmax both kept), \"vocab-parallel\" "

@@ -37,9 +37,9 @@ namespace {
 using memplan::sdk::Role;
 
 constexpr std::array<memplan_option_spec, 4> kOptions{{
-    {"optimizer", MEMPLAN_OPTION_BOOL, "move optimizer states and master weights to the CPU", "false"},
-    {"gradients", MEMPLAN_OPTION_BOOL, "move gradients to the CPU", "the value of optimizer"},
-    {"parameters", MEMPLAN_OPTION_BOOL, "move the weights to the CPU (needs zero stage 3 or fsdp)", "false"},
+    {"optimizer", MEMPLAN_OPTION_BOOL, "move optimizer states and master weights to the CPU", "false", "true"},
+    {"gradients", MEMPLAN_OPTION_BOOL, "move gradients to the CPU", "the value of optimizer", "true"},
+    {"parameters", MEMPLAN_OPTION_BOOL, "move the weights to the CPU (needs zero stage 3 or fsdp)", "false", "true"},
     {"staging", MEMPLAN_OPTION_BOOL,
      "parameters: keep reserved the pool where the sharding plugin stages the GPU copies of offloaded shards "
      "(FSDP's pre-unshard stream)",
@@ -51,7 +51,7 @@ constexpr auto kAfterSharding = static_cast<memplan::sdk::Phase>(MEMPLAN_PHASE_S
 class OffloadStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "offload", "1.1.1", "CPU offload of optimizer states, master weights, gradients and parameters (ZeRO-Offload)",
+      "offload", "1.2.0", "CPU offload of optimizer states, master weights, gradients and parameters (ZeRO-Offload)",
       memplan::sdk::Kind::strategy, kAfterSharding};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 

@@ -18,12 +18,13 @@ namespace {
 
 constexpr std::array<memplan_option_spec, 1> kOptions{{
     {"policy", MEMPLAN_OPTION_STRING,
-     "\"none\", \"selective\", \"full\" or \"op\" (torchtitan's per-op selective checkpointing)", "required"},
+     "\"none\", \"selective\", \"full\" or \"op\" (torchtitan's per-op selective checkpointing)", "required",
+     "selective,op,full"},
 }};
 
 class RecomputeStrategy {
  public:
-  static constexpr memplan::sdk::PluginInfo info{"recompute", "1.1.1",
+  static constexpr memplan::sdk::PluginInfo info{"recompute", "1.2.0",
                                                  "Activation recomputation policy: none, selective, full or per-op",
                                                  memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout,
                                                  memplan::sdk::Reads::nothing};

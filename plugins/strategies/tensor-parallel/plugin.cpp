@@ -22,13 +22,13 @@ using memplan::sdk::ParamClass;
 constexpr std::array<memplan_option_spec, 2> kOptions{{
     {"size", MEMPLAN_OPTION_INT, "tensor-parallel ranks t", "1"},
     {"sequence_parallel", MEMPLAN_OPTION_BOOL, "also split norm and dropout activations along the sequence",
-     "false"},
+     "false", "true"},
 }};
 
 class TensorParallelStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "tensor-parallel", "1.2.0", "Megatron tensor parallelism, optionally with sequence parallelism",
+      "tensor-parallel", "1.3.0", "Megatron tensor parallelism, optionally with sequence parallelism",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout, memplan::sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 

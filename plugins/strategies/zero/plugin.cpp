@@ -51,7 +51,8 @@ constexpr int64_t kMaxReuseDefault = 1'000'000'000;
 constexpr int64_t kPersistenceDefault = 100'000;
 
 constexpr std::array<memplan_option_spec, 6> kOptions{{
-    {"stage", MEMPLAN_OPTION_INT, "0 (off), 1 (optimizer states), 2 (+ gradients) or 3 (+ weights)", "required"},
+    {"stage", MEMPLAN_OPTION_INT, "0 (off), 1 (optimizer states), 2 (+ gradients) or 3 (+ weights)", "required",
+     "1,2,3"},
     {"gathered_parameters", MEMPLAN_OPTION_BOOL,
      "stage 3: count the parameters DeepSpeed's coordinator keeps gathered on the GPU",
      "true with stage 3 when the architecture is known"},

@@ -405,6 +405,11 @@ typedef struct memplan_option_spec {
   int32_t type; /* MEMPLAN_OPTION_* */
   const char *help;
   const char *default_text; /* what happens when absent, for docs and `memplan plugins` */
+  /* ABI 1.2: values of this option that trade step time for memory, comma-
+   * separated, for `memplan explain` to try on a job that does not fit (e.g.
+   * "selective,full" for a recomputation policy); NULL: none. A table built
+   * before 1.2 (smaller option_spec_size) reads as NULL. */
+  const char *levers;
 } memplan_option_spec;
 
 /*

@@ -1,0 +1,201 @@
+// What `memplan explain` tries on a job that does not fit: each lever a
+// plugin declares on its options, the micro-batch halved, then pairs.
+#include "memplan/core/explain.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+
+#include "memplan/core/estimator.hpp"
+
+namespace memplan {
+namespace {
+
+// One change of the scenario: a plugin option to a value, or the micro-batch.
+struct Change {
+  size_t component = 0;      // index in scenario.components (plugin changes)
+  OptionValue value;         // the option as it would be set
+  int64_t micro_batch = 0;   // > 0: the micro-batch change instead
+  int64_t grad_accum = 0;
+  std::string text;          // "recompute.policy: none -> selective"
+  size_t group = 0;          // changes of one option (or the micro-batch) share a group: a pair takes two groups
+};
+
+std::string option_text(const OptionValue& value) {
+  switch (value.type) {
+    case OptionValue::Type::integer: return std::to_string(value.integer);
+    case OptionValue::Type::floating: {
+      char buffer[32];
+      std::snprintf(buffer, sizeof buffer, "%g", value.floating);
+      return buffer;
+    }
+    case OptionValue::Type::boolean: return value.boolean ? "true" : "false";
+    case OptionValue::Type::string: return value.text;
+  }
+  return "";
+}
+
+// `text` as an option value of `spec`'s type, or nullopt when it is not one.
+std::optional<OptionValue> parse_value(const memplan_option_spec& spec, const std::string& text) {
+  OptionValue value;
+  value.key = spec.name;
+  try {
+    switch (spec.type) {
+      case MEMPLAN_OPTION_INT: value.type = OptionValue::Type::integer; value.integer = std::stoll(text); break;
+      case MEMPLAN_OPTION_DOUBLE: value.type = OptionValue::Type::floating; value.floating = std::stod(text); break;
+      case MEMPLAN_OPTION_BOOL:
+        if (text != "true" && text != "false") return std::nullopt;
+        value.type = OptionValue::Type::boolean;
+        value.boolean = text == "true";
+        break;
+      default: value.type = OptionValue::Type::string; value.text = text; break;
+    }
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+std::vector<std::string> split_levers(const char* levers) {
+  std::vector<std::string> values;
+  std::string current;
+  for (const char* c = levers; *c != '\0'; ++c) {
+    if (*c == ',') {
+      if (!current.empty()) values.push_back(current);
+      current.clear();
+    } else if (*c != ' ') {
+      current += *c;
+    }
+  }
+  if (!current.empty()) values.push_back(current);
+  return values;
+}
+
+// Every single change the levers and the micro-batch offer.
+std::vector<Change> candidate_changes(const Scenario& scenario, const PluginRegistry& registry) {
+  std::vector<Change> changes;
+  size_t group = 0;
+  for (size_t c = 0; c < scenario.components.size(); ++c) {
+    const ComponentSpec& component = scenario.components[c];
+    const LoadedPlugin* plugin = registry.find(component.use);
+    if (plugin == nullptr) continue;
+    for (const memplan_option_spec& spec : plugin->options) {
+      if (spec.levers == nullptr) continue;
+      std::string current = "(default)";
+      for (const OptionValue& option : component.options)
+        if (option.key == spec.name) current = option_text(option);
+      ++group;
+      for (const std::string& text : split_levers(spec.levers)) {
+        if (text == current) continue;
+        std::optional<OptionValue> value = parse_value(spec, text);
+        if (!value) continue;
+        changes.push_back(Change{c, *value, 0, 0, component.use + "." + spec.name + ": " + current + " -> " + text, group});
+      }
+    }
+  }
+  ++group;
+  for (int64_t micro_batch = scenario.micro_batch / 2, factor = 2; micro_batch >= 1 &&
+                                                                   scenario.micro_batch % micro_batch == 0;
+       micro_batch /= 2, factor *= 2) {
+    Change change;
+    change.micro_batch = micro_batch;
+    change.grad_accum = scenario.grad_accum * factor;
+    change.text = "batch.micro_batch: " + std::to_string(scenario.micro_batch) + " -> " + std::to_string(micro_batch) +
+                  " (grad_accum " + std::to_string(scenario.grad_accum) + " -> " + std::to_string(change.grad_accum) +
+                  ": the same global batch)";
+    change.group = group;
+    changes.push_back(change);
+    if (micro_batch == 1) break;
+  }
+  return changes;
+}
+
+// The scenario with `changes` made, evaluated; nullopt when a plugin refuses it.
+std::optional<ExplainChange> evaluate(const Scenario& scenario, const PluginRegistry& registry,
+                                      const std::vector<const Change*>& changes) {
+  Scenario changed = scenario;
+  ExplainChange result;
+  for (const Change* change : changes) {
+    result.changes.push_back(change->text);
+    if (change->micro_batch > 0) {
+      changed.micro_batch = change->micro_batch;
+      changed.grad_accum = change->grad_accum;
+      continue;
+    }
+    std::vector<OptionValue>& options = changed.components[change->component].options;
+    auto existing = std::find_if(options.begin(), options.end(),
+                                 [&](const OptionValue& option) { return option.key == change->value.key; });
+    OptionValue value = change->value;
+    value.key_location = value.value_location = changed.components[change->component].table_location;
+    if (existing != options.end()) {
+      value.key_location = existing->key_location;
+      value.value_location = existing->value_location;
+      *existing = value;
+    } else {
+      options.push_back(value);
+    }
+  }
+  try {
+    Estimator estimator(changed, registry);
+    const Breakdown& b = estimator.evaluate();
+    result.peak_bytes = b.peak;
+    result.fits = estimator.fits();
+    if (b.time.status == TimeStatus::timed) result.step_seconds = b.time.seconds;
+  } catch (const Error&) {
+    return std::nullopt;  // a combination the plugins refuse (e.g. offloading weights without sharding them)
+  }
+  return result;
+}
+
+// Cheapest in step time first when both are timed, else least memory.
+bool cheaper(const ExplainChange& a, const ExplainChange& b) {
+  if (a.changes.size() != b.changes.size()) return a.changes.size() < b.changes.size();
+  if (a.step_seconds > 0 && b.step_seconds > 0 && a.step_seconds != b.step_seconds)
+    return a.step_seconds < b.step_seconds;
+  if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
+  return a.changes < b.changes;
+}
+
+}  // namespace
+
+Explanation explain(const Scenario& scenario, const PluginRegistry& registry) {
+  Explanation explanation;
+  Estimator estimator(scenario, registry);
+  const Breakdown& b = estimator.evaluate();
+  explanation.has_gpu = scenario.hardware.memory_bytes > 0;
+  explanation.fits = estimator.fits();
+  explanation.peak_bytes = b.peak;
+  explanation.capacity_bytes = b.capacity(scenario.hardware.memory_bytes);
+  explanation.peak_phase = b.peak_phase;
+  explanation.fit_quantity = b.fit_quantity;
+  explanation.components = b.components;
+  if (b.time.status == TimeStatus::timed) explanation.step_seconds = b.time.seconds;
+  if (!explanation.has_gpu || explanation.fits) return explanation;
+
+  const std::vector<Change> changes = candidate_changes(scenario, registry);
+  std::vector<ExplainChange> singles;
+  for (const Change& change : changes) {
+    ++explanation.candidates;
+    if (auto result = evaluate(scenario, registry, {&change})) {
+      if (result->fits) explanation.fixes.push_back(*result);
+      else if (result->peak_bytes < explanation.peak_bytes) singles.push_back(*result);
+    }
+  }
+  if (explanation.fixes.empty())
+    for (size_t i = 0; i < changes.size(); ++i)
+      for (size_t j = i + 1; j < changes.size(); ++j) {
+        if (changes[i].group == changes[j].group) continue;
+        ++explanation.candidates;
+        if (auto result = evaluate(scenario, registry, {&changes[i], &changes[j]}); result && result->fits)
+          explanation.fixes.push_back(*result);
+      }
+  std::sort(explanation.fixes.begin(), explanation.fixes.end(), cheaper);
+  if (explanation.fixes.empty()) {
+    std::sort(singles.begin(), singles.end(),
+              [](const ExplainChange& a, const ExplainChange& b) { return a.peak_bytes < b.peak_bytes; });
+    explanation.closest = std::move(singles);
+  }
+  return explanation;
+}
+
+}  // namespace memplan
