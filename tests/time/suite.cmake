@@ -5,4 +5,5 @@ memplan_add_test(test_time
   time/transformer_step_test.cpp
   time/step_time_test.cpp
   time/collectives_test.cpp
-  time/search_test.cpp)
+  time/search_test.cpp
+  time/published_throughput_test.cpp)
