@@ -1,5 +1,7 @@
 #include "memplan/core/step_time.hpp"
 
+#include <algorithm>
+
 namespace memplan {
 
 bool GpuPerformance::any() const {
@@ -68,6 +70,8 @@ void time_step(const std::vector<WorkRecord>& work, const GpuPerformance& gpu, i
   const double per_step = static_cast<double>(micro_batches > 0 ? micro_batches : 1);
   std::array<double, MEMPLAN_MATH_COUNT> flops_by_math{};
   double forward_backward_compute = 0;  // what a bubble is a fraction of
+  std::array<double, 3> overlappable{};  // per pass: collective seconds that may hide behind compute
+  std::array<double, 3> pass_compute{};  // per pass: compute and memory-bound seconds
   double bubble_fraction = 0;
   for (size_t index = 0; index < work.size(); ++index) {
     const WorkRecord& record = work[index];
@@ -93,6 +97,8 @@ void time_step(const std::vector<WorkRecord>& work, const GpuPerformance& gpu, i
       if (time.status == TimeStatus::timed) {
         const double seconds = volume / (bandwidth * record.efficiency);
         time.communication_seconds += seconds;
+        // What may overlap hides only behind compute of its pass (below); the rest is exposed.
+        overlappable[static_cast<size_t>(record.pass - 1)] += seconds * record.overlap;
         time.exposed_seconds += seconds * (1 - record.overlap);
         time.pass_seconds[static_cast<size_t>(record.pass - 1)] += seconds * (1 - record.overlap);
       }
@@ -122,6 +128,7 @@ void time_step(const std::vector<WorkRecord>& work, const GpuPerformance& gpu, i
     if (time.status == TimeStatus::timed) {
       const double seconds = amount / (peak * record.efficiency);
       time.compute_seconds += seconds;
+      pass_compute[static_cast<size_t>(record.pass - 1)] += seconds;
       time.pass_seconds[static_cast<size_t>(record.pass - 1)] += seconds;
       if (record.pass != MEMPLAN_PASS_OPTIMIZER) forward_backward_compute += seconds;
     }
@@ -138,6 +145,21 @@ void time_step(const std::vector<WorkRecord>& work, const GpuPerformance& gpu, i
     time.pass_seconds = {};
     time.compute_seconds = time.communication_seconds = time.exposed_seconds = 0;
     return;
+  }
+  // Overlap: a pass's collectives hide behind that pass's compute, at most all
+  // of it. Once-per-step collectives (the optimizer pass: the gradients'
+  // reduction across replicas) hide behind one micro-batch's backward and
+  // forward: the gradients are reduced during the last micro-batch's backward
+  // and the updated weights gathered during the next step's first forward,
+  // however many micro-batches the step has (docs/step-time.md, section 4,
+  // cites the frameworks that do so).
+  const double one_micro_batch =
+      (pass_compute[MEMPLAN_PASS_BACKWARD - 1] + pass_compute[MEMPLAN_PASS_FORWARD - 1]) / per_step;
+  for (size_t pass = 0; pass < overlappable.size(); ++pass) {
+    const double cover = pass + 1 == MEMPLAN_PASS_OPTIMIZER ? one_micro_batch : pass_compute[pass];
+    const double exposed = std::max(0.0, overlappable[pass] - cover);
+    time.exposed_seconds += exposed;
+    time.pass_seconds[pass] += exposed;
   }
   time.bubble_seconds = bubble_fraction * forward_backward_compute;
   for (double seconds : time.pass_seconds) time.seconds += seconds;

@@ -81,7 +81,7 @@ namespace {
 namespace sharding = memplan::support::sharding;
 using memplan::sdk::Role;
 
-constexpr std::array<memplan_option_spec, 8> kOptions{{
+constexpr std::array<memplan_option_spec, 9> kOptions{{
     {"shard_size", MEMPLAN_OPTION_INT,
      "ranks in one shard group; fewer than the data-parallel ranks is HYBRID_SHARD", "all data-parallel ranks (FULL_SHARD)"},
     {"unit_layers", MEMPLAN_OPTION_INT, "transformer layers per FSDP unit (wrapped module)", "1"},
@@ -93,6 +93,10 @@ constexpr std::array<memplan_option_spec, 8> kOptions{{
      "the gradients' dtype"},
     {"reshard_after_forward", MEMPLAN_OPTION_BOOL,
      "free each unit's gathered weights after its forward (false: keep them until its backward)", "true"},
+    {"communication_overlap", MEMPLAN_OPTION_DOUBLE,
+     "the fraction of the all-gathers and reduce-scatters that may hide behind the compute of their pass "
+     "(prefetching), in [0, 1]",
+     "1: as far as the compute lasts"},
     {"float8_all_gather", MEMPLAN_OPTION_BOOL,
      "gather the linear layers' weights in fp8 (torchao Float8Linear with enable_fsdp_float8_all_gather)", "false"},
     {"api", MEMPLAN_OPTION_STRING,
@@ -104,7 +108,7 @@ constexpr std::array<memplan_option_spec, 8> kOptions{{
 class FsdpStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "fsdp", "1.3.0",
+      "fsdp", "1.4.0",
       "PyTorch FSDP: FULL_SHARD or HYBRID_SHARD (ZeRO-3 semantics) with the gathered units in flight",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -123,6 +127,9 @@ class FsdpStrategy {
     reduce_bytes_ = dtype_option(options, "reduce_dtype");
     reshard_after_forward_ = options.boolean("reshard_after_forward").value_or(true);
     float8_all_gather_ = options.boolean("float8_all_gather").value_or(false);
+    overlap_ = options.number("communication_overlap").value_or(1.0);
+    if (!std::isfinite(overlap_) || overlap_ < 0 || overlap_ > 1)
+      options.fail("communication_overlap", "must be a fraction in [0, 1]");
     const std::string api = options.string("api").value_or("fsdp1");
     if (api != "fsdp1" && api != "fsdp2")
       options.fail("api", "must be \"fsdp1\" (FullyShardedDataParallel) or \"fsdp2\" (fully_shard), not \"" + api +
@@ -169,7 +176,7 @@ class FsdpStrategy {
   // The gathers of each micro-batch, and the gradients' reduce-scatter in place of the all-reduce.
   void add_communication(memplan::sdk::Context& ctx, double shard, int64_t stride) {
     sharding::fully_sharded_communication(ctx, names_.gather, names_.gradient_reduction, static_cast<int64_t>(shard),
-                                          stride, stage_weight_bytes_, reshard_after_forward_);
+                                          stride, stage_weight_bytes_, reshard_after_forward_, overlap_);
   }
 
  private:
@@ -275,6 +282,7 @@ class FsdpStrategy {
   bool reshard_after_forward_ = true;
   bool float8_all_gather_ = false;
   double stage_weight_bytes_ = 0;  // the stage's weights as gathered (whole), for the all-gathers
+  double overlap_ = 1;             // communication_overlap
   bool fsdp1_ = true;
 };
 

@@ -50,9 +50,13 @@ constexpr int64_t kMaxLiveDefault = 1'000'000'000;
 constexpr int64_t kMaxReuseDefault = 1'000'000'000;
 constexpr int64_t kPersistenceDefault = 100'000;
 
-constexpr std::array<memplan_option_spec, 6> kOptions{{
+constexpr std::array<memplan_option_spec, 7> kOptions{{
     {"stage", MEMPLAN_OPTION_INT, "0 (off), 1 (optimizer states), 2 (+ gradients) or 3 (+ weights)", "required",
      "1,2,3"},
+    {"communication_overlap", MEMPLAN_OPTION_DOUBLE,
+     "stage 3: the fraction of the parameter all-gathers and gradient reduce-scatters that may hide behind the "
+     "compute of their pass (prefetching), in [0, 1]",
+     "1: as far as the compute lasts"},
     {"gathered_parameters", MEMPLAN_OPTION_BOOL,
      "stage 3: count the parameters DeepSpeed's coordinator keeps gathered on the GPU",
      "true with stage 3 when the architecture is known"},
@@ -73,7 +77,7 @@ constexpr std::array<memplan_option_spec, 6> kOptions{{
 class ZeroShardingStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "zero", "1.5.0",
+      "zero", "1.6.0",
       "ZeRO stages 0-3: shard optimizer states, gradients and weights over data-parallel ranks; ZeRO-3's gathered "
       "parameters",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding, memplan::sdk::Reads::nothing};
@@ -94,6 +98,9 @@ class ZeroShardingStrategy {
         gathered_backward_(options.intern("zero3.gathered_backward")),
         module_gradient_(options.intern("zero3.module_gradient")),
         persistent_parameters_(options.intern("zero3.persistent_parameters")) {
+    overlap_ = options.number("communication_overlap").value_or(1.0);
+    if (!std::isfinite(overlap_) || overlap_ < 0 || overlap_ > 1)
+      options.fail("communication_overlap", "must be a fraction in [0, 1]");
     auto stage = options.integer("stage");
     if (!stage) options.fail("stage", "is required: 0, 1, 2 or 3");
     if (*stage < 0 || *stage > 3) options.fail("stage", "must be 0, 1, 2 or 3, got " + std::to_string(*stage));
@@ -140,7 +147,7 @@ class ZeroShardingStrategy {
         if (item.role() == Role::weights && item.device() == memplan::sdk::Device::gpu && !item.non_parameter())
           weight_bytes += item.elements() * item.bytes_per_element() * static_cast<double>(item.count());
       sharding::fully_sharded_communication(ctx, all_gather_, gradient_reduction_, groups.dense_replicas(),
-                                            groups.tensor, weight_bytes, true);
+                                            groups.tensor, weight_bytes, true, overlap_);
     }
     const double dense = static_cast<double>(groups.dense_replicas());
     const double expert = dense / static_cast<double>(groups.expert);
@@ -345,6 +352,7 @@ class ZeroShardingStrategy {
   memplan::sdk::Attribute gathered_parameters_attr_;
   memplan::sdk::Name gathered_forward_;
   memplan::sdk::Name all_gather_, gradient_reduction_;  // stage 3's communication (ABI 1.2 work records)
+  double overlap_ = 1;                                  // communication_overlap
   memplan::sdk::Name gathered_backward_;
   memplan::sdk::Name module_gradient_;
   memplan::sdk::Name persistent_parameters_;

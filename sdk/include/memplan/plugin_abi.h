@@ -246,7 +246,10 @@ typedef struct memplan_workload {
  *                         amount; seed 004) over the intra-node link when the
  *                         group fits in a node (ranks x stride <= GPUs per
  *                         node), else the inter-node one, at `efficiency` of
- *                         the link; `overlap` of its time hides behind compute;
+ *                         the link; `overlap` of its time may hide behind the
+ *                         compute of its pass, as far as that compute lasts
+ *                         (once-per-step ones behind the last micro-batch's
+ *                         backward);
  *   MEMPLAN_WORK_BUBBLE   idle time as `amount` x the step's forward and
  *                         backward compute time (a pipeline's bubble).
  * `pass` says when: forward or backward records count once per micro-batch
@@ -297,7 +300,7 @@ typedef struct memplan_work {
   int32_t collective; /* MEMPLAN_COLLECTIVE_* */
   int32_t ranks;      /* GPUs in the group, >= 1 (1: nothing moves) */
   int64_t stride;     /* rank distance between neighbours of the group (1: adjacent ranks), >= 1 */
-  double overlap;     /* the fraction of its time hidden behind compute, in [0, 1] */
+  double overlap;     /* the fraction of its time that may hide behind compute, in [0, 1] */
 } memplan_work;
 
 /*

@@ -199,21 +199,27 @@ inline void add_buffer(sdk::Context& ctx, const char* name, sdk::Lifetime lifeti
 // which the step-work plugin records) becomes that reduce-scatter. At one
 // micro-batch that is 3 x the parameters' volume against plain data
 // parallelism's 2 x (Rajbhandari et al. 2020, section 7.2.2). The group: the
-// `ranks` of the shard, `stride` ranks apart. No overlap is assumed.
+// `ranks` of the shard, `stride` ranks apart. `overlap` of each collective may
+// hide behind the compute of its pass (prefetching: FSDP issues the next
+// unit's all-gather while the current one computes, Zhao et al. 2023, arXiv
+// 2304.11277, section 3.3; DeepSpeed ZeRO-3 prefetches stage3_prefetch_bucket_size
+// elements ahead), as far as that compute lasts (the host's rule).
 inline void fully_sharded_communication(sdk::Context& ctx, sdk::Name gather, sdk::Name gradient_reduction,
-                                        int64_t ranks, int64_t stride, double bytes, bool gather_backward) {
+                                        int64_t ranks, int64_t stride, double bytes, bool gather_backward,
+                                        double overlap) {
   if (!ctx.training() || ranks <= 1) return;
   // The records keep their groups (the dense gradients' and the experts' are reduced over different ranks).
   ctx.for_each_work([&](memplan_work& work) {
     if (work.name != gradient_reduction.text) return;
     work.collective = MEMPLAN_COLLECTIVE_REDUCE_SCATTER;
     work.pass = MEMPLAN_PASS_BACKWARD;
+    work.overlap = overlap;
   });
   for (sdk::Pass pass : {sdk::Pass::forward, sdk::Pass::backward}) {
     if (pass == sdk::Pass::backward && !gather_backward) break;
     ctx.add_work(sdk::Work{.name = gather, .kind = sdk::WorkKind::collective, .pass = pass, .amount = bytes,
                            .efficiency = 1.0, .collective = sdk::Collective::all_gather, .ranks = ranks,
-                           .stride = stride, .overlap = 0});
+                           .stride = stride, .overlap = overlap});
   }
 }
 
