@@ -116,7 +116,7 @@ TEST(ScenarioErrors, PluginOfTheWrongKind) {
 TEST(ScenarioErrors, UnknownTopLevelTable) {
   EXPECT_EQ(error_of(replaced(kBase, "[batch]", "[bacth]"), "s.toml"),
             "s.toml:5:2: error: unknown key 'bacth' in the scenario's top level. Did you mean 'batch'? Accepted keys: "
-            "name, mode, framework, model, batch, precision, optimizer, activations, strategy, hardware, plugins, search.");
+            "name, mode, framework, model, batch, precision, optimizer, activations, strategy, hardware, plugins, search, budget.");
 }
 
 // The catalog grows with data files; the message lists all of them, sorted.

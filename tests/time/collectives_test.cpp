@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "memplan/core/estimate.hpp"
 #include "memplan/core/step_time.hpp"
 #include "test_support.hpp"
 
@@ -50,6 +51,22 @@ TEST(Collectives, Llama70bExampleByHand) {
   EXPECT_NEAR(time.bubble_seconds, 3.0 / 32 * time.compute_seconds, 1e-12);
   EXPECT_NEAR(time.compute_seconds, 1.7483e15 / (0.47 * 989.4e12), 1e-3);
   EXPECT_NEAR(time.seconds, time.compute_seconds + time.exposed_seconds + time.bubble_seconds, 1e-12);
+}
+
+// [budget]: 2e12 tokens at the example's throughput, on its 128 GPUs; a price of 2 USD per GPU-hour
+// (this test's) gives the cost: hours = 2e12 / tokens/s / 3600, GPU-hours x 128, USD x 2.
+TEST(Collectives, BudgetOfTheLlama70bExample) {
+  std::string text = read_example("train-time-llama2-70b-h100.toml");
+  text.replace(text.find("tokens = 2e12\n"), 14, "tokens = 2e12\nusd_per_gpu_hour = 2\n");
+  Evaluation e = evaluate(text);
+  const Estimate estimate = e.estimator().estimate();
+  const RunBudget budget = run_budget(estimate);
+  const double hours = 2e12 / e.breakdown().time.tokens_per_second / 3600;
+  EXPECT_NEAR(budget.hours, hours, 1e-9);
+  EXPECT_NEAR(hours / 24, 217.3, 0.05);  // the example's header
+  EXPECT_NEAR(budget.gpu_hours, 128 * hours, 1e-6);
+  EXPECT_NEAR(budget.usd, 2 * 128 * hours, 1e-6);
+  EXPECT_EQ(error_of(text + "[budget]\n", "b.toml").find("b.toml:"), 0u);
 }
 
 // Llama-2-7B in bf16 on 8 GPUs of one H100 node, one micro-batch per step:

@@ -34,8 +34,14 @@ struct Sweep {
   SearchSpace space;
 };
 
+// A file of this test's own: ctest runs the tests of this file in parallel processes.
+std::string own_file(const std::string& stem) {
+  return ::testing::TempDir() + "/" + stem + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+         ".toml";
+}
+
 Sweep sweep() {
-  const std::string file = ::testing::TempDir() + "/search.toml";
+  const std::string file = own_file("search");
   std::ofstream(file) << kScenario;
   Scenario scenario = load_scenario(file, catalog());
   SearchSpace space = read_search_space(file, scenario, builtin_plugins());
@@ -63,7 +69,7 @@ TEST(Search, RowsEqualFreshEvaluations) {
   ASSERT_EQ(s.space.axes.back().key, "batch.micro_batch");
   const std::vector<SearchRow> rows = rows_of(s, 2);
   ASSERT_EQ(rows.size(), 48u);
-  const std::string file = ::testing::TempDir() + "/search.toml";
+  const std::string file = own_file("search");
   size_t fitting = 0;
   for (const SearchRow& row : rows) {
     std::vector<std::string> overrides;
@@ -152,7 +158,7 @@ TEST(Search, RankingAndParetoFront) {
 // The fill does not depend on the order of the values: listing the tensor-parallel sizes from large to
 // small (the first layout then fills one data rank) gives each configuration the same row.
 TEST(Search, FillIndependentOfValueOrder) {
-  const std::string file = ::testing::TempDir() + "/search-reversed.toml";
+  const std::string file = own_file("search-reversed");
   std::string text = kScenario;
   text.replace(text.find("[1, 2, 4, 8]"), 12, "[8, 4, 2, 1]");
   std::ofstream(file) << text;
@@ -170,7 +176,7 @@ TEST(Search, FillIndependentOfValueOrder) {
 // --set reaches [search] as it reaches the scenario.
 TEST(Search, OverridesReachTheSearchTable) {
   const Sweep s = sweep();
-  const std::string file = ::testing::TempDir() + "/search.toml";
+  const std::string file = own_file("search");
   const SearchSpace space = read_search_space(file, s.scenario, builtin_plugins(), {"search.top=2"});
   EXPECT_EQ(space.top, 2);
 }
@@ -207,7 +213,7 @@ TEST(Explain, FixesAreFreshEvaluationsInOrderOfTime) {
 }
 
 TEST(Search, Errors) {
-  const std::string file = ::testing::TempDir() + "/bad-search.toml";
+  const std::string file = own_file("bad-search");
   std::string text = kScenario;
   text.replace(text.find("\"zero.stage\""), 12, "\"zeros.stage\"");
   std::ofstream(file) << text;

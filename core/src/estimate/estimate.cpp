@@ -16,6 +16,18 @@ const std::string& Estimate::origin(const WorkRecord& work) const {
 
 bool Estimate::fits() const { return breakdown.peak <= breakdown.capacity(scenario.hardware.memory_bytes); }
 
+RunBudget run_budget(const Estimate& estimate) {
+  RunBudget budget;
+  const StepTime& time = estimate.breakdown.time;
+  if (estimate.scenario.budget_tokens <= 0 || time.status != TimeStatus::timed || !(time.tokens_per_second > 0))
+    return budget;
+  budget.tokens = estimate.scenario.budget_tokens;
+  budget.hours = budget.tokens / time.tokens_per_second / 3600;
+  budget.gpu_hours = budget.hours * static_cast<double>(estimate.breakdown.world_size);
+  budget.usd = budget.gpu_hours * estimate.scenario.usd_per_gpu_hour;
+  return budget;
+}
+
 std::string item_display_name(const PlanItem& item) {
   if (item.layer < 0) return std::string(item.name_view());
   std::string name = "layers." + std::to_string(item.layer);

@@ -41,7 +41,13 @@ void write_step_time(std::ostream& out, const Estimate& estimate) {
       << ", \"math\": " << json_string(math_name(time.math))
       << ",\n    \"mfu\": " << timed_number(time.mfu) << ", \"hfu\": " << timed_number(time.hfu)
       << ", \"tokens_per_step\": " << number(time.tokens_per_step)
-      << ", \"tokens_per_second\": " << timed_number(time.tokens_per_second) << "\n  },\n";
+      << ", \"tokens_per_second\": " << timed_number(time.tokens_per_second);
+  const RunBudget budget = run_budget(estimate);
+  if (budget.tokens > 0)
+    out << ",\n    \"budget\": { \"tokens\": " << number(budget.tokens) << ", \"hours\": " << number(budget.hours)
+        << ", \"gpu_hours\": " << number(budget.gpu_hours)
+        << ", \"usd\": " << (budget.usd > 0 ? number(budget.usd) : std::string("null")) << " }";
+  out << "\n  },\n";
 }
 
 void write_components(std::ostream& out, const std::array<uint64_t, MEMPLAN_ROLE_COUNT>& components) {

@@ -85,6 +85,18 @@ void write_step_time(std::ostream& out, const Estimate& estimate) {
   std::snprintf(line, sizeof line, "%.0f (the job's %.4g tokens per step)", time.tokens_per_second,
                 time.tokens_per_step);
   out << "  " << padded("tokens / s", 18) << line << "\n";
+  const RunBudget budget = run_budget(estimate);
+  if (budget.tokens > 0) {
+    std::snprintf(line, sizeof line, "%.4g tokens: %.1f days on %lld GPUs, %.4g GPU-hours", budget.tokens,
+                  budget.hours / 24, static_cast<long long>(estimate.breakdown.world_size), budget.gpu_hours);
+    out << "  " << padded("budget", 18) << line;
+    if (budget.usd > 0) {
+      std::snprintf(line, sizeof line, ", %.4g USD at %.2f USD per GPU-hour", budget.usd,
+                    estimate.scenario.usd_per_gpu_hour);
+      out << line;
+    }
+    out << "\n";
+  }
 }
 
 }  // namespace

@@ -371,7 +371,7 @@ Scenario parse_scenario(std::string_view text, const std::string& path, const Ca
   apply_overrides(root, overrides);
   TomlReader reader(root, path, "the scenario's top level");
   reader.reject_unknown_keys({"name", "mode", "framework", "model", "batch", "precision", "optimizer", "activations",
-                              "strategy", "hardware", "plugins", "search"});  // [search]: memplan search (search_space.cpp)
+                              "strategy", "hardware", "plugins", "search", "budget"});  // [search]: memplan search (search_space.cpp)
   Scenario scenario;
   scenario.file = path;
   scenario.name = reader.string("name").value_or(std::filesystem::path(path).stem().string());
@@ -381,6 +381,14 @@ Scenario parse_scenario(std::string_view text, const std::string& path, const Ca
   read_model(root, path, catalog, scenario);
   read_batch(root, path, scenario);
   read_hardware(root, path, catalog, scenario);
+  if (const toml::table* budget = optional_table(root, "budget", path)) {
+    TomlReader reader(*budget, path, "[budget]");
+    reader.reject_unknown_keys({"tokens", "usd_per_gpu_hour"});
+    scenario.budget_tokens = reader.positive_number("tokens").value_or(0);
+    scenario.usd_per_gpu_hour = reader.positive_number("usd_per_gpu_hour").value_or(0);
+    if (scenario.usd_per_gpu_hour > 0 && scenario.budget_tokens == 0)
+      reader.fail_key("usd_per_gpu_hour", "prices a run of [budget] tokens; give tokens too (e.g. tokens = 2e12)");
+  }
   read_plugins(root, path, scenario);
   read_components(root, path, scenario);
   check_required_components(root, path, scenario);

@@ -45,6 +45,17 @@ struct Estimate {
   bool fits() const;
 };
 
+// A training run of [budget] tokens at the step's throughput: its wall time,
+// GPU-hours (x the job's GPUs) and cost (x [budget] usd_per_gpu_hour); zero
+// where the scenario gives no budget or the step is not timed.
+struct RunBudget {
+  double tokens = 0;
+  double hours = 0;
+  double gpu_hours = 0;
+  double usd = 0;
+};
+RunBudget run_budget(const Estimate& estimate);
+
 // "layers.0-31.attn.q" for layered items, the item's own name otherwise.
 std::string item_display_name(const PlanItem& item);
 

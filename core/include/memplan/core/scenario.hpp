@@ -64,6 +64,10 @@ struct Scenario {
   std::vector<std::string> search_path;  // absolute, resolved against the scenario's folder
   SourceLocation search_path_location;
   std::vector<BundleRequirementSpec> bundles;  // [plugins] bundles: installed bundles the scenario needs
+  // [budget]: a training run's tokens and the price of a GPU-hour, for its
+  // duration, GPU-hours and cost from the step time (0: not given).
+  double budget_tokens = 0;
+  double usd_per_gpu_hour = 0;
   // "file:line:column: warning: ..." for what is accepted but probably a slip;
   // the CLI prints them on stderr.
   std::vector<std::string> warnings;
