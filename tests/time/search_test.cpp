@@ -104,6 +104,47 @@ TEST(Search, RowsEqualFreshEvaluations) {
   EXPECT_GT(fitting, 0u);
 }
 
+// Invalid layouts: a refusal remembered by the search (no create() again) gives the reason a fresh
+// evaluation gives, and valid layouts are not refused. Llama-2-7B on 8 GPUs over pipeline sizes, schedules and interleaving: 24 rows, most refused.
+TEST(Search, RefusalsEqualFreshEvaluations) {
+  const std::string file = own_file("pipeline");
+  std::ofstream(file)
+      << "name = \"pp\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nmicro_batch = 1\nseq_len = 2048\n"
+         "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n"
+         "[[strategy]]\nuse = \"pipeline-parallel\"\nsize = 1\n[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n"
+         "[hardware]\ngpu = \"h100-sxm-80gb\"\ncount = 8\n[search]\nglobal_batch = 64\nfill = \"data-parallel.size\"\n"
+         "[search.axes]\n\"pipeline-parallel.size\" = [1, 2, 4]\n\"pipeline-parallel.schedule\" = [\"1f1b\", \"gpipe\"]\n"
+         "\"pipeline-parallel.virtual_stages\" = [1, 2]\n\"batch.micro_batch\" = [1, 2]\n";
+  const Scenario scenario = load_scenario(file, catalog());
+  const Sweep s{scenario, read_search_space(file, scenario, builtin_plugins())};
+  size_t invalid = 0;
+  for (const SearchRow& row : rows_of(s, 1)) {
+    // Axes in name order: schedule, size, virtual_stages, then micro_batch.
+    std::vector<std::string> overrides{"strategy.1.schedule=\"" + row.values[0] + "\"", "strategy.1.size=" + row.values[1],
+                                       "strategy.1.virtual_stages=" + row.values[2], "batch.micro_batch=" + row.values[3]};
+    const int64_t pp = std::stoll(row.values[1]);
+    overrides.push_back("strategy.2.size=" + std::to_string(8 / pp));
+    overrides.push_back("batch.grad_accum=" + std::to_string(64 / (std::stoll(row.values[3]) * (8 / pp))));
+    std::string fresh_error;
+    try {
+      Estimator fresh(load_scenario(file, catalog(), overrides), builtin_plugins());
+      fresh.evaluate();
+    } catch (const Error& error) {
+      fresh_error = error.what();
+    }
+    if (row.status != SearchRow::Status::invalid) {
+      EXPECT_EQ(fresh_error, "") << row.index;
+      continue;
+    }
+    ++invalid;
+    EXPECT_NE(fresh_error.find(row.reason), std::string::npos) << row.index << ": " << row.reason << " / " << fresh_error;
+  }
+  // virtual_stages = 2 needs a pipeline (size 1: 2 schedules x 2 micro-batches) and the 1F1B schedule
+  // (gpipe at sizes 2 and 4: 2 x 2): 8 rows. The options of one plugin are set together, so no row is
+  // refused for a combination of its new values with the last row's.
+  EXPECT_EQ(invalid, 8u);
+}
+
 // Three shards, each every third index, give the whole sweep's rows; threads change nothing.
 TEST(Search, ShardsMakeTheWholeSweep) {
   const Sweep s = sweep();

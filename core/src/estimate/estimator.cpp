@@ -158,22 +158,30 @@ std::optional<size_t> Estimator::find_plugin(std::string_view name) const {
 }
 
 void Estimator::set_option(size_t index, OptionValue value) {
+  std::vector<OptionValue> values;
+  values.push_back(std::move(value));
+  set_options(index, std::move(values));
+}
+
+void Estimator::set_options(size_t index, std::vector<OptionValue> values) {
   if (index >= plugins_.size())
     throw Error(scenario_.file + ": error: set_option names plugin " + std::to_string(index) + " of " +
                 std::to_string(plugins_.size()));
   ConfiguredPlugin& configured = plugins_[index];
   ComponentSpec& spec = own_spec(configured);
   const std::vector<OptionValue> before = spec.options;
-  // Errors point where the key stands in the scenario, else at the table.
-  auto existing = std::find_if(spec.options.begin(), spec.options.end(),
-                               [&](const OptionValue& option) { return option.key == value.key; });
-  if (existing != spec.options.end()) {
-    value.key_location = existing->key_location;
-    value.value_location = existing->value_location;
-    *existing = std::move(value);
-  } else {
-    value.key_location = value.value_location = spec.table_location;
-    spec.options.push_back(std::move(value));
+  for (OptionValue& value : values) {
+    // Errors point where the key stands in the scenario, else at the table.
+    auto existing = std::find_if(spec.options.begin(), spec.options.end(),
+                                 [&](const OptionValue& option) { return option.key == value.key; });
+    if (existing != spec.options.end()) {
+      value.key_location = existing->key_location;
+      value.value_location = existing->value_location;
+      *existing = std::move(value);
+    } else {
+      value.key_location = value.value_location = spec.table_location;
+      spec.options.push_back(std::move(value));
+    }
   }
   void* state = nullptr;
   try {

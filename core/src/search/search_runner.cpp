@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include <memplan/conventions.h>
 
@@ -58,6 +59,7 @@ class Worker {
       : scenario_(scenario), space_(space), estimator_(scenario, registry), applied_(space.axes.size(), -1) {
     for (const SearchAxis& axis : space.axes) plugin_of_.push_back(axis.plugin.empty() ? 0 : plugin_index(axis));
     if (space.fill) fill_plugin_ = plugin_index(*space.fill);
+    plugin_done_.assign(estimator_.plugins().size(), false);
   }
 
   SearchRow evaluate(uint64_t index) {
@@ -72,16 +74,37 @@ class Worker {
     try {
       bool layout_changed = false;
       int64_t micro_batch = scenario_.micro_batch;
+      for (size_t a = 0; a < choice.size(); ++a)
+        if (space_.axes[a].plugin.empty()) micro_batch = space_.axes[a].values[choice[a]].integer;
+      // Each plugin's changed options are set together, with one create(): setting them one by one
+      // would pass through combinations of new and old values the plugin may refuse.
+      std::fill(plugin_done_.begin(), plugin_done_.end(), false);
       for (size_t a = 0; a < choice.size(); ++a) {
-        const SearchAxis& axis = space_.axes[a];
-        if (axis.plugin.empty()) {
-          micro_batch = axis.values[choice[a]].integer;
-          continue;
+        if (space_.axes[a].plugin.empty() || applied_[a] == static_cast<int64_t>(choice[a])) continue;
+        const size_t plugin = plugin_of_[a];
+        if (plugin_done_[plugin]) continue;  // set with an earlier axis of the same plugin
+        plugin_done_[plugin] = true;
+        // A plugin refuses the same options the same way: a refusal seen before is the row's reason at
+        // once (no create(), no exception; most of a wide sweep's invalid layouts repeat).
+        const std::string key = refusal_key(plugin, choice);
+        if (auto refused = refusals_.find(key); refused != refusals_.end()) {
+          row.reason = refused->second;
+          return row;
         }
-        if (applied_[a] == static_cast<int64_t>(choice[a])) continue;
-        applied_[a] = -1;  // unknown until set_option returns
-        estimator_.set_option(plugin_of_[a], axis.values[choice[a]]);
-        applied_[a] = static_cast<int64_t>(choice[a]);
+        std::vector<OptionValue> values;
+        for (size_t b = 0; b < choice.size(); ++b)
+          if (!space_.axes[b].plugin.empty() && plugin_of_[b] == plugin &&
+              applied_[b] != static_cast<int64_t>(choice[b]))
+            values.push_back(space_.axes[b].values[choice[b]]);
+        try {
+          estimator_.set_options(plugin, std::move(values));
+        } catch (const Error& error) {
+          // The plugin keeps its configuration (Estimator::set_options): applied_ stays true.
+          refusals_.emplace(key, reason_of(error.what(), scenario_.file));
+          throw;
+        }
+        for (size_t b = 0; b < choice.size(); ++b)
+          if (!space_.axes[b].plugin.empty() && plugin_of_[b] == plugin) applied_[b] = static_cast<int64_t>(choice[b]);
         layout_changed = true;
       }
       if (layout_changed || !layout_known_) fill_layout();
@@ -128,6 +151,19 @@ class Worker {
   }
 
  private:
+  // What a plugin's create() sees with the axes at `choice`: its options (its
+  // axes' values, the fill when it is the plugin's) and the workload.
+  // create() reads nothing else.
+  std::string refusal_key(size_t plugin, const std::vector<size_t>& choice) const {
+    std::string key = std::to_string(plugin);
+    for (size_t b = 0; b < space_.axes.size(); ++b)
+      if (!space_.axes[b].plugin.empty() && plugin_of_[b] == plugin) key += "," + std::to_string(choice[b]);
+    if (space_.fill && fill_plugin_ == plugin) key += ",fill=" + std::to_string(fill_option_);
+    key += ";" + std::to_string(estimator_.micro_batch()) + "," + std::to_string(estimator_.seq_len()) + "," +
+           std::to_string(estimator_.grad_accum()) + "," + std::to_string(gpu_count_);
+    return key;
+  }
+
   size_t plugin_index(const SearchAxis& axis) const {
     // The first component the scenario lists with that `use`, by its place in phase order.
     for (size_t i = 0; i < estimator_.plugins().size(); ++i)
@@ -143,7 +179,9 @@ class Worker {
     try {
       if (space_.fill) {
         estimator_.set_option(fill_plugin_, integer_value(space_.fill->option, 1));
+        fill_option_ = 1;
         estimator_.set_gpu_count(0);
+        gpu_count_ = 0;
         const Breakdown& probe = estimator_.evaluate_at(scenario_.micro_batch, scenario_.seq_len);
         const int64_t world = probe.world_size;
         const int64_t data_before = estimator_.attribute_int(MEMPLAN_ATTR_RANKS_DATA).value_or(1);
@@ -154,7 +192,9 @@ class Worker {
         }
         fill_ = space_.gpus / world;
         estimator_.set_option(fill_plugin_, integer_value(space_.fill->option, fill_));
+        fill_option_ = fill_;
         estimator_.set_gpu_count(space_.gpus);
+        gpu_count_ = space_.gpus;
         // Whether the filled option sets the data ranks: learned once, on the first layout that fills more than
         // one (at a fill of 1 both readings give the same data ranks).
         if (!fill_scales_data_known_ && fill_ > 1) {
@@ -166,6 +206,7 @@ class Worker {
         data_ranks_ = fill_scales_data_ ? data_before * fill_ : data_before;
       } else {
         estimator_.set_gpu_count(space_.gpus);
+        gpu_count_ = space_.gpus;
         estimator_.evaluate_at(scenario_.micro_batch, scenario_.seq_len);
         data_ranks_ = estimator_.attribute_int(MEMPLAN_ATTR_RANKS_DATA).value_or(1);
       }
@@ -179,7 +220,7 @@ class Worker {
   const SearchSpace& space_;
   Estimator estimator_;
   std::vector<size_t> plugin_of_;
-  std::vector<int64_t> applied_;  // per axis, the value index last set (-1: unknown)
+  std::vector<int64_t> applied_;  // per axis, the value index the plugin holds (-1: the scenario's value)
   size_t fill_plugin_ = 0;
   bool layout_known_ = false;
   std::string layout_error_;
@@ -187,6 +228,10 @@ class Worker {
   int64_t data_ranks_ = 1;
   bool fill_scales_data_ = false;
   bool fill_scales_data_known_ = false;
+  int64_t fill_option_ = -1;  // the fill option's value as last set (-1: the scenario's)
+  int64_t gpu_count_ = -1;    // the GPU count as last set (-1: the scenario's)
+  std::unordered_map<std::string, std::string> refusals_;  // refusal_key -> the plugin's reason
+  std::vector<bool> plugin_done_;  // per plugin, within one evaluate(): its changed options are set
 };
 
 }  // namespace

@@ -59,6 +59,10 @@ class Estimator {
   // or one create() refuses; the plugin then keeps its configuration. The
   // next evaluation runs every plugin, checked.
   void set_option(size_t plugin, OptionValue value);
+  // Several options of one plugin at once, with one create(): a search that
+  // changes two options together must not pass through a combination of the
+  // new one and the old other, which the plugin may refuse.
+  void set_options(size_t plugin, std::vector<OptionValue> values);
   // The GPU count the strategies' layout is checked against ([hardware] count);
   // 0 checks nothing (a search probing the layout's world size).
   void set_gpu_count(int64_t count);
