@@ -7,17 +7,14 @@
 #include "memplan/core/catalog.hpp"
 #include "memplan/core/explain.hpp"
 #include "memplan/core/install_layout.hpp"
+#include "memplan/core/text.hpp"
 #include "scenario_report.hpp"
 #include "terminal_output.hpp"
 
 namespace memplan::cli {
 namespace {
 
-std::string gib(uint64_t bytes) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.2f GiB", static_cast<double>(bytes) / 1073741824.0);
-  return buffer;
-}
+std::string gib(uint64_t bytes) { return format_gib(static_cast<double>(bytes)); }
 
 // "peak 75.30 GiB (-17.91 GiB), step 4.921 s (+3.1 %)"
 std::string effect(const ExplainChange& change, const Explanation& base) {

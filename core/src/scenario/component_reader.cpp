@@ -3,6 +3,7 @@
 #include <memplan/plugin_abi.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include "memplan/core/scenario.hpp"
 
@@ -82,6 +83,20 @@ void read_strategies(const toml::table& root, const std::string& file, const std
   for (const toml::node& entry : *node->as_array())
     out.push_back(read_component(*entry.as_table(), MEMPLAN_KIND_STRATEGY, file,
                                  "[[strategy]] #" + std::to_string(++index) + suffix));
+}
+
+std::string option_value_text(const OptionValue& value) {
+  switch (value.type) {
+    case OptionValue::Type::integer: return std::to_string(value.integer);
+    case OptionValue::Type::floating: {
+      char buffer[32];
+      std::snprintf(buffer, sizeof buffer, "%g", value.floating);
+      return buffer;
+    }
+    case OptionValue::Type::boolean: return value.boolean ? "true" : "false";
+    case OptionValue::Type::string: return value.text;
+  }
+  return "";
 }
 
 }  // namespace memplan

@@ -21,20 +21,6 @@ struct Change {
   size_t group = 0;          // changes of one option (or the micro-batch) share a group: a pair takes two groups
 };
 
-std::string option_text(const OptionValue& value) {
-  switch (value.type) {
-    case OptionValue::Type::integer: return std::to_string(value.integer);
-    case OptionValue::Type::floating: {
-      char buffer[32];
-      std::snprintf(buffer, sizeof buffer, "%g", value.floating);
-      return buffer;
-    }
-    case OptionValue::Type::boolean: return value.boolean ? "true" : "false";
-    case OptionValue::Type::string: return value.text;
-  }
-  return "";
-}
-
 // `text` as an option value of `spec`'s type, or nullopt when it is not one.
 std::optional<OptionValue> parse_value(const memplan_option_spec& spec, const std::string& text) {
   OptionValue value;
@@ -83,7 +69,7 @@ std::vector<Change> candidate_changes(const Scenario& scenario, const PluginRegi
       if (spec.levers == nullptr) continue;
       std::string current = "(default)";
       for (const OptionValue& option : component.options)
-        if (option.key == spec.name) current = option_text(option);
+        if (option.key == spec.name) current = option_value_text(option);
       ++group;
       for (const std::string& text : split_levers(spec.levers)) {
         if (text == current) continue;

@@ -19,20 +19,6 @@ namespace {
 
 constexpr uint64_t kChunk = 256;  // indices a thread takes at a time
 
-std::string value_text(const OptionValue& value) {
-  switch (value.type) {
-    case OptionValue::Type::integer: return std::to_string(value.integer);
-    case OptionValue::Type::floating: {
-      char buffer[32];
-      std::snprintf(buffer, sizeof buffer, "%g", value.floating);
-      return buffer;
-    }
-    case OptionValue::Type::boolean: return value.boolean ? "true" : "false";
-    case OptionValue::Type::string: return value.text;
-  }
-  return "";
-}
-
 // An error message without the "file: error: " the scenario's errors start with.
 std::string reason_of(const std::string& message, const std::string& file) {
   const std::string prefix = file + ":";
@@ -70,7 +56,7 @@ class Worker {
       choice[a] = index % space_.axes[a].values.size();
       index /= space_.axes[a].values.size();
     }
-    for (size_t a = 0; a < choice.size(); ++a) row.values.push_back(value_text(space_.axes[a].values[choice[a]]));
+    for (size_t a = 0; a < choice.size(); ++a) row.values.push_back(option_value_text(space_.axes[a].values[choice[a]]));
     try {
       bool layout_changed = false;
       int64_t micro_batch = scenario_.micro_batch;

@@ -185,10 +185,13 @@ class TransformerStep {
 
     // Matrix multiplies, split into the weights that train and those that do not.
     double trainable = 0, frozen = 0, layer_matmul = 0, embedding = 0;
+    // The trainable weights' elements, dense and experts': the data-parallel gradient reduction's size.
+    double dense_gradients = 0, expert_gradients = 0;
     bool has_head = false, embedding_trains = false;
     for (const sdk::ItemRef item : ctx.items()) {
       if (item.role() != sdk::Role::weights || item.device() != sdk::Device::gpu || item.non_parameter()) continue;
       const double elements = item.elements() * static_cast<double>(item.count());
+      if (item.trainable()) (item.param_class() == ParamClass::expert ? expert_gradients : dense_gradients) += elements;
       double flops = 0;
       switch (item.param_class()) {
         case ParamClass::embedding:
@@ -238,23 +241,11 @@ class TransformerStep {
     else if (policy == "selective") again = core;
     else if (policy == "op") again = layer_matmul / 2;  // SDPA output is saved: the core is not redone
     add(names_.recompute, sdk::Pass::backward, false, again);
-    add_collectives(ctx, model, layout, tokens, trainable_dense_bytes(ctx), trainable_expert_bytes_);
+    const double gradient_bytes = ctx.attr_double(gradients_dtype_, 2);
+    add_collectives(ctx, model, layout, tokens, dense_gradients * gradient_bytes, expert_gradients * gradient_bytes);
   }
 
  private:
-  // The trainable gradients' bytes on the GPU, dense and (in trainable_expert_bytes_) experts'.
-  double trainable_dense_bytes(sdk::Context& ctx) {
-    const double bytes = ctx.attr_double(gradients_dtype_, 2);
-    double dense = 0;
-    trainable_expert_bytes_ = 0;
-    for (const sdk::ItemRef item : ctx.items()) {
-      if (item.role() != sdk::Role::weights || item.device() != sdk::Device::gpu || !item.trainable()) continue;
-      const double elements = item.elements() * static_cast<double>(item.count());
-      (item.param_class() == ParamClass::expert ? trainable_expert_bytes_ : dense) += elements * bytes;
-    }
-    return dense;
-  }
-
   void add_collectives(sdk::Context& ctx, const memplan_model& model, const memplan::support::Layout& layout,
                        double tokens, double dense_gradients, double expert_gradients) {
     const double activation = ctx.attr_double(activations_dtype_, 2);
@@ -299,7 +290,6 @@ class TransformerStep {
                layout.tensor * layout.context * layout.expert, expert_gradients, gradient_overlap_);
   }
 
-  double trainable_expert_bytes_ = 0;
 
 
   memplan::support::LayoutReader layout_;

@@ -24,6 +24,10 @@ struct OptionValue {
   SourceLocation value_location;
 };
 
+// The value as a scenario would spell it (strings unquoted): what a search row
+// and explain's changes print.
+std::string option_value_text(const OptionValue& value);
+
 // One component table: [precision], [optimizer], [activations] or one [[strategy]].
 struct ComponentSpec {
   int32_t kind = 0;     // MEMPLAN_KIND_*
