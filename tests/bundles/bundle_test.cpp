@@ -311,7 +311,7 @@ TEST_F(Bundles, CreateSignVerifyInstallRunListRemove) {
             "file = \"lib/memplan-bundle-alpha.so\"\n"
             "plugins = [\"bundle-alpha\"]\n"
             "abi_major = 1\n"
-            "abi_minor = 2\n"
+            "abi_minor = 3\n"
             "platform = \"" + platform + "\"\n"
             "sha256 = \"" + acme_library_sha() + "\"\n"
             "size = " + std::to_string(fs::file_size(BUNDLE_ALPHA_LIBRARY)) + "\n"
@@ -320,7 +320,7 @@ TEST_F(Bundles, CreateSignVerifyInstallRunListRemove) {
             "file = \"lib/memplan-bundle-beta.so\"\n"
             "plugins = [\"bundle-beta\"]\n"
             "abi_major = 1\n"
-            "abi_minor = 2\n"
+            "abi_minor = 3\n"
             "platform = \"" + platform + "\"\n"
             "sha256 = \"" + sha256_of(read_bytes(BUNDLE_BETA_LIBRARY)) + "\"\n"
             "size = " + std::to_string(fs::file_size(BUNDLE_BETA_LIBRARY)) + "\n"
@@ -647,11 +647,11 @@ TEST_F(Bundles, PlatformAndAbiMismatchesAreRefused) {
       {"platform = \"" + platform + "\"", "platform = \"plan9-mips\"",
        where + "platform plan9-mips, but this memplan runs on " + platform + ". Install the bundle built for " + platform},
       {"abi_major = 1", "abi_major = 2",
-       where + "plugin ABI 2.2 but this memplan implements ABI 1.2 (rule: the ABI major versions must be equal). "
+       where + "plugin ABI 2.3 but this memplan implements ABI 1.3 (rule: the ABI major versions must be equal). "
                "Install a bundle built against memplan SDK 1.x"},
-      {"abi_minor = 2", "abi_minor = 3",
-       where + "plugin ABI 1.3, newer than this memplan's ABI 1.2 (rule: the plugin's ABI minor must not exceed the "
-               "host's). Upgrade memplan, or install a bundle built against SDK 1.2"},
+      {"abi_minor = 3", "abi_minor = 4",
+       where + "plugin ABI 1.4, newer than this memplan's ABI 1.3 (rule: the plugin's ABI minor must not exceed the "
+               "host's). Upgrade memplan, or install a bundle built against SDK 1.3"},
   };
   for (const Case& c : cases) {
     write_bytes(at("acme/bundle.toml"), replaced(original, c.from, c.to));
@@ -765,7 +765,7 @@ TEST_F(Bundles, APathEscapingTheBundleFolderIsRefused) {
         "file = \"" + file + "\"\n"
         "plugins = [\"bundle-alpha\"]\n"
         "abi_major = 1\n"
-        "abi_minor = 2\n"
+        "abi_minor = 3\n"
         "platform = \"" + platform_from_uname() + "\"\n"
         "sha256 = \"" + acme_library_sha() + "\"\n"
         "size = " + std::to_string(fs::file_size(BUNDLE_ALPHA_LIBRARY)) + "\n";

@@ -424,7 +424,7 @@ TEST(HfConfig, UnsupportedModelType) {
   EXPECT_EQ(error_of(replaced(std::string(kInfer), "MODEL", "hf_config = \"opt-13b/config.json\""),
                      fixtures() + "/s.toml"),
             path +
-                ": error: Hugging Face config: model_type \"opt\" is not supported; memplan reads \"bert\", \"gemma3\", "
+                ": error: Hugging Face config: model_type \"opt\" is not supported; memplan reads \"bert\", \"deepseek_v2\", \"deepseek_v3\", \"gemma3\", "
                 "\"gemma3_text\", \"gpt2\", \"llama\", \"mistral\", \"mixtral\", \"phi3\", \"qwen2\", "
                 "\"qwen2_moe\", \"qwen3\" and \"qwen3_moe\" configs. For another model, remove 'hf_config' "
                 "and describe the architecture with [model] keys (layers, hidden, heads, ...)");

@@ -64,6 +64,11 @@ constexpr Rounded kRounded[] = {
     {"megatron-1t", 1'008'038'758'400.0, 1e12, 2048},
     {"gpt3-175b", 174'615'846'912.0, 175e9, 2048},
     {"opt-13b", 12'853'473'280.0, 12.85e9, 2048},
+    // Issue 12, multi-head latent attention: DeepSeek publishes rounded totals
+    // (README_WEIGHTS.md of deepseek-ai/DeepSeek-V3: 671B; the DeepSeek-V2-Lite
+    // model card: 15.7B); the hand counts are in the preset files.
+    {"deepseek-v3", 671'026'419'200.0, 671e9, 163840},
+    {"deepseek-v2-lite", 15'706'484'224.0, 15.7e9, 163840},
 };
 
 const ModelPreset& preset(const char* name) {

@@ -353,7 +353,7 @@ TEST(Cli, VersionAndHelp) {
   CommandResult version = run_cli("--version");
   EXPECT_EQ(version.exit_code, 0);
   EXPECT_EQ(version.out.rfind("memplan ", 0), 0u);
-  EXPECT_NE(version.out.find("plugin ABI 1.2"), std::string::npos);
+  EXPECT_NE(version.out.find("plugin ABI 1.3"), std::string::npos);
   CommandResult help = run_cli("--help");
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_NE(help.out.find("run FILE"), std::string::npos);

@@ -336,7 +336,7 @@ TEST(Compatibility, GccBuiltPluginRunsInAHostThatClangBuilt) {
   CommandResult result = run_command(quote(host) + " " + quote(library) + " foreach");
   EXPECT_EQ(result.exit_code, 0) << result.err;
   EXPECT_EQ(result.out,
-            "plugin adan 1.1.2, ABI 1.2, kind 1, phase 400\n"
+            "plugin adan 1.1.2, ABI 1.3, kind 1, phase 400\n"
             "item parameters role 0 lifetime 0 device 0 elements 1000000000 bytes_per_element 2\n"
             "item parameters role 3 lifetime 0 device 0 elements 4000000000 bytes_per_element 4\n"
             "item parameters.foreach_temps role 3 lifetime 5 device 0 elements 1000000000 bytes_per_element 4\n");
@@ -344,7 +344,7 @@ TEST(Compatibility, GccBuiltPluginRunsInAHostThatClangBuilt) {
   CommandResult refused = run_command(quote(host) + " " + quote(library) + " triton");
   EXPECT_EQ(refused.exit_code, 1) << refused.err;
   EXPECT_EQ(refused.out,
-            "plugin adan 1.1.2, ABI 1.2, kind 1, phase 400\n"
+            "plugin adan 1.1.2, ABI 1.3, kind 1, phase 400\n"
             "error (status -1): option 'implementation': must be \"fused\" or \"foreach\", not \"triton\"\n");
 }
 
@@ -373,10 +373,10 @@ TEST(Versions, FindPackageAcceptsTheInstalledSdkMajor) {
 }
 
 std::string refusal(const std::string& request, const std::string& why) {
-  return "-- memplan: the SDK in " + kPrefix + " is version 1.2 (plugin ABI 1.2, memplan " INSTALL_RELEASE
+  return "-- memplan: the SDK in " + kPrefix + " is version 1.3 (plugin ABI 1.3, memplan " INSTALL_RELEASE
          "), which does not satisfy find_package(memplan " + request + "): " + why +
          " (rule: same major version, installed minor at least the requested one). Ask for find_package(memplan "
-         "1.2) to build for this memplan, or point CMAKE_PREFIX_PATH at a memplan whose SDK is " +
+         "1.3) to build for this memplan, or point CMAKE_PREFIX_PATH at a memplan whose SDK is " +
          request.substr(0, 1) + ".x.\n";
 }
 
@@ -388,16 +388,16 @@ TEST(Versions, FindPackageRefusesAnotherMajorAndSaysWhy) {
       << result.out;
   // CMake's own error names both versions too.
   EXPECT_TRUE(contains(result.err, "compatible with requested version \"2\"")) << result.err;
-  EXPECT_TRUE(contains(result.err, "memplanConfig.cmake, version: 1.2")) << result.err;
+  EXPECT_TRUE(contains(result.err, "memplanConfig.cmake, version: 1.3")) << result.err;
 }
 
 TEST(Versions, FindPackageRefusesANewerMinorAndSaysWhy) {
-  CommandResult result = find_package_memplan("1.3", "minor");
+  CommandResult result = find_package_memplan("1.4", "minor");
   EXPECT_NE(result.exit_code, 0);
-  EXPECT_TRUE(contains(result.out, refusal("1.3", "it asks for a newer minor version than is installed, and a plugin "
-                                                  "built against SDK 1.3 does not load in a memplan of ABI 1.2")))
+  EXPECT_TRUE(contains(result.out, refusal("1.4", "it asks for a newer minor version than is installed, and a plugin "
+                                                  "built against SDK 1.4 does not load in a memplan of ABI 1.3")))
       << result.out;
-  EXPECT_TRUE(contains(result.err, "memplanConfig.cmake, version: 1.2")) << result.err;
+  EXPECT_TRUE(contains(result.err, "memplanConfig.cmake, version: 1.3")) << result.err;
 }
 
 // The Adan example compiled against a copy of the installed headers whose ABI
@@ -410,7 +410,7 @@ std::string build_against_sdk(int major, int minor) {
   std::string header = slurp(sdk + "/include/memplan/plugin_abi.h");
   for (auto [from, to] : {std::pair{std::string("#define MEMPLAN_ABI_MAJOR 1"), "#define MEMPLAN_ABI_MAJOR " +
                                                                                    std::to_string(major)},
-                          std::pair{std::string("#define MEMPLAN_ABI_MINOR 2"), "#define MEMPLAN_ABI_MINOR " +
+                          std::pair{std::string("#define MEMPLAN_ABI_MINOR 3"), "#define MEMPLAN_ABI_MINOR " +
                                                                                    std::to_string(minor)}}) {
     const size_t at = header.find(from);
     EXPECT_NE(at, std::string::npos) << from;
@@ -427,13 +427,13 @@ std::string build_against_sdk(int major, int minor) {
 }
 
 TEST(Versions, PluginBuiltAgainstANewerSdkMinorIsRefused) {
-  const std::string library = build_against_sdk(1, 3);
+  const std::string library = build_against_sdk(1, 4);
   CommandResult result = run_installed("plugins", fs::path(library).parent_path().string());
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_TRUE(contains(result.err, "plugin library " + library +
-                                       " was not loaded: it was built for plugin ABI 1.3, newer than this memplan's "
-                                       "ABI 1.2 (rule: the plugin's ABI minor must not exceed the host's). Upgrade "
-                                       "memplan, or rebuild the plugin against SDK 1.2.\n"))
+                                       " was not loaded: it was built for plugin ABI 1.4, newer than this memplan's "
+                                       "ABI 1.3 (rule: the plugin's ABI minor must not exceed the host's). Upgrade "
+                                       "memplan, or rebuild the plugin against SDK 1.3.\n"))
       << result.err;
 }
 
@@ -443,7 +443,7 @@ TEST(Versions, PluginBuiltAgainstAnotherSdkMajorIsRefused) {
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_TRUE(contains(result.err, "plugin library " + library +
                                        " was not loaded: it was built for plugin ABI 2.0 but this memplan implements "
-                                       "ABI 1.2 (rule: the ABI major versions must be equal). Rebuild the plugin "
+                                       "ABI 1.3 (rule: the ABI major versions must be equal). Rebuild the plugin "
                                        "against memplan SDK 1.x.\n"))
       << result.err;
 }

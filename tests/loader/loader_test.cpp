@@ -25,9 +25,9 @@
 namespace memplan::testing {
 namespace {
 
-// The expected messages below spell out ABI 1.2 and the 64-bit descriptor
+// The expected messages below spell out ABI 1.3 and the 64-bit descriptor
 // sizes (ABI 1.0's descriptor ends with `destroy`, at 80 bytes).
-static_assert(MEMPLAN_ABI_MAJOR == 1 && MEMPLAN_ABI_MINOR == 2, "update the ABI numbers in the expected messages");
+static_assert(MEMPLAN_ABI_MAJOR == 1 && MEMPLAN_ABI_MINOR == 3, "update the ABI numbers in the expected messages");
 static_assert(sizeof(void*) == 8 && offsetof(memplan_plugin_descriptor, destroy) == 72 &&
                   sizeof(memplan_plugin_descriptor) == 88,
               "update the descriptor sizes in the expected messages");
@@ -146,7 +146,7 @@ TEST(loader_rejection, AbiMajorMismatch) {
   const std::string path = library(LOADER_DIR_ABI_MAJOR, "memplan-fault-abi-major.so");
   const std::string expected = rejected(
       path,
-      "it was built for plugin ABI 2.0 but this memplan implements ABI 1.2 (rule: the ABI major versions must be "
+      "it was built for plugin ABI 2.0 but this memplan implements ABI 1.3 (rule: the ABI major versions must be "
       "equal). Rebuild the plugin against memplan SDK 1.x.");
   expect_rejected_alone(path, expected);
 
@@ -167,8 +167,8 @@ TEST(loader_rejection, NewerAbiMinor) {
   const std::string path = library(LOADER_DIR_ABI_MINOR, "memplan-fault-abi-minor.so");
   const std::string expected = rejected(
       path,
-      "it was built for plugin ABI 1.3, newer than this memplan's ABI 1.2 (rule: the plugin's ABI minor must not "
-      "exceed the host's). Upgrade memplan, or rebuild the plugin against SDK 1.2.");
+      "it was built for plugin ABI 1.4, newer than this memplan's ABI 1.3 (rule: the plugin's ABI minor must not "
+      "exceed the host's). Upgrade memplan, or rebuild the plugin against SDK 1.3.");
   expect_rejected_alone(path, expected);
 
   const auto registry = builtins_then(LOADER_DIR_ABI_MINOR);
@@ -314,6 +314,30 @@ TEST(loader_compatibility, PluginBuiltAgainstSdk10GivesTheSameEstimate) {
   EXPECT_EQ(optimizer_states(from_old), 3 * kFp32Bytes);
   EXPECT_EQ(from_old.components, from_current.components);
   EXPECT_EQ(from_old.peak, from_current.peak);
+}
+
+// ABI 1.3 added latent attention and dense first layers to memplan_model: a
+// plugin built for an older minor would read DeepSeek-V3 as a plain model, so
+// the host refuses it for such a model (and only for such a model).
+TEST(loader_compatibility, PluginBuiltForAnOlderMinorIsRefusedForLatentAttention) {
+  const auto old = builtins_then(LOADER_DIR_SDK_1_0);
+  std::string toml = train_scenario("loader-good");
+  toml.replace(toml.find("params = 1e9"), 12, "preset = \"deepseek-v2-lite\"");
+  const LoadedPlugin* built_for_1_0 = old->find("loader-good");
+  ASSERT_NE(built_for_1_0, nullptr);
+  try {
+    evaluate_with(*old, toml);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "scenario.toml:11:7: error: in [optimizer], optimizer plugin 'loader-good' was built for plugin ABI "
+              "1.0, which cannot describe this model's multi-head latent attention (kv_lora_rank) (rule: such a "
+              "model needs plugins built for ABI 1.3 or later); rebuild the plugin against SDK 1.3 or later "
+              "(plugin library " + built_for_1_0->path + ")");
+  }
+  // The same plugin built against the current SDK runs it.
+  const auto current = builtins_then(LOADER_DIR_GOOD);
+  EXPECT_EQ(optimizer_states(evaluate_with(*current, toml)), 3 * 4 * 15'706'484'224.0);
 }
 
 std::string in_place_scenario(const std::string& fault) {
@@ -478,7 +502,7 @@ TEST(loader_cli, PluginsListsBuiltinsAndWarnsAboutRejectedLibrary) {
   EXPECT_EQ(result.err,
             "memplan: warning: " +
                 rejected(library(LOADER_DIR_ABI_MAJOR, "memplan-fault-abi-major.so"),
-                         "it was built for plugin ABI 2.0 but this memplan implements ABI 1.2 (rule: the ABI major "
+                         "it was built for plugin ABI 2.0 but this memplan implements ABI 1.3 (rule: the ABI major "
                          "versions must be equal). Rebuild the plugin against memplan SDK 1.x.") +
                 "\n");
   // Every built-in, then the good plugin beside the rejected library.

@@ -50,6 +50,25 @@ std::string plugin_label(const LoadedPlugin& plugin) {
   return std::string(kind_name(plugin.descriptor.kind)) + " plugin '" + plugin.name + "'";
 }
 
+// A model that only ABI 1.3's memplan_model can describe (latent attention,
+// dense layers before the routed ones) would reach a plugin built for an older
+// minor as a plain model: it would size K and V, the KV cache and the MLP of
+// every layer wrongly without knowing. Such a plugin is refused for it.
+void require_model_abi(const ModelSpec& model, const LoadedPlugin& plugin, const ComponentSpec& component) {
+  constexpr uint16_t kModelMinor = 3;
+  if (plugin.descriptor.abi_minor >= kModelMinor) return;
+  const char* feature = model.latent_attention() ? "multi-head latent attention (kv_lora_rank)"
+                        : model.dense_layers > 0 ? "dense layers before the expert layers (dense_layers)"
+                                                 : nullptr;
+  if (feature == nullptr) return;
+  fail_at(component.use_location,
+          "in " + component.section + ", " + plugin_label(plugin) + " was built for plugin ABI 1." +
+              std::to_string(plugin.descriptor.abi_minor) + ", which cannot describe this model's " + feature +
+              " (rule: such a model needs plugins built for ABI 1." + std::to_string(kModelMinor) +
+              " or later); rebuild the plugin against SDK 1." + std::to_string(kModelMinor) +
+              " or later (plugin library " + plugin.path + ")");
+}
+
 // Throws the error a plugin call left in the context, located at the option it
 // names (or at the component's `use`), naming the library.
 [[noreturn]] void fail_plugin_call(const memplan_ctx& ctx, const char* callback, int status) {
@@ -107,6 +126,7 @@ Estimator::Estimator(const Scenario& scenario, const PluginRegistry& registry)
                   (plugin->descriptor.kind == MEMPLAN_KIND_STRATEGY
                        ? std::string("a [[strategy]] table")
                        : "the [" + std::string(kind_name(plugin->descriptor.kind)) + "] table"));
+    require_model_abi(scenario.model, *plugin, component);
     for (const ConfiguredPlugin& earlier : plugins_)
       if (earlier.plugin == plugin)
         fail_at(component.use_location, "'" + component.use + "' is used twice (" + earlier.component->section +

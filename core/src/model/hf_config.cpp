@@ -1,5 +1,6 @@
 #include "model/hf_config.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdio>
@@ -17,9 +18,9 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::string_view, 12> kModelTypes = {"bert",  "gemma3", "gemma3_text", "gpt2",
-                                                          "llama", "mistral", "mixtral", "phi3",
-                                                          "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"};
+constexpr std::array<std::string_view, 14> kModelTypes = {
+    "bert", "deepseek_v2", "deepseek_v3", "gemma3", "gemma3_text", "gpt2",      "llama",
+    "mistral", "mixtral", "phi3", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"};
 
 // "the string \"4096\"", "null", ... for messages.
 std::string describe(const json& value) {
@@ -299,6 +300,62 @@ void read_gemma3(const ConfigReader& config, ModelSpec& spec, bool multimodal) {
   }
 }
 
+// DeepSeek-V2 and V3 (transformers' DeepseekV2ForCausalLM and
+// DeepseekV3ForCausalLM; DeepSeek's reference model, deepseek-ai/DeepSeek-V3 @
+// 9b4e978 inference/model.py): an RMSNorm decoder with multi-head latent
+// attention and DeepSeekMoE layers after first_k_dense_replace dense ones.
+// Each MoE layer has n_routed_experts experts of moe_intermediate_size,
+// n_shared_experts shared experts fused into one MLP of n_shared_experts x
+// moe_intermediate_size (DeepseekV3MoE.shared_experts), and a router of h x
+// experts; V3's router (and V2's with topk_method "noaux_tc") adds the
+// e_score_correction_bias of one value per expert. The multi-token-prediction
+// module (num_nextn_predict_layers) is not loaded by transformers
+// (DeepseekV3ForCausalLM ignores model.layers.61), so it is not counted.
+void read_deepseek(const ConfigReader& config, const std::string& type, ModelSpec& spec) {
+  spec.layers = config.required("num_hidden_layers", "the number of layers");
+  spec.hidden = config.required("hidden_size", "the hidden size");
+  spec.heads = config.required("num_attention_heads", "the number of attention heads");
+  if (const auto kv = config.positive("num_key_value_heads"); kv && *kv != spec.heads)
+    config.fail("\"num_key_value_heads\" is " + std::to_string(*kv) + " but \"num_attention_heads\" is " +
+                std::to_string(spec.heads) + ": multi-head latent attention up-projects keys and values for every "
+                "head; make them equal");
+  spec.vocab = config.required("vocab_size", "the vocabulary size");
+  spec.q_lora_rank = config.positive("q_lora_rank").value_or(0);  // null in DeepSeek-V2-Lite: wq from h directly
+  spec.kv_lora_rank = config.required("kv_lora_rank", "the key/value latent width");
+  spec.qk_rope_head_dim = config.required("qk_rope_head_dim", "the rotary part of each q/k head");
+  spec.head_dim = config.required("qk_nope_head_dim", "the non-rotary part of each q/k head") + spec.qk_rope_head_dim;
+  spec.v_head_dim = config.required("v_head_dim", "the value head width");
+  spec.mlp = MlpKind::swiglu;
+  spec.norm = NormKind::rmsnorm;
+  config.string("hidden_act");
+  spec.tied_embeddings = config.boolean("tie_word_embeddings").value_or(false);
+  spec.max_context = config.positive("max_position_embeddings").value_or(0);
+  if (config.boolean("attention_bias").value_or(false))
+    config.fail("\"attention_bias\" is true: memplan models DeepSeek's latent attention without biases (as every "
+                "published DeepSeek-V2/V3 config has it); set it to false or describe the model with [model] keys");
+  spec.ffn_hidden = config.required("intermediate_size", "the dense layers' MLP width");
+  const auto routed = config.positive("n_routed_experts");
+  if (!routed) return;  // null: every layer dense (DeepseekV2DecoderLayer builds an MLP)
+  if (const auto freq = config.positive("moe_layer_freq"); freq && *freq != 1)
+    config.fail("\"moe_layer_freq\" is " + std::to_string(*freq) + ": only every Nth layer after the dense ones "
+                "is a MoE layer, which memplan cannot model; set it to 1 or describe the model with [model] keys");
+  spec.experts = *routed;
+  spec.experts_top_k = config.required("num_experts_per_tok", "the experts each token is routed to");
+  spec.expert_ffn_hidden = config.required("moe_intermediate_size", "the MLP's inner width of one expert");
+  spec.shared_expert_ffn_hidden = config.integer("n_shared_experts", 0).value_or(0) * spec.expert_ffn_hidden;
+  spec.dense_layers = std::min(config.integer("first_k_dense_replace", 0).value_or(0), spec.layers);
+  if (spec.dense_layers == spec.layers) {  // every layer dense after all
+    spec.experts = spec.experts_top_k = spec.expert_ffn_hidden = spec.shared_expert_ffn_hidden = 0;
+    spec.dense_layers = 0;
+    return;
+  }
+  spec.router_bias = type == "deepseek_v3" || config.string("topk_method").value_or("") == "noaux_tc";
+  if (const auto mtp = config.integer("num_nextn_predict_layers", 0); mtp && *mtp > 0)
+    spec.hf_note = "the config has " + std::to_string(*mtp) +
+                   " multi-token-prediction module(s) (num_nextn_predict_layers), which transformers does not load: "
+                   "they are not in the estimate";
+}
+
 // GPT-2: pre-norm LayerNorm decoder, GELU MLP, biases everywhere (its Conv1D
 // layers hold the same weights as linear layers, transposed), learned
 // positions, LM head tied to the token embedding.
@@ -392,6 +449,8 @@ ModelSpec read_hf_config(std::string_view json_text, const std::string& path) {
     spec.hf_note = "model_type \"gemma3\" is multimodal: memplan counts its language model (text_config) only; the "
                    "vision tower and the multimodal projector are not in the estimate";
   }
+  else if (*type == "deepseek_v2" || *type == "deepseek_v3")
+    read_deepseek(config, *type, spec);
   else if (*type == "gpt2")
     read_gpt2(config, spec);
   else if (*type == "bert")

@@ -16,6 +16,38 @@ PlanItem weight(std::string_view name, int32_t param_class, int32_t layer, uint3
   return item;
 }
 
+// Multi-head latent attention, as DeepSeek's reference model writes it
+// (deepseek-ai/DeepSeek-V3 @ 9b4e978, inference/model.py, class MLA) and
+// transformers' DeepseekV3Attention: wq_a (h x q_lora_rank) and its RMSNorm,
+// wq_b (q_lora_rank x heads (nope + rope)), or wq (h x heads (nope + rope))
+// without a query latent; wkv_a (h x (kv_lora_rank + rope)) and its RMSNorm
+// of kv_lora_rank; wkv_b (kv_lora_rank x heads (nope + v)); wo (heads v x h).
+// No biases. wq_a and wkv_a are plain Linear layers every rank of a
+// Megatron-style layer split holds whole (class attention_latent); wq, wq_b
+// and wkv_b are column-parallel, wo row-parallel (class attention).
+void latent_attention_items(const ModelSpec& spec, std::vector<PlanItem>& items) {
+  const auto layers = static_cast<uint32_t>(spec.layers);
+  const double h = static_cast<double>(spec.hidden);
+  const double heads = static_cast<double>(spec.heads);
+  const double qk_head = static_cast<double>(spec.effective_head_dim());
+  const double rope = static_cast<double>(spec.qk_rope_head_dim);
+  const double nope = qk_head - rope;
+  const double v_head = static_cast<double>(spec.v_head_dim);
+  const double q_rank = static_cast<double>(spec.q_lora_rank);
+  const double kv_rank = static_cast<double>(spec.kv_lora_rank);
+  if (spec.q_lora_rank > 0) {
+    items.push_back(weight("attn.q_a", MEMPLAN_CLASS_ATTENTION_LATENT, 0, layers, h * q_rank));
+    items.push_back(weight("attn.q_a_norm", MEMPLAN_CLASS_NORM, 0, layers, q_rank));
+    items.push_back(weight("attn.q_b", MEMPLAN_CLASS_ATTENTION, 0, layers, q_rank * heads * qk_head));
+  } else {
+    items.push_back(weight("attn.q", MEMPLAN_CLASS_ATTENTION, 0, layers, h * heads * qk_head));
+  }
+  items.push_back(weight("attn.kv_a", MEMPLAN_CLASS_ATTENTION_LATENT, 0, layers, h * (kv_rank + rope)));
+  items.push_back(weight("attn.kv_a_norm", MEMPLAN_CLASS_NORM, 0, layers, kv_rank));
+  items.push_back(weight("attn.kv_b", MEMPLAN_CLASS_ATTENTION, 0, layers, kv_rank * heads * (nope + v_head)));
+  items.push_back(weight("attn.o", MEMPLAN_CLASS_ATTENTION, 0, layers, heads * v_head * h));
+}
+
 }  // namespace
 
 memplan_model to_abi_model(const ModelSpec& spec, double total_params) {
@@ -41,6 +73,12 @@ memplan_model to_abi_model(const ModelSpec& spec, double total_params) {
   model.global_attention_every = spec.global_attention_every;
   model.max_context = spec.max_context;
   model.layer_norm = spec.norm == NormKind::layernorm ? 1 : 0;
+  model.q_lora_rank = spec.q_lora_rank;
+  model.kv_lora_rank = spec.kv_lora_rank;
+  model.qk_rope_head_dim = spec.qk_rope_head_dim;
+  model.v_head_dim = spec.latent_attention() ? spec.v_head_dim : 0;
+  model.dense_layers = spec.dense_layers;
+  model.shared_expert_ffn_hidden = spec.shared_expert_ffn_hidden;
   return model;
 }
 
@@ -69,11 +107,15 @@ std::vector<PlanItem> parameter_inventory(const ModelSpec& spec) {
                            static_cast<double>(spec.type_vocab) * h));
   if (spec.embedding_norm) items.push_back(weight("embed_norm", MEMPLAN_CLASS_NORM, -1, 1, norm));
 
-  const double qkv_bias = spec.qkv_bias ? 1 : 0;
-  items.push_back(weight("attn.q", MEMPLAN_CLASS_ATTENTION, 0, layers, h * q_width + qkv_bias * q_width));
-  items.push_back(weight("attn.k", MEMPLAN_CLASS_ATTENTION_KV, 0, layers, h * kv_width + qkv_bias * kv_width));
-  items.push_back(weight("attn.v", MEMPLAN_CLASS_ATTENTION_KV, 0, layers, h * kv_width + qkv_bias * kv_width));
-  items.push_back(weight("attn.o", MEMPLAN_CLASS_ATTENTION, 0, layers, q_width * h + (spec.output_bias ? h : 0)));
+  if (spec.latent_attention()) {
+    latent_attention_items(spec, items);
+  } else {
+    const double qkv_bias = spec.qkv_bias ? 1 : 0;
+    items.push_back(weight("attn.q", MEMPLAN_CLASS_ATTENTION, 0, layers, h * q_width + qkv_bias * q_width));
+    items.push_back(weight("attn.k", MEMPLAN_CLASS_ATTENTION_KV, 0, layers, h * kv_width + qkv_bias * kv_width));
+    items.push_back(weight("attn.v", MEMPLAN_CLASS_ATTENTION_KV, 0, layers, h * kv_width + qkv_bias * kv_width));
+    items.push_back(weight("attn.o", MEMPLAN_CLASS_ATTENTION, 0, layers, q_width * h + (spec.output_bias ? h : 0)));
+  }
   // q/k RMSNorms (scale only): Qwen3 and Gemma 3 share one of head_dim across
   // the heads (q_norm + k_norm = 2 x head_dim); OLMo 2 norms the whole q and k
   // projections (q_width + kv_width).
@@ -89,14 +131,24 @@ std::vector<PlanItem> parameter_inventory(const ModelSpec& spec) {
   if (spec.experts > 0) {
     const double experts = static_cast<double>(spec.experts);
     const double f = static_cast<double>(spec.expert_ffn_hidden);
-    items.push_back(weight("moe.router", MEMPLAN_CLASS_ROUTER, 0, layers, h * experts));
-    items.push_back(weight("moe.experts", MEMPLAN_CLASS_EXPERT, 0, layers, experts * projections * h * f));
-    // A shared expert every token passes (Qwen2-MoE): a gated MLP of its own
-    // width, sharded like a dense MLP, and its sigmoid gate (h x 1, no bias).
+    // DeepSeek's first_k_dense_replace: the first layers keep a dense MLP;
+    // the MoE items start after them (layer = the first MoE layer).
+    const auto dense = static_cast<uint32_t>(spec.dense_layers);
+    const auto routed = static_cast<uint32_t>(spec.layers - spec.dense_layers);
+    const auto first_routed = static_cast<int32_t>(spec.dense_layers);
+    if (dense > 0)
+      items.push_back(weight("mlp", MEMPLAN_CLASS_MLP, 0, dense, projections * h * static_cast<double>(spec.ffn_hidden)));
+    items.push_back(weight("moe.router", MEMPLAN_CLASS_ROUTER, first_routed, routed,
+                           h * experts + (spec.router_bias ? experts : 0)));
+    items.push_back(weight("moe.experts", MEMPLAN_CLASS_EXPERT, first_routed, routed, experts * projections * h * f));
+    // A shared expert every token passes (Qwen2-MoE; DeepSeek's n_shared_experts
+    // as one MLP of their summed width): a gated MLP of its own width, sharded
+    // like a dense MLP, and Qwen2-MoE's sigmoid gate (h x 1, no bias).
     if (spec.shared_expert_ffn_hidden > 0)
-      items.push_back(weight("moe.shared_expert", MEMPLAN_CLASS_MLP, 0, layers,
+      items.push_back(weight("moe.shared_expert", MEMPLAN_CLASS_MLP, first_routed, routed,
                              projections * h * static_cast<double>(spec.shared_expert_ffn_hidden)));
-    if (spec.shared_expert_gate) items.push_back(weight("moe.shared_expert_gate", MEMPLAN_CLASS_ROUTER, 0, layers, h));
+    if (spec.shared_expert_gate)
+      items.push_back(weight("moe.shared_expert_gate", MEMPLAN_CLASS_ROUTER, first_routed, routed, h));
   } else {
     const double f = static_cast<double>(spec.ffn_hidden);
     const double bias = spec.mlp_bias ? (projections - 1) * f + h : 0;

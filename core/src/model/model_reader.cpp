@@ -44,6 +44,19 @@ void read_model_keys(const TomlReader& reader, const toml::table& table, ModelSp
     spec.shared_expert_ffn_hidden = *v;
   }
   if (auto v = reader.boolean("shared_expert_gate")) spec.shared_expert_gate = *v;
+  if (auto v = reader.boolean("router_bias")) spec.router_bias = *v;
+  // Zero switches a feature a preset or a config gave off again.
+  auto non_negative = [&](std::string_view key, std::string_view zero_means, int64_t& field) {
+    if (auto v = reader.integer(key)) {
+      if (*v < 0) reader.fail_key(key, "must be zero (" + std::string(zero_means) + ") or positive");
+      field = *v;
+    }
+  };
+  non_negative("dense_layers", "every layer routes to experts", spec.dense_layers);
+  non_negative("q_lora_rank", "queries projected from the hidden state directly", spec.q_lora_rank);
+  non_negative("kv_lora_rank", "no latent attention", spec.kv_lora_rank);
+  non_negative("qk_rope_head_dim", "no latent attention", spec.qk_rope_head_dim);
+  non_negative("v_head_dim", "no latent attention", spec.v_head_dim);
   if (const toml::node* moe = table.get("moe")) {
     if (!moe->is_table()) reader.fail_key("moe", "must be a table ([model.moe])");
     TomlReader moe_reader(*moe->as_table(), reader.file(), reader.section() + " moe");
@@ -53,6 +66,40 @@ void read_model_keys(const TomlReader& reader, const toml::table& table, ModelSp
     if (auto v = moe_reader.positive_integer("expert_ffn_hidden")) spec.expert_ffn_hidden = *v;
   }
 }
+
+namespace {
+
+// Multi-head latent attention: kv_lora_rank turns it on and needs the rope
+// and value head widths and an explicit q/k head width above the rope part.
+template <typename AtKey>
+void validate_latent_attention(const ModelSpec& spec, const std::string& section, const AtKey& at_key) {
+  if (!spec.latent_attention()) {
+    for (const auto& [key, value] : {std::pair<const char*, int64_t>{"q_lora_rank", spec.q_lora_rank},
+                                     {"qk_rope_head_dim", spec.qk_rope_head_dim}, {"v_head_dim", spec.v_head_dim}})
+      if (value > 0)
+        fail_at(at_key(key), section + ": '" + key + "' belongs to multi-head latent attention, which "
+                                 "'kv_lora_rank' turns on; add 'kv_lora_rank' or remove '" + key + "'");
+    return;
+  }
+  if (spec.qk_rope_head_dim == 0 || spec.v_head_dim == 0 || spec.head_dim == 0)
+    fail_at(at_key("kv_lora_rank"), section + ": multi-head latent attention (kv_lora_rank) needs 'head_dim' (the q/k "
+                                              "head width, no-rope part plus rope part), 'qk_rope_head_dim' and "
+                                              "'v_head_dim'");
+  if (spec.qk_rope_head_dim >= spec.head_dim)
+    fail_at(at_key("qk_rope_head_dim"), section + ": qk_rope_head_dim " + std::to_string(spec.qk_rope_head_dim) +
+                                            " must be below head_dim " + std::to_string(spec.head_dim) +
+                                            " (head_dim = qk_nope_head_dim + qk_rope_head_dim)");
+  if (spec.kv_heads > 0 && spec.kv_heads != spec.heads)
+    fail_at(at_key("kv_heads"), section + ": latent attention up-projects keys and values for every head; kv_heads " +
+                                    std::to_string(spec.kv_heads) + " must equal heads " + std::to_string(spec.heads) +
+                                    " or be left out");
+  if (spec.qkv_bias || spec.output_bias || spec.qk_norm != QkNorm::none)
+    fail_at(at_key("kv_lora_rank"), section + ": latent attention as modelled has no q/k/v or output biases and no "
+                                              "q/k norms (DeepSeek-V2/V3 have none); remove 'qkv_bias', "
+                                              "'output_bias' or 'qk_norm'");
+}
+
+}  // namespace
 
 void validate_model(const ModelSpec& spec, const TomlReader& where) {
   const SourceLocation at = where.table_location();
@@ -82,7 +129,12 @@ void validate_model(const ModelSpec& spec, const TomlReader& where) {
                              Bound{"sliding_window", spec.sliding_window, 1'000'000'000},
                              Bound{"max_context", spec.max_context, 1'000'000'000},
                              Bound{"layer_norms", spec.layer_norms, 64},
-                             Bound{"shared_expert_ffn_hidden", spec.shared_expert_ffn_hidden, 100'000'000}})
+                             Bound{"shared_expert_ffn_hidden", spec.shared_expert_ffn_hidden, 100'000'000},
+                             Bound{"dense_layers", spec.dense_layers, 1'000'000},
+                             Bound{"q_lora_rank", spec.q_lora_rank, 10'000'000},
+                             Bound{"kv_lora_rank", spec.kv_lora_rank, 10'000'000},
+                             Bound{"qk_rope_head_dim", spec.qk_rope_head_dim, 1'000'000},
+                             Bound{"v_head_dim", spec.v_head_dim, 1'000'000}})
     if (bound.value > bound.limit)
       fail_at(at_key(bound.key), section + ": '" + bound.key + "' = " + std::to_string(bound.value) +
                                      " is implausibly large (the limit is " + std::to_string(bound.limit) +
@@ -118,6 +170,21 @@ void validate_model(const ModelSpec& spec, const TomlReader& where) {
   if (spec.shared_expert_gate && spec.shared_expert_ffn_hidden == 0)
     fail_at(at_key("shared_expert_gate"), section + ": 'shared_expert_gate' needs 'shared_expert_ffn_hidden' (the "
                                                     "shared expert it gates)");
+  if (spec.dense_layers > 0) {
+    if (spec.experts == 0)
+      fail_at(at_key("dense_layers"), section + ": 'dense_layers' (the first layers' dense MLP) belongs to a mixture "
+                                                "of experts; add [model.moe] or remove it");
+    if (spec.dense_layers >= spec.layers)
+      fail_at(at_key("dense_layers"), section + ": dense_layers " + std::to_string(spec.dense_layers) +
+                                          " must be below layers " + std::to_string(spec.layers) +
+                                          " (at least one layer routes to experts)");
+    if (spec.ffn_hidden == 0)
+      fail_at(at_key("dense_layers"), section + ": 'dense_layers' needs 'ffn_hidden' (the dense layers' MLP width)");
+  }
+  if (spec.router_bias && spec.experts == 0)
+    fail_at(at_key("router_bias"), section + ": 'router_bias' belongs to a mixture of experts; add [model.moe] or "
+                                             "remove it");
+  validate_latent_attention(spec, section, at_key);
   if (spec.global_attention_every > 0 && spec.sliding_window == 0)
     fail_at(at_key("global_attention_every"), section + ": 'global_attention_every' needs 'sliding_window' (the "
                                                         "other layers' window)");

@@ -330,7 +330,7 @@ class MegatronActivations {
       facts.packed_linear = facts.packed_linear ||
                             (item.bytes_per_element() < 1 &&
                              (param_class == ParamClass::attention || param_class == ParamClass::attention_kv ||
-                              param_class == ParamClass::mlp || param_class == ParamClass::expert));
+                              param_class == ParamClass::attention_latent || param_class == ParamClass::mlp || param_class == ParamClass::expert));
     }
     return facts;
   }
@@ -378,6 +378,7 @@ class MegatronActivations {
           break;
         case ParamClass::attention:
         case ParamClass::attention_kv:
+        case ParamClass::attention_latent:
           any_attention = true;
           eager.attention_trainable = eager.attention_trainable || trainable;
           eager.output_trainable = eager.output_trainable || trainable;

@@ -95,6 +95,7 @@ class Fp8WeightCopies {
     switch (param_class) {
       case sdk::ParamClass::attention:
       case sdk::ParamClass::attention_kv:
+      case sdk::ParamClass::attention_latent:
       case sdk::ParamClass::mlp:
       case sdk::ParamClass::expert:
       case sdk::ParamClass::other: return true;

@@ -99,6 +99,7 @@ bool is_quantized_class(ParamClass param_class) {
   switch (param_class) {
     case ParamClass::attention:
     case ParamClass::attention_kv:
+    case ParamClass::attention_latent:
     case ParamClass::mlp:
     case ParamClass::expert: return true;
     default: return false;

@@ -109,7 +109,8 @@ uint32_t parts_of(const sdk::ItemRef& item) {
   uint32_t bits = item.layer() >= 0 ? kLayers : 0u;
   switch (item.param_class()) {
     case ParamClass::attention:
-    case ParamClass::attention_kv: return bits | kAttention;
+    case ParamClass::attention_kv:
+    case ParamClass::attention_latent: return bits | kAttention;
     case ParamClass::mlp: return bits | kMlp;
     case ParamClass::expert: return bits | kExperts;
     case ParamClass::router: return bits | kRouter;

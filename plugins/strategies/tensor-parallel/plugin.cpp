@@ -65,6 +65,10 @@ class TensorParallelStrategy {
         case ParamClass::embedding:
         case ParamClass::lm_head: fraction = 1.0 / t; break;
         case ParamClass::attention_kv: fraction = kv_fraction; break;
+        // Latent attention's down-projections (wq_a, wkv_a) are plain Linear
+        // layers every rank holds whole (DeepSeek-V3 inference/model.py, class
+        // MLA; vLLM's ReplicatedLinear): like the norms, not split.
+        case ParamClass::attention_latent: break;
         case ParamClass::other: fraction = model.has_architecture ? 1.0 : 1.0 / t; break;
         default: break;
       }

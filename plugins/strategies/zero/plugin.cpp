@@ -300,7 +300,8 @@ class ZeroShardingStrategy {
         const size_t at = static_cast<size_t>(item.layer() - first) + k;
         switch (param_class) {
           case ParamClass::attention:
-          case ParamClass::attention_kv: add(trace.attention[at]); break;
+          case ParamClass::attention_kv:
+          case ParamClass::attention_latent: add(trace.attention[at]); break;
           case ParamClass::norm: add(trace.norms[at]); break;
           default: add(trace.mlp[at]); break;
         }

@@ -1,6 +1,7 @@
 /*
- * memplan plugin ABI, version 1.2: 1.0 plus the functions and fields marked
- * ABI 1.1 and ABI 1.2, each added at the end of its struct.
+ * memplan plugin ABI, version 1.3: 1.0 plus the functions and fields marked
+ * ABI 1.1, 1.2 and 1.3, each added at the end of its struct (or, for 1.3's
+ * parameter class, after the last one).
  *
  * This is the only contract between the memplan host and a plugin library.
  * Plugins are built by other teams, with other compilers, at other times, so:
@@ -31,7 +32,7 @@ extern "C" {
 #endif
 
 #define MEMPLAN_ABI_MAJOR 1
-#define MEMPLAN_ABI_MINOR 2
+#define MEMPLAN_ABI_MINOR 3
 #define MEMPLAN_ENTRY_POINT "memplan_plugin_v1"
 
 #if defined(_WIN32)
@@ -107,6 +108,9 @@ extern "C" {
 #define MEMPLAN_CLASS_ADAPTER 9            /* LoRA and other added trainable weights */
 #define MEMPLAN_CLASS_ATTENTION_KV 10      /* k and v projections: kv_heads wide (grouped-query attention) */
 #define MEMPLAN_CLASS_FINAL_NORM 11        /* the norm after the last layer, on the LM head's pipeline stage */
+#define MEMPLAN_CLASS_ATTENTION_LATENT 12  /* ABI 1.3: multi-head latent attention's down-projections (q_a, and kv_a
+                                              with the rope key): one matrix all heads share, replicated under tensor
+                                              parallelism */
 
 /* Item flags. */
 #define MEMPLAN_ITEM_TRAINABLE 0x1u
@@ -215,6 +219,18 @@ typedef struct memplan_model {
   int64_t max_context;            /* the longest context the model supports; 0 when unknown */
   int32_t layer_norm;             /* 1: LayerNorm (scale and shift, mean and variance); 0: RMSNorm. Added
                                      after the first landing of ABI 1.0: a smaller struct_size means 0 */
+  /* ABI 1.3 (a host of an older minor leaves them 0: none of them). Multi-head
+   * latent attention (DeepSeek-V2, arXiv 2405.04434, section 2.1): with
+   * kv_lora_rank > 0 the keys and values come from a latent of kv_lora_rank
+   * per token (and the queries from one of q_lora_rank when it is > 0);
+   * head_dim is then the q/k head width (the no-rope part plus
+   * qk_rope_head_dim) and v_head_dim the value head width. */
+  int64_t q_lora_rank;
+  int64_t kv_lora_rank;
+  int64_t qk_rope_head_dim;
+  int64_t v_head_dim;
+  int64_t dense_layers;             /* MoE: the first dense_layers layers have a dense MLP of ffn_hidden */
+  int64_t shared_expert_ffn_hidden; /* MoE: width of the shared expert(s) every token passes; 0: none */
 } memplan_model;
 
 /* What the scenario runs: mode, batch and hardware. */

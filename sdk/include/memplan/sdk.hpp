@@ -101,6 +101,7 @@ enum class ParamClass : int32_t {
   adapter = MEMPLAN_CLASS_ADAPTER,
   attention_kv = MEMPLAN_CLASS_ATTENTION_KV,
   final_norm = MEMPLAN_CLASS_FINAL_NORM,
+  attention_latent = MEMPLAN_CLASS_ATTENTION_LATENT,
 };
 
 // A plan item as plugins see it. It owns its name, so an item read before the

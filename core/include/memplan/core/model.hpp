@@ -58,6 +58,19 @@ struct ModelSpec {
   int64_t layer_norms = 2;             // norms of width h per layer (Gemma 2/3: 4, pre and post of each block)
   int64_t shared_expert_ffn_hidden = 0;  // MoE: a shared expert (gated MLP) every token passes, 0: none
   bool shared_expert_gate = false;       // a sigmoid gate h x 1 on the shared expert's output (Qwen2-MoE)
+  bool router_bias = false;              // MoE: the router has a bias per expert (DeepSeek-V3's e_score_correction_bias)
+  int64_t dense_layers = 0;              // MoE: the first N layers have a dense MLP of ffn_hidden (DeepSeek's
+                                         // first_k_dense_replace); 0: every layer routes
+  // Multi-head latent attention (DeepSeek-V2, arXiv 2405.04434, section 2.1),
+  // on when kv_lora_rank > 0: keys and values are up-projected from a latent
+  // of kv_lora_rank per token, which a down-projection of h x (kv_lora_rank +
+  // qk_rope_head_dim) makes together with one rotary key all heads share;
+  // queries come from a latent of q_lora_rank (0: projected from h directly).
+  // head_dim is the q/k head width (no-rope part + qk_rope_head_dim), v_head_dim the values'.
+  int64_t q_lora_rank = 0;
+  int64_t kv_lora_rank = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
   std::string hf_note;                 // what reading the config left out, said as a warning (a vision tower)
 
   bool has_architecture() const { return params_only <= 0; }
@@ -65,6 +78,9 @@ struct ModelSpec {
   bool shares_embedding() const { return tied_embeddings && output_head != OutputHead::none; }
   int64_t effective_kv_heads() const { return kv_heads > 0 ? kv_heads : heads; }
   int64_t effective_head_dim() const { return head_dim > 0 ? head_dim : (heads > 0 ? hidden / heads : 0); }
+  bool latent_attention() const { return kv_lora_rank > 0; }
+  // The value head width: v_head_dim under latent attention, else head_dim.
+  int64_t effective_v_head_dim() const { return latent_attention() ? v_head_dim : effective_head_dim(); }
 };
 
 // The C view plugins read through the host table.

@@ -14,6 +14,10 @@
 //   position_embedding  1                       h x P   (P = elements / h)
 //   attention (q, o)    1                       h x q   (q = heads x head_dim)
 //   attention_kv (k, v) 1                       h x kv  (kv = kv_heads x head_dim)
+//   attention_latent    1                       h x (elements / h): latent attention's q_a and kv_a
+//   (under latent attention the attention items q_b, kv_b and o are not h
+//   wide: they fall to the "split in a way this table does not know" rule
+//   below, one matrix of h rows holding the item's elements)
 //   mlp                 n (3 gated, 2 not)      h x f
 //   expert              E n / expert-parallel   h x f_e
 //   router              1                       h x E
@@ -106,6 +110,11 @@ inline TensorShapes tensor_shapes(sdk::ParamClass param_class, double elements, 
     case ParamClass::attention_kv:
       shapes.matrices = 1;
       shapes.cols = kv * kv_share;
+      break;
+    case ParamClass::attention_latent:
+      // Latent attention's down-projections, h x latent, whole on every rank.
+      shapes.matrices = 1;
+      shapes.cols = elements / h;
       break;
     case ParamClass::mlp:
       shapes.matrices = n;

@@ -69,7 +69,7 @@ inline constexpr const char* kGradientBucketsAttr = MEMPLAN_ATTR_GRADIENT_BUCKET
 
 inline bool is_linear(sdk::ParamClass param_class) {
   return param_class == sdk::ParamClass::attention || param_class == sdk::ParamClass::attention_kv ||
-         param_class == sdk::ParamClass::mlp || param_class == sdk::ParamClass::expert;
+         param_class == sdk::ParamClass::attention_latent || param_class == sdk::ParamClass::mlp || param_class == sdk::ParamClass::expert;
 }
 
 // Fills `layout`, a plugin state member kept between evaluations: its vectors
