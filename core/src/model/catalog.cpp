@@ -1,5 +1,7 @@
 #include "memplan/core/catalog.hpp"
 
+#include <memplan/plugin_abi.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -84,9 +86,19 @@ Catalog Catalog::load(const std::filesystem::path& data_dir) {
   catalog.gpus_ = load_gpus(data_dir / "gpus.toml");
   for (const auto& file : toml_files(data_dir / "models")) catalog.models_.push_back(load_preset(file));
   std::string first_default;
+  std::string mode_default[2];  // train, infer
   for (const auto& file : toml_files(data_dir / "frameworks")) {
     catalog.frameworks_.push_back(load_framework_profile(file.string()));
     const FrameworkProfile& profile = catalog.frameworks_.back();
+    if (profile.default_for_mode == MEMPLAN_MODE_TRAIN || profile.default_for_mode == MEMPLAN_MODE_INFER) {
+      std::string& first = mode_default[profile.default_for_mode == MEMPLAN_MODE_INFER ? 1 : 0];
+      if (!first.empty())
+        fail_at(SourceLocation{profile.file, 1, 1},
+                "two framework profiles say default_for = \"" +
+                    std::string(profile.default_for_mode == MEMPLAN_MODE_INFER ? "infer" : "train") + "\" ('" +
+                    first + "' and '" + profile.name + "'); that mode's scenarios without [framework] need at most one");
+      first = profile.name;
+    }
     if (!profile.is_default) continue;
     if (!first_default.empty())
       fail_at(SourceLocation{profile.file, 1, 1},
@@ -107,6 +119,12 @@ const FrameworkProfile* Catalog::default_framework() const {
   for (const FrameworkProfile& profile : frameworks_)
     if (profile.is_default) return &profile;
   return nullptr;
+}
+
+const FrameworkProfile* Catalog::default_framework(int32_t mode) const {
+  for (const FrameworkProfile& profile : frameworks_)
+    if (profile.default_for_mode == mode) return &profile;
+  return default_framework();
 }
 
 std::vector<std::string> Catalog::framework_names() const {

@@ -3,6 +3,7 @@
 #include <memplan/plugin_abi.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 
 #include "scenario/component_reader.hpp"
@@ -68,7 +69,33 @@ void merge_defaults(std::vector<std::pair<std::string, std::vector<OptionValue>>
   }
 }
 
+// A [[since]] block's list of GPU name parts: an array of non-empty strings, kept lower-case.
+std::vector<std::string> read_gpu_names(const toml::table& table, const TomlReader& block, std::string_view key) {
+  std::vector<std::string> names;
+  const toml::node* node = table.get(key);
+  if (node == nullptr) return names;
+  const std::string form = "must be an array of GPU name parts, e.g. " + std::string(key) + " = [\"a100\"]";
+  if (!node->is_array()) block.fail_key(key, form);
+  for (const toml::node& entry : *node->as_array()) {
+    if (!entry.is_string() || entry.as_string()->get().empty()) block.fail_key(key, form);
+    std::string name = entry.as_string()->get();
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    names.push_back(std::move(name));
+  }
+  return names;
+}
+
 }  // namespace
+
+bool FrameworkVersionDefaults::applies_to(const std::string& gpu_names, uint64_t gpu_memory_bytes) const {
+  const auto named = [&](const std::string& part) { return gpu_names.find(part) != std::string::npos; };
+  if (gpu_memory_gib_at_least > 0 &&
+      static_cast<double>(gpu_memory_bytes) < gpu_memory_gib_at_least * 1073741824.0)
+    return false;
+  if (!gpu_name_contains.empty() && std::none_of(gpu_name_contains.begin(), gpu_name_contains.end(), named))
+    return false;
+  return std::none_of(gpu_name_excludes.begin(), gpu_name_excludes.end(), named);
+}
 
 int compare_versions(const std::string& a, const std::string& b) {
   const std::vector<long long> x = version_numbers(a), y = version_numbers(b);
@@ -81,9 +108,16 @@ int compare_versions(const std::string& a, const std::string& b) {
 
 std::vector<std::pair<std::string, std::vector<OptionValue>>> FrameworkProfile::defaults_for(
     const std::string& wanted) const {
+  return defaults_for(wanted, "", 0);
+}
+
+std::vector<std::pair<std::string, std::vector<OptionValue>>> FrameworkProfile::defaults_for(
+    const std::string& wanted, const std::string& gpu_names, uint64_t gpu_memory_bytes) const {
   std::vector<std::pair<std::string, std::vector<OptionValue>>> result = defaults;
   for (const FrameworkVersionDefaults& block : since)
-    if (wanted.empty() || compare_versions(block.version, wanted) <= 0) merge_defaults(result, block.defaults);
+    if ((wanted.empty() || compare_versions(block.version, wanted) <= 0) &&
+        block.applies_to(gpu_names, gpu_memory_bytes))
+      merge_defaults(result, block.defaults);
   return result;
 }
 
@@ -104,7 +138,7 @@ FrameworkProfile load_framework_profile(const std::string& path) {
   if (header == nullptr || !header->is_table())
     fail_at(SourceLocation{path, 1, 1}, "a framework profile needs a [framework] table with name and summary");
   TomlReader reader(*header->as_table(), path, "[framework]");
-  reader.reject_unknown_keys({"name", "summary", "version", "source", "default"});
+  reader.reject_unknown_keys({"name", "summary", "version", "source", "default", "default_for"});
   const auto name = reader.string("name");
   if (!name || *name != profile.name)
     fail_at(reader.table_location(), "[framework] name must equal the file name without .toml ('" + profile.name +
@@ -114,6 +148,8 @@ FrameworkProfile load_framework_profile(const std::string& path) {
   profile.version = reader.string("version").value_or("");
   profile.source = reader.string("source").value_or("");
   profile.is_default = reader.boolean("default").value_or(false);
+  if (auto mode = reader.choice("default_for", {"train", "infer"}))
+    profile.default_for_mode = *mode == "train" ? MEMPLAN_MODE_TRAIN : MEMPLAN_MODE_INFER;
 
   profile.defaults = read_defaults(root.get("defaults"), path, "defaults");
   if (const toml::node* since = root.get("since")) {
@@ -121,7 +157,8 @@ FrameworkProfile load_framework_profile(const std::string& path) {
       fail_at(location_of(path, since->source()), "'since' must be written as [[since]] tables");
     for (const toml::node& entry : *since->as_array()) {
       TomlReader block(*entry.as_table(), path, "[[since]]");
-      block.reject_unknown_keys({"version", "note", "defaults"});
+      block.reject_unknown_keys({"version", "note", "defaults", "gpu_memory_gib_at_least", "gpu_name_contains",
+                                 "gpu_name_excludes"});
       FrameworkVersionDefaults version;
       const auto number = block.string("version");
       if (!number || version_numbers(*number).empty())
@@ -131,6 +168,9 @@ FrameworkProfile load_framework_profile(const std::string& path) {
       if (!profile.since.empty() && compare_versions(profile.since.back().version, version.version) > 0)
         block.fail_key("version", "is older than the [[since]] block before it; list them oldest first");
       version.defaults = read_defaults(entry.as_table()->get("defaults"), path, "since.defaults");
+      version.gpu_memory_gib_at_least = block.positive_number("gpu_memory_gib_at_least").value_or(0);
+      version.gpu_name_contains = read_gpu_names(*entry.as_table(), block, "gpu_name_contains");
+      version.gpu_name_excludes = read_gpu_names(*entry.as_table(), block, "gpu_name_excludes");
       profile.since.push_back(std::move(version));
     }
   }

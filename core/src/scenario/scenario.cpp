@@ -1,6 +1,7 @@
 #include "memplan/core/scenario.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -246,7 +247,12 @@ void add_missing_options(ComponentSpec& component, const std::vector<OptionValue
 
 void apply_framework(const FrameworkProfile& profile, const std::string& version,
                      const std::vector<std::string>& excluded, Scenario& scenario) {
-  const auto all_defaults = profile.defaults_for(version);
+  // GPU-dependent defaults match the catalog GPU's name and label, lower-case.
+  std::string gpu_names = scenario.hardware.gpu + " " + scenario.hardware.label;
+  if (scenario.hardware.gpu.empty()) gpu_names.clear();
+  std::transform(gpu_names.begin(), gpu_names.end(), gpu_names.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const auto all_defaults = profile.defaults_for(version, gpu_names, scenario.hardware.memory_bytes);
   const size_t own = scenario.components.size();
   for (size_t i = 0; i < own; ++i)
     for (const auto& [plugin, defaults] : all_defaults)
@@ -273,7 +279,7 @@ void read_framework(const toml::table& root, const std::string& file, const Cata
   std::vector<std::string> excluded;
   std::string version;  // empty: the latest the profile knows
   if (table == nullptr) {
-    profile = catalog.default_framework();
+    profile = catalog.default_framework(scenario.mode);
     if (profile == nullptr) return;  // a catalog without profiles: the plan is what the scenario composes
     scenario.framework.version = profile->version;
   } else {

@@ -40,7 +40,8 @@ constexpr std::array<memplan_option_spec, 6> kOptions{{
     {"sliding_window", MEMPLAN_OPTION_INT, "tokens a windowed layer caches, overriding the model's; 0 = no window",
      "the model's sliding_window"},
     {"prefill_chunk", MEMPLAN_OPTION_INT,
-     "tokens one forward pass processes at once (vLLM's max_num_batched_tokens)", "micro_batch x seq_len (whole prompts)"},
+     "tokens one forward pass processes at once (vLLM's max_num_batched_tokens)",
+     "micro_batch x seq_len (whole prompts); the vllm profile, the default of serving, sets vLLM's 8192 or 2048 by GPU"},
     {"logits", MEMPLAN_OPTION_STRING,
      "fp32 logits kept: \"last\" (the last position of each sequence, as vLLM's sampler) or \"all\" (every token "
      "of the chunk)",

@@ -42,6 +42,9 @@ class Catalog {
   const FrameworkProfile* find_framework(std::string_view name) const;
   // The profile marked `default = true`, used when a scenario has no [framework]; null when none is.
   const FrameworkProfile* default_framework() const;
+  // The default of a scenario of `mode` (MEMPLAN_MODE_*): the profile that says default_for = that mode, else
+  // default_framework().
+  const FrameworkProfile* default_framework(int32_t mode) const;
   const std::vector<FrameworkProfile>& frameworks() const { return frameworks_; }
   std::vector<std::string> framework_names() const;
   const ModelPreset* find_model(std::string_view name) const;

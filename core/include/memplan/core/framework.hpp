@@ -10,6 +10,7 @@
 // docs/frameworks.md gives the format and why profiles are data.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +26,14 @@ struct FrameworkVersionDefaults {
   std::string version;  // e.g. "4.46"
   std::string note;     // what changed, with its source
   std::vector<std::pair<std::string, std::vector<OptionValue>>> defaults;
+  // Optional conditions on the scenario's GPU (a framework whose defaults
+  // depend on the device it runs on): the block applies only when all hold.
+  // Names are matched, lower-case, as substrings of the catalog GPU's name or
+  // label; a scenario that gives memory_gib names no GPU (memory only).
+  double gpu_memory_gib_at_least = 0;         // 0: any memory
+  std::vector<std::string> gpu_name_contains;  // empty: any GPU; else one of them must match
+  std::vector<std::string> gpu_name_excludes;  // none of them may match
+  bool applies_to(const std::string& gpu_names, uint64_t gpu_memory_bytes) const;
 };
 
 struct FrameworkProfile {
@@ -34,6 +43,9 @@ struct FrameworkProfile {
   std::string source;   // where that behaviour is documented (code, commits)
   std::string file;
   bool is_default = false;  // used by scenarios without a [framework] table
+  // `default_for = "train"` or "infer": the default of scenarios of that mode
+  // without a [framework] table, in place of the `default = true` profile.
+  int32_t default_for_mode = -1;
   // Option defaults by plugin name, located in the profile's file.
   std::vector<std::pair<std::string, std::vector<OptionValue>>> defaults;
   // Runtime components the framework brings (CUDA context, allocator, communication buffers, ...).
@@ -44,6 +56,12 @@ struct FrameworkProfile {
   // The option defaults for `version` (empty: the latest): the profile's own,
   // then each [[since]] block up to that version, a later value replacing an earlier one.
   std::vector<std::pair<std::string, std::vector<OptionValue>>> defaults_for(const std::string& version) const;
+  // The same for a scenario's GPU: [[since]] blocks with GPU conditions apply
+  // only when `gpu_names` (the catalog name and label, lower-case, "" for
+  // none) and `gpu_memory_bytes` (0 for none) meet them.
+  std::vector<std::pair<std::string, std::vector<OptionValue>>> defaults_for(const std::string& version,
+                                                                             const std::string& gpu_names,
+                                                                             uint64_t gpu_memory_bytes) const;
 };
 
 // Orders versions by their numbers ("4.38" < "4.46" < "4.100"; "core_r0.14.0" is 0.14.0): negative, 0, positive.
