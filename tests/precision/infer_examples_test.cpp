@@ -49,5 +49,16 @@ TEST(InferExamples, Llama31SeventyBillionBf16OnFourGpus) {
   EXPECT_EQ(evaluation.breakdown().peak, 41'269'323'776u);
 }
 
+// DeepSeek-V3 (multi-head latent attention) on 8 H200, TP 8, fp8-block
+// weights, fp8 latent cache, 32 x 32,768 tokens: the header's hand check.
+TEST(InferExamples, DeepSeekV3Fp8OnEightH200) {
+  Evaluation evaluation = example("infer-deepseek-v3-fp8-h200x8.toml");
+  EXPECT_EQ(evaluation.component(MEMPLAN_ROLE_WEIGHTS), 84'461'850'992u + 678'243'328u);
+  EXPECT_EQ(evaluation.component(MEMPLAN_ROLE_KV_CACHE), 576ull * 61 * 32768 * 32);
+  EXPECT_EQ(evaluation.component(MEMPLAN_ROLE_ACTIVATIONS), 403'701'760u + 2'068'480u);
+  EXPECT_EQ(evaluation.breakdown().peak, 122'388'630'896u);
+  EXPECT_TRUE(evaluation.estimator().fits());
+}
+
 }  // namespace
 }  // namespace memplan::testing

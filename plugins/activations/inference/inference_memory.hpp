@@ -13,6 +13,17 @@
 // 2019, arXiv 1911.02150) shrink kv_heads below the query heads.
 // PagedAttention stores a sequence's tokens in fixed blocks of `block` tokens,
 // so a sequence occupies ceil(tokens / block) blocks (section 4.1).
+// Multi-head latent attention (DeepSeek-V2, arXiv 2405.04434, section 2.1.2)
+// caches one latent per token instead of keys and values: kv_lora_rank + the
+// rope key's qk_rope_head_dim elements, shared by every head, so every
+// tensor-parallel rank holds all of it. vLLM sizes it as one kv head of
+// head_size kv_lora_rank + qk_rope_head_dim (ModelArchConfigConvertorBase.
+// get_head_size) with no separate value (vllm/v1/kv_cache_interface.py @
+// 001cabc1, MLAAttentionSpec.real_page_size_bytes: block_size x num_kv_heads
+// x head_size x dtype size, without FullAttentionSpec's key + value):
+//   bytes per layer = (kv_lora_rank + qk_rope_head_dim) x tokens x sequences x kv_bytes
+// DeepSeek-V3: 576 elements per token per layer (DeepSeek-V2 paper, Table 1:
+// (d_c + d_h^R) l = 4.5 d_h l with d_c = 4 d_h, d_h^R = d_h / 2, d_h = 128).
 // A sliding window of W tokens (Mistral 7B, Jiang et al. 2023, arXiv
 // 2310.06825, section 2: rolling buffer cache) caps a windowed layer at W.
 //
@@ -78,22 +89,33 @@ struct KvShape {
   double kv_heads = 0;  // per rank
   double head_dim = 0;
   double bytes = 2;     // per element of the cache dtype
+  bool latent = false;  // latent attention: one latent per token (kv_heads 1, head_dim kv_lora_rank + rope), no V
 };
+
+// The cache of a latent-attention model: one "head" of the latent and the
+// rope key, whole on every rank.
+inline KvShape latent_kv(double kv_lora_rank, double qk_rope_head_dim, double bytes) {
+  return KvShape{1, kv_lora_rank + qk_rope_head_dim, bytes, true};
+}
 
 // Bytes one layer caches for `sequences` sequences of `tokens` tokens each.
 inline double kv_bytes_per_layer(const KvShape& kv, double tokens, double sequences) {
-  return 2 * kv.kv_heads * kv.head_dim * tokens * sequences * kv.bytes;
+  return (kv.latent ? 1 : 2) * kv.kv_heads * kv.head_dim * tokens * sequences * kv.bytes;
 }
 
 // The shape of one layer's forward on one tensor-parallel rank.
 struct ForwardShape {
   double hidden = 0;         // h
   double heads = 0;          // query heads of the whole model
-  double head_dim = 0;
-  double kv_heads_rank = 0;  // kv heads on this rank (memplan/support/kv_heads.hpp)
+  double head_dim = 0;       // q and k head width
+  double v_head_dim = 0;     // value head width; 0: head_dim
+  double kv_heads_rank = 0;  // kv heads on this rank (memplan/support/kv_heads.hpp); latent attention: heads / t
+  double latent = 0;         // latent attention: the replicated latents per token (q_lora_rank + kv_lora_rank + rope)
   double ffn = 0;            // MLP inner width f (per expert for MoE)
   bool gated = false;        // SwiGLU: gate, up and their product
   double top_k = 0;          // MoE: experts each token visits; 0 for a dense MLP
+  double shared_ffn = 0;     // MoE: the shared expert's width (every token passes it); 0: none
+  double dense_ffn = 0;      // MoE with dense first layers on this rank: their MLP width; 0: none
   double tensor = 1;         // t
   double bytes = 2;          // p, the activation dtype size
   bool flash_attention = true;
@@ -105,9 +127,15 @@ struct ForwardShape {
 //   residual stream in and out           2 p c h              (replicated across ranks)
 //   + the larger of
 //     attention: Q, K, V outputs         p c (q/t + 2 kv_rank)   q = heads x head_dim
+//                (latent attention, prefill's up-projected path, vllm/v1/attention/
+//                backends/mla/common.py: Q and K of heads/t x head_dim, V of
+//                heads/t x v_head_dim, and the replicated latents q_c, kv_c, k_pe)
 //                scores without FlashAttention   p (heads/t) c context
 //     MLP:       p c f (3 if gated, else 2) / t   gate and up outputs and their product
-//                (x top_k for MoE: each token visits top_k experts)
+//                (x top_k for MoE: each token visits top_k experts; plus the
+//                shared expert's p c f_s (3 or 2) / t, whose output waits for
+//                the routed experts'; the dense first layers' MLP where the
+//                rank holds any, whichever is larger)
 // The two branches do not coexist: the attention temporaries are freed before
 // the MLP runs. Prefill over a whole prompt is c = b s with context s; decode
 // is c = b (one new token per sequence) with context s.
@@ -115,10 +143,14 @@ inline double layer_transient(const ForwardShape& x, double tokens, double conte
   const double p = x.bytes;
   const double c = tokens;
   const double residual = 2 * p * c * x.hidden;
-  double attention = p * c * (x.heads * x.head_dim / x.tensor + 2 * x.kv_heads_rank * x.head_dim);
+  const double v_head_dim = x.v_head_dim > 0 ? x.v_head_dim : x.head_dim;
+  double attention =
+      p * c * (x.heads * x.head_dim / x.tensor + x.kv_heads_rank * (x.head_dim + v_head_dim) + x.latent);
   if (!x.flash_attention) attention += p * (x.heads / x.tensor) * c * context;
-  double mlp = p * c * x.ffn * (x.gated ? 3 : 2) / x.tensor;
-  if (x.top_k > 0) mlp *= x.top_k;
+  const double projections = x.gated ? 3 : 2;
+  double mlp = p * c * x.ffn * projections / x.tensor;
+  if (x.top_k > 0) mlp = mlp * x.top_k + p * c * x.shared_ffn * projections / x.tensor;
+  mlp = std::max(mlp, p * c * x.dense_ffn * projections / x.tensor);
   return residual + std::max(attention, mlp);
 }
 

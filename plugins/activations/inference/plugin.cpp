@@ -56,7 +56,7 @@ constexpr std::array<const char*, 5> kKvDtypes{"fp32", "fp16", "bf16", "fp8", "i
 class InferenceMemory {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "inference", "1.1.1", "KV cache (paged, GQA, sliding window) and forward transients for serving",
+      "inference", "1.2.0", "KV cache (paged, GQA, latent attention, sliding window) and forward transients for serving",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
@@ -123,8 +123,12 @@ class InferenceMemory {
     const inf::LayerMix mix =
         inf::classify_layers(first, stage_layers, window, window > 0 ? model.global_attention_every : 0);
 
-    const inf::KvShape kv{static_cast<double>(support::kv_heads_per_rank(model.kv_heads, t)),
-                          static_cast<double>(model.head_dim), kv_bytes};
+    const inf::KvShape kv =
+        model.kv_lora_rank > 0
+            ? inf::latent_kv(static_cast<double>(model.kv_lora_rank), static_cast<double>(model.qk_rope_head_dim),
+                             kv_bytes)
+            : inf::KvShape{static_cast<double>(support::kv_heads_per_rank(model.kv_heads, t)),
+                           static_cast<double>(model.head_dim), kv_bytes};
     const int64_t global_tokens = inf::paged_tokens(seq_len, block_size_);
     // A windowed layer evicts tokens older than the window only after a pass:
     // while a pass of c tokens runs it holds the window's last W - 1 tokens
@@ -151,7 +155,8 @@ class InferenceMemory {
                  inf::kv_bytes_per_layer(kv, static_cast<double>(block_size_), 1) * static_cast<double>(stage_layers));
 
     add_transients(ctx, model, t, activation_bytes, seq_len, sequences,
-                   mix.global_count > 0 ? seq_len : std::min(seq_len, window), rank.lm_head);
+                   mix.global_count > 0 ? seq_len : std::min(seq_len, window), rank.lm_head,
+                   first < model.dense_layers);
   }
 
  private:
@@ -166,16 +171,25 @@ class InferenceMemory {
   // The forward transient of one layer, prefill or decode, whichever is
   // larger, and the fp32 logits on the rank that holds the LM head.
   void add_transients(memplan::sdk::Context& ctx, const memplan_model& model, int64_t t, double activation_bytes,
-                      int64_t seq_len, int64_t sequences, int64_t context, bool lm_head) const {
+                      int64_t seq_len, int64_t sequences, int64_t context, bool lm_head,
+                      bool dense_layers_here) const {
     inf::ForwardShape shape;
     shape.hidden = static_cast<double>(model.hidden);
     shape.heads = static_cast<double>(model.heads);
     shape.head_dim = static_cast<double>(model.head_dim);
     shape.kv_heads_rank = static_cast<double>(support::kv_heads_per_rank(model.kv_heads, t));
+    if (model.kv_lora_rank > 0) {
+      // Prefill up-projects K and V for this rank's heads from the latent.
+      shape.v_head_dim = static_cast<double>(model.v_head_dim);
+      shape.kv_heads_rank = static_cast<double>(model.heads) / static_cast<double>(t);
+      shape.latent = static_cast<double>(model.q_lora_rank + model.kv_lora_rank + model.qk_rope_head_dim);
+    }
     shape.gated = model.gated_mlp != 0;
     if (model.experts > 0) {
       shape.ffn = static_cast<double>(model.expert_ffn_hidden);
       shape.top_k = static_cast<double>(model.experts_top_k);
+      shape.shared_ffn = static_cast<double>(model.shared_expert_ffn_hidden);
+      if (dense_layers_here) shape.dense_ffn = static_cast<double>(model.ffn_hidden);
     } else {
       shape.ffn = static_cast<double>(model.ffn_hidden);
     }
