@@ -150,7 +150,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Family{"gemma-2-9b", 9'241'705'984.0}, Family{"gemma-2-27b", 27'227'128'320.0},
                       Family{"olmo-2-7b", 7'298'617'344.0}, Family{"mistral-nemo-12b", 12'247'782'400.0},
                       Family{"mistral-small-24b", 23'572'403'200.0}, Family{"phi-4", 14'659'507'200.0},
-                      Family{"qwen2.5-7b", 7'615'616'512.0}),
+                      Family{"qwen2.5-7b", 7'615'616'512.0}, Family{"qwen2.5-72b-instruct", 72'706'203'648.0}),
     [](const ::testing::TestParamInfo<Family>& info) {
       std::string name = info.param.preset;
       for (char& c : name)
@@ -491,6 +491,12 @@ TEST(HfConfig, PhiFourAndQwenTwoPointFive) {
   EXPECT_EQ(fixture_total("qwen2.5-7b"), 7'615'616'512.0);
   EXPECT_NEAR(7'615'616'512.0, 7.61e9, 0.01e9);
   EXPECT_NEAR(7'615'616'512.0 - 2 * 152'064.0 * 3584, 6.53e9, 0.01e9);
+  // Qwen/Qwen2.5-72B-Instruct: the hand count beside qwen2.5-72b-instruct.toml
+  // is also the sum of the checkpoint's safetensors tensors that a public
+  // model report lists (72,706,203,648); the card says 72.7B.
+  EXPECT_EQ(fixture_total("qwen2.5-72b-instruct"), 72'706'203'648.0);
+  expect_rounds_to(72'706'203'648.0, 72.7e9, 0.1e9);
+  EXPECT_EQ(fixture_model("qwen2.5-72b-instruct").sliding_window, 0);  // use_sliding_window false
 }
 
 // Llama 3.3 70B has Llama 3.1 70B's architecture: its preset is the model the
