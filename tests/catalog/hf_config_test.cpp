@@ -359,6 +359,9 @@ TEST(HfConfig, Gemma) {
   // 1,981,884,416 (the Gemma report's non-embedding count, Table 2); +
   // embedding 256,000 x 2048 = 524,288,000 = 2,506,172,416 (2.51B).
   EXPECT_EQ(fixture_total("gemma-2b"), 2'506'172'416.0);
+  // The report's embedding count, 524,550,144, is of 256,128 rows; the
+  // checkpoint has 256,000: 256,000 x 2048 + 1,981,884,416.
+  EXPECT_EQ(fixture_total("gemma-2b"), 256'000.0 * 2048 + 1'981'884'416.0);
   expect_rounds_to(2'506'172'416.0, 2.51e9, 0.01e9);
   const ModelSpec gemma = fixture_model("gemma-2b");
   EXPECT_EQ(gemma.kv_heads, 1);
@@ -376,8 +379,12 @@ TEST(HfConfig, Gemma) {
 }
 
 TEST(HfConfig, Gemma2) {
-  // Hand counts beside gemma-2-9b.toml and gemma-2-27b.toml; the Hugging Face
-  // pages give 9.24B and 27.2B.
+  // Hand counts beside gemma-2-9b.toml and gemma-2-27b.toml, equal to the
+  // Gemma 2 report's embedding and non-embedding parameters (arXiv
+  // 2408.00118, Table 2: 9B 917,504,000 + 8,324,201,984, 27B 1,179,648,000 +
+  // 26,047,480,320); the Hugging Face pages give 9.24B and 27.2B.
+  EXPECT_EQ(fixture_total("gemma-2-9b"), 917'504'000.0 + 8'324'201'984.0);
+  EXPECT_EQ(fixture_total("gemma-2-27b"), 1'179'648'000.0 + 26'047'480'320.0);
   expect_rounds_to(fixture_total("gemma-2-9b"), 9.24e9, 0.01e9);
   expect_rounds_to(fixture_total("gemma-2-27b"), 27.2e9, 0.1e9);
   const ModelSpec gemma = fixture_model("gemma-2-27b");
