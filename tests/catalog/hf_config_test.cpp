@@ -145,7 +145,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Family{"qwen2-7b", 7'615'616'512.0}, Family{"qwen2-72b", 72'706'203'648.0},
                       Family{"gpt2-xl", 1'557'611'200.0}, Family{"bert-large-uncased", 335'141'888.0},
                       Family{"qwen3-4b", 4'022'468'096.0}, Family{"qwen3-30b-a3b", 30'532'122'624.0},
-                      Family{"qwen1.5-moe-a2.7b", 14'315'784'192.0}, Family{"phi-3-mini-4k", 3'821'079'552.0}),
+                      Family{"qwen1.5-moe-a2.7b", 14'315'784'192.0}, Family{"phi-3-mini-4k", 3'821'079'552.0},
+                      // Hand counts in the preset files and in the tests below.
+                      Family{"gemma-2-9b", 9'241'705'984.0}, Family{"gemma-2-27b", 27'227'128'320.0},
+                      Family{"olmo-2-7b", 7'298'617'344.0}, Family{"mistral-nemo-12b", 12'247'782'400.0},
+                      Family{"mistral-small-24b", 23'572'403'200.0}, Family{"phi-4", 14'659'507'200.0},
+                      Family{"qwen2.5-7b", 7'615'616'512.0}, Family{"qwen2.5-72b-instruct", 72'706'203'648.0}),
     [](const ::testing::TestParamInfo<Family>& info) {
       std::string name = info.param.preset;
       for (char& c : name)
@@ -338,6 +343,181 @@ TEST(HfConfig, Gemma3MultimodalReadsTextConfig) {
   EXPECT_TRUE(text_only.estimator().scenario().warnings.empty());
 }
 
+// The published totals below are rounded (the model card or the Hugging Face
+// page's size): the hand count must round to them, within half a unit of the
+// last digit given.
+void expect_rounds_to(double count, double published, double unit) {
+  EXPECT_NEAR(count, published, unit / 2) << "published " << published;
+}
+
+TEST(HfConfig, Gemma) {
+  // google/gemma-2b (GemmaForCausalLM): h 2048, 18 layers, 8 q heads and 1 kv
+  // head of 256 (multi-query), gated GELU MLP 16384, vocabulary 256,000, tied,
+  // 2 norms per layer. Per layer: q 2048 x 2048 = 4,194,304, k and v 2048 x
+  // 256 = 524,288 each, o 4,194,304, MLP 3 x 2048 x 16384 = 100,663,296, norms
+  // 4,096: 110,104,576; x 18 = 1,981,882,368; + final norm 2,048 =
+  // 1,981,884,416 (the Gemma report's non-embedding count, Table 2); +
+  // embedding 256,000 x 2048 = 524,288,000 = 2,506,172,416 (2.51B).
+  EXPECT_EQ(fixture_total("gemma-2b"), 2'506'172'416.0);
+  // The report's embedding count, 524,550,144, is of 256,128 rows; the
+  // checkpoint has 256,000: 256,000 x 2048 + 1,981,884,416.
+  EXPECT_EQ(fixture_total("gemma-2b"), 256'000.0 * 2048 + 1'981'884'416.0);
+  expect_rounds_to(2'506'172'416.0, 2.51e9, 0.01e9);
+  const ModelSpec gemma = fixture_model("gemma-2b");
+  EXPECT_EQ(gemma.kv_heads, 1);
+  EXPECT_EQ(gemma.head_dim, 256);
+  EXPECT_EQ(gemma.mlp, MlpKind::swiglu);  // gate_proj, up_proj, down_proj
+  EXPECT_TRUE(gemma.tied_embeddings);     // absent: GemmaConfig's true
+  EXPECT_EQ(gemma.layer_norms, 2);
+  EXPECT_EQ(gemma.qk_norm, QkNorm::none);
+  EXPECT_EQ(gemma.sliding_window, 0);
+  EXPECT_EQ(gemma.max_context, 8192);
+  // head_dim absent: GemmaConfig's 256, not hidden / heads.
+  EXPECT_EQ(ConfigFile(replaced(fixture_text("gemma-2b"), "\"head_dim\": 256,", "")).evaluation().breakdown()
+                .params_total,
+            2'506'172'416.0);
+}
+
+TEST(HfConfig, Gemma2) {
+  // Hand counts beside gemma-2-9b.toml and gemma-2-27b.toml, equal to the
+  // Gemma 2 report's embedding and non-embedding parameters (arXiv
+  // 2408.00118, Table 2: 9B 917,504,000 + 8,324,201,984, 27B 1,179,648,000 +
+  // 26,047,480,320); the Hugging Face pages give 9.24B and 27.2B.
+  EXPECT_EQ(fixture_total("gemma-2-9b"), 917'504'000.0 + 8'324'201'984.0);
+  EXPECT_EQ(fixture_total("gemma-2-27b"), 1'179'648'000.0 + 26'047'480'320.0);
+  expect_rounds_to(fixture_total("gemma-2-9b"), 9.24e9, 0.01e9);
+  expect_rounds_to(fixture_total("gemma-2-27b"), 27.2e9, 0.1e9);
+  const ModelSpec gemma = fixture_model("gemma-2-27b");
+  EXPECT_EQ(gemma.head_dim, 128);  // not 4608 / 32 = 144
+  EXPECT_EQ(gemma.layer_norms, 4);
+  EXPECT_TRUE(gemma.tied_embeddings);
+  // Gemma2DecoderLayer: is_sliding = not bool(layer_idx % 2): layers 0, 2, 4,
+  // ... windowed, 1, 3, 5, ... global = (i + 1) % 2 == 0.
+  EXPECT_EQ(gemma.sliding_window, 4096);
+  EXPECT_EQ(gemma.global_attention_every, 2);
+  // Four norms: the 27B with Gemma's two would have 46 x 2 x 4608 fewer.
+  ModelSpec two = gemma;
+  two.layer_norms = 2;
+  EXPECT_EQ(27'227'128'320.0 - count_parameters(parameter_inventory(two)), 46 * 2 * 4608.0);
+
+  const std::string text = fixture_text("gemma-2-9b");
+  // sliding_window absent: Gemma2Config's 4096; null: every layer global.
+  EXPECT_EQ(ConfigFile(replaced(text, "\"sliding_window\": 4096,", "")).evaluation().estimator().scenario()
+                .model.sliding_window,
+            4096);
+  const ModelSpec global = ConfigFile(replaced(text, "\"sliding_window\": 4096,", "\"sliding_window\": null,"))
+                               .evaluation()
+                               .estimator()
+                               .scenario()
+                               .model;
+  EXPECT_EQ(global.sliding_window, 0);
+  EXPECT_EQ(global.global_attention_every, 0);
+  // layer_types (newer transformers write it): Gemma 2's alternation is read,
+  // another pattern is an error naming the first layer that differs.
+  std::string types = "\"layer_types\": [";
+  for (int i = 0; i < 42; ++i)
+    types += std::string(i ? ", " : "") + (i % 2 ? "\"full_attention\"" : "\"sliding_attention\"");
+  types += "],";
+  EXPECT_EQ(ConfigFile(replaced(text, "\"max_position_embeddings\"", types + " \"max_position_embeddings\""))
+                .evaluation()
+                .estimator()
+                .scenario()
+                .model.global_attention_every,
+            2);
+  const std::string swapped = replaced(types, "\"sliding_attention\", \"full_attention\"",
+                                       "\"full_attention\", \"sliding_attention\"");
+  const ConfigFile wrong(replaced(text, "\"max_position_embeddings\"", swapped + " \"max_position_embeddings\""));
+  EXPECT_EQ(wrong.error(), wrong.path() +
+                               ": error: Hugging Face config: \"layer_types\"[0] is the string \"full_attention\", not "
+                               "\"sliding_attention\": memplan models Gemma 2's alternation only (layer i global "
+                               "when i + 1 is even); correct the list, or describe the model with [model] keys "
+                               "(sliding_window, global_attention_every) instead of hf_config");
+  const ConfigFile short_list(replaced(text, "\"max_position_embeddings\"",
+                                       "\"layer_types\": [\"sliding_attention\"], \"max_position_embeddings\""));
+  EXPECT_EQ(short_list.error(), short_list.path() +
+                                    ": error: Hugging Face config: \"layer_types\" lists 1 layers, not the 42 of "
+                                    "\"num_hidden_layers\"; correct the file");
+  const ConfigFile no_kv(replaced(text, "\"num_key_value_heads\": 8,", ""));
+  EXPECT_EQ(no_kv.error(), no_kv.path() +
+                               ": error: Hugging Face config: \"num_key_value_heads\" is missing (the key/value "
+                               "heads; model_type \"gemma2\" needs it); add it to the file");
+}
+
+TEST(HfConfig, Olmo2) {
+  // allenai/OLMo-2-1124-7B: hand count beside olmo-2-7b.toml (7.3B).
+  expect_rounds_to(fixture_total("olmo-2-7b"), 7.3e9, 0.1e9);
+  // allenai/OLMo-2-1124-13B: h 5120, 40 layers, 40 heads (no grouping), MLP
+  // 13824, vocabulary 100,352, untied. Per layer: attention 4 x 5120^2 =
+  // 104,857,600, q/k norms over the projections 5120 + 5120 = 10,240, MLP 3 x
+  // 5120 x 13824 = 212,336,640, norms 10,240: 317,214,720; x 40 =
+  // 12,688,588,800; + embedding and head 2 x 100,352 x 5120 = 1,027,604,480 +
+  // final norm 5,120 = 13,716,198,400 (13.7B).
+  EXPECT_EQ(fixture_total("olmo-2-13b"), 13'716'198'400.0);
+  expect_rounds_to(13'716'198'400.0, 13.7e9, 0.1e9);
+  const ModelSpec olmo = fixture_model("olmo-2-13b");
+  EXPECT_EQ(olmo.qk_norm, QkNorm::full);  // q_norm of heads x head_dim, k_norm of kv_heads x head_dim
+  EXPECT_EQ(olmo.layer_norms, 2);         // post_attention_layernorm, post_feedforward_layernorm
+  EXPECT_FALSE(olmo.tied_embeddings);
+  EXPECT_FALSE(olmo.qkv_bias);
+  EXPECT_EQ(olmo.max_context, 4096);
+  // The q/k norms are the full widths: per head (as Qwen3) they would be 2 x 128.
+  ModelSpec per_head = olmo;
+  per_head.qk_norm = QkNorm::head;
+  EXPECT_EQ(13'716'198'400.0 - count_parameters(parameter_inventory(per_head)), 40 * (10240.0 - 256));
+}
+
+TEST(HfConfig, MistralExplicitHeadDim) {
+  // mistralai/Mistral-Nemo-Base-2407: head_dim 128 with hidden 5120 and 32
+  // heads (not 5120 / 32 = 160): q and o are 5120 x 4096. Hand count beside
+  // mistral-nemo-12b.toml: 12,247,782,400 (12.2B).
+  EXPECT_EQ(fixture_total("mistral-nemo-12b"), 12'247'782'400.0);
+  expect_rounds_to(12'247'782'400.0, 12.2e9, 0.1e9);
+  const ModelSpec nemo = fixture_model("mistral-nemo-12b");
+  EXPECT_EQ(nemo.head_dim, 128);
+  EXPECT_EQ(nemo.sliding_window, 0);  // null
+  EXPECT_EQ(nemo.max_context, 128000);
+  // Without head_dim the heads would be 160 wide: q, k, v, o grow by 40 x
+  // (2 x 5120 x 1024 + 2 x 5120 x 256) = 524,288,000.
+  const std::string text = fixture_text("mistral-nemo-12b");
+  EXPECT_EQ(ConfigFile(replaced(text, "\"head_dim\": 128,", "")).evaluation().breakdown().params_total,
+            12'247'782'400.0 + 524'288'000.0);
+  // Mistral Small 3 (2501): the same attention, MLP 32768 (23.6B).
+  expect_rounds_to(fixture_total("mistral-small-24b"), 23.6e9, 0.1e9);
+  EXPECT_EQ(fixture_model("mistral-small-24b").head_dim, 128);
+}
+
+TEST(HfConfig, PhiFourAndQwenTwoPointFive) {
+  // microsoft/phi-4 (phi3, fused projections as Phi-3): 14.7B; Qwen/Qwen2.5-7B:
+  // the model card's 7.61B (6.53B without the embedding and the head).
+  expect_rounds_to(fixture_total("phi-4"), 14.7e9, 0.1e9);
+  const ModelSpec phi = fixture_model("phi-4");
+  EXPECT_EQ(phi.kv_heads, 10);
+  EXPECT_EQ(phi.sliding_window, 0);
+  // The card cuts 7.6156B to 7.61 but rounds 6.5256B to 6.53: within one unit
+  // of the last digit (0.01B), not half.
+  EXPECT_EQ(fixture_total("qwen2.5-7b"), 7'615'616'512.0);
+  EXPECT_NEAR(7'615'616'512.0, 7.61e9, 0.01e9);
+  EXPECT_NEAR(7'615'616'512.0 - 2 * 152'064.0 * 3584, 6.53e9, 0.01e9);
+  // Qwen/Qwen2.5-72B-Instruct: the hand count beside qwen2.5-72b-instruct.toml
+  // is also the sum of the checkpoint's safetensors tensors that a public
+  // model report lists (72,706,203,648); the card says 72.7B.
+  EXPECT_EQ(fixture_total("qwen2.5-72b-instruct"), 72'706'203'648.0);
+  expect_rounds_to(72'706'203'648.0, 72.7e9, 0.1e9);
+  EXPECT_EQ(fixture_model("qwen2.5-72b-instruct").sliding_window, 0);  // use_sliding_window false
+}
+
+// Llama 3.3 70B has Llama 3.1 70B's architecture: its preset is the model the
+// llama-3.1-70b config gives.
+TEST(HfConfig, LlamaThreePointThreeIsLlamaThreePointOneSeventy) {
+  const Evaluation preset =
+      evaluate(replaced(std::string(kTrain), "MODEL", "preset = \"llama-3.3-70b\""), fixtures() + "/scenario.toml");
+  const Evaluation config = evaluate(
+      replaced(std::string(kTrain), "MODEL", "hf_config = \"llama-3.1-70b/config.json\""), fixtures() + "/scenario.toml");
+  expect_same_model(preset.estimator().scenario().model, config.estimator().scenario().model);
+  expect_same_estimate(preset, config);
+  expect_rounds_to(preset.breakdown().params_total, 70.6e9, 0.1e9);
+}
+
 TEST(HfConfig, MoeWithDenseLayersIsAnError) {
   const std::string moe = fixture_text("qwen3-30b-a3b");
   EXPECT_NE(ConfigFile(replaced(moe, "\"mlp_only_layers\": []", "\"mlp_only_layers\": [0]")).error().find(
@@ -424,9 +604,10 @@ TEST(HfConfig, UnsupportedModelType) {
   EXPECT_EQ(error_of(replaced(std::string(kInfer), "MODEL", "hf_config = \"opt-13b/config.json\""),
                      fixtures() + "/s.toml"),
             path +
-                ": error: Hugging Face config: model_type \"opt\" is not supported; memplan reads \"bert\", \"deepseek_v2\", \"deepseek_v3\", \"gemma3\", "
-                "\"gemma3_text\", \"gpt2\", \"llama\", \"mistral\", \"mixtral\", \"phi3\", \"qwen2\", "
-                "\"qwen2_moe\", \"qwen3\" and \"qwen3_moe\" configs. For another model, remove 'hf_config' "
+                ": error: Hugging Face config: model_type \"opt\" is not supported; memplan reads \"bert\", "
+                "\"deepseek_v2\", \"deepseek_v3\", \"gemma\", \"gemma2\", \"gemma3\", \"gemma3_text\", \"gpt2\", "
+                "\"llama\", \"mistral\", \"mixtral\", \"olmo2\", \"phi3\", \"qwen2\", \"qwen2_moe\", \"qwen3\" and "
+                "\"qwen3_moe\" configs. For another model, remove 'hf_config' "
                 "and describe the architecture with [model] keys (layers, hidden, heads, ...)");
 }
 

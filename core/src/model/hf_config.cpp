@@ -18,9 +18,9 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::string_view, 14> kModelTypes = {
-    "bert", "deepseek_v2", "deepseek_v3", "gemma3", "gemma3_text", "gpt2",      "llama",
-    "mistral", "mixtral", "phi3", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"};
+constexpr std::array<std::string_view, 17> kModelTypes = {
+    "bert",    "deepseek_v2", "deepseek_v3", "gemma", "gemma2", "gemma3",    "gemma3_text", "gpt2", "llama",
+    "mistral", "mixtral",     "olmo2",       "phi3",  "qwen2",  "qwen2_moe", "qwen3",       "qwen3_moe"};
 
 // "the string \"4096\"", "null", ... for messages.
 std::string describe(const json& value) {
@@ -300,6 +300,87 @@ void read_gemma3(const ConfigReader& config, ModelSpec& spec, bool multimodal) {
   }
 }
 
+// Gemma (GemmaForCausalLM) and Gemma 2 (Gemma2ForCausalLM), transformers'
+// modeling_gemma.py / modeling_gemma2.py: RMSNorm decoders with a gated GELU MLP
+// (gate_proj, up_proj, down_proj), a head_dim of their own (default 256), q, k,
+// v and o biases when attention_bias, the LM head tied to the token embedding
+// (default true). Gemma has 2 norms per layer (input, post-attention); Gemma 2
+// 4 (input, post-attention, pre- and post-feedforward) and alternates windowed
+// and global layers: Gemma2DecoderLayer's is_sliding = not bool(layer_idx % 2),
+// so layer i is global when (i + 1) % 2 == 0 (global_attention_every = 2).
+// Gemma 2's logit soft-capping and query_pre_attn_scalar are scalars, not
+// weights.
+void read_gemma(const ConfigReader& config, ModelSpec& spec, bool gemma2) {
+  spec.layers = config.required("num_hidden_layers", "the number of layers");
+  spec.hidden = config.required("hidden_size", "the hidden size");
+  spec.heads = config.required("num_attention_heads", "the number of attention heads");
+  // GemmaConfig and Gemma2Config default it to the default model's (16, 4), not to the heads.
+  spec.kv_heads = config.required("num_key_value_heads", "the key/value heads");
+  spec.head_dim = config.positive("head_dim").value_or(256);
+  spec.vocab = config.required("vocab_size", "the vocabulary size");
+  spec.ffn_hidden = config.required("intermediate_size", "the MLP's inner width");
+  spec.mlp = MlpKind::swiglu;
+  spec.norm = NormKind::rmsnorm;
+  config.string("hidden_act");
+  config.string("hidden_activation");
+  spec.tied_embeddings = config.boolean("tie_word_embeddings").value_or(true);
+  spec.max_context = config.positive("max_position_embeddings").value_or(0);
+  const bool attention_bias = config.boolean("attention_bias").value_or(false);
+  spec.qkv_bias = spec.output_bias = attention_bias;
+  if (!gemma2) return;
+  spec.layer_norms = 4;
+  // Absent: Gemma2Config's default window of 4096 tokens; null: none.
+  const int64_t window =
+      config.present("sliding_window") ? config.positive("sliding_window").value_or(0) : 4096;
+  if (window > 0) {
+    spec.sliding_window = window;
+    spec.global_attention_every = 2;
+  }
+  // Newer configs spell the alternation out; another pattern cannot be modelled.
+  if (const auto count = config.array_size("layer_types")) {
+    if (*count != static_cast<size_t>(spec.layers))
+      config.fail("\"layer_types\" lists " + std::to_string(*count) + " layers, not the " +
+                  std::to_string(spec.layers) + " of \"num_hidden_layers\"; correct the file");
+    const json& types = *config.find("layer_types");
+    for (size_t i = 0; i < *count; ++i) {
+      const bool global = window == 0 || (i + 1) % 2 == 0;
+      const char* expected = global ? "full_attention" : "sliding_attention";
+      if (!types[i].is_string() || types[i].get<std::string>() != expected)
+        config.fail("\"layer_types\"[" + std::to_string(i) + "] is " + describe(types[i]) + ", not \"" + expected +
+                    "\": memplan models Gemma 2's alternation only (layer i global when i + 1 is even" +
+                    (window == 0 ? ", every layer global without a sliding_window" : "") +
+                    "); correct the list, or describe the model with [model] keys (sliding_window, "
+                    "global_attention_every) instead of hf_config");
+    }
+  }
+}
+
+// OLMo 2 (Olmo2ForCausalLM), transformers' modular_olmo2.py: a Llama-shaped
+// decoder (SwiGLU MLP, rotary positions, q, k, v and o biases when
+// attention_bias, untied head by default) whose q_norm and k_norm are RMSNorms
+// over the whole projections (heads x head_dim and kv_heads x head_dim), and
+// whose two norms per layer follow attention and the MLP
+// (post_attention_layernorm, post_feedforward_layernorm; Olmo2DecoderLayer
+// deletes input_layernorm).
+void read_olmo2(const ConfigReader& config, ModelSpec& spec) {
+  spec.layers = config.required("num_hidden_layers", "the number of layers");
+  spec.hidden = config.required("hidden_size", "the hidden size");
+  spec.heads = config.required("num_attention_heads", "the number of attention heads");
+  spec.kv_heads = config.positive("num_key_value_heads").value_or(spec.heads);
+  spec.head_dim = config.positive("head_dim").value_or(0);
+  spec.vocab = config.required("vocab_size", "the vocabulary size");
+  spec.ffn_hidden = config.required("intermediate_size", "the MLP's inner width");
+  spec.mlp = MlpKind::swiglu;
+  spec.norm = NormKind::rmsnorm;
+  config.string("hidden_act");
+  spec.tied_embeddings = config.boolean("tie_word_embeddings").value_or(false);
+  spec.max_context = config.positive("max_position_embeddings").value_or(0);
+  const bool attention_bias = config.boolean("attention_bias").value_or(false);
+  spec.qkv_bias = spec.output_bias = attention_bias;
+  spec.qk_norm = QkNorm::full;
+  spec.layer_norms = 2;
+}
+
 // DeepSeek-V2 and V3 (transformers' DeepseekV2ForCausalLM and
 // DeepseekV3ForCausalLM; DeepSeek's reference model, deepseek-ai/DeepSeek-V3 @
 // 9b4e978 inference/model.py): an RMSNorm decoder with multi-head latent
@@ -449,6 +530,10 @@ ModelSpec read_hf_config(std::string_view json_text, const std::string& path) {
     spec.hf_note = "model_type \"gemma3\" is multimodal: memplan counts its language model (text_config) only; the "
                    "vision tower and the multimodal projector are not in the estimate";
   }
+  else if (*type == "gemma" || *type == "gemma2")
+    read_gemma(config, spec, *type == "gemma2");
+  else if (*type == "olmo2")
+    read_olmo2(config, spec);
   else if (*type == "deepseek_v2" || *type == "deepseek_v3")
     read_deepseek(config, *type, spec);
   else if (*type == "gpt2")
