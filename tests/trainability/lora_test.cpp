@@ -158,6 +158,17 @@ TEST(LoraErrors, RankAndAlpha) {
                 library("lora"));
 }
 
+// Latent attention (DeepSeek) has other adapted shapes than q, k, v and o:
+// refused rather than sized as standard attention.
+TEST(LoraErrors, LatentAttentionIsNotModelledYet) {
+  EXPECT_EQ(lora_error("preset = \"deepseek-v2-lite\"\n", "rank = 8\ntargets = \"q\"\n"),
+            "l.toml:12:7: " + kPrefix +
+                ": adapts the q, k, v, o, MLP and expert matrices of layers that are all alike, but this model has "
+                "multi-head latent attention (kv_lora_rank), whose adapted shapes this plugin does not model yet; "
+                "remove the lora strategy, or train a part of the model with 'freeze' (e.g. train = \"attention\")" +
+                library("lora"));
+}
+
 TEST(LoraErrors, PeftNames) {
   EXPECT_EQ(lora_error(kLlama, "rank = 8\nr = 16\ntargets = \"q\"\n"),
             "l.toml:14:5: " + kPrefix + ", option 'r': is PEFT's name for rank, which is given too; keep one of them" +

@@ -137,7 +137,7 @@ struct Adapter {
 
 class LoraStrategy {
  public:
-  static constexpr sdk::PluginInfo info{"lora", "1.3.0",
+  static constexpr sdk::PluginInfo info{"lora", "1.3.1",
                                         "LoRA adapters r (d_in + d_out) on frozen weights (Hu et al. 2021)",
                                         sdk::Kind::strategy, sdk::Phase::trainability};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -156,6 +156,15 @@ class LoraStrategy {
     if (!model.has_architecture)
       options.fail("needs the model's architecture (the shapes of the adapted matrices) but the scenario gives "
                    "only params; use a preset or an inline architecture in [model]");
+    // The adapter shapes below are those of standard attention and of layers
+    // that are all alike; DeepSeek's latent projections (q_a_proj, q_b_proj,
+    // kv_a_proj_with_mqa, kv_b_proj) and dense first layers have other shapes.
+    if (model.kv_lora_rank > 0 || model.dense_layers > 0)
+      options.fail(std::string("adapts the q, k, v, o, MLP and expert matrices of layers that are all alike, but "
+                               "this model has ") +
+                   (model.kv_lora_rank > 0 ? "multi-head latent attention (kv_lora_rank)" : "dense first layers") +
+                   ", whose adapted shapes this plugin does not model yet; remove the lora strategy, or train a part of the "
+                   "model with 'freeze' (e.g. train = \"attention\")");
     const std::optional<int64_t> rank =
         either(options, "rank", "r", [&](const char* key) { return options.integer(key); });
     if (!rank) options.fail("needs rank = r, the adapters' rank (e.g. 8, 16 or 64)");
