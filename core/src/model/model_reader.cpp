@@ -1,6 +1,7 @@
 #include "model/model_reader.hpp"
 
 #include <cstdio>
+#include <utility>
 
 namespace memplan {
 
@@ -44,6 +45,9 @@ void read_model_keys(const TomlReader& reader, const toml::table& table, ModelSp
     spec.shared_expert_ffn_hidden = *v;
   }
   if (auto v = reader.boolean("shared_expert_gate")) spec.shared_expert_gate = *v;
+  if (auto v = reader.boolean("attention_sinks")) spec.attention_sinks = *v;
+  if (auto v = reader.boolean("router_bias")) spec.router_bias = *v;
+  if (auto v = reader.boolean("expert_bias")) spec.expert_bias = *v;
   if (const toml::node* moe = table.get("moe")) {
     if (!moe->is_table()) reader.fail_key("moe", "must be a table ([model.moe])");
     TomlReader moe_reader(*moe->as_table(), reader.file(), reader.section() + " moe");
@@ -118,6 +122,10 @@ void validate_model(const ModelSpec& spec, const TomlReader& where) {
   if (spec.shared_expert_gate && spec.shared_expert_ffn_hidden == 0)
     fail_at(at_key("shared_expert_gate"), section + ": 'shared_expert_gate' needs 'shared_expert_ffn_hidden' (the "
                                                     "shared expert it gates)");
+  for (const auto& [key, set] : {std::pair{"router_bias", spec.router_bias}, std::pair{"expert_bias", spec.expert_bias}})
+    if (set && spec.experts == 0)
+      fail_at(at_key(key), section + ": '" + key + "' is a bias of a mixture of experts (the router's, or each "
+                                     "expert's projections'); add [model.moe] or set it to false");
   if (spec.global_attention_every > 0 && spec.sliding_window == 0)
     fail_at(at_key("global_attention_every"), section + ": 'global_attention_every' needs 'sliding_window' (the "
                                                         "other layers' window)");
