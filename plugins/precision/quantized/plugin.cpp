@@ -8,7 +8,11 @@
 // `unquantized`: token and position embeddings, LM head, norms and the MoE
 // router. Adapters (class adapter, e.g. from 'lora') get `adapters`. A model
 // known only by its parameter count is one item, quantized whole, and the
-// report says so.
+// report says so. `quantize` narrows the quantized parts; biases stay
+// unquantized. With format "auto" (the default) the format, and the parts
+// kept unquantized, come from the model's quantization_config, which the host
+// publishes as model.quantization.* attributes (README.md, "The format a
+// checkpoint declares").
 //
 // Training (QLoRA, Dettmers et al. 2023, arXiv 2305.14314): quantized weights
 // are frozen, so every quantized item must have been frozen by a trainability
@@ -205,7 +209,7 @@ std::optional<Declared> declared_format(sdk::Options& options) {
 class QuantizedPrecision {
  public:
   static constexpr sdk::PluginInfo info{
-      "quantized", "1.2.0",
+      "quantized", "1.3.0",
       "Quantized weights (int8, int4, nf4, fp8, fp8-block, mxfp4, gptq, awq, GGUF types) with their block scales; frozen in training (QLoRA)",
       sdk::Kind::precision, sdk::Phase::precision};
   static std::span<const memplan_option_spec> options() { return kOptions; }
