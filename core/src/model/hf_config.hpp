@@ -1,7 +1,7 @@
 // Reads a Hugging Face transformers config.json into a ModelSpec, for
 // `[model] hf_config = "path/config.json"`. Supported model_type values:
 // llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, phi3, gemma3,
-// gemma3_text, gpt2, bert (docs/scenario-reference.md,
+// gemma3_text, gpt2, gpt_oss, bert (docs/scenario-reference.md,
 // [model], lists the fields read and their defaults).
 #pragma once
 
