@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <array>
-#include <initializer_list>
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -383,7 +383,7 @@ void read_layer_types(const ConfigReader& config, ModelSpec& spec) {
   if (every == 1) {
     spec.sliding_window = 0;  // every layer attends to the whole context
     spec.global_attention_every = 0;
-  } else if (spec.sliding_window == 0 && every != 1) {
+  } else if (spec.sliding_window == 0) {
     config.fail("\"layer_types\" has sliding_attention layers but \"sliding_window\" is null; give the window");
   } else {
     spec.global_attention_every = every;
@@ -470,16 +470,18 @@ void read_quantization(const ConfigReader& outer, const std::string& path, Model
   for (const char* key : {"group_size", "q_group_size"}) {
     const json* group = config.find(key);
     if (group == nullptr || format.group_size != 0) continue;
-    if (!group->is_number_integer() || (group->get<int64_t>() < 1 && group->get<int64_t>() != -1) ||
-        group->get<int64_t>() > 1'000'000'000)
-      config.mistyped(key, "a positive integer or -1 (one scale per row)", *group);
+    const bool valid = group->is_number_unsigned()
+                           ? group->get<uint64_t>() >= 1 && group->get<uint64_t>() <= 1'000'000'000
+                           : group->is_number_integer() && group->get<int64_t>() == -1;
+    if (!valid) config.mistyped(key, "a positive integer or -1 (one scale per row)", *group);
     format.group_size = group->get<int64_t>();
   }
   if (const json* block = config.find("weight_block_size")) {
     if (!block->is_array() || block->empty()) config.mistyped("weight_block_size", "an array of sizes", *block);
     format.block_elements = 1;
     for (const json& size : *block) {
-      if (!size.is_number_integer() || size.get<int64_t>() < 1 || size.get<int64_t>() > 1'000'000)
+      if (!size.is_number_unsigned() || size.get<uint64_t>() < 1 || size.get<uint64_t>() > 1'000'000 ||
+          format.block_elements * size.get<int64_t>() > 1'000'000'000)
         config.mistyped("weight_block_size", "an array of positive integers (such as [128, 128])", *block);
       format.block_elements *= size.get<int64_t>();
     }
