@@ -531,6 +531,17 @@ TEST(HfConfig, QuantizationConfig) {
   EXPECT_EQ(bad_group.error(), bad_group.path() +
                                    ": error: Hugging Face config: \"group_size\" must be a positive integer or -1 "
                                    "(one scale per row), not the integer 0; correct it in the file");
+  // Beyond an int64 (no wrap to -1), and a block of more than 10^9 elements.
+  EXPECT_NE(ConfigFile(llama2("\"hidden_act\"", "\"quantization_config\": {\"quant_method\": \"gptq\", "
+                                              "\"group_size\": 18446744073709551615}, \"hidden_act\""))
+                .error()
+                .find("\"group_size\" must be a positive integer or -1"),
+            std::string::npos);
+  EXPECT_NE(ConfigFile(llama2("\"hidden_act\"", "\"quantization_config\": {\"quant_method\": \"fp8\", "
+                                              "\"weight_block_size\": [1000000, 1000000]}, \"hidden_act\""))
+                .error()
+                .find("\"weight_block_size\" must be an array of positive integers"),
+            std::string::npos);
 }
 
 TEST(HfConfig, MoeWithDenseLayersIsAnError) {
