@@ -511,6 +511,15 @@ TEST(HfConfig, QuantizationConfig) {
       R"({"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]})");
   EXPECT_EQ(blocks.method, "fp8");
   EXPECT_EQ(blocks.block_elements, 16384);
+  // bitsandbytes: load_in_4bit / load_in_8bit give the bits; the 4-bit type and double quantization.
+  const WeightFormat bnb = format_of(R"({"quant_method": "bitsandbytes", "load_in_4bit": true, )"
+                                     R"("bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": true, )"
+                                     R"("llm_int8_skip_modules": ["lm_head"]})");
+  EXPECT_EQ(bnb.bits, 4);
+  EXPECT_EQ(bnb.value_type, "nf4");
+  EXPECT_TRUE(bnb.double_quant);
+  EXPECT_EQ(bnb.unquantized, "lm_head");
+  EXPECT_EQ(format_of(R"({"quant_method": "bitsandbytes", "load_in_8bit": true})").bits, 8);
   // Modules kept unquantized, by the parts they name.
   EXPECT_EQ(format_of(R"({"quant_method": "gptq", "modules_to_not_convert": ["lm_head", "model.layers.0.mlp", )"
                       R"("model.layers.*.self_attn.o_proj", "model.norm"]})")

@@ -338,6 +338,29 @@ TEST(FromModelConfig, GptqAwqAndBlockScaled) {
             7'068'590'080u);  // 4,328,521,728 MLP weights x 133/256 + 2,147,483,648 x 2 + 524,820,480
 }
 
+// bitsandbytes checkpoints (BitsAndBytesConfig), on Llama 2 7B as above.
+TEST(FromModelConfig, Bitsandbytes) {
+  // unsloth/llama-2-7b-bnb-4bit's quantization_config: NF4 with double
+  // quantization, the same as format = "nf4" with double_quant = true.
+  const QuantizedConfig nf4(
+      R"({"_load_in_4bit": true, "_load_in_8bit": false, "bnb_4bit_compute_dtype": "bfloat16", )"
+      R"("bnb_4bit_quant_storage": "uint8", "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": true, )"
+      R"("llm_int8_enable_fp32_cpu_offload": false, "llm_int8_has_fp16_weight": false, "llm_int8_skip_modules": null, )"
+      R"("llm_int8_threshold": 6.0, "load_in_4bit": true, "load_in_8bit": false, "quant_method": "bitsandbytes"})");
+  EXPECT_EQ(weights(evaluate_paper(scenario(nf4.model(), ""))),
+            weights(evaluate_paper(scenario(kLlama2_7b, "format = \"nf4\"\ndouble_quant = true\n"))));
+  // FP4 codes (BitsAndBytesConfig's default type) take the bytes of NF4: 4
+  // bits and an fp32 absmax per 64, 0.5625 bytes.
+  const QuantizedConfig fp4(R"({"load_in_4bit": true, "quant_method": "bitsandbytes"})");
+  EXPECT_EQ(weights(evaluate_paper(scenario(fp4.model(), ""))),
+            weights(evaluate_paper(scenario(kLlama2_7b, "format = \"nf4\"\n"))));
+  // LLM.int8(): one fp32 scale (Int8Params.SCB) per row of 4096:
+  // 6,476,005,376 x (1 + 4/4096) = 6,482,329,600 + 524,820,480.
+  const QuantizedConfig int8(R"({"load_in_8bit": true, "quant_method": "bitsandbytes", )"
+                             R"("llm_int8_skip_modules": ["lm_head"]})");
+  EXPECT_EQ(weights(evaluate_paper(scenario(int8.model(), ""))), 7'007'150'080u);
+}
+
 // ---- errors, asserted exactly ----
 
 std::string library() { return " (plugin library " + plugin_dir() + "/memplan-quantized.so)"; }
@@ -378,12 +401,17 @@ TEST(QuantizedErrors, FormatIsRequiredAndChecked) {
 }
 
 TEST(QuantizedErrors, TheConfigsFormatMustBeOneThePluginReads) {
-  const QuantizedConfig bnb(R"({"quant_method": "bitsandbytes", "load_in_4bit": true, "bnb_4bit_quant_type": "nf4"})");
+  const QuantizedConfig hqq(R"({"quant_method": "hqq", "nbits": 4, "group_size": 64})");
+  EXPECT_EQ(error_of(scenario(hqq.model(), "")),
+            "scenario.toml:6:7: error: in [precision], precision plugin 'quantized', option 'format': is \"auto\", and "
+            "the model's quantization_config declares quant_method \"hqq\", which 'quantized' does not read; it "
+            "reads mxfp4, fp8 (per tensor, or in blocks with weight_block_size), gptq, awq and bitsandbytes. Set "
+            "format to one of " + kFormatNames + library());
+  const QuantizedConfig bnb(R"({"quant_method": "bitsandbytes", "load_in_4bit": false})");
   EXPECT_EQ(error_of(scenario(bnb.model(), "")),
             "scenario.toml:6:7: error: in [precision], precision plugin 'quantized', option 'format': is \"auto\", and "
-            "the model's quantization_config declares quant_method \"bitsandbytes\", which 'quantized' does not "
-            "read; it reads mxfp4, fp8 (per tensor, or in blocks with weight_block_size), gptq and awq. Set format to "
-            "one of " + kFormatNames + library());
+            "the model's quantization_config declares quant_method \"bitsandbytes\" without load_in_4bit or "
+            "load_in_8bit; set format yourself" + library());
   const QuantizedConfig mx8(R"({"quant_method": "mxfp4", "bits": 8})");
   EXPECT_EQ(error_of(scenario(mx8.model(), "")),
             "scenario.toml:6:7: error: in [precision], precision plugin 'quantized', option 'format': is \"auto\", and "

@@ -95,6 +95,8 @@ Estimator::Estimator(const Scenario& scenario, const PluginRegistry& registry)
     if (format.bits != 0) fact(MEMPLAN_ATTR_MODEL_QUANT_BITS, false, format.bits, "");
     if (format.group_size != 0) fact(MEMPLAN_ATTR_MODEL_QUANT_GROUP_SIZE, false, format.group_size, "");
     if (format.block_elements != 0) fact(MEMPLAN_ATTR_MODEL_QUANT_BLOCK, false, format.block_elements, "");
+    if (!format.value_type.empty()) fact(MEMPLAN_ATTR_MODEL_QUANT_VALUE_TYPE, true, 0, format.value_type);
+    if (format.double_quant) fact(MEMPLAN_ATTR_MODEL_QUANT_DOUBLE_QUANT, false, 1, "");
     fact(MEMPLAN_ATTR_MODEL_QUANT_UNQUANTIZED, true, 0, format.unquantized);
     publish_model();
   }

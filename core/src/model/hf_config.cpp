@@ -467,6 +467,12 @@ void read_quantization(const ConfigReader& outer, const std::string& path, Model
                 "it, or remove quantization_config");
   format.method = *method;
   format.bits = config.positive("bits").value_or(config.positive("w_bit").value_or(0));
+  // bitsandbytes (BitsAndBytesConfig): load_in_4bit or load_in_8bit, the 4-bit
+  // values' type and double quantization.
+  if (format.bits == 0 && config.boolean("load_in_4bit").value_or(false)) format.bits = 4;
+  if (format.bits == 0 && config.boolean("load_in_8bit").value_or(false)) format.bits = 8;
+  format.value_type = config.string("bnb_4bit_quant_type").value_or("");
+  format.double_quant = config.boolean("bnb_4bit_use_double_quant").value_or(false);
   for (const char* key : {"group_size", "q_group_size"}) {
     const json* group = config.find(key);
     if (group == nullptr || format.group_size != 0) continue;
@@ -487,7 +493,7 @@ void read_quantization(const ConfigReader& outer, const std::string& path, Model
     }
   }
   unsigned kept = 0;
-  for (const char* key : {"modules_to_not_convert", "ignored_layers"}) {
+  for (const char* key : {"modules_to_not_convert", "ignored_layers", "llm_int8_skip_modules"}) {
     const json* modules = config.find(key);
     if (modules == nullptr) continue;
     if (!modules->is_array()) config.mistyped(key, "an array of module names", *modules);

@@ -48,7 +48,7 @@ constexpr std::array<memplan_option_spec, 13> kOptions{{
     {"format", MEMPLAN_OPTION_STRING,
      "quantized weight format: int8, int4, nf4, fp8, fp8-block (DeepSeek-V3), mxfp4, gptq, awq, or a llama.cpp GGUF "
      "type (q4_0, q4_1, q5_0, q5_1, q8_0, q2_k .. q6_k, iq1_s .. iq4_xs, iq4_nl); \"auto\": the format the model's "
-     "config.json declares (quantization_config: mxfp4, fp8, gptq, awq)",
+     "config.json declares (quantization_config: mxfp4, fp8, gptq, awq, bitsandbytes)",
      "\"auto\""},
     {"quantize", MEMPLAN_OPTION_STRING,
      "the parts whose linear weights are quantized: a comma-separated list of attention, mlp, experts",
@@ -160,6 +160,8 @@ struct Declared {
   std::optional<int64_t> bits;
   std::optional<int64_t> group;  // -1: one scale per row
   unsigned parts = kAllParts;     // those not kept unquantized
+  bool double_quant = false;      // bitsandbytes' bnb_4bit_use_double_quant
+  std::string_view scale;         // the scales' dtype, when the method fixes it; empty: the format's
 };
 
 std::optional<Declared> declared_format(sdk::Options& options) {
@@ -197,10 +199,31 @@ std::optional<Declared> declared_format(sdk::Options& options) {
   } else if (*method == "awq") {
     bits_must_be({4});
     declared.format = q::find_format("awq");
+  } else if (*method == "bitsandbytes") {
+    // bitsandbytes (BitsAndBytesConfig): 4-bit NF4 or FP4 codes with an fp32
+    // absmax per block of 64 (Params4bit's default blocksize), the same bytes
+    // for either code; 8-bit LLM.int8() weights with one fp32 scale per row
+    // (Int8Params.SCB).
+    if (!declared.bits)
+      options.fail("format", "is \"auto\", and the model's quantization_config declares quant_method "
+                             "\"bitsandbytes\" without load_in_4bit or load_in_8bit; set format yourself");
+    bits_must_be({4, 8});
+    if (*declared.bits == 4) {
+      const std::string type = options.fact_string(MEMPLAN_ATTR_MODEL_QUANT_VALUE_TYPE).value_or("fp4");
+      if (type != "nf4" && type != "fp4")
+        options.fail("format", "is \"auto\", and the model's quantization_config declares bnb_4bit_quant_type \"" +
+                                   type + "\"; 'quantized' reads nf4 and fp4; set format yourself");
+      declared.format = q::find_format("nf4");
+      declared.double_quant = options.fact_integer(MEMPLAN_ATTR_MODEL_QUANT_DOUBLE_QUANT).value_or(0) != 0;
+    } else {
+      declared.format = q::find_format("int8");
+      declared.scale = "fp32";
+    }
+    declared.bits.reset();  // the format's
   } else {
     options.fail("format", "is \"auto\", and the model's quantization_config declares quant_method \"" + *method +
                                "\", which 'quantized' does not read; it reads mxfp4, fp8 (per tensor, or in "
-                               "blocks with weight_block_size), gptq and awq. Set format to one of " +
+                               "blocks with weight_block_size), gptq, awq and bitsandbytes. Set format to one of " +
                                q::format_names());
   }
   return declared;
@@ -263,7 +286,7 @@ class QuantizedPrecision {
       layout.group = static_cast<double>(format->default_group);
       layout.block_bytes = static_cast<double>(format->block_bytes);
     }
-    layout.double_quant = options.boolean("double_quant").value_or(false);
+    layout.double_quant = options.boolean("double_quant").value_or(declared && declared->double_quant);
     if (layout.double_quant && format->name != "nf4")
       options.fail("double_quant", "applies to nf4 only (QLoRA's double quantization of the absmax constants); "
                                    "remove it or use format = \"nf4\"");
@@ -305,7 +328,8 @@ class QuantizedPrecision {
       if (!known) options.fail("scale_dtype", "is \"" + *scale + "\"; use fp32, fp16, bf16 or fp8");
     }
     if (format->grouping != q::Grouping::block)
-      layout.scale_bytes = *sdk::dtype_bytes(scale.value_or(std::string(format->default_scale)));
+      layout.scale_bytes = *sdk::dtype_bytes(
+          scale.value_or(std::string(declared && !declared->scale.empty() ? declared->scale : format->default_scale)));
 
     if (options.boolean("zero_point").value_or(format->zero_point_default)) {
       if (!format->has_zero_point)

@@ -63,13 +63,20 @@
  *                                      -1 for one scale per row, when given
  *   model.quantization.block_elements  int: elements per 2-D scale block (the product of
  *                                      weight_block_size, e.g. 128 x 128), when given
+ *   model.quantization.value_type      string: the values' type, when named (bitsandbytes'
+ *                                      bnb_4bit_quant_type: "nf4", "fp4")
+ *   model.quantization.double_quant    int 1: the scales are quantized too (bitsandbytes'
+ *                                      bnb_4bit_use_double_quant); absent otherwise
  *   model.quantization.unquantized     string: the parts the config keeps unquantized
- *                                      (modules_to_not_convert, ignored_layers), comma-separated
+ *                                      (modules_to_not_convert, ignored_layers,
+ *                                      llm_int8_skip_modules), comma-separated
  *                                      from attention, mlp, experts, router, embeddings, lm_head */
 #define MEMPLAN_ATTR_MODEL_QUANT_METHOD "model.quantization.method"
 #define MEMPLAN_ATTR_MODEL_QUANT_BITS "model.quantization.bits"
 #define MEMPLAN_ATTR_MODEL_QUANT_GROUP_SIZE "model.quantization.group_size"
 #define MEMPLAN_ATTR_MODEL_QUANT_BLOCK "model.quantization.block_elements"
+#define MEMPLAN_ATTR_MODEL_QUANT_VALUE_TYPE "model.quantization.value_type"
+#define MEMPLAN_ATTR_MODEL_QUANT_DOUBLE_QUANT "model.quantization.double_quant"
 #define MEMPLAN_ATTR_MODEL_QUANT_UNQUANTIZED "model.quantization.unquantized"
 
 /* Bytes of GPU copies of offloaded parameter shards that the sharding plugin

@@ -35,6 +35,8 @@ struct WeightFormat {
   int64_t bits = 0;            // bits per value ("bits", AWQ's "w_bit"); 0: not given
   int64_t group_size = 0;      // elements per scale ("group_size", AWQ's "q_group_size"); -1: one per row; 0: not given
   int64_t block_elements = 0;  // elements per 2-D scale block (the product of weight_block_size); 0: not given
+  std::string value_type;      // the values' type, when the config names one (bitsandbytes' bnb_4bit_quant_type)
+  bool double_quant = false;   // the scales are quantized too (bitsandbytes' bnb_4bit_use_double_quant)
   std::string unquantized;     // the parts the config keeps unquantized (modules_to_not_convert, ignored_layers),
                                // comma-separated in the words of [[strategy]] freeze's `train`: attention, mlp,
                                // experts, router, embeddings, lm_head
