@@ -150,7 +150,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Family{"gemma-2-9b", 9'241'705'984.0}, Family{"gemma-2-27b", 27'227'128'320.0},
                       Family{"olmo-2-7b", 7'298'617'344.0}, Family{"mistral-nemo-12b", 12'247'782'400.0},
                       Family{"mistral-small-24b", 23'572'403'200.0}, Family{"phi-4", 14'659'507'200.0},
-                      Family{"qwen2.5-7b", 7'615'616'512.0}, Family{"qwen2.5-72b-instruct", 72'706'203'648.0}),
+                      Family{"qwen2.5-7b", 7'615'616'512.0}, Family{"qwen2.5-72b-instruct", 72'706'203'648.0},
+                      Family{"gpt-oss-20b", 20'914'757'184.0}, Family{"gpt-oss-120b", 116'829'156'672.0}),
     [](const ::testing::TestParamInfo<Family>& info) {
       std::string name = info.param.preset;
       for (char& c : name)
@@ -518,6 +519,220 @@ TEST(HfConfig, LlamaThreePointThreeIsLlamaThreePointOneSeventy) {
   expect_rounds_to(preset.breakdown().params_total, 70.6e9, 0.1e9);
 }
 
+std::string llama2(std::string_view from, std::string_view to);
+
+// Elements of the inventory by item name (all layers).
+double inventory_elements(const ModelSpec& spec, std::string_view name) {
+  double total = 0;
+  for (const PlanItem& item : parameter_inventory(spec))
+    if (item.name_view() == name) total += item.elements * item.count;
+  return total;
+}
+
+TEST(HfConfig, GptOss) {
+  // openai/gpt-oss-120b (transformers' models/gpt_oss): h 2880, 36 layers, 64
+  // q heads and 8 kv heads of 64, q, k, v, o biases, a sink per head, 128
+  // experts of 2880 (top 4) with biases, a biased router, vocabulary 201,088,
+  // untied. Per layer: q 2880 x 4096 + 4096 = 11,800,576, k and v 2880 x 512
+  // + 512 = 1,475,072 each, o 4096 x 2880 + 2880 = 11,799,360, sinks 64
+  // (attention 26,550,144), router 2880 x 128 + 128 = 368,768, experts 128 x
+  // 3 x 2880^2 = 3,185,049,600 and their biases 128 x (2 x 2880 + 2880) =
+  // 1,105,920, norms 5,760: 3,213,080,192; x 36 = 115,670,886,912; +
+  // embedding and head 2 x 201,088 x 2880 = 1,158,266,880 + final norm 2,880
+  // = 116,829,156,672.
+  EXPECT_EQ(fixture_total("gpt-oss-120b"), 116'829'156'672.0);
+  const ModelSpec big = fixture_model("gpt-oss-120b");
+  EXPECT_EQ(big.experts, 128);
+  EXPECT_EQ(big.experts_top_k, 4);
+  EXPECT_EQ(big.expert_ffn_hidden, 2880);
+  EXPECT_EQ(big.head_dim, 64);
+  EXPECT_EQ(big.kv_heads, 8);
+  EXPECT_TRUE(big.qkv_bias && big.output_bias && big.attention_sinks && big.router_bias && big.expert_bias);
+  EXPECT_FALSE(big.tied_embeddings);
+  EXPECT_EQ(big.sliding_window, 128);
+  EXPECT_EQ(big.global_attention_every, 2);  // layer_types: sliding, full, sliding, ...
+  EXPECT_EQ(big.max_context, 131072);
+  // The model card (OpenAI 2025, "gpt-oss-120b & gpt-oss-20b Model Card",
+  // arXiv 2508.10925, Table 1) rounds to 0.01B: MLP (router and experts)
+  // 114.71B, attention 0.96B, embedding and unembedding 1.16B, total 116.83B.
+  const double mlp = inventory_elements(big, "moe.router") + inventory_elements(big, "moe.experts") +
+                     inventory_elements(big, "moe.experts_bias");
+  EXPECT_EQ(mlp, 114'714'874'368.0);  // (368,768 + 3,186,155,520) x 36
+  EXPECT_NEAR(mlp / 1e9, 114.71, 0.005);
+  double attention = 0;
+  for (const char* name : {"attn.q", "attn.k", "attn.v", "attn.o", "attn.sinks"})
+    attention += inventory_elements(big, name);
+  EXPECT_EQ(attention, 955'805'184.0);  // 26,550,144 x 36
+  EXPECT_NEAR(attention / 1e9, 0.96, 0.005);
+  EXPECT_EQ(inventory_elements(big, "attn.sinks"), 36 * 64.0);
+  EXPECT_NEAR((inventory_elements(big, "embed_tokens") + inventory_elements(big, "lm_head")) / 1e9, 1.16, 0.005);
+  EXPECT_NEAR(116'829'156'672.0 / 1e9, 116.83, 0.005);
+
+  // openai/gpt-oss-20b: the same layer with 32 experts, 24 layers. Per layer
+  // 26,550,144 + router 2880 x 32 + 32 = 92,192 + experts 32 x (3 x 2880^2 +
+  // 3 x 2880) = 796,538,880 + norms 5,760 = 823,186,976; x 24 =
+  // 19,756,487,424 + 1,158,269,760 = 20,914,757,184 (the model card: 20.91B;
+  // MLP 19.12B, attention 0.64B).
+  EXPECT_EQ(fixture_total("gpt-oss-20b"), 20'914'757'184.0);
+  const ModelSpec small = fixture_model("gpt-oss-20b");
+  EXPECT_EQ(small.experts, 32);
+  const double small_mlp = inventory_elements(small, "moe.router") + inventory_elements(small, "moe.experts") +
+                           inventory_elements(small, "moe.experts_bias");
+  EXPECT_NEAR(small_mlp / 1e9, 19.12, 0.005);
+  EXPECT_NEAR((inventory_elements(small, "attn.q") + inventory_elements(small, "attn.k") +
+               inventory_elements(small, "attn.v") + inventory_elements(small, "attn.o") +
+               inventory_elements(small, "attn.sinks")) / 1e9,
+              0.64, 0.005);
+
+  // The sinks are per head (split with the heads), the expert biases belong to the experts.
+  for (const PlanItem& item : parameter_inventory(big)) {
+    if (item.name_view() == "attn.sinks") EXPECT_EQ(item.param_class, MEMPLAN_CLASS_ATTENTION);
+    if (item.name_view() == "moe.experts_bias") EXPECT_EQ(item.param_class, MEMPLAN_CLASS_EXPERT);
+    if (item.name_view() == "moe.router") EXPECT_EQ(item.param_class, MEMPLAN_CLASS_ROUTER);
+  }
+}
+
+// transformers' layer_types in memplan's terms: a window on every layer but
+// every Nth (layer i full when (i + 1) % N == 0); anything else is an error.
+TEST(HfConfig, LayerTypes) {
+  const std::string base = fixture_text("gpt-oss-20b");
+  const size_t open = base.find("\"layer_types\": [");
+  const size_t close = base.find(']', open);
+  auto with_types = [&](const std::string& types) {
+    std::string text = base;
+    return text.replace(open, close - open + 1, "\"layer_types\": [" + types + "]");
+  };
+  auto repeat = [](const std::string& group, int times) {
+    std::string out;
+    for (int i = 0; i < times; ++i) out += (out.empty() ? "" : ", ") + group;
+    return out;
+  };
+  const std::string s = "\"sliding_attention\"", f = "\"full_attention\"";
+  {  // every third layer full: N = 3
+    const ModelSpec model = ConfigFile(with_types(repeat(s + ", " + s + ", " + f, 8))).evaluation()
+                                .estimator().scenario().model;
+    EXPECT_EQ(model.sliding_window, 128);
+    EXPECT_EQ(model.global_attention_every, 3);
+  }
+  {  // every layer windowed
+    const ModelSpec model = ConfigFile(with_types(repeat(s, 24))).evaluation().estimator().scenario().model;
+    EXPECT_EQ(model.sliding_window, 128);
+    EXPECT_EQ(model.global_attention_every, 0);
+  }
+  {  // every layer full: no window
+    const ModelSpec model = ConfigFile(with_types(repeat(f, 24))).evaluation().estimator().scenario().model;
+    EXPECT_EQ(model.sliding_window, 0);
+    EXPECT_EQ(model.global_attention_every, 0);
+  }
+  {  // no layer_types: GptOssConfig's default alternation
+    std::string text = base;
+    text.replace(open, close - open + 2, "");
+    const ModelSpec model = ConfigFile(text).evaluation().estimator().scenario().model;
+    EXPECT_EQ(model.global_attention_every, 2);
+  }
+  const ConfigFile irregular(with_types(f + ", " + repeat(s + ", " + f, 11) + ", " + s));
+  EXPECT_EQ(irregular.error(),
+            irregular.path() +
+                ": error: Hugging Face config: \"layer_types\" makes layer 1 sliding attention, which is not the "
+                "pattern memplan models (a window on every layer but every Nth, layer i full when (i + 1) % N == 0; "
+                "here N would be 1 from the first full layer); describe the model with [model] keys "
+                "(sliding_window, global_attention_every) instead of hf_config");
+  const ConfigFile short_list(with_types(repeat(s + ", " + f, 11)));
+  EXPECT_EQ(short_list.error(), short_list.path() +
+                                    ": error: Hugging Face config: \"layer_types\" has 22 entries for 24 layers "
+                                    "(\"num_hidden_layers\"); give one per layer");
+  const ConfigFile unknown(with_types(repeat(s + ", \"chunked_attention\"", 12)));
+  EXPECT_EQ(unknown.error(), unknown.path() +
+                                 ": error: Hugging Face config: \"layer_types\" holds the string "
+                                 "\"chunked_attention\"; memplan reads \"sliding_attention\" and \"full_attention\" "
+                                 "layers");
+  std::string no_window = with_types(repeat(s + ", " + f, 12));
+  no_window.replace(no_window.find("\"sliding_window\": 128"), 21, "\"sliding_window\": null");
+  EXPECT_NE(ConfigFile(no_window).error().find(
+                "\"layer_types\" has sliding_attention layers but \"sliding_window\" is null"),
+            std::string::npos);
+}
+
+// quantization_config: the checkpoint's format as facts for plugins
+// (model.quantization.*), read from each quantizer's own fields.
+TEST(HfConfig, QuantizationConfig) {
+  // gpt-oss: MXFP4 experts; attention, router, embedding and head kept in 16 bits.
+  const WeightFormat gpt_oss = fixture_model("gpt-oss-120b").weight_format;
+  EXPECT_EQ(gpt_oss.method, "mxfp4");
+  EXPECT_EQ(gpt_oss.unquantized, "attention,router,embeddings,lm_head");
+  EXPECT_EQ(gpt_oss.bits, 0);
+  EXPECT_EQ(gpt_oss.group_size, 0);
+  EXPECT_EQ(fixture_model("llama-2-7b").weight_format.method, "");  // none declared
+  auto format_of = [](const std::string& quantization) {
+    return ConfigFile(llama2("\"hidden_act\"", "\"quantization_config\": " + quantization + ", \"hidden_act\""))
+        .evaluation()
+        .estimator()
+        .scenario()
+        .model.weight_format;
+  };
+  // TheBloke/Llama-2-7B-GPTQ (AutoGPTQ): bits, group_size, desc_act, sym.
+  const WeightFormat gptq = format_of(
+      R"({"bits": 4, "group_size": 128, "damp_percent": 0.01, "desc_act": false, "sym": true, )"
+      R"("true_sequential": true, "model_name_or_path": null, "model_file_base_name": "model", "quant_method": "gptq"})");
+  EXPECT_EQ(gptq.method, "gptq");
+  EXPECT_EQ(gptq.bits, 4);
+  EXPECT_EQ(gptq.group_size, 128);
+  EXPECT_EQ(gptq.unquantized, "");
+  // GPTQ per channel: group_size -1.
+  EXPECT_EQ(format_of(R"({"bits": 8, "group_size": -1, "quant_method": "gptq"})").group_size, -1);
+  // TheBloke/Llama-2-7B-AWQ (AutoAWQ): w_bit and q_group_size in older configs.
+  const WeightFormat awq = format_of(R"({"quant_method": "awq", "zero_point": true, "q_group_size": 64, "w_bit": 4, )"
+                                     R"("version": "gemm"})");
+  EXPECT_EQ(awq.method, "awq");
+  EXPECT_EQ(awq.bits, 4);
+  EXPECT_EQ(awq.group_size, 64);
+  // deepseek-ai/DeepSeek-V3: block-scaled 8-bit floats, 128 x 128 blocks.
+  const WeightFormat blocks = format_of(
+      R"({"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]})");
+  EXPECT_EQ(blocks.method, "fp8");
+  EXPECT_EQ(blocks.block_elements, 16384);
+  // bitsandbytes: load_in_4bit / load_in_8bit give the bits; the 4-bit type and double quantization.
+  const WeightFormat bnb = format_of(R"({"quant_method": "bitsandbytes", "load_in_4bit": true, )"
+                                     R"("bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": true, )"
+                                     R"("llm_int8_skip_modules": ["lm_head"]})");
+  EXPECT_EQ(bnb.bits, 4);
+  EXPECT_EQ(bnb.value_type, "nf4");
+  EXPECT_TRUE(bnb.double_quant);
+  EXPECT_EQ(bnb.unquantized, "lm_head");
+  EXPECT_EQ(format_of(R"({"quant_method": "bitsandbytes", "load_in_8bit": true})").bits, 8);
+  // Modules kept unquantized, by the parts they name.
+  EXPECT_EQ(format_of(R"({"quant_method": "gptq", "modules_to_not_convert": ["lm_head", "model.layers.0.mlp", )"
+                      R"("model.layers.*.self_attn.o_proj", "model.norm"]})")
+                .unquantized,
+            "attention,mlp,lm_head");
+  // Errors name the field.
+  const ConfigFile no_method(llama2("\"hidden_act\"", "\"quantization_config\": {\"bits\": 4}, \"hidden_act\""));
+  EXPECT_EQ(no_method.error(), no_method.path() +
+                                   ": error: Hugging Face config: \"quantization_config\" has no \"quant_method\" "
+                                   "(the weight format, such as \"gptq\"); add it, or remove quantization_config");
+  const ConfigFile bad_block(llama2(
+      "\"hidden_act\"", "\"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": [128, 0]}, \"hidden_act\""));
+  EXPECT_EQ(bad_block.error(), bad_block.path() +
+                                   ": error: Hugging Face config: \"weight_block_size\" must be an array of positive "
+                                   "integers (such as [128, 128]), not an array; correct it in the file");
+  const ConfigFile bad_group(llama2(
+      "\"hidden_act\"", "\"quantization_config\": {\"quant_method\": \"gptq\", \"group_size\": 0}, \"hidden_act\""));
+  EXPECT_EQ(bad_group.error(), bad_group.path() +
+                                   ": error: Hugging Face config: \"group_size\" must be a positive integer or -1 "
+                                   "(one scale per row), not the integer 0; correct it in the file");
+  // Beyond an int64 (no wrap to -1), and a block of more than 10^9 elements.
+  EXPECT_NE(ConfigFile(llama2("\"hidden_act\"", "\"quantization_config\": {\"quant_method\": \"gptq\", "
+                                              "\"group_size\": 18446744073709551615}, \"hidden_act\""))
+                .error()
+                .find("\"group_size\" must be a positive integer or -1"),
+            std::string::npos);
+  EXPECT_NE(ConfigFile(llama2("\"hidden_act\"", "\"quantization_config\": {\"quant_method\": \"fp8\", "
+                                              "\"weight_block_size\": [1000000, 1000000]}, \"hidden_act\""))
+                .error()
+                .find("\"weight_block_size\" must be an array of positive integers"),
+            std::string::npos);
+}
+
 TEST(HfConfig, MoeWithDenseLayersIsAnError) {
   const std::string moe = fixture_text("qwen3-30b-a3b");
   EXPECT_NE(ConfigFile(replaced(moe, "\"mlp_only_layers\": []", "\"mlp_only_layers\": [0]")).error().find(
@@ -606,8 +821,8 @@ TEST(HfConfig, UnsupportedModelType) {
             path +
                 ": error: Hugging Face config: model_type \"opt\" is not supported; memplan reads \"bert\", "
                 "\"deepseek_v2\", \"deepseek_v3\", \"gemma\", \"gemma2\", \"gemma3\", \"gemma3_text\", \"gpt2\", "
-                "\"llama\", \"mistral\", \"mixtral\", \"olmo2\", \"phi3\", \"qwen2\", \"qwen2_moe\", \"qwen3\" and "
-                "\"qwen3_moe\" configs. For another model, remove 'hf_config' "
+                "\"gpt_oss\", \"llama\", \"mistral\", \"mixtral\", \"olmo2\", \"phi3\", \"qwen2\", \"qwen2_moe\", "
+                "\"qwen3\" and \"qwen3_moe\" configs. For another model, remove 'hf_config' "
                 "and describe the architecture with [model] keys (layers, hidden, heads, ...)");
 }
 

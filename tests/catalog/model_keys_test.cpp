@@ -158,6 +158,31 @@ TEST(ModelKeys, SharedExpertQkNormAndLayerNorms) {
             std::string::npos);
 }
 
+// gpt-oss's parameters beyond a Mixtral-like layer (transformers'
+// GptOssAttention.sinks, GptOssTopKRouter.bias, GptOssExperts' biases).
+TEST(ModelKeys, AttentionSinksRouterAndExpertBiases) {
+  const std::string model =
+      "name = \"m\"\nmode = \"infer\"\n[model]\nlayers = 2\nhidden = 128\nheads = 4\nvocab = 1000\n"
+      "tied_embeddings = false\n[model.moe]\nexperts = 8\ntop_k = 2\nexpert_ffn_hidden = 256\n[precision]\n"
+      "use = \"bf16\"\n[activations]\nuse = \"none\"\n";
+  // Per layer: attention 4 x 128^2 = 65,536, router 128 x 8 = 1,024, experts
+  // 8 x 3 x 128 x 256 = 786,432, norms 256: 853,248; x 2 = 1,706,496; +
+  // embedding and head 2 x 1000 x 128 = 256,000 + final norm 128 = 1,962,624.
+  EXPECT_EQ(evaluate(model).breakdown().params_total, 1'962'624.0);
+  // A sink per head (4), a router bias per expert (8), and per expert a
+  // gate_up bias of 2 x 256 and a down bias of 128 (8 x 640 = 5,120): per
+  // layer 5,132, x 2 layers.
+  const std::string gpt_oss = replaced(model, "vocab = 1000\n",
+                                       "vocab = 1000\nattention_sinks = true\nrouter_bias = true\nexpert_bias = true\n");
+  EXPECT_EQ(evaluate(gpt_oss).breakdown().params_total, 1'962'624.0 + 2 * (4 + 8 + 5'120));
+  const std::string dense = replaced(replaced(model, "[model.moe]\nexperts = 8\ntop_k = 2\nexpert_ffn_hidden = 256\n",
+                                              "ffn_hidden = 64\n"),
+                                     "vocab = 1000\n", "vocab = 1000\nrouter_bias = true\n");
+  EXPECT_EQ(error_of(dense, "s.toml"),
+            "s.toml:8:15: error: [model]: 'router_bias' is a bias of a mixture of experts (the router's, or each "
+            "expert's projections'); add [model.moe] or set it to false");
+}
+
 TEST(ModelKeys, Errors) {
   EXPECT_EQ(error_of(with("output_head = \"cls\""), "s.toml"),
             "s.toml:4:15: error: in [model], 'output_head' must be \"lm\", \"mlm\" or \"none\", not \"cls\"");
@@ -170,8 +195,8 @@ TEST(ModelKeys, Errors) {
             "params, layers, hidden, heads, kv_heads, head_dim, ffn_hidden, vocab, mlp, norm, tied_embeddings, "
             "qkv_bias, output_bias, mlp_bias, position_embeddings, type_vocab, embedding_norm, final_norm, pooler, "
             "output_head, moe, sliding_window, global_attention_every, max_context, qk_norm, layer_norms, "
-            "shared_expert_ffn_hidden, shared_expert_gate, dense_layers, router_bias, q_lora_rank, kv_lora_rank, "
-            "qk_rope_head_dim, v_head_dim, preset, hf_config.");
+            "shared_expert_ffn_hidden, shared_expert_gate, dense_layers, attention_sinks, router_bias, expert_bias, "
+            "q_lora_rank, kv_lora_rank, qk_rope_head_dim, v_head_dim, preset, hf_config.");
 }
 
 }  // namespace

@@ -31,6 +31,19 @@ TEST(InferExamples, Llama31SeventyBillionInt4OnOneGpu) {
   EXPECT_TRUE(evaluation.estimator().fits());
 }
 
+// gpt-oss-120b with MXFP4 experts (the rest bf16) on one 80 GB GPU, 8 x
+// 32768 tokens of bf16 KV cache, half the layers windowed (128 tokens).
+TEST(InferExamples, GptOss120bMxfp4OnOneGpu) {
+  Evaluation evaluation = example("infer-gpt-oss-120b-mxfp4-1gpu.toml");
+  EXPECT_EQ(evaluation.component(MEMPLAN_ROLE_WEIGHTS), 60'914'073'600u + 4'334'742'144u);
+  EXPECT_NEAR(static_cast<double>(evaluation.component(MEMPLAN_ROLE_WEIGHTS)) / kGiB, 60.8, 0.05);  // the model card
+  EXPECT_EQ(evaluation.item_bytes("layers.1-18.kv_cache.global", MEMPLAN_ROLE_KV_CACHE), 9'663'676'416u);
+  EXPECT_EQ(evaluation.item_bytes("layers.0-17.kv_cache.window", MEMPLAN_ROLE_KV_CACHE), 2'453'667'840u);
+  EXPECT_EQ(evaluation.component(MEMPLAN_ROLE_ACTIVATIONS), 660'602'880u + 6'434'816u);
+  EXPECT_EQ(evaluation.breakdown().peak, 78'033'197'696u);
+  EXPECT_TRUE(evaluation.estimator().fits());
+}
+
 // Seed 001: 168 GB for Llama 70B in 16-bit, 42 GB on each of 4 GPUs.
 TEST(InferExamples, Seed001RuleOfThumbOnFourGpus) {
   Evaluation evaluation = example("infer-llama-70b-rule-of-thumb.toml");

@@ -3,6 +3,8 @@
 // and against hand derivations written beside each test.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -227,6 +229,138 @@ TEST(Layout, TensorParallelSplitsQuantizedWeights) {
   EXPECT_EQ(weight_item(evaluation, "layers.0-31.attn.q"), 276'824'064u / 2);
 }
 
+// ---- the format a model's config.json declares (quantization_config) ----
+
+std::string fixture_config(const std::string& folder) {
+  return "hf_config = \"" + source_dir() + "/tests/catalog/fixtures/" + folder + "/config.json\"\n";
+}
+
+// Llama 2 7B's config.json with a quantization_config, in a folder of its own.
+class QuantizedConfig {
+ public:
+  explicit QuantizedConfig(const std::string& quantization) {
+    std::ifstream in(source_dir() + "/tests/catalog/fixtures/llama-2-7b/config.json");
+    std::ostringstream text;
+    text << in.rdbuf();
+    std::string config = text.str();
+    config.insert(config.find('{') + 1, "\n  \"quantization_config\": " + quantization + ",");
+    path_ = dir_.write("config.json", config);
+  }
+  std::string model() const { return "hf_config = \"" + path_ + "\"\n"; }
+
+ private:
+  TempDir dir_;
+  std::string path_;
+};
+
+// gpt-oss-120b as published: the experts' weights in MXFP4 (OCP MX v1.0: 32
+// E2M1 values and one E8M0 scale, 4.25 bits), everything else in bf16, as the
+// config's modules_to_not_convert says (self_attn, router, embed_tokens,
+// lm_head). By hand: expert weights 36 x 128 x 3 x 2880^2 =
+// 114,661,785,600 x 0.53125 = 60,914,073,600 bytes (values 57,330,892,800 and
+// scales 3,583,180,800); the other 116,829,156,672 - 114,661,785,600 =
+// 2,167,371,072 parameters (attention, sinks, router, expert biases, norms,
+// embedding, head) x 2 = 4,334,742,144 bytes; in all 65,248,815,744 bytes =
+// 60.77 GiB, the checkpoint size the model card gives (OpenAI 2025, arXiv
+// 2508.10925: 60.8 GiB) and why the model fits one 80 GB GPU.
+TEST(FromModelConfig, GptOss120bKeepsAllButTheExpertsInBf16) {
+  Evaluation evaluation = evaluate_paper(scenario(fixture_config("gpt-oss-120b"), ""));
+  EXPECT_EQ(weights(evaluation), 65'248'815'744u);
+  EXPECT_NEAR(weights(evaluation) / kGiB, 60.8, 0.05);
+  EXPECT_EQ(weight_item(evaluation, "layers.0-35.moe.experts"), 60'914'073'600u);
+  EXPECT_EQ(evaluation.item_bytes("layers.0-35.moe.experts.quant_state", MEMPLAN_ROLE_WEIGHTS), 3'583'180'800u);
+  EXPECT_EQ(weight_item(evaluation, "layers.0-35.moe.experts_bias"), 36u * 128 * 8640 * 2);  // biases stay bf16
+  EXPECT_EQ(weight_item(evaluation, "layers.0-35.attn.q"), 36u * 11'800'576 * 2);
+  EXPECT_EQ(weight_item(evaluation, "layers.0-35.moe.router"), 36u * 368'768 * 2);
+  EXPECT_EQ(detail(evaluation, "quantized_bits_per_weight"), "4.25");
+  EXPECT_NE(detail(evaluation, "quantized_format")
+                .find("mxfp4 from the model's quantization_config (quant_method mxfp4); quantized parts: mlp, experts"),
+            std::string::npos)
+      << detail(evaluation, "quantized_format");
+  // format = "auto" says the same; the preset with the format named gives the same bytes.
+  EXPECT_EQ(weights(evaluate_paper(scenario(fixture_config("gpt-oss-120b"), "format = \"auto\"\n"))),
+            65'248'815'744u);
+  EXPECT_EQ(weights(evaluate_paper(
+                scenario("preset = \"gpt-oss-120b\"\n", "format = \"mxfp4\"\nquantize = \"experts\"\n"))),
+            65'248'815'744u);
+  // gpt-oss-20b: 24 x 32 x 3 x 2880^2 = 19,110,297,600 x 0.53125 =
+  // 10,152,345,600 + (20,914,757,184 - 19,110,297,600) x 2 = 3,608,919,168:
+  // 13,761,264,768 bytes = 12.82 GiB (the model card: 12.8 GiB).
+  Evaluation small = evaluate_paper(scenario(fixture_config("gpt-oss-20b"), ""));
+  EXPECT_EQ(weights(small), 13'761'264'768u);
+  EXPECT_NEAR(weights(small) / kGiB, 12.8, 0.05);
+}
+
+// A format named in the scenario is used as before: the config's is ignored.
+TEST(FromModelConfig, ANamedFormatOverridesTheConfig) {
+  Evaluation named = evaluate_paper(scenario(fixture_config("gpt-oss-120b"), "format = \"int4\"\n"));
+  Evaluation preset = evaluate_paper(scenario("preset = \"gpt-oss-120b\"\n", "format = \"int4\"\n"));
+  EXPECT_EQ(weights(named), weights(preset));
+  EXPECT_EQ(weight_item(named, "layers.0-35.attn.q"), weight_item(preset, "layers.0-35.attn.q"));
+  EXPECT_LT(weight_item(named, "layers.0-35.attn.q"), 36u * 11'800'576 * 2);  // attention quantized too
+  EXPECT_EQ(detail(named, "quantized_format"), "");
+}
+
+// GPTQ, AWQ and block-scaled 8-bit configs on Llama 2 7B: 6,476,005,376
+// quantized weights (32 x (4 x 4096^2 + 3 x 4096 x 11008)) and 262,410,240
+// bf16 ones (524,820,480 bytes); every quantized matrix is a whole number of
+// groups, so no rounding hides below.
+TEST(FromModelConfig, GptqAwqAndBlockScaled) {
+  // TheBloke/Llama-2-7B-GPTQ's quantization_config: 4 bits, group 128, the
+  // same as format = "gptq" (4 + 16/128 + 4/128 = 4.15625 bits).
+  const QuantizedConfig gptq(R"({"bits": 4, "group_size": 128, "damp_percent": 0.01, "desc_act": false, )"
+                             R"("sym": true, "true_sequential": true, "quant_method": "gptq"})");
+  EXPECT_EQ(weights(evaluate_paper(scenario(gptq.model(), ""))),
+            weights(evaluate_paper(scenario(kLlama2_7b, "format = \"gptq\"\n"))));
+  // 8 bits per channel (group_size -1: one fp16 scale and one 8-bit zero per
+  // row of 4096): 1 + 3/4096 bytes; 6,476,005,376 + 4,743,168 + 524,820,480.
+  const QuantizedConfig gptq8(R"({"bits": 8, "group_size": -1, "desc_act": false, "quant_method": "gptq"})");
+  EXPECT_EQ(weights(evaluate_paper(scenario(gptq8.model(), ""))), 7'005'569'024u);
+  // AutoAWQ's older keys: w_bit 4, q_group_size 64: 0.5 + 2.5/64 =
+  // 0.5390625 bytes (4.3125 bits); 3,490,971,648 + 524,820,480.
+  const QuantizedConfig awq(R"({"quant_method": "awq", "zero_point": true, "q_group_size": 64, "w_bit": 4, )"
+                            R"("version": "gemm"})");
+  Evaluation awq_evaluation = evaluate_paper(scenario(awq.model(), ""));
+  EXPECT_EQ(weights(awq_evaluation), 4'015'792'128u);
+  EXPECT_EQ(detail(awq_evaluation, "quantized_bits_per_weight"), "4.3125");
+  // DeepSeek-V3's: 8-bit floats with one fp32 scale per 128 x 128 block:
+  // 1 + 4/16384 bytes; 6,476,005,376 + 1,581,056 + 524,820,480.
+  const QuantizedConfig blocks(
+      R"({"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]})");
+  EXPECT_EQ(weights(evaluate_paper(scenario(blocks.model(), ""))), 7'002'406'912u);
+  // Without weight_block_size: one scale per tensor (not counted).
+  const QuantizedConfig per_tensor(R"({"activation_scheme": "static", "quant_method": "fp8"})");
+  EXPECT_EQ(weights(evaluate_paper(scenario(per_tensor.model(), ""))), 7'000'825'856u);
+  // modules_to_not_convert keeps the attention in bf16 (4 x 4096^2 x 32 = 2,147,483,648 weights).
+  const QuantizedConfig kept(R"({"bits": 4, "group_size": 128, "quant_method": "gptq", )"
+                             R"("modules_to_not_convert": ["model.layers.*.self_attn", "lm_head"]})");
+  EXPECT_EQ(weights(evaluate_paper(scenario(kept.model(), ""))),
+            7'068'590'080u);  // 4,328,521,728 MLP weights x 133/256 + 2,147,483,648 x 2 + 524,820,480
+}
+
+// bitsandbytes checkpoints (BitsAndBytesConfig), on Llama 2 7B as above.
+TEST(FromModelConfig, Bitsandbytes) {
+  // unsloth/llama-2-7b-bnb-4bit's quantization_config: NF4 with double
+  // quantization, the same as format = "nf4" with double_quant = true.
+  const QuantizedConfig nf4(
+      R"({"_load_in_4bit": true, "_load_in_8bit": false, "bnb_4bit_compute_dtype": "bfloat16", )"
+      R"("bnb_4bit_quant_storage": "uint8", "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": true, )"
+      R"("llm_int8_enable_fp32_cpu_offload": false, "llm_int8_has_fp16_weight": false, "llm_int8_skip_modules": null, )"
+      R"("llm_int8_threshold": 6.0, "load_in_4bit": true, "load_in_8bit": false, "quant_method": "bitsandbytes"})");
+  EXPECT_EQ(weights(evaluate_paper(scenario(nf4.model(), ""))),
+            weights(evaluate_paper(scenario(kLlama2_7b, "format = \"nf4\"\ndouble_quant = true\n"))));
+  // FP4 codes (BitsAndBytesConfig's default type) take the bytes of NF4: 4
+  // bits and an fp32 absmax per 64, 0.5625 bytes.
+  const QuantizedConfig fp4(R"({"load_in_4bit": true, "quant_method": "bitsandbytes"})");
+  EXPECT_EQ(weights(evaluate_paper(scenario(fp4.model(), ""))),
+            weights(evaluate_paper(scenario(kLlama2_7b, "format = \"nf4\"\n"))));
+  // LLM.int8(): one fp32 scale (Int8Params.SCB) per row of 4096:
+  // 6,476,005,376 x (1 + 4/4096) = 6,482,329,600 + 524,820,480.
+  const QuantizedConfig int8(R"({"load_in_8bit": true, "quant_method": "bitsandbytes", )"
+                             R"("llm_int8_skip_modules": ["lm_head"]})");
+  EXPECT_EQ(weights(evaluate_paper(scenario(int8.model(), ""))), 7'007'150'080u);
+}
+
 // ---- errors, asserted exactly ----
 
 std::string library() { return " (plugin library " + plugin_dir() + "/memplan-quantized.so)"; }
@@ -259,7 +393,33 @@ TEST(QuantizedErrors, FormatIsRequiredAndChecked) {
             "weight format: " + kFormatNames + ")" + library());
   EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"int3\"\n"), "q.toml"),
             "q.toml:7:10: error: in [precision], precision plugin 'quantized', option 'format': is \"int3\", not a "
-            "quantized format; use one of " + kFormatNames + library());
+            "quantized format; use one of " + kFormatNames + ", or \"auto\"" + library());
+  EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"auto\"\n"), "q.toml"),
+            "q.toml:6:7: error: in [precision], precision plugin 'quantized': format = \"auto\" takes the format the "
+            "model's config.json declares, but the model declares none (no quantization_config in an hf_config); "
+            "set format = \"...\" instead (the quantized weight format: " + kFormatNames + ")" + library());
+}
+
+TEST(QuantizedErrors, TheConfigsFormatMustBeOneThePluginReads) {
+  const QuantizedConfig hqq(R"({"quant_method": "hqq", "nbits": 4, "group_size": 64})");
+  EXPECT_EQ(error_of(scenario(hqq.model(), "")),
+            "scenario.toml:6:7: error: in [precision], precision plugin 'quantized', option 'format': is \"auto\", and "
+            "the model's quantization_config declares quant_method \"hqq\", which 'quantized' does not read; it "
+            "reads mxfp4, fp8 (per tensor, or in blocks with weight_block_size), gptq, awq and bitsandbytes. Set "
+            "format to one of " + kFormatNames + library());
+  const QuantizedConfig bnb(R"({"quant_method": "bitsandbytes", "load_in_4bit": false})");
+  EXPECT_EQ(error_of(scenario(bnb.model(), "")),
+            "scenario.toml:6:7: error: in [precision], precision plugin 'quantized', option 'format': is \"auto\", and "
+            "the model's quantization_config declares quant_method \"bitsandbytes\" without load_in_4bit or "
+            "load_in_8bit; set format yourself" + library());
+  const QuantizedConfig mx8(R"({"quant_method": "mxfp4", "bits": 8})");
+  EXPECT_EQ(error_of(scenario(mx8.model(), "")),
+            "scenario.toml:6:7: error: in [precision], precision plugin 'quantized', option 'format': is \"auto\", and "
+            "the model's quantization_config declares quant_method \"mxfp4\" with 8 bits, which 'quantized' reads "
+            "with 4 bits only; set format (and group_size) yourself" + library());
+  EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"int4\"\nquantize = \"attention, embeddings\"\n")),
+            "scenario.toml:8:12: error: in [precision], precision plugin 'quantized', option 'quantize': names "
+            "\"embeddings\"; list the parts to quantize from attention, mlp, experts (comma-separated)" + library());
 }
 
 TEST(QuantizedErrors, OptionsThatDoNotApplyToTheFormat) {

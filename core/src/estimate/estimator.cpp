@@ -104,6 +104,21 @@ Estimator::Estimator(const Scenario& scenario, const PluginRegistry& registry)
   gpu_count_ = scenario.hardware.count;
   ctx.workload.gpu_memory_bytes = scenario.hardware.memory_bytes;
 
+  // The checkpoint's weight format, readable by plugins from create() on.
+  const WeightFormat& format = scenario.model.weight_format;
+  if (!format.method.empty()) {
+    auto fact = [&](const char* key, bool text, int64_t integer, std::string value) {
+      model_facts_.push_back(ModelFact{attribute_slot(ctx, key), text, integer, std::move(value)});
+    };
+    fact(MEMPLAN_ATTR_MODEL_QUANT_METHOD, true, 0, format.method);
+    if (format.bits != 0) fact(MEMPLAN_ATTR_MODEL_QUANT_BITS, false, format.bits, "");
+    if (format.group_size != 0) fact(MEMPLAN_ATTR_MODEL_QUANT_GROUP_SIZE, false, format.group_size, "");
+    if (format.block_elements != 0) fact(MEMPLAN_ATTR_MODEL_QUANT_BLOCK, false, format.block_elements, "");
+    if (!format.value_type.empty()) fact(MEMPLAN_ATTR_MODEL_QUANT_VALUE_TYPE, true, 0, format.value_type);
+    if (format.double_quant) fact(MEMPLAN_ATTR_MODEL_QUANT_DOUBLE_QUANT, false, 1, "");
+    fact(MEMPLAN_ATTR_MODEL_QUANT_UNQUANTIZED, true, 0, format.unquantized);
+    publish_model();
+  }
   for (const ComponentSpec& component : scenario.components) {
     const LoadedPlugin* plugin = registry.find(component.use);
     if (plugin == nullptr) {
@@ -300,6 +315,16 @@ void Estimator::publish_hardware() {
   attribute.set_by = -1;  // the host
 }
 
+void Estimator::publish_model() {
+  for (const ModelFact& fact : model_facts_) {
+    memplan_attribute& attribute = host_->ctx.attributes[fact.slot];
+    attribute.type = fact.text ? memplan_attribute::Type::text : memplan_attribute::Type::integer;
+    attribute.integer = fact.integer;
+    if (fact.text) attribute.text = fact.value;  // same length each time: no allocation after the first
+    attribute.set_by = -1;  // the host
+  }
+}
+
 void Estimator::run_plugins(bool checked, size_t from) {
   memplan_ctx& ctx = host_->ctx;
   if (from == 0) {
@@ -307,6 +332,7 @@ void Estimator::run_plugins(bool checked, size_t from) {
     ctx.plan.work.clear();  // keeps its capacity
     ctx.clear_attributes();
     publish_hardware();
+    publish_model();
   }
   // Parameters are counted once, before the first layout plugin: a run that
   // resumes past that point keeps the counts of the run it resumes.

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -18,9 +19,10 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::string_view, 17> kModelTypes = {
-    "bert",    "deepseek_v2", "deepseek_v3", "gemma", "gemma2", "gemma3",    "gemma3_text", "gpt2", "llama",
-    "mistral", "mixtral",     "olmo2",       "phi3",  "qwen2",  "qwen2_moe", "qwen3",       "qwen3_moe"};
+constexpr std::array<std::string_view, 18> kModelTypes = {
+    "bert",    "deepseek_v2", "deepseek_v3", "gemma",   "gemma2", "gemma3",    "gemma3_text", "gpt2",
+    "gpt_oss", "llama",       "mistral",     "mixtral", "olmo2",  "phi3",      "qwen2",       "qwen2_moe",
+    "qwen3",   "qwen3_moe"};
 
 // "the string \"4096\"", "null", ... for messages.
 std::string describe(const json& value) {
@@ -487,6 +489,161 @@ void read_bert(const ConfigReader& config, ModelSpec& spec) {
   spec.tied_embeddings = config.boolean("tie_word_embeddings").value_or(true);
 }
 
+// transformers' layer_types (one "sliding_attention" or "full_attention" per
+// layer) in memplan's terms: a window on every layer but every Nth, layer i
+// global when (i + 1) % N == 0 (global_attention_every); all windowed (N = 0)
+// or none (no window). Other patterns cannot be expressed: an error.
+void read_layer_types(const ConfigReader& config, ModelSpec& spec) {
+  const json* types = config.find("layer_types");
+  if (types == nullptr) return;
+  if (!types->is_array()) config.mistyped("layer_types", "an array", *types);
+  if (static_cast<int64_t>(types->size()) != spec.layers)
+    config.fail("\"layer_types\" has " + std::to_string(types->size()) + " entries for " +
+                std::to_string(spec.layers) + " layers (\"num_hidden_layers\"); give one per layer");
+  std::vector<bool> global;
+  for (const json& type : *types) {
+    if (!type.is_string() || (type != "sliding_attention" && type != "full_attention"))
+      config.fail("\"layer_types\" holds " + describe(type) +
+                  "; memplan reads \"sliding_attention\" and \"full_attention\" layers");
+    global.push_back(type == "full_attention");
+  }
+  int64_t every = 0;
+  for (size_t i = 0; i < global.size() && every == 0; ++i)
+    if (global[i]) every = static_cast<int64_t>(i) + 1;
+  for (size_t i = 0; i < global.size(); ++i)
+    if (global[i] != (every > 0 && (static_cast<int64_t>(i) + 1) % every == 0))
+      config.fail("\"layer_types\" makes layer " + std::to_string(i) + " " +
+                  (global[i] ? "full attention" : "sliding attention") +
+                  ", which is not the pattern memplan models (a window " +
+                  "on every layer but every Nth, layer i full when (i + 1) % N == 0; here N would be " +
+                  std::to_string(every) + " from the first full layer); describe the model with [model] keys " +
+                  "(sliding_window, global_attention_every) instead of hf_config");
+  if (every == 1) {
+    spec.sliding_window = 0;  // every layer attends to the whole context
+    spec.global_attention_every = 0;
+  } else if (spec.sliding_window == 0) {
+    config.fail("\"layer_types\" has sliding_attention layers but \"sliding_window\" is null; give the window");
+  } else {
+    spec.global_attention_every = every;
+  }
+}
+
+// gpt-oss (transformers' GptOssForCausalLM, models/gpt_oss, since 4.55.0):
+// RMSNorm decoder; attention with q, k, v and o biases (attention_bias,
+// default true), head_dim 64, grouped-query, one learned sink logit per head
+// (GptOssAttention.sinks); every layer a mixture of experts with a biased
+// router (GptOssTopKRouter: weight E x h and bias E) and experts with biases
+// (GptOssExperts: gate_up_proj h x 2f and its bias 2f, down_proj f x h and its
+// bias h, per expert; f = intermediate_size); windowed and full layers from
+// layer_types (default: alternating, the first windowed); untied head.
+void read_gpt_oss(const ConfigReader& config, ModelSpec& spec) {
+  spec.layers = config.required("num_hidden_layers", "the number of layers");
+  spec.hidden = config.required("hidden_size", "the hidden size");
+  spec.heads = config.required("num_attention_heads", "the number of attention heads");
+  spec.kv_heads = config.positive("num_key_value_heads").value_or(spec.heads);
+  spec.head_dim = config.positive("head_dim").value_or(64);
+  spec.vocab = config.required("vocab_size", "the vocabulary size");
+  spec.experts = config.required("num_local_experts", "the experts per layer");
+  spec.experts_top_k = config.required("num_experts_per_tok", "the experts each token is routed to");
+  spec.expert_ffn_hidden = config.required("intermediate_size", "the MLP's inner width of one expert");
+  spec.mlp = MlpKind::swiglu;  // gate_up_proj and down_proj: a gated MLP (a clamped SwiGLU)
+  spec.norm = NormKind::rmsnorm;
+  config.string("hidden_act");
+  spec.tied_embeddings = config.boolean("tie_word_embeddings").value_or(false);
+  spec.max_context = config.positive("max_position_embeddings").value_or(0);
+  const bool attention_bias = config.boolean("attention_bias").value_or(true);
+  spec.qkv_bias = spec.output_bias = attention_bias;
+  spec.attention_sinks = spec.router_bias = spec.expert_bias = true;
+  // Absent: GptOssConfig's window of 128 tokens; null: none.
+  spec.sliding_window = config.present("sliding_window") ? config.positive("sliding_window").value_or(0) : 128;
+  if (spec.sliding_window > 0) spec.global_attention_every = 2;  // GptOssConfig's default layer_types
+  read_layer_types(config, spec);
+}
+
+// The parts of a model a quantization config can keep unquantized, in the
+// words of [[strategy]] freeze's `train`.
+constexpr std::array<std::string_view, 6> kParts = {"attention", "mlp", "experts", "router", "embeddings", "lm_head"};
+
+// One entry of modules_to_not_convert ("model.layers.*.self_attn", "lm_head")
+// as the parts it names (bits of kParts); 0 when it names none memplan tells
+// apart (a norm, or an unknown module).
+unsigned module_parts(std::string_view module, bool moe) {
+  std::vector<std::string_view> names;
+  for (size_t start = 0; start <= module.size();) {
+    const size_t dot = std::min(module.find('.', start), module.size());
+    names.push_back(module.substr(start, dot - start));
+    start = dot + 1;
+  }
+  auto has = [&](std::initializer_list<std::string_view> any) {
+    for (std::string_view name : names)
+      for (std::string_view wanted : any)
+        if (name == wanted) return true;
+    return false;
+  };
+  if (has({"router", "gate"})) return 1u << 3;  // gpt-oss's mlp.router; Mixtral's and Qwen-MoE's gate
+  if (has({"shared_expert", "shared_experts"})) return 1u << 1;
+  if (has({"experts"})) return 1u << 2;
+  if (has({"self_attn", "attn", "attention", "q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj"})) return 1u << 0;
+  if (has({"mlp", "block_sparse_moe", "feed_forward", "gate_proj", "up_proj", "down_proj", "gate_up_proj"}))
+    return moe ? (1u << 1) | (1u << 2) | (1u << 3) : 1u << 1;  // a MoE block: its experts and router too
+  if (has({"embed_tokens", "wte", "embeddings"})) return 1u << 4;
+  if (has({"lm_head"})) return 1u << 5;
+  return 0;
+}
+
+// quantization_config (transformers' quantizers): the checkpoint's weight
+// format, kept as facts for plugins (WeightFormat), not interpreted here.
+void read_quantization(const ConfigReader& outer, const std::string& path, ModelSpec& spec) {
+  const json* object = outer.object("quantization_config");
+  if (object == nullptr) return;
+  ConfigReader config(*object, path);
+  config.set_model_type(std::string("quantization_config"));
+  WeightFormat& format = spec.weight_format;
+  auto method = config.string("quant_method");
+  if (!method || method->empty())
+    config.fail("\"quantization_config\" has no \"quant_method\" (the weight format, such as \"gptq\"); add "
+                "it, or remove quantization_config");
+  format.method = *method;
+  format.bits = config.positive("bits").value_or(config.positive("w_bit").value_or(0));
+  // bitsandbytes (BitsAndBytesConfig): load_in_4bit or load_in_8bit, the 4-bit
+  // values' type and double quantization.
+  if (format.bits == 0 && config.boolean("load_in_4bit").value_or(false)) format.bits = 4;
+  if (format.bits == 0 && config.boolean("load_in_8bit").value_or(false)) format.bits = 8;
+  format.value_type = config.string("bnb_4bit_quant_type").value_or("");
+  format.double_quant = config.boolean("bnb_4bit_use_double_quant").value_or(false);
+  for (const char* key : {"group_size", "q_group_size"}) {
+    const json* group = config.find(key);
+    if (group == nullptr || format.group_size != 0) continue;
+    const bool valid = group->is_number_unsigned()
+                           ? group->get<uint64_t>() >= 1 && group->get<uint64_t>() <= 1'000'000'000
+                           : group->is_number_integer() && group->get<int64_t>() == -1;
+    if (!valid) config.mistyped(key, "a positive integer or -1 (one scale per row)", *group);
+    format.group_size = group->get<int64_t>();
+  }
+  if (const json* block = config.find("weight_block_size")) {
+    if (!block->is_array() || block->empty()) config.mistyped("weight_block_size", "an array of sizes", *block);
+    format.block_elements = 1;
+    for (const json& size : *block) {
+      if (!size.is_number_unsigned() || size.get<uint64_t>() < 1 || size.get<uint64_t>() > 1'000'000 ||
+          format.block_elements * size.get<int64_t>() > 1'000'000'000)
+        config.mistyped("weight_block_size", "an array of positive integers (such as [128, 128])", *block);
+      format.block_elements *= size.get<int64_t>();
+    }
+  }
+  unsigned kept = 0;
+  for (const char* key : {"modules_to_not_convert", "ignored_layers", "llm_int8_skip_modules"}) {
+    const json* modules = config.find(key);
+    if (modules == nullptr) continue;
+    if (!modules->is_array()) config.mistyped(key, "an array of module names", *modules);
+    for (const json& module : *modules) {
+      if (!module.is_string()) config.mistyped(key, "an array of module names (strings)", *modules);
+      kept |= module_parts(module.get_ref<const std::string&>(), spec.experts > 0);
+    }
+  }
+  for (size_t i = 0; i < kParts.size(); ++i)
+    if (kept & (1u << i)) format.unquantized += (format.unquantized.empty() ? "" : ",") + std::string(kParts[i]);
+}
+
 }  // namespace
 
 std::span<const std::string_view> hf_model_types() { return kModelTypes; }
@@ -538,12 +695,15 @@ ModelSpec read_hf_config(std::string_view json_text, const std::string& path) {
     read_deepseek(config, *type, spec);
   else if (*type == "gpt2")
     read_gpt2(config, spec);
+  else if (*type == "gpt_oss")
+    read_gpt_oss(config, spec);
   else if (*type == "bert")
     read_bert(config, spec);
   else
     config.fail("model_type \"" + *type + "\" is not supported; memplan reads " + join_alternatives(names, " and ") +
                 " configs. For another model, remove 'hf_config' and describe the architecture with [model] keys "
                 "(layers, hidden, heads, ...)");
+  read_quantization(config, path, spec);
   spec.hf_config = path;
   return spec;
 }

@@ -1,8 +1,8 @@
 // Reads a Hugging Face transformers config.json into a ModelSpec, for
 // `[model] hf_config = "path/config.json"`. Supported model_type values:
 // llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, phi3, gemma3,
-// gemma3_text, gpt2, bert, gemma, gemma2, olmo2, deepseek_v2, deepseek_v3 (hf_model_types() lists them;
-// docs/scenario-reference.md, [model], lists the fields read and their defaults).
+// gemma3_text, gpt2, gpt_oss, bert, gemma, gemma2, olmo2, deepseek_v2, deepseek_v3 (hf_model_types() lists
+// them; docs/scenario-reference.md, [model], lists the fields read and their defaults).
 #pragma once
 
 #include <span>

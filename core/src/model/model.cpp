@@ -116,6 +116,10 @@ std::vector<PlanItem> parameter_inventory(const ModelSpec& spec) {
     items.push_back(weight("attn.v", MEMPLAN_CLASS_ATTENTION_KV, 0, layers, h * kv_width + qkv_bias * kv_width));
     items.push_back(weight("attn.o", MEMPLAN_CLASS_ATTENTION, 0, layers, q_width * h + (spec.output_bias ? h : 0)));
   }
+  // gpt-oss's attention sinks: one learned logit per query head
+  // (GptOssAttention.sinks), split with the heads under tensor parallelism.
+  if (spec.attention_sinks)
+    items.push_back(weight("attn.sinks", MEMPLAN_CLASS_ATTENTION, 0, layers, static_cast<double>(spec.heads)));
   // q/k RMSNorms (scale only): Qwen3 and Gemma 3 share one of head_dim across
   // the heads (q_norm + k_norm = 2 x head_dim); OLMo 2 norms the whole q and k
   // projections (q_width + kv_width).
@@ -141,6 +145,12 @@ std::vector<PlanItem> parameter_inventory(const ModelSpec& spec) {
     items.push_back(weight("moe.router", MEMPLAN_CLASS_ROUTER, first_routed, routed,
                            h * experts + (spec.router_bias ? experts : 0)));
     items.push_back(weight("moe.experts", MEMPLAN_CLASS_EXPERT, first_routed, routed, experts * projections * h * f));
+    // gpt-oss's expert biases (GptOssExperts.gate_up_proj_bias, E x 2f, and
+    // down_proj_bias, E x h): with the experts, an item of their own because
+    // checkpoints keep them unquantized beside quantized expert weights.
+    if (spec.expert_bias)
+      items.push_back(weight("moe.experts_bias", MEMPLAN_CLASS_EXPERT, first_routed, routed,
+                             experts * ((projections - 1) * f + h)));
     // A shared expert every token passes (Qwen2-MoE; DeepSeek's n_shared_experts
     // as one MLP of their summed width): a gated MLP of its own width, sharded
     // like a dense MLP, and Qwen2-MoE's sigmoid gate (h x 1, no bias).

@@ -1,6 +1,7 @@
 #include "model/model_reader.hpp"
 
 #include <cstdio>
+#include <utility>
 
 namespace memplan {
 
@@ -57,6 +58,8 @@ void read_model_keys(const TomlReader& reader, const toml::table& table, ModelSp
   non_negative("kv_lora_rank", "no latent attention", spec.kv_lora_rank);
   non_negative("qk_rope_head_dim", "no latent attention", spec.qk_rope_head_dim);
   non_negative("v_head_dim", "no latent attention", spec.v_head_dim);
+  if (auto v = reader.boolean("attention_sinks")) spec.attention_sinks = *v;
+  if (auto v = reader.boolean("expert_bias")) spec.expert_bias = *v;
   if (const toml::node* moe = table.get("moe")) {
     if (!moe->is_table()) reader.fail_key("moe", "must be a table ([model.moe])");
     TomlReader moe_reader(*moe->as_table(), reader.file(), reader.section() + " moe");
@@ -181,10 +184,11 @@ void validate_model(const ModelSpec& spec, const TomlReader& where) {
     if (spec.ffn_hidden == 0)
       fail_at(at_key("dense_layers"), section + ": 'dense_layers' needs 'ffn_hidden' (the dense layers' MLP width)");
   }
-  if (spec.router_bias && spec.experts == 0)
-    fail_at(at_key("router_bias"), section + ": 'router_bias' belongs to a mixture of experts; add [model.moe] or "
-                                             "remove it");
   validate_latent_attention(spec, section, at_key);
+  for (const auto& [key, set] : {std::pair{"router_bias", spec.router_bias}, std::pair{"expert_bias", spec.expert_bias}})
+    if (set && spec.experts == 0)
+      fail_at(at_key(key), section + ": '" + key + "' is a bias of a mixture of experts (the router's, or each "
+                                     "expert's projections'); add [model.moe] or set it to false");
   if (spec.global_attention_every > 0 && spec.sliding_window == 0)
     fail_at(at_key("global_attention_every"), section + ": 'global_attention_every' needs 'sliding_window' (the "
                                                         "other layers' window)");

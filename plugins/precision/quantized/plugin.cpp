@@ -8,7 +8,11 @@
 // `unquantized`: token and position embeddings, LM head, norms and the MoE
 // router. Adapters (class adapter, e.g. from 'lora') get `adapters`. A model
 // known only by its parameter count is one item, quantized whole, and the
-// report says so.
+// report says so. `quantize` narrows the quantized parts; biases stay
+// unquantized. With format "auto" (the default) the format, and the parts
+// kept unquantized, come from the model's quantization_config, which the host
+// publishes as model.quantization.* attributes (README.md, "The format a
+// checkpoint declares").
 //
 // Training (QLoRA, Dettmers et al. 2023, arXiv 2305.14314): quantized weights
 // are frozen, so every quantized item must have been frozen by a trainability
@@ -27,6 +31,7 @@
 #include <memplan/sdk.hpp>
 
 #include <array>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <utility>
@@ -39,11 +44,16 @@ namespace sdk = memplan::sdk;
 namespace q = memplan::plugins::quantized;
 using sdk::ParamClass;
 
-constexpr std::array<memplan_option_spec, 12> kOptions{{
+constexpr std::array<memplan_option_spec, 13> kOptions{{
     {"format", MEMPLAN_OPTION_STRING,
      "quantized weight format: int8, int4, nf4, fp8, fp8-block (DeepSeek-V3), mxfp4, gptq, awq, or a llama.cpp GGUF "
-     "type (q4_0, q4_1, q5_0, q5_1, q8_0, q2_k .. q6_k, iq1_s .. iq4_xs, iq4_nl)",
-     "required"},
+     "type (q4_0, q4_1, q5_0, q5_1, q8_0, q2_k .. q6_k, iq1_s .. iq4_xs, iq4_nl); \"auto\": the format the model's "
+     "config.json declares (quantization_config: mxfp4, fp8, gptq, awq, bitsandbytes)",
+     "\"auto\""},
+    {"quantize", MEMPLAN_OPTION_STRING,
+     "the parts whose linear weights are quantized: a comma-separated list of attention, mlp, experts",
+     "attention, mlp, experts; with format \"auto\", those the model's quantization_config does not keep "
+     "unquantized (gpt-oss: experts)"},
     {"group_size", MEMPLAN_OPTION_INT, "elements that share one scale",
      "int4 128 (GPTQ, AWQ), nf4 64 (QLoRA), int8 one row = model.hidden (LLM.int8()), fp8 per tensor (not counted)"},
     {"scale_dtype", MEMPLAN_OPTION_STRING, "dtype of each group's scale: fp32, fp16, bf16 or fp8",
@@ -95,21 +105,135 @@ std::string display_name(const sdk::ItemRef& item) {
   return name + "." + std::string(item.name());
 }
 
-bool is_quantized_class(ParamClass param_class) {
+// The parts `quantize` names, as bits.
+constexpr unsigned kAttention = 1, kMlp = 2, kExperts = 4, kAllParts = 7;
+constexpr std::array<std::pair<std::string_view, unsigned>, 3> kParts{
+    {{"attention", kAttention}, {"mlp", kMlp}, {"experts", kExperts}}};
+
+bool is_quantized_class(ParamClass param_class, unsigned parts) {
   switch (param_class) {
     case ParamClass::attention:
     case ParamClass::attention_kv:
-    case ParamClass::attention_latent:
-    case ParamClass::mlp:
-    case ParamClass::expert: return true;
+    case ParamClass::attention_latent: return (parts & kAttention) != 0;
+    case ParamClass::mlp: return (parts & kMlp) != 0;
+    case ParamClass::expert: return (parts & kExperts) != 0;
     default: return false;
   }
+}
+
+// Biases stay in the unquantized dtype: the formats quantize weight matrices
+// (gpt-oss's checkpoint keeps the experts' *_bias in bf16 beside the MXFP4
+// *_blocks and *_scales).
+bool is_bias(std::string_view name) {
+  return name.size() >= 4 && name.substr(name.size() - 4) == "bias";
+}
+
+// "attention, experts" -> bits.
+unsigned parse_parts(sdk::Options& options, std::string_view text) {
+  unsigned parts = 0;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) comma = text.size();
+    std::string_view field = text.substr(start, comma - start);
+    while (!field.empty() && field.front() == ' ') field.remove_prefix(1);
+    while (!field.empty() && field.back() == ' ') field.remove_suffix(1);
+    unsigned bit = 0;
+    for (const auto& [name, value] : kParts)
+      if (name == field) bit = value;
+    if (bit == 0)
+      options.fail("quantize", "names \"" + std::string(field) +
+                                   "\"; list the parts to quantize from attention, mlp, experts (comma-separated)");
+    parts |= bit;
+    start = comma + 1;
+  }
+  return parts;
+}
+
+// The format a model's config.json declares (its quantization_config, which
+// the host publishes as model.quantization.* attributes, conventions.h), in
+// this plugin's terms: transformers' quant_method names (HfQuantizer) ->
+// mxfp4; fp8 with weight_block_size -> fp8-block of that block, without ->
+// fp8 per tensor; gptq and awq with the bits and group size they give.
+struct Declared {
+  const q::Format* format = nullptr;
+  std::string method;
+  std::optional<int64_t> bits;
+  std::optional<int64_t> group;  // -1: one scale per row
+  unsigned parts = kAllParts;     // those not kept unquantized
+  bool double_quant = false;      // bitsandbytes' bnb_4bit_use_double_quant
+  std::string_view scale;         // the scales' dtype, when the method fixes it; empty: the format's
+};
+
+std::optional<Declared> declared_format(sdk::Options& options) {
+  const std::optional<std::string> method = options.fact_string(MEMPLAN_ATTR_MODEL_QUANT_METHOD);
+  if (!method) return std::nullopt;
+  Declared declared;
+  declared.method = *method;
+  declared.bits = options.fact_integer(MEMPLAN_ATTR_MODEL_QUANT_BITS);
+  declared.group = options.fact_integer(MEMPLAN_ATTR_MODEL_QUANT_GROUP_SIZE);
+  const std::optional<int64_t> block = options.fact_integer(MEMPLAN_ATTR_MODEL_QUANT_BLOCK);
+  const std::string unquantized = options.fact_string(MEMPLAN_ATTR_MODEL_QUANT_UNQUANTIZED).value_or("");
+  for (const auto& [name, bit] : kParts)
+    if (("," + unquantized + ",").find("," + std::string(name) + ",") != std::string::npos) declared.parts &= ~bit;
+  auto bits_must_be = [&](std::initializer_list<int64_t> allowed) {
+    if (!declared.bits) return;
+    std::string list;
+    for (int64_t bits : allowed) {
+      if (bits == *declared.bits) return;
+      list += (list.empty() ? "" : ", ") + std::to_string(bits);
+    }
+    options.fail("format", "is \"auto\", and the model's quantization_config declares quant_method \"" + *method +
+                               "\" with " + std::to_string(*declared.bits) + " bits, which 'quantized' reads with " +
+                               list + " bits only; set format (and group_size) yourself");
+  };
+  if (*method == "mxfp4") {
+    bits_must_be({4});
+    declared.format = q::find_format("mxfp4");
+    declared.group.reset();  // the MX block of 32 is the format's
+  } else if (*method == "fp8") {
+    declared.format = q::find_format(block ? "fp8-block" : "fp8");
+    declared.group = block;
+  } else if (*method == "gptq") {
+    bits_must_be({2, 3, 4, 8});
+    declared.format = q::find_format("gptq");
+  } else if (*method == "awq") {
+    bits_must_be({4});
+    declared.format = q::find_format("awq");
+  } else if (*method == "bitsandbytes") {
+    // bitsandbytes (BitsAndBytesConfig): 4-bit NF4 or FP4 codes with an fp32
+    // absmax per block of 64 (Params4bit's default blocksize), the same bytes
+    // for either code; 8-bit LLM.int8() weights with one fp32 scale per row
+    // (Int8Params.SCB).
+    if (!declared.bits)
+      options.fail("format", "is \"auto\", and the model's quantization_config declares quant_method "
+                             "\"bitsandbytes\" without load_in_4bit or load_in_8bit; set format yourself");
+    bits_must_be({4, 8});
+    if (*declared.bits == 4) {
+      const std::string type = options.fact_string(MEMPLAN_ATTR_MODEL_QUANT_VALUE_TYPE).value_or("fp4");
+      if (type != "nf4" && type != "fp4")
+        options.fail("format", "is \"auto\", and the model's quantization_config declares bnb_4bit_quant_type \"" +
+                                   type + "\"; 'quantized' reads nf4 and fp4; set format yourself");
+      declared.format = q::find_format("nf4");
+      declared.double_quant = options.fact_integer(MEMPLAN_ATTR_MODEL_QUANT_DOUBLE_QUANT).value_or(0) != 0;
+    } else {
+      declared.format = q::find_format("int8");
+      declared.scale = "fp32";
+    }
+    declared.bits.reset();  // the format's
+  } else {
+    options.fail("format", "is \"auto\", and the model's quantization_config declares quant_method \"" + *method +
+                               "\", which 'quantized' does not read; it reads mxfp4, fp8 (per tensor, or in "
+                               "blocks with weight_block_size), gptq, awq and bitsandbytes. Set format to one of " +
+                               q::format_names());
+  }
+  return declared;
 }
 
 class QuantizedPrecision {
  public:
   static constexpr sdk::PluginInfo info{
-      "quantized", "1.2.0",
+      "quantized", "1.3.0",
       "Quantized weights (int8, int4, nf4, fp8, fp8-block, mxfp4, gptq, awq, GGUF types) with their block scales; frozen in training (QLoRA)",
       sdk::Kind::precision, sdk::Phase::precision};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -123,15 +247,31 @@ class QuantizedPrecision {
         master_weights_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_MASTER_WEIGHTS)),
         optimizer_states_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES)),
         bits_per_weight_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "quantized_bits_per_weight")),
-        note_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "quantized_note")) {
+        note_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "quantized_note")),
+        format_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "quantized_format")) {
     const std::optional<std::string> name = options.string("format");
-    if (!name) options.fail("needs format = \"...\" (the quantized weight format: " + q::format_names() + ")");
-    const q::Format* format = q::find_format(*name);
-    if (format == nullptr)
-      options.fail("format", "is \"" + *name + "\", not a quantized format; use one of " + q::format_names());
+    std::optional<Declared> declared;
+    const q::Format* format = nullptr;
+    if (!name || *name == "auto") {
+      declared = declared_format(options);
+      if (!declared)
+        options.fail(std::string(name ? "format = \"auto\" takes the format the model's config.json declares, "
+                                        "but the model declares none (no quantization_config in an hf_config); "
+                                        "set format = \"...\" instead"
+                                      : "needs format = \"...\"") +
+                     " (the quantized weight format: " + q::format_names() + ")");
+      format = declared->format;
+      parts_ = declared->parts;
+    } else {
+      format = q::find_format(*name);
+      if (format == nullptr)
+        options.fail("format", "is \"" + *name + "\", not a quantized format; use one of " + q::format_names() +
+                                   ", or \"auto\"");
+    }
+    if (const std::optional<std::string> quantize = options.string("quantize")) parts_ = parse_parts(options, *quantize);
 
     q::Layout layout;
-    layout.bits = format->bits;
+    layout.bits = declared && declared->bits ? static_cast<double>(*declared->bits) : format->bits;
     if (format->grouping == q::Grouping::block) {
       // A GGUF block fixes its group, scales and zero points: nothing to choose.
       const std::pair<const char*, bool> fixed_keys[] = {{"group_size", options.integer("group_size").has_value()},
@@ -147,7 +287,7 @@ class QuantizedPrecision {
       layout.group = static_cast<double>(format->default_group);
       layout.block_bytes = static_cast<double>(format->block_bytes);
     }
-    layout.double_quant = options.boolean("double_quant").value_or(false);
+    layout.double_quant = options.boolean("double_quant").value_or(declared && declared->double_quant);
     if (layout.double_quant && format->name != "nf4")
       options.fail("double_quant", "applies to nf4 only (QLoRA's double quantization of the absmax constants); "
                                    "remove it or use format = \"nf4\"");
@@ -157,6 +297,14 @@ class QuantizedPrecision {
     const memplan_model& model = options.model();
     if (group) {
       layout.group = static_cast<double>(*group);
+    } else if (declared && declared->group && *declared->group == -1) {
+      // GPTQ's group_size -1: one scale per output channel, a row of the input width.
+      if (!model.has_architecture)
+        options.fail("the model's quantization_config gives group_size -1 (one scale per row of model.hidden "
+                     "elements), but the model is known only by its parameter count; set group_size");
+      layout.group = static_cast<double>(model.hidden);
+    } else if (declared && declared->group) {
+      layout.group = static_cast<double>(*declared->group);
     } else if (format->grouping == q::Grouping::block) {
       // set above
     } else if (format->grouping == q::Grouping::fixed) {
@@ -181,7 +329,8 @@ class QuantizedPrecision {
       if (!known) options.fail("scale_dtype", "is \"" + *scale + "\"; use fp32, fp16, bf16 or fp8");
     }
     if (format->grouping != q::Grouping::block)
-      layout.scale_bytes = *sdk::dtype_bytes(scale.value_or(std::string(format->default_scale)));
+      layout.scale_bytes = *sdk::dtype_bytes(
+          scale.value_or(std::string(declared && !declared->scale.empty() ? declared->scale : format->default_scale)));
 
     if (options.boolean("zero_point").value_or(format->zero_point_default)) {
       if (!format->has_zero_point)
@@ -203,6 +352,14 @@ class QuantizedPrecision {
     optimizer_states_ = plain_dtype(options, "optimizer_states", "fp32");
     skip_trainable_ = options.boolean("skip_trainable").value_or(false);
     whole_model_ = !model.has_architecture;
+    if (declared) {
+      format_text_ = std::string(format->name) + " from the model's quantization_config (quant_method " +
+                     declared->method + "); quantized parts:";
+      std::string parts;
+      for (const auto& [part, bit] : kParts)
+        if (parts_ & bit) parts += (parts.empty() ? " " : ", ") + std::string(part);
+      format_text_ += parts.empty() ? " none" : parts;
+    }
   }
 
   void apply(sdk::Context& ctx) {
@@ -213,6 +370,7 @@ class QuantizedPrecision {
     ctx.set_attr(master_weights_dtype_, master_weights_.value_or(0.0));
     ctx.set_attr(optimizer_states_dtype_, optimizer_states_);
     ctx.set_attr(bits_per_weight_attr_, quantized_ * 8.0);
+    if (!format_text_.empty()) ctx.set_attr(format_attr_, format_text_.c_str());
     if (whole_model_)
       ctx.set_attr(note_attr_,
                    "the model is known only by its parameter count, so all of it is quantized, including the "
@@ -224,7 +382,7 @@ class QuantizedPrecision {
     for (sdk::ItemRef item : ctx.items()) {
       if (item.role() != sdk::Role::weights) continue;
       const bool trains = training && item.trainable();
-      bool quantize = is_quantized_class(item.param_class()) ||
+      bool quantize = (is_quantized_class(item.param_class(), parts_) && !is_bias(item.name())) ||
                       (whole_model_ && item.param_class() == ParamClass::other);  // the one `parameters` item
       if (quantize && trains) {
         if (!skip_trainable_) fail_trainable(ctx, item);
@@ -273,7 +431,9 @@ class QuantizedPrecision {
   }
 
   sdk::Attribute weights_dtype_, activations_dtype_, gradients_dtype_, master_weights_dtype_, optimizer_states_dtype_;
-  sdk::Attribute bits_per_weight_attr_, note_attr_;
+  sdk::Attribute bits_per_weight_attr_, note_attr_, format_attr_;
+  unsigned parts_ = kAllParts;  // the parts whose linear weights are quantized
+  std::string format_text_;     // for the report, when the format comes from the model's config
   double quantized_ = 0;   // values and constants, per element
   double values_ = 0;      // the packed values, per element
   double constants_ = 0;   // scales (and zero points), per element

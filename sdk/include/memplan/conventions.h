@@ -53,6 +53,32 @@
  * H200 8-GPU boards). */
 #define MEMPLAN_ATTR_HARDWARE_NVLINK_SHARP "hardware.nvlink_sharp"
 
+/* The weight format the model's checkpoint declares (a Hugging Face
+ * config.json's quantization_config), set by the host before plugins are
+ * created, so a precision plugin may read them in create(); all absent when
+ * the model declares none. The host does not interpret them.
+ *   model.quantization.method          string: quant_method as written ("mxfp4", "gptq", ...)
+ *   model.quantization.bits            int: bits per value ("bits", AWQ's "w_bit"), when given
+ *   model.quantization.group_size      int: elements per scale ("group_size", AWQ's "q_group_size"),
+ *                                      -1 for one scale per row, when given
+ *   model.quantization.block_elements  int: elements per 2-D scale block (the product of
+ *                                      weight_block_size, e.g. 128 x 128), when given
+ *   model.quantization.value_type      string: the values' type, when named (bitsandbytes'
+ *                                      bnb_4bit_quant_type: "nf4", "fp4")
+ *   model.quantization.double_quant    int 1: the scales are quantized too (bitsandbytes'
+ *                                      bnb_4bit_use_double_quant); absent otherwise
+ *   model.quantization.unquantized     string: the parts the config keeps unquantized
+ *                                      (modules_to_not_convert, ignored_layers,
+ *                                      llm_int8_skip_modules), comma-separated
+ *                                      from attention, mlp, experts, router, embeddings, lm_head */
+#define MEMPLAN_ATTR_MODEL_QUANT_METHOD "model.quantization.method"
+#define MEMPLAN_ATTR_MODEL_QUANT_BITS "model.quantization.bits"
+#define MEMPLAN_ATTR_MODEL_QUANT_GROUP_SIZE "model.quantization.group_size"
+#define MEMPLAN_ATTR_MODEL_QUANT_BLOCK "model.quantization.block_elements"
+#define MEMPLAN_ATTR_MODEL_QUANT_VALUE_TYPE "model.quantization.value_type"
+#define MEMPLAN_ATTR_MODEL_QUANT_DOUBLE_QUANT "model.quantization.double_quant"
+#define MEMPLAN_ATTR_MODEL_QUANT_UNQUANTIZED "model.quantization.unquantized"
+
 /* Bytes of GPU copies of offloaded parameter shards that the sharding plugin
  * stages in an allocator pool of their own before gathering them (double),
  * e.g. PyTorch FSDP's pre-unshard stream: set by the sharding plugin, turned

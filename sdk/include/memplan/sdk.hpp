@@ -462,6 +462,20 @@ class Options : public HostView {
     return value;
   }
 
+  // Facts the host publishes as attributes before create(), such as the
+  // model's weight format (model.quantization.*, conventions.h); nullopt when
+  // absent.
+  std::optional<std::string> fact_string(const char* key) const {
+    const char* value = host_->get_attr_string(ctx_, key);
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  }
+  std::optional<int64_t> fact_integer(const char* key) const {
+    int64_t value = 0;
+    const int status = host_->get_attr_int(ctx_, key, &value);
+    return read(status, value);
+  }
+
   using HostView::fail;
   [[noreturn]] void fail(const char* key, const std::string& message) const {
     throw PluginError(key, message);

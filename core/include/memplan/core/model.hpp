@@ -25,6 +25,23 @@ enum class OutputHead { lm, mlm, none };
 // heads x head_dim, k_norm of kv_heads x head_dim).
 enum class QkNorm { none, head, full };
 
+// The weight format a checkpoint's config.json declares (transformers'
+// quantization_config), as far as memplan reads it. The core does not
+// interpret the method: it publishes these facts to plugins as
+// model.quantization.* attributes (memplan/conventions.h), and a precision
+// plugin may take its format from them. Empty method: none declared.
+struct WeightFormat {
+  std::string method;          // quant_method, as written
+  int64_t bits = 0;            // bits per value ("bits", AWQ's "w_bit"); 0: not given
+  int64_t group_size = 0;      // elements per scale ("group_size", AWQ's "q_group_size"); -1: one per row; 0: not given
+  int64_t block_elements = 0;  // elements per 2-D scale block (the product of weight_block_size); 0: not given
+  std::string value_type;      // the values' type, when the config names one (bitsandbytes' bnb_4bit_quant_type)
+  bool double_quant = false;   // the scales are quantized too (bitsandbytes' bnb_4bit_use_double_quant)
+  std::string unquantized;     // the parts the config keeps unquantized (modules_to_not_convert, ignored_layers),
+                               // comma-separated in the words of [[strategy]] freeze's `train`: attention, mlp,
+                               // experts, router, embeddings, lm_head
+};
+
 struct ModelSpec {
   std::string preset;       // catalog name the spec came from, or empty
   std::string hf_config;    // the Hugging Face config.json the spec came from, or empty
@@ -58,7 +75,8 @@ struct ModelSpec {
   int64_t layer_norms = 2;             // norms of width h per layer (Gemma 2/3: 4, pre and post of each block)
   int64_t shared_expert_ffn_hidden = 0;  // MoE: a shared expert (gated MLP) every token passes, 0: none
   bool shared_expert_gate = false;       // a sigmoid gate h x 1 on the shared expert's output (Qwen2-MoE)
-  bool router_bias = false;              // MoE: the router has a bias per expert (DeepSeek-V3's e_score_correction_bias)
+  bool router_bias = false;              // MoE: the router has a bias per expert (GptOssTopKRouter.bias,
+                                         // DeepSeek-V3's e_score_correction_bias)
   int64_t dense_layers = 0;              // MoE: the first N layers have a dense MLP of ffn_hidden (DeepSeek's
                                          // first_k_dense_replace); 0: every layer routes
   // Multi-head latent attention (DeepSeek-V2, arXiv 2405.04434, section 2.1),
@@ -72,6 +90,10 @@ struct ModelSpec {
   int64_t qk_rope_head_dim = 0;
   int64_t v_head_dim = 0;
   std::string hf_note;                 // what reading the config left out, said as a warning (a vision tower)
+  // gpt-oss (transformers' GptOssAttention, GptOssTopKRouter, GptOssExperts):
+  bool attention_sinks = false;  // a learned sink logit per query head per layer (GptOssAttention.sinks)
+  bool expert_bias = false;      // MoE: each expert's projections have biases (gate_up 2 x f, down h)
+  WeightFormat weight_format;    // the checkpoint's quantization_config, if its config.json declares one
 
   bool has_architecture() const { return params_only <= 0; }
   // The output layer reuses the token embedding (no head: nothing to share).
