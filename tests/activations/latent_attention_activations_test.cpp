@@ -146,6 +146,35 @@ TEST(LatentAttentionActivations, QueryLatentAddsItsNormsTerms) {
                    12'292.0 * 4096);
 }
 
+// torchtitan's op-level checkpointing (recompute policy "op") of an MLA layer
+// (torchtitan models/deepseek_v3/model/model.py @ ab033dde: wq, wkv_a, wkv_b,
+// wo, then the MLP's w1, w3, w2; the odd multiplies' outputs are saved).
+// DeepSeek-V2-Lite's dense layer 0, bytes per token: the layer's input 2 x 2048
+// = 4,096; q's output 2 x 3072 and kv_b's 2 x 4096 = 14,336; gate's 2 x 10944
+// and down's 2 x 2048 = 25,984; SDPA's output 2 x 2048 and log-sum-exp 4 x 16
+// = 4,160: 48,576 x 4096 = 198,967,296.
+// DeepSeek-V3's layer (query latent 1536, kv latent 512 + rope 64, h 7168,
+// SwiGLU 18432, 128 heads, v 128), through the header: input 7168, q_a 1536,
+// kv_a 576 (whole), o 7168, up 18432 (the MLP starts at the 6th multiply), all
+// x 2; SDPA 2 x 16384 + 4 x 128: 2 x (7168 + 1536 + 576 + 7168 + 18432) + 33,280
+// = 103,040 x 4096 = 422,051,840.
+TEST(LatentAttentionActivations, OpLevelCheckpointingFollowsTorchtitansOrder) {
+  const std::string recompute = "[[strategy]]\nuse = \"recompute\"\npolicy = \"op\"\n";
+  Evaluation e = evaluate_paper(scenario("deepseek-v2-lite", "", recompute));
+  EXPECT_EQ(e.item_bytes("layers.0.activations", kAct), 198'967'296u);
+  plugins::TransformerShape v3{4096, 1, 7168, 128, 128 * 192, 128 * 192, 18432, true, 0, 0, 128};
+  v3.q_latent = 1536;
+  v3.kv_latent = 512;
+  v3.rope = 64;
+  v3.v_width = 128 * 128;
+  v3.kv_up_width = 128 * 256;
+  plugins::ActivationSettings settings;
+  settings.dropout = false;
+  settings.flash_attention = true;
+  settings.recompute = plugins::RecomputePolicy::per_op;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(v3, settings), 422'051'840.0);
+}
+
 // Pipeline parallelism over 3 stages of 9 layers: the first stage holds the
 // dense layer 0 and MoE layers 1-8, the last stage MoE layers 18-26 only (1F1B,
 // one micro-batch in flight: grad_accum 1).
@@ -163,7 +192,8 @@ TEST(LatentAttentionActivations, PipelineStagesCountTheirDenseLayers) {
 // and recomputes one layer at a time: the working set is the largest layer's
 // stored bytes, a MoE layer's 638,320,640.
 TEST(LatentAttentionActivations, RecomputeWorkingSetIsTheLargestLayerKind) {
-  Evaluation e = evaluate_paper(scenario("deepseek-v2-lite", "", "[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\n"));
+  const std::string recompute = "[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\n";
+  Evaluation e = evaluate_paper(scenario("deepseek-v2-lite", "", recompute));
   EXPECT_EQ(e.item_bytes("layers.0.activations", kAct), 16'777'216u);
   EXPECT_EQ(e.item_bytes("layers.1-26.activations", kAct), uint64_t{26} * 16'777'216u);
   EXPECT_EQ(e.item_bytes("activations.recompute", kAct), 638'320'640u);

@@ -187,10 +187,9 @@ class MegatronActivations {
     // Bytes per layer for all in-flight micro-batches, as bytes (1 per element).
     const double stored_bytes =
         memplan::plugins::stored_bytes_per_layer(shape, settings) * static_cast<double>(inflight) * factor / context;
-    const double dense_bytes =
-        dense_layers > 0
-            ? memplan::plugins::stored_bytes_per_layer(dense, settings) * static_cast<double>(inflight) * factor / context
-            : 0;
+    const double dense_bytes = dense_layers > 0 ? memplan::plugins::stored_bytes_per_layer(dense, settings) *
+                                                      static_cast<double>(inflight) * factor / context
+                                                : 0;
     memplan::sdk::Device stored_device = memplan::sdk::Device::gpu;
     if (offload_) {
       // torchtune training/_activation_offloading.py (OffloadActivations): each
@@ -202,8 +201,9 @@ class MegatronActivations {
       double window = stored_bytes * std::min<double>(2, static_cast<double>(stage_layers));
       if (dense_layers > 0) {
         window = dense_bytes * std::min<double>(2, static_cast<double>(dense_layers));
-        if (routed_layers > 0) window = std::max({window, dense_bytes + stored_bytes,
-                                                  stored_bytes * std::min<double>(2, static_cast<double>(routed_layers))});
+        if (routed_layers > 0)
+          window = std::max({window, dense_bytes + stored_bytes,
+                             stored_bytes * std::min<double>(2, static_cast<double>(routed_layers))});
       }
       add_bytes(ctx, names_.offload_window, window, memplan::sdk::Lifetime::transient_forward);
       add_bytes(ctx, names_.offload_window, window, memplan::sdk::Lifetime::transient_backward);

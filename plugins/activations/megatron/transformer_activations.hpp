@@ -138,8 +138,9 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
     // keeps what a norm keeps, and the up-projection keeps the normed latent when it trains. The latents are
     // whole on every rank. The rope slice of kv_a's output keeps nothing (rope saves only cos and sin).
     const double latent = x.q_latent + x.kv_latent;
-    const double latent_norms = e.rms_norm ? 4 * latent + (x.q_latent > 0 ? 8 : 4) + (e.norms_trainable ? p * latent : 0)
-                                           : p * latent + (x.q_latent > 0 ? 16 : 8);
+    const double norms = x.q_latent > 0 ? 2 : 1;
+    const double latent_norms = e.rms_norm ? 4 * latent + 4 * norms + (e.norms_trainable ? p * latent : 0)
+                                           : p * latent + 8 * norms;
     terms.replicated += sb * (latent_norms + (e.attention_trainable ? p * latent : 0));
     // Q and K (torch.cat copies, heads x (nope + rope)); V: SDPA keeps the split view of kv_b's output, which
     // holds all of it (heads x (nope + v)), eager attention's matmul a contiguous copy (heads x v); the

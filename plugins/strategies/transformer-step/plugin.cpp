@@ -245,7 +245,8 @@ class TransformerStep {
     if (model.kv_lora_rank > 0) {
       // Multi-head latent attention: QK^T over the q/k head width (no-rope + rope), softmax(QK^T) V over
       // v_head_dim (Megatron-LM's num_floating_point_operations, multi_latent_attention branch).
-      const double value_width = static_cast<double>(model.heads * model.v_head_dim) / static_cast<double>(layout.tensor);
+      const double value_width =
+          static_cast<double>(model.heads * model.v_head_dim) / static_cast<double>(layout.tensor);
       core = 2 * (head_width + value_width) * pairs * static_cast<double>(workload.micro_batch) / context;
     }
 
@@ -266,8 +267,9 @@ class TransformerStep {
     add(names_.recompute, sdk::Pass::backward, false, again);
     const double gradient_bytes = ctx.attr_double(gradients_dtype_, 2);
     // MoE layers on the stage: all of them, or with dense first layers the ones its experts span.
-    const double moe_layers = model.dense_layers > 0 ? static_cast<double>(std::max<int64_t>(expert_end - expert_begin, 0))
-                                                     : static_cast<double>(layout.stage_layers);
+    const double moe_layers = model.dense_layers > 0
+                                  ? static_cast<double>(std::max<int64_t>(expert_end - expert_begin, 0))
+                                  : static_cast<double>(layout.stage_layers);
     add_collectives(ctx, model, layout, tokens, dense_gradients * gradient_bytes, expert_gradients * gradient_bytes,
                     moe_layers);
   }
