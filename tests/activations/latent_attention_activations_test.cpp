@@ -4,8 +4,8 @@
 // Engine) and eager (transformers' DeepseekV3Attention), with and without
 // tensor parallelism; and the shared expert of Qwen1.5-MoE, which the model
 // now counts. The derivation, tensor by tensor, with its sources, is in
-// docs/formulas.md, "Multi-head latent attention", "Dense first layers and
-// shared experts"; each test repeats the sums it asserts.
+// docs/formulas.md, section 6, "megatron: multi-head latent attention, dense
+// first layers and shared experts"; each test repeats the sums it asserts.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -197,6 +197,16 @@ TEST(LatentAttentionActivations, RecomputeWorkingSetIsTheLargestLayerKind) {
   EXPECT_EQ(e.item_bytes("layers.0.activations", kAct), 16'777'216u);
   EXPECT_EQ(e.item_bytes("layers.1-26.activations", kAct), uint64_t{26} * 16'777'216u);
   EXPECT_EQ(e.item_bytes("activations.recompute", kAct), 638'320'640u);
+}
+
+// Offloading (torchtune's OffloadActivations) keeps two neighbouring layers on
+// the GPU: with layer 0 dense (428,605,440) and MoE layers of 638,320,640, the
+// largest pair is two MoE layers, 1,276,641,280 bytes, in forward and in
+// backward; the layers' stored activations live in host memory.
+TEST(LatentAttentionActivations, OffloadWindowIsTheLargestNeighbourPair) {
+  Evaluation e = evaluate_paper(scenario("deepseek-v2-lite", "offload = true\n"));
+  EXPECT_EQ(e.item_bytes("activations.offload_window", kAct), uint64_t{2} * 1'276'641'280u);
+  EXPECT_EQ(e.item_bytes("layers.0.activations", kAct), 0u);
 }
 
 // Qwen1.5-MoE-A2.7B's shared expert (SwiGLU of 5632) is now counted: before

@@ -176,7 +176,8 @@ class MegatronActivations {
     // activations, the others the routed and shared experts'. The stage holds
     // the contiguous layers [first_layer, first_layer + stage_layers) that
     // pipeline-parallel keeps (an interleaved schedule's model chunks are
-    // counted as that one range: docs/formulas.md, "Dense first layers").
+    // counted as that one range: docs/formulas.md, section 6, "megatron:
+    // multi-head latent attention, dense first layers and shared experts").
     TransformerShape dense = dense_shape_ ? *dense_shape_ : shape;
     dense.seq = shape.seq;
     dense.batch = shape.batch;

@@ -133,10 +133,11 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
     terms.replicated += sb * (kept_inputs + e.adapter_rank * e.adapter_bytes);
   }
   if (x.latent()) {
-    // Multi-head latent attention as transformers' DeepseekV3Attention writes it (docs/formulas.md, "Multi-head
-    // latent attention"): each latent (q_a's output, kv_a's first kv_lora_rank columns) passes an RMSNorm, which
-    // keeps what a norm keeps, and the up-projection keeps the normed latent when it trains. The latents are
-    // whole on every rank. The rope slice of kv_a's output keeps nothing (rope saves only cos and sin).
+    // Multi-head latent attention as transformers' DeepseekV3Attention writes it (docs/formulas.md,
+    // section 6, "megatron: multi-head latent attention, ..."): each latent (q_a's output, kv_a's first
+    // kv_lora_rank columns) passes an RMSNorm, which keeps what a norm keeps, and the up-projection keeps
+    // the normed latent when it trains. The latents are whole on every rank. The rope slice of kv_a's
+    // output keeps nothing (rope saves only cos and sin).
     const double latent = x.q_latent + x.kv_latent;
     const double norms = x.q_latent > 0 ? 2 : 1;
     const double latent_norms = e.rms_norm ? 4 * latent + 4 * norms + (e.norms_trainable ? p * latent : 0)
@@ -193,8 +194,9 @@ inline LayerActivations layer_activation_terms(const TransformerShape& x, const 
   terms.split_kv = p * sb * x.kv_width + p * sb * x.kv_width;
   if (x.latent()) {
     // Multi-head latent attention as Megatron-Core writes it (MLASelfAttention with Transformer Engine;
-    // docs/formulas.md, "Multi-head latent attention"): the down-projections are plain linears every
-    // tensor-parallel rank runs whole (sequence parallelism splits their tokens), and each latent enters
+    // docs/formulas.md, section 6, "megatron: multi-head latent attention, ..."): the down-projections
+    // are plain linears every tensor-parallel rank runs whole (sequence parallelism splits their
+    // tokens), and each latent enters
     // a fused norm + column-parallel up-projection that keeps the norm's input and output. The rope key
     // slice keeps nothing. Q and K are heads x (nope + rope), V and the attention output heads x v.
     terms.replicated += 2 * p * sb * (x.q_latent + x.kv_latent);
