@@ -96,9 +96,12 @@ TEST(LatentAttentionActivations, EagerDeepSeekV2LiteDenseAndMoeLayers) {
   EXPECT_EQ(e.item_bytes("layers.1-26.activations", kAct), uint64_t{26} * 822'919'168u);
 }
 
-// Eager with tensor parallelism 2 (transformers' tp_plan: q_proj, kv_b_proj
-// and the MLPs column-wise, o_proj row-wise; kv_a_proj replicated): the norms
-// and the latent (36,876 per token) stay whole, the rest halves:
+// Eager with tensor parallelism 2 (memplan's tensor-parallel keeps the latent
+// down-projection whole on every rank, class attention_latent, and splits q,
+// kv_b, o and the MLPs by heads and width; transformers' own base_model_tp_plan
+// for DeepSeek has varied between versions, recent ones giving
+// kv_a_proj_with_mqa a style of its own, "mla_kv_a_proj"): the norms and the
+// latent (36,876 per token) stay whole, the rest halves:
 //   dense: 36,876 + (24,576 + 87,552 + 64) / 2 = 92,972 x 4096 = 380,813,312
 //   MoE:   36,876 + (24,576 + 139,392 + 64) / 2 = 118,892 x 4096 = 486,981,632
 TEST(LatentAttentionActivations, EagerTensorParallel) {
