@@ -6,6 +6,7 @@
 memplan_add_test(test_activations
   activations/megatron_outside_layers_test.cpp
   activations/megatron_layers_test.cpp
+  activations/latent_attention_activations_test.cpp
   activations/ratio_test.cpp
   activations/examples_test.cpp)
 memplan_add_test(test_overhead

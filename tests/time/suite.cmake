@@ -3,6 +3,7 @@
 # tests/suites.cmake; paths are relative to tests/.
 memplan_add_test(test_time
   time/transformer_step_test.cpp
+  time/latent_attention_step_test.cpp
   time/step_time_test.cpp
   time/collectives_test.cpp
   time/search_test.cpp

@@ -86,7 +86,7 @@ constexpr std::array<LossMode, 7> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.4.0",
+      "megatron", "1.5.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -136,6 +136,7 @@ class MegatronActivations {
       options.fail("needs the sequence length: set [batch] seq_len");
     model_ = options.model();
     model_shape_ = layer_shape(model_);
+    if (model_.experts > 0 && model_.dense_layers > 0) dense_shape_ = dense_layer_shape(model_shape_, model_);
   }
 
   void apply(memplan::sdk::Context& ctx) {
@@ -171,33 +172,79 @@ class MegatronActivations {
     // Read before the items below are added (they are activations, not weights).
     const PlanFacts facts = scan_plan(ctx);
 
+    // A MoE model's dense first layers (dense_layers) store a dense MLP's
+    // activations, the others the routed and shared experts'. The stage holds
+    // the contiguous layers [first_layer, first_layer + stage_layers) that
+    // pipeline-parallel keeps (an interleaved schedule's model chunks are
+    // counted as that one range: docs/formulas.md, section 6, "megatron:
+    // multi-head latent attention, dense first layers and shared experts").
+    TransformerShape dense = dense_shape_ ? *dense_shape_ : shape;
+    dense.seq = shape.seq;
+    dense.batch = shape.batch;
+    const int64_t dense_layers =
+        dense_shape_ ? std::clamp<int64_t>(model.dense_layers - facts.first_layer, 0, stage_layers) : 0;
+    const int64_t routed_layers = static_cast<int64_t>(stage_layers) - dense_layers;
+
     // Bytes per layer for all in-flight micro-batches, as bytes (1 per element).
     const double stored_bytes =
         memplan::plugins::stored_bytes_per_layer(shape, settings) * static_cast<double>(inflight) * factor / context;
+    const double dense_bytes = dense_layers > 0 ? memplan::plugins::stored_bytes_per_layer(dense, settings) *
+                                                      static_cast<double>(inflight) * factor / context
+                                                : 0;
     memplan::sdk::Device stored_device = memplan::sdk::Device::gpu;
     if (offload_) {
       // torchtune training/_activation_offloading.py (OffloadActivations): each
       // saved tensor is copied to pinned host memory on a side stream as forward
       // goes, and in backward the next layer's tensors are brought back while
       // the current one runs: the GPU holds the layer in flight and the one
-      // being copied, in forward and in backward.
-      const double window = stored_bytes * std::min<double>(2, static_cast<double>(stage_layers));
+      // being copied, in forward and in backward (with dense and MoE layers,
+      // the largest two neighbours).
+      double window = stored_bytes * std::min<double>(2, static_cast<double>(stage_layers));
+      if (dense_layers > 0) {
+        window = dense_bytes * std::min<double>(2, static_cast<double>(dense_layers));
+        if (routed_layers > 0)
+          window = std::max({window, dense_bytes + stored_bytes,
+                             stored_bytes * std::min<double>(2, static_cast<double>(routed_layers))});
+      }
       add_bytes(ctx, names_.offload_window, window, memplan::sdk::Lifetime::transient_forward);
       add_bytes(ctx, names_.offload_window, window, memplan::sdk::Lifetime::transient_backward);
       stored_device = memplan::sdk::Device::cpu;
     }
-    memplan::support::add_bytes(ctx, {.name = names_.stored,
-                                      .role = memplan::sdk::Role::activations,
-                                      .lifetime = memplan::sdk::Lifetime::activation,
-                                      .device = stored_device,
-                                      .layer = facts.first_layer,
-                                      .count = stage_layers,
-                                      .bytes = stored_bytes});
+    if (dense_layers == 0) {
+      memplan::support::add_bytes(ctx, {.name = names_.stored,
+                                        .role = memplan::sdk::Role::activations,
+                                        .lifetime = memplan::sdk::Lifetime::activation,
+                                        .device = stored_device,
+                                        .layer = facts.first_layer,
+                                        .count = stage_layers,
+                                        .bytes = stored_bytes});
+    } else {
+      memplan::support::add_bytes(ctx, {.name = names_.stored,
+                                        .role = memplan::sdk::Role::activations,
+                                        .lifetime = memplan::sdk::Lifetime::activation,
+                                        .device = stored_device,
+                                        .layer = facts.first_layer,
+                                        .count = static_cast<uint32_t>(dense_layers),
+                                        .bytes = dense_bytes});
+      if (routed_layers > 0)
+        memplan::support::add_bytes(ctx, {.name = names_.stored,
+                                          .role = memplan::sdk::Role::activations,
+                                          .lifetime = memplan::sdk::Lifetime::activation,
+                                          .device = stored_device,
+                                          .layer = facts.first_layer + static_cast<int32_t>(dense_layers),
+                                          .count = static_cast<uint32_t>(routed_layers),
+                                          .bytes = stored_bytes});
+    }
 
     add_module_buffers(ctx, facts, stage_layers, layout.stage_has_embedding,
                        shape.batch * settings.bytes * static_cast<double>(inflight));
 
-    const double working_set = memplan::plugins::recompute_working_set(shape, settings) / context;
+    // One layer is recomputed at a time: the largest of the stage's kinds.
+    double working_set = memplan::plugins::recompute_working_set(shape, settings) / context;
+    if (dense_layers > 0) {
+      const double dense_set = memplan::plugins::recompute_working_set(dense, settings) / context;
+      working_set = routed_layers > 0 ? std::max(working_set, dense_set) : dense_set;
+    }
     // On the stored activations' device (the host's with offload).
     if (working_set > 0)
       add_bytes(ctx, names_.recompute, working_set, memplan::sdk::Lifetime::transient_backward, stored_device);
@@ -258,10 +305,35 @@ class MegatronActivations {
       shape.ffn = static_cast<double>(model.expert_ffn_hidden);
       shape.top_k = static_cast<double>(model.experts_top_k);
       shape.experts = static_cast<double>(model.experts);
+      shape.shared_ffn = static_cast<double>(model.shared_expert_ffn_hidden);
     } else {
       shape.ffn = static_cast<double>(model.ffn_hidden);
     }
+    if (model.kv_lora_rank > 0) {
+      // Multi-head latent attention: head_dim is the q/k head width (no-rope + rope), every head has its K and V.
+      const double heads = static_cast<double>(model.heads);
+      const double rope = static_cast<double>(model.qk_rope_head_dim);
+      const double v_head = static_cast<double>(model.v_head_dim);
+      shape.q_latent = static_cast<double>(model.q_lora_rank);
+      shape.kv_latent = static_cast<double>(model.kv_lora_rank);
+      shape.rope = rope;
+      shape.kv_width = shape.q_width;
+      shape.kv_heads = heads;
+      shape.v_width = heads * v_head;
+      shape.kv_up_width = heads * (static_cast<double>(model.head_dim) - rope + v_head);
+    }
     return shape;
+  }
+
+  // A MoE model's first dense_layers layers (DeepSeek's first_k_dense_replace): the same attention, and a
+  // dense MLP of ffn_hidden instead of the routed and shared experts.
+  static TransformerShape dense_layer_shape(const TransformerShape& moe, const memplan_model& model) {
+    TransformerShape dense = moe;
+    dense.ffn = static_cast<double>(model.ffn_hidden);
+    dense.top_k = 0;
+    dense.experts = 0;
+    dense.shared_ffn = 0;
+    return dense;
   }
 
   // The attributes apply() reads besides the layout, resolved once.
@@ -336,10 +408,11 @@ class MegatronActivations {
   }
 
   // Elements of the largest linear-layer matrix on the rank: h x the widest
-  // of the query projection, the MLP's inner width (or an expert's), split t ways.
+  // of the query projection, the MLP's inner width (or an expert's, or the shared expert's), split t ways.
   static double largest_linear_matrix(const memplan_model& model, double t) {
     const double widest = static_cast<double>(
-        std::max({model.heads * model.head_dim, model.ffn_hidden, model.expert_ffn_hidden}));
+        std::max({model.heads * model.head_dim, model.ffn_hidden, model.expert_ffn_hidden,
+                  model.shared_expert_ffn_hidden}));
     return static_cast<double>(model.hidden) * widest / t;
   }
 
@@ -469,6 +542,7 @@ class MegatronActivations {
   Names names_;
   memplan_model model_{};              // the scenario's model, which no evaluation changes
   TransformerShape model_shape_;       // layer_shape(model_)
+  std::optional<TransformerShape> dense_shape_;  // a MoE model's dense first layers, when it has any
 };
 
 }  // namespace

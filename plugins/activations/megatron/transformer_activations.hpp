@@ -37,6 +37,16 @@ struct TransformerShape {
   double top_k = 0;      // MoE: experts each token visits; 0 for a dense MLP
   double experts = 0;    // MoE: experts per layer (router logits)
   double kv_heads = 0;   // kv heads; 0: as many as the tensor-parallel ranks need (no replication)
+  // Multi-head latent attention (DeepSeek-V2, arXiv 2405.04434), when kv_latent > 0: q_width and kv_width
+  // are then heads x the q/k head width (no-rope part + rope part), kv_heads = heads.
+  double q_latent = 0;     // q_lora_rank: the query latent (0: queries projected from the hidden state)
+  double kv_latent = 0;    // kv_lora_rank: the key/value latent
+  double rope = 0;         // qk_rope_head_dim: the rope key every head shares, beside the kv latent
+  double v_width = 0;      // heads x v_head_dim: V and the attention output
+  double kv_up_width = 0;  // heads x (no-rope + v_head_dim): the kv up-projection's output
+  double shared_ffn = 0;   // MoE: the width of the shared expert every token passes (0: none)
+
+  bool latent() const { return kv_latent > 0; }
 };
 
 // How a layer is written, which decides what autograd keeps (eager_layer_terms).
@@ -122,18 +132,42 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
                                                      : e.adapter_distinct_inputs * e.adapter_bytes;
     terms.replicated += sb * (kept_inputs + e.adapter_rank * e.adapter_bytes);
   }
-  const double kv_width = e.repeat_kv ? x.q_width : x.kv_width;
-  // q and the attention output at the query width; K and V at the width attention sees them.
-  terms.split = sb * p * x.q_width * (o.flash_attention || e.output_trainable ? 2 : 1);
-  terms.split_kv = sb * 2 * p * kv_width;
-  if (e.repeat_kv) {  // the repeated copies have as many heads as q: split like q
-    terms.split += terms.split_kv;
+  if (x.latent()) {
+    // Multi-head latent attention as transformers' DeepseekV3Attention writes it (docs/formulas.md,
+    // section 6, "megatron: multi-head latent attention, ..."): each latent (q_a's output, kv_a's first
+    // kv_lora_rank columns) passes an RMSNorm, which keeps what a norm keeps, and the up-projection keeps
+    // the normed latent when it trains. The latents are whole on every rank. The rope slice of kv_a's
+    // output keeps nothing (rope saves only cos and sin).
+    const double latent = x.q_latent + x.kv_latent;
+    const double norms = x.q_latent > 0 ? 2 : 1;
+    const double latent_norms = e.rms_norm ? 4 * latent + 4 * norms + (e.norms_trainable ? p * latent : 0)
+                                           : p * latent + 8 * norms;
+    terms.replicated += sb * (latent_norms + (e.attention_trainable ? p * latent : 0));
+    // Q and K (torch.cat copies, heads x (nope + rope)); V: SDPA keeps the split view of kv_b's output, which
+    // holds all of it (heads x (nope + v)), eager attention's matmul a contiguous copy (heads x v); the
+    // attention output (heads x v) when SDPA saves it or o trains.
+    terms.split = sb * p * (x.q_width + x.kv_width + (o.flash_attention ? x.kv_up_width : x.v_width) +
+                            (o.flash_attention || e.output_trainable ? x.v_width : 0));
     terms.split_kv = 0;
+  } else {
+    const double kv_width = e.repeat_kv ? x.q_width : x.kv_width;
+    // q and the attention output at the query width; K and V at the width attention sees them.
+    terms.split = sb * p * x.q_width * (o.flash_attention || e.output_trainable ? 2 : 1);
+    terms.split_kv = sb * 2 * p * kv_width;
+    if (e.repeat_kv) {  // the repeated copies have as many heads as q: split like q
+      terms.split += terms.split_kv;
+      terms.split_kv = 0;
+    }
   }
-  const double first = x.ffn * (x.gated ? 2 : 1);  // the first projection's outputs (gate and up)
-  const double mlp = x.gated ? 3 * p * x.ffn + (e.down_trainable ? p * x.ffn : 0)
-                             : p * first + (e.down_trainable ? p * x.ffn : 0);
+  auto mlp_of = [&](double ffn) {
+    return x.gated ? 3 * p * ffn + (e.down_trainable ? p * ffn : 0)
+                   : p * ffn + (e.down_trainable ? p * ffn : 0);
+  };
+  const double mlp = mlp_of(x.ffn);
   terms.split += sb * (x.top_k > 0 ? x.top_k * (2 * p * x.hidden + mlp) + p * x.experts : mlp);
+  // The shared expert (DeepseekV3MoE.shared_experts, Qwen2MoeSparseMoeBlock.shared_expert): a dense MLP of its
+  // own width on the same normed input, which the routed experts' input already counts.
+  if (x.top_k > 0 && x.shared_ffn > 0) terms.split += sb * mlp_of(x.shared_ffn);
   if (o.flash_attention) {
     terms.attention_core = 4 * x.heads * sb;
   } else {
@@ -158,8 +192,23 @@ inline LayerActivations layer_activation_terms(const TransformerShape& x, const 
   // QK^T) and V (for attention over V) at the kv width of grouped-query attention.
   terms.split = p * sb * x.q_width + p * sb * x.q_width;
   terms.split_kv = p * sb * x.kv_width + p * sb * x.kv_width;
+  if (x.latent()) {
+    // Multi-head latent attention as Megatron-Core writes it (MLASelfAttention with Transformer Engine;
+    // docs/formulas.md, section 6, "megatron: multi-head latent attention, ..."): the down-projections
+    // are plain linears every tensor-parallel rank runs whole (sequence parallelism splits their
+    // tokens), and each latent enters
+    // a fused norm + column-parallel up-projection that keeps the norm's input and output. The rope key
+    // slice keeps nothing. Q and K are heads x (nope + rope), V and the attention output heads x v.
+    terms.replicated += 2 * p * sb * (x.q_latent + x.kv_latent);
+    terms.split = p * sb * x.q_width + p * sb * x.v_width;
+    terms.split_kv = p * sb * x.kv_width + p * sb * x.v_width;
+  }
   // MLP: first projection's output(s) and the activation function's output.
-  const double mlp = p * sb * x.ffn * (x.gated ? 2 : 1) + p * sb * x.ffn;
+  auto mlp_of = [&](double ffn) { return p * sb * ffn * (x.gated ? 2 : 1) + p * sb * ffn; };
+  const double mlp = mlp_of(x.ffn);
+  // The shared expert every token passes (Megatron-Core SharedExpertMLP): a dense MLP of its width on the
+  // pre-MLP norm's output, which the norm terms already count.
+  if (x.top_k > 0 && x.shared_ffn > 0) terms.split += mlp_of(x.shared_ffn);
   if (x.top_k > 0)
     // Each token's hidden state is dispatched to top_k experts: per routed
     // token the expert keeps its input (the permuted copy of the hidden state)
@@ -189,6 +238,36 @@ inline double kv_divisor(const TransformerShape& x, const ActivationSettings& o)
   return memplan::support::kv_ways(x.kv_heads, o.tensor_parallel);
 }
 
+// torchtitan's op-level selective checkpointing of a multi-head latent
+// attention layer (torchtitan models/deepseek_v3/model/model.py, Attention:
+// wq_a, wq_b or wq, then wkv_a, wkv_b, wo; then the MLP's w1, w2, w3 as in
+// Llama): the layer's input, the 1st, 3rd, 5th ... matrix multiply's output
+// (with a query latent: q_a's, kv_a's (latent + rope) and o's; without: q's
+// and kv_b's), then the MLP's in the same alternation, and SDPA's output
+// (heads x v) and fp32 log-sum-exp. The latents are whole on every rank.
+inline double per_op_latent_bytes(const TransformerShape& x, const ActivationSettings& o) {
+  const double sb = x.seq * x.batch;
+  const double t = o.tensor_parallel;
+  const double whole_divisor = o.sequence_parallel ? t : 1;
+  double whole = x.hidden;  // the layer's input
+  double split = 0;
+  int attention_matmuls = 0;
+  if (x.q_latent > 0) {
+    whole += x.q_latent + x.kv_latent + x.rope;  // q_a (1st), kv_a (3rd)
+    split += x.hidden;                           // o (5th): the row-parallel output, per rank before its reduce
+    attention_matmuls = 5;
+  } else {
+    split += x.q_width + x.kv_up_width;  // q (1st), kv_b (3rd)
+    attention_matmuls = 4;
+  }
+  // The MLP's multiplies w1 (gate), w3 (up), w2 (down) for SwiGLU, up and down otherwise, continuing the count.
+  const bool odd_next = attention_matmuls % 2 == 0;  // the MLP's first multiply is an odd one
+  if (x.gated) split += odd_next ? x.ffn + x.hidden : x.ffn;
+  else split += odd_next ? x.ffn : x.hidden;
+  const double attention = o.flash_attention ? o.bytes * x.v_width + 4 * x.heads : 0;
+  return o.bytes * sb * whole / whole_divisor + sb * (o.bytes * split + attention) / t;
+}
+
 // Bytes one layer keeps from forward to backward for one micro-batch.
 inline double stored_bytes_per_layer(const TransformerShape& x, const ActivationSettings& o) {
   const LayerActivations terms = layer_activation_terms(x, o);
@@ -206,6 +285,7 @@ inline double stored_bytes_per_layer(const TransformerShape& x, const Activation
       // SDPA's output and fp32 log-sum-exp (flash; an eager attention's ops
       // are not on the list and are recomputed).
       const double sb = x.seq * x.batch;
+      if (x.latent()) return per_op_latent_bytes(x, o);
       const double matmuls = x.q_width + x.kv_width + x.ffn + (x.gated ? x.hidden : 0);
       const double attention = o.flash_attention ? o.bytes * x.q_width + 4 * x.heads : 0;
       return o.bytes * sb * x.hidden / (o.sequence_parallel ? t : 1) + sb * (o.bytes * matmuls + attention) / t;

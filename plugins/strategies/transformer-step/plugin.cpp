@@ -23,7 +23,15 @@
 //                      Megatron-LM since it halved them; what FlashAttention
 //                      computes), false all s^2 (Narayanan et al. 2021 and
 //                      Korthikanti et al. 2022 count so); a sliding window
-//                      keeps at most `window` keys per query.
+//                      keeps at most `window` keys per query. Multi-head
+//                      latent attention: 2 x (q/k head width + v_head_dim)
+//                      x the pairs per head (QK^T over nope + rope, the
+//                      value side over v_head_dim), as the
+//                      multi_latent_attention branch counts it.
+//   layer kinds        the dense first layers, the routed experts and the
+//                      shared experts come from the items (the inventory's
+//                      mlp, moe.experts, moe.shared_expert over their layer
+//                      ranges), so each layer kind counts its own weights.
 //   backward           twice the forward for every trainable weight (input
 //                      and weight gradients) and for the attention core;
 //                      once for a frozen weight (input gradients only: LoRA's
@@ -46,10 +54,12 @@
 //                     3); with sequence parallelism all-gathers and
 //                     reduce-scatters of the same volume (Korthikanti et al.
 //                     section 4.2.2). Group: tp ranks, stride 1.
-//   context parallel  ring attention: each layer passes its K and V chunk on
+//   context parallel  ring attention (multi-head latent attention: K of
+//                     heads x head_dim and V of heads x v_head_dim): each layer passes its K and V chunk on
 //                     cp - 1 times in forward, K, V and their gradients in
 //                     backward. Group: cp ranks, stride tp.
-//   expert parallel   per MoE layer a dispatch and a combine all-to-all of
+//   expert parallel   per MoE layer (not the dense first layers: the layers
+//                     the stage's expert items span) a dispatch and a combine all-to-all of
 //                     t x top_k x h in forward, as many in backward. Group: ep
 //                     ranks, stride tp x cp.
 //   pipeline          the stage's output activations (t x h, / tp under
@@ -72,6 +82,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -130,7 +141,7 @@ double attention_pairs(double s, double window, bool causal) {
 
 class TransformerStep {
  public:
-  static constexpr sdk::PluginInfo info{"transformer-step", "1.0.0",
+  static constexpr sdk::PluginInfo info{"transformer-step", "1.1.0",
                                         "A transformer training step's FLOPs and its layout's collectives, per GPU",
                                         sdk::Kind::strategy, sdk::Phase::work, sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -188,7 +199,13 @@ class TransformerStep {
     // The trainable weights' elements, dense and experts': the data-parallel gradient reduction's size.
     double dense_gradients = 0, expert_gradients = 0;
     bool has_head = false, embedding_trains = false;
+    // The layers the stage's experts span (a MoE model's dense first layers have none): [expert_begin, expert_end).
+    int64_t expert_begin = std::numeric_limits<int64_t>::max(), expert_end = 0;
     for (const sdk::ItemRef item : ctx.items()) {
+      if (item.role() == sdk::Role::weights && item.param_class() == ParamClass::expert && item.layer() >= 0) {
+        expert_begin = std::min<int64_t>(expert_begin, item.layer());
+        expert_end = std::max<int64_t>(expert_end, item.layer() + static_cast<int64_t>(item.count()));
+      }
       if (item.role() != sdk::Role::weights || item.device() != sdk::Device::gpu || item.non_parameter()) continue;
       const double elements = item.elements() * static_cast<double>(item.count());
       if (item.trainable()) (item.param_class() == ParamClass::expert ? expert_gradients : dense_gradients) += elements;
@@ -224,7 +241,14 @@ class TransformerStep {
       global_layers = std::floor(layers / static_cast<double>(model.global_attention_every));
     const double pairs = global_layers * attention_pairs(seq, 0, causal_) +
                          (layers - global_layers) * attention_pairs(seq, window, causal_);
-    const double core = 4 * head_width * pairs * static_cast<double>(workload.micro_batch) / context;
+    double core = 4 * head_width * pairs * static_cast<double>(workload.micro_batch) / context;
+    if (model.kv_lora_rank > 0) {
+      // Multi-head latent attention: QK^T over the q/k head width (no-rope + rope), softmax(QK^T) V over
+      // v_head_dim (Megatron-LM's num_floating_point_operations, multi_latent_attention branch).
+      const double value_width =
+          static_cast<double>(model.heads * model.v_head_dim) / static_cast<double>(layout.tensor);
+      core = 2 * (head_width + value_width) * pairs * static_cast<double>(workload.micro_batch) / context;
+    }
 
     const sdk::Math math = math_ ? *math_ : math_of_bytes(ctx.attr_double(activations_dtype_, 2));
     auto add = [&](sdk::Name name, sdk::Pass pass, bool model_flops, double flops) {
@@ -242,12 +266,17 @@ class TransformerStep {
     else if (policy == "op") again = layer_matmul / 2;  // SDPA output is saved: the core is not redone
     add(names_.recompute, sdk::Pass::backward, false, again);
     const double gradient_bytes = ctx.attr_double(gradients_dtype_, 2);
-    add_collectives(ctx, model, layout, tokens, dense_gradients * gradient_bytes, expert_gradients * gradient_bytes);
+    // MoE layers on the stage: all of them, or with dense first layers the ones its experts span.
+    const double moe_layers = model.dense_layers > 0
+                                  ? static_cast<double>(std::max<int64_t>(expert_end - expert_begin, 0))
+                                  : static_cast<double>(layout.stage_layers);
+    add_collectives(ctx, model, layout, tokens, dense_gradients * gradient_bytes, expert_gradients * gradient_bytes,
+                    moe_layers);
   }
 
  private:
   void add_collectives(sdk::Context& ctx, const memplan_model& model, const memplan::support::Layout& layout,
-                       double tokens, double dense_gradients, double expert_gradients) {
+                       double tokens, double dense_gradients, double expert_gradients, double moe_layers) {
     const double activation = ctx.attr_double(activations_dtype_, 2);
     const double layers = static_cast<double>(layout.stage_layers);
     const double hidden_states = tokens * static_cast<double>(model.hidden) * activation;  // t x h
@@ -264,8 +293,11 @@ class TransformerStep {
     for (Pass pass : {Pass::forward, Pass::backward})
       collective(names_.tensor, pass, Collective::all_reduce, layout.tensor, 1, 2 * layers * hidden_states, 0);
     // Context parallelism: K and V of the GPU's chunk, passed on cp - 1 times per layer; backward also their gradients.
-    const double kv = tokens * 2 * static_cast<double>(model.kv_heads * model.head_dim) /
-                      static_cast<double>(layout.tensor) * activation;
+    double kv = tokens * 2 * static_cast<double>(model.kv_heads * model.head_dim) /
+                static_cast<double>(layout.tensor) * activation;
+    if (model.kv_lora_rank > 0)  // multi-head latent attention: K of heads x head_dim, V of heads x v_head_dim
+      kv = tokens * static_cast<double>(model.heads * (model.head_dim + model.v_head_dim)) /
+           static_cast<double>(layout.tensor) * activation;
     const double passes = static_cast<double>(layout.context - 1);
     collective(names_.context, Pass::forward, Collective::send_recv, layout.context, layout.tensor,
                layers * passes * kv, 0);
@@ -275,7 +307,7 @@ class TransformerStep {
     if (model.experts > 0)
       for (Pass pass : {Pass::forward, Pass::backward})
         collective(names_.expert, pass, Collective::all_to_all, layout.expert, layout.tensor * layout.context,
-                   2 * layers * hidden_states * static_cast<double>(model.experts_top_k), 0);
+                   2 * moe_layers * hidden_states * static_cast<double>(model.experts_top_k), 0);
     // Pipeline: the stage boundary's activations forward, their gradient back.
     const double boundary = hidden_states / (layout.sequence_parallel ? static_cast<double>(layout.tensor) : 1.0);
     const int64_t pipeline_stride = layout.tensor * layout.context * layout.data;
