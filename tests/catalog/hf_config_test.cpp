@@ -151,7 +151,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Family{"olmo-2-7b", 7'298'617'344.0}, Family{"mistral-nemo-12b", 12'247'782'400.0},
                       Family{"mistral-small-24b", 23'572'403'200.0}, Family{"phi-4", 14'659'507'200.0},
                       Family{"qwen2.5-7b", 7'615'616'512.0}, Family{"qwen2.5-72b-instruct", 72'706'203'648.0},
-                      Family{"gpt-oss-20b", 20'914'757'184.0}, Family{"gpt-oss-120b", 116'829'156'672.0}),
+                      Family{"gpt-oss-20b", 20'914'757'184.0}, Family{"gpt-oss-120b", 116'829'156'672.0},
+                      // Latent attention (latent_attention_test.cpp has the hand counts).
+                      Family{"deepseek-v2-lite", 15'706'484'224.0}, Family{"deepseek-v3", 671'026'419'200.0}),
     [](const ::testing::TestParamInfo<Family>& info) {
       std::string name = info.param.preset;
       for (char& c : name)
