@@ -112,6 +112,27 @@ TEST(LatentAttention, DeepSeekV2LiteHasNoQueryLatent) {
   EXPECT_EQ(items.at("moe.experts"), (Entry{MEMPLAN_CLASS_EXPERT, 1, 26, 64.0 * 3 * 2048 * 1408}));
 }
 
+// [model] mtp_layers = 1 counts DeepSeek-V3's multi-token-prediction module
+// (README_WEIGHTS.md: model.layers.61, "structure identical to the Main Model
+// hidden layers", plus enorm, hnorm, eh_proj and the shared head's norm; the
+// embedding and the head are shared): one MoE layer 11,507,286,272 + eh_proj
+// 2 x 7168 x 7168 = 102,760,448 + 3 norms of 7168 = 21,504: 11,610,068,224;
+// 671,026,419,200 + 11,610,068,224 = 682,636,487,424. With the copies of the
+// embedding and the head that the checkpoint stores in layer 61 (2 x
+// 926,679,040) that is 684,489,845,504, Hugging Face's "685B".
+TEST(LatentAttention, MultiTokenPredictionModule) {
+  ModelSpec v3 = fixture("deepseek-v3");
+  v3.mtp_layers = 1;
+  EXPECT_EQ(count_parameters(parameter_inventory(v3)), 682'636'487'424.0);
+  const auto items = items_of(v3);
+  EXPECT_EQ(items.at("moe.experts"), (Entry{MEMPLAN_CLASS_EXPERT, 3, 59, 256.0 * 3 * 7168 * 2048}));
+  EXPECT_EQ(items.at("attn.kv_b").count, 62u);
+  EXPECT_EQ(items.at("mtp.eh_proj"), (Entry{MEMPLAN_CLASS_MLP, 61, 1, 2.0 * 7168 * 7168}));
+  EXPECT_EQ(items.at("mtp.norms"), (Entry{MEMPLAN_CLASS_NORM, 61, 1, 3.0 * 7168}));
+  EXPECT_EQ(to_abi_model(v3, 0).layers, 62);  // plugins see the module as the 62nd layer
+  EXPECT_NE(fixture("deepseek-v3").hf_note.find("set [model] mtp_layers = 1"), std::string::npos);
+}
+
 TEST(LatentAttention, PresetsEqualTheConfigs) {
   for (const char* name : {"deepseek-v3", "deepseek-v2-lite"}) {
     SCOPED_TRACE(name);

@@ -196,7 +196,7 @@ TEST(ModelKeys, Errors) {
             "qkv_bias, output_bias, mlp_bias, position_embeddings, type_vocab, embedding_norm, final_norm, pooler, "
             "output_head, moe, sliding_window, global_attention_every, max_context, qk_norm, layer_norms, "
             "shared_expert_ffn_hidden, shared_expert_gate, dense_layers, attention_sinks, router_bias, expert_bias, "
-            "q_lora_rank, kv_lora_rank, qk_rope_head_dim, v_head_dim, preset, hf_config.");
+            "q_lora_rank, kv_lora_rank, qk_rope_head_dim, v_head_dim, mtp_layers, preset, hf_config.");
 }
 
 }  // namespace

@@ -46,9 +46,12 @@ uint64_t instance_bytes(const PlanItem& item) {
 }
 
 // The largest amount of one lifetime that belongs to a single layer (or to a
-// single item outside the layers), for each quantity in one pass: an item
-// counts in its own quantity and every later one. Items that share (layer,
-// count) are the same layers, so their per-instance bytes add up.
+// single item outside the layers), for each quantity: an item counts in its
+// own quantity and every later one. A layer holds one instance of every
+// layered item whose range [layer, layer + count) covers it (items of
+// different ranges overlap where a MoE model's dense first layers and its
+// expert layers share the attention items); the sum only changes where a
+// range starts, so the layers at range starts are the candidates.
 using PerQuantity = std::array<uint64_t, kQuantityCount>;
 
 PerQuantity largest_single_layer(const Plan& plan, int32_t lifetime) {
@@ -72,13 +75,15 @@ PerQuantity largest_single_layer(const Plan& plan, int32_t lifetime) {
       keep_larger(group);
       continue;
     }
-    bool first_of_group = true;
-    for (size_t j = 0; j < i && first_of_group; ++j)
-      first_of_group = !(counted(items[j]) && items[j].layer == item.layer && items[j].count == item.count);
-    if (!first_of_group) continue;
-    for (size_t j = i; j < items.size(); ++j)
-      if (counted(items[j]) && items[j].layer == item.layer && items[j].count == item.count)
-        add(group, items[j], instance_bytes(items[j]));
+    bool first_start = true;
+    for (size_t j = 0; j < i && first_start; ++j)
+      first_start = !(counted(items[j]) && items[j].layer == item.layer);
+    if (!first_start) continue;
+    const int64_t at = item.layer;
+    for (const PlanItem& other : items)
+      if (counted(other) && other.layer >= 0 && other.layer <= at &&
+          at < static_cast<int64_t>(other.layer) + static_cast<int64_t>(other.count))
+        add(group, other, instance_bytes(other));
     keep_larger(group);
   }
   return largest;

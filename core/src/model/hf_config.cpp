@@ -436,7 +436,8 @@ void read_deepseek(const ConfigReader& config, const std::string& type, ModelSpe
   if (const auto mtp = config.integer("num_nextn_predict_layers", 0); mtp && *mtp > 0)
     spec.hf_note = "the config has " + std::to_string(*mtp) +
                    " multi-token-prediction module(s) (num_nextn_predict_layers), which transformers does not load: "
-                   "they are not in the estimate";
+                   "they are not in the estimate; set [model] mtp_layers = " + std::to_string(*mtp) +
+                   " to count them (when training them, or serving them for speculative decoding)";
 }
 
 // GPT-2: pre-norm LayerNorm decoder, GELU MLP, biases everywhere (its Conv1D

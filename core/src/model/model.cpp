@@ -26,7 +26,7 @@ PlanItem weight(std::string_view name, int32_t param_class, int32_t layer, uint3
 // Megatron-style layer split holds whole (class attention_latent); wq, wq_b
 // and wkv_b are column-parallel, wo row-parallel (class attention).
 void latent_attention_items(const ModelSpec& spec, std::vector<PlanItem>& items) {
-  const auto layers = static_cast<uint32_t>(spec.layers);
+  const auto layers = static_cast<uint32_t>(spec.stacked_layers());
   const double h = static_cast<double>(spec.hidden);
   const double heads = static_cast<double>(spec.heads);
   const double qk_head = static_cast<double>(spec.effective_head_dim());
@@ -55,7 +55,7 @@ memplan_model to_abi_model(const ModelSpec& spec, double total_params) {
   model.struct_size = sizeof model;
   model.has_architecture = spec.has_architecture() ? 1 : 0;
   model.params = total_params;
-  model.layers = spec.layers;
+  model.layers = spec.stacked_layers();
   model.hidden = spec.hidden;
   model.heads = spec.heads;
   model.kv_heads = spec.effective_kv_heads();
@@ -92,7 +92,7 @@ std::vector<PlanItem> parameter_inventory(const ModelSpec& spec) {
   const double q_width = static_cast<double>(spec.heads * spec.effective_head_dim());
   const double kv_width = static_cast<double>(spec.effective_kv_heads() * spec.effective_head_dim());
   const double vocab = static_cast<double>(spec.vocab);
-  const auto layers = static_cast<uint32_t>(spec.layers);
+  const auto layers = static_cast<uint32_t>(spec.stacked_layers());
   // A LayerNorm has a scale and a shift per channel; an RMSNorm only a scale.
   const double norm = spec.norm == NormKind::layernorm ? 2 * h : h;
 
@@ -138,7 +138,7 @@ std::vector<PlanItem> parameter_inventory(const ModelSpec& spec) {
     // DeepSeek's first_k_dense_replace: the first layers keep a dense MLP;
     // the MoE items start after them (layer = the first MoE layer).
     const auto dense = static_cast<uint32_t>(spec.dense_layers);
-    const auto routed = static_cast<uint32_t>(spec.layers - spec.dense_layers);
+    const auto routed = static_cast<uint32_t>(spec.stacked_layers() - spec.dense_layers);
     const auto first_routed = static_cast<int32_t>(spec.dense_layers);
     if (dense > 0)
       items.push_back(weight("mlp", MEMPLAN_CLASS_MLP, 0, dense, projections * h * static_cast<double>(spec.ffn_hidden)));
@@ -165,6 +165,18 @@ std::vector<PlanItem> parameter_inventory(const ModelSpec& spec) {
     items.push_back(weight("mlp", MEMPLAN_CLASS_MLP, 0, layers, projections * h * f + bias));
   }
   items.push_back(weight("norms", MEMPLAN_CLASS_NORM, 0, layers, static_cast<double>(spec.layer_norms) * norm));
+  // Each multi-token-prediction module (DeepSeek-V3 report, arXiv 2412.19437,
+  // section 2.2; README_WEIGHTS.md; Megatron-Core's MultiTokenPredictionLayer)
+  // adds to its transformer layer the projection of the concatenated normed
+  // hidden state and embedding, eh_proj (2h x h), the norms enorm and hnorm,
+  // and the norm before the shared output head; the embedding and the head
+  // are the main model's.
+  if (spec.mtp_layers > 0) {
+    const auto first = static_cast<int32_t>(spec.layers);
+    const auto modules = static_cast<uint32_t>(spec.mtp_layers);
+    items.push_back(weight("mtp.eh_proj", MEMPLAN_CLASS_MLP, first, modules, 2 * h * h));
+    items.push_back(weight("mtp.norms", MEMPLAN_CLASS_NORM, first, modules, 3 * norm));
+  }
   if (spec.final_norm) items.push_back(weight("final_norm", MEMPLAN_CLASS_FINAL_NORM, -1, 1, norm));
   // BERT's pooler: dense h x h with a bias, applied to the first token.
   if (spec.pooler) items.push_back(weight("pooler", MEMPLAN_CLASS_OTHER, -1, 1, h * h + h));

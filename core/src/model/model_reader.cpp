@@ -54,6 +54,7 @@ void read_model_keys(const TomlReader& reader, const toml::table& table, ModelSp
     }
   };
   non_negative("dense_layers", "every layer routes to experts", spec.dense_layers);
+  non_negative("mtp_layers", "no multi-token-prediction module", spec.mtp_layers);
   non_negative("q_lora_rank", "queries projected from the hidden state directly", spec.q_lora_rank);
   non_negative("kv_lora_rank", "no latent attention", spec.kv_lora_rank);
   non_negative("qk_rope_head_dim", "no latent attention", spec.qk_rope_head_dim);
@@ -134,6 +135,7 @@ void validate_model(const ModelSpec& spec, const TomlReader& where) {
                              Bound{"layer_norms", spec.layer_norms, 64},
                              Bound{"shared_expert_ffn_hidden", spec.shared_expert_ffn_hidden, 100'000'000},
                              Bound{"dense_layers", spec.dense_layers, 1'000'000},
+                             Bound{"mtp_layers", spec.mtp_layers, 1'000},
                              Bound{"q_lora_rank", spec.q_lora_rank, 10'000'000},
                              Bound{"kv_lora_rank", spec.kv_lora_rank, 10'000'000},
                              Bound{"qk_rope_head_dim", spec.qk_rope_head_dim, 1'000'000},

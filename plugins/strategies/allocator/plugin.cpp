@@ -78,7 +78,7 @@ double rounding_waste(double bytes) {
 
 class AllocatorOverhead {
  public:
-  static constexpr sdk::PluginInfo info{"allocator", "1.3.0",
+  static constexpr sdk::PluginInfo info{"allocator", "1.3.1",
                                         "PyTorch caching allocator: block rounding and fragmentation",
                                         sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -203,17 +203,20 @@ class AllocatorOverhead {
         largest = std::max(largest, item.bytes());
         continue;
       }
-      // Items with the same (layer, count) are the same layers: their per-instance bytes add up.
-      LayerSum* same = nullptr;
-      for (LayerSum& layer : layers_)
-        if (layer.lifetime == item.lifetime() && layer.layer == item.layer() && layer.count == item.count())
-          same = &layer;
-      if (same == nullptr) {
-        layers_.push_back(LayerSum{item.lifetime(), item.layer(), item.count()});
-        same = &layers_.back();
-      }
-      same->bytes += memplan::support::instance_bytes(item);
-      largest = std::max(largest, same->bytes);
+      layers_.push_back(LayerSum{item.lifetime(), item.layer(), item.count(), memplan::support::instance_bytes(item)});
+    }
+    // A layer holds one instance of every item whose range covers it (a MoE
+    // model's dense first layers and expert layers share the attention
+    // items): the largest sum is at a range's first layer.
+    for (const LayerSum& start : layers_) {
+      double bytes = 0;
+      for (const LayerSum& other : layers_)
+        if (other.lifetime == start.lifetime && other.layer <= start.layer &&
+            start.layer < static_cast<int64_t>(other.layer) + static_cast<int64_t>(other.count))
+          bytes += other.bytes;
+      double& largest =
+          start.lifetime == sdk::Lifetime::gradient ? largest_gradient_layer : largest_activation_layer;
+      largest = std::max(largest, bytes);
     }
     const double persistent = lifetime[static_cast<size_t>(sdk::Lifetime::persistent)];
     const double gradients = lifetime[static_cast<size_t>(sdk::Lifetime::gradient)];

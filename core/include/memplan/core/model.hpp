@@ -77,6 +77,8 @@ struct ModelSpec {
   bool shared_expert_gate = false;       // a sigmoid gate h x 1 on the shared expert's output (Qwen2-MoE)
   bool router_bias = false;              // MoE: the router has a bias per expert (GptOssTopKRouter.bias,
                                          // DeepSeek-V3's e_score_correction_bias)
+  int64_t mtp_layers = 0;                // multi-token-prediction modules (DeepSeek-V3's num_nextn_predict_layers,
+                                         // a trainer's --mtp-num-layers): each a layer like the last one, after it
   int64_t dense_layers = 0;              // MoE: the first N layers have a dense MLP of ffn_hidden (DeepSeek's
                                          // first_k_dense_replace); 0: every layer routes
   // Multi-head latent attention (DeepSeek-V2, arXiv 2405.04434, section 2.1),
@@ -101,6 +103,9 @@ struct ModelSpec {
   int64_t effective_kv_heads() const { return kv_heads > 0 ? kv_heads : heads; }
   int64_t effective_head_dim() const { return head_dim > 0 ? head_dim : (heads > 0 ? hidden / heads : 0); }
   bool latent_attention() const { return kv_lora_rank > 0; }
+  // The transformer layers the model computes: its own and the
+  // multi-token-prediction modules' (layers L .. L + mtp_layers - 1).
+  int64_t stacked_layers() const { return layers + mtp_layers; }
   // The value head width: v_head_dim under latent attention, else head_dim.
   int64_t effective_v_head_dim() const { return latent_attention() ? v_head_dim : effective_head_dim(); }
 };
