@@ -153,7 +153,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Family{"qwen2.5-7b", 7'615'616'512.0}, Family{"qwen2.5-72b-instruct", 72'706'203'648.0},
                       Family{"gpt-oss-20b", 20'914'757'184.0}, Family{"gpt-oss-120b", 116'829'156'672.0},
                       // Latent attention (latent_attention_test.cpp has the hand counts).
-                      Family{"deepseek-v2-lite", 15'706'484'224.0}, Family{"deepseek-v3", 671'026'419'200.0}),
+                      Family{"deepseek-v2-lite", 15'706'484'224.0}, Family{"deepseek-v3", 671'026'419'200.0},
+                      Family{"qwen3-0.6b", 596'049'920.0}, Family{"qwen3-8b", 8'190'735'360.0},
+                      Family{"qwen3-32b", 32'762'123'264.0}, Family{"qwen3-235b-a22b", 235'093'634'560.0},
+                      Family{"phi-3.5-mini", 3'821'079'552.0},
+                      Family{"llama-4-scout-17b-16e", 107'769'861'120.0}),
     [](const ::testing::TestParamInfo<Family>& info) {
       std::string name = info.param.preset;
       for (char& c : name)
@@ -509,6 +513,136 @@ TEST(HfConfig, PhiFourAndQwenTwoPointFive) {
   EXPECT_EQ(fixture_model("qwen2.5-72b-instruct").sliding_window, 0);  // use_sliding_window false
 }
 
+// Issue 12 presets: the hand counts beside qwen3-0.6b.toml, qwen3-8b.toml,
+// qwen3-32b.toml, qwen3-235b-a22b.toml and phi-3.5-mini.toml against the
+// model cards' rounded totals (Qwen3-0.6B "0.6B, 0.44B non-embedding";
+// Qwen3-8B 8.2B, 6.95B; Qwen3-32B 32.8B, 31.2B; Qwen3-235B-A22B 235B in
+// total, 22B activated; Phi-3.5-mini-instruct 3.8B), within half a unit of
+// the last digit given.
+TEST(HfConfig, QwenThreeSizesAndPhiThreePointFive) {
+  // Embedding (and untied head) rows x hidden, subtracted for the non-embedding figures.
+  EXPECT_EQ(fixture_total("qwen3-0.6b"), 596'049'920.0);
+  expect_rounds_to(596'049'920.0, 0.6e9, 0.1e9);
+  expect_rounds_to(596'049'920.0 - 151'936.0 * 1024, 0.44e9, 0.01e9);  // tied: one matrix
+  EXPECT_TRUE(fixture_model("qwen3-0.6b").tied_embeddings);
+  EXPECT_EQ(fixture_total("qwen3-8b"), 8'190'735'360.0);
+  expect_rounds_to(8'190'735'360.0, 8.2e9, 0.1e9);
+  expect_rounds_to(8'190'735'360.0 - 2 * 151'936.0 * 4096, 6.95e9, 0.01e9);
+  EXPECT_EQ(fixture_total("qwen3-32b"), 32'762'123'264.0);
+  expect_rounds_to(32'762'123'264.0, 32.8e9, 0.1e9);
+  expect_rounds_to(32'762'123'264.0 - 2 * 151'936.0 * 5120, 31.2e9, 0.1e9);
+  // Qwen3-235B-A22B: activated, 8 of the 128 experts of 3 x 4096 x 1536 on each of the 94 layers.
+  EXPECT_EQ(fixture_total("qwen3-235b-a22b"), 235'093'634'560.0);
+  expect_rounds_to(235'093'634'560.0, 235e9, 1e9);
+  expect_rounds_to(235'093'634'560.0 - 94 * 120 * 3 * 4096.0 * 1536, 22e9, 1e9);
+  const ModelSpec moe = fixture_model("qwen3-235b-a22b");
+  EXPECT_EQ(moe.experts, 128);
+  EXPECT_EQ(moe.experts_top_k, 8);
+  EXPECT_EQ(moe.expert_ffn_hidden, 1536);
+  EXPECT_EQ(moe.kv_heads, 4);
+  // Phi-3.5-mini: Phi-3-mini's weights (3,821,079,552, 3.8B), a 131072 context
+  // and a window (262144) longer than it.
+  EXPECT_EQ(fixture_total("phi-3.5-mini"), 3'821'079'552.0);
+  expect_rounds_to(3'821'079'552.0, 3.8e9, 0.1e9);
+  const ModelSpec phi = fixture_model("phi-3.5-mini");
+  EXPECT_EQ(phi.sliding_window, 262144);
+  EXPECT_EQ(phi.max_context, 131072);
+}
+
+// Llama 4 Scout (meta-llama/Llama-4-Scout-17B-16E, model_type llama4): the
+// language model in text_config, read as transformers' modeling_llama4.py
+// builds it (hand count beside llama-4-scout-17b-16e.toml).
+TEST(HfConfig, LlamaFourScout) {
+  const Evaluation scout = evaluate(
+      replaced(std::string(kInfer), "MODEL", "hf_config = \"llama-4-scout-17b-16e/config.json\""),
+      fixtures() + "/scenario.toml");
+  EXPECT_EQ(scout.breakdown().params_total, 107'769'861'120.0);
+  const ModelSpec model = scout.estimator().scenario().model;
+  EXPECT_EQ(model.experts, 16);
+  EXPECT_EQ(model.experts_top_k, 1);
+  EXPECT_EQ(model.expert_ffn_hidden, 8192);         // intermediate_size
+  EXPECT_EQ(model.shared_expert_ffn_hidden, 8192);  // Llama4TextMoe.shared_expert: intermediate_size too
+  EXPECT_FALSE(model.shared_expert_gate);
+  EXPECT_EQ(model.dense_layers, 0);  // interleave_moe_layer_step 1: every layer MoE
+  EXPECT_EQ(model.ffn_hidden, 0);    // intermediate_size_mlp (16384) sizes no layer
+  EXPECT_EQ(model.qk_norm, QkNorm::none);  // Llama4TextL2Norm has no weight
+  EXPECT_FALSE(model.qkv_bias);
+  EXPECT_FALSE(model.tied_embeddings);
+  EXPECT_EQ(model.max_context, 262144);
+  // Chunked local attention is not a window: every layer's cache is global.
+  EXPECT_EQ(model.sliding_window, 0);
+  EXPECT_EQ(model.global_attention_every, 0);
+  // The vision tower and projector by hand (Llama4VisionModel, Llama4MultiModalProjector, vision_config): class
+  // embedding 1408, positions 577 x 1408 = 812,416, patch embedding 588 x 1408 = 827,904, layernorm_pre and
+  // _post 4 x 1408; 34 layers of q, k, v, o 4 x (1408^2 + 1408), fc1 1408 x 5632 + 5632, fc2 5632 x 1408 +
+  // 1408, 2 LayerNorms 4 x 1408: 23,807,872 each; adapter 5632 x 4096 + 4096 x 4096 = 39,845,888; projector
+  // 4096 x 5120 = 20,971,520: 871,932,416. With it, the safetensors total of
+  // meta-llama/Llama-4-Scout-17B-16E-Instruct, 108,641,793,536 (Meta's model card: 109B).
+  const double vision = 1408 + 577 * 1408.0 + 588 * 1408.0 + 4 * 1408 +
+                        34 * (4 * (1408.0 * 1408 + 1408) + 1408.0 * 5632 + 5632 + 5632.0 * 1408 + 1408 + 4 * 1408) +
+                        5632.0 * 4096 + 4096.0 * 4096 + 4096.0 * 5120;
+  EXPECT_EQ(vision, 871'932'416.0);
+  EXPECT_EQ(107'769'861'120.0 + vision, 108'641'793'536.0);
+  expect_rounds_to(108'641'793'536.0, 109e9, 1e9);
+  // Active per token (one routed expert, the shared expert): Meta's 17B.
+  expect_rounds_to(107'769'861'120.0 - 48 * 15 * 3 * 5120.0 * 8192, 17e9, 1e9);
+  // One warning says what is left out: the vision tower, and chunked attention counted as global.
+  const auto& warnings = scout.estimator().scenario().warnings;
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("the vision tower and the multimodal projector are not in the estimate"),
+            std::string::npos)
+      << warnings[0];
+  EXPECT_NE(warnings[0].find("\"attention_chunk_size\" 8192: 36 of the 48 layers attend within chunks"),
+            std::string::npos)
+      << warnings[0];
+  EXPECT_NE(warnings[0].find("counts every layer's KV cache as global"), std::string::npos) << warnings[0];
+
+  // The text model alone (model_type llama4_text, Llama4ForCausalLM): the same model, the chunk warning only.
+  const std::string text = fixture_text("llama-4-scout-17b-16e");
+  const size_t open = text.find("\"text_config\": {") + std::string("\"text_config\": ").size();
+  const size_t close = text.find('}', text.find("\"vocab_size\"", open));
+  const std::string alone = text.substr(open, close - open + 1);
+  const Evaluation text_only = ConfigFile(alone).evaluation();
+  EXPECT_EQ(text_only.breakdown().params_total, 107'769'861'120.0);
+  ASSERT_EQ(text_only.estimator().scenario().warnings.size(), 1u);
+  EXPECT_EQ(text_only.estimator().scenario().warnings[0].find("vision"), std::string::npos);
+  // Without attention_chunk_size (null): no warning.
+  EXPECT_TRUE(ConfigFile(replaced(alone, "\"attention_chunk_size\": 8192", "\"attention_chunk_size\": null"))
+                  .evaluation()
+                  .estimator()
+                  .scenario()
+                  .warnings.empty());
+
+  // moe_layers from layer 2 on: two dense first layers of intermediate_size_mlp (dense_layers). Each loses
+  // the router, 16 experts and the shared expert (81,920 + 2,013,265,920 + 125,829,120) and gains an MLP of
+  // 3 x 5120 x 16384 = 251,658,240.
+  const std::string from_two = replaced(alone, "\"moe_layers\": [\n      0,\n      1,\n", "\"moe_layers\": [\n");
+  const Evaluation two = ConfigFile(from_two).evaluation();
+  EXPECT_EQ(two.breakdown().params_total,
+            107'769'861'120.0 - 2 * (81'920.0 + 2'013'265'920.0 + 125'829'120.0 - 251'658'240.0));
+  EXPECT_EQ(two.estimator().scenario().model.dense_layers, 2);
+  EXPECT_EQ(two.estimator().scenario().model.ffn_hidden, 16384);
+
+  // Llama 4 Maverick alternates dense and MoE layers (interleave_moe_layer_step 2): an error.
+  const ConfigFile maverick(replaced(replaced(alone, "\"moe_layers\"", "\"unused_moe_layers\""),
+                                     "\"interleave_moe_layer_step\": 1", "\"interleave_moe_layer_step\": 2"));
+  EXPECT_EQ(maverick.error(),
+            maverick.path() +
+                ": error: Hugging Face config: \"interleave_moe_layer_step\" 2 makes layer 1 a MoE layer and layer 2 "
+                "after it dense (Llama 4 Maverick alternates them), which memplan cannot model: its MoE layers are "
+                "all alike and only the first layers may be dense (dense_layers); set \"interleave_moe_layer_step\" "
+                "to 1 (and \"moe_layers\" to every layer from the first MoE one), or describe the model with [model] "
+                "keys instead of hf_config");
+  const ConfigFile gap(replaced(alone, "\"moe_layers\": [\n      0,\n      1,\n", "\"moe_layers\": [\n      0,\n"));
+  EXPECT_NE(gap.error().find("\"moe_layers\" makes layer 0 a MoE layer and layer 1 after it dense"),
+            std::string::npos)
+      << gap.error();
+  // The multimodal config without its text_config.
+  EXPECT_NE(ConfigFile(replaced(text, "\"text_config\"", "\"text_configs\"")).error().find(
+                "\"text_config\" is missing (the language model of Llama 4"),
+            std::string::npos);
+}
+
 // Llama 3.3 70B has Llama 3.1 70B's architecture: its preset is the model the
 // llama-3.1-70b config gives.
 TEST(HfConfig, LlamaThreePointThreeIsLlamaThreePointOneSeventy) {
@@ -823,7 +957,8 @@ TEST(HfConfig, UnsupportedModelType) {
             path +
                 ": error: Hugging Face config: model_type \"opt\" is not supported; memplan reads \"bert\", "
                 "\"deepseek_v2\", \"deepseek_v3\", \"gemma\", \"gemma2\", \"gemma3\", \"gemma3_text\", \"gpt2\", "
-                "\"gpt_oss\", \"llama\", \"mistral\", \"mixtral\", \"olmo2\", \"phi3\", \"qwen2\", \"qwen2_moe\", "
+                "\"gpt_oss\", \"llama\", \"llama4\", \"llama4_text\", \"mistral\", \"mixtral\", \"olmo2\", \"phi3\", "
+                "\"qwen2\", \"qwen2_moe\", "
                 "\"qwen3\" and \"qwen3_moe\" configs. For another model, remove 'hf_config' "
                 "and describe the architecture with [model] keys (layers, hidden, heads, ...)");
 }

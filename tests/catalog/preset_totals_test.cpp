@@ -59,6 +59,15 @@ constexpr Exact kExact[] = {
     {"llama-3.3-70b", 70'553'706'496.0, 131072},
     {"gpt-oss-20b", 20'914'757'184.0, 131072},
     {"gpt-oss-120b", 116'829'156'672.0, 131072},
+    // The model cards round (hf_config_test.cpp checks the rounding): Qwen3
+    // 0.6B, 8B, 32B, 235B-A22B; Phi-3.5-mini 3.8B; Llama 4 Scout's language
+    // model (the checkpoint's 108,641,793,536 less the vision tower).
+    {"qwen3-0.6b", 596'049'920.0, 40960},
+    {"qwen3-8b", 8'190'735'360.0, 40960},
+    {"qwen3-32b", 32'762'123'264.0, 40960},
+    {"qwen3-235b-a22b", 235'093'634'560.0, 40960},
+    {"phi-3.5-mini", 3'821'079'552.0, 131072},
+    {"llama-4-scout-17b-16e", 107'769'861'120.0, 262144},
 };
 
 struct Rounded {

@@ -19,10 +19,10 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::string_view, 18> kModelTypes = {
-    "bert",    "deepseek_v2", "deepseek_v3", "gemma",   "gemma2", "gemma3",    "gemma3_text", "gpt2",
-    "gpt_oss", "llama",       "mistral",     "mixtral", "olmo2",  "phi3",      "qwen2",       "qwen2_moe",
-    "qwen3",   "qwen3_moe"};
+constexpr std::array<std::string_view, 20> kModelTypes = {
+    "bert",   "deepseek_v2", "deepseek_v3", "gemma",     "gemma2",    "gemma3", "gemma3_text",
+    "gpt2",   "gpt_oss",     "llama",       "llama4",    "llama4_text", "mistral", "mixtral",
+    "olmo2",  "phi3",        "qwen2",       "qwen2_moe", "qwen3",     "qwen3_moe"};
 
 // "the string \"4096\"", "null", ... for messages.
 std::string describe(const json& value) {
@@ -561,6 +561,97 @@ void read_gpt_oss(const ConfigReader& config, ModelSpec& spec) {
   read_layer_types(config, spec);
 }
 
+// Llama 4 (transformers' Llama4ForCausalLM / Llama4ForConditionalGeneration,
+// models/llama4 since 4.51.0; read at commits 008e574 configuration_llama4.py
+// and 000c33f modeling_llama4.py): an RMSNorm decoder, two norms per layer,
+// untied head by default. A MoE layer (Llama4TextMoe) has num_local_experts
+// experts of intermediate_size (gate_up_proj E x h x 2f, down_proj E x f x h),
+// a router h x E without bias and a shared expert (Llama4TextMLP) of
+// intermediate_size on every token; another layer has a gated MLP of
+// intermediate_size_mlp. moe_layers (default: every interleave_moe_layer_step-th
+// layer, from layer step - 1) must be a suffix of the layers: the dense ones
+// first (dense_layers), as memplan's MoE layers are all alike. The q/k norm
+// (use_qk_norm) is an L2 norm without weights. Layers with RoPE (no_rope_layers
+// 1) attend within attention_chunk_size-token chunks, which memplan does not
+// model: their KV cache is counted as global, and hf_note says so.
+void read_llama4(const ConfigReader& config, ModelSpec& spec) {
+  spec.layers = config.required("num_hidden_layers", "the number of layers");
+  spec.hidden = config.required("hidden_size", "the hidden size");
+  spec.heads = config.required("num_attention_heads", "the number of attention heads");
+  spec.kv_heads = config.positive("num_key_value_heads").value_or(spec.heads);
+  spec.head_dim = config.positive("head_dim").value_or(128);  // Llama4TextConfig's default
+  spec.vocab = config.required("vocab_size", "the vocabulary size");
+  spec.mlp = MlpKind::swiglu;
+  spec.norm = NormKind::rmsnorm;
+  config.string("hidden_act");
+  spec.tied_embeddings = config.boolean("tie_word_embeddings").value_or(false);
+  spec.max_context = config.positive("max_position_embeddings").value_or(0);
+  const bool attention_bias = config.boolean("attention_bias").value_or(false);
+  spec.qkv_bias = spec.output_bias = attention_bias;
+  const int64_t expert_ffn = config.required("intermediate_size", "the MLP's inner width of one expert");
+  const int64_t dense_ffn = config.positive("intermediate_size_mlp").value_or(16384);
+  const int64_t step = config.positive("interleave_moe_layer_step").value_or(1);
+  std::vector<int64_t> moe;
+  if (const json* listed = config.find("moe_layers")) {
+    if (!listed->is_array()) config.mistyped("moe_layers", "an array of layer indices", *listed);
+    for (const json& layer : *listed) {
+      if (!layer.is_number_integer() || layer.get<int64_t>() < 0 || layer.get<int64_t>() >= spec.layers)
+        config.mistyped("moe_layers", "an array of layer indices below \"num_hidden_layers\"", *listed);
+      moe.push_back(layer.get<int64_t>());
+    }
+  } else {
+    for (int64_t layer = step - 1; layer < spec.layers; layer += step) moe.push_back(layer);
+  }
+  std::sort(moe.begin(), moe.end());
+  moe.erase(std::unique(moe.begin(), moe.end()), moe.end());
+  // The dense layers must come first: the first dense layer after a MoE layer cannot be modelled.
+  const int64_t dense = spec.layers - static_cast<int64_t>(moe.size());
+  if (!moe.empty() && moe.front() != dense) {
+    int64_t after = moe.front();
+    for (size_t i = 0; i < moe.size() && moe[i] == after; ++i) ++after;
+    const std::string field = config.present("moe_layers")
+                                  ? std::string("\"moe_layers\"")
+                                  : "\"interleave_moe_layer_step\" " + std::to_string(step);
+    config.fail(field + " makes layer " + std::to_string(moe.front()) + " a MoE layer and layer " +
+                std::to_string(after) + " after it dense (Llama 4 Maverick alternates them), which memplan cannot "
+                "model: its MoE layers are all alike and only the first layers may be dense (dense_layers); set "
+                "\"interleave_moe_layer_step\" to 1 (and \"moe_layers\" to every layer from the first MoE one), or "
+                "describe the model with [model] keys instead of hf_config");
+  }
+  if (moe.empty()) {
+    spec.ffn_hidden = dense_ffn;
+  } else {
+    spec.experts = config.required("num_local_experts", "the experts per layer");
+    spec.experts_top_k = config.positive("num_experts_per_tok").value_or(1);
+    spec.expert_ffn_hidden = expert_ffn;
+    spec.shared_expert_ffn_hidden = expert_ffn;  // Llama4TextMoe.shared_expert
+    spec.dense_layers = dense;
+    if (dense > 0) spec.ffn_hidden = dense_ffn;
+  }
+  config.boolean("use_qk_norm");
+  // Layers with RoPE (no_rope_layers 1; default: all but every no_rope_layer_interval-th) are chunked.
+  const int64_t interval = config.positive("no_rope_layer_interval").value_or(4);
+  int64_t chunked = 0;
+  const json* rope = config.find("no_rope_layers");
+  if (rope != nullptr && !rope->is_array()) config.mistyped("no_rope_layers", "an array of 0 and 1", *rope);
+  for (int64_t i = 0; i < spec.layers; ++i)
+    if (rope != nullptr && !rope->empty()) {
+      const size_t at = static_cast<size_t>(i);
+      if (at >= rope->size() || !(*rope)[at].is_number_integer())
+        config.fail("\"no_rope_layers\" must hold a 0 or 1 for each of the " + std::to_string(spec.layers) +
+                    " layers; correct the file");
+      chunked += (*rope)[at].get<int64_t>() != 0;
+    } else {
+      chunked += (i + 1) % interval != 0;
+    }
+  if (const auto chunk = config.positive("attention_chunk_size"); chunk && chunked > 0)
+    spec.hf_note = "\"attention_chunk_size\" " + std::to_string(*chunk) + ": " + std::to_string(chunked) + " of the " +
+                   std::to_string(spec.layers) + " layers attend within chunks of that many tokens (chunked local "
+                   "attention), which memplan does not model: it counts every layer's KV cache as global "
+                   "(over-estimating the cache beyond " + std::to_string(*chunk) +
+                   " tokens) and every layer's attention as full";
+}
+
 // The parts of a model a quantization config can keep unquantized, in the
 // words of [[strategy]] freeze's `train`.
 constexpr std::array<std::string_view, 6> kParts = {"attention", "mlp", "experts", "router", "embeddings", "lm_head"};
@@ -687,6 +778,21 @@ ModelSpec read_hf_config(std::string_view json_text, const std::string& path) {
     read_gemma3(text_config, spec, true);
     spec.hf_note = "model_type \"gemma3\" is multimodal: memplan counts its language model (text_config) only; the "
                    "vision tower and the multimodal projector are not in the estimate";
+  }
+  else if (*type == "llama4_text")
+    read_llama4(config, spec);
+  else if (*type == "llama4") {
+    // Llama4ForConditionalGeneration: the language model is in text_config.
+    const json* text = config.object("text_config");
+    if (text == nullptr)
+      config.fail("\"text_config\" is missing (the language model of Llama 4; model_type \"llama4\" needs it); "
+                  "add it to the file, or give the text model's config (model_type \"llama4_text\")");
+    ConfigReader text_config(*text, path);
+    text_config.set_model_type("llama4 text_config");
+    read_llama4(text_config, spec);
+    spec.hf_note = "model_type \"llama4\" is multimodal: memplan counts its language model (text_config) only; the "
+                   "vision tower and the multimodal projector are not in the estimate" +
+                   (spec.hf_note.empty() ? "" : "; " + spec.hf_note);
   }
   else if (*type == "gemma" || *type == "gemma2")
     read_gemma(config, spec, *type == "gemma2");
