@@ -229,3 +229,22 @@ TEST(LatentAttentionActivations, QwenMoeCountsItsSharedExpert) {
 
 }  // namespace
 }  // namespace memplan::testing
+
+namespace memplan::testing {
+namespace {
+
+// transformers 4.38's per-layer rotary tables (rope_cache) under latent
+// attention cover only the rotary part of a head: DeepSeek's attention builds
+// its rotary embedding over qk_rope_head_dim (64; the remote code's
+// DeepseekV2Attention.rotary_emb, and transformers' DeepseekV3Config sets
+// head_dim = qk_rope_head_dim for it), not over the q/k head width (192). V2-Lite,
+// max_position_embeddings 163,840, bf16: 2 (cos, sin) x 163,840 x 64 x 2 B =
+// 41,943,040 B per layer, x 27 layers = 1,132,462,080 B (3 times less than
+// 2 x 163,840 x 192 x 2 would give).
+TEST(LatentAttentionActivations, RopeTablesCoverTheRotaryPartOnly) {
+  Evaluation e = evaluate_paper(scenario("deepseek-v2-lite", "rope_cache = true\n"));
+  EXPECT_EQ(e.item_bytes("layers.0-26.rope_cache", MEMPLAN_ROLE_WEIGHTS), 1'132'462'080u);
+}
+
+}  // namespace
+}  // namespace memplan::testing

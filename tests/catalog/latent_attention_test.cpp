@@ -173,6 +173,18 @@ TEST(LatentAttention, DeepSeekV2Shape) {
 }
 
 TEST(LatentAttention, ConfigErrors) {
+  // Fields that would overflow the sums and products of the reading are refused at the field.
+  {
+    const std::string lite = fixture_text("deepseek-v2-lite");
+    try {
+      read_hf_config(replaced(lite, "\"n_shared_experts\": 2", "\"n_shared_experts\": 9223372036854775807"), "c.json");
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), "c.json: error: Hugging Face config: \"n_shared_experts\" is "
+                                       "9223372036854775807, implausibly large (the limit is 1000000); correct it in "
+                                       "the file");
+    }
+  }
   const std::string v3 = fixture_text("deepseek-v3");
   auto error = [](const std::string& text) {
     try {
@@ -224,7 +236,7 @@ TEST(LatentAttention, ModelKeyErrors) {
   };
   EXPECT_EQ(error("kv_lora_rank = 0"),
             "s.toml:2:1: error: [model]: 'qk_rope_head_dim' belongs to multi-head latent attention, which "
-            "'kv_lora_rank' turns on; add 'kv_lora_rank' or remove 'qk_rope_head_dim'");
+            "'kv_lora_rank' turns on; add 'kv_lora_rank', or set 'qk_rope_head_dim' to 0");
   EXPECT_EQ(error("dense_layers = 27"),
             "s.toml:4:16: error: [model]: dense_layers 27 must be below layers 27 (at least one layer routes to "
             "experts)");
@@ -236,6 +248,9 @@ TEST(LatentAttention, ModelKeyErrors) {
             "must equal heads 16 or be left out");
   EXPECT_EQ(error("v_head_dim = -1"),
             "s.toml:4:14: error: in [model], 'v_head_dim' must be zero (no latent attention) or positive");
+  EXPECT_EQ(error("norm = \"layernorm\""),
+            "s.toml:4:8: error: [model]: latent attention as modelled normalises its latents with RMSNorm "
+            "(DeepSeek-V2/V3); set norm = \"rmsnorm\"");
   EXPECT_EQ(error("qkv_bias = true"),
             "s.toml:2:1: error: [model]: latent attention as modelled has no q/k/v or output biases and no q/k "
             "norms (DeepSeek-V2/V3 have none); remove 'qkv_bias', 'output_bias' or 'qk_norm'");

@@ -405,8 +405,19 @@ void read_deepseek(const ConfigReader& config, const std::string& type, ModelSpe
   spec.vocab = config.required("vocab_size", "the vocabulary size");
   spec.q_lora_rank = config.positive("q_lora_rank").value_or(0);  // null in DeepSeek-V2-Lite: wq from h directly
   spec.kv_lora_rank = config.required("kv_lora_rank", "the key/value latent width");
-  spec.qk_rope_head_dim = config.required("qk_rope_head_dim", "the rotary part of each q/k head");
-  spec.head_dim = config.required("qk_nope_head_dim", "the non-rotary part of each q/k head") + spec.qk_rope_head_dim;
+  // Sums and products below stay far inside int64 with every field under
+  // these ceilings (validate_model then applies the model's own bounds).
+  auto bounded = [&](std::string_view key, int64_t value, int64_t limit) {
+    if (value > limit)
+      config.fail("\"" + std::string(key) + "\" is " + std::to_string(value) + ", implausibly large (the limit is " +
+                  std::to_string(limit) + "); correct it in the file");
+    return value;
+  };
+  spec.qk_rope_head_dim =
+      bounded("qk_rope_head_dim", config.required("qk_rope_head_dim", "the rotary part of each q/k head"), 1'000'000);
+  spec.head_dim = bounded("qk_nope_head_dim",
+                          config.required("qk_nope_head_dim", "the non-rotary part of each q/k head"), 1'000'000) +
+                  spec.qk_rope_head_dim;
   spec.v_head_dim = config.required("v_head_dim", "the value head width");
   spec.mlp = MlpKind::swiglu;
   spec.norm = NormKind::rmsnorm;
@@ -424,8 +435,12 @@ void read_deepseek(const ConfigReader& config, const std::string& type, ModelSpe
                 "is a MoE layer, which memplan cannot model; set it to 1 or describe the model with [model] keys");
   spec.experts = *routed;
   spec.experts_top_k = config.required("num_experts_per_tok", "the experts each token is routed to");
-  spec.expert_ffn_hidden = config.required("moe_intermediate_size", "the MLP's inner width of one expert");
-  spec.shared_expert_ffn_hidden = config.integer("n_shared_experts", 0).value_or(0) * spec.expert_ffn_hidden;
+  spec.expert_ffn_hidden = bounded(
+      "moe_intermediate_size", config.required("moe_intermediate_size", "the MLP's inner width of one expert"),
+      100'000'000);
+  spec.shared_expert_ffn_hidden =
+      bounded("n_shared_experts", config.integer("n_shared_experts", 0).value_or(0), 1'000'000) *
+      spec.expert_ffn_hidden;
   spec.dense_layers = std::min(config.integer("first_k_dense_replace", 0).value_or(0), spec.layers);
   if (spec.dense_layers == spec.layers) {  // every layer dense after all
     spec.experts = spec.experts_top_k = spec.expert_ffn_hidden = spec.shared_expert_ffn_hidden = 0;

@@ -82,7 +82,7 @@ void validate_latent_attention(const ModelSpec& spec, const std::string& section
                                      {"qk_rope_head_dim", spec.qk_rope_head_dim}, {"v_head_dim", spec.v_head_dim}})
       if (value > 0)
         fail_at(at_key(key), section + ": '" + key + "' belongs to multi-head latent attention, which "
-                                 "'kv_lora_rank' turns on; add 'kv_lora_rank' or remove '" + key + "'");
+                                 "'kv_lora_rank' turns on; add 'kv_lora_rank', or set '" + key + "' to 0");
     return;
   }
   if (spec.qk_rope_head_dim == 0 || spec.v_head_dim == 0 || spec.head_dim == 0)
@@ -97,6 +97,9 @@ void validate_latent_attention(const ModelSpec& spec, const std::string& section
     fail_at(at_key("kv_heads"), section + ": latent attention up-projects keys and values for every head; kv_heads " +
                                     std::to_string(spec.kv_heads) + " must equal heads " + std::to_string(spec.heads) +
                                     " or be left out");
+  if (spec.norm == NormKind::layernorm)
+    fail_at(at_key("norm"), section + ": latent attention as modelled normalises its latents with RMSNorm "
+                                      "(DeepSeek-V2/V3); set norm = \"rmsnorm\"");
   if (spec.qkv_bias || spec.output_bias || spec.qk_norm != QkNorm::none)
     fail_at(at_key("kv_lora_rank"), section + ": latent attention as modelled has no q/k/v or output biases and no "
                                               "q/k norms (DeepSeek-V2/V3 have none); remove 'qkv_bias', "
@@ -140,7 +143,10 @@ void validate_model(const ModelSpec& spec, const TomlReader& where) {
                              Bound{"kv_lora_rank", spec.kv_lora_rank, 10'000'000},
                              Bound{"qk_rope_head_dim", spec.qk_rope_head_dim, 1'000'000},
                              Bound{"v_head_dim", spec.v_head_dim, 1'000'000}})
-    if (bound.value > bound.limit)
+    if (bound.value < 0)
+      fail_at(at_key(bound.key), section + ": '" + bound.key + "' = " + std::to_string(bound.value) +
+                                     " is negative; check the number");
+    else if (bound.value > bound.limit)
       fail_at(at_key(bound.key), section + ": '" + bound.key + "' = " + std::to_string(bound.value) +
                                      " is implausibly large (the limit is " + std::to_string(bound.limit) +
                                      "); check the number");

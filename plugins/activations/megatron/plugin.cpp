@@ -86,7 +86,7 @@ constexpr std::array<LossMode, 7> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.5.0",
+      "megatron", "1.5.1",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -503,7 +503,11 @@ class MegatronActivations {
                                                   : activation_bytes(ctx);
       ctx.add(memplan::sdk::NewItem{.name = names_.rope_cache, .role = Role::weights, .layer = facts.first_layer,
                                     .count = stage_layers, .non_parameter = true,
-                                    .elements = 2 * positions * static_cast<double>(model_.head_dim),
+                                    // cos and sin over the rotary width: the whole head, or
+                                    // latent attention's rope part (qk_rope_head_dim)
+                                    .elements = 2 * positions *
+                                                static_cast<double>(model_.kv_lora_rank > 0 ? model_.qk_rope_head_dim
+                                                                                              : model_.head_dim),
                                     .bytes_per_element = bytes});
     }
     if (causal_mask_buffer_ && stage_has_embedding) {

@@ -44,6 +44,7 @@
 // model's one `parameters` item is treated as linear layers, which overstates
 // the copies by the embedding and LM-head share.
 #include <memplan/support/precision_recipe.hpp>
+#include <memplan/support/parameter_shapes.hpp>
 
 namespace {
 
@@ -79,7 +80,7 @@ class Fp8WeightCopies {
   }
 
   void add_items(const sdk::Context& ctx, sdk::ItemBatch& batch, const sdk::ItemRef& weight) {
-    if (!runs_in_fp8(weight.param_class())) return;
+    if (!runs_in_fp8(weight.param_class()) || memplan::support::is_vector_weight(weight.name())) return;
     const double bytes = cache_ ? cached_bytes_ : saved_bytes_;
     if (bytes <= 0) return;
     sdk::ItemRef copy = batch.copy_of(weight);
@@ -112,7 +113,7 @@ class Fp8WeightCopies {
 
 struct Fp8Traits {
   static constexpr const char* name = "fp8";
-  static constexpr const char* version = "1.2.0";
+  static constexpr const char* version = "1.2.1";
   static constexpr const char* summary =
       "fp8 training (Transformer Engine, Micikevicius et al. 2022): fp8 weight copies beside bf16 weights, fp32 "
       "master weights and gradients";

@@ -29,6 +29,7 @@
 // under memory pressure; they are counted on the GPU.
 #include <memplan/dtypes.hpp>
 #include <memplan/sdk.hpp>
+#include <memplan/support/parameter_shapes.hpp>
 
 #include <array>
 #include <initializer_list>
@@ -121,12 +122,10 @@ bool is_quantized_class(ParamClass param_class, unsigned parts) {
   }
 }
 
-// Biases stay in the unquantized dtype: the formats quantize weight matrices
-// (gpt-oss's checkpoint keeps the experts' *_bias in bf16 beside the MXFP4
-// *_blocks and *_scales).
-bool is_bias(std::string_view name) {
-  return name.size() >= 4 && name.substr(name.size() - 4) == "bias";
-}
+// Biases and attention sinks stay in the unquantized dtype: the formats
+// quantize weight matrices (gpt-oss's checkpoint keeps the experts' *_bias
+// and the sinks in bf16 beside the MXFP4 *_blocks and *_scales);
+// support::is_vector_weight is the rule.
 
 // "attention, experts" -> bits.
 unsigned parse_parts(sdk::Options& options, std::string_view text) {
@@ -382,7 +381,7 @@ class QuantizedPrecision {
     for (sdk::ItemRef item : ctx.items()) {
       if (item.role() != sdk::Role::weights) continue;
       const bool trains = training && item.trainable();
-      bool quantize = (is_quantized_class(item.param_class(), parts_) && !is_bias(item.name())) ||
+      bool quantize = (is_quantized_class(item.param_class(), parts_) && !memplan::support::is_vector_weight(item.name())) ||
                       (whole_model_ && item.param_class() == ParamClass::other);  // the one `parameters` item
       if (quantize && trains) {
         if (!skip_trainable_) fail_trainable(ctx, item);

@@ -125,7 +125,7 @@ uint32_t parts_of(const sdk::ItemRef& item) {
 
 class FreezeStrategy {
  public:
-  static constexpr sdk::PluginInfo info{"freeze", "1.0.1",
+  static constexpr sdk::PluginInfo info{"freeze", "1.0.2",
                                         "Train only some layers, experts, the router or the embeddings; freeze the rest",
                                         sdk::Kind::strategy, sdk::Phase::trainability};
   static std::span<const memplan_option_spec> options() { return kOptions; }

@@ -28,7 +28,7 @@ constexpr std::array<memplan_option_spec, 2> kOptions{{
 class TensorParallelStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "tensor-parallel", "1.3.0", "Megatron tensor parallelism, optionally with sequence parallelism",
+      "tensor-parallel", "1.3.1", "Megatron tensor parallelism, optionally with sequence parallelism",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout, memplan::sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 

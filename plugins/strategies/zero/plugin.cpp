@@ -77,7 +77,7 @@ constexpr std::array<memplan_option_spec, 7> kOptions{{
 class ZeroShardingStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "zero", "1.6.0",
+      "zero", "1.6.1",
       "ZeRO stages 0-3: shard optimizer states, gradients and weights over data-parallel ranks; ZeRO-3's gathered "
       "parameters",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding, memplan::sdk::Reads::nothing};
@@ -302,7 +302,8 @@ class ZeroShardingStrategy {
           case ParamClass::attention:
           case ParamClass::attention_kv:
           case ParamClass::attention_latent: add(trace.attention[at]); break;
-          case ParamClass::norm: add(trace.norms[at]); break;
+          // Latent attention's q_a_norm and kv_a_norm run inside attention (between its projections).
+          case ParamClass::norm: add(item.name().starts_with("attn.") ? trace.attention[at] : trace.norms[at]); break;
           default: add(trace.mlp[at]); break;
         }
       }

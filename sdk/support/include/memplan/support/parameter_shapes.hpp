@@ -44,6 +44,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string_view>
 
 namespace memplan::support {
 
@@ -75,6 +76,14 @@ inline RankLayout rank_layout(const sdk::Context& ctx, const LayoutReader& layou
   ranks.tensor = static_cast<double>(layout.tensor(ctx));
   ranks.expert = static_cast<double>(layout.expert(ctx));
   return ranks;
+}
+
+// 1-D parameters that the inventory files under a matrix class because they
+// split with it: an item of biases (gpt-oss's moe.experts_bias; names ending
+// in "bias") and attention sinks (one logit per head, attn.sinks). Weight
+// formats and fp8 recipes quantize or copy matrices, not these.
+inline bool is_vector_weight(std::string_view name) {
+  return name.ends_with("bias") || name.ends_with("sinks");
 }
 
 // The shapes of `elements` elements per instance of class `param_class`.

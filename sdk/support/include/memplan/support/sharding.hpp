@@ -146,15 +146,21 @@ inline double largest_window(const std::vector<double>& values, int64_t width) {
 // Modules (parameterised torch modules, which DeepSpeed ZeRO-3 gathers one at
 // a time) in one instance of an item: the dense MLP is 2 (GELU: up, down) or 3
 // (SwiGLU: gate, up, down) linear layers; the experts item holds E / ep
-// experts of as many; a layer's `norms` item is its 2 norms; anything else
-// (q, k, v, o, router, embeddings, LM head, final norm) is one module.
+// experts of as many; a layer's norm item holds as many norms as it has
+// hidden-wide norm weights (`norms`: 2, Gemma's 4), and at least one (latent
+// attention's q_a_norm and kv_a_norm, narrower than h); anything else (q, k,
+// v, o, router, embeddings, LM head, final norm) is one module.
 inline double modules_in(sdk::ItemRef item, const memplan_model& model, int64_t expert_parallel) {
   const double projections = model.gated_mlp ? 3 : 2;
   switch (item.param_class()) {
     case sdk::ParamClass::mlp: return projections;
     case sdk::ParamClass::expert:
       return projections * std::max<double>(1.0, static_cast<double>(model.experts) / static_cast<double>(expert_parallel));
-    case sdk::ParamClass::norm: return item.layer() >= 0 ? 2 : 1;
+    case sdk::ParamClass::norm: {
+      if (item.layer() < 0) return 1;
+      const double width = static_cast<double>(model.hidden) * (model.layer_norm != 0 ? 2 : 1);
+      return width > 0 ? std::max(1.0, std::floor(item.elements() / width + 0.5)) : 1;
+    }
     case sdk::ParamClass::final_norm: return 1;
     default: return 1;
   }
