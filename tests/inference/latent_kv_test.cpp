@@ -63,5 +63,16 @@ TEST(LatentKvCache, DeepSeekV2LitePrefillTransient) {
   EXPECT_EQ(layer_bytes(e), 38'797'312u);
 }
 
+// A pipeline stage holding only the dense first layer (V2-Lite cut after
+// layer 0) has no expert on it: its MLP branch is the dense one, 2 x 512 x
+// 10944 x 3 = 33,619,968, so 4,194,304 + 33,619,968 = 37,814,272 (the MoE
+// branch, 34,603,008, belongs to the other stage).
+TEST(LatentKvCache, DenseOnlyStageHasTheDenseTransient) {
+  const std::string pp = "[[strategy]]\nuse = \"pipeline-parallel\"\nsize = 2\nfirst_stage_layers = 1\n";
+  const Evaluation e =
+      evaluate_paper(infer_scenario(preset("deepseek-v2-lite"), 1, 4096, "prefill_chunk = 512\n", pp));
+  EXPECT_EQ(layer_bytes(e), 37'814'272u);
+}
+
 }  // namespace
 }  // namespace memplan::testing

@@ -417,6 +417,12 @@ TEST(QuantizedErrors, TheConfigsFormatMustBeOneThePluginReads) {
             "scenario.toml:6:7: error: in [precision], precision plugin 'quantized', option 'format': is \"auto\", and "
             "the model's quantization_config declares quant_method \"mxfp4\" with 8 bits, which 'quantized' reads "
             "with 4 bits only; set format (and group_size) yourself" + library());
+  // fp8 is 8 bits: a config that declares other bits is refused, not read as fp8 at 4 bits.
+  const QuantizedConfig fp8_4(R"({"quant_method": "fp8", "bits": 4, "weight_block_size": [128, 128]})");
+  EXPECT_EQ(error_of(scenario(fp8_4.model(), "")),
+            "scenario.toml:6:7: error: in [precision], precision plugin 'quantized', option 'format': is \"auto\", and "
+            "the model's quantization_config declares quant_method \"fp8\" with 4 bits, which 'quantized' reads "
+            "with 8 bits only; set format (and group_size) yourself" + library());
   EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"int4\"\nquantize = \"attention, embeddings\"\n")),
             "scenario.toml:8:12: error: in [precision], precision plugin 'quantized', option 'quantize': names "
             "\"embeddings\"; list the parts to quantize from attention, mlp, experts (comma-separated)" + library());

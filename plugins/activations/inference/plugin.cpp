@@ -156,7 +156,7 @@ class InferenceMemory {
 
     add_transients(ctx, model, t, activation_bytes, seq_len, sequences,
                    mix.global_count > 0 ? seq_len : std::min(seq_len, window), rank.lm_head,
-                   first < model.dense_layers);
+                   first < model.dense_layers, rank.experts);
   }
 
  private:
@@ -172,7 +172,7 @@ class InferenceMemory {
   // larger, and the fp32 logits on the rank that holds the LM head.
   void add_transients(memplan::sdk::Context& ctx, const memplan_model& model, int64_t t, double activation_bytes,
                       int64_t seq_len, int64_t sequences, int64_t context, bool lm_head,
-                      bool dense_layers_here) const {
+                      bool dense_layers_here, bool experts_here) const {
     inf::ForwardShape shape;
     shape.hidden = static_cast<double>(model.hidden);
     shape.heads = static_cast<double>(model.heads);
@@ -185,7 +185,10 @@ class InferenceMemory {
       shape.latent = static_cast<double>(model.q_lora_rank + model.kv_lora_rank + model.qk_rope_head_dim);
     }
     shape.gated = model.gated_mlp != 0;
-    if (model.experts > 0) {
+    if (model.experts > 0 && !experts_here) {
+      // A stage of dense first layers only (a MoE model cut by pipeline parallelism).
+      shape.ffn = static_cast<double>(model.ffn_hidden);
+    } else if (model.experts > 0) {
       shape.ffn = static_cast<double>(model.expert_ffn_hidden);
       shape.top_k = static_cast<double>(model.experts_top_k);
       shape.shared_ffn = static_cast<double>(model.shared_expert_ffn_hidden);
@@ -222,6 +225,7 @@ class InferenceMemory {
   struct RankWeights {
     int64_t first_layer = 0;
     bool lm_head = false;
+    bool experts = false;  // the rank holds expert layers
   };
   RankWeights scan_weights(const memplan::sdk::Context& ctx) const {
     RankWeights found;
@@ -233,6 +237,7 @@ class InferenceMemory {
       const int32_t layer = item.layer();
       if (layer >= 0 && (first < 0 || layer < first)) first = layer;
       found.lm_head = found.lm_head || item.param_class() == ParamClass::lm_head;
+      found.experts = found.experts || item.param_class() == ParamClass::expert;
       embedding = embedding || item.param_class() == ParamClass::embedding;
     }
     if (!found.lm_head && embedding && ctx.model().tied_embeddings != 0)

@@ -191,6 +191,7 @@ std::optional<Declared> declared_format(sdk::Options& options) {
     declared.format = q::find_format("mxfp4");
     declared.group.reset();  // the MX block of 32 is the format's
   } else if (*method == "fp8") {
+    bits_must_be({8});
     declared.format = q::find_format(block ? "fp8-block" : "fp8");
     declared.group = block;
   } else if (*method == "gptq") {
