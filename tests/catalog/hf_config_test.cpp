@@ -420,7 +420,8 @@ TEST(HfConfig, Gemma2) {
   EXPECT_EQ(global.sliding_window, 0);
   EXPECT_EQ(global.global_attention_every, 0);
   // layer_types (newer transformers write it): Gemma 2's alternation is read,
-  // another pattern is an error naming the first layer that differs.
+  // another pattern is an error naming the first layer that differs (the
+  // rule read_layer_types applies to gpt-oss too).
   std::string types = "\"layer_types\": [";
   for (int i = 0; i < 42; ++i)
     types += std::string(i ? ", " : "") + (i % 2 ? "\"full_attention\"" : "\"sliding_attention\"");
@@ -435,15 +436,16 @@ TEST(HfConfig, Gemma2) {
                                        "\"full_attention\", \"sliding_attention\"");
   const ConfigFile wrong(replaced(text, "\"max_position_embeddings\"", swapped + " \"max_position_embeddings\""));
   EXPECT_EQ(wrong.error(), wrong.path() +
-                               ": error: Hugging Face config: \"layer_types\"[0] is the string \"full_attention\", not "
-                               "\"sliding_attention\": memplan models Gemma 2's alternation only (layer i global "
-                               "when i + 1 is even); correct the list, or describe the model with [model] keys "
-                               "(sliding_window, global_attention_every) instead of hf_config");
+                               ": error: Hugging Face config: \"layer_types\" makes layer 1 sliding attention, which "
+                               "is not the pattern memplan models (a window on every layer but every Nth, layer i "
+                               "full when (i + 1) % N == 0; here N would be 1 from the first full layer); describe "
+                               "the model with [model] keys (sliding_window, global_attention_every) instead of "
+                               "hf_config");
   const ConfigFile short_list(replaced(text, "\"max_position_embeddings\"",
                                        "\"layer_types\": [\"sliding_attention\"], \"max_position_embeddings\""));
   EXPECT_EQ(short_list.error(), short_list.path() +
-                                    ": error: Hugging Face config: \"layer_types\" lists 1 layers, not the 42 of "
-                                    "\"num_hidden_layers\"; correct the file");
+                                    ": error: Hugging Face config: \"layer_types\" has 1 entries for 42 layers "
+                                    "(\"num_hidden_layers\"); give one per layer");
   const ConfigFile no_kv(replaced(text, "\"num_key_value_heads\": 8,", ""));
   EXPECT_EQ(no_kv.error(), no_kv.path() +
                                ": error: Hugging Face config: \"num_key_value_heads\" is missing (the key/value "

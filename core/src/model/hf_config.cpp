@@ -302,6 +302,9 @@ void read_gemma3(const ConfigReader& config, ModelSpec& spec, bool multimodal) {
   }
 }
 
+// transformers' layer_types in memplan's terms (defined below, with gpt-oss).
+void read_layer_types(const ConfigReader& config, ModelSpec& spec);
+
 // Gemma (GemmaForCausalLM) and Gemma 2 (Gemma2ForCausalLM), transformers'
 // modeling_gemma.py / modeling_gemma2.py: RMSNorm decoders with a gated GELU MLP
 // (gate_proj, up_proj, down_proj), a head_dim of their own (default 256), q, k,
@@ -338,23 +341,8 @@ void read_gemma(const ConfigReader& config, ModelSpec& spec, bool gemma2) {
     spec.sliding_window = window;
     spec.global_attention_every = 2;
   }
-  // Newer configs spell the alternation out; another pattern cannot be modelled.
-  if (const auto count = config.array_size("layer_types")) {
-    if (*count != static_cast<size_t>(spec.layers))
-      config.fail("\"layer_types\" lists " + std::to_string(*count) + " layers, not the " +
-                  std::to_string(spec.layers) + " of \"num_hidden_layers\"; correct the file");
-    const json& types = *config.find("layer_types");
-    for (size_t i = 0; i < *count; ++i) {
-      const bool global = window == 0 || (i + 1) % 2 == 0;
-      const char* expected = global ? "full_attention" : "sliding_attention";
-      if (!types[i].is_string() || types[i].get<std::string>() != expected)
-        config.fail("\"layer_types\"[" + std::to_string(i) + "] is " + describe(types[i]) + ", not \"" + expected +
-                    "\": memplan models Gemma 2's alternation only (layer i global when i + 1 is even" +
-                    (window == 0 ? ", every layer global without a sliding_window" : "") +
-                    "); correct the list, or describe the model with [model] keys (sliding_window, "
-                    "global_attention_every) instead of hf_config");
-    }
-  }
+  // Newer configs spell the alternation out (the rule gpt-oss's layer_types share).
+  read_layer_types(config, spec);
 }
 
 // OLMo 2 (Olmo2ForCausalLM), transformers' modular_olmo2.py: a Llama-shaped
