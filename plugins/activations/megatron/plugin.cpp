@@ -389,7 +389,8 @@ class MegatronActivations {
     for (memplan::sdk::ItemRef item : ctx.items()) {
       if (item.role() != memplan::sdk::Role::weights) continue;
       const ParamClass param_class = item.param_class();
-      if (!layered && item.layer() >= 0) {
+      // The lowest layer of any layered weight, whatever the items' order.
+      if (item.layer() >= 0 && (!layered || item.layer() < facts.first_layer)) {
         facts.first_layer = item.layer();
         layered = true;
       }
