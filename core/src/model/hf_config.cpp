@@ -813,7 +813,20 @@ ModelSpec read_hf_config(std::string_view json_text, const std::string& path) {
     config.fail("model_type \"" + *type + "\" is not supported; memplan reads " + join_alternatives(names, " and ") +
                 " configs. For another model, remove 'hf_config' and describe the architecture with [model] keys "
                 "(layers, hidden, heads, ...)");
-  read_quantization(config, path, spec);
+  // The weight format is a fact for plugins, not part of the architecture:
+  // a quantization_config memplan cannot read leaves the estimate as it was
+  // before memplan read them (with a warning), and only a plugin that asks for
+  // the checkpoint's format finds none.
+  try {
+    read_quantization(config, path, spec);
+  } catch (const Error& error) {
+    spec.weight_format = WeightFormat{};
+    std::string detail = error.what();
+    const std::string prefix = "Hugging Face config: ";
+    if (const size_t at = detail.find(prefix); at != std::string::npos) detail = detail.substr(at + prefix.size());
+    spec.hf_note = (spec.hf_note.empty() ? "" : spec.hf_note + "; ") + "its quantization_config is not read (" +
+                   detail + "), so the model declares no weight format to plugins that would take it";
+  }
   spec.hf_config = path;
   return spec;
 }
