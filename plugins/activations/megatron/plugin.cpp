@@ -10,6 +10,7 @@
 #include <memplan/sdk.hpp>
 #include <memplan/support/items.hpp>
 #include <memplan/support/layout.hpp>
+#include <memplan/support/sharding.hpp>
 
 #include <algorithm>
 #include <array>
@@ -401,9 +402,7 @@ class MegatronActivations {
       if (param_class == ParamClass::norm && item.layer() >= 0 && facts.norm_bytes == 0)
         facts.norm_bytes = item.bytes_per_element();
       facts.packed_linear = facts.packed_linear ||
-                            (item.bytes_per_element() < 1 &&
-                             (param_class == ParamClass::attention || param_class == ParamClass::attention_kv ||
-                              param_class == ParamClass::attention_latent || param_class == ParamClass::mlp || param_class == ParamClass::expert));
+                            (item.bytes_per_element() < 1 && memplan::support::sharding::is_linear(param_class));
     }
     return facts;
   }

@@ -45,6 +45,7 @@
 // the copies by the embedding and LM-head share.
 #include <memplan/support/precision_recipe.hpp>
 #include <memplan/support/parameter_shapes.hpp>
+#include <memplan/support/sharding.hpp>
 
 namespace {
 
@@ -92,16 +93,10 @@ class Fp8WeightCopies {
   }
 
  private:
+  // The linear layers (support::sharding::is_linear, the one list of them),
+  // and a params-only model's one item.
   static bool runs_in_fp8(sdk::ParamClass param_class) {
-    switch (param_class) {
-      case sdk::ParamClass::attention:
-      case sdk::ParamClass::attention_kv:
-      case sdk::ParamClass::attention_latent:
-      case sdk::ParamClass::mlp:
-      case sdk::ParamClass::expert:
-      case sdk::ParamClass::other: return true;
-      default: return false;
-    }
+    return memplan::support::sharding::is_linear(param_class) || param_class == sdk::ParamClass::other;
   }
 
   bool cache_;

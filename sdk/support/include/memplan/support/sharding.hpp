@@ -67,6 +67,8 @@ struct WeightLayout {
 // Set by the sharding plugins for 'comm-buffers' (conventions.h).
 inline constexpr const char* kGradientBucketsAttr = MEMPLAN_ATTR_GRADIENT_BUCKETS;
 
+// The classes of linear (matrix) layers: the one list precision recipes and
+// sharding rules share (a new matrix class goes here).
 inline bool is_linear(sdk::ParamClass param_class) {
   return param_class == sdk::ParamClass::attention || param_class == sdk::ParamClass::attention_kv ||
          param_class == sdk::ParamClass::attention_latent || param_class == sdk::ParamClass::mlp || param_class == sdk::ParamClass::expert;
