@@ -104,10 +104,19 @@ std::string scenario(const std::string& hardware) {
 // tflops is line 19 of scenario().
 TEST(StepTime, HardwareOverrides) {
   Evaluation measured = evaluate_paper(scenario("gpu = \"h100-sxm-80gb\"\ntflops = { bf16 = 700 }\n"));
-  EXPECT_NEAR(measured.breakdown().time.hfu, 0.5, 1e-12);
-  EXPECT_NEAR(measured.breakdown().time.seconds * 700e12 * 0.5, measured.breakdown().time.hardware_flops, 1e3);
-  Evaluation custom = evaluate_paper(scenario("memory_gib = 48\ntflops = { bf16 = 200 }\n"));
+  // The step = the FLOPs at 0.5 x the overridden 700 TFLOP/s + SGD's memory traffic at the catalog's
+  // 3,350 GB/s (pure bf16, no master copy: gradient 2 + weight read and written 4 = 6 B per parameter).
+  const StepTime& time = measured.breakdown().time;
+  EXPECT_NEAR(time.memory_bytes, 6'738'415'616.0 * 6, 1);
+  EXPECT_NEAR((time.seconds - time.memory_bytes / 3350e9) * 700e12 * 0.5, time.hardware_flops, 1e3);
+  EXPECT_NEAR(time.hfu, time.hardware_flops / (time.seconds * 700e12), 1e-12);
+  Evaluation custom =
+      evaluate_paper(scenario("memory_gib = 48\ntflops = { bf16 = 200 }\nmemory_bandwidth_gbs = 864\n"));
   EXPECT_EQ(custom.breakdown().time.status, TimeStatus::timed);
+  // Without its memory bandwidth the optimizer step's traffic cannot be timed, and the report says what to give.
+  Evaluation no_bandwidth = evaluate_paper(scenario("memory_gib = 48\ntflops = { bf16 = 200 }\n"));
+  EXPECT_EQ(no_bandwidth.breakdown().time.status, TimeStatus::no_bandwidth);
+  EXPECT_EQ(no_bandwidth.estimator().scenario().hardware.label, "48 GiB GPU");
   Evaluation v100 = evaluate_paper(scenario("gpu = \"v100-sxm-32gb\"\n"));
   EXPECT_EQ(v100.breakdown().time.status, TimeStatus::no_peak);
   EXPECT_EQ(error_of(scenario("gpu = \"h100-sxm-80gb\"\ntflops = { int4 = 1 }\n"), "h.toml"),

@@ -33,9 +33,16 @@ TEST(TransformerStep, KorthikantiModelFlops22B) {
   // Selective recomputation redoes the attention core's forward, 4 B s^2 h l / 8 per GPU:
   // 4 x 4 x 2048^2 x 6144 x 48 / 8 = 2.4739e12 hardware FLOPs beyond the model's.
   EXPECT_NEAR((time.hardware_flops - time.model_flops) / 2.4739200e12, 1.0, 1e-4);
-  // At efficiency 0.5 of the A100's 312 TFLOP/s (bf16: 2-byte activations; fp16's peak is the same):
-  // compute seconds = hardware FLOPs / 156e12.
-  EXPECT_NEAR(time.compute_seconds, time.hardware_flops / 156e12, 1e-9);
+  // The optimizer step's memory traffic (optimizer_traffic.hpp): mixed-fp16 Adam moves 28 B per parameter
+  // (fp16 gradient 2, two fp32 states read and written 16, fp32 master read and written 8, fp16 weight 2).
+  // Parameters per GPU under TP 8: per layer (12 h^2 + 9 h) / 8 split (projections and their biases) +
+  // 4 h replicated (two LayerNorms), h = 6144: 56,654,592 x 48 = 2,719,420,416; the vocabulary-parallel
+  // embedding 51,200 x 6144 / 8 = 39,321,600, the positions 2048 x 6144 = 12,582,912 and the final
+  // LayerNorm 12,288 whole: 2,771,337,216 parameters, x 28 = 77,597,442,048 B.
+  EXPECT_NEAR(time.memory_bytes, 77'597'442'048.0, 1);
+  // At efficiency 0.5 of the A100's 312 TFLOP/s (bf16: 2-byte activations; fp16's peak is the same), and
+  // the traffic at its 2,039 GB/s: compute seconds = hardware FLOPs / 156e12 + memory bytes / 2039e9.
+  EXPECT_NEAR(time.compute_seconds, time.hardware_flops / 156e12 + time.memory_bytes / 2039e9, 1e-9);
   // Tensor parallelism: 2 all-reduces per layer each way of 4 x 2048 x 6144 x 2 bytes over the 8 GPUs of a
   // node: 2 x 48 x 100,663,296 x 2 x 7/8 x 2 passes = 33,822,867,456 bytes at NVLink's 300 GB/s per direction.
   const double tensor = 2.0 * 48 * (4 * 2048.0 * 6144 * 2) * 2 * 7 / 8 * 2;

@@ -153,7 +153,7 @@ void read_hardware(const toml::table& root, const std::string& file, const Catal
   } else if (gib) {
     hardware.memory_bytes = *gib;
     std::ostringstream label;
-    label << *gib << " GiB GPU";
+    label << static_cast<double>(*gib) / 1073741824.0 << " GiB GPU";  // memory_gib as given (the value is bytes)
     hardware.label = label.str();
   }
   // The scenario's figures replace the catalog's, one by one (a GPU the catalog lacks, a measured peak).

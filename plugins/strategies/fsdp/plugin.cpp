@@ -168,6 +168,8 @@ class FsdpStrategy {
       return role == Role::weights || role == Role::gradients || role == Role::master_weights ||
              role == Role::optimizer_states;
     });
+    // Each rank steps its shard of the flat parameters.
+    sharding::partition_optimizer_step(ctx, names_.optimizer_step, names_.optimizer_step_experts, dense, expert);
     ctx.set_attr(attributes_.shard_group, shard);
     if (fsdp1_) assign_fsdp1_streams(ctx);
     add_communication(ctx, shard, static_cast<int64_t>(groups.tensor));
@@ -265,9 +267,11 @@ class FsdpStrategy {
           unsharded_parameters(options.intern("fsdp.unsharded_parameters")),
           unsharded_gradients(options.intern("fsdp.unsharded_gradients")),
           gather(options.intern("fsdp.all_gather")),
-          gradient_reduction(options.intern(MEMPLAN_WORK_GRADIENT_REDUCTION)) {}
+          gradient_reduction(options.intern(MEMPLAN_WORK_GRADIENT_REDUCTION)),
+          optimizer_step(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP)),
+          optimizer_step_experts(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP_EXPERTS)) {}
     memplan::sdk::Name gathered_forward, gathered_backward, unsharded_parameters, unsharded_gradients;
-    memplan::sdk::Name gather, gradient_reduction;
+    memplan::sdk::Name gather, gradient_reduction, optimizer_step, optimizer_step_experts;
   };
 
   int64_t unit_layers_;

@@ -62,7 +62,9 @@ class OffloadStrategy {
         staging_(options.boolean("staging").value_or(true)),
         gathers_attr_(options.attribute(memplan::support::sharding::kGatherAttr)),
         staging_attr_(options.attribute(MEMPLAN_ATTR_OFFLOAD_STAGING)),
-        staging_name_(options.intern("offload.parameter_staging")) {
+        staging_name_(options.intern("offload.parameter_staging")),
+        optimizer_step_(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP)),
+        optimizer_step_experts_(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP_EXPERTS)) {
     if (!optimizer_ && !gradients_ && !parameters_)
       options.fail("offloads nothing; set optimizer = true, gradients = true and/or parameters = true");
     if (!options.training() && (optimizer_ || gradients_))
@@ -92,6 +94,10 @@ class OffloadStrategy {
                          (parameters_ && role == Role::weights && !item.non_parameter());
       if (moved) item.set_device(memplan::sdk::Device::cpu);
     }
+    // The step runs on the CPU beside its states (DeepSpeed's CPU Adam): no
+    // GPU memory traffic; the CPU's time is not modelled.
+    if (optimizer_)
+      memplan::support::sharding::partition_optimizer_step(ctx, optimizer_step_, optimizer_step_experts_, 0, 0);
   }
 
  private:
@@ -111,6 +117,7 @@ class OffloadStrategy {
   memplan::sdk::Attribute gathers_attr_;  // sharding.gathers_parameters
   memplan::sdk::Attribute staging_attr_;  // sharding.offload_staging
   memplan::sdk::Name staging_name_;
+  memplan::sdk::Name optimizer_step_, optimizer_step_experts_;  // the step's memory traffic, moved off the GPU
 };
 
 }  // namespace

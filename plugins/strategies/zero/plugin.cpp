@@ -95,6 +95,8 @@ class ZeroShardingStrategy {
         gathered_forward_(options.intern("zero3.gathered_forward")),
         all_gather_(options.intern("zero3.all_gather")),
         gradient_reduction_(options.intern(MEMPLAN_WORK_GRADIENT_REDUCTION)),
+        optimizer_step_(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP)),
+        optimizer_step_experts_(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP_EXPERTS)),
         gathered_backward_(options.intern("zero3.gathered_backward")),
         module_gradient_(options.intern("zero3.module_gradient")),
         persistent_parameters_(options.intern("zero3.persistent_parameters")) {
@@ -157,6 +159,8 @@ class ZeroShardingStrategy {
       return (stage >= 1 && (role == Role::optimizer_states || role == Role::master_weights)) ||
              (stage >= 2 && role == Role::gradients) || (stage >= 3 && role == Role::weights);
     });
+    // Each rank steps its partition of the optimizer states (stage 1 and up).
+    sharding::partition_optimizer_step(ctx, optimizer_step_, optimizer_step_experts_, dense, expert);
   }
 
  private:
@@ -354,6 +358,7 @@ class ZeroShardingStrategy {
   memplan::sdk::Attribute gathered_parameters_attr_;
   memplan::sdk::Name gathered_forward_;
   memplan::sdk::Name all_gather_, gradient_reduction_;  // stage 3's communication (ABI 1.2 work records)
+  memplan::sdk::Name optimizer_step_, optimizer_step_experts_;  // the step's memory traffic, partitioned
   double overlap_ = 1;                                  // communication_overlap
   memplan::sdk::Name gathered_backward_;
   memplan::sdk::Name module_gradient_;

@@ -112,6 +112,13 @@
  * that reduces gradients its own way (ZeRO, FSDP: reduce-scatters) rewrites
  * the record (memplan_host.plan_work). */
 #define MEMPLAN_WORK_GRADIENT_REDUCTION "data_parallel.gradients"
+/* The optimizer step's memory traffic (bytes its element-wise kernels read
+ * and write, MEMPLAN_WORK_MEMORY in MEMPLAN_PASS_OPTIMIZER), for the dense
+ * weights and the experts apart: a sharding plugin that partitions the step
+ * (ZeRO stage >= 1, FSDP) divides each by its partition's ranks, one that
+ * moves the step to the CPU sets it to 0. */
+#define MEMPLAN_WORK_OPTIMIZER_STEP "optimizer.step"
+#define MEMPLAN_WORK_OPTIMIZER_STEP_EXPERTS "optimizer.step.experts"
 
 /* Recomputation policy (string): "none", "selective", "full" or "op". */
 #define MEMPLAN_ATTR_RECOMPUTE_POLICY "recompute.policy"

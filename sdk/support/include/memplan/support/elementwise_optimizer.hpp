@@ -31,6 +31,7 @@
 
 #include <memplan/support/optimizer_states.hpp>
 #include <memplan/support/optimizer_step.hpp>
+#include <memplan/support/optimizer_traffic.hpp>
 
 namespace memplan::support {
 
@@ -57,7 +58,8 @@ class ElementwiseOptimizer {
                                             Traits::temporaries.fused_available, Traits::name)),
         in_backward_(options.boolean("in_backward").value_or(false)),
         states_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES)),
-        step_(options) {
+        step_(options),
+        traffic_(options) {
     require_shapes_for_loop(options, implementation_, Traits::temporaries);
     if (!in_backward_) return;
     in_backward_gradient_ = options.intern("gradients.in_backward");
@@ -73,8 +75,12 @@ class ElementwiseOptimizer {
   void apply(sdk::Context& ctx) {
     const bool has_temporaries = (implementation_ == Implementation::for_loop && Traits::temporaries.for_loop > 0) ||
                                  (implementation_ == Implementation::foreach && Traits::temporaries.foreach > 0);
-    if (Traits::states_per_parameter == 0 && !has_temporaries) return;
+    if (Traits::states_per_parameter == 0 && !has_temporaries) {
+      traffic_.add(ctx, 0, 0);  // SGD: the gradient and the weight (or master copy) only
+      return;
+    }
     const double state_bytes = ctx.required_attr_double(states_dtype_, MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES);
+    traffic_.add(ctx, Traits::states_per_parameter, state_bytes);
     // States are appended; the temporaries visit the items before.
     const size_t weights = add_optimizer_states(ctx, batch_, Traits::states_per_parameter, state_bytes);
     if (!in_backward_) {
@@ -117,6 +123,7 @@ class ElementwiseOptimizer {
   sdk::Attribute states_dtype_;
   sdk::ItemBatch batch_;
   StepTemporaryNames step_;
+  OptimizerTraffic traffic_;
   // in_backward's two items, interned in the constructor when it is on.
   sdk::Name in_backward_gradient_, in_backward_temporaries_;
 };

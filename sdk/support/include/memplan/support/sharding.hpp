@@ -199,6 +199,19 @@ inline void add_buffer(sdk::Context& ctx, const char* name, sdk::Lifetime lifeti
   add_buffer(ctx, ctx.intern(name), lifetime, elements, bytes_per_element, pool);
 }
 
+// The optimizer step's memory traffic (support/optimizer_traffic.hpp) on a
+// rank that steps only its partition: the dense weights' record divided by
+// `dense` ranks, the experts' by `expert`; a divisor of 0 removes the step
+// from the GPU (an optimizer on the CPU). The names are the plugin's interned
+// MEMPLAN_WORK_OPTIMIZER_STEP and MEMPLAN_WORK_OPTIMIZER_STEP_EXPERTS.
+inline void partition_optimizer_step(sdk::Context& ctx, sdk::Name dense_step, sdk::Name expert_step, double dense,
+                                     double expert) {
+  ctx.for_each_work([&](memplan_work& work) {
+    if (work.name == dense_step.text) work.amount = dense > 0 ? work.amount / dense : 0;
+    if (work.name == expert_step.text) work.amount = expert > 0 ? work.amount / expert : 0;
+  });
+}
+
 // Fully sharded data parallelism's communication (ZeRO stage 3, FSDP; ABI 1.2
 // work records): each micro-batch all-gathers the stage's weights, `bytes`
 // as they are gathered, before forward and (`gather_backward`: resharded after
