@@ -56,6 +56,25 @@ TEST(TransformerStep, KorthikantiModelFlops22B) {
   EXPECT_NEAR(time.tokens_per_second, 8192 / time.seconds, 1e-6);
 }
 
+// tensor_comm_overlap (Megatron-Core's tp_comm_overlap, model_parallel_config.py
+// @ d98e8a64dd, off by default): that fraction of the tensor-parallel
+// collectives may hide behind the pass's compute, as far as it lasts. The
+// 22B's TP traffic, 33,822,867,456 B at 300 GB/s = 0.1127 s per step, is far
+// below its compute (about 5.5 s), so all of what may hide does.
+TEST(TransformerStep, TensorCommOverlap) {
+  const StepTime off = evaluate_paper(korthikanti_22b("causal = false\nefficiency = 0.5\n")).breakdown().time;
+  const StepTime half =
+      evaluate_paper(korthikanti_22b("causal = false\nefficiency = 0.5\ntensor_comm_overlap = 0.5\n")).breakdown().time;
+  const StepTime all =
+      evaluate_paper(korthikanti_22b("causal = false\nefficiency = 0.5\ntensor_comm_overlap = 1\n")).breakdown().time;
+  const double tensor_seconds = 2.0 * 48 * (4 * 2048.0 * 6144 * 2) * 2 * 7 / 8 * 2 / 300e9;
+  EXPECT_NEAR(off.exposed_seconds, tensor_seconds, 1e-9);
+  EXPECT_NEAR(half.exposed_seconds, tensor_seconds / 2, 1e-9);
+  EXPECT_NEAR(all.exposed_seconds, 0, 1e-9);
+  EXPECT_NEAR(all.communication_seconds, tensor_seconds, 1e-9);  // still moved, now hidden
+  EXPECT_NEAR(off.seconds - all.seconds, tensor_seconds, 1e-9);
+}
+
 // The causal mask keeps s (s + 1) / 2 of the s^2 pairs: the core's model FLOPs
 // (12 B s^2 h l / 8 = 7.42176e12 over all pairs) scale by (s + 1) / (2 s).
 TEST(TransformerStep, CausalCoreCountsHalfThePairs) {

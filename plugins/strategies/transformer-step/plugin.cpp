@@ -91,7 +91,7 @@ namespace {
 namespace sdk = memplan::sdk;
 using sdk::ParamClass;
 
-constexpr std::array<memplan_option_spec, 5> kOptions{{
+constexpr std::array<memplan_option_spec, 8> kOptions{{
     {"efficiency", MEMPLAN_OPTION_DOUBLE,
      "the fraction of the GPU's peak the step's FLOPs reach, in (0, 1] (a published model FLOPs utilisation of the "
      "framework on the GPU, or your measurement)",
@@ -108,6 +108,16 @@ constexpr std::array<memplan_option_spec, 5> kOptions{{
      "1: the datasheet's bandwidth"},
     {"gradient_reduce_overlap", MEMPLAN_OPTION_DOUBLE,
      "the fraction of the data-parallel gradient reduction hidden behind backward, in [0, 1]", "0"},
+    {"tensor_comm_overlap", MEMPLAN_OPTION_DOUBLE,
+     "the fraction of the tensor-parallel collectives hidden behind the GEMMs, in [0, 1] (Megatron-Core's "
+     "tp_comm_overlap with Transformer Engine's userbuffers)",
+     "0 (tp_comm_overlap is off unless asked for)"},
+    {"context_comm_overlap", MEMPLAN_OPTION_DOUBLE,
+     "the fraction of the context-parallel K/V exchanges hidden behind attention, in [0, 1]", "0"},
+    {"expert_comm_overlap", MEMPLAN_OPTION_DOUBLE,
+     "the fraction of the expert-parallel all-to-alls hidden behind other micro-batches' compute, in [0, 1] "
+     "(Megatron-Core's overlap_moe_expert_parallel_comm)",
+     "0 (off unless asked for)"},
 }};
 
 // The math of a dtype name (the activations' dtype), or nullopt.
@@ -141,7 +151,7 @@ double attention_pairs(double s, double window, bool causal) {
 
 class TransformerStep {
  public:
-  static constexpr sdk::PluginInfo info{"transformer-step", "1.1.0",
+  static constexpr sdk::PluginInfo info{"transformer-step", "1.2.0",
                                         "A transformer training step's FLOPs and its layout's collectives, per GPU",
                                         sdk::Kind::strategy, sdk::Phase::work, sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -170,6 +180,9 @@ class TransformerStep {
     causal_ = options.boolean("causal").value_or(true);
     link_efficiency_ = fraction(options, "link_efficiency", 1.0, false);
     gradient_overlap_ = fraction(options, "gradient_reduce_overlap", 0.0, true);
+    tensor_overlap_ = fraction(options, "tensor_comm_overlap", 0.0, true);
+    context_overlap_ = fraction(options, "context_comm_overlap", 0.0, true);
+    expert_overlap_ = fraction(options, "expert_comm_overlap", 0.0, true);
     if (!options.model().has_architecture)
       options.fail("needs the model's layers, heads and widths to count its FLOPs, but the scenario gives only "
                    "params; give a preset or the architecture in [model]");
@@ -291,7 +304,8 @@ class TransformerStep {
     // Tensor parallelism: 2 per layer each way (all-gather + reduce-scatter under sequence parallelism: the
     // same volume as an all-reduce, recorded as one).
     for (Pass pass : {Pass::forward, Pass::backward})
-      collective(names_.tensor, pass, Collective::all_reduce, layout.tensor, 1, 2 * layers * hidden_states, 0);
+      collective(names_.tensor, pass, Collective::all_reduce, layout.tensor, 1, 2 * layers * hidden_states,
+                 tensor_overlap_);
     // Context parallelism: K and V of the GPU's chunk, passed on cp - 1 times per layer; backward also their gradients.
     double kv = tokens * 2 * static_cast<double>(model.kv_heads * model.head_dim) /
                 static_cast<double>(layout.tensor) * activation;
@@ -300,14 +314,14 @@ class TransformerStep {
            static_cast<double>(layout.tensor) * activation;
     const double passes = static_cast<double>(layout.context - 1);
     collective(names_.context, Pass::forward, Collective::send_recv, layout.context, layout.tensor,
-               layers * passes * kv, 0);
+               layers * passes * kv, context_overlap_);
     collective(names_.context, Pass::backward, Collective::send_recv, layout.context, layout.tensor,
-               2 * layers * passes * kv, 0);
+               2 * layers * passes * kv, context_overlap_);
     // Expert parallelism: dispatch and combine, each way.
     if (model.experts > 0)
       for (Pass pass : {Pass::forward, Pass::backward})
         collective(names_.expert, pass, Collective::all_to_all, layout.expert, layout.tensor * layout.context,
-                   2 * moe_layers * hidden_states * static_cast<double>(model.experts_top_k), 0);
+                   2 * moe_layers * hidden_states * static_cast<double>(model.experts_top_k), expert_overlap_);
     // Pipeline: the stage boundary's activations forward, their gradient back.
     const double boundary = hidden_states / (layout.sequence_parallel ? static_cast<double>(layout.tensor) : 1.0);
     const int64_t pipeline_stride = layout.tensor * layout.context * layout.data;
@@ -331,6 +345,7 @@ class TransformerStep {
   } names_;
   double link_efficiency_ = 1;
   double gradient_overlap_ = 0;
+  double tensor_overlap_ = 0, context_overlap_ = 0, expert_overlap_ = 0;
   double efficiency_ = 0;
   std::optional<sdk::Math> math_;
   bool causal_ = true;
