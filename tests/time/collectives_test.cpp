@@ -111,6 +111,22 @@ TEST(Collectives, ZeroStage3MovesThreeHalvesOfDataParallel) {
   EXPECT_NEAR(zero1.communication_bytes / (2 * 7.0 / 8 * psi), 1.0, 1e-12);
 }
 
+// HYBRID_SHARD over 2 nodes of 8 (shard_size 8, 16 replicas): the gathers and
+// the gradients' reduce-scatter stay in the shard group, one node (7/8 x Psi
+// each, 3 of them, at NVLink's 450 GB/s); the gradient shard, Psi / 8, is then
+// all-reduced over the 2 copies, 8 ranks apart: across nodes, 2 x 1/2 x Psi / 8
+// at 50 GB/s (PyTorch FSDP _runtime_utils.py, _reduce_grad: reduce-scatter in
+// the shard group, all-reduce in the replicate group).
+TEST(Collectives, HybridShardReducesInTwoSteps) {
+  const double psi = 6'738'415'616.0 * 2;
+  std::string hybrid = llama7b("[[strategy]]\nuse = \"fsdp\"\nshard_size = 8\n");
+  hybrid.replace(hybrid.find("size = 8\n"), 9, "size = 16\n");
+  hybrid.replace(hybrid.find("count = 8\n"), 10, "count = 16\n");
+  const StepTime time = evaluate_paper(hybrid).breakdown().time;
+  EXPECT_NEAR(time.communication_bytes / (3 * 7.0 / 8 * psi + psi / 8), 1.0, 1e-12);
+  EXPECT_NEAR(time.communication_seconds, 3 * 7.0 / 8 * psi / 450e9 + psi / 8 / 50e9, 1e-12);
+}
+
 // The same at two micro-batches: FSDP gathers and reduce-scatters every
 // micro-batch (2 x 3 x 7/8 Psi); data parallelism reduces once per step.
 TEST(Collectives, FsdpReducesEveryMicroBatch) {

@@ -108,7 +108,7 @@ constexpr std::array<memplan_option_spec, 9> kOptions{{
 class FsdpStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "fsdp", "1.4.0",
+      "fsdp", "1.5.0",
       "PyTorch FSDP: FULL_SHARD or HYBRID_SHARD (ZeRO-3 semantics) with the gathered units in flight",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -173,6 +173,35 @@ class FsdpStrategy {
     ctx.set_attr(attributes_.shard_group, shard);
     if (fsdp1_) assign_fsdp1_streams(ctx);
     add_communication(ctx, shard, static_cast<int64_t>(groups.tensor));
+    if (shard < replicas) reduce_across_replicas(ctx, replicas / shard);
+  }
+
+  // HYBRID_SHARD reduces gradients in two steps (torch.distributed.fsdp
+  // _runtime_utils.py, _reduce_grad: a reduce-scatter over the shard group,
+  // then an all-reduce of the shard over the replicate group): each
+  // reduce-scatter record narrows to its shard group, and an all-reduce of its
+  // 1/shard over the `copies` replicas joins it, the groups laid out with the
+  // shard group innermost (its ranks contiguous in the record's group).
+  void reduce_across_replicas(memplan::sdk::Context& ctx, int64_t copies) const {
+    std::array<memplan_work, 2> joined{};
+    size_t count = 0;
+    ctx.for_each_work([&](memplan_work& work) {
+      if (work.name != names_.gradient_reduction.text || work.ranks % copies != 0 || count == joined.size()) return;
+      work.ranks = static_cast<int32_t>(work.ranks / copies);
+      joined[count++] = work;
+    });
+    for (size_t i = 0; i < count; ++i) {
+      const memplan_work& shard = joined[i];
+      ctx.add_work(memplan::sdk::Work{.name = names_.replica_reduction,
+                                      .kind = memplan::sdk::WorkKind::collective,
+                                      .pass = static_cast<memplan::sdk::Pass>(shard.pass),
+                                      .amount = shard.amount / static_cast<double>(shard.ranks),
+                                      .efficiency = shard.efficiency,
+                                      .collective = memplan::sdk::Collective::all_reduce,
+                                      .ranks = copies,
+                                      .stride = shard.stride * shard.ranks,
+                                      .overlap = shard.overlap});
+    }
   }
 
   // The gathers of each micro-batch, and the gradients' reduce-scatter in place of the all-reduce.
@@ -269,9 +298,10 @@ class FsdpStrategy {
           gather(options.intern("fsdp.all_gather")),
           gradient_reduction(options.intern(MEMPLAN_WORK_GRADIENT_REDUCTION)),
           optimizer_step(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP)),
-          optimizer_step_experts(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP_EXPERTS)) {}
+          optimizer_step_experts(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP_EXPERTS)),
+          replica_reduction(options.intern("fsdp.replica_all_reduce")) {}
     memplan::sdk::Name gathered_forward, gathered_backward, unsharded_parameters, unsharded_gradients;
-    memplan::sdk::Name gather, gradient_reduction, optimizer_step, optimizer_step_experts;
+    memplan::sdk::Name gather, gradient_reduction, optimizer_step, optimizer_step_experts, replica_reduction;
   };
 
   int64_t unit_layers_;
