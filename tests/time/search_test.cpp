@@ -127,7 +127,8 @@ TEST(Search, RefusalsEqualFreshEvaluations) {
     overrides.push_back("batch.grad_accum=" + std::to_string(64 / (std::stoll(row.values[3]) * (8 / pp))));
     std::string fresh_error;
     try {
-      Estimator fresh(load_scenario(file, catalog(), overrides), builtin_plugins());
+      const Scenario scenario = load_scenario(file, catalog(), overrides);  // outlives the estimator
+      Estimator fresh(scenario, builtin_plugins());
       fresh.evaluate();
     } catch (const Error& error) {
       fresh_error = error.what();
@@ -248,7 +249,8 @@ TEST(Explain, FixesAreFreshEvaluationsInOrderOfTime) {
   ASSERT_NE(full, e.fixes.end());
   std::vector<std::string> changed = base;
   changed.push_back("strategy.5.policy=full");
-  Estimator fresh(load_scenario(file, catalog(), changed), builtin_plugins());
+  const Scenario changed_scenario = load_scenario(file, catalog(), changed);  // outlives the estimator
+  Estimator fresh(changed_scenario, builtin_plugins());
   EXPECT_EQ(full->peak_bytes, fresh.evaluate().peak);
   EXPECT_DOUBLE_EQ(full->step_seconds, fresh.breakdown().time.seconds);
 }

@@ -33,7 +33,11 @@ struct ConfiguredPlugin {
 
 class Estimator {
  public:
+  // The estimator keeps a reference to `scenario`, which must outlive it: a
+  // temporary would dangle after the constructor (ASan found such uses), so
+  // it does not bind.
   Estimator(const Scenario& scenario, const PluginRegistry& registry);
+  Estimator(Scenario&&, const PluginRegistry&) = delete;
   ~Estimator();
   Estimator(const Estimator&) = delete;
   Estimator& operator=(const Estimator&) = delete;
