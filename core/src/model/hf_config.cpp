@@ -203,28 +203,48 @@ void require_all_sparse(const ConfigReader& config) {
                 "describe the model with [model] keys instead of hf_config");
 }
 
+// What the RMSNorm decoders with a gated MLP (Llama and the families after
+// it) write alike in their configs: the sizes, the kv heads (the query heads
+// when absent, or required where the family's default belongs to its default
+// model), head_dim (the family's default), tie_word_embeddings,
+// max_position_embeddings and, unless the family reads it its own way,
+// attention_bias on q, k, v and o.
+struct DecoderDefaults {
+  bool kv_heads_required = false;
+  int64_t head_dim = 0;  // 0: hidden / heads
+  bool tied = false;
+  std::optional<bool> attention_bias = false;  // nullopt: the family reads it itself
+};
+
+void read_gated_decoder(const ConfigReader& config, ModelSpec& spec, const DecoderDefaults& defaults) {
+  spec.layers = config.required("num_hidden_layers", "the number of layers");
+  spec.hidden = config.required("hidden_size", "the hidden size");
+  spec.heads = config.required("num_attention_heads", "the number of attention heads");
+  spec.kv_heads = defaults.kv_heads_required ? config.required("num_key_value_heads", "the key/value heads")
+                                             : config.positive("num_key_value_heads").value_or(spec.heads);
+  spec.head_dim = config.positive("head_dim").value_or(defaults.head_dim);
+  spec.vocab = config.required("vocab_size", "the vocabulary size");
+  spec.mlp = MlpKind::swiglu;  // gate, up and down projections whatever the activation is
+  spec.norm = NormKind::rmsnorm;
+  config.string("hidden_act");
+  spec.tied_embeddings = config.boolean("tie_word_embeddings").value_or(defaults.tied);
+  spec.max_context = config.positive("max_position_embeddings").value_or(0);
+  if (defaults.attention_bias)
+    spec.qkv_bias = spec.output_bias = config.boolean("attention_bias").value_or(*defaults.attention_bias);
+}
+
 // Llama and its relatives: pre-norm RMSNorm decoders with a gated (SwiGLU)
 // MLP, rotary positions and grouped-query attention. Qwen3 adds per-head q/k
 // norms, Phi-3 fuses qkv_proj and gate_up_proj (the same weights as separate projections), the MoE types
 // route to experts of their own width (Qwen2-MoE with a shared expert).
 void read_llama_family(const ConfigReader& config, const std::string& type, ModelSpec& spec) {
-  spec.layers = config.required("num_hidden_layers", "the number of layers");
-  spec.hidden = config.required("hidden_size", "the hidden size");
-  spec.heads = config.required("num_attention_heads", "the number of attention heads");
-  spec.kv_heads = config.positive("num_key_value_heads").value_or(spec.heads);
-  spec.head_dim = config.positive("head_dim").value_or(0);
-  spec.vocab = config.required("vocab_size", "the vocabulary size");
+  read_gated_decoder(config, spec, {.attention_bias = std::nullopt});  // biases per type, below
   const bool moe = type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe";
   // The MoE Qwens read the expert width from moe_intermediate_size;
   // intermediate_size is then the width of dense layers, which they lack.
   const int64_t ffn = type == "qwen2_moe" || type == "qwen3_moe"
                           ? config.required("moe_intermediate_size", "the MLP's inner width of one expert")
                           : config.required("intermediate_size", "the MLP's inner width");
-  spec.mlp = MlpKind::swiglu;  // gate, up and down projections whatever hidden_act is
-  spec.norm = NormKind::rmsnorm;
-  config.string("hidden_act");
-  spec.tied_embeddings = config.boolean("tie_word_embeddings").value_or(false);
-  spec.max_context = config.positive("max_position_embeddings").value_or(0);
 
   if (type == "llama") {
     const bool attention_bias = config.boolean("attention_bias").value_or(false);
@@ -316,22 +336,10 @@ void read_layer_types(const ConfigReader& config, ModelSpec& spec);
 // Gemma 2's logit soft-capping and query_pre_attn_scalar are scalars, not
 // weights.
 void read_gemma(const ConfigReader& config, ModelSpec& spec, bool gemma2) {
-  spec.layers = config.required("num_hidden_layers", "the number of layers");
-  spec.hidden = config.required("hidden_size", "the hidden size");
-  spec.heads = config.required("num_attention_heads", "the number of attention heads");
-  // GemmaConfig and Gemma2Config default it to the default model's (16, 4), not to the heads.
-  spec.kv_heads = config.required("num_key_value_heads", "the key/value heads");
-  spec.head_dim = config.positive("head_dim").value_or(256);
-  spec.vocab = config.required("vocab_size", "the vocabulary size");
+  // GemmaConfig and Gemma2Config default num_key_value_heads to the default model's (16, 4), not to the heads.
+  read_gated_decoder(config, spec, {.kv_heads_required = true, .head_dim = 256, .tied = true});
   spec.ffn_hidden = config.required("intermediate_size", "the MLP's inner width");
-  spec.mlp = MlpKind::swiglu;
-  spec.norm = NormKind::rmsnorm;
-  config.string("hidden_act");
   config.string("hidden_activation");
-  spec.tied_embeddings = config.boolean("tie_word_embeddings").value_or(true);
-  spec.max_context = config.positive("max_position_embeddings").value_or(0);
-  const bool attention_bias = config.boolean("attention_bias").value_or(false);
-  spec.qkv_bias = spec.output_bias = attention_bias;
   if (!gemma2) return;
   spec.layer_norms = 4;
   // Absent: Gemma2Config's default window of 4096 tokens; null: none.
@@ -353,20 +361,8 @@ void read_gemma(const ConfigReader& config, ModelSpec& spec, bool gemma2) {
 // (post_attention_layernorm, post_feedforward_layernorm; Olmo2DecoderLayer
 // deletes input_layernorm).
 void read_olmo2(const ConfigReader& config, ModelSpec& spec) {
-  spec.layers = config.required("num_hidden_layers", "the number of layers");
-  spec.hidden = config.required("hidden_size", "the hidden size");
-  spec.heads = config.required("num_attention_heads", "the number of attention heads");
-  spec.kv_heads = config.positive("num_key_value_heads").value_or(spec.heads);
-  spec.head_dim = config.positive("head_dim").value_or(0);
-  spec.vocab = config.required("vocab_size", "the vocabulary size");
+  read_gated_decoder(config, spec, {});
   spec.ffn_hidden = config.required("intermediate_size", "the MLP's inner width");
-  spec.mlp = MlpKind::swiglu;
-  spec.norm = NormKind::rmsnorm;
-  config.string("hidden_act");
-  spec.tied_embeddings = config.boolean("tie_word_embeddings").value_or(false);
-  spec.max_context = config.positive("max_position_embeddings").value_or(0);
-  const bool attention_bias = config.boolean("attention_bias").value_or(false);
-  spec.qkv_bias = spec.output_bias = attention_bias;
   spec.qk_norm = QkNorm::full;
   spec.layer_norms = 2;
 }
@@ -541,22 +537,11 @@ void read_layer_types(const ConfigReader& config, ModelSpec& spec) {
 // bias h, per expert; f = intermediate_size); windowed and full layers from
 // layer_types (default: alternating, the first windowed); untied head.
 void read_gpt_oss(const ConfigReader& config, ModelSpec& spec) {
-  spec.layers = config.required("num_hidden_layers", "the number of layers");
-  spec.hidden = config.required("hidden_size", "the hidden size");
-  spec.heads = config.required("num_attention_heads", "the number of attention heads");
-  spec.kv_heads = config.positive("num_key_value_heads").value_or(spec.heads);
-  spec.head_dim = config.positive("head_dim").value_or(64);
-  spec.vocab = config.required("vocab_size", "the vocabulary size");
+  // gate_up_proj and down_proj: a gated MLP (a clamped SwiGLU); attention_bias defaults to true.
+  read_gated_decoder(config, spec, {.head_dim = 64, .attention_bias = true});
   spec.experts = config.required("num_local_experts", "the experts per layer");
   spec.experts_top_k = config.required("num_experts_per_tok", "the experts each token is routed to");
   spec.expert_ffn_hidden = config.required("intermediate_size", "the MLP's inner width of one expert");
-  spec.mlp = MlpKind::swiglu;  // gate_up_proj and down_proj: a gated MLP (a clamped SwiGLU)
-  spec.norm = NormKind::rmsnorm;
-  config.string("hidden_act");
-  spec.tied_embeddings = config.boolean("tie_word_embeddings").value_or(false);
-  spec.max_context = config.positive("max_position_embeddings").value_or(0);
-  const bool attention_bias = config.boolean("attention_bias").value_or(true);
-  spec.qkv_bias = spec.output_bias = attention_bias;
   spec.attention_sinks = spec.router_bias = spec.expert_bias = true;
   // Absent: GptOssConfig's window of 128 tokens; null: none.
   spec.sliding_window = config.present("sliding_window") ? config.positive("sliding_window").value_or(0) : 128;
@@ -578,19 +563,7 @@ void read_gpt_oss(const ConfigReader& config, ModelSpec& spec) {
 // 1) attend within attention_chunk_size-token chunks, which memplan does not
 // model: their KV cache is counted as global, and hf_note says so.
 void read_llama4(const ConfigReader& config, ModelSpec& spec) {
-  spec.layers = config.required("num_hidden_layers", "the number of layers");
-  spec.hidden = config.required("hidden_size", "the hidden size");
-  spec.heads = config.required("num_attention_heads", "the number of attention heads");
-  spec.kv_heads = config.positive("num_key_value_heads").value_or(spec.heads);
-  spec.head_dim = config.positive("head_dim").value_or(128);  // Llama4TextConfig's default
-  spec.vocab = config.required("vocab_size", "the vocabulary size");
-  spec.mlp = MlpKind::swiglu;
-  spec.norm = NormKind::rmsnorm;
-  config.string("hidden_act");
-  spec.tied_embeddings = config.boolean("tie_word_embeddings").value_or(false);
-  spec.max_context = config.positive("max_position_embeddings").value_or(0);
-  const bool attention_bias = config.boolean("attention_bias").value_or(false);
-  spec.qkv_bias = spec.output_bias = attention_bias;
+  read_gated_decoder(config, spec, {.head_dim = 128});  // Llama4TextConfig's head_dim
   const int64_t expert_ffn = config.required("intermediate_size", "the MLP's inner width of one expert");
   const int64_t dense_ffn = config.positive("intermediate_size_mlp").value_or(16384);
   const int64_t step = config.positive("interleave_moe_layer_step").value_or(1);
