@@ -712,6 +712,25 @@ void read_quantization(const ConfigReader& outer, const std::string& path, Model
     if (kept & (1u << i)) format.unquantized += (format.unquantized.empty() ? "" : ",") + std::string(kParts[i]);
 }
 
+// A multimodal config (Gemma 3, Llama 4) nests its language model in
+// text_config: read it as the text model's type reads it; the vision tower and
+// the multimodal projector are not counted, which the note says.
+template <typename Read>
+void read_language_model(const ConfigReader& config, const std::string& path, const std::string& type,
+                         std::string_view model, std::string_view text_type, ModelSpec& spec, Read read) {
+  const json* text = config.object("text_config");
+  if (text == nullptr)
+    config.fail("\"text_config\" is missing (the language model of " + std::string(model) + "; model_type \"" + type +
+                "\" needs it); add it to the file, or give the text model's config (model_type \"" +
+                std::string(text_type) + "\")");
+  ConfigReader text_config(*text, path);
+  text_config.set_model_type(type + " text_config");
+  read(text_config, spec);
+  spec.hf_note = "model_type \"" + type + "\" is multimodal: memplan counts its language model (text_config) only; " +
+                 "the vision tower and the multimodal projector are not in the estimate" +
+                 (spec.hf_note.empty() ? "" : "; " + spec.hf_note);
+}
+
 }  // namespace
 
 std::span<const std::string_view> hf_model_types() { return kModelTypes; }
@@ -742,34 +761,14 @@ ModelSpec read_hf_config(std::string_view json_text, const std::string& path) {
     read_llama_family(config, *type, spec);
   else if (*type == "gemma3_text")
     read_gemma3(config, spec, false);
-  else if (*type == "gemma3") {
-    // Gemma3ForConditionalGeneration: the language model's config is nested
-    // in text_config; the SigLIP vision tower and the projector are not counted.
-    const json* text = config.object("text_config");
-    if (text == nullptr)
-      config.fail("\"text_config\" is missing (the language model of a multimodal Gemma 3; model_type \"gemma3\" "
-                  "needs it); add it to the file, or give the text model's config (model_type \"gemma3_text\")");
-    ConfigReader text_config(*text, path);
-    text_config.set_model_type("gemma3 text_config");
-    read_gemma3(text_config, spec, true);
-    spec.hf_note = "model_type \"gemma3\" is multimodal: memplan counts its language model (text_config) only; the "
-                   "vision tower and the multimodal projector are not in the estimate";
-  }
+  else if (*type == "gemma3")  // Gemma3ForConditionalGeneration
+    read_language_model(config, path, *type, "a multimodal Gemma 3", "gemma3_text", spec,
+                        [](const ConfigReader& text, ModelSpec& model) { read_gemma3(text, model, true); });
   else if (*type == "llama4_text")
     read_llama4(config, spec);
-  else if (*type == "llama4") {
-    // Llama4ForConditionalGeneration: the language model is in text_config.
-    const json* text = config.object("text_config");
-    if (text == nullptr)
-      config.fail("\"text_config\" is missing (the language model of Llama 4; model_type \"llama4\" needs it); "
-                  "add it to the file, or give the text model's config (model_type \"llama4_text\")");
-    ConfigReader text_config(*text, path);
-    text_config.set_model_type("llama4 text_config");
-    read_llama4(text_config, spec);
-    spec.hf_note = "model_type \"llama4\" is multimodal: memplan counts its language model (text_config) only; the "
-                   "vision tower and the multimodal projector are not in the estimate" +
-                   (spec.hf_note.empty() ? "" : "; " + spec.hf_note);
-  }
+  else if (*type == "llama4")  // Llama4ForConditionalGeneration
+    read_language_model(config, path, *type, "Llama 4", "llama4_text", spec, read_llama4);
+
   else if (*type == "gemma" || *type == "gemma2")
     read_gemma(config, spec, *type == "gemma2");
   else if (*type == "olmo2")
