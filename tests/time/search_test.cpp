@@ -444,6 +444,88 @@ TEST(Search, HardwareAndCostErrors) {
   EXPECT_NE(error.find("of [hardware] only gpu and count are searched"), std::string::npos) << error;
 }
 
+// explain's layouts: Llama-2-70B on 128 H100s at TP 1 x PP 1 x DP 128 (micro-batch 1, grad_accum 8:
+// a global batch of 1024) does not fit. The plugins declare tensor-parallel.size and
+// pipeline-parallel.size layout sizes ("@layout") and data-parallel.size the fill ("@fill"); 128 = 2^7
+// has 8 divisors, so 8 x 8 = 64 layouts are tried. Brute force: every (t, p) with t x p dividing 128,
+// data parallelism 128 / (t x p) and grad_accum 1024 / (128 / (t x p)), evaluated fresh with --set;
+// explain lists exactly those that fit, with their peak and step time, fastest first.
+TEST(Explain, LayoutsAreTheFittingFreshLayoutsInOrderOfTime) {
+  const std::string file = source_dir() + "/examples/search-llama2-70b-h100.toml";
+  const std::vector<std::string> base{"strategy.1.size=1", "strategy.2.size=1", "strategy.3.size=128",
+                                      "batch.grad_accum=8"};
+  const Scenario scenario = load_scenario(file, catalog(), base);
+  const Explanation e = explain(scenario, builtin_plugins());
+  ASSERT_FALSE(e.fits);
+  EXPECT_EQ(e.layout_gpus, 128);
+  EXPECT_EQ(e.layouts_tried, 64u);
+  std::map<std::string, std::pair<uint64_t, double>> fresh_fits;  // "t,p" -> peak, step
+  for (int64_t t = 1; t <= 128; t *= 2)
+    for (int64_t p = 1; t * p <= 128; p *= 2) {
+      if (t == 1 && p == 1) continue;  // the scenario's own layout
+      const int64_t d = 128 / (t * p);
+      std::vector<std::string> overrides = base;
+      overrides.push_back("strategy.1.size=" + std::to_string(t));
+      overrides.push_back("strategy.2.size=" + std::to_string(p));
+      overrides.push_back("strategy.3.size=" + std::to_string(d));
+      overrides.push_back("batch.grad_accum=" + std::to_string(1024 / d));
+      try {
+        const Scenario changed = load_scenario(file, catalog(), overrides);
+        Estimator fresh(changed, builtin_plugins());
+        const Breakdown& b = fresh.evaluate();
+        if (fresh.fits()) fresh_fits[std::to_string(t) + "," + std::to_string(p)] = {b.peak, b.time.seconds};
+      } catch (const Error&) {
+        // a size a plugin refuses (tensor 128 over 64 attention heads) is no layout
+      }
+    }
+  ASSERT_EQ(e.layouts.size(), fresh_fits.size());
+  ASSERT_FALSE(e.layouts.empty());
+  for (size_t i = 0; i < e.layouts.size(); ++i) {
+    const ExplainChange& layout = e.layouts[i];
+    std::string t = "1", p = "1";
+    for (const std::string& change : layout.changes) {
+      const std::string to = change.substr(change.find("-> ") + 3);
+      if (change.rfind("tensor-parallel.size: ", 0) == 0) t = to;
+      if (change.rfind("pipeline-parallel.size: ", 0) == 0) p = to;
+    }
+    const auto fresh = fresh_fits.find(t + "," + p);
+    ASSERT_NE(fresh, fresh_fits.end()) << t << "," << p;
+    EXPECT_EQ(layout.peak_bytes, fresh->second.first) << t << "," << p;
+    EXPECT_DOUBLE_EQ(layout.step_seconds, fresh->second.second) << t << "," << p;
+    EXPECT_TRUE(layout.fits);
+    if (i > 0) EXPECT_LE(e.layouts[i - 1].step_seconds, layout.step_seconds) << i;
+  }
+  // The fastest: TP 4 x PP 4 x DP 8, grad_accum 1024 / 8 = 128.
+  EXPECT_EQ(e.layouts[0].changes,
+            (std::vector<std::string>{"tensor-parallel.size: 1 -> 4", "pipeline-parallel.size: 1 -> 4",
+                                      "data-parallel.size: 128 -> 8",
+                                      "batch.grad_accum: 8 -> 128 (the same global batch)"}));
+}
+
+// The command lines: the cost columns of a priced search and explain's layouts, as docs/search.md shows them.
+TEST(Search, CommandLinePrintsCostsAndLayouts) {
+  const std::string examples = source_dir() + "/examples/";
+  CommandResult result = run_cli("search " + examples + "search-llama2-70b-gpu-types.toml --threads 1 --top 1");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("best by the run's cost\n"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("MFU %  USD/GPU-h  USD/Mtok  run USD  pareto\n"), std::string::npos) << result.out;
+  // Row 1 (docs/search.md, section 12): 64 H100s at 2.50 USD per GPU-hour.
+  EXPECT_NE(result.out.find("  1  64  h100-sxm-80gb  8  none  4  1  2  512  73.74  "), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("  2.50  0.710  1419061  \n"), std::string::npos) << result.out;
+  result = run_cli("explain " + examples + "search-llama2-70b-h100.toml --set strategy.1.size=1 --set strategy.2.size=1 "
+                   "--set strategy.3.size=128 --set batch.grad_accum=8");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("layouts on the same 128 GPUs that fit (17 of 64 tried; fastest first):\n  1. "
+                            "tensor-parallel.size: 1 -> 4, pipeline-parallel.size: 1 -> 4, data-parallel.size: 128 -> 8, "
+                            "batch.grad_accum: 8 -> 128 (the same global batch)\n"),
+            std::string::npos)
+      << result.out;
+  // Without prices the search's tables keep their columns.
+  result = run_cli("search " + examples + "search-llama2-70b-h100.toml --threads 1 --top 1");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("  grad_accum  peak GiB  step s  tokens/s  MFU %  pareto\n"), std::string::npos) << result.out;
+}
+
 TEST(Search, Errors) {
   const std::string file = own_file("bad-search");
   std::string text = kScenario;
