@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -520,6 +521,26 @@ TEST(Search, CommandLinePrintsCostsAndLayouts) {
                             "batch.grad_accum: 8 -> 128 (the same global batch)\n"),
             std::string::npos)
       << result.out;
+  // --shard K/3 then --merge of a priced search over GPU types: exactly the unsharded CSV (cost columns included).
+  const std::string stem = own_file("cli-merge");
+  const std::string file = examples + "search-llama2-70b-gpu-types.toml";
+  std::string parts;
+  for (int k = 1; k <= 3; ++k) {
+    const std::string part = stem + "-part" + std::to_string(k) + ".csv";
+    ASSERT_EQ(run_cli("search " + file + " --threads 1 --shard " + std::to_string(k) + "/3 --output " + part).exit_code, 0);
+    parts += " " + part;
+  }
+  result = run_cli("search " + file + " --merge" + parts + " --output " + stem + "-merged.csv");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("  1  64  h100-sxm-80gb  8  none  4  1  2  512  73.74  "), std::string::npos) << result.out;
+  ASSERT_EQ(run_cli("search " + file + " --threads 2 --output " + stem + "-whole.csv").exit_code, 0);
+  auto text_of = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string whole = text_of(stem + "-whole.csv");
+  EXPECT_EQ(std::count(whole.begin(), whole.end(), '\n'), 649);  // the header and 3 x 3 x 3 x 4 x 3 x 2 = 648 rows
+  EXPECT_EQ(text_of(stem + "-merged.csv"), whole);
   // Without prices the search's tables keep their columns.
   result = run_cli("search " + examples + "search-llama2-70b-h100.toml --threads 1 --top 1");
   ASSERT_EQ(result.exit_code, 0) << result.err;
