@@ -112,8 +112,28 @@ int plugin_detail_command(const std::string& name, bool allow_unsigned) {
     print_line(std::string("  ") + (option.name ? option.name : "?") + " (" + option_type(option.type) +
                ", default: " + (option.default_text ? option.default_text : "none") + ")");
     if (option.help != nullptr) print_line(std::string("      ") + option.help);
-    if (option.levers != nullptr)
-      print_line(std::string("      levers (memplan explain tries them on a job that does not fit): ") + option.levers);
+    if (option.levers != nullptr) {
+      // Values, and the words "@layout" and "@fill" (docs/plugin-abi.md, "Option specs").
+      std::string values, token;
+      bool layout = false, fill = false;
+      for (const char* c = option.levers;; ++c) {
+        if (*c == ',' || *c == '\0') {
+          if (token == "@layout") layout = true;
+          else if (token == "@fill") fill = true;
+          else if (!token.empty()) values += (values.empty() ? "" : ",") + token;
+          token.clear();
+          if (*c == '\0') break;
+        } else if (*c != ' ') {
+          token += *c;
+        }
+      }
+      if (layout)
+        print_line("      layout size: memplan explain lays a job that does not fit out again with the values that "
+                   "divide its GPUs");
+      if (fill) print_line("      fill: memplan explain sets it to fill the GPUs another layout leaves");
+      if (!values.empty())
+        print_line("      levers (memplan explain tries them on a job that does not fit): " + values);
+    }
   }
   return 0;
 }

@@ -40,8 +40,9 @@ int explain_command(const std::vector<std::string>& args) {
                    "For a job that does not fit its GPU: the peak against the GPU, what fills it, and the smallest\n"
                    "changes that make it fit, cheapest in step time first. The changes are the levers the plugins\n"
                    "declare on their options (`memplan plugins NAME` lists them) and the micro-batch halved with\n"
-                   "grad_accum doubled; pairs of them when no single change fits. Layouts that change the GPU\n"
-                   "count per replica (tensor, pipeline sizes) are memplan search's (docs/search.md).\n";
+                   "grad_accum doubled; pairs of them when no single change fits. Beside them, the layouts on the\n"
+                   "same GPUs that fit: the layout sizes the plugins declare (tensor, pipeline, context sizes)\n"
+                   "searched over the values that divide the GPUs, data parallelism filling (docs/search.md).\n";
       return 0;
     }
     if (arg == "--set" && i + 1 < args.size()) {
@@ -100,15 +101,31 @@ int explain_command(const std::vector<std::string>& args) {
   for (size_t i = 0; i < roles.size(); ++i)
     std::cout << (i ? ", " : " ") << role_name(roles[i]) << " " << gib(e.components[static_cast<size_t>(roles[i])]);
   std::cout << "\n";
-  if (!e.fixes.empty()) {
-    std::cout << "\nchanges that make it fit (of " << e.candidates << " tried; cheapest in step time first):\n";
+  auto print_changes = [&](const std::vector<ExplainChange>& changes, const char* joiner) {
     size_t rank = 0;
-    for (const ExplainChange& fix : e.fixes) {
+    for (const ExplainChange& fix : changes) {
       if (++rank > 8) break;
       std::cout << "  " << rank << ". ";
-      for (size_t i = 0; i < fix.changes.size(); ++i) std::cout << (i ? " and " : "") << terminal_text(fix.changes[i]);
+      for (size_t i = 0; i < fix.changes.size(); ++i) std::cout << (i ? joiner : "") << terminal_text(fix.changes[i]);
       std::cout << "\n     " << effect(fix, e) << "\n";
     }
+  };
+  // Layouts on the same GPUs (the plugins' layout sizes, searched), beside the lever changes.
+  auto print_layouts = [&] {
+    if (e.layouts_tried == 0) return;
+    if (e.layouts.empty()) {
+      std::cout << "\nno other layout on the " << e.layout_gpus << " GPUs fits (" << e.layouts_tried
+                << " tried: the layout sizes the plugins declare, over the values that divide the GPUs)\n";
+      return;
+    }
+    std::cout << "\nlayouts on the same " << e.layout_gpus << " GPUs that fit (" << e.layouts.size() << " of "
+              << e.layouts_tried << " tried; fastest first):\n";
+    print_changes(e.layouts, ", ");
+  };
+  if (!e.fixes.empty()) {
+    std::cout << "\nchanges that make it fit (of " << e.candidates << " tried; cheapest in step time first):\n";
+    print_changes(e.fixes, " and ");
+    print_layouts();
     return 0;
   }
   std::cout << "\nno single change or pair of the " << e.candidates << " tried makes it fit"
@@ -119,7 +136,8 @@ int explain_command(const std::vector<std::string>& args) {
     if (++rank > 5) break;
     std::cout << "  " << rank << ". " << terminal_text(change.changes.front()) << "\n     " << effect(change, e) << "\n";
   }
-  std::cout << "more GPUs, another layout (memplan search) or a smaller model are left\n";
+  print_layouts();
+  std::cout << (e.layouts.empty() ? "more GPUs, another layout (memplan search) or a smaller model are left\n" : "");
   return 0;
 }
 

@@ -25,7 +25,7 @@ constexpr const char* kSearchUsage =
     "       memplan search FILE --merge ROWS.csv... [--output ROWS.csv] [--top N]\n"
     "\n"
     "Evaluates every combination of the scenario's [search] axes (docs/search.md), keeps those that fit,\n"
-    "ranks them by the objective (step time, or memory) and prints the best and the Pareto front of peak\n"
+    "ranks them by the objective (step time, memory or cost) and prints the best and the Pareto front of peak\n"
     "memory against step time, with counts of what did not fit and why. --output writes every row as CSV\n"
     "(streamed: memory stays flat). --shard K/N evaluates the K-th of N interleaved parts (for a Slurm\n"
     "job array or an indexed Kubernetes job); --merge joins the parts' CSV files into exactly the\n"
@@ -48,17 +48,31 @@ void print_rows(std::ostream& out, const SearchSpace& space, const std::vector<S
   out << "  #";
   for (const SearchAxis& axis : space.axes) out << "  " << axis.key;
   if (space.fill) out << "  " << space.fill->key;
-  out << "  grad_accum  peak GiB  step s  tokens/s  MFU %  pareto\n";
+  out << "  grad_accum  peak GiB  step s  tokens/s  MFU %";
+  if (space.priced) out << "  USD/GPU-h  USD/Mtok" << (space.budget_tokens > 0 ? "  run USD" : "");
+  out << "  pareto\n";
   size_t rank = 0;
   for (const SearchRow& row : rows) {
     out << "  " << ++rank;
     for (const std::string& value : row.values) out << "  " << terminal_text(value);
     if (space.fill) out << "  " << row.fill_value;
     char tail[160];
-    std::snprintf(tail, sizeof tail, "  %lld  %s  %s  %.0f  %.1f  %s\n", static_cast<long long>(row.grad_accum),
+    std::snprintf(tail, sizeof tail, "  %lld  %s  %s  %.0f  %.1f", static_cast<long long>(row.grad_accum),
                   gib(row.peak_bytes).c_str(), seconds_text(row.step_seconds).c_str(), row.tokens_per_second,
-                  100.0 * row.mfu, row.pareto ? "yes" : "");
+                  100.0 * row.mfu);
     out << tail;
+    if (space.priced) {
+      // "-" where the row has no step time, so no cost.
+      auto money = [](double usd, const char* format) {
+        if (!(usd > 0)) return std::string("-");
+        char text[48];
+        std::snprintf(text, sizeof text, format, usd);
+        return std::string(text);
+      };
+      out << "  " << money(row.usd_per_gpu_hour, "%.2f") << "  " << money(row.usd_per_million_tokens, "%.3f");
+      if (space.budget_tokens > 0) out << "  " << money(row.run_usd, "%.0f");
+    }
+    out << "  " << (row.pareto ? "yes" : "") << "\n";
   }
 }
 
@@ -72,7 +86,11 @@ void print_summary(std::ostream& out, const SearchSpace& space, const SearchSumm
                   static_cast<double>(summary.evaluated) / summary.seconds);
     out << "time: " << rate;
   }
-  out << "\nbest by " << (space.objective == SearchObjective::time ? "step time" : "peak memory") << "\n";
+  out << "\nbest by "
+      << (space.objective == SearchObjective::time     ? "step time"
+          : space.objective == SearchObjective::memory ? "peak memory"
+                                                       : (space.budget_tokens > 0 ? "the run's cost" : "cost per token"))
+      << "\n";
   if (summary.best.empty()) out << "  none fits\n";
   else print_rows(out, space, summary.best);
   out << "\nPareto front (peak memory against step time)\n";
@@ -129,7 +147,7 @@ int search_command(const std::vector<std::string>& args) {
   PluginRegistry registry;
   load_plugins(registry, layout, &scenario, cli_load_options(vm.count("allow-unsigned") > 0));
   print_warnings(registry);
-  SearchSpace space = read_search_space(file, scenario, registry, overrides);
+  SearchSpace space = read_search_space(file, scenario, registry, catalog, overrides);
   if (vm.count("top")) {
     if (vm["top"].as<int64_t>() < 1) {
       std::cerr << "memplan: error: --top must be at least 1\n";

@@ -1,12 +1,17 @@
 // What `memplan explain` tries on a job that does not fit: each lever a
-// plugin declares on its options, the micro-batch halved, then pairs.
+// plugin declares on its options, the micro-batch halved, then pairs; and,
+// beside them, the layouts at the same GPU count (explain_layouts: the
+// search over the sizes the plugins declare "@layout").
 #include "memplan/core/explain.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <optional>
 
+#include <memplan/conventions.h>
+
 #include "memplan/core/estimator.hpp"
+#include "memplan/core/search.hpp"
 
 namespace memplan {
 namespace {
@@ -72,7 +77,7 @@ std::vector<Change> candidate_changes(const Scenario& scenario, const PluginRegi
         if (option.key == spec.name) current = option_value_text(option);
       ++group;
       for (const std::string& text : split_levers(spec.levers)) {
-        if (text == current) continue;
+        if (text == current || text.front() == '@') continue;  // "@layout", "@fill": the layouts' (below)
         std::optional<OptionValue> value = parse_value(spec, text);
         if (!value) continue;
         changes.push_back(Change{c, *value, 0, 0, component.use + "." + spec.name + ": " + current + " -> " + text, group});
@@ -142,6 +147,114 @@ bool cheaper(const ExplainChange& a, const ExplainChange& b) {
   return a.changes < b.changes;
 }
 
+// Whether a lever list holds `token` ("@layout", "@fill").
+bool has_token(const char* levers, std::string_view token) {
+  if (levers == nullptr) return false;
+  for (const std::string& text : split_levers(levers))
+    if (text == token) return true;
+  return false;
+}
+
+// An integer option's value in the scenario, else its declared default, else 1.
+int64_t integer_option(const ComponentSpec& component, const memplan_option_spec& spec) {
+  for (const OptionValue& option : component.options)
+    if (option.key == spec.name && option.type == OptionValue::Type::integer) return option.integer;
+  try {
+    if (spec.default_text != nullptr) return std::stoll(spec.default_text);
+  } catch (const std::exception&) {
+  }
+  return 1;
+}
+
+// Layouts at the same GPU count: the search over the layout sizes the plugins
+// declare ("@layout" among an integer option's levers), every value dividing
+// the GPUs, with the option they declare "@fill" filling what each leaves and
+// grad_accum keeping the global batch. Fitting rows, fastest first.
+void explain_layouts(const Scenario& scenario, const PluginRegistry& registry, int64_t world, int64_t data_ranks,
+                     Explanation& explanation) {
+  struct Axis {
+    SearchAxis axis;
+    int64_t current = 1;
+  };
+  std::vector<Axis> axes;
+  std::optional<Axis> fill;
+  std::vector<std::string> seen;  // a plugin used twice: the search sets the first
+  for (const ComponentSpec& component : scenario.components) {
+    const LoadedPlugin* plugin = registry.find(component.use);
+    if (plugin == nullptr || std::find(seen.begin(), seen.end(), component.use) != seen.end()) continue;
+    seen.push_back(component.use);
+    for (const memplan_option_spec& spec : plugin->options) {
+      if (spec.type != MEMPLAN_OPTION_INT) continue;
+      const bool layout = has_token(spec.levers, "@layout"), fills = has_token(spec.levers, "@fill");
+      if (!layout && !(fills && !fill)) continue;
+      Axis entry;
+      entry.axis.key = component.use + "." + spec.name;
+      entry.axis.plugin = component.use;
+      entry.axis.option = spec.name;
+      entry.axis.location = component.table_location;
+      entry.current = integer_option(component, spec);
+      if (layout) axes.push_back(std::move(entry));
+      else fill = std::move(entry);
+    }
+  }
+  const int64_t gpus = scenario.hardware.count > 0 ? scenario.hardware.count : world;
+  if (axes.empty() || gpus < 1) return;
+  std::vector<int64_t> divisors, powers_of_two;
+  for (int64_t d = 1; d <= gpus; ++d)
+    if (gpus % d == 0) {
+      divisors.push_back(d);
+      if ((d & (d - 1)) == 0) powers_of_two.push_back(d);
+    }
+  uint64_t combinations = 1;
+  for (size_t a = 0; a < axes.size(); ++a) combinations *= divisors.size();
+  const std::vector<int64_t>& values = combinations <= (uint64_t{1} << 16) ? divisors : powers_of_two;
+  SearchSpace space;
+  for (Axis& entry : axes) {
+    for (int64_t value : values) {
+      OptionValue option;
+      option.key = entry.axis.option;
+      option.type = OptionValue::Type::integer;
+      option.integer = value;
+      option.key_location = option.value_location = entry.axis.location;
+      entry.axis.values.push_back(option);
+    }
+    space.combinations *= entry.axis.values.size();
+    space.axes.push_back(entry.axis);
+  }
+  space.per_hardware = space.combinations;
+  if (fill) space.fill = fill->axis;
+  space.gpus = gpus;
+  space.global_batch = scenario.micro_batch * scenario.grad_accum * data_ranks;
+  space.top = 1;
+  explanation.layout_gpus = gpus;
+  explanation.layouts_tried = space.combinations;
+  SearchOptions options;  // one thread: explain answers in milliseconds
+  run_search(scenario, space, registry, options, [&](const SearchRow& row) {
+    if (row.status != SearchRow::Status::fits) return;
+    ExplainChange change;
+    for (size_t a = 0; a < axes.size(); ++a)
+      if (std::to_string(axes[a].current) != row.values[a])
+        change.changes.push_back(axes[a].axis.key + ": " + std::to_string(axes[a].current) + " -> " + row.values[a]);
+    if (fill && row.fill_value != fill->current)
+      change.changes.push_back(fill->axis.key + ": " + std::to_string(fill->current) + " -> " +
+                               std::to_string(row.fill_value));
+    if (row.grad_accum != scenario.grad_accum)
+      change.changes.push_back("batch.grad_accum: " + std::to_string(scenario.grad_accum) + " -> " +
+                               std::to_string(row.grad_accum) + " (the same global batch)");
+    if (change.changes.empty()) return;  // the scenario's own layout
+    change.peak_bytes = row.peak_bytes;
+    change.step_seconds = row.step_seconds;
+    change.fits = true;
+    explanation.layouts.push_back(std::move(change));
+  });
+  std::stable_sort(explanation.layouts.begin(), explanation.layouts.end(),
+                   [](const ExplainChange& a, const ExplainChange& b) {
+                     if (a.step_seconds > 0 && b.step_seconds > 0 && a.step_seconds != b.step_seconds)
+                       return a.step_seconds < b.step_seconds;
+                     return a.peak_bytes < b.peak_bytes;
+                   });
+}
+
 }  // namespace
 
 Explanation explain(const Scenario& scenario, const PluginRegistry& registry) {
@@ -176,6 +289,8 @@ Explanation explain(const Scenario& scenario, const PluginRegistry& registry) {
           explanation.fixes.push_back(*result);
       }
   std::sort(explanation.fixes.begin(), explanation.fixes.end(), cheaper);
+  explain_layouts(scenario, registry, b.world_size,
+                  estimator.attribute_int(MEMPLAN_ATTR_RANKS_DATA).value_or(1), explanation);
   if (explanation.fixes.empty()) {
     std::sort(singles.begin(), singles.end(),
               [](const ExplainChange& a, const ExplainChange& b) { return a.peak_bytes < b.peak_bytes; });

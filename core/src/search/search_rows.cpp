@@ -59,7 +59,9 @@ std::string search_csv_header(const SearchSpace& space) {
   std::string header = "index";
   for (const SearchAxis& axis : space.axes) header += "," + quoted(axis.key);
   header += "," + quoted(space.fill ? space.fill->key : std::string("fill"));
-  return header + ",grad_accum,status,peak_bytes,capacity_bytes,step_seconds,tokens_per_second,mfu,reason";
+  // The cost columns came after `reason` (columns are only ever added at the end).
+  return header + ",grad_accum,status,peak_bytes,capacity_bytes,step_seconds,tokens_per_second,mfu,reason"
+                  ",usd_per_gpu_hour,usd_per_million_tokens,run_usd";
 }
 
 std::string search_csv_line(const SearchRow& row) {
@@ -68,7 +70,8 @@ std::string search_csv_line(const SearchRow& row) {
   line += "," + std::to_string(row.fill_value) + "," + std::to_string(row.grad_accum) + "," +
           std::string(search_status_name(row.status)) + "," + std::to_string(row.peak_bytes) + "," +
           std::to_string(row.capacity_bytes) + "," + exact(row.step_seconds) + "," + exact(row.tokens_per_second) +
-          "," + exact(row.mfu) + "," + quoted(row.reason);
+          "," + exact(row.mfu) + "," + quoted(row.reason) + "," + exact(row.usd_per_gpu_hour) + "," +
+          exact(row.usd_per_million_tokens) + "," + exact(row.run_usd);
   return line;
 }
 
@@ -78,7 +81,7 @@ std::vector<SearchRow> read_search_csv(const std::string& file, const std::strin
   std::vector<SearchRow> rows;
   std::string line;
   size_t number = 0;
-  const size_t axes = fields_of(header).size() - 10;  // index, fill and the eight trailing columns
+  const size_t axes = fields_of(header).size() - 13;  // index, fill and the eleven trailing columns
   auto fail = [&](const std::string& why) -> void {
     throw Error(file + ":" + std::to_string(number) + ": error: " + why +
                 "; merge the CSV files that `memplan search --shard K/N --output FILE` wrote for this scenario");
@@ -90,7 +93,7 @@ std::vector<SearchRow> read_search_csv(const std::string& file, const std::strin
       continue;
     }
     const std::vector<std::string> fields = fields_of(line);
-    if (fields.size() != axes + 10) fail("a row of " + std::to_string(fields.size()) + " fields");
+    if (fields.size() != axes + 13) fail("a row of " + std::to_string(fields.size()) + " fields");
     SearchRow row;
     char* end = nullptr;
     auto whole = [&](const std::string& text) {
@@ -120,6 +123,9 @@ std::vector<SearchRow> read_search_csv(const std::string& file, const std::strin
     row.tokens_per_second = real(fields[f++]);
     row.mfu = real(fields[f++]);
     row.reason = fields[f++];
+    row.usd_per_gpu_hour = real(fields[f++]);
+    row.usd_per_million_tokens = real(fields[f++]);
+    row.run_usd = real(fields[f++]);
     rows.push_back(std::move(row));
   }
   if (number == 0) fail("an empty file");

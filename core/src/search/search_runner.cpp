@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -41,16 +42,18 @@ OptionValue integer_value(const std::string& key, int64_t value) {
 // One thread's estimator and what it last set, so that only changed options are set again.
 class Worker {
  public:
-  Worker(const Scenario& scenario, const SearchSpace& space, const PluginRegistry& registry)
-      : scenario_(scenario), space_(space), estimator_(scenario, registry), applied_(space.axes.size(), -1) {
-    for (const SearchAxis& axis : space.axes) plugin_of_.push_back(axis.plugin.empty() ? 0 : plugin_index(axis));
-    if (space.fill) fill_plugin_ = plugin_index(*space.fill);
-    plugin_done_.assign(estimator_.plugins().size(), false);
+  // One scenario per combination of the hardware axes (one without them), each with its price.
+  Worker(std::vector<const Scenario*> scenarios, std::vector<double> prices, const SearchSpace& space,
+         const PluginRegistry& registry)
+      : scenarios_(std::move(scenarios)), prices_(std::move(prices)), space_(space), registry_(registry) {
+    use_hardware(0);
   }
 
   SearchRow evaluate(uint64_t index) {
     SearchRow row;
     row.index = index;
+    if (const size_t hardware = index / space_.per_hardware; hardware != hardware_ && !space_.hardware.empty())
+      use_hardware(hardware);
     std::vector<size_t> choice(space_.axes.size());
     for (size_t a = space_.axes.size(); a-- > 0;) {
       choice[a] = index % space_.axes[a].values.size();
@@ -59,9 +62,9 @@ class Worker {
     for (size_t a = 0; a < choice.size(); ++a) row.values.push_back(option_value_text(space_.axes[a].values[choice[a]]));
     try {
       bool layout_changed = false;
-      int64_t micro_batch = scenario_.micro_batch;
+      int64_t micro_batch = scenario().micro_batch;
       for (size_t a = 0; a < choice.size(); ++a)
-        if (space_.axes[a].plugin.empty()) micro_batch = space_.axes[a].values[choice[a]].integer;
+        if (space_.axes[a].target == SearchAxis::Target::micro_batch) micro_batch = space_.axes[a].values[choice[a]].integer;
       // Each plugin's changed options are set together, with one create(): setting them one by one
       // would pass through combinations of new and old values the plugin may refuse.
       std::fill(plugin_done_.begin(), plugin_done_.end(), false);
@@ -83,10 +86,10 @@ class Worker {
               applied_[b] != static_cast<int64_t>(choice[b]))
             values.push_back(space_.axes[b].values[choice[b]]);
         try {
-          estimator_.set_options(plugin, std::move(values));
+          estimator_->set_options(plugin, std::move(values));
         } catch (const Error& error) {
           // The plugin keeps its configuration (Estimator::set_options): applied_ stays true.
-          refusals_.emplace(key, reason_of(error.what(), scenario_.file));
+          refusals_.emplace(key, reason_of(error.what(), scenario().file));
           throw;
         }
         for (size_t b = 0; b < choice.size(); ++b)
@@ -99,7 +102,7 @@ class Worker {
         row.reason = layout_error_;
         return row;
       }
-      int64_t grad_accum = scenario_.grad_accum;
+      int64_t grad_accum = scenario().grad_accum;
       if (space_.global_batch > 0) {
         const int64_t per_step = micro_batch * data_ranks_;
         if (space_.global_batch % per_step != 0) {
@@ -110,16 +113,24 @@ class Worker {
         grad_accum = space_.global_batch / per_step;
       }
       row.grad_accum = grad_accum;
-      estimator_.set_grad_accum(grad_accum);
-      const Breakdown& b = estimator_.evaluate_at(micro_batch, scenario_.seq_len);
+      estimator_->set_grad_accum(grad_accum);
+      const Breakdown& b = estimator_->evaluate_at(micro_batch, scenario().seq_len);
       row.peak_bytes = b.peak;
-      row.capacity_bytes = b.capacity(scenario_.hardware.memory_bytes);
+      row.capacity_bytes = b.capacity(scenario().hardware.memory_bytes);
       if (b.time.status == TimeStatus::timed) {
         row.step_seconds = b.time.seconds;
         row.tokens_per_second = b.time.tokens_per_second;
         row.mfu = b.time.mfu;
+        // The job's cost as run_budget (estimate.cpp) prices a run: hours = tokens / tokens per second / 3600,
+        // GPU-hours = hours x the job's GPUs, USD = GPU-hours x the price.
+        if (price_ > 0 && row.tokens_per_second > 0) {
+          const double world = static_cast<double>(b.world_size);
+          row.usd_per_gpu_hour = price_;
+          row.usd_per_million_tokens = 1e6 / row.tokens_per_second / 3600 * world * price_;
+          if (space_.budget_tokens > 0) row.run_usd = space_.budget_tokens / row.tokens_per_second / 3600 * world * price_;
+        }
       }
-      if (scenario_.hardware.memory_bytes > 0 && b.peak > row.capacity_bytes) {
+      if (scenario().hardware.memory_bytes > 0 && b.peak > row.capacity_bytes) {
         row.status = SearchRow::Status::does_not_fit;
         char text[96];
         std::snprintf(text, sizeof text, "peak %.2f GiB exceeds %.2f GiB by %.2f GiB",
@@ -131,7 +142,7 @@ class Worker {
       }
     } catch (const Error& error) {
       row.status = SearchRow::Status::invalid;
-      row.reason = reason_of(error.what(), scenario_.file);
+      row.reason = reason_of(error.what(), scenario().file);
     }
     return row;
   }
@@ -145,16 +156,16 @@ class Worker {
     for (size_t b = 0; b < space_.axes.size(); ++b)
       if (!space_.axes[b].plugin.empty() && plugin_of_[b] == plugin) key += "," + std::to_string(choice[b]);
     if (space_.fill && fill_plugin_ == plugin) key += ",fill=" + std::to_string(fill_option_);
-    key += ";" + std::to_string(estimator_.micro_batch()) + "," + std::to_string(estimator_.seq_len()) + "," +
-           std::to_string(estimator_.grad_accum()) + "," + std::to_string(gpu_count_);
+    key += ";" + std::to_string(estimator_->micro_batch()) + "," + std::to_string(estimator_->seq_len()) + "," +
+           std::to_string(estimator_->grad_accum()) + "," + std::to_string(gpu_count_);
     return key;
   }
 
   size_t plugin_index(const SearchAxis& axis) const {
     // The first component the scenario lists with that `use`, by its place in phase order.
-    for (size_t i = 0; i < estimator_.plugins().size(); ++i)
-      if (estimator_.plugins()[i].component->use == axis.plugin) return i;
-    throw Error(scenario_.file + ": error: [search] names plugin '" + axis.plugin + "', which the scenario does not use");
+    for (size_t i = 0; i < estimator_->plugins().size(); ++i)
+      if (estimator_->plugins()[i].component->use == axis.plugin) return i;
+    throw Error(scenario().file + ": error: [search] names plugin '" + axis.plugin + "', which the scenario does not use");
   }
 
   // The fill axis's value: the GPUs over the world size the other axes make.
@@ -164,47 +175,78 @@ class Worker {
     fill_ = 0;
     try {
       if (space_.fill) {
-        estimator_.set_option(fill_plugin_, integer_value(space_.fill->option, 1));
+        estimator_->set_option(fill_plugin_, integer_value(space_.fill->option, 1));
         fill_option_ = 1;
-        estimator_.set_gpu_count(0);
+        estimator_->set_gpu_count(0);
         gpu_count_ = 0;
-        const Breakdown& probe = estimator_.evaluate_at(scenario_.micro_batch, scenario_.seq_len);
+        const Breakdown& probe = estimator_->evaluate_at(scenario().micro_batch, scenario().seq_len);
         const int64_t world = probe.world_size;
-        const int64_t data_before = estimator_.attribute_int(MEMPLAN_ATTR_RANKS_DATA).value_or(1);
-        if (space_.gpus % world != 0) {
+        const int64_t data_before = estimator_->attribute_int(MEMPLAN_ATTR_RANKS_DATA).value_or(1);
+        if (gpus_ % world != 0) {
           layout_error_ = "the other axes lay the job out on " + std::to_string(world) + " GPUs, which does not divide " +
-                          std::to_string(space_.gpus);
+                          std::to_string(gpus_);
           return;
         }
-        fill_ = space_.gpus / world;
-        estimator_.set_option(fill_plugin_, integer_value(space_.fill->option, fill_));
+        fill_ = gpus_ / world;
+        estimator_->set_option(fill_plugin_, integer_value(space_.fill->option, fill_));
         fill_option_ = fill_;
-        estimator_.set_gpu_count(space_.gpus);
-        gpu_count_ = space_.gpus;
+        estimator_->set_gpu_count(gpus_);
+        gpu_count_ = gpus_;
         // Whether the filled option sets the data ranks: learned once, on the first layout that fills more than
         // one (at a fill of 1 both readings give the same data ranks).
         if (!fill_scales_data_known_ && fill_ > 1) {
-          const Breakdown& after = estimator_.evaluate_at(scenario_.micro_batch, scenario_.seq_len);
+          const Breakdown& after = estimator_->evaluate_at(scenario().micro_batch, scenario().seq_len);
           (void)after;
-          fill_scales_data_ = estimator_.attribute_int(MEMPLAN_ATTR_RANKS_DATA).value_or(1) != data_before;
+          fill_scales_data_ = estimator_->attribute_int(MEMPLAN_ATTR_RANKS_DATA).value_or(1) != data_before;
           fill_scales_data_known_ = true;
         }
         data_ranks_ = fill_scales_data_ ? data_before * fill_ : data_before;
       } else {
-        estimator_.set_gpu_count(space_.gpus);
-        gpu_count_ = space_.gpus;
-        estimator_.evaluate_at(scenario_.micro_batch, scenario_.seq_len);
-        data_ranks_ = estimator_.attribute_int(MEMPLAN_ATTR_RANKS_DATA).value_or(1);
+        estimator_->set_gpu_count(gpus_);
+        gpu_count_ = gpus_;
+        estimator_->evaluate_at(scenario().micro_batch, scenario().seq_len);
+        data_ranks_ = estimator_->attribute_int(MEMPLAN_ATTR_RANKS_DATA).value_or(1);
       }
     } catch (const Error& error) {
-      layout_error_ = reason_of(error.what(), scenario_.file);
+      layout_error_ = reason_of(error.what(), scenario().file);
       layout_known_ = false;  // try again at the next combination
     }
   }
 
-  const Scenario& scenario_;
+  const Scenario& scenario() const { return *scenarios_[hardware_]; }
+
+  // A fresh estimator on the scenario of that hardware combination: nothing the last one set carries over.
+  void use_hardware(size_t hardware) {
+    hardware_ = hardware;
+    estimator_.reset();
+    estimator_ = std::make_unique<Estimator>(*scenarios_[hardware], registry_);
+    gpus_ = space_.hardware.empty() ? space_.gpus : space_.hardware[hardware].gpus;
+    price_ = prices_[hardware];
+    plugin_of_.clear();
+    for (const SearchAxis& axis : space_.axes)
+      plugin_of_.push_back(axis.target == SearchAxis::Target::plugin ? plugin_index(axis) : 0);
+    if (space_.fill) fill_plugin_ = plugin_index(*space_.fill);
+    plugin_done_.assign(estimator_->plugins().size(), false);
+    applied_.assign(space_.axes.size(), -1);
+    layout_known_ = false;
+    layout_error_.clear();
+    fill_ = 0;
+    data_ranks_ = 1;
+    fill_scales_data_ = false;
+    fill_scales_data_known_ = false;
+    fill_option_ = -1;
+    gpu_count_ = -1;
+    refusals_.clear();
+  }
+
+  std::vector<const Scenario*> scenarios_;
+  std::vector<double> prices_;
   const SearchSpace& space_;
-  Estimator estimator_;
+  const PluginRegistry& registry_;
+  size_t hardware_ = 0;
+  int64_t gpus_ = 0;
+  double price_ = 0;
+  std::unique_ptr<Estimator> estimator_;
   std::vector<size_t> plugin_of_;
   std::vector<int64_t> applied_;  // per axis, the value index the plugin holds (-1: the scenario's value)
   size_t fill_plugin_ = 0;
@@ -236,6 +278,16 @@ SearchSummary run_search(const Scenario& scenario, const SearchSpace& space, con
   const auto start = std::chrono::steady_clock::now();
   Scenario base = scenario;
   base.hardware.count = space.gpus;
+  std::vector<const Scenario*> scenarios{&base};
+  std::vector<double> prices{space.usd_per_gpu_hour};
+  if (!space.hardware.empty()) {
+    scenarios.clear();
+    prices.clear();
+    for (const SearchHardware& hardware : space.hardware) {
+      scenarios.push_back(&hardware.scenario);
+      prices.push_back(hardware.usd_per_gpu_hour);
+    }
+  }
   const uint64_t total = space.combinations;
   const uint64_t chunks = (total + kChunk - 1) / kChunk;
   std::atomic<uint64_t> next_chunk{0};
@@ -260,7 +312,7 @@ SearchSummary run_search(const Scenario& scenario, const SearchSpace& space, con
   };
   auto work = [&] {
     try {
-      Worker worker(base, space, registry);
+      Worker worker(scenarios, prices, space, registry);
       for (uint64_t chunk = next_chunk++; chunk < chunks; chunk = next_chunk++) {
         std::vector<SearchRow> rows;
         const uint64_t end = std::min(total, (chunk + 1) * kChunk);
@@ -305,7 +357,12 @@ SearchSummary run_search(const Scenario& scenario, const SearchSpace& space, con
 
 bool SearchRanking::better(const SearchRow& a, const SearchRow& b) const {
   const bool a_timed = a.step_seconds > 0, b_timed = b.step_seconds > 0;
-  if (objective_ == SearchObjective::time) {
+  if (objective_ == SearchObjective::cost) {
+    const bool a_priced = a.usd_per_million_tokens > 0, b_priced = b.usd_per_million_tokens > 0;
+    if (a_priced != b_priced) return a_priced;
+    if (a.usd_per_million_tokens != b.usd_per_million_tokens) return a.usd_per_million_tokens < b.usd_per_million_tokens;
+  }
+  if (objective_ != SearchObjective::memory) {
     if (a_timed != b_timed) return a_timed;
     if (a.step_seconds != b.step_seconds) return a.step_seconds < b.step_seconds;
     if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;

@@ -15,13 +15,14 @@
 namespace {
 
 constexpr std::array<memplan_option_spec, 1> kOptions{{
-    {"size", MEMPLAN_OPTION_INT, "context-parallel ranks cp (Megatron-LM's context_parallel_size)", "1"},
+    // "@layout": a size `memplan explain` may lay the job out again with (docs/plugin-abi.md, "Option specs").
+    {"size", MEMPLAN_OPTION_INT, "context-parallel ranks cp (Megatron-LM's context_parallel_size)", "1", "@layout"},
 }};
 
 class ContextParallelStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "context-parallel", "1.0.1",
+      "context-parallel", "1.1.0",
       "Megatron-LM context parallelism: every layer's sequence split over cp ranks", memplan::sdk::Kind::strategy,
       memplan::sdk::Phase::layout};
   static std::span<const memplan_option_spec> options() { return kOptions; }

@@ -8,12 +8,13 @@
 namespace {
 
 constexpr std::array<memplan_option_spec, 1> kOptions{{
-    {"size", MEMPLAN_OPTION_INT, "number of data-parallel replicas", "1"},
+    // "@fill": the replicas `memplan explain` sets to fill the GPUs a new layout leaves (docs/plugin-abi.md).
+    {"size", MEMPLAN_OPTION_INT, "number of data-parallel replicas", "1", "@fill"},
 }};
 
 class DataParallelStrategy {
  public:
-  static constexpr memplan::sdk::PluginInfo info{"data-parallel", "1.1.0",
+  static constexpr memplan::sdk::PluginInfo info{"data-parallel", "1.2.0",
                                                  "Data parallelism: declares the data-parallel group size",
                                                  memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout,
                                                  memplan::sdk::Reads::nothing};

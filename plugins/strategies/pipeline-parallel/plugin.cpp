@@ -35,7 +35,8 @@ namespace {
 using memplan::sdk::ParamClass;
 
 constexpr std::array<memplan_option_spec, 6> kOptions{{
-    {"size", MEMPLAN_OPTION_INT, "pipeline stages p", "1"},
+    // "@layout": a size `memplan explain` may lay the job out again with (docs/plugin-abi.md, "Option specs").
+    {"size", MEMPLAN_OPTION_INT, "pipeline stages p", "1", "@layout"},
     {"stage", MEMPLAN_OPTION_STRING, "which stage to report: \"first\" or \"last\"", "\"first\""},
     {"schedule", MEMPLAN_OPTION_STRING, "\"1f1b\" or \"gpipe\"", "\"1f1b\""},
     {"virtual_stages", MEMPLAN_OPTION_INT,
@@ -52,7 +53,7 @@ class PipelineParallelStrategy {
   // apply() reads nothing of the workload: the schedule's figures depend on
   // grad_accum, which no evaluation changes, and are computed in the constructor.
   static constexpr memplan::sdk::PluginInfo info{
-      "pipeline-parallel", "1.3.0",
+      "pipeline-parallel", "1.4.0",
       "Pipeline parallelism (1F1B, interleaved 1F1B or GPipe; uneven end stages), reporting the first or last stage",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout, memplan::sdk::Reads::grad_accum};
   static std::span<const memplan_option_spec> options() { return kOptions; }

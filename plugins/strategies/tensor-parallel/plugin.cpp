@@ -20,7 +20,8 @@ namespace {
 using memplan::sdk::ParamClass;
 
 constexpr std::array<memplan_option_spec, 2> kOptions{{
-    {"size", MEMPLAN_OPTION_INT, "tensor-parallel ranks t", "1"},
+    // "@layout": a size `memplan explain` may lay the job out again with (docs/plugin-abi.md, "Option specs").
+    {"size", MEMPLAN_OPTION_INT, "tensor-parallel ranks t", "1", "@layout"},
     {"sequence_parallel", MEMPLAN_OPTION_BOOL, "also split norm and dropout activations along the sequence",
      "false", "true"},
 }};
@@ -28,7 +29,7 @@ constexpr std::array<memplan_option_spec, 2> kOptions{{
 class TensorParallelStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "tensor-parallel", "1.3.1", "Megatron tensor parallelism, optionally with sequence parallelism",
+      "tensor-parallel", "1.4.0", "Megatron tensor parallelism, optionally with sequence parallelism",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout, memplan::sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 

@@ -3,8 +3,12 @@
 // (docs/search.md, "Explain"). The changes come from the plugins' own levers
 // (memplan_option_spec.levers: option values that trade time for memory) and
 // from halving the micro-batch while grad_accum doubles (the global batch
-// stays); single changes first, pairs when no single one fits. The core names
-// no plugin: levers are what each plugin declares.
+// stays); single changes first, pairs when no single one fits. Beside them,
+// the layouts at the same GPU count that fit: the configuration search over
+// the integer options the plugins declare as layout sizes ("@layout" among
+// their levers), each over the values that divide the GPUs, with the option
+// declared "@fill" filling the rest. The core names no plugin: levers are
+// what each plugin declares.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +40,11 @@ struct Explanation {
   size_t candidates = 0;              // changes evaluated
   std::vector<ExplainChange> fixes;   // changes that fit: cheapest in step time first (else least memory)
   std::vector<ExplainChange> closest; // when nothing fits: the single changes that save the most
+  // Layouts at the same GPU count that fit (the plugins' "@layout" sizes searched, "@fill" filling):
+  // fastest first (least memory when untimed); layouts_tried = 0 when the scenario has no such size.
+  int64_t layout_gpus = 0;
+  uint64_t layouts_tried = 0;
+  std::vector<ExplainChange> layouts;
 };
 
 Explanation explain(const Scenario& scenario, const PluginRegistry& registry);

@@ -23,16 +23,29 @@
 
 namespace memplan {
 
-// One axis: a plugin option ("<plugin>.<option>") or the batch's micro_batch.
+// One axis: a plugin option ("<plugin>.<option>"), the batch's micro_batch,
+// or the hardware's GPU type or count ("hardware.gpu", "hardware.count").
 struct SearchAxis {
+  enum class Target { plugin, micro_batch, hardware_gpu, hardware_count };
   std::string key;                  // as the scenario spells it
-  std::string plugin;               // empty for batch.micro_batch
-  std::string option;               // the option's key, or "micro_batch"
+  std::string plugin;               // empty for batch.micro_batch and the hardware axes
+  std::string option;               // the option's key, or "micro_batch", "gpu", "count"
   std::vector<OptionValue> values;  // in the scenario's order
   SourceLocation location;
+  Target target = Target::plugin;
 };
 
-enum class SearchObjective { time, memory };
+enum class SearchObjective { time, memory, cost };
+
+// One combination of the hardware axes: the scenario as `--set hardware.gpu=...`
+// reads it (the catalog's figures for that GPU, the framework's defaults for
+// it), with [hardware] count = `gpus`, and the price of its GPU-hour.
+struct SearchHardware {
+  std::string gpu;              // the catalog name ("" when the scenario names none)
+  int64_t gpus = 0;             // the job's GPUs
+  Scenario scenario;
+  double usd_per_gpu_hour = 0;  // 0: not priced
+};
 
 struct SearchSpace {
   std::vector<SearchAxis> axes;
@@ -42,13 +55,24 @@ struct SearchSpace {
   SearchObjective objective = SearchObjective::time;
   int64_t top = 10;
   uint64_t combinations = 1;       // product of the axes' sizes
+  // The hardware axes vary slowest (they come first in `axes`): one entry per
+  // combination of their values, in index order; empty without hardware axes.
+  std::vector<SearchHardware> hardware;
+  uint64_t per_hardware = 1;       // combinations of the other axes: index / per_hardware is the hardware's
+  double usd_per_gpu_hour = 0;     // the price without hardware axes ([search.usd_per_gpu_hour], else [budget])
+  bool priced = false;             // every GPU the search runs on has a price: rows carry costs
+  double budget_tokens = 0;        // [budget] tokens: rows carry the run's cost
 };
 
 // Reads the scenario file's [search] table, after the same --set overrides as
 // the scenario (a search.* key changes it too); errors are located
 // (file:line:column). Axes name options the plugins declare (`registry`).
+// Hardware axes and [search.usd_per_gpu_hour] name GPUs of `catalog`; the
+// overload without one refuses them.
 SearchSpace read_search_space(const std::string& file, const Scenario& scenario, const PluginRegistry& registry,
                               const std::vector<std::string>& overrides = {});
+SearchSpace read_search_space(const std::string& file, const Scenario& scenario, const PluginRegistry& registry,
+                              const Catalog& catalog, const std::vector<std::string>& overrides = {});
 
 // One evaluated configuration.
 struct SearchRow {
@@ -63,6 +87,12 @@ struct SearchRow {
   double tokens_per_second = 0;
   double mfu = 0;
   std::string reason;                 // why it does not fit or is invalid
+  // With prices (SearchSpace::priced) and a step time, else 0: the price of a
+  // GPU-hour of the row's GPU, the job's cost per million tokens (price x GPUs
+  // x the hours a million tokens take) and, with [budget] tokens, the run's.
+  double usd_per_gpu_hour = 0;
+  double usd_per_million_tokens = 0;
+  double run_usd = 0;
   bool pareto = false;                // on the front of peak memory against step time (set at the end)
 };
 
