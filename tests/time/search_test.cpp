@@ -240,8 +240,9 @@ TEST(Explain, FixesAreFreshEvaluationsInOrderOfTime) {
     const ExplainChange& fix = e.fixes[i];
     EXPECT_TRUE(fix.fits);
     EXPECT_LT(fix.peak_bytes, e.capacity_bytes);
-    if (i > 0 && fix.changes.size() == e.fixes[i - 1].changes.size())
+    if (i > 0 && fix.changes.size() == e.fixes[i - 1].changes.size()) {
       EXPECT_LE(e.fixes[i - 1].step_seconds, fix.step_seconds);
+    }
   }
   // The recomputation lever, checked against --set.
   const auto full = std::find_if(e.fixes.begin(), e.fixes.end(), [](const ExplainChange& fix) {
@@ -322,8 +323,11 @@ TEST(Search, HardwareAxesEqualFreshEvaluations) {
   EXPECT_GT(fitting, 0u);
   EXPECT_GT(not_fitting, 0u);
   // The same layout is slower on the A100 (312 dense bf16 TFLOPS against the H100's 989.4).
-  for (size_t i = 0; i < rows.size(); ++i)
-    if (rows[i].values[1] == "h100-sxm-80gb") EXPECT_LT(rows[i].step_seconds, rows[i + 8].step_seconds) << i;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].values[1] == "h100-sxm-80gb") {
+      EXPECT_LT(rows[i].step_seconds, rows[i + 8].step_seconds) << i;
+    }
+  }
 }
 
 // The cost objective with [budget]: each row's run cost is the fresh evaluation's time.budget.usd
@@ -404,6 +408,35 @@ TEST(Search, MergedCsvPartsEqualTheWholeSweep) {
   ASSERT_EQ(merged_summary.pareto.size(), whole_summary.pareto.size());
   for (size_t i = 0; i < whole_summary.pareto.size(); ++i)
     EXPECT_EQ(merged_summary.pareto[i].index, whole_summary.pareto[i].index) << i;
+}
+
+// A part written before the cost columns were appended (its header and rows end at `reason`)
+// still merges: its rows read as unpriced, 0 in the cost columns, as an unpriced search writes them.
+TEST(Search, CsvPartsWithoutCostColumnsStillMerge) {
+  const std::string file = own_file("merge-before-cost");
+  std::ofstream(file) << with_axes(kHardwareAxes, "");
+  const Scenario scenario = load_scenario(file, catalog());
+  const Sweep s{scenario, read_search_space(file, scenario, builtin_plugins(), catalog())};
+  const std::vector<SearchRow> whole = rows_of(s, 1, 0, 1);
+  const std::string header = search_csv_header(s.space);
+  const std::string cost = ",usd_per_gpu_hour,usd_per_million_tokens,run_usd";
+  ASSERT_EQ(header.substr(header.size() - cost.size()), cost);
+  const std::string part = own_file("merge-before-cost-part") + ".csv";
+  {
+    std::ofstream out(part);
+    out << header.substr(0, header.size() - cost.size()) << "\n";
+    for (const SearchRow& row : whole) {
+      ASSERT_EQ(row.usd_per_gpu_hour, 0.0);  // no price anywhere in this search
+      const std::string line = search_csv_line(row);
+      out << line.substr(0, line.rfind(',', line.rfind(',', line.rfind(',') - 1) - 1)) << "\n";
+    }
+  }
+  const std::vector<SearchRow> merged = read_search_csv(part, header);
+  ASSERT_EQ(merged.size(), whole.size());
+  for (size_t i = 0; i < whole.size(); ++i) EXPECT_EQ(search_csv_line(merged[i]), search_csv_line(whole[i])) << i;
+  // A row with the old field count under the new header is still refused.
+  std::ofstream(part) << header << "\n" << "0,1\n";
+  EXPECT_THROW(read_search_csv(part, header), Error);
 }
 
 TEST(Search, HardwareAndCostErrors) {
@@ -494,7 +527,9 @@ TEST(Explain, LayoutsAreTheFittingFreshLayoutsInOrderOfTime) {
     EXPECT_EQ(layout.peak_bytes, fresh->second.first) << t << "," << p;
     EXPECT_DOUBLE_EQ(layout.step_seconds, fresh->second.second) << t << "," << p;
     EXPECT_TRUE(layout.fits);
-    if (i > 0) EXPECT_LE(e.layouts[i - 1].step_seconds, layout.step_seconds) << i;
+    if (i > 0) {
+      EXPECT_LE(e.layouts[i - 1].step_seconds, layout.step_seconds) << i;
+    }
   }
   // The fastest: TP 4 x PP 4 x DP 8, grad_accum 1024 / 8 = 128.
   EXPECT_EQ(e.layouts[0].changes,

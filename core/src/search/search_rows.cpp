@@ -82,6 +82,11 @@ std::vector<SearchRow> read_search_csv(const std::string& file, const std::strin
   std::string line;
   size_t number = 0;
   const size_t axes = fields_of(header).size() - 13;  // index, fill and the eleven trailing columns
+  // Parts written before the cost columns were appended end at `reason`: their rows are unpriced
+  // (0 in the cost columns, as a search without prices writes them), so they still merge.
+  const std::string cost_columns = ",usd_per_gpu_hour,usd_per_million_tokens,run_usd";
+  const std::string header_before_cost = header.substr(0, header.size() - cost_columns.size());
+  size_t columns = axes + 13;
   auto fail = [&](const std::string& why) -> void {
     throw Error(file + ":" + std::to_string(number) + ": error: " + why +
                 "; merge the CSV files that `memplan search --shard K/N --output FILE` wrote for this scenario");
@@ -89,11 +94,12 @@ std::vector<SearchRow> read_search_csv(const std::string& file, const std::strin
   while (std::getline(in, line)) {
     ++number;
     if (number == 1) {
-      if (line != header) fail("the header is not this scenario's search (" + header + ")");
+      if (line == header_before_cost) columns = axes + 10;
+      else if (line != header) fail("the header is not this scenario's search (" + header + ")");
       continue;
     }
     const std::vector<std::string> fields = fields_of(line);
-    if (fields.size() != axes + 13) fail("a row of " + std::to_string(fields.size()) + " fields");
+    if (fields.size() != columns) fail("a row of " + std::to_string(fields.size()) + " fields");
     SearchRow row;
     char* end = nullptr;
     auto whole = [&](const std::string& text) {
@@ -123,9 +129,11 @@ std::vector<SearchRow> read_search_csv(const std::string& file, const std::strin
     row.tokens_per_second = real(fields[f++]);
     row.mfu = real(fields[f++]);
     row.reason = fields[f++];
-    row.usd_per_gpu_hour = real(fields[f++]);
-    row.usd_per_million_tokens = real(fields[f++]);
-    row.run_usd = real(fields[f++]);
+    if (columns == axes + 13) {
+      row.usd_per_gpu_hour = real(fields[f++]);
+      row.usd_per_million_tokens = real(fields[f++]);
+      row.run_usd = real(fields[f++]);
+    }
     rows.push_back(std::move(row));
   }
   if (number == 0) fail("an empty file");

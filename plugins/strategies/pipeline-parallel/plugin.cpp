@@ -37,15 +37,15 @@ using memplan::sdk::ParamClass;
 constexpr std::array<memplan_option_spec, 6> kOptions{{
     // "@layout": a size `memplan explain` may lay the job out again with (docs/plugin-abi.md, "Option specs").
     {"size", MEMPLAN_OPTION_INT, "pipeline stages p", "1", "@layout"},
-    {"stage", MEMPLAN_OPTION_STRING, "which stage to report: \"first\" or \"last\"", "\"first\""},
-    {"schedule", MEMPLAN_OPTION_STRING, "\"1f1b\" or \"gpipe\"", "\"1f1b\""},
+    {"stage", MEMPLAN_OPTION_STRING, "which stage to report: \"first\" or \"last\"", "\"first\"", nullptr},
+    {"schedule", MEMPLAN_OPTION_STRING, "\"1f1b\" or \"gpipe\"", "\"1f1b\"", nullptr},
     {"virtual_stages", MEMPLAN_OPTION_INT,
      "model chunks per stage for Megatron-LM's interleaved 1F1B schedule (virtual_pipeline_model_parallel_size)",
-     "1 (not interleaved)"},
+     "1 (not interleaved)", nullptr},
     {"first_stage_layers", MEMPLAN_OPTION_INT,
-     "layers on the first stage (Megatron-LM's decoder_first_pipeline_num_layers)", "an even share"},
+     "layers on the first stage (Megatron-LM's decoder_first_pipeline_num_layers)", "an even share", nullptr},
     {"last_stage_layers", MEMPLAN_OPTION_INT,
-     "layers on the last stage (Megatron-LM's decoder_last_pipeline_num_layers)", "an even share"},
+     "layers on the last stage (Megatron-LM's decoder_last_pipeline_num_layers)", "an even share", nullptr},
 }};
 
 class PipelineParallelStrategy {
