@@ -6,4 +6,5 @@ memplan_add_test(test_inference
   inference/forward_transient_test.cpp
   inference/serving_budget_test.cpp
   inference/prefill_default_test.cpp
-  inference/latent_kv_test.cpp)
+  inference/latent_kv_test.cpp
+  inference/sampler_test.cpp)

@@ -157,4 +157,38 @@ inline double layer_transient(const ForwardShape& x, double tokens, double conte
 // fp32 logits of `rows` positions over a vocabulary-parallel LM head.
 inline double logits_bytes(double rows, double vocab, double tensor) { return 4 * rows * vocab / tensor; }
 
+// Bytes per (row x vocabulary entry) that vLLM V1's start-up sampler run
+// holds at its high point, on every tensor-parallel rank of the last pipeline
+// stage (the logits are all-gathered: vllm/model_executor/layers/
+// logits_processor.py, _gather_logits with use_all_gather, the V1 default).
+// The dummy SamplingMetadata of _dummy_sampler_run sets temperature 0.5, top_p
+// 0.9 and top_k = vocab - 1, no logprobs and no penalties
+// (vllm/v1/worker/gpu_model_runner.py @ 4e1790651f); with the PyTorch-native
+// top-k/top-p path (vllm/v1/sample/ops/topk_topp_sampler.py,
+// apply_top_k_top_p) the high point is the final scatter, when these are live:
+//   bf16 logits held by the caller (compute_logits)           2
+//   fp32 copy in Sampler.forward, temperature divided in place 4
+//   logits_sort (sort values, fp32)                            4
+//   logits_idx (sort indices, int64)                           8
+//   top_k_mask (bool, still bound)                             1
+//   probs_sort (softmax of logits_sort; cumsum in place)       4
+//   top_p_mask (bool)                                          1
+//   the scattered result (new fp32 tensor)                     4
+//                                                             28
+// (docs/inference.md section 5 has the line-by-line derivation.)
+inline constexpr double kSamplerBytesPerElement = 28;
+
+// What the sampler run of `rows` requests holds beyond the forward pass's own
+// transients (`forward`: the layer's and the logits' bytes, which the host
+// adds): the chunk's hidden states that profile_run keeps (c x h), their
+// last-token rows and the random copy _dummy_sampler_run draws (2 r h), all in
+// the activation dtype p, plus 28 r V. The sampler runs after the forward
+// pass, so the phase's high point is max(forward, sampler run); the excess is
+// what makes the host's sum reach it. Never negative.
+inline double sampler_excess_bytes(double hidden, double chunk, double rows, double vocab, double p,
+                                   double forward) {
+  const double run = p * hidden * (chunk + 2 * rows) + kSamplerBytesPerElement * rows * vocab;
+  return std::max(0.0, run - forward);
+}
+
 }  // namespace memplan::plugins::inference

@@ -6,7 +6,10 @@
 //     capped by a sliding window for windowed layers (Jiang et al. 2023, arXiv
 //     2310.06825) and rounded up to whole PagedAttention blocks;
 //   - the largest forward transient of one layer, for a prefill chunk or a
-//     decode step, and the fp32 logits (a first-order model).
+//     decode step, and the fp32 logits (a first-order model);
+//   - with sampler_rows > 0, what the serving engine's start-up sampler
+//     warm-up holds beyond that (vLLM V1's profile_run ends with a dummy
+//     sampler run over min(max_num_seqs, max_num_batched_tokens) requests).
 // It also declares the paged block (kv.block_tokens, kv.block_bytes) for
 // budget plugins such as 'serving-budget'. Formulas: inference_memory.hpp and
 // docs/inference.md.
@@ -31,7 +34,7 @@ using memplan::sdk::Lifetime;
 using memplan::sdk::ParamClass;
 using memplan::sdk::Role;
 
-constexpr std::array<memplan_option_spec, 6> kOptions{{
+constexpr std::array<memplan_option_spec, 7> kOptions{{
     {"kv_dtype", MEMPLAN_OPTION_STRING, "dtype of the cached keys and values: fp32, fp16, bf16, fp8 or int8",
      "the activation dtype of [precision]"},
     {"block_size", MEMPLAN_OPTION_INT,
@@ -47,6 +50,10 @@ constexpr std::array<memplan_option_spec, 6> kOptions{{
      "of the chunk)",
      "\"last\""},
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention materializes no score matrix (FlashAttention)", "true"},
+    {"sampler_rows", MEMPLAN_OPTION_INT,
+     "requests of the serving engine's start-up sampler run (vLLM's max_num_seqs; the run samples "
+     "min(sampler_rows, prefill_chunk) rows over the whole vocabulary on every tensor-parallel rank); 0 = none",
+     "0 (no sampler run: the papers' view); the vllm profile sets vLLM's max_num_seqs, 1024 or 256 by GPU"},
 }};
 
 // The KV cache dtypes a serving engine stores (vLLM's kv_cache_dtype: auto,
@@ -56,7 +63,7 @@ constexpr std::array<const char*, 5> kKvDtypes{"fp32", "fp16", "bf16", "fp8", "i
 class InferenceMemory {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "inference", "1.2.0", "KV cache (paged, GQA, latent attention, sliding window) and forward transients for serving",
+      "inference", "1.3.0", "KV cache (paged, GQA, latent attention, sliding window) and forward transients for serving",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
@@ -91,6 +98,12 @@ class InferenceMemory {
       window_ = *window;
     }
     if (options.integer("prefill_chunk")) prefill_chunk_ = options.positive_integer("prefill_chunk", 1);
+    if (auto rows = options.integer("sampler_rows")) {
+      if (*rows < 0 || *rows > 1'000'000'000)
+        options.fail("sampler_rows", "must be 0 (no sampler run) or a number of requests up to 1000000000 (vLLM's "
+                                     "max_num_seqs, 256 or 1024 by default), got " + std::to_string(*rows));
+      sampler_rows_ = *rows;
+    }
     // As [batch] seq_len: far above any real value, so that block and window
     // arithmetic stays in range.
     if (block_size_ > 1'000'000)
@@ -208,8 +221,18 @@ class InferenceMemory {
 
     if (!lm_head) return;  // an earlier pipeline stage computes no logits
     const double rows = all_logits_ ? std::max(chunk, b) : b;
-    add_transient(ctx, names_.logits,
-                  inf::logits_bytes(rows, static_cast<double>(model.vocab), static_cast<double>(t)));
+    const double logits = inf::logits_bytes(rows, static_cast<double>(model.vocab), static_cast<double>(t));
+    add_transient(ctx, names_.logits, logits);
+
+    // The sampler run comes after the forward pass, so it does not add to
+    // the layer's transient: the host sums the forward transients, and this
+    // item carries only what the sampler run holds beyond them (0: no item).
+    if (sampler_rows_ <= 0) return;
+    const double sampler_rows = std::min(static_cast<double>(sampler_rows_), chunk);
+    const double excess = inf::sampler_excess_bytes(static_cast<double>(model.hidden), chunk, sampler_rows,
+                                                    static_cast<double>(model.vocab), activation_bytes,
+                                                    std::max(prefill, decode) + logits);
+    if (excess > 0) add_transient(ctx, names_.sampler, excess);
   }
 
   static void add_transient(memplan::sdk::Context& ctx, memplan::sdk::Name name, double bytes) {
@@ -251,6 +274,7 @@ class InferenceMemory {
   std::optional<double> kv_bytes_;
   std::optional<int64_t> window_;
   std::optional<int64_t> prefill_chunk_;
+  int64_t sampler_rows_ = 0;
   bool all_logits_ = false;
   support::LayoutReader layout_;
   // Resolved once, in the constructor: no key lookup per evaluation.
@@ -263,8 +287,9 @@ class InferenceMemory {
           kv_cache_global(options.intern("kv_cache.global")),
           kv_cache_window(options.intern("kv_cache.window")),
           layer(options.intern("activations.layer")),
-          logits(options.intern("activations.logits")) {}
-    memplan::sdk::Name kv_cache, kv_cache_global, kv_cache_window, layer, logits;
+          logits(options.intern("activations.logits")),
+          sampler(options.intern("activations.sampler")) {}
+    memplan::sdk::Name kv_cache, kv_cache_global, kv_cache_window, layer, logits, sampler;
   } names_;
 };
 
