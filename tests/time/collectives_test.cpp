@@ -60,6 +60,45 @@ TEST(Collectives, Llama70bExampleByHand) {
   EXPECT_NEAR(time.seconds, time.compute_seconds + time.exposed_seconds + time.bubble_seconds, 1e-12);
 }
 
+// pipeline_comm_overlap (Megatron-LM's overlap_p2p_comm): that fraction of the
+// pipeline's send/receive may hide behind its pass's compute. The example's
+// transfers, 4096 x 8192 x 2 / 8 B each way per micro-batch to a stage in
+// another node, x 2 passes x 32 micro-batches = 536,870,912 B at 50 GB/s:
+// 0.01073741824 s, far below each pass's compute (1.2 s and more), so all of
+// what may hide does: exposed 0.0107, 0.0054 and 0 s at 0, 0.5 and 1.
+std::string with_step_option(std::string text, const std::string& option) {
+  text.replace(text.find("efficiency = 0.47\n"), 18, "efficiency = 0.47\n" + option);
+  return text;
+}
+
+TEST(Collectives, PipelineCommOverlap) {
+  const std::string example = read_example("train-time-llama2-70b-h100.toml");
+  const double pipeline_seconds = 4096.0 * 8192 * 2 / 8 * 2 * 32 / 50e9;
+  const double others = 2.0 * 20 * (4096.0 * 8192 * 2) * 2 * 7 / 8 * 2 * 32 / 450e9 +  // tensor
+                        2 * 0.75 * 2'172'190'720.0 * 2 / 50e9;                            // data parallel
+  const StepTime plain = evaluate(example).breakdown().time;
+  const StepTime off = evaluate(with_step_option(example, "pipeline_comm_overlap = 0\n")).breakdown().time;
+  const StepTime half = evaluate(with_step_option(example, "pipeline_comm_overlap = 0.5\n")).breakdown().time;
+  const StepTime all = evaluate(with_step_option(example, "pipeline_comm_overlap = 1\n")).breakdown().time;
+  EXPECT_NEAR(off.exposed_seconds, others + pipeline_seconds, 1e-9);
+  EXPECT_NEAR(half.exposed_seconds, others + pipeline_seconds / 2, 1e-9);
+  EXPECT_NEAR(all.exposed_seconds, others, 1e-9);
+  EXPECT_NEAR(all.communication_seconds, others + pipeline_seconds, 1e-9);  // still moved, now hidden
+  // Plain 1F1B: Megatron-LM overlaps nothing (arguments.py turns overlap_p2p_comm off without
+  // interleaving), so the default is 0.
+  EXPECT_NEAR(plain.exposed_seconds, off.exposed_seconds, 1e-12);
+  // Interleaved, v = 5 chunks of 4 layers on the first stage (r = 0) of p = 4, M = 32: the warm-up's
+  // w = 2 (p - 1) + (v - 1) p = 22 chunk passes of M v = 160 send without overlap, and the flush's 22
+  // backward ones; the steady state's 138 / 160 = 0.8625 overlap (schedules.py, overlap_p2p_comm on by
+  // default): 0.1375 of the transfers exposed.
+  std::string interleaved = example;
+  interleaved.replace(interleaved.find("stage = \"first\"\n"), 16, "stage = \"first\"\nvirtual_stages = 5\n");
+  const StepTime v5 = evaluate(interleaved).breakdown().time;
+  const StepTime v5_off = evaluate(with_step_option(interleaved, "pipeline_comm_overlap = 0\n")).breakdown().time;
+  EXPECT_NEAR(v5_off.exposed_seconds, others + pipeline_seconds, 1e-9);
+  EXPECT_NEAR(v5.exposed_seconds, others + pipeline_seconds * (1 - 138.0 / 160), 1e-9);
+}
+
 // [budget]: 2e12 tokens at the example's throughput, on its 128 GPUs; a price of 2 USD per GPU-hour
 // (this test's) gives the cost: hours = 2e12 / tokens/s / 3600, GPU-hours x 128, USD x 2.
 TEST(Collectives, BudgetOfTheLlama70bExample) {

@@ -126,5 +126,62 @@ TEST(StepTime, HardwareOverrides) {
             "sparsity)");
 }
 
+// Llama-2-7B (h 4096, f 11008, V 32000, 32 layers, untied) on one H100, for
+// the optimizers whose step traffic depends on the tensors: its 6,738,415,616
+// parameters are 6,738,149,376 in matrices (32 x (4 x 4096^2 + 3 x 4096 x
+// 11008) + 2 x 32000 x 4096) and 266,240 in 1-D norm weights (32 x 2 x 4096 +
+// 4096); every tensor has at least 4096 elements and a multiple of 256.
+std::string optimizer_scenario(const std::string& precision, const std::string& optimizer) {
+  return "name = \"opt\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nmicro_batch = 1\n"
+         "seq_len = 512\n[precision]\nuse = \"" + precision + "\"\n[optimizer]\n" + optimizer +
+         "[activations]\nuse = \"megatron\"\n[[strategy]]\nuse = \"transformer-step\"\nefficiency = 0.5\n"
+         "[hardware]\ngpu = \"h100-sxm-80gb\"\n";
+}
+
+// Hugging Face's Adafactor, op by op (optimizer_traffic.hpp,
+// hf_adafactor_bytes_per_element; transformers/optimization.py @ 005edacb6b5d),
+// f = 4 bytes of its fp32 arithmetic. Common to both kinds of tensor: rms(p) f,
+// grad**2 and + eps 4 f, rms(update) f, div_ and mul_(lr) 4 f, -update and
+// add_ 5 f: 15 f. Factored matrices: the two means 2 f, the rebuilt second
+// moment r x c f, update.mul_(grad) 3 f: 21 f = 84 B. 1-D: exp_avg_sq's mul_
+// and add_ 5 f, rsqrt and mul_(grad) 5 f: 25 f = 100 B. bf16 weights and
+// gradients add the gradient's upcast (2 + 4), the weight's upcast (2 + 4) and
+// its copy back (4 + 2): 18 B, so 102 and 118 B; a first moment (mul_, add_)
+// 20 B more.
+TEST(StepTime, AdafactorTraffic) {
+  const StepTime bf16 = evaluate_paper(optimizer_scenario("bf16", "use = \"adafactor\"\n")).breakdown().time;
+  ASSERT_EQ(bf16.status, TimeStatus::timed);
+  // 6,738,149,376 x 102 + 266,240 x 118 = 687,291,236,352 + 31,416,320
+  EXPECT_NEAR(bf16.memory_bytes, 687'322'652'672.0, 1);
+  // fp32 weights and gradients: no casts, 84 and 100 B: 566,004,547,584 + 26,624,000
+  const StepTime fp32 = evaluate_paper(optimizer_scenario("fp32", "use = \"adafactor\"\n")).breakdown().time;
+  EXPECT_NEAR(fp32.memory_bytes, 566'031'171'584.0, 1);
+  // beta1 keeps a first moment: 20 B more per parameter, 6,738,415,616 x 20 = 134,768,312,320
+  const StepTime momentum =
+      evaluate_paper(optimizer_scenario("bf16", "use = \"adafactor\"\nbeta1 = 0.9\n")).breakdown().time;
+  EXPECT_NEAR(momentum.memory_bytes - bf16.memory_bytes, 134'768'312'320.0, 1);
+  // The step's time is that traffic at the H100's 3,350 GB/s, once per step.
+  EXPECT_NEAR(bf16.pass_seconds[MEMPLAN_PASS_OPTIMIZER - 1], 687'322'652'672.0 / 3350e9, 1e-9);
+}
+
+// bitsandbytes' blockwise 8-bit Adam (kOptimizerStatic8bit2StateBlockwise,
+// csrc/kernels.cu @ 95f9af309d4d) reads the bf16 gradient (2 B), the weight
+// (2), both 1-byte codes (2) and the block's two fp32 absmax (8 / 256), and
+// writes the weight (2), both codes (2) and both absmax (8 / 256): 10.0625 B
+// per parameter, against fp32 AdamW's 2 + 16 + 4 = 22 B.
+// Every tensor is whole blocks, so the states are 2.03125 B per parameter
+// (13,687,406,720 B, the plugin's README) and the step 6 x 6,738,415,616 + 2 x
+// 13,687,406,720 = 67,805,307,136 B = 6,738,415,616 x 10.0625.
+TEST(StepTime, Adam8bitTraffic) {
+  const StepTime e = evaluate_paper(optimizer_scenario("bf16", "use = \"adam-8bit\"\n")).breakdown().time;
+  ASSERT_EQ(e.status, TimeStatus::timed);
+  EXPECT_NEAR(e.memory_bytes, 6'738'415'616.0 * 6 + 2 * 13'687'406'720.0, 1);
+  EXPECT_NEAR(e.memory_bytes / 6'738'415'616.0, 10.0625, 1e-12);
+  // The paper's (and bitsandbytes <= 0.43's) block of 2048: 2 x 8 / 2048 B of absmax per parameter.
+  const StepTime wide =
+      evaluate_paper(optimizer_scenario("bf16", "use = \"adam-8bit\"\nblock_size = 2048\n")).breakdown().time;
+  EXPECT_NEAR(wide.memory_bytes / 6'738'415'616.0, 10.0 + 16.0 / 2048, 1e-12);
+}
+
 }  // namespace
 }  // namespace memplan::testing

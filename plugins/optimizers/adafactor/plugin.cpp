@@ -29,12 +29,22 @@
 //   foreach   _multi_tensor_adafactor: var_estimates over the group, "~ sizeof(params)
 //             more peak memory than the for-loop version" (its docstring): 1 x all.
 //   fused     none exists: an error.
+//
+// The step's memory traffic (ABI 1.2 memory record): Hugging Face's Adafactor
+// (transformers/optimization.py @ 005edacb6b5d, what the Trainer's
+// optim="adafactor" runs), a loop over the parameters of eager ops, each a
+// pass over HBM: hf_adafactor_bytes_per_element in optimizer_traffic.hpp
+// derives it op by op. The matrices of an item are factored, its 1-D elements
+// (and an item of unknown shapes) not; bf16 weights and gradients: 102 B per
+// factored element, 118 B per 1-D element, 20 B more with a first moment.
 #include <memplan/sdk.hpp>
 #include <memplan/support/format.hpp>
 #include <memplan/support/layout.hpp>
 #include <memplan/support/optimizer_step.hpp>
+#include <memplan/support/optimizer_traffic.hpp>
 #include <memplan/support/parameter_shapes.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <optional>
@@ -61,13 +71,16 @@ constexpr std::array<memplan_option_spec, 3> kOptions{{
 class AdafactorOptimizer {
  public:
   static constexpr sdk::PluginInfo info{
-      "adafactor", "1.1.2",
+      "adafactor", "1.2.0",
       "Adafactor: factored second moment, rows + cols per matrix (Shazeer and Stern 2018, arXiv 1804.04235)",
       sdk::Kind::optimizer, sdk::Phase::optimizer};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
   explicit AdafactorOptimizer(sdk::Options& options)
-      : states_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES)), layout_(options), step_(options) {
+      : states_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES)),
+        layout_(options),
+        step_(options),
+        traffic_(options) {
     if (!options.model().has_architecture)
       options.fail(
           "adafactor keeps a row and a column vector per weight matrix, so it needs the matrices' shapes; give the "
@@ -88,6 +101,15 @@ class AdafactorOptimizer {
   void apply(sdk::Context& ctx) {
     const double state_bytes = ctx.required_attr_double(states_dtype_, MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES);
     const memplan::support::RankLayout ranks = memplan::support::rank_layout(ctx, layout_);
+    // The step's traffic: factored matrices and 1-D (or unknown) elements.
+    traffic_.add_per_item(ctx, [&](const sdk::ItemRef& item, double gradient, double master) {
+      const memplan::support::TensorShapes shapes = memplan::support::tensor_shapes(item, ctx.model(), ranks);
+      const double factored = shapes.known ? std::min(shapes.matrix_elements(), item.elements()) : 0.0;
+      const double weight = item.bytes_per_element();
+      using memplan::support::hf_adafactor_bytes_per_element;
+      return factored * hf_adafactor_bytes_per_element(gradient, weight, master, true, first_moment_) +
+             (item.elements() - factored) * hf_adafactor_bytes_per_element(gradient, weight, master, false, first_moment_);
+    });
     // The states are appended after the weights, in the weights' order:
     // collected in batch_ (kept between evaluations) and added in one call.
     const sdk::Items items = ctx.items();
@@ -115,6 +137,7 @@ class AdafactorOptimizer {
   sdk::Attribute states_dtype_;
   memplan::support::LayoutReader layout_;
   memplan::support::StepTemporaryNames step_;
+  memplan::support::OptimizerTraffic traffic_;
   sdk::ItemBatch batch_;  // the state items, cleared each evaluation, its capacity kept
   bool first_moment_ = false;
   Implementation implementation_ = Implementation::for_loop;

@@ -27,8 +27,22 @@
 // small tensors), whatever the precision recipe's optimizer_states dtype. The
 // update is one fused CUDA kernel per tensor (optimizer_update_8bit_blockwise)
 // that works in place: no step temporaries and no `implementation` option.
+//
+// The step's memory traffic (ABI 1.2 memory record, optimizer_traffic.hpp):
+// bitsandbytes @ 95f9af309d4d, csrc/kernels.cu, kOptimizerStatic8bit2StateBlockwise
+// (one thread block per quantization block, BLOCKSIZE_2STATE 256 in
+// csrc/ops.cu) reads the gradient, both 1-byte codes, the block's two fp32
+// absmax and the parameter, and writes the parameter, both codes and both
+// absmax; kOptimizer32bit2State (the small tensors) reads the gradient, the
+// parameter and both fp32 states and writes the parameter and both states.
+// Each byte of state is thus read once and written once: per element the
+// gradient and the weight (update_bytes_per_element) plus 2 x the states it
+// holds: with bf16 weights and gradients and B = 256, 2 + 2 x 2 + 2 x (2 + 8 /
+// 256) = 10.0625 B (fp32 AdamW moves 2 + 4 + 16 = 22 B). The quantization maps (2 x 256 fp32, loaded by every thread block,
+// from L2 after the first) are left out: 2 KiB per tensor.
 #include <memplan/sdk.hpp>
 #include <memplan/support/layout.hpp>
+#include <memplan/support/optimizer_traffic.hpp>
 #include <memplan/support/parameter_shapes.hpp>
 
 #include <array>
@@ -51,7 +65,7 @@ constexpr std::array<memplan_option_spec, 2> kOptions{{
 class Adam8bitOptimizer {
  public:
   static constexpr sdk::PluginInfo info{
-      "adam-8bit", "1.1.2",
+      "adam-8bit", "1.2.0",
       "Adam with block-wise 8-bit states, bitsandbytes Adam8bit (Dettmers et al. 2022, arXiv 2110.02861)",
       sdk::Kind::optimizer, sdk::Phase::optimizer};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -59,26 +73,26 @@ class Adam8bitOptimizer {
   explicit Adam8bitOptimizer(sdk::Options& options)
       : block_size_(static_cast<double>(options.positive_integer("block_size", 256))),
         min_8bit_size_(static_cast<double>(options.integer("min_8bit_size").value_or(4096))),
-        layout_(options) {
+        layout_(options),
+        traffic_(options) {
     if (min_8bit_size_ < 0)
       options.fail("min_8bit_size", "must be 0 or more, got " + std::to_string(static_cast<int64_t>(min_8bit_size_)));
   }
 
   void apply(sdk::Context& ctx) {
     const memplan::support::RankLayout ranks = memplan::support::rank_layout(ctx, layout_);
+    // The step's traffic: the gradient and the weight, and every state byte read and written.
+    traffic_.add_per_item(ctx, [&](const sdk::ItemRef& weight, double gradient, double master) {
+      return weight.elements() *
+                 memplan::support::update_bytes_per_element(gradient, weight.bytes_per_element(), master) +
+             2 * split_of(weight, ctx.model(), ranks).state_bytes();
+    });
     // The states are appended after the weights, in the weights' order:
     // collected in batch_ (kept between evaluations) and added in one call.
     batch_.clear();
     for (const sdk::ItemRef weight : ctx.items()) {
       if (weight.role() != sdk::Role::weights || !weight.trainable()) continue;
-      const memplan::support::TensorShapes shapes = memplan::support::tensor_shapes(weight, ctx.model(), ranks);
-      Split split;
-      if (!shapes.known) {
-        add_tensors(split, 1, weight.elements());
-      } else {
-        add_tensors(split, shapes.matrices, shapes.matrix_size());
-        if (shapes.vector_elements > 0) add_tensors(split, shapes.vectors(), shapes.vector_size);
-      }
+      const Split split = split_of(weight, ctx.model(), ranks);
       // The weight's name as it is; the suffixed ones interned once per weight
       // name, and only for a part that has elements.
       // two 1-byte codes per element, one fp32 absmax per block and state,
@@ -95,7 +109,23 @@ class Adam8bitOptimizer {
     double quantized = 0;  // elements with 8-bit states, per instance
     double blocks = 0;     // their quantization blocks
     double small = 0;      // elements with fp32 states
+
+    // Bytes of state per instance: two 1-byte codes, two fp32 absmax per block, two fp32 small states.
+    double state_bytes() const { return 2 * quantized + 2 * 4 * blocks + 2 * 4 * small; }
   };
+
+  Split split_of(const sdk::ItemRef& weight, const memplan_model& model,
+                 const memplan::support::RankLayout& ranks) const {
+    const memplan::support::TensorShapes shapes = memplan::support::tensor_shapes(weight, model, ranks);
+    Split split;
+    if (!shapes.known) {
+      add_tensors(split, 1, weight.elements());
+    } else {
+      add_tensors(split, shapes.matrices, shapes.matrix_size());
+      if (shapes.vector_elements > 0) add_tensors(split, shapes.vectors(), shapes.vector_size);
+    }
+    return split;
+  }
 
   // `tensors` tensors of `size` elements each (tensors may be fractional for
   // biases of unknown width).
@@ -122,6 +152,7 @@ class Adam8bitOptimizer {
   double block_size_;
   double min_8bit_size_;
   memplan::support::LayoutReader layout_;  // ranks.tensor and layout.expert_parallel by handle
+  memplan::support::OptimizerTraffic traffic_;
   sdk::SuffixedNames absmax_{".absmax"}, fp32_{".fp32"};  // interned once per weight name
   sdk::ItemBatch batch_;  // the state items, cleared each evaluation, its capacity kept
 };

@@ -22,6 +22,20 @@
 // (layout.inflight_microbatches) and, for interleaving, the ratio of the two
 // (layout.activation_factor). On the first stage with M m >= m p + p - 1
 // that ratio is 1 + (p - 1) / (p m), Korthikanti et al. 2022, section 4.2.3.
+//
+// Send/receive overlap (layout.pipeline_p2p_overlap, the default of
+// transformer-step's pipeline_comm_overlap): Megatron-LM overlaps the
+// pipeline's sends and receives with compute in the interleaved schedule's
+// steady state (overlap_p2p_comm, on by default since 4eeff55d1f, 2023-10-12:
+// megatron/training/arguments.py @ d98e8a64ddf3, --no-overlap-p2p-communication
+// turns it off, and batch_p2p_comm = not overlap_p2p_comm), not in its warm-up
+// and flush (overlap_p2p_comm_warmup_flush, off by default), and never
+// without interleaving (arguments.py sets it False; schedules.py's
+// non-interleaved schedule refuses it). Of the M m chunk passes, w =
+// min(2 (p - r - 1) + (m - 1) p, M m) are warm-up (schedules.py,
+// get_schedule_table's num_warmup_microbatches, microbatch_group_size_per_vp_stage
+// = p by default) and as many backward passes are flush, so the overlapped
+// fraction of the stage's transfers is (M m - w) / (M m); 0 unless interleaved.
 #include <memplan/sdk.hpp>
 
 #include <algorithm>
@@ -67,6 +81,7 @@ class PipelineParallelStrategy {
         stage_layers_attr_(options.attribute(MEMPLAN_ATTR_STAGE_LAYERS)),
         inflight_attr_(options.attribute(MEMPLAN_ATTR_INFLIGHT_MICROBATCHES)),
         activation_factor_attr_(options.attribute(MEMPLAN_ATTR_ACTIVATION_FACTOR)),
+        p2p_overlap_attr_(options.attribute(MEMPLAN_ATTR_PIPELINE_P2P_OVERLAP)),
         bubble_name_(options.intern("pipeline_bubble")) {
     const std::string stage = options.string("stage").value_or("first");
     if (stage != "first" && stage != "last") options.fail("stage", "must be \"first\" or \"last\", not \"" + stage + "\"");
@@ -135,7 +150,10 @@ class PipelineParallelStrategy {
     if (size_ == 1) return;
     ctx.set_attr(stage_layers_attr_, stage_layers_);
     ctx.set_attr(inflight_attr_, inflight_);
-    if (virtual_stages_ > 1) ctx.set_attr(activation_factor_attr_, activation_factor_);
+    if (virtual_stages_ > 1) {
+      ctx.set_attr(activation_factor_attr_, activation_factor_);
+      ctx.set_attr(p2p_overlap_attr_, p2p_overlap_);
+    }
     if (ctx.training())
       ctx.add_work(memplan::sdk::Work{.name = bubble_name_, .kind = memplan::sdk::WorkKind::bubble, .amount = bubble_});
 
@@ -178,6 +196,10 @@ class PipelineParallelStrategy {
     // interleaved schedule, relative to the plain schedule's in-flight micro-batches.
     const int64_t m = virtual_stages_;
     const int64_t chunks = std::min(2 * (size_ - rank - 1) + (m - 1) * size_ + 1, microbatches * m);
+    // Megatron-LM's default send/receive overlap: the steady state's share of the chunk passes.
+    const int64_t passes = std::max<int64_t>(microbatches, 1) * m;
+    const int64_t warmup = std::min(2 * (size_ - rank - 1) + (m - 1) * size_, passes);
+    p2p_overlap_ = static_cast<double>(passes - warmup) / static_cast<double>(passes);
     const double held = static_cast<double>(chunks);
     const double plain = static_cast<double>(m * inflight_);
     // The ratio rounded down to a double (1 + 7/24 has no exact binary form):
@@ -219,6 +241,7 @@ class PipelineParallelStrategy {
   memplan::sdk::Attribute stage_layers_attr_;
   memplan::sdk::Attribute inflight_attr_;
   memplan::sdk::Attribute activation_factor_attr_;
+  memplan::sdk::Attribute p2p_overlap_attr_;
   memplan::sdk::Name bubble_name_;
   double bubble_ = 0;  // idle fraction of the forward and backward compute
   bool last_stage_ = false;
@@ -228,6 +251,7 @@ class PipelineParallelStrategy {
   int64_t first_layer_ = 0;   // its first layer
   int64_t inflight_ = 0;      // layout.inflight_microbatches
   double activation_factor_ = 1;  // layout.activation_factor, with virtual_stages > 1
+  double p2p_overlap_ = 0;        // layout.pipeline_p2p_overlap, with virtual_stages > 1
 };
 
 }  // namespace

@@ -65,6 +65,11 @@
 //   pipeline          the stage's output activations (t x h, / tp under
 //                     sequence parallelism) sent forward and their gradient
 //                     back, per micro-batch. Group: 2 ranks, stride tp x cp x dp.
+//                     `pipeline_comm_overlap` of it hidden behind compute;
+//                     by default what the pipeline's schedule declares
+//                     (layout.pipeline_p2p_overlap: Megatron-LM's interleaved
+//                     1F1B overlaps its steady state's transfers; 0 without
+//                     interleaving, see pipeline-parallel).
 //   data parallel     the trainable gradients all-reduced once per step over
 //                     the data x context ranks (experts' over data x context /
 //                     ep), stride tp; `gradient_reduce_overlap` of it hidden
@@ -91,7 +96,7 @@ namespace {
 namespace sdk = memplan::sdk;
 using sdk::ParamClass;
 
-constexpr std::array<memplan_option_spec, 8> kOptions{{
+constexpr std::array<memplan_option_spec, 9> kOptions{{
     {"efficiency", MEMPLAN_OPTION_DOUBLE,
      "the fraction of the GPU's peak the step's FLOPs reach, in (0, 1] (a published model FLOPs utilisation of the "
      "framework on the GPU, or your measurement)",
@@ -118,6 +123,10 @@ constexpr std::array<memplan_option_spec, 8> kOptions{{
      "the fraction of the expert-parallel all-to-alls hidden behind other micro-batches' compute, in [0, 1] "
      "(Megatron-Core's overlap_moe_expert_parallel_comm)",
      "0 (off unless asked for)"},
+    {"pipeline_comm_overlap", MEMPLAN_OPTION_DOUBLE,
+     "the fraction of the pipeline's send/receive hidden behind compute, in [0, 1] (Megatron-LM's overlap_p2p_comm)",
+     "the schedule's: under the interleaved 1F1B schedule (pipeline-parallel virtual_stages > 1) its steady state's "
+     "share of the transfers, as Megatron-LM overlaps them by default; 0 otherwise"},
 }};
 
 // The math of a dtype name (the activations' dtype), or nullopt.
@@ -151,7 +160,7 @@ double attention_pairs(double s, double window, bool causal) {
 
 class TransformerStep {
  public:
-  static constexpr sdk::PluginInfo info{"transformer-step", "1.2.0",
+  static constexpr sdk::PluginInfo info{"transformer-step", "1.3.0",
                                         "A transformer training step's FLOPs and its layout's collectives, per GPU",
                                         sdk::Kind::strategy, sdk::Phase::work, sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -161,6 +170,7 @@ class TransformerStep {
         activations_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_ACTIVATIONS)),
         gradients_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_GRADIENTS)),
         recompute_(options.attribute(MEMPLAN_ATTR_RECOMPUTE_POLICY)),
+        pipeline_overlap_attr_(options.attribute(MEMPLAN_ATTR_PIPELINE_P2P_OVERLAP)),
         names_{options.intern("matmul"),          options.intern("attention_core"),
                options.intern("recompute"),       options.intern("tensor_parallel"),
                options.intern("context_parallel"), options.intern("expert_parallel"),
@@ -183,6 +193,7 @@ class TransformerStep {
     tensor_overlap_ = fraction(options, "tensor_comm_overlap", 0.0, true);
     context_overlap_ = fraction(options, "context_comm_overlap", 0.0, true);
     expert_overlap_ = fraction(options, "expert_comm_overlap", 0.0, true);
+    if (options.number("pipeline_comm_overlap")) pipeline_overlap_ = fraction(options, "pipeline_comm_overlap", 0.0, true);
     if (!options.model().has_architecture)
       options.fail("needs the model's layers, heads and widths to count its FLOPs, but the scenario gives only "
                    "params; give a preset or the architecture in [model]");
@@ -325,9 +336,12 @@ class TransformerStep {
     // Pipeline: the stage boundary's activations forward, their gradient back.
     const double boundary = hidden_states / (layout.sequence_parallel ? static_cast<double>(layout.tensor) : 1.0);
     const int64_t pipeline_stride = layout.tensor * layout.context * layout.data;
+    // Hidden: the option's fraction, else what the schedule overlaps by default.
+    const double pipeline_overlap =
+        pipeline_overlap_ ? *pipeline_overlap_ : std::clamp(ctx.attr_double(pipeline_overlap_attr_, 0), 0.0, 1.0);
     if (layout.pipeline > 1)
       for (Pass pass : {Pass::forward, Pass::backward})
-        collective(names_.pipeline, pass, Collective::send_recv, 2, pipeline_stride, boundary, 0);
+        collective(names_.pipeline, pass, Collective::send_recv, 2, pipeline_stride, boundary, pipeline_overlap);
     // Data parallelism: the gradients once per step.
     const int64_t replicas = layout.dense_replicas();
     collective(names_.data, Pass::optimizer, Collective::all_reduce, replicas, layout.tensor, dense_gradients,
@@ -339,13 +353,14 @@ class TransformerStep {
 
 
   memplan::support::LayoutReader layout_;
-  sdk::Attribute activations_dtype_, gradients_dtype_, recompute_;
+  sdk::Attribute activations_dtype_, gradients_dtype_, recompute_, pipeline_overlap_attr_;
   struct {
     sdk::Name matmul, core, recompute, tensor, context, expert, pipeline, data;
   } names_;
   double link_efficiency_ = 1;
   double gradient_overlap_ = 0;
   double tensor_overlap_ = 0, context_overlap_ = 0, expert_overlap_ = 0;
+  std::optional<double> pipeline_overlap_;  // pipeline_comm_overlap when given
   double efficiency_ = 0;
   std::optional<sdk::Math> math_;
   bool causal_ = true;

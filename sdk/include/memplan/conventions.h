@@ -33,6 +33,11 @@
 /* Multiplies the stored activations of the reported stage (double, default 1):
  * e.g. the interleaved 1F1B schedule's 1 + (p - 1) / (p m) (Korthikanti et al. 2022). */
 #define MEMPLAN_ATTR_ACTIVATION_FACTOR "layout.activation_factor"
+/* The fraction of the pipeline's send/receive that its schedule overlaps with
+ * compute by default (double in [0, 1], 0 when unset): Megatron-LM's
+ * interleaved 1F1B overlaps the transfers of its steady state
+ * (overlap_p2p_comm), not those of warm-up and flush. */
+#define MEMPLAN_ATTR_PIPELINE_P2P_OVERLAP "layout.pipeline_p2p_overlap"
 /* Expert parallelism (int): experts are split over this many ranks, carved out
  * of the data-parallel (and context-parallel) ranks, so it is not a world-size
  * factor (Megatron-LM's expert_model_parallel_size). */
