@@ -1337,5 +1337,42 @@ TEST_F(BundleCatalog, APresetClashBetweenTwoBundlesIsAnErrorNamingBothFiles) {
   EXPECT_NE(ok("presets").find("\nacme-7b\t6.738\t"), std::string::npos);
 }
 
+// A framework profile from a bundle: listed by `memplan plugins` with its file, usable as [framework] use. One
+// that brings no runtime components and no defaults counts what the built-in "paper" profile counts on a
+// scenario with neither ZeRO nor offload (plugins/frameworks/paper/profile.toml sets defaults of those two
+// only), so the peaks are equal; a profile named like a built-in one is an error naming both files.
+TEST_F(BundleCatalog, ABundlesFrameworkProfileIsListedAndUsedAndMayNotShadowOne) {
+  const std::string profile = "[framework]\nname = \"acme-stack\"\nsummary = \"Acme's stack: model states only\"\n"
+                              "version = \"1.0\"\nsource = \"made up for the bundle tests\"\n";
+  fs::create_directories(at("catalog/frameworks"));
+  tmp.write("catalog/frameworks/acme-stack.toml", profile);
+  catalog_bundle();
+  ok("bundle install " + at("acme"));
+  const std::string plugins = ok("plugins");
+  EXPECT_NE(plugins.find("\nframework\tacme-stack\t1.0\t" + installed("data/frameworks/acme-stack.toml") + "\n"),
+            std::string::npos)
+      << plugins;
+  const auto peak = [&](const std::string& framework) {
+    const std::string file = write_scenario(scenario_text("adamw") + "\n[framework]\nuse = \"" + framework + "\"\n");
+    const std::string json = ok("run " + file + " --format json");
+    const size_t at = json.find("\"peak\": ");
+    return at == std::string::npos ? std::string("none") : json.substr(at, json.find(',', at) - at);
+  };
+  EXPECT_EQ(peak("acme-stack"), peak("paper"));
+  EXPECT_NE(peak("acme-stack"), peak("pytorch"));  // the default profile adds the CUDA context and more
+
+  tmp.write("catalog/frameworks/pytorch.toml", replaced(profile, "acme-stack", "pytorch"));
+  fs::remove(at("catalog/frameworks/acme-stack.toml"));
+  fs::remove_all(at("acme"));
+  catalog_bundle();
+  ok("bundle install " + at("acme"));
+  const CommandResult listed = memplan("plugins");
+  EXPECT_EQ(listed.exit_code, 1);
+  EXPECT_TRUE(listed.err.starts_with(
+      installed("data/frameworks/pytorch.toml") + ": error: framework profile 'pytorch' of bundle acme 1.0.0 has the "
+      "name of the framework profile at " + data_dir() + "/frameworks/pytorch.toml (built-in); "))
+      << listed.err;
+}
+
 }  // namespace
 }  // namespace memplan::testing
