@@ -19,20 +19,34 @@ namespace memplan::cli {
 namespace {
 
 // Catalog entries and plugin texts come from files: printed with control characters escaped.
+constexpr const char* kFromColumnHelp =
+    "The last column, from, says where each entry comes from: built-in, or the installed bundle and its file\n"
+    "(docs/bundles.md, \"Catalog files\"; --allow-unsigned reads unsigned bundles' files too).\n";
 void print_line(const std::string& line) { cli::print_line(std::cout, line); }
 
-// These commands take no arguments but --help: an exit status when they
-// must stop here (0 after the help, 2 for anything else), nullopt to go on.
-std::optional<int> no_arguments(const std::vector<std::string>& args, const char* command, const char* what) {
+// These commands take no arguments but --help and --allow-unsigned (which sets `allow_unsigned`): an exit
+// status when they must stop here (0 after the help, 2 for anything else), nullopt to go on.
+std::optional<int> no_arguments(const std::vector<std::string>& args, const char* command, const char* what,
+                                bool& allow_unsigned) {
   for (const std::string& arg : args) {
     if (arg == "--help" || arg == "-h") {
-      std::cout << "usage: memplan " << command << "\n\n" << what << "\n";
+      std::cout << "usage: memplan " << command << " [--allow-unsigned]\n\n" << what << "\n" << kFromColumnHelp;
       return 0;
     }
-    std::cerr << "memplan: error: `memplan " << command << "` takes no arguments, got '" << terminal_text(arg) << "'\n";
+    if (arg == "--allow-unsigned") {
+      allow_unsigned = true;
+      continue;
+    }
+    std::cerr << "memplan: error: `memplan " << command << "` takes no arguments but --allow-unsigned, got '"
+              << terminal_text(arg) << "'\n";
     return 2;
   }
   return std::nullopt;
+}
+
+// The last column of `presets` and `gpus`: where the entry comes from.
+std::string from_column(const std::string& origin, const std::string& file) {
+  return origin.empty() ? "built-in" : origin + " (" + file + ")";
 }
 
 std::string fixed(double value, int digits) {
@@ -54,35 +68,40 @@ std::string option_type(int32_t type) {
 }  // namespace
 
 int presets_command(const std::vector<std::string>& args) {
+  bool allow_unsigned = false;
   if (const auto status = no_arguments(args, "presets",
                                        "Lists the model presets a scenario can name ([model] preset = \"NAME\"): name,\n"
                                        "parameters (billions, as their authors publish them), layers, hidden size,\n"
-                                       "attention heads, key/value heads, longest context (0: not stated), source."))
+                                       "attention heads, key/value heads, longest context (0: not stated), source.",
+                                       allow_unsigned))
     return *status;
-  const Catalog catalog = Catalog::load(layout_beside(current_executable()).data_dir);
-  print_line("name\tparams_b\tlayers\thidden\theads\tkv_heads\tmax_context\tsource");
+  const Catalog catalog = load_catalog(layout_beside(current_executable()), allow_unsigned);
+  print_line("name\tparams_b\tlayers\thidden\theads\tkv_heads\tmax_context\tsource\tfrom");
   for (const ModelPreset& preset : catalog.models()) {
     const ModelSpec& spec = preset.spec;
     const double params = preset.published_params > 0 ? preset.published_params : spec.params_only;
     print_line(preset.name + "\t" + (params > 0 ? fixed(params / 1e9, 3) : std::string("-")) + "\t" +
                std::to_string(spec.layers) + "\t" + std::to_string(spec.hidden) + "\t" + std::to_string(spec.heads) +
                "\t" + std::to_string(spec.kv_heads > 0 ? spec.kv_heads : spec.heads) + "\t" +
-               std::to_string(spec.max_context) + "\t" + preset.source);
+               std::to_string(spec.max_context) + "\t" + preset.source + "\t" + from_column(preset.origin, preset.file));
   }
   return 0;
 }
 
 int gpus_command(const std::vector<std::string>& args) {
+  bool allow_unsigned = false;
   if (const auto status = no_arguments(args, "gpus",
                                        "Lists the GPUs a scenario can name ([hardware] gpu = \"NAME\"): name, memory\n"
                                        "(GiB), NVLink SHARP (NCCL's NVLS), label, source. Any other GPU:\n"
-                                       "[hardware] memory_gib = N."))
+                                       "[hardware] memory_gib = N.",
+                                       allow_unsigned))
     return *status;
-  const Catalog catalog = Catalog::load(layout_beside(current_executable()).data_dir);
-  print_line("name\tmemory_gib\tnvlink_sharp\tlabel\tsource");
+  const Catalog catalog = load_catalog(layout_beside(current_executable()), allow_unsigned);
+  print_line("name\tmemory_gib\tnvlink_sharp\tlabel\tsource\tfrom");
   for (const GpuEntry& gpu : catalog.gpus())
     print_line(gpu.name + "\t" + fixed(static_cast<double>(gpu.memory_bytes) / static_cast<double>(1ull << 30), 2) +
-               "\t" + (gpu.nvlink_sharp ? "yes" : "no") + "\t" + gpu.label + "\t" + gpu.source);
+               "\t" + (gpu.nvlink_sharp ? "yes" : "no") + "\t" + gpu.label + "\t" + gpu.source + "\t" +
+               from_column(gpu.origin, gpu.location.str()));
   return 0;
 }
 

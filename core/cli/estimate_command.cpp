@@ -53,7 +53,9 @@ void print_usage(const po::options_description& options, const std::vector<TaskT
 
 int estimate_command(const std::vector<std::string>& args) {
   const InstallLayout layout = layout_beside(current_executable());
-  const Catalog catalog = Catalog::load(layout.data_dir);
+  // Read before the options are (the tasks' options depend on the catalog's tasks): --allow-unsigned by hand.
+  const Catalog catalog =
+      load_catalog(layout, std::find(args.begin(), args.end(), "--allow-unsigned") != args.end());
   const std::vector<TaskTemplate> tasks = load_tasks(layout.data_dir);
   const std::string task_name = task_argument(args, tasks);
   const auto task = std::find_if(tasks.begin(), tasks.end(), [&](const TaskTemplate& t) { return t.name == task_name; });

@@ -70,7 +70,7 @@ int explain_command(const std::vector<std::string>& args) {
     return 2;
   }
   const InstallLayout layout = layout_beside(current_executable());
-  const Catalog catalog = Catalog::load(layout.data_dir);
+  const Catalog catalog = load_catalog(layout, allow_unsigned);
   const Scenario scenario = load_scenario(files[0], catalog, overrides);
   for (const std::string& warning : scenario.warnings) print_line(std::cerr, warning);
   PluginRegistry registry;

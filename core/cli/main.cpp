@@ -50,8 +50,10 @@ constexpr const char* kUsage =
     "                                                smallest changes that make it fit, with their time cost\n"
     "  plugins [NAME]                                list every plugin found: kind, name, version, library,\n"
     "                                                and every framework profile; NAME: one plugin's options\n"
-    "  presets                                       the model presets ([model] preset)\n"
-    "  gpus                                          the GPUs of the catalog ([hardware] gpu)\n"
+    "  presets [--allow-unsigned]                    the model presets ([model] preset), built-in\n"
+    "                                                and from installed bundles\n"
+    "  gpus [--allow-unsigned]                       the GPUs of the catalog ([hardware] gpu), built-in\n"
+    "                                                and from installed bundles\n"
     "  validate [FOLDER|FILE ...]                    compare estimates with measured runs (default: validation/)\n"
     "  bundle create|keygen|sign|verify|install|list|remove|publish|upgrade\n"
     "                                                signed plugin bundles (docs/bundles.md)\n"
@@ -177,7 +179,7 @@ int run_command(const std::vector<std::string>& args) {
       vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
   const bool check = vm.count("check") > 0;
   const memplan::InstallLayout layout = memplan::layout_beside(memplan::current_executable());
-  const memplan::Catalog catalog = memplan::Catalog::load(layout.data_dir);
+  const memplan::Catalog catalog = memplan::cli::load_catalog(layout, vm.count("allow-unsigned") > 0);
   std::vector<memplan::Scenario> scenarios;
   for (const std::string& file : files) {
     scenarios.push_back(memplan::load_scenario(file, catalog, overrides));
@@ -254,7 +256,7 @@ int plugins_command(const std::vector<std::string>& args) {
     }
   }
   // Framework profiles are data in the catalog, not libraries: their file stands where a library would.
-  const memplan::Catalog catalog = memplan::Catalog::load(layout.data_dir);
+  const memplan::Catalog catalog = memplan::cli::load_catalog(layout, allow_unsigned);
   for (const memplan::FrameworkProfile& profile : catalog.frameworks())
     std::cout << "framework\t" << profile.name << "\t" << profile.version << "\t" << profile.file << "\n";
   print_warnings(registry);
@@ -282,7 +284,7 @@ int validate_command(const std::vector<std::string>& args) {
   }
   if (paths.empty()) paths.push_back("validation");
   const memplan::InstallLayout layout = memplan::layout_beside(memplan::current_executable());
-  const memplan::Catalog catalog = memplan::Catalog::load(layout.data_dir);
+  const memplan::Catalog catalog = memplan::cli::load_catalog(layout, false);
   const memplan::PluginLoadOptions load_options = memplan::cli::cli_load_options(false);
   std::vector<memplan::ValidationResult> results;
   for (const std::string& file : memplan::validation_files(paths))

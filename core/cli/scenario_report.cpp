@@ -17,6 +17,12 @@ PluginLoadOptions cli_load_options(bool allow_unsigned) {
   return options;
 }
 
+Catalog load_catalog(const InstallLayout& layout, bool allow_unsigned) {
+  const bundle::InstalledCatalog installed = bundle::installed_catalog_files(allow_unsigned);
+  for (const std::string& refusal : installed.refusals) print_line(std::cerr, "memplan: warning: " + refusal);
+  return Catalog::load(layout.data_dir, installed.sources);
+}
+
 void print_warnings(const PluginRegistry& registry) {
   for (const std::string& diagnostic : registry.diagnostics()) print_line(std::cerr, "memplan: warning: " + diagnostic);
 }

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "memplan/core/catalog.hpp"
 #include "memplan/core/install_layout.hpp"
 #include "memplan/core/report.hpp"
 #include "memplan/core/scenario.hpp"
@@ -21,6 +22,11 @@ struct ScenarioReport {
 PluginLoadOptions cli_load_options(bool allow_unsigned);
 // The registry's rejections, one "memplan: warning:" line each, on stderr.
 void print_warnings(const PluginRegistry& registry);
+
+// The catalog every command reads: the built-in data files and the catalog files of the installed bundles
+// that load time accepts (unsigned ones only with --allow-unsigned); a refused bundle's files are left out
+// with a "memplan: warning:" line on stderr naming the file and the fix.
+Catalog load_catalog(const InstallLayout& layout, bool allow_unsigned);
 
 ScenarioReport report_scenario(const Scenario& scenario, const InstallLayout& layout, ReportFormat format,
                                bool allow_unsigned);

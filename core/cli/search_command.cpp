@@ -141,7 +141,7 @@ int search_command(const std::vector<std::string>& args) {
   const std::vector<std::string> overrides =
       vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
   const InstallLayout layout = layout_beside(current_executable());
-  const Catalog catalog = Catalog::load(layout.data_dir);
+  const Catalog catalog = load_catalog(layout, vm.count("allow-unsigned") > 0);
   const Scenario scenario = load_scenario(file, catalog, overrides);
   for (const std::string& warning : scenario.warnings) print_line(std::cerr, warning);
   PluginRegistry registry;

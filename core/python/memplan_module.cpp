@@ -191,7 +191,10 @@ py::object estimate(const py::handle& scenario, const std::string& format_name, 
   std::vector<std::string> warnings;
   {
     py::gil_scoped_release unlocked;  // the estimate is C++ only; other Python threads may run
-    const memplan::Catalog catalog = memplan::Catalog::load(layout.data_dir);
+    // The installed bundles' catalog files too, as `memplan run` reads them (core/cli/scenario_report.cpp).
+    const memplan::bundle::InstalledCatalog installed = memplan::bundle::installed_catalog_files(allow_unsigned);
+    for (const std::string& refusal : installed.refusals) warnings.push_back("memplan: warning: " + refusal);
+    const memplan::Catalog catalog = memplan::Catalog::load(layout.data_dir, installed.sources);
     const memplan::Scenario parsed = memplan::parse_scenario(text, path, catalog, set);
     warnings = parsed.warnings;
     // As `memplan run` does (core/cli/scenario_report.cpp).
@@ -233,7 +236,9 @@ py::list plugins(bool allow_unsigned, const std::optional<std::string>& prefix) 
   for (int32_t kind : {MEMPLAN_KIND_PRECISION, MEMPLAN_KIND_OPTIMIZER, MEMPLAN_KIND_ACTIVATIONS, MEMPLAN_KIND_STRATEGY})
     for (const auto& plugin : registry.plugins())
       if (plugin->descriptor.kind == kind) entry(memplan::kind_name(kind), plugin->name, plugin->version, plugin->path);
-  const memplan::Catalog catalog = memplan::Catalog::load(layout.data_dir);
+  const memplan::bundle::InstalledCatalog installed = memplan::bundle::installed_catalog_files(allow_unsigned);
+  for (const std::string& refusal : installed.refusals) warn("memplan: warning: " + refusal);
+  const memplan::Catalog catalog = memplan::Catalog::load(layout.data_dir, installed.sources);
   for (const memplan::FrameworkProfile& profile : catalog.frameworks())
     entry("framework", profile.name, profile.version, profile.file);
   for (const std::string& diagnostic : registry.diagnostics()) warn("memplan: warning: " + diagnostic);

@@ -1162,5 +1162,217 @@ TEST_F(Bundles, ADataFileIsCheckedLikeALibrary) {
   EXPECT_FALSE(fs::exists(store()));
 }
 
+
+// ---------------------------------------------------------------------------
+// Catalog files (issue 11, item 1): a bundle's data/gpus.toml, data/models/*.toml
+// and data/frameworks/*.toml join the built-in catalog, under the trust rules
+// of its libraries.
+
+// A made-up GPU: 96 GiB = 96 x 2^30 = 103,079,215,104 bytes (docs/scenario-reference.md: memory_gib is GiB).
+constexpr const char* kAcmeGpus =
+    "[acme-x1-96gb]\n"
+    "label = \"Acme X1 96GB\"\n"
+    "memory_gib = 96\n"
+    "source = \"made up for the bundle tests: 96 GiB\"\n";
+constexpr uint64_t kAcmeGpuBytes = 103'079'215'104;
+
+// A made-up preset with the architecture of Llama 2 7B (core/data/models/llama-2-7b.toml, from
+// meta-llama/Llama-2-7b-hf config.json). Its parameters by hand: embeddings and LM head 2 x 32000 x 4096 =
+// 262,144,000; per layer q, k, v, o 4 x 4096^2 = 67,108,864, SwiGLU MLP 3 x 4096 x 11008 = 135,266,304, two
+// RMSNorms 2 x 4096 = 8,192, so 32 layers = 6,476,267,520; the final norm 4,096: 6,738,415,616 in all, the
+// total Meta publishes for Llama 2 7B.
+constexpr const char* kAcmePreset =
+    "# Acme 7B: Llama 2 7B's architecture under another name (bundle tests).\n"
+    "layers = 32\nhidden = 4096\nheads = 32\nkv_heads = 32\nffn_hidden = 11008\nvocab = 32000\n"
+    "mlp = \"swiglu\"\nnorm = \"rmsnorm\"\ntied_embeddings = false\nmax_context = 4096\n"
+    "published_params = 6738415616\n"
+    "source = \"the bundle tests: Llama 2 7B's config.json under another name\"\n";
+constexpr uint64_t kAcmePresetParameters = 6'738'415'616;
+
+// The scenario of `scenario_text` on the bundle's GPU; with `preset`, on the bundle's model.
+std::string bundle_gpu_scenario(bool preset = false) {
+  std::string text = scenario_text("adamw") + "\n[hardware]\ngpu = \"acme-x1-96gb\"\n";
+  if (preset) text = replaced(text, "params = 1e9", "preset = \"acme-7b\"");
+  return text;
+}
+
+// The line of `text` that holds `needle`, 1-based; 0 when none does.
+uint32_t line_of(const std::string& text, const std::string& needle) {
+  const size_t at = text.find(needle);
+  return at == std::string::npos ? 0 : static_cast<uint32_t>(std::count(text.begin(), text.begin() + at, '\n') + 1);
+}
+
+class BundleCatalog : public Bundles {
+ protected:
+  // A bundle "acme" 1.0.0 of bundle-alpha and the catalog files in catalog/ (written by the test), signed by
+  // the trusted key "acme" unless `sign_it` is false.
+  void catalog_bundle(bool sign_it = true, const std::string& folder = "acme", const std::string& name = "acme",
+                      const std::string& library = BUNDLE_ALPHA_LIBRARY, const std::string& data = "catalog") {
+    if (!fs::exists(key_file("acme"))) {
+      keygen("acme");
+      trust("acme");
+    }
+    create(folder, name, "1.0.0", "Acme Corp", {library}, "--data " + at(data));
+    if (sign_it) sign(folder, "acme");
+  }
+  std::string installed(const std::string& file) const { return store() + "/acme/" + file; }
+};
+
+TEST_F(BundleCatalog, ABundlesGpuAndPresetAreUsedByRunAndListed) {
+  tmp.write("catalog/gpus.toml", kAcmeGpus);
+  fs::create_directories(at("catalog/models"));
+  tmp.write("catalog/models/acme-7b.toml", kAcmePreset);
+  tmp.write("catalog/README.md", "not a catalog file: never read\n");
+  catalog_bundle();
+  ok("bundle install " + at("acme"));
+
+  const std::string file = write_scenario(bundle_gpu_scenario(true));
+  const CommandResult run = memplan("run " + file + " --format json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  EXPECT_NE(run.out.find("\"gpu_memory\": " + std::to_string(kAcmeGpuBytes)), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("\"total\": " + std::to_string(kAcmePresetParameters)), std::string::npos) << run.out;
+
+  // The listings say where each entry comes from; built-in entries say so.
+  const std::string gpus = ok("gpus");
+  EXPECT_TRUE(gpus.starts_with("name\tmemory_gib\tnvlink_sharp\tlabel\tsource\tfrom\n")) << gpus;
+  EXPECT_NE(gpus.find("\nacme-x1-96gb\t96.00\tno\tAcme X1 96GB\tmade up for the bundle tests: 96 GiB\tbundle acme "
+                      "1.0.0 (" + installed("data/gpus.toml") + ":1:2)\n"),
+            std::string::npos)
+      << gpus;
+  EXPECT_NE(gpus.find("\nh100-sxm-80gb\t80.00\tyes\tNVIDIA H100 SXM5 80GB\t"), std::string::npos);
+  EXPECT_NE(gpus.find("\tbuilt-in\n"), std::string::npos);
+  const std::string presets = ok("presets");
+  EXPECT_NE(presets.find("\nacme-7b\t6.738\t32\t4096\t32\t32\t4096\tthe bundle tests: Llama 2 7B's config.json under "
+                         "another name\tbundle acme 1.0.0 (" + installed("data/models/acme-7b.toml") + ")\n"),
+            std::string::npos)
+      << presets;
+
+  // Removed with its bundle.
+  ok("bundle remove acme");
+  EXPECT_EQ(ok("gpus").find("acme-x1-96gb"), std::string::npos);
+}
+
+TEST_F(BundleCatalog, ATamperedCatalogFileIsRefusedWithItsPath) {
+  tmp.write("catalog/gpus.toml", kAcmeGpus);
+  catalog_bundle();
+  ok("bundle install " + at("acme"));
+  const std::string gpus_file = installed("data/gpus.toml");
+  // memory_gib = 96 becomes 86 ('9' ^ 1 is '8'): a file that still parses, so only its sha256 can tell.
+  flip_byte(gpus_file, std::string(kAcmeGpus).find("= 96") + 2);
+  const std::string refusal = "memplan: warning: installed bundle 'acme' adds no GPUs, model presets or framework "
+                              "profiles: " +
+                              changed_sha(store() + "/acme", "data/gpus.toml", sha256_of(read_bytes(gpus_file)),
+                                          sha256_of(kAcmeGpus)) +
+                              ", then install it again (`memplan bundle install DIR`), or remove it (`memplan bundle "
+                              "remove acme`)\n";
+  const CommandResult gpus = memplan("gpus");
+  EXPECT_EQ(gpus.exit_code, 0);
+  EXPECT_EQ(gpus.err, refusal);
+  EXPECT_EQ(gpus.out.find("acme-x1-96gb"), std::string::npos);
+
+  // --allow-unsigned never accepts a changed file.
+  const std::string file = write_scenario(bundle_gpu_scenario());
+  const CommandResult run = memplan("run " + file + " --allow-unsigned");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(run.err.starts_with(refusal)) << run.err;
+  EXPECT_NE(run.err.find(file + ":17:7: error: in [hardware], 'gpu' names no GPU in the catalog"), std::string::npos) << run.err;
+}
+
+TEST_F(BundleCatalog, AnUnsignedBundlesCatalogIsReadOnlyWithAllowUnsigned) {
+  tmp.write("catalog/gpus.toml", kAcmeGpus);
+  catalog_bundle(false);
+  ok("bundle install " + at("acme") + " --allow-unsigned");
+  const std::string file = write_scenario(bundle_gpu_scenario());
+
+  const CommandResult refused_run = memplan("run " + file + " --format json");
+  EXPECT_EQ(refused_run.exit_code, 1);
+  EXPECT_TRUE(refused_run.err.starts_with(
+      "memplan: warning: installed bundle 'acme' adds no GPUs, model presets or framework profiles: " +
+      not_signed(store() + "/acme").substr(std::string("memplan: error: ").size()) + "\n"))
+      << refused_run.err;
+  EXPECT_NE(refused_run.err.find(file + ":17:7: error: in [hardware], 'gpu' names no GPU in the catalog"), std::string::npos)
+      << refused_run.err;
+  EXPECT_EQ(memplan("gpus").out.find("acme-x1-96gb"), std::string::npos);
+
+  const CommandResult run = memplan("run " + file + " --format json --allow-unsigned");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  EXPECT_NE(run.out.find("\"gpu_memory\": " + std::to_string(kAcmeGpuBytes)), std::string::npos) << run.out;
+  EXPECT_NE(ok("gpus --allow-unsigned").find("\nacme-x1-96gb\t96.00\t"), std::string::npos);
+}
+
+TEST_F(BundleCatalog, ANameClashWithABuiltInGpuIsAnErrorNamingBothFiles) {
+  tmp.write("catalog/gpus.toml", "# An H100 of another size.\n[h100-sxm-80gb]\nmemory_gib = 96\n");
+  catalog_bundle();
+  ok("bundle install " + at("acme"));
+  const std::string builtin = data_dir() + "/gpus.toml";
+  const std::string message =
+      installed("data/gpus.toml") + ":2:2: error: GPU 'h100-sxm-80gb' of bundle acme 1.0.0 has the name of the GPU "
+      "at " + builtin + ":" + std::to_string(line_of(read_bytes(builtin), "\n[h100-sxm-80gb]") + 1) + ":2 (built-in); "
+      "a name means one entry across the catalog and every installed bundle, and neither replaces the other (rule: "
+      "catalog names are unique). Rename its [h100-sxm-80gb] table in " + installed("data/gpus.toml") + " (its "
+      "publisher makes the bundle again), or remove the bundle (`memplan bundle remove acme`)";
+  refused("gpus", message);
+  const std::string file = write_scenario(scenario_text("adamw") + "\n[hardware]\ngpu = \"h100-sxm-80gb\"\n");
+  const CommandResult run = memplan("run " + file);
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(run.err, message + "\n");
+}
+
+TEST_F(BundleCatalog, APresetClashBetweenTwoBundlesIsAnErrorNamingBothFiles) {
+  fs::create_directories(at("catalog/models"));
+  tmp.write("catalog/models/acme-7b.toml", kAcmePreset);
+  catalog_bundle();
+  catalog_bundle(true, "beta", "beta", BUNDLE_BETA_LIBRARY);  // the same preset file in another bundle
+  ok("bundle install " + at("acme"));
+  ok("bundle install " + at("beta"));
+  refused("presets", store() + "/beta/data/models/acme-7b.toml: error: model preset 'acme-7b' of bundle beta 1.0.0 "
+                     "has the name of the model preset at " + installed("data/models/acme-7b.toml") + " (bundle acme "
+                     "1.0.0); a name means one entry across the catalog and every installed bundle, and neither "
+                     "replaces the other (rule: catalog names are unique). A preset's name is its file name: rename " +
+                     store() + "/beta/data/models/acme-7b.toml (its publisher makes the bundle again), or remove the "
+                     "bundle (`memplan bundle remove beta`)");
+  ok("bundle remove beta");
+  EXPECT_NE(ok("presets").find("\nacme-7b\t6.738\t"), std::string::npos);
+}
+
+// A framework profile from a bundle: listed by `memplan plugins` with its file, usable as [framework] use. One
+// that brings no runtime components and no defaults counts what the built-in "paper" profile counts on a
+// scenario with neither ZeRO nor offload (plugins/frameworks/paper/profile.toml sets defaults of those two
+// only), so the peaks are equal; a profile named like a built-in one is an error naming both files.
+TEST_F(BundleCatalog, ABundlesFrameworkProfileIsListedAndUsedAndMayNotShadowOne) {
+  const std::string profile = "[framework]\nname = \"acme-stack\"\nsummary = \"Acme's stack: model states only\"\n"
+                              "version = \"1.0\"\nsource = \"made up for the bundle tests\"\n";
+  fs::create_directories(at("catalog/frameworks"));
+  tmp.write("catalog/frameworks/acme-stack.toml", profile);
+  catalog_bundle();
+  ok("bundle install " + at("acme"));
+  const std::string plugins = ok("plugins");
+  EXPECT_NE(plugins.find("\nframework\tacme-stack\t1.0\t" + installed("data/frameworks/acme-stack.toml") + "\n"),
+            std::string::npos)
+      << plugins;
+  const auto peak = [&](const std::string& framework) {
+    const std::string file = write_scenario(scenario_text("adamw") + "\n[framework]\nuse = \"" + framework + "\"\n");
+    const std::string json = ok("run " + file + " --format json");
+    const size_t at = json.find("\"peak\": ");
+    return at == std::string::npos ? std::string("none") : json.substr(at, json.find(',', at) - at);
+  };
+  EXPECT_EQ(peak("acme-stack"), peak("paper"));
+  EXPECT_NE(peak("acme-stack"), peak("pytorch"));  // the default profile adds the CUDA context and more
+
+  tmp.write("catalog/frameworks/pytorch.toml", replaced(profile, "acme-stack", "pytorch"));
+  fs::remove(at("catalog/frameworks/acme-stack.toml"));
+  fs::remove_all(at("acme"));
+  catalog_bundle();
+  ok("bundle install " + at("acme"));
+  const CommandResult listed = memplan("plugins");
+  EXPECT_EQ(listed.exit_code, 1);
+  EXPECT_TRUE(listed.err.starts_with(
+      installed("data/frameworks/pytorch.toml") + ": error: framework profile 'pytorch' of bundle acme 1.0.0 has the "
+      "name of the framework profile at " + data_dir() + "/frameworks/pytorch.toml (built-in); "))
+      << listed.err;
+}
+
 }  // namespace
 }  // namespace memplan::testing

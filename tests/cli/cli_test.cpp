@@ -163,7 +163,8 @@ TEST(Cli, RunsStandardInputAndSeveralFiles) {
 TEST(Cli, PresetsGpusAndOnePluginsOptions) {
   CommandResult presets = run_cli("presets");
   ASSERT_EQ(presets.exit_code, 0) << presets.err;
-  EXPECT_TRUE(presets.out.starts_with("name\tparams_b\tlayers\thidden\theads\tkv_heads\tmax_context\tsource\n"));
+  // The last column, from, says where an entry comes from (issue 11: built-in, or an installed bundle's file).
+  EXPECT_TRUE(presets.out.starts_with("name\tparams_b\tlayers\thidden\theads\tkv_heads\tmax_context\tsource\tfrom\n"));
   EXPECT_NE(presets.out.find("\nllama-2-7b\t6.738\t32\t4096\t32\t32\t4096\t"), std::string::npos) << presets.out;
   CommandResult gpus = run_cli("gpus");
   ASSERT_EQ(gpus.exit_code, 0) << gpus.err;

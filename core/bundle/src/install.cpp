@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -23,6 +24,7 @@
 #include <iterator>
 #include <set>
 
+#include "crypto.hpp"
 #include "install.hpp"
 #include "manifest.hpp"
 #include "store.hpp"
@@ -242,6 +244,44 @@ std::string remove_bundle(const fs::path& home, std::string_view name) {
   return "removed bundle " + bundle_name + " (" + display(target) + ")";
 }
 
+namespace {
+
+// Checks 1 to 3 and 5 of an installed bundle, as load time runs them (each file is checked where it is used:
+// a library right before it is opened, a catalog file on the bytes read), and that its folder is its
+// manifest's name. nullopt, with `refusal` set, when it is refused.
+std::optional<VerifiedBundle> verify_installed(const fs::path& home, const InstalledBundle& installed,
+                                               const VerifyPolicy& policy, std::string& refusal) {
+  VerifyPolicy bundle_policy = policy;
+  bundle_policy.check_files = false;
+  auto verified = try_verify_bundle(installed.folder, trust_for_installed(home, installed), bundle_policy, refusal);
+  if (verified && verified->manifest.name != installed.folder.filename().string()) {
+    refusal = "its folder " + display(installed.folder) + " does not match the manifest's name '" +
+              verified->manifest.name + "'; reinstall it with `memplan bundle install`";
+    verified.reset();
+  }
+  return verified;
+}
+
+// What a refused file of an installed bundle adds to check_file's refusal: how to repair the store.
+std::string reinstall_hint(const std::string& name) {
+  return ", then install it again (`memplan bundle install DIR`), or remove it (`memplan bundle remove " + name + "`)";
+}
+
+// Which catalog list a bundle's data file belongs to (docs/bundles.md, "Catalog files"): data/gpus.toml,
+// data/models/NAME.toml and data/frameworks/NAME.toml, as in the built-in data folder; nullptr for any other
+// data file (a scenario, a README), which the catalog never reads.
+enum class CatalogKind { none, gpus, models, frameworks };
+CatalogKind catalog_kind(const std::string& file) {
+  if (file == "data/gpus.toml") return CatalogKind::gpus;
+  const fs::path path(file);
+  if (path.extension() != ".toml" || path.stem().empty() || path.stem().string()[0] == '.') return CatalogKind::none;
+  if (path.parent_path() == "data/models") return CatalogKind::models;
+  if (path.parent_path() == "data/frameworks") return CatalogKind::frameworks;
+  return CatalogKind::none;
+}
+
+}  // namespace
+
 std::vector<BundleLoad> load_installed_bundles(PluginRegistry& registry, const fs::path& home,
                                                const VerifyPolicy& policy) {
   std::vector<BundleLoad> loads;
@@ -250,13 +290,8 @@ std::vector<BundleLoad> load_installed_bundles(PluginRegistry& registry, const f
     load.folder = installed.folder;
     load.name = installed.folder.filename().string();
     // Library files are checked one by one below, right before each is opened.
-    VerifyPolicy bundle_policy = policy;
-    bundle_policy.check_files = false;
-    auto verified = try_verify_bundle(installed.folder, trust_for_installed(home, installed), bundle_policy, load.refusal);
-    if (verified && verified->manifest.name != load.name)
-      load.refusal = "its folder " + display(installed.folder) + " does not match the manifest's name '" +
-                     verified->manifest.name + "'; reinstall it with `memplan bundle install`";
-    if (!load.refusal.empty()) {
+    auto verified = verify_installed(home, installed, policy, load.refusal);
+    if (!verified) {
       registry.add_diagnostic("installed bundle '" + load.name + "' was not loaded: " + load.refusal);
       loads.push_back(std::move(load));
       continue;
@@ -269,8 +304,7 @@ std::vector<BundleLoad> load_installed_bundles(PluginRegistry& registry, const f
       const auto check_hash = [&](const std::string&) {
         std::string refusal = check_file(folder, library.file, library.size, library.sha256);
         if (refusal.empty()) return refusal;
-        return refusal + ", then install it again (`memplan bundle install DIR`), or remove it (`memplan bundle "
-                         "remove " + name + "`)";
+        return refusal + reinstall_hint(name);
       };
       const auto check_plugin = [&](const LoadedPlugin& plugin) { return check_declared_plugins(name, library, plugin); };
       const bool ok = registry.load_library((folder / library.file).string(), check_hash, check_plugin);
@@ -282,6 +316,64 @@ std::vector<BundleLoad> load_installed_bundles(PluginRegistry& registry, const f
     loads.push_back(std::move(load));
   }
   return loads;
+}
+
+InstalledCatalog installed_catalog_files(bool allow_unsigned, const fs::path& home) {
+  InstalledCatalog result;
+  fs::path store = home;
+  if (store.empty()) {
+    try {
+      store = memplan_home();
+    } catch (const Error&) {
+      return result;  // no store can be found: no bundles are installed
+    }
+  }
+  VerifyPolicy policy;
+  policy.allow_unsigned = allow_unsigned;
+  for (const InstalledBundle& installed : installed_bundles(store)) {
+    // Only bundles that list catalog files are read here (and warned about); the plugin loader reports the rest.
+    if (!installed.manifest) continue;
+    const auto lists_catalog_file = [](const DataEntry& data) { return catalog_kind(data.file) != CatalogKind::none; };
+    if (std::none_of(installed.manifest->data.begin(), installed.manifest->data.end(), lists_catalog_file)) continue;
+    const std::string name = installed.folder.filename().string();
+    const std::string refused = "installed bundle '" + name + "' adds no GPUs, model presets or framework profiles: ";
+    std::string refusal;
+    const auto verified = verify_installed(store, installed, policy, refusal);
+    if (!verified) {
+      result.refusals.push_back(refused + refusal);
+      continue;
+    }
+    CatalogSource source;
+    source.origin = "bundle " + name + " " + verified->manifest.version;
+    source.remedy = "remove the bundle (`memplan bundle remove " + name + "`)";
+    std::vector<DataEntry> files = verified->manifest.data;
+    std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.file < b.file; });
+    for (const DataEntry& data : files) {
+      const CatalogKind kind = catalog_kind(data.file);
+      if (kind == CatalogKind::none) continue;
+      // The manifest's checks (check 4) on the file, then the same sha256 on the bytes read, so the bytes
+      // checked are the bytes the catalog parses even if the file changes in between.
+      refusal = check_file(installed.folder, data.file, data.size, data.sha256);
+      std::string why;
+      std::optional<std::string> text;
+      if (refusal.empty()) {
+        text = read_regular_file(installed.folder / data.file, data.size + 1, why);
+        if (!text) refusal = "bundle " + display(installed.folder) + ": " + data.file + " " + why;
+        else if (crypto::sha256_hex(*text) != data.sha256)
+          refusal = "bundle " + display(installed.folder) + ": " + data.file + " changed while it was read";
+      }
+      if (!refusal.empty()) break;
+      CatalogFile file{display(installed.folder / data.file), std::move(*text)};
+      if (kind == CatalogKind::gpus) source.gpus = std::move(file);
+      else (kind == CatalogKind::models ? source.models : source.frameworks).push_back(std::move(file));
+    }
+    if (!refusal.empty()) {
+      result.refusals.push_back(refused + refusal + reinstall_hint(name));
+      continue;
+    }
+    result.sources.push_back(std::move(source));
+  }
+  return result;
 }
 
 InstalledPackageSource installed_bundles_source(bool allow_unsigned, const fs::path& home) {

@@ -14,27 +14,30 @@
 namespace memplan {
 namespace {
 
-toml::table parse_file(const std::filesystem::path& path) {
+toml::table parse_text(std::string_view text, const std::string& path) {
   try {
-    return parse_toml(read_input_file(path, "catalog file"), path.string());
+    return parse_toml(text, path);
   } catch (const toml::parse_error& error) {
-    fail_at(location_of(path.string(), error.source()), std::string(error.description()));
+    fail_at(location_of(path, error.source()), std::string(error.description()));
   }
 }
 
-std::vector<GpuEntry> load_gpus(const std::filesystem::path& path) {
+toml::table parse_file(const std::filesystem::path& path) {
+  return parse_text(read_input_file(path, "catalog file"), path.string());
+}
+
+std::vector<GpuEntry> read_gpus(const toml::table& root, const std::string& path) {
   std::vector<GpuEntry> gpus;
-  if (!std::filesystem::exists(path)) return gpus;
-  const toml::table root = parse_file(path);
   for (const auto& [key, node] : root) {
     const std::string name(key.str());
-    if (!node.is_table()) fail_at(location_of(path.string(), key.source()), "GPU '" + name + "' must be a table");
-    TomlReader reader(*node.as_table(), path.string(), "[" + name + "]");
+    if (!node.is_table()) fail_at(location_of(path, key.source()), "GPU '" + name + "' must be a table");
+    TomlReader reader(*node.as_table(), path, "[" + name + "]");
     std::vector<std::string_view> allowed{"label", "memory_gib", "nvlink_sharp", "source", "performance_source"};
     allowed.insert(allowed.end(), kGpuPerformanceKeys.begin(), kGpuPerformanceKeys.end());
     reader.reject_unknown_keys(allowed);
     GpuEntry gpu;
     gpu.name = name;
+    gpu.location = location_of(path, key.source());
     gpu.label = reader.string("label").value_or(name);
     auto gib = reader.memory_gib_bytes("memory_gib");
     if (!gib) fail_at(reader.table_location(), "GPU '" + name + "' needs memory_gib");
@@ -51,12 +54,16 @@ std::vector<GpuEntry> load_gpus(const std::filesystem::path& path) {
   return gpus;
 }
 
-ModelPreset load_preset(const std::filesystem::path& path) {
-  const toml::table root = parse_file(path);
+std::vector<GpuEntry> load_gpus(const std::filesystem::path& path) {
+  if (!std::filesystem::exists(path)) return {};
+  return read_gpus(parse_file(path), path.string());
+}
+
+ModelPreset read_preset(const toml::table& root, const std::string& path) {
   ModelPreset preset;
-  preset.name = path.stem().string();
-  preset.file = path.string();
-  TomlReader reader(root, path.string(), "model preset '" + preset.name + "'");
+  preset.name = std::filesystem::path(path).stem().string();
+  preset.file = path;
+  TomlReader reader(root, path, "model preset '" + preset.name + "'");
   std::vector<std::string_view> allowed(kModelKeys.begin(), kModelKeys.end());
   allowed.insert(allowed.end(), {"published_params", "source"});
   reader.reject_unknown_keys(allowed);
@@ -68,6 +75,8 @@ ModelPreset load_preset(const std::filesystem::path& path) {
   return preset;
 }
 
+ModelPreset load_preset(const std::filesystem::path& path) { return read_preset(parse_file(path), path.string()); }
+
 // The *.toml files of `folder`, in name order; none when it is not a folder.
 std::vector<std::filesystem::path> toml_files(const std::filesystem::path& folder) {
   std::vector<std::filesystem::path> files;
@@ -78,18 +87,26 @@ std::vector<std::filesystem::path> toml_files(const std::filesystem::path& folde
   return files;
 }
 
-}  // namespace
+// Where an entry comes from, for a clash: its file (and line) and who provides it.
+std::string provenance(const SourceLocation& where, const std::string& origin) {
+  return where.str() + " (" + (origin.empty() ? std::string("built-in") : origin) + ")";
+}
 
-Catalog Catalog::load(const std::filesystem::path& data_dir) {
-  Catalog catalog;
-  catalog.data_dir_ = data_dir;
-  catalog.gpus_ = load_gpus(data_dir / "gpus.toml");
-  for (const auto& file : toml_files(data_dir / "models")) catalog.models_.push_back(load_preset(file));
+// A name taken twice is an error at the newcomer, naming both files: an installed package never replaces a
+// built-in entry or another package's, silently or not.
+[[noreturn]] void fail_clash(const char* what, const std::string& name, const SourceLocation& where,
+                             const CatalogSource& source, const SourceLocation& first, const std::string& first_origin,
+                             const std::string& rename) {
+  fail_at(where, std::string(what) + " '" + name + "' of " + source.origin + " has the name of the " + what + " at " +
+                     provenance(first, first_origin) + "; a name means one entry across the catalog and every "
+                     "installed bundle, and neither replaces the other (rule: catalog names are unique). " + rename +
+                     (source.remedy.empty() ? "" : ", or " + source.remedy));
+}
+
+void check_framework_defaults(const std::vector<FrameworkProfile>& frameworks) {
   std::string first_default;
   std::string mode_default[2];  // train, infer
-  for (const auto& file : toml_files(data_dir / "frameworks")) {
-    catalog.frameworks_.push_back(load_framework_profile(file.string()));
-    const FrameworkProfile& profile = catalog.frameworks_.back();
+  for (const FrameworkProfile& profile : frameworks) {
     if (profile.default_for_mode == MEMPLAN_MODE_TRAIN || profile.default_for_mode == MEMPLAN_MODE_INFER) {
       std::string& first = mode_default[profile.default_for_mode == MEMPLAN_MODE_INFER ? 1 : 0];
       if (!first.empty())
@@ -106,6 +123,50 @@ Catalog Catalog::load(const std::filesystem::path& data_dir) {
                   "'); scenarios without [framework] need at most one");
     first_default = profile.name;
   }
+}
+
+}  // namespace
+
+Catalog Catalog::load(const std::filesystem::path& data_dir) { return load(data_dir, {}); }
+
+Catalog Catalog::load(const std::filesystem::path& data_dir, const std::vector<CatalogSource>& sources) {
+  Catalog catalog;
+  catalog.data_dir_ = data_dir;
+  catalog.gpus_ = load_gpus(data_dir / "gpus.toml");
+  for (const auto& file : toml_files(data_dir / "models")) catalog.models_.push_back(load_preset(file));
+  for (const auto& file : toml_files(data_dir / "frameworks"))
+    catalog.frameworks_.push_back(load_framework_profile(file.string()));
+  for (const CatalogSource& source : sources) {
+    if (source.gpus) {
+      for (GpuEntry& gpu : read_gpus(parse_text(source.gpus->text, source.gpus->path), source.gpus->path)) {
+        if (const GpuEntry* first = catalog.find_gpu(gpu.name))
+          fail_clash("GPU", gpu.name, gpu.location, source, first->location, first->origin,
+                     "Rename its [" + gpu.name + "] table in " + gpu.location.file + " (its publisher makes the bundle "
+                     "again)");
+        gpu.origin = source.origin;
+        catalog.gpus_.push_back(std::move(gpu));
+      }
+    }
+    for (const CatalogFile& file : source.models) {
+      ModelPreset preset = read_preset(parse_text(file.text, file.path), file.path);
+      if (const ModelPreset* first = catalog.find_model(preset.name))
+        fail_clash("model preset", preset.name, SourceLocation{file.path, 0, 0}, source, SourceLocation{first->file, 0, 0},
+                   first->origin, "A preset's name is its file name: rename " + file.path + " (its publisher makes the "
+                   "bundle again)");
+      preset.origin = source.origin;
+      catalog.models_.push_back(std::move(preset));
+    }
+    for (const CatalogFile& file : source.frameworks) {
+      FrameworkProfile profile = parse_framework_profile(file.text, file.path);
+      if (const FrameworkProfile* first = catalog.find_framework(profile.name))
+        fail_clash("framework profile", profile.name, SourceLocation{file.path, 0, 0}, source, SourceLocation{first->file, 0, 0},
+                   first->origin, "A profile's name is its file name and its [framework] name: rename both in " +
+                   file.path + " (its publisher makes the bundle again)");
+      profile.origin = source.origin;
+      catalog.frameworks_.push_back(std::move(profile));
+    }
+  }
+  check_framework_defaults(catalog.frameworks_);
   return catalog;
 }
 

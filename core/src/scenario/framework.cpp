@@ -122,9 +122,13 @@ std::vector<std::pair<std::string, std::vector<OptionValue>>> FrameworkProfile::
 }
 
 FrameworkProfile load_framework_profile(const std::string& path) {
+  return parse_framework_profile(read_input_file(path, "framework profile"), path);
+}
+
+FrameworkProfile parse_framework_profile(std::string_view text, const std::string& path) {
   toml::table root;
   try {
-    root = parse_toml(read_input_file(path, "framework profile"), path);
+    root = parse_toml(text, path);
   } catch (const toml::parse_error& error) {
     fail_at(location_of(path, error.source()), "invalid TOML in a framework profile: " +
                                                    std::string(error.description()));

@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "memplan/core/error.hpp"
 #include "memplan/core/step_time.hpp"
 #include "memplan/core/framework.hpp"
 #include "memplan/core/model.hpp"
@@ -22,6 +24,8 @@ struct GpuEntry {
   bool nvlink_sharp = false;  // on an NVSwitch with NVLink SHARP (multicast): NCCL's NVLS algorithm is available
   std::string source;
   GpuPerformance performance;  // peaks and bandwidths, with their source (performance.source)
+  std::string origin;       // "" for the built-in catalog, else who provides it (CatalogSource::origin)
+  SourceLocation location;  // where its name stands in its gpus.toml ([name])
 };
 
 struct ModelPreset {
@@ -30,6 +34,23 @@ struct ModelPreset {
   double published_params = 0;  // the total its authors publish, for tests and docs
   std::string source;
   std::string file;
+  std::string origin;  // "" for the built-in catalog, else who provides it (CatalogSource::origin)
+};
+
+// Catalog files from outside the built-in data folder: an installed package's
+// (a bundle's data/gpus.toml, data/models/*.toml, data/frameworks/*.toml).
+// Whoever vouches for them reads and checks them (sha256 against a signed
+// manifest) and hands the bytes over, so the bytes checked are the bytes parsed.
+struct CatalogFile {
+  std::string path;  // shown in messages and listings; a preset's or profile's name is its stem
+  std::string text;
+};
+struct CatalogSource {
+  std::string origin;  // who provides the files, e.g. "bundle acme 1.0.0": shown by `memplan gpus` and `presets`
+  std::string remedy;  // how to drop them, for a name clash: e.g. "remove it with `memplan bundle remove acme`"
+  std::optional<CatalogFile> gpus;
+  std::vector<CatalogFile> models;
+  std::vector<CatalogFile> frameworks;
 };
 
 class Catalog {
@@ -37,6 +58,9 @@ class Catalog {
   // Loads gpus.toml, models/*.toml and frameworks/*.toml from `data_dir`; a malformed file is an
   // error naming it. A missing directory gives an empty catalog.
   static Catalog load(const std::filesystem::path& data_dir);
+  // The same, then the files of each source in order. A GPU, preset or profile whose name is already
+  // taken (built-in or an earlier source) is an error naming both files, never an override.
+  static Catalog load(const std::filesystem::path& data_dir, const std::vector<CatalogSource>& sources);
 
   const GpuEntry* find_gpu(std::string_view name) const;
   const FrameworkProfile* find_framework(std::string_view name) const;

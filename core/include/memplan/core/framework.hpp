@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -42,6 +43,7 @@ struct FrameworkProfile {
   std::string version;  // the framework version its behaviour was read from
   std::string source;   // where that behaviour is documented (code, commits)
   std::string file;
+  std::string origin;   // "" for the built-in catalog, else who provides it (CatalogSource::origin)
   bool is_default = false;  // used by scenarios without a [framework] table
   // `default_for = "train"` or "infer": the default of scenarios of that mode
   // without a [framework] table, in place of the `default = true` profile.
@@ -69,5 +71,7 @@ int compare_versions(const std::string& a, const std::string& b);
 
 // Reads one profile file; throws Error with file:line:column.
 FrameworkProfile load_framework_profile(const std::string& path);
+// The same for a profile's bytes read elsewhere; `path` names it in messages and gives its name (the stem).
+FrameworkProfile parse_framework_profile(std::string_view text, const std::string& path);
 
 }  // namespace memplan

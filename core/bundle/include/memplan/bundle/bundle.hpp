@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "memplan/core/catalog.hpp"
 #include "memplan/core/error.hpp"
 #include "memplan/core/install_layout.hpp"
 #include "memplan/core/requirement.hpp"
@@ -297,6 +298,18 @@ struct BundleLoad {
 // or library becomes a registry diagnostic; the others stay usable.
 std::vector<BundleLoad> load_installed_bundles(PluginRegistry& registry, const std::filesystem::path& home,
                                                const VerifyPolicy& policy);
+
+// The catalog files of the installed bundles, as Catalog::load takes them (docs/bundles.md, "Catalog files"):
+// data/gpus.toml, data/models/*.toml and data/frameworks/*.toml of every bundle that load time accepts (the
+// checks and trust rules of load_installed_bundles; `allow_unsigned` only from the command line), each file's
+// size and sha256 checked against the manifest on the bytes read. A refused bundle, or one with a file that
+// fails its check, adds nothing and has its refusal (a sentence naming the file and the fix) in `refusals`.
+// `home` empty: memplan_home(), and no bundles when no store can be found.
+struct InstalledCatalog {
+  std::vector<CatalogSource> sources;  // one per bundle, in name order
+  std::vector<std::string> refusals;
+};
+InstalledCatalog installed_catalog_files(bool allow_unsigned, const std::filesystem::path& home = {});
 
 // The installed bundles as the core's plugin loader takes them
 // (PluginLoadOptions::installed). `home` empty: memplan_home(), and when no
