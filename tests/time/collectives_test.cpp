@@ -90,13 +90,14 @@ TEST(Collectives, PipelineCommOverlap) {
   // Interleaved, v = 5 chunks of 4 layers on the first stage (r = 0) of p = 4, M = 32: the warm-up's
   // w = 2 (p - 1) + (v - 1) p = 22 chunk passes of M v = 160 send without overlap, and the flush's 22
   // backward ones; the steady state's 138 / 160 = 0.8625 overlap (schedules.py, overlap_p2p_comm on by
-  // default): 0.1375 of the transfers exposed.
+  // default): 0.1375 of the transfers exposed. Each of the 5 chunks sends its output on (and its
+  // gradient back), so the stage moves 5 times the plain schedule's bytes (layout.pipeline_chunks).
   std::string interleaved = example;
   interleaved.replace(interleaved.find("stage = \"first\"\n"), 16, "stage = \"first\"\nvirtual_stages = 5\n");
   const StepTime v5 = evaluate(interleaved).breakdown().time;
   const StepTime v5_off = evaluate(with_step_option(interleaved, "pipeline_comm_overlap = 0\n")).breakdown().time;
-  EXPECT_NEAR(v5_off.exposed_seconds, others + pipeline_seconds, 1e-9);
-  EXPECT_NEAR(v5.exposed_seconds, others + pipeline_seconds * (1 - 138.0 / 160), 1e-9);
+  EXPECT_NEAR(v5_off.exposed_seconds, others + 5 * pipeline_seconds, 1e-9);
+  EXPECT_NEAR(v5.exposed_seconds, others + 5 * pipeline_seconds * (1 - 138.0 / 160), 1e-9);
 }
 
 // [budget]: 2e12 tokens at the example's throughput, on its 128 GPUs; a price of 2 USD per GPU-hour

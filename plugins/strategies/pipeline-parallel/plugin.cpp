@@ -82,6 +82,7 @@ class PipelineParallelStrategy {
         inflight_attr_(options.attribute(MEMPLAN_ATTR_INFLIGHT_MICROBATCHES)),
         activation_factor_attr_(options.attribute(MEMPLAN_ATTR_ACTIVATION_FACTOR)),
         p2p_overlap_attr_(options.attribute(MEMPLAN_ATTR_PIPELINE_P2P_OVERLAP)),
+        chunks_attr_(options.attribute(MEMPLAN_ATTR_PIPELINE_CHUNKS)),
         bubble_name_(options.intern("pipeline_bubble")) {
     const std::string stage = options.string("stage").value_or("first");
     if (stage != "first" && stage != "last") options.fail("stage", "must be \"first\" or \"last\", not \"" + stage + "\"");
@@ -153,6 +154,7 @@ class PipelineParallelStrategy {
     if (virtual_stages_ > 1) {
       ctx.set_attr(activation_factor_attr_, activation_factor_);
       ctx.set_attr(p2p_overlap_attr_, p2p_overlap_);
+      ctx.set_attr(chunks_attr_, virtual_stages_);
     }
     if (ctx.training())
       ctx.add_work(memplan::sdk::Work{.name = bubble_name_, .kind = memplan::sdk::WorkKind::bubble, .amount = bubble_});
@@ -242,6 +244,7 @@ class PipelineParallelStrategy {
   memplan::sdk::Attribute inflight_attr_;
   memplan::sdk::Attribute activation_factor_attr_;
   memplan::sdk::Attribute p2p_overlap_attr_;
+  memplan::sdk::Attribute chunks_attr_;
   memplan::sdk::Name bubble_name_;
   double bubble_ = 0;  // idle fraction of the forward and backward compute
   bool last_stage_ = false;

@@ -64,7 +64,9 @@
 //                     ranks, stride tp x cp.
 //   pipeline          the stage's output activations (t x h, / tp under
 //                     sequence parallelism) sent forward and their gradient
-//                     back, per micro-batch. Group: 2 ranks, stride tp x cp x dp.
+//                     back, per micro-batch and model chunk (v of them under
+//                     interleaving: layout.pipeline_chunks). Group: 2 ranks,
+//                     stride tp x cp x dp.
 //                     `pipeline_comm_overlap` of it hidden behind compute;
 //                     by default what the pipeline's schedule declares
 //                     (layout.pipeline_p2p_overlap: Megatron-LM's interleaved
@@ -171,6 +173,7 @@ class TransformerStep {
         gradients_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_GRADIENTS)),
         recompute_(options.attribute(MEMPLAN_ATTR_RECOMPUTE_POLICY)),
         pipeline_overlap_attr_(options.attribute(MEMPLAN_ATTR_PIPELINE_P2P_OVERLAP)),
+        pipeline_chunks_attr_(options.attribute(MEMPLAN_ATTR_PIPELINE_CHUNKS)),
         names_{options.intern("matmul"),          options.intern("attention_core"),
                options.intern("recompute"),       options.intern("tensor_parallel"),
                options.intern("context_parallel"), options.intern("expert_parallel"),
@@ -333,8 +336,11 @@ class TransformerStep {
       for (Pass pass : {Pass::forward, Pass::backward})
         collective(names_.expert, pass, Collective::all_to_all, layout.expert, layout.tensor * layout.context,
                    2 * moe_layers * hidden_states * static_cast<double>(model.experts_top_k), expert_overlap_);
-    // Pipeline: the stage boundary's activations forward, their gradient back.
-    const double boundary = hidden_states / (layout.sequence_parallel ? static_cast<double>(layout.tensor) : 1.0);
+    // Pipeline: the stage boundary's activations forward, their gradient back, once per model
+    // chunk of the stage (each of the interleaved schedule's v chunks sends its output on).
+    const double chunks = static_cast<double>(std::max<int64_t>(ctx.attr_int(pipeline_chunks_attr_, 1), 1));
+    const double boundary =
+        chunks * hidden_states / (layout.sequence_parallel ? static_cast<double>(layout.tensor) : 1.0);
     const int64_t pipeline_stride = layout.tensor * layout.context * layout.data;
     // Hidden: the option's fraction, else what the schedule overlaps by default.
     const double pipeline_overlap =
@@ -353,7 +359,7 @@ class TransformerStep {
 
 
   memplan::support::LayoutReader layout_;
-  sdk::Attribute activations_dtype_, gradients_dtype_, recompute_, pipeline_overlap_attr_;
+  sdk::Attribute activations_dtype_, gradients_dtype_, recompute_, pipeline_overlap_attr_, pipeline_chunks_attr_;
   struct {
     sdk::Name matmul, core, recompute, tensor, context, expert, pipeline, data;
   } names_;

@@ -38,6 +38,10 @@
  * interleaved 1F1B overlaps the transfers of its steady state
  * (overlap_p2p_comm), not those of warm-up and flush. */
 #define MEMPLAN_ATTR_PIPELINE_P2P_OVERLAP "layout.pipeline_p2p_overlap"
+/* Model chunks per pipeline stage (int, 1 when unset): under Megatron-LM's
+ * interleaved 1F1B schedule each of the stage's v chunks sends its output to
+ * the next stage, so a micro-batch crosses a stage's boundary v times each way. */
+#define MEMPLAN_ATTR_PIPELINE_CHUNKS "layout.pipeline_chunks"
 /* Expert parallelism (int): experts are split over this many ranks, carved out
  * of the data-parallel (and context-parallel) ranks, so it is not a world-size
  * factor (Megatron-LM's expert_model_parallel_size). */
