@@ -10,6 +10,7 @@
 
 #include "memplan/bundle/bundle.hpp"
 #include "memplan/core/catalog.hpp"
+#include "memplan/core/explain.hpp"
 #include "memplan/core/install_layout.hpp"
 #include "memplan/core/plugin_registry.hpp"
 #include "memplan/core/scenario.hpp"
@@ -132,20 +133,10 @@ int plugin_detail_command(const std::string& name, bool allow_unsigned) {
                ", default: " + (option.default_text ? option.default_text : "none") + ")");
     if (option.help != nullptr) print_line(std::string("      ") + option.help);
     if (option.levers != nullptr) {
-      // Values, and the words "@layout" and "@fill" (docs/plugin-abi.md, "Option specs").
-      std::string values, token;
-      bool layout = false, fill = false;
-      for (const char* c = option.levers;; ++c) {
-        if (*c == ',' || *c == '\0') {
-          if (token == "@layout") layout = true;
-          else if (token == "@fill") fill = true;
-          else if (!token.empty()) values += (values.empty() ? "" : ",") + token;
-          token.clear();
-          if (*c == '\0') break;
-        } else if (*c != ' ') {
-          token += *c;
-        }
-      }
+      const OptionLevers levers = parse_levers(option.levers);
+      std::string values;
+      for (const std::string& value : levers.values) values += (values.empty() ? "" : ",") + value;
+      const bool layout = levers.layout, fill = levers.fill;
       if (layout)
         print_line("      layout size: memplan explain lays a job that does not fit out again with the values that "
                    "divide its GPUs");

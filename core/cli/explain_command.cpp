@@ -115,11 +115,12 @@ int explain_command(const std::vector<std::string>& args) {
     if (e.layouts_tried == 0) return;
     if (e.layouts.empty()) {
       std::cout << "\nno other layout on the " << e.layout_gpus << " GPUs fits (" << e.layouts_tried
-                << " tried: the layout sizes the plugins declare, over the values that divide the GPUs)\n";
+                << " valid layouts tried: the layout sizes the plugins declare, over the values that divide the "
+                   "GPUs)\n";
       return;
     }
     std::cout << "\nlayouts on the same " << e.layout_gpus << " GPUs that fit (" << e.layouts.size() << " of "
-              << e.layouts_tried << " tried; fastest first):\n";
+              << e.layouts_tried << " valid layouts tried; fastest first):\n";
     print_changes(e.layouts, ", ");
   };
   if (!e.fixes.empty()) {

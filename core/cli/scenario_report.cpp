@@ -18,9 +18,10 @@ PluginLoadOptions cli_load_options(bool allow_unsigned) {
 }
 
 Catalog load_catalog(const InstallLayout& layout, bool allow_unsigned) {
-  const bundle::InstalledCatalog installed = bundle::installed_catalog_files(allow_unsigned);
-  for (const std::string& refusal : installed.refusals) print_line(std::cerr, "memplan: warning: " + refusal);
-  return Catalog::load(layout.data_dir, installed.sources);
+  std::vector<std::string> warnings;
+  Catalog catalog = bundle::load_catalog_with_bundles(layout.data_dir, allow_unsigned, warnings);
+  for (const std::string& warning : warnings) print_line(std::cerr, warning);
+  return catalog;
 }
 
 void print_warnings(const PluginRegistry& registry) {

@@ -191,12 +191,10 @@ py::object estimate(const py::handle& scenario, const std::string& format_name, 
   std::vector<std::string> warnings;
   {
     py::gil_scoped_release unlocked;  // the estimate is C++ only; other Python threads may run
-    // The installed bundles' catalog files too, as `memplan run` reads them (core/cli/scenario_report.cpp).
-    const memplan::bundle::InstalledCatalog installed = memplan::bundle::installed_catalog_files(allow_unsigned);
-    for (const std::string& refusal : installed.refusals) warnings.push_back("memplan: warning: " + refusal);
-    const memplan::Catalog catalog = memplan::Catalog::load(layout.data_dir, installed.sources);
+    // The installed bundles' catalog files too, as `memplan run` reads them.
+    const memplan::Catalog catalog = memplan::bundle::load_catalog_with_bundles(layout.data_dir, allow_unsigned, warnings);
     const memplan::Scenario parsed = memplan::parse_scenario(text, path, catalog, set);
-    warnings = parsed.warnings;
+    warnings.insert(warnings.end(), parsed.warnings.begin(), parsed.warnings.end());
     // As `memplan run` does (core/cli/scenario_report.cpp).
     memplan::PluginRegistry registry;
     memplan::PluginLoadOptions load_options;
@@ -236,9 +234,9 @@ py::list plugins(bool allow_unsigned, const std::optional<std::string>& prefix) 
   for (int32_t kind : {MEMPLAN_KIND_PRECISION, MEMPLAN_KIND_OPTIMIZER, MEMPLAN_KIND_ACTIVATIONS, MEMPLAN_KIND_STRATEGY})
     for (const auto& plugin : registry.plugins())
       if (plugin->descriptor.kind == kind) entry(memplan::kind_name(kind), plugin->name, plugin->version, plugin->path);
-  const memplan::bundle::InstalledCatalog installed = memplan::bundle::installed_catalog_files(allow_unsigned);
-  for (const std::string& refusal : installed.refusals) warn("memplan: warning: " + refusal);
-  const memplan::Catalog catalog = memplan::Catalog::load(layout.data_dir, installed.sources);
+  std::vector<std::string> warnings;
+  const memplan::Catalog catalog = memplan::bundle::load_catalog_with_bundles(layout.data_dir, allow_unsigned, warnings);
+  for (const std::string& warning : warnings) warn(warning);
   for (const memplan::FrameworkProfile& profile : catalog.frameworks())
     entry("framework", profile.name, profile.version, profile.file);
   for (const std::string& diagnostic : registry.diagnostics()) warn("memplan: warning: " + diagnostic);

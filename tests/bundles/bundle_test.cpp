@@ -1356,6 +1356,7 @@ TEST_F(BundleCatalog, ABundlesFrameworkProfileIsListedAndUsedAndMayNotShadowOne)
     const std::string file = write_scenario(scenario_text("adamw") + "\n[framework]\nuse = \"" + framework + "\"\n");
     const std::string json = ok("run " + file + " --format json");
     const size_t at = json.find("\"peak\": ");
+    EXPECT_NE(at, std::string::npos) << json;
     return at == std::string::npos ? std::string("none") : json.substr(at, json.find(',', at) - at);
   };
   EXPECT_EQ(peak("acme-stack"), peak("paper"));
@@ -1372,6 +1373,39 @@ TEST_F(BundleCatalog, ABundlesFrameworkProfileIsListedAndUsedAndMayNotShadowOne)
       installed("data/frameworks/pytorch.toml") + ": error: framework profile 'pytorch' of bundle acme 1.0.0 has the "
       "name of the framework profile at " + data_dir() + "/frameworks/pytorch.toml (built-in); "))
       << listed.err;
+}
+
+// Installing a bundle never changes what an existing scenario means: a bundle's profile is used by name
+// only, and one that says default_for (or default = true) is refused, naming its file and the remedy.
+TEST_F(BundleCatalog, ABundlesProfileMayNotBecomeADefault) {
+  const std::string profile = "[framework]\nname = \"acme-stack\"\nsummary = \"Acme's stack\"\nversion = \"1.0\"\n"
+                              "source = \"made up for the bundle tests\"\ndefault_for = \"train\"\n";
+  fs::create_directories(at("catalog/frameworks"));
+  tmp.write("catalog/frameworks/acme-stack.toml", profile);
+  catalog_bundle();
+  ok("bundle install " + at("acme"));
+  const CommandResult run = memplan("run " + write_scenario(scenario_text("adamw")));
+  EXPECT_EQ(run.exit_code, 1) << run.out;
+  EXPECT_TRUE(run.err.starts_with(installed("data/frameworks/acme-stack.toml") + ":1:1: error: framework profile "
+                                  "'acme-stack' of bundle acme 1.0.0 says default = true or default_for; "))
+      << run.err;
+  EXPECT_NE(run.err.find("memplan bundle remove acme"), std::string::npos) << run.err;
+}
+
+// A malformed catalog file of a bundle is an error at its line that says whose file it is and how to drop it.
+TEST_F(BundleCatalog, AMalformedCatalogFileNamesItsBundle) {
+  tmp.write("catalog/gpus.toml", replaced(kAcmeGpus, "memory_gib = 96", "memory_gib = -1"));
+  catalog_bundle();
+  ok("bundle install " + at("acme"));
+  const CommandResult gpus = memplan("gpus");
+  EXPECT_EQ(gpus.exit_code, 1);
+  EXPECT_TRUE(gpus.err.starts_with(installed("data/gpus.toml") + ":")) << gpus.err;
+  EXPECT_NE(gpus.err.find("'memory_gib' must be greater than zero"), std::string::npos) << gpus.err;
+  EXPECT_NE(gpus.err.find("(this file is bundle acme 1.0.0's; remove the bundle (`memplan bundle remove acme`))"),
+            std::string::npos)
+      << gpus.err;
+  ok("bundle remove acme");
+  ok("gpus");
 }
 
 }  // namespace

@@ -376,6 +376,12 @@ InstalledCatalog installed_catalog_files(bool allow_unsigned, const fs::path& ho
   return result;
 }
 
+Catalog load_catalog_with_bundles(const fs::path& data_dir, bool allow_unsigned, std::vector<std::string>& warnings) {
+  const InstalledCatalog installed = installed_catalog_files(allow_unsigned);
+  for (const std::string& refusal : installed.refusals) warnings.push_back("memplan: warning: " + refusal);
+  return Catalog::load(data_dir, installed.sources);
+}
+
 InstalledPackageSource installed_bundles_source(bool allow_unsigned, const fs::path& home) {
   return [allow_unsigned, home](PluginRegistry& registry) {
     fs::path store = home;

@@ -16,16 +16,21 @@ const std::string& Estimate::origin(const WorkRecord& work) const {
 
 bool Estimate::fits() const { return breakdown.peak <= breakdown.capacity(scenario.hardware.memory_bytes); }
 
-RunBudget run_budget(const Estimate& estimate) {
+RunBudget run_budget(double tokens, double tokens_per_second, int64_t world_size, double usd_per_gpu_hour) {
   RunBudget budget;
-  const StepTime& time = estimate.breakdown.time;
-  if (estimate.scenario.budget_tokens <= 0 || time.status != TimeStatus::timed || !(time.tokens_per_second > 0))
-    return budget;
-  budget.tokens = estimate.scenario.budget_tokens;
-  budget.hours = budget.tokens / time.tokens_per_second / 3600;
-  budget.gpu_hours = budget.hours * static_cast<double>(estimate.breakdown.world_size);
-  budget.usd = budget.gpu_hours * estimate.scenario.usd_per_gpu_hour;
+  if (!(tokens > 0) || !(tokens_per_second > 0)) return budget;
+  budget.tokens = tokens;
+  budget.hours = tokens / tokens_per_second / 3600;
+  budget.gpu_hours = budget.hours * static_cast<double>(world_size);
+  budget.usd = budget.gpu_hours * usd_per_gpu_hour;
   return budget;
+}
+
+RunBudget run_budget(const Estimate& estimate) {
+  const StepTime& time = estimate.breakdown.time;
+  if (time.status != TimeStatus::timed) return RunBudget{};
+  return run_budget(estimate.scenario.budget_tokens, time.tokens_per_second, estimate.breakdown.world_size,
+                    estimate.scenario.usd_per_gpu_hour);
 }
 
 std::string item_display_name(const PlanItem& item) {

@@ -103,6 +103,18 @@ std::string provenance(const SourceLocation& where, const std::string& origin) {
                      (source.remedy.empty() ? "" : ", or " + source.remedy));
 }
 
+// A malformed file of an installed source (a bundle) breaks every command that reads the catalog:
+// its error says so and how to drop the source.
+template <class Read>
+auto read_source_file(const CatalogSource& source, Read read) -> decltype(read()) {
+  try {
+    return read();
+  } catch (const Error& error) {
+    if (source.remedy.empty()) throw;
+    throw Error(std::string(error.what()) + " (this file is " + source.origin + "'s; " + source.remedy + ")");
+  }
+}
+
 void check_framework_defaults(const std::vector<FrameworkProfile>& frameworks) {
   std::string first_default;
   std::string mode_default[2];  // train, infer
@@ -138,7 +150,9 @@ Catalog Catalog::load(const std::filesystem::path& data_dir, const std::vector<C
     catalog.frameworks_.push_back(load_framework_profile(file.string()));
   for (const CatalogSource& source : sources) {
     if (source.gpus) {
-      for (GpuEntry& gpu : read_gpus(parse_text(source.gpus->text, source.gpus->path), source.gpus->path)) {
+      std::vector<GpuEntry> gpus = read_source_file(
+          source, [&] { return read_gpus(parse_text(source.gpus->text, source.gpus->path), source.gpus->path); });
+      for (GpuEntry& gpu : gpus) {
         if (const GpuEntry* first = catalog.find_gpu(gpu.name))
           fail_clash("GPU", gpu.name, gpu.location, source, first->location, first->origin,
                      "Rename its [" + gpu.name + "] table in " + gpu.location.file + " (its publisher makes the bundle "
@@ -148,7 +162,7 @@ Catalog Catalog::load(const std::filesystem::path& data_dir, const std::vector<C
       }
     }
     for (const CatalogFile& file : source.models) {
-      ModelPreset preset = read_preset(parse_text(file.text, file.path), file.path);
+      ModelPreset preset = read_source_file(source, [&] { return read_preset(parse_text(file.text, file.path), file.path); });
       if (const ModelPreset* first = catalog.find_model(preset.name))
         fail_clash("model preset", preset.name, SourceLocation{file.path, 0, 0}, source, SourceLocation{first->file, 0, 0},
                    first->origin, "A preset's name is its file name: rename " + file.path + " (its publisher makes the "
@@ -157,7 +171,16 @@ Catalog Catalog::load(const std::filesystem::path& data_dir, const std::vector<C
       catalog.models_.push_back(std::move(preset));
     }
     for (const CatalogFile& file : source.frameworks) {
-      FrameworkProfile profile = parse_framework_profile(file.text, file.path);
+      FrameworkProfile profile = read_source_file(source, [&] { return parse_framework_profile(file.text, file.path); });
+      // The defaults of scenarios without [framework] are the built-in catalog's: an installed profile
+      // is used by name only, so that installing a bundle never changes what an existing scenario means.
+      if (profile.is_default || profile.default_for_mode != -1)
+        fail_at(SourceLocation{file.path, 1, 1},
+                "framework profile '" + profile.name + "' of " + source.origin + " says default = true or default_for; "
+                "an installed profile is used by name ([framework] use = \"" + profile.name + "\") and never becomes "
+                "the default of scenarios without [framework] (rule: the defaults are the built-in catalog's). Remove "
+                "the key from " + file.path + " (its publisher makes the bundle again)" +
+                    (source.remedy.empty() ? "" : ", or " + source.remedy));
       if (const FrameworkProfile* first = catalog.find_framework(profile.name))
         fail_clash("framework profile", profile.name, SourceLocation{file.path, 0, 0}, source, SourceLocation{first->file, 0, 0},
                    first->origin, "A profile's name is its file name and its [framework] name: rename both in " +

@@ -47,20 +47,6 @@ std::optional<OptionValue> parse_value(const memplan_option_spec& spec, const st
   return value;
 }
 
-std::vector<std::string> split_levers(const char* levers) {
-  std::vector<std::string> values;
-  std::string current;
-  for (const char* c = levers; *c != '\0'; ++c) {
-    if (*c == ',') {
-      if (!current.empty()) values.push_back(current);
-      current.clear();
-    } else if (*c != ' ') {
-      current += *c;
-    }
-  }
-  if (!current.empty()) values.push_back(current);
-  return values;
-}
 
 // Every single change the levers and the micro-batch offer.
 std::vector<Change> candidate_changes(const Scenario& scenario, const PluginRegistry& registry) {
@@ -76,8 +62,8 @@ std::vector<Change> candidate_changes(const Scenario& scenario, const PluginRegi
       for (const OptionValue& option : component.options)
         if (option.key == spec.name) current = option_value_text(option);
       ++group;
-      for (const std::string& text : split_levers(spec.levers)) {
-        if (text == current || text.front() == '@') continue;  // "@layout", "@fill": the layouts' (below)
+      for (const std::string& text : parse_levers(spec.levers).values) {
+        if (text == current) continue;
         std::optional<OptionValue> value = parse_value(spec, text);
         if (!value) continue;
         changes.push_back(Change{c, *value, 0, 0, component.use + "." + spec.name + ": " + current + " -> " + text, group});
@@ -147,13 +133,6 @@ bool cheaper(const ExplainChange& a, const ExplainChange& b) {
   return a.changes < b.changes;
 }
 
-// Whether a lever list holds `token` ("@layout", "@fill").
-bool has_token(const char* levers, std::string_view token) {
-  if (levers == nullptr) return false;
-  for (const std::string& text : split_levers(levers))
-    if (text == token) return true;
-  return false;
-}
 
 // An integer option's value in the scenario, else its declared default, else 1.
 int64_t integer_option(const ComponentSpec& component, const memplan_option_spec& spec) {
@@ -185,7 +164,8 @@ void explain_layouts(const Scenario& scenario, const PluginRegistry& registry, i
     seen.push_back(component.use);
     for (const memplan_option_spec& spec : plugin->options) {
       if (spec.type != MEMPLAN_OPTION_INT) continue;
-      const bool layout = has_token(spec.levers, "@layout"), fills = has_token(spec.levers, "@fill");
+      const OptionLevers levers = parse_levers(spec.levers);
+      const bool layout = levers.layout, fills = levers.fill;
       if (!layout && !(fills && !fill)) continue;
       Axis entry;
       entry.axis.key = component.use + "." + spec.name;
@@ -199,12 +179,16 @@ void explain_layouts(const Scenario& scenario, const PluginRegistry& registry, i
   }
   const int64_t gpus = scenario.hardware.count > 0 ? scenario.hardware.count : world;
   if (axes.empty() || gpus < 1) return;
+  // The divisors in pairs (d, gpus / d) up to the square root: any GPU count answers at once.
   std::vector<int64_t> divisors, powers_of_two;
-  for (int64_t d = 1; d <= gpus; ++d)
+  for (int64_t d = 1; d <= gpus / d; ++d)
     if (gpus % d == 0) {
       divisors.push_back(d);
-      if ((d & (d - 1)) == 0) powers_of_two.push_back(d);
+      if (d != gpus / d) divisors.push_back(gpus / d);
     }
+  std::sort(divisors.begin(), divisors.end());
+  for (int64_t d : divisors)
+    if ((d & (d - 1)) == 0) powers_of_two.push_back(d);
   uint64_t combinations = 1;
   for (size_t a = 0; a < axes.size(); ++a) combinations *= divisors.size();
   const std::vector<int64_t>& values = combinations <= (uint64_t{1} << 16) ? divisors : powers_of_two;
@@ -227,9 +211,10 @@ void explain_layouts(const Scenario& scenario, const PluginRegistry& registry, i
   space.global_batch = scenario.micro_batch * scenario.grad_accum * data_ranks;
   space.top = 1;
   explanation.layout_gpus = gpus;
-  explanation.layouts_tried = space.combinations;
+  explanation.layouts_tried = 0;  // the valid layouts: sizes whose product divides the GPUs
   SearchOptions options;  // one thread: explain answers in milliseconds
   run_search(scenario, space, registry, options, [&](const SearchRow& row) {
+    if (row.status != SearchRow::Status::invalid) ++explanation.layouts_tried;
     if (row.status != SearchRow::Status::fits) return;
     ExplainChange change;
     for (size_t a = 0; a < axes.size(); ++a)
@@ -256,6 +241,24 @@ void explain_layouts(const Scenario& scenario, const PluginRegistry& registry, i
 }
 
 }  // namespace
+
+OptionLevers parse_levers(const char* levers) {
+  OptionLevers parsed;
+  if (levers == nullptr) return parsed;
+  std::string token;
+  for (const char* c = levers;; ++c) {
+    if (*c == ',' || *c == '\0') {
+      if (token == "@layout") parsed.layout = true;
+      else if (token == "@fill") parsed.fill = true;
+      else if (!token.empty()) parsed.values.push_back(token);
+      token.clear();
+      if (*c == '\0') break;
+    } else if (*c != ' ') {
+      token += *c;
+    }
+  }
+  return parsed;
+}
 
 Explanation explain(const Scenario& scenario, const PluginRegistry& registry) {
   Explanation explanation;

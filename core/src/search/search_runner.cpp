@@ -121,13 +121,11 @@ class Worker {
         row.step_seconds = b.time.seconds;
         row.tokens_per_second = b.time.tokens_per_second;
         row.mfu = b.time.mfu;
-        // The job's cost as run_budget (estimate.cpp) prices a run: hours = tokens / tokens per second / 3600,
-        // GPU-hours = hours x the job's GPUs, USD = GPU-hours x the price.
+        // The job's cost as `memplan run` prices a run (run_budget): a million tokens, and [budget] tokens.
         if (price_ > 0 && row.tokens_per_second > 0) {
-          const double world = static_cast<double>(b.world_size);
           row.usd_per_gpu_hour = price_;
-          row.usd_per_million_tokens = 1e6 / row.tokens_per_second / 3600 * world * price_;
-          if (space_.budget_tokens > 0) row.run_usd = space_.budget_tokens / row.tokens_per_second / 3600 * world * price_;
+          row.usd_per_million_tokens = run_budget(1e6, row.tokens_per_second, b.world_size, price_).usd;
+          row.run_usd = run_budget(space_.budget_tokens, row.tokens_per_second, b.world_size, price_).usd;
         }
       }
       if (scenario().hardware.memory_bytes > 0 && b.peak > row.capacity_bytes) {

@@ -1,5 +1,6 @@
 // [search]: the axes of a configuration search, read from the scenario file.
 #include <algorithm>
+#include <cstdio>
 #include <set>
 
 #include "common/input_file.hpp"
@@ -141,9 +142,13 @@ std::vector<std::pair<std::string, double>> read_prices(const toml::table& searc
     if (value.is_integer()) price = static_cast<double>(value.as_integer()->get());
     else if (value.is_floating_point()) price = value.as_floating_point()->get();
     else fail_at(at, "[search.usd_per_gpu_hour] \"" + name + "\" must be a number: USD per GPU-hour");
-    if (!(price > 0) || price > 1e9)
+    if (!(price > 0) || price > 1e9) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", price);
       fail_at(location_of(file, value.source()),
-              "[search.usd_per_gpu_hour] \"" + name + "\" must be a price above 0 (USD per GPU-hour)");
+              "[search.usd_per_gpu_hour] \"" + name + "\" must be a price in USD per GPU-hour above 0 and at most "
+              "1e9, not " + std::string(text));
+    }
     prices.emplace_back(name, price);
   }
   return prices;
@@ -282,7 +287,7 @@ SearchSpace read_space(const std::string& file, const Scenario& scenario, const 
   }
   space.priced = unpriced.empty();
   if (space.objective == SearchObjective::cost && !space.priced) {
-    if (unpriced.empty() || unpriced == "the scenario's GPU")
+    if (unpriced == "the scenario's GPU")
       reader.fail_key("objective", "= \"cost\" needs the price of a GPU-hour, and the scenario's GPU has no name in "
                                    "the catalog ([hardware] memory_gib): add usd_per_gpu_hour to [budget] (with tokens; "
                                    "your own price in USD)");

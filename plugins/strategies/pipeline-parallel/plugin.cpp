@@ -197,10 +197,12 @@ class PipelineParallelStrategy {
     // Chunk passes (stage_layers / m layers each) held at the peak of the
     // interleaved schedule, relative to the plain schedule's in-flight micro-batches.
     const int64_t m = virtual_stages_;
-    const int64_t chunks = std::min(2 * (size_ - rank - 1) + (m - 1) * size_ + 1, microbatches * m);
+    // The warm-up's forward chunk passes on this rank (Megatron-LM's schedules.py): 2 (p - r - 1) + (m - 1) p.
+    const int64_t warmup_passes = 2 * (size_ - rank - 1) + (m - 1) * size_;
+    const int64_t chunks = std::min(warmup_passes + 1, microbatches * m);
     // Megatron-LM's default send/receive overlap: the steady state's share of the chunk passes.
     const int64_t passes = std::max<int64_t>(microbatches, 1) * m;
-    const int64_t warmup = std::min(2 * (size_ - rank - 1) + (m - 1) * size_, passes);
+    const int64_t warmup = std::min(warmup_passes, passes);
     p2p_overlap_ = static_cast<double>(passes - warmup) / static_cast<double>(passes);
     const double held = static_cast<double>(chunks);
     const double plain = static_cast<double>(m * inflight_);

@@ -55,6 +55,9 @@ struct RunBudget {
   double usd = 0;
 };
 RunBudget run_budget(const Estimate& estimate);
+// The same for `tokens` at `tokens_per_second` on `world_size` GPUs at `usd_per_gpu_hour` (the search
+// prices each row with it); zero where tokens or the throughput is not positive.
+RunBudget run_budget(double tokens, double tokens_per_second, int64_t world_size, double usd_per_gpu_hour);
 
 // "layers.0-31.attn.q" for layered items, the item's own name otherwise.
 std::string item_display_name(const PlanItem& item);

@@ -21,6 +21,16 @@
 
 namespace memplan {
 
+// An option spec's lever string (memplan_option_spec.levers, docs/plugin-abi.md "Option specs"):
+// comma-separated values to try, and the words "@layout" (a layout size) and "@fill" (the size that
+// fills the GPUs a layout leaves). Spaces are ignored; nullptr is no levers.
+struct OptionLevers {
+  std::vector<std::string> values;
+  bool layout = false;
+  bool fill = false;
+};
+OptionLevers parse_levers(const char* levers);
+
 struct ExplainChange {
   std::vector<std::string> changes;  // "recompute.policy: none -> selective", ...
   uint64_t peak_bytes = 0;

@@ -311,6 +311,11 @@ struct InstalledCatalog {
 };
 InstalledCatalog installed_catalog_files(bool allow_unsigned, const std::filesystem::path& home = {});
 
+// The catalog every command reads: `data_dir`'s files and then the installed bundles'
+// (installed_catalog_files). Each refused bundle adds a "memplan: warning: ..." line to `warnings`.
+Catalog load_catalog_with_bundles(const std::filesystem::path& data_dir, bool allow_unsigned,
+                                  std::vector<std::string>& warnings);
+
 // The installed bundles as the core's plugin loader takes them
 // (PluginLoadOptions::installed). `home` empty: memplan_home(), and when no
 // store can be found (no MEMPLAN_HOME, no HOME) no bundle is installed.
