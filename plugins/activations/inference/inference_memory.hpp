@@ -163,31 +163,51 @@ inline double logits_bytes(double rows, double vocab, double tensor) { return 4 
 // logits_processor.py, _gather_logits with use_all_gather, the V1 default).
 // The dummy SamplingMetadata of _dummy_sampler_run sets temperature 0.5, top_p
 // 0.9 and top_k = vocab - 1, no logprobs and no penalties
-// (vllm/v1/worker/gpu_model_runner.py @ 4e1790651f); with the PyTorch-native
-// top-k/top-p path (vllm/v1/sample/ops/topk_topp_sampler.py,
-// apply_top_k_top_p) the high point is the final scatter, when these are live:
-//   bf16 logits held by the caller (compute_logits)           2
-//   fp32 copy in Sampler.forward, temperature divided in place 4
-//   logits_sort (sort values, fp32)                            4
-//   logits_idx (sort indices, int64)                           8
-//   top_k_mask (bool, still bound)                             1
-//   probs_sort (softmax of logits_sort; cumsum in place)       4
-//   top_p_mask (bool)                                          1
-//   the scattered result (new fp32 tensor)                     4
-//                                                             28
-// (docs/inference.md section 5 has the line-by-line derivation.)
-inline constexpr double kSamplerBytesPerElement = 28;
+// (vllm/v1/worker/gpu_model_runner.py @ 4e1790651f), so top-k/top-p masking
+// runs; what it holds depends on how vLLM masks (docs/inference.md section 5
+// has the line-by-line derivations).
+//
+// "sort": the PyTorch sort path (vllm/v1/sample/ops/topk_topp_sampler.py,
+// apply_top_k_top_p, up to vLLM 0.16). Its high point is inside
+// logits.sort(), a segmented radix sort of r rows of V fp32 keys:
+//   bf16 logits held by the caller (compute_logits)             2
+//   fp32 copy in Sampler.forward, temperature divided in place   4
+//   sort outputs: values (fp32) and indices (int64)              4 + 8
+//   PyTorch's int64 iota of positions, the values' input         8
+//     (aten/src/ATen/native/cuda/Sort.cu, reverse_indices)
+//   cub's third key and value buffers (SortPairs without a       4 + 8
+//     DoubleBuffer: DispatchSegmentedRadixSort::InvokePasses,
+//     cub/device/dispatch/dispatch_radix_sort.cuh)
+//                                                               38
+// (after the sort the last two are freed; the masks and the scattered copy
+// then reach 28 at most).
+inline constexpr double kSamplerSortBytesPerElement = 38;
+// "triton": vLLM 0.17's Triton top-k/top-p kernel (PR #33538,
+// vllm/v1/sample/ops/topk_topp_triton.py) masks the fp32 logits in place for
+// batches of at least 8 rows; the run then holds 2 (bf16 logits) + 4 (fp32
+// logits) + 4 (probs = logits.softmax) + 4 (random_sample's q) = 14. The
+// kernel's own workspace (one fp32 vocabulary row per Triton program, at
+// most one per SM) is not counted.
+inline constexpr double kSamplerTritonBytesPerElement = 14;
+inline constexpr double kSamplerTritonMinRows = 8;
+
+// The bytes per (row x vocabulary entry) of the masking path `triton` (false:
+// the sort path) for `rows` sampled rows: vLLM 0.17 sends fewer than 8 rows
+// to the sort path (apply_top_k_top_p: HAS_TRITON and logits.shape[0] >= 8).
+inline double sampler_bytes_per_element(bool triton, double rows) {
+  return triton && rows >= kSamplerTritonMinRows ? kSamplerTritonBytesPerElement : kSamplerSortBytesPerElement;
+}
 
 // What the sampler run of `rows` requests holds beyond the forward pass's own
 // transients (`forward`: the layer's and the logits' bytes, which the host
 // adds): the chunk's hidden states that profile_run keeps (c x h), their
 // last-token rows and the random copy _dummy_sampler_run draws (2 r h), all in
-// the activation dtype p, plus 28 r V. The sampler runs after the forward
-// pass, so the phase's high point is max(forward, sampler run); the excess is
-// what makes the host's sum reach it. Never negative.
+// the activation dtype p, plus `per_element` x r x V. The sampler runs after
+// the forward pass, so the phase's high point is max(forward, sampler run);
+// the excess is what makes the host's sum reach it. Never negative.
 inline double sampler_excess_bytes(double hidden, double chunk, double rows, double vocab, double p,
-                                   double forward) {
-  const double run = p * hidden * (chunk + 2 * rows) + kSamplerBytesPerElement * rows * vocab;
+                                   double per_element, double forward) {
+  const double run = p * hidden * (chunk + 2 * rows) + per_element * rows * vocab;
   return std::max(0.0, run - forward);
 }
 

@@ -9,7 +9,8 @@
 //     decode step, and the fp32 logits (a first-order model);
 //   - with sampler_rows > 0, what the serving engine's start-up sampler
 //     warm-up holds beyond that (vLLM V1's profile_run ends with a dummy
-//     sampler run over min(max_num_seqs, max_num_batched_tokens) requests).
+//     sampler run over min(max_num_seqs, max_num_batched_tokens) requests,
+//     masked by PyTorch's sort or, from vLLM 0.17, a Triton kernel).
 // It also declares the paged block (kv.block_tokens, kv.block_bytes) for
 // budget plugins such as 'serving-budget'. Formulas: inference_memory.hpp and
 // docs/inference.md.
@@ -34,7 +35,7 @@ using memplan::sdk::Lifetime;
 using memplan::sdk::ParamClass;
 using memplan::sdk::Role;
 
-constexpr std::array<memplan_option_spec, 7> kOptions{{
+constexpr std::array<memplan_option_spec, 8> kOptions{{
     {"kv_dtype", MEMPLAN_OPTION_STRING, "dtype of the cached keys and values: fp32, fp16, bf16, fp8 or int8",
      "the activation dtype of [precision]"},
     {"block_size", MEMPLAN_OPTION_INT,
@@ -54,6 +55,10 @@ constexpr std::array<memplan_option_spec, 7> kOptions{{
      "requests of the serving engine's start-up sampler run (vLLM's max_num_seqs; the run samples "
      "min(sampler_rows, prefill_chunk) rows over the whole vocabulary on every tensor-parallel rank); 0 = none",
      "0 (no sampler run: the papers' view); the vllm profile sets vLLM's max_num_seqs, 1024 or 256 by GPU"},
+    {"sampler_path", MEMPLAN_OPTION_STRING,
+     "how the sampler run masks top-k/top-p: \"sort\" (PyTorch's sort, 38 bytes per row x vocabulary entry) or "
+     "\"triton\" (vLLM 0.17's in-place Triton kernel, 14 bytes, for 8 rows or more)",
+     "\"sort\"; the vllm profile sets \"triton\" from version 0.17"},
 }};
 
 // The KV cache dtypes a serving engine stores (vLLM's kv_cache_dtype: auto,
@@ -63,7 +68,7 @@ constexpr std::array<const char*, 5> kKvDtypes{"fp32", "fp16", "bf16", "fp8", "i
 class InferenceMemory {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "inference", "1.3.0", "KV cache (paged, GQA, latent attention, sliding window) and forward transients for serving",
+      "inference", "1.4.0", "KV cache (paged, GQA, latent attention, sliding window) and forward transients for serving",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
@@ -112,6 +117,11 @@ class InferenceMemory {
     if (window_.value_or(0) > 1'000'000'000)
       options.fail("sliding_window", "is " + std::to_string(*window_) + ", implausibly large (the limit is "
                                      "1000000000 tokens)");
+    const std::string path = options.string("sampler_path").value_or("sort");
+    if (path != "sort" && path != "triton")
+      options.fail("sampler_path", "must be \"sort\" (PyTorch's sort-based top-k/top-p, vLLM up to 0.16) or "
+                                   "\"triton\" (vLLM 0.17's Triton kernel), not \"" + path + "\"");
+    triton_sampler_ = path == "triton";
     const std::string logits = options.string("logits").value_or("last");
     if (logits != "last" && logits != "all")
       options.fail("logits", "must be \"last\" or \"all\", not \"" + logits + "\"");
@@ -229,9 +239,9 @@ class InferenceMemory {
     // item carries only what the sampler run holds beyond them (0: no item).
     if (sampler_rows_ <= 0) return;
     const double sampler_rows = std::min(static_cast<double>(sampler_rows_), chunk);
-    const double excess = inf::sampler_excess_bytes(static_cast<double>(model.hidden), chunk, sampler_rows,
-                                                    static_cast<double>(model.vocab), activation_bytes,
-                                                    std::max(prefill, decode) + logits);
+    const double excess = inf::sampler_excess_bytes(
+        static_cast<double>(model.hidden), chunk, sampler_rows, static_cast<double>(model.vocab), activation_bytes,
+        inf::sampler_bytes_per_element(triton_sampler_, sampler_rows), std::max(prefill, decode) + logits);
     if (excess > 0) add_transient(ctx, names_.sampler, excess);
   }
 
@@ -275,6 +285,7 @@ class InferenceMemory {
   std::optional<int64_t> window_;
   std::optional<int64_t> prefill_chunk_;
   int64_t sampler_rows_ = 0;
+  bool triton_sampler_ = false;
   bool all_logits_ = false;
   support::LayoutReader layout_;
   // Resolved once, in the constructor: no key lookup per evaluation.
