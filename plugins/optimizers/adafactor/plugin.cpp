@@ -64,7 +64,7 @@ constexpr std::array<memplan_option_spec, 3> kOptions{{
      "first-moment decay in [0, 1); setting it keeps a first moment, as Hugging Face's Adafactor does", "not set"},
     {"implementation", MEMPLAN_OPTION_STRING,
      "\"for-loop\" (torch.optim.Adafactor's default: one tensor at a time) or \"foreach\" (temporaries as large as all "
-     "parameters)",
+     "parameters); the step's memory traffic is Hugging Face's Adafactor loop whichever is chosen (README)",
      "\"for-loop\""},
 }};
 
