@@ -7,4 +7,5 @@ memplan_add_test(test_inference
   inference/serving_budget_test.cpp
   inference/prefill_default_test.cpp
   inference/latent_kv_test.cpp
-  inference/sampler_test.cpp)
+  inference/sampler_test.cpp
+  inference/moe_workspace_test.cpp)

@@ -32,6 +32,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 namespace memplan::plugins::inference {
@@ -116,6 +117,8 @@ struct ForwardShape {
   double top_k = 0;          // MoE: experts each token visits; 0 for a dense MLP
   double shared_ffn = 0;     // MoE: the shared expert's width (every token passes it); 0: none
   double dense_ffn = 0;      // MoE with dense first layers on this rank: their MLP width; 0: none
+  bool routed_in_workspace = false;  // MoE: the routed experts' temporaries are a persistent workspace
+                                     // (moe_workspace_bytes), counted apart from the layer
   double tensor = 1;         // t
   double bytes = 2;          // p, the activation dtype size
   bool flash_attention = true;
@@ -149,9 +152,33 @@ inline double layer_transient(const ForwardShape& x, double tokens, double conte
   if (!x.flash_attention) attention += p * (x.heads / x.tensor) * c * context;
   const double projections = x.gated ? 3 : 2;
   double mlp = p * c * x.ffn * projections / x.tensor;
-  if (x.top_k > 0) mlp = mlp * x.top_k + p * c * x.shared_ffn * projections / x.tensor;
+  if (x.top_k > 0)
+    mlp = (x.routed_in_workspace ? 0 : mlp * x.top_k) + p * c * x.shared_ffn * projections / x.tensor;
   mlp = std::max(mlp, p * c * x.dense_ffn * projections / x.tensor);
   return residual + std::max(attention, mlp);
+}
+
+// vLLM's fused-MoE workspace (the unquantized experts' TritonExperts run through
+// FusedMoEModularKernel; vllm-project/vllm
+// vllm/model_executor/layers/fused_moe/fused_moe.py, TritonExperts.workspace_shapes,
+// and modular_kernel.py @ 003d383eb3f3275169256e85e5b0ae9d5455342a, _allocate_buffers):
+// for M tokens, top-k experts per token, N = w1's rows on the rank (2 I / t for a
+// gated MLP, I / t otherwise) and K = hidden,
+//   workspace13 = M x top_k x max(N / 2 if gated else N, K)   the activation's output
+//   workspace2  = M x top_k x max(N, K)                       w1's output, then w2's
+// in the activation dtype; the fused output (M x K) reuses workspace13's memory.
+// Both come from WorkspaceManager.get_simultaneous (vllm/v1/worker/workspace.py @
+// 00606a9b82656be5769ab11e3fc0029675d6b375), one buffer of the two sizes each
+// rounded up to 256 bytes, which the manager keeps and only grows: the largest MoE
+// pass's workspace stays allocated from the first MoE layer on, through the rest
+// of the forward pass and the sampler run that follows it.
+inline double moe_workspace_bytes(double p, double tokens, double top_k, double expert_ffn_rank, double hidden,
+                                  bool gated) {
+  const double n = (gated ? 2 : 1) * expert_ffn_rank;
+  const double activation_out = gated ? n / 2 : n;
+  const auto aligned = [](double bytes) { return std::ceil(bytes / 256) * 256; };
+  return aligned(p * tokens * top_k * std::max(activation_out, hidden)) +
+         aligned(p * tokens * top_k * std::max(n, hidden));
 }
 
 // fp32 logits of `rows` positions over a vocabulary-parallel LM head.

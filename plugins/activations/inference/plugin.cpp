@@ -10,7 +10,10 @@
 //   - with sampler_rows > 0, what the serving engine's start-up sampler
 //     warm-up holds beyond that (vLLM V1's profile_run ends with a dummy
 //     sampler run over min(max_num_seqs, max_num_batched_tokens) requests,
-//     masked by PyTorch's sort or, from vLLM 0.17, a Triton kernel).
+//     masked by PyTorch's sort or, from vLLM 0.17, a Triton kernel);
+//   - with moe_workspace = "persistent", vLLM's fused-MoE workspace for
+//     unquantized experts (TritonExperts' workspace13 and workspace2), which its
+//     WorkspaceManager keeps from the first MoE layer through the sampler run.
 // It also declares the paged block (kv.block_tokens, kv.block_bytes) for
 // budget plugins such as 'serving-budget'. Formulas: inference_memory.hpp and
 // docs/inference.md.
@@ -24,6 +27,7 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "inference_memory.hpp"
 
@@ -35,7 +39,7 @@ using memplan::sdk::Lifetime;
 using memplan::sdk::ParamClass;
 using memplan::sdk::Role;
 
-constexpr std::array<memplan_option_spec, 8> kOptions{{
+constexpr std::array<memplan_option_spec, 9> kOptions{{
     {"kv_dtype", MEMPLAN_OPTION_STRING, "dtype of the cached keys and values: fp32, fp16, bf16, fp8 or int8",
      "the activation dtype of [precision]"},
     {"block_size", MEMPLAN_OPTION_INT,
@@ -59,6 +63,11 @@ constexpr std::array<memplan_option_spec, 8> kOptions{{
      "how the sampler run masks top-k/top-p: \"sort\" (PyTorch's sort, 38 bytes per row x vocabulary entry) or "
      "\"triton\" (vLLM 0.17's in-place Triton kernel, 14 bytes, for 8 rows or more)",
      "\"sort\"; the vllm profile sets \"triton\" from version 0.17"},
+    {"moe_workspace", MEMPLAN_OPTION_STRING,
+     "how a MoE layer's routed-expert temporaries live when the experts are unquantized: \"transient\" (freed "
+     "after each layer, counted in the layer's transient) or \"persistent\" (vLLM's fused-MoE workspace, kept by "
+     "its WorkspaceManager from the first MoE layer through the sampler run; item activations.moe_workspace)",
+     "\"transient\"; the vllm profile sets \"persistent\" from version 0.12"},
 }};
 
 // The KV cache dtypes a serving engine stores (vLLM's kv_cache_dtype: auto,
@@ -68,7 +77,7 @@ constexpr std::array<const char*, 5> kKvDtypes{"fp32", "fp16", "bf16", "fp8", "i
 class InferenceMemory {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "inference", "1.4.0", "KV cache (paged, GQA, latent attention, sliding window) and forward transients for serving",
+      "inference", "1.5.0", "KV cache (paged, GQA, latent attention, sliding window) and forward transients for serving",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
@@ -122,6 +131,11 @@ class InferenceMemory {
       options.fail("sampler_path", "must be \"sort\" (PyTorch's sort-based top-k/top-p, vLLM up to 0.16) or "
                                    "\"triton\" (vLLM 0.17's Triton kernel), not \"" + path + "\"");
     triton_sampler_ = path == "triton";
+    const std::string workspace = options.string("moe_workspace").value_or("transient");
+    if (workspace != "transient" && workspace != "persistent")
+      options.fail("moe_workspace", "must be \"transient\" (each MoE layer frees its temporaries) or \"persistent\" "
+                                    "(vLLM's fused-MoE workspace, kept across layers), not \"" + workspace + "\"");
+    persistent_moe_workspace_ = workspace == "persistent";
     const std::string logits = options.string("logits").value_or("last");
     if (logits != "last" && logits != "all")
       options.fail("logits", "must be \"last\" or \"all\", not \"" + logits + "\"");
@@ -135,7 +149,7 @@ class InferenceMemory {
     const double kv_bytes = kv_bytes_.value_or(activation_bytes);
     const int64_t t = layout_.tensor(ctx);
     const int64_t stage_layers = layout_.stage_layers(ctx);
-    const RankWeights rank = scan_weights(ctx);
+    const RankWeights rank = scan_weights(ctx, activation_bytes);
     const int64_t first = rank.first_layer;
     const int64_t sequences = workload.micro_batch;
     const int64_t seq_len = workload.seq_len;
@@ -179,7 +193,7 @@ class InferenceMemory {
 
     add_transients(ctx, model, t, activation_bytes, seq_len, sequences,
                    mix.global_count > 0 ? seq_len : std::min(seq_len, window), rank.lm_head,
-                   first < model.dense_layers, rank.experts);
+                   first < model.dense_layers, rank.experts, rank.quantized_experts);
   }
 
  private:
@@ -195,7 +209,7 @@ class InferenceMemory {
   // larger, and the fp32 logits on the rank that holds the LM head.
   void add_transients(memplan::sdk::Context& ctx, const memplan_model& model, int64_t t, double activation_bytes,
                       int64_t seq_len, int64_t sequences, int64_t context, bool lm_head,
-                      bool dense_layers_here, bool experts_here) const {
+                      bool dense_layers_here, bool experts_here, bool quantized_experts) const {
     inf::ForwardShape shape;
     shape.hidden = static_cast<double>(model.hidden);
     shape.heads = static_cast<double>(model.heads);
@@ -225,9 +239,20 @@ class InferenceMemory {
 
     const double b = static_cast<double>(sequences);
     const double chunk = static_cast<double>(prefill_chunk_.value_or(sequences * seq_len));
+    // vLLM's fused-MoE workspace: sized by the largest pass (the prefill chunk or
+    // the decode step) and kept, so the routed experts' temporaries leave the
+    // layer's transient. Quantized experts run other kernels (Marlin, mxfp4,
+    // CUTLASS) whose workspaces are not modelled: their temporaries stay in the
+    // layer's transient.
+    const bool workspace = persistent_moe_workspace_ && shape.top_k > 0 && !quantized_experts;
+    shape.routed_in_workspace = workspace;
     const double prefill = inf::layer_transient(shape, chunk, static_cast<double>(context));
     const double decode = inf::layer_transient(shape, b, static_cast<double>(context));
     add_transient(ctx, names_.layer, std::max(prefill, decode));
+    if (workspace)
+      add_transient(ctx, names_.moe_workspace,
+                    inf::moe_workspace_bytes(activation_bytes, std::max(chunk, b), shape.top_k,
+                                             shape.ffn / shape.tensor, shape.hidden, shape.gated));
 
     if (!lm_head) return;  // an earlier pipeline stage computes no logits
     const double rows = all_logits_ ? std::max(chunk, b) : b;
@@ -259,8 +284,9 @@ class InferenceMemory {
     int64_t first_layer = 0;
     bool lm_head = false;
     bool experts = false;  // the rank holds expert layers
+    bool quantized_experts = false;  // their weights are stored narrower than the activations (a quantized format)
   };
-  RankWeights scan_weights(const memplan::sdk::Context& ctx) const {
+  RankWeights scan_weights(const memplan::sdk::Context& ctx, double activation_bytes) const {
     RankWeights found;
     int64_t first = -1;
     bool embedding = false;
@@ -271,6 +297,10 @@ class InferenceMemory {
       if (layer >= 0 && (first < 0 || layer < first)) first = layer;
       found.lm_head = found.lm_head || item.param_class() == ParamClass::lm_head;
       found.experts = found.experts || item.param_class() == ParamClass::expert;
+      // Biases stay in the unquantized dtype (gpt-oss's moe.experts_bias).
+      if (item.param_class() == ParamClass::expert && item.name().find("bias") == std::string_view::npos &&
+          item.bytes_per_element() < activation_bytes)
+        found.quantized_experts = true;
       embedding = embedding || item.param_class() == ParamClass::embedding;
     }
     if (!found.lm_head && embedding && ctx.model().tied_embeddings != 0)
@@ -287,6 +317,7 @@ class InferenceMemory {
   int64_t sampler_rows_ = 0;
   bool triton_sampler_ = false;
   bool all_logits_ = false;
+  bool persistent_moe_workspace_ = false;
   support::LayoutReader layout_;
   // Resolved once, in the constructor: no key lookup per evaluation.
   memplan::sdk::Attribute activation_dtype_, block_tokens_attr_, block_bytes_attr_;
@@ -299,8 +330,9 @@ class InferenceMemory {
           kv_cache_window(options.intern("kv_cache.window")),
           layer(options.intern("activations.layer")),
           logits(options.intern("activations.logits")),
-          sampler(options.intern("activations.sampler")) {}
-    memplan::sdk::Name kv_cache, kv_cache_global, kv_cache_window, layer, logits, sampler;
+          sampler(options.intern("activations.sampler")),
+          moe_workspace(options.intern("activations.moe_workspace")) {}
+    memplan::sdk::Name kv_cache, kv_cache_global, kv_cache_window, layer, logits, sampler, moe_workspace;
   } names_;
 };
 
