@@ -136,11 +136,10 @@ int plugin_detail_command(const std::string& name, bool allow_unsigned) {
       const OptionLevers levers = parse_levers(option.levers);
       std::string values;
       for (const std::string& value : levers.values) values += (values.empty() ? "" : ",") + value;
-      const bool layout = levers.layout, fill = levers.fill;
-      if (layout)
+      if (levers.layout)
         print_line("      layout size: memplan explain lays a job that does not fit out again with the values that "
                    "divide its GPUs");
-      if (fill) print_line("      fill: memplan explain sets it to fill the GPUs another layout leaves");
+      if (levers.fill) print_line("      fill: memplan explain sets it to fill the GPUs another layout leaves");
       if (!values.empty())
         print_line("      levers (memplan explain tries them on a job that does not fit): " + values);
     }

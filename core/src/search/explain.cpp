@@ -165,15 +165,14 @@ void explain_layouts(const Scenario& scenario, const PluginRegistry& registry, i
     for (const memplan_option_spec& spec : plugin->options) {
       if (spec.type != MEMPLAN_OPTION_INT) continue;
       const OptionLevers levers = parse_levers(spec.levers);
-      const bool layout = levers.layout, fills = levers.fill;
-      if (!layout && !(fills && !fill)) continue;
+      if (!levers.layout && !(levers.fill && !fill)) continue;
       Axis entry;
       entry.axis.key = component.use + "." + spec.name;
       entry.axis.plugin = component.use;
       entry.axis.option = spec.name;
       entry.axis.location = component.table_location;
       entry.current = integer_option(component, spec);
-      if (layout) axes.push_back(std::move(entry));
+      if (levers.layout) axes.push_back(std::move(entry));
       else fill = std::move(entry);
     }
   }

@@ -1,6 +1,7 @@
 // [search]: the axes of a configuration search, read from the scenario file.
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <set>
 
 #include "common/input_file.hpp"
@@ -98,13 +99,13 @@ void check_hardware_axis(const SearchAxis& axis, const Scenario& scenario, const
   if (catalog == nullptr)
     fail_at(axis.location, "[search.axes] \"" + axis.key + "\": hardware axes need the GPU catalog (read_search_space "
                            "with a Catalog)");
+  const std::vector<std::string> names = catalog->gpu_names();
   for (const OptionValue& value : axis.values) {
     if (axis.target == SearchAxis::Target::hardware_count) {
       if (value.type != OptionValue::Type::integer || value.integer < 1)
         fail_at(value.value_location, "[search.axes] \"hardware.count\" lists the job's GPUs: integers >= 1");
       continue;
     }
-    const std::vector<std::string> names = catalog->gpu_names();
     if (value.type != OptionValue::Type::string || catalog->find_gpu(value.text) == nullptr)
       fail_at(value.value_location, "[search.axes] \"hardware.gpu\" lists " +
                                         (value.type == OptionValue::Type::string ? "'" + value.text + "', which names "
@@ -258,6 +259,10 @@ SearchSpace read_space(const std::string& file, const Scenario& scenario, const 
     space.usd_per_gpu_hour = price_of(scenario.hardware.gpu);
   } else {
     const uint64_t combinations = space.combinations / space.per_hardware;
+    const SearchAxis* count_axis_of = nullptr;  // the world-size rule's message points at the axis
+    for (const SearchAxis& axis : space.axes)
+      if (axis.target == SearchAxis::Target::hardware_count) count_axis_of = &axis;
+    std::map<std::string, Scenario> by_gpu;  // each GPU's scenario, loaded once whatever the counts
     for (uint64_t h = 0; h < combinations; ++h) {
       SearchHardware hardware;
       hardware.gpu = scenario.hardware.gpu;
@@ -271,16 +276,18 @@ SearchSpace read_space(const std::string& file, const Scenario& scenario, const 
         else hardware.gpus = value.integer;
       }
       if (keys.count("hardware.gpu")) {
-        std::vector<std::string> with_gpu = overrides;
-        with_gpu.push_back("hardware.gpu=\"" + hardware.gpu + "\"");
-        hardware.scenario = load_scenario(file, *catalog, with_gpu);
+        auto loaded = by_gpu.find(hardware.gpu);
+        if (loaded == by_gpu.end()) {
+          std::vector<std::string> with_gpu = overrides;
+          with_gpu.push_back("hardware.gpu=\"" + hardware.gpu + "\"");
+          loaded = by_gpu.emplace(hardware.gpu, load_scenario(file, *catalog, with_gpu)).first;
+        }
+        hardware.scenario = loaded->second;
       } else {
         hardware.scenario = scenario;
       }
       hardware.scenario.hardware.count = hardware.gpus;
-      if (count_axis)  // the world-size rule's message points at the axis
-        for (const SearchAxis& axis : space.axes)
-          if (axis.target == SearchAxis::Target::hardware_count) hardware.scenario.hardware.count_location = axis.location;
+      if (count_axis_of != nullptr) hardware.scenario.hardware.count_location = count_axis_of->location;
       hardware.usd_per_gpu_hour = price_of(hardware.gpu);
       space.hardware.push_back(std::move(hardware));
     }
