@@ -153,6 +153,34 @@ TEST(MegatronOutsideLayers, CrossEntropyOptionIsChecked) {
             "\"upcast-in-loss\", \"upcast\", \"chunked\", not \"fused\"" + library());
 }
 
+// output_held: the training loop keeps the model's output object until the
+// next forward replaces it (Answer.AI fsdp_qlora train.py @ 50efa1e:
+// `output = model(...)`, `loss = output.loss`, `loss.backward()`, `output`
+// reassigned only after the next forward has run), so the logits the model
+// returns are alive in every phase: a persistent item of s x b x V elements
+// (here 8192 x 128,256 = 1,050,673,152) times the bytes of the returned
+// logits: 4 where transformers <= 4.45 upcasts in the model
+// (upcast-shift-copy: 4,202,692,608 B), 2 (bf16) where the loss upcasts its
+// own copy (upcast-in-loss: 2,101,346,304 B). Under "unfused" the fp32 logits
+// kept into backward are the same tensor: they become the held output, not a
+// second copy.
+TEST(MegatronOutsideLayers, HeldOutputIsPersistent) {
+  Evaluation upcast = evaluate_paper(llama3_8b(kOneSequence, "cross_entropy = \"upcast-shift-copy\"\noutput_held = true\n"));
+  EXPECT_EQ(upcast.item_bytes("activations.held_output", kAct), 4'202'692'608u);
+  for (const PlanItem& item : upcast.estimator().plan().items)
+    if (item.name_view() == "activations.held_output") EXPECT_EQ(item.lifetime, MEMPLAN_LIFETIME_PERSISTENT);
+  Evaluation in_loss = evaluate_paper(llama3_8b(kOneSequence, "cross_entropy = \"upcast-in-loss\"\noutput_held = true\n"));
+  EXPECT_EQ(in_loss.item_bytes("activations.held_output", kAct), 2'101'346'304u);
+  Evaluation unfused = evaluate_paper(llama3_8b(kOneSequence, "output_held = true\n"));
+  EXPECT_EQ(unfused.item_bytes("activations.held_output", kAct), 4'202'692'608u);
+  EXPECT_EQ(unfused.item_bytes("activations.logits", kAct), 0u);
+  EXPECT_EQ(evaluate_paper(llama3_8b(kOneSequence, "")).item_bytes("activations.held_output", kAct), 0u);
+  EXPECT_EQ(error_of(llama3_8b(kOneSequence, "cross_entropy = \"vocab-parallel\"\noutput_held = true\n"), "m.toml"),
+            "m.toml:16:15: error: in [activations], activations plugin 'megatron', option 'output_held': has nothing "
+            "to hold under cross_entropy = \"vocab-parallel\": Megatron-LM computes the loss inside the model, which "
+            "returns the loss, not the logits" + library());
+}
+
 }  // namespace
 }  // namespace memplan::testing
 

@@ -64,6 +64,39 @@ TEST(StreamPools, Fsdp1FullFineTune) {
   EXPECT_EQ(optimizer, 1'333'829'632u);
 }
 
+// What FSDP1's wrapping leaves cached (items of lifetime setup, fsdp's
+// setup = "unit") is the floor of the compute stream's pool: the caching
+// allocator keeps those blocks, so the step's compute-stream memory never
+// reserves less than they and the persistent tensors of the time (every
+// persistent item but the optimizer states) did. Llama-2-7B in bf16 with
+// SGD (no states), FSDP over 8 ranks, no activations, allocator without
+// rounding:
+//   persistent: the weights' shards, 6,738,415,616 x 2 / 8 = 1,684,603,904
+//   set-up (Fsdp.SetupUnitByUnit): 1,048,592,384 allocated at its high point,
+//     481,844,224 more cached, and the 10 % margin on the allocated part,
+//     104,859,238.4: the floor is 3,319,899,750.4
+//   the compute stream's step: forward 1,684,603,904; backward + the
+//     unsharded gradients (root + 1 unit in bf16, 929,062,912) and their
+//     margin (92,906,291.2) = 2,706,573,107.2: both below the floor
+//   side pools: the unshard stream's 1,333,829,632 (root + 2 units), the
+//     post-backward stream's sharded gradients 1,684,603,904
+//   reserved in every phase: 3,319,899,750.4 + 1,333,829,632 + 1,684,603,904
+//     = 6,338,333,286.4; without the set-up (setup = "none") backward reserves
+//     2,706,573,107.2 + the two pools = 5,725,006,643.2.
+TEST(StreamPools, SetupCacheIsTheComputePoolsFloor) {
+  const std::string text =
+      "name = \"t\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\nuse = \"bf16\"\n"
+      "[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"data-parallel\"\n"
+      "size = 8\n[[strategy]]\nuse = \"allocator\"\nrounding = false\n[[strategy]]\nuse = \"fsdp\"\n";
+  Evaluation e = evaluate_paper(text);
+  const StepPeak& reserved = e.breakdown().quantities[kReserved];
+  EXPECT_NEAR(static_cast<double>(reserved.timeline[kInit]), 3'319'899'750.4, 2);
+  for (int phase : {kForward, kBackward, kOptimizerStep})
+    EXPECT_NEAR(static_cast<double>(reserved.timeline[static_cast<size_t>(phase)]), 6'338'333'286.4, 2) << phase;
+  Evaluation none = evaluate_paper(text + "setup = \"none\"\n");
+  EXPECT_NEAR(static_cast<double>(none.breakdown().quantities[kReserved].timeline[kBackward]), 5'725'006'643.2, 2);
+}
+
 // FSDP1 is the plugin's default; "fsdp2" assigns no streams: every buffer is
 // the compute stream's, with the 10 % margin on what the step frees (the
 // gathered units 133,382,964, the gradients 336,920,781), and no pool is

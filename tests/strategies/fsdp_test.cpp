@@ -27,8 +27,10 @@ std::string llama7b(int data_parallel, const std::string& fsdp, const std::strin
          std::to_string(data_parallel) + "\n[[strategy]]\nuse = \"fsdp\"\n" + fsdp + extra;
 }
 
+// The model states and the step's working set; setup = "none" leaves out
+// what wrapping leaves cached before the step (Fsdp.SetupUnitByUnit).
 TEST(Fsdp, FullShardHasZeroThreeStatesPlusTheGatheredUnits) {
-  Evaluation e = evaluate_paper(llama7b(8, ""));
+  Evaluation e = evaluate_paper(llama7b(8, "setup = \"none\"\n"));
   const Breakdown& b = e.breakdown();
   EXPECT_EQ(b.timeline[kInit], 11'792'227'328u);
   EXPECT_EQ(e.component(MEMPLAN_ROLE_GRADIENTS), 1'684'603'904u);
@@ -41,6 +43,7 @@ TEST(Fsdp, FullShardHasZeroThreeStatesPlusTheGatheredUnits) {
   // The same model states as ZeRO stage 3 over the same ranks.
   std::string zero3_text = llama7b(8, "");
   zero3_text.replace(zero3_text.find("use = \"fsdp\"\n"), 13, "use = \"zero\"\nstage = 3\n");
+  ASSERT_NE(zero3_text.find("stage = 3"), std::string::npos);
   Evaluation zero3 = evaluate_paper(zero3_text);
   EXPECT_EQ(zero3.breakdown().timeline[kInit], b.timeline[kInit]);
   const auto details = e.estimator().report_details();
@@ -48,6 +51,47 @@ TEST(Fsdp, FullShardHasZeroThreeStatesPlusTheGatheredUnits) {
   EXPECT_EQ(details[0], (std::pair<std::string, std::string>{"fsdp_unit_parameters", "202383360"}));
   EXPECT_EQ(details[1], (std::pair<std::string, std::string>{"fsdp_root_parameters", "262148096"}));
   EXPECT_EQ(details[2], (std::pair<std::string, std::string>{"fsdp_shard_group", "8"}));
+}
+
+// What FSDP1 leaves on the GPU while it wraps the model unit by unit
+// (plugins/strategies/fsdp/setup_cache.hpp; torch/distributed/fsdp/
+// _init_utils.py @ 00743e70, _init_param_handle_from_module; c10d comm.cpp
+// broadcast_coalesced). Llama-2-7B in bf16 (mixed-bf16's weights), 8 ranks:
+//   layer unit U = 202,383,360 x 2 = 404,766,720 B; root: embed 262,144,000,
+//   final norm 8,192, LM head 262,144,000 = 524,296,192 B.
+// Without sync_module_states:
+//   high point: max(U + U, root + root) = 1,048,592,384 (fsdp.setup_unshard)
+//   blocks: the last layer's parameters and flat parameter, 809,533,440;
+//   the root's embedding and norm carved from the flat block (404,766,720
+//   -> 142,614,528 free), its head (262,144,000) and flat parameter
+//   (524,296,192) new: 1,595,973,632; its shard (524,296,192 / 8 =
+//   65,537,024) carved from the free 142,614,528: weights, not cache:
+//   1,530,436,608 in all, fsdp.setup_cache = 481,844,224 beyond the high point.
+// With sync_module_states (rank 0 broadcasts; 250 MiB = 262,144,000 B buckets):
+//   the layer (above one bucket) is copied in buckets, two in flight: U;
+//   the root: [embed] alone (a view), [norm, head] copied: 262,152,192.
+//   blocks: layer 3 x U = 1,214,300,160; the root's embed and head carved
+//   from the two U blocks (142,614,528 and 142,622,720 left after the norm),
+//   its copies new (262,152,192), its flat parameter new (524,296,192), its
+//   shard carved: 2,000,748,544 - 65,537,024 = 1,935,211,520;
+//   fsdp.setup_cache = 1,935,211,520 - 1,048,592,384 = 886,619,136.
+TEST(Fsdp, SetupUnitByUnit) {
+  Evaluation plain = evaluate_paper(llama7b(8, ""));
+  EXPECT_EQ(plain.item_bytes("fsdp.setup_unshard", MEMPLAN_ROLE_BUFFERS), 1'048'592'384u);
+  EXPECT_EQ(plain.item_bytes("fsdp.setup_cache", MEMPLAN_ROLE_BUFFERS), 481'844'224u);
+  // The init phase holds the set-up's high point on top of the persistent items.
+  EXPECT_EQ(plain.breakdown().quantities[kAllocated].timeline[kInit], 11'792'227'328u + 1'048'592'384u);
+  EXPECT_EQ(plain.breakdown().quantities[kReserved].timeline[kInit], 11'792'227'328u + 1'530'436'608u);
+  // Gone before the step: forward, backward and the peak are those without it.
+  Evaluation none = evaluate_paper(llama7b(8, "setup = \"none\"\n"));
+  EXPECT_EQ(plain.breakdown().timeline[kForward], none.breakdown().timeline[kForward]);
+  EXPECT_EQ(plain.breakdown().peak, none.breakdown().peak);
+  Evaluation sync = evaluate_paper(llama7b(8, "sync_module_states = true\n"));
+  EXPECT_EQ(sync.item_bytes("fsdp.setup_unshard", MEMPLAN_ROLE_BUFFERS), 1'048'592'384u);
+  EXPECT_EQ(sync.item_bytes("fsdp.setup_cache", MEMPLAN_ROLE_BUFFERS), 886'619'136u);
+  // FSDP2 builds the model sharded (meta device, to_empty on the shards): nothing.
+  EXPECT_EQ(evaluate_paper(llama7b(8, "api = \"fsdp2\"\n")).item_bytes("fsdp.setup_unshard", MEMPLAN_ROLE_BUFFERS),
+            0u);
 }
 
 // HYBRID_SHARD: 32 data-parallel ranks in shard groups of 8 hold what
@@ -112,6 +156,12 @@ TEST(Fsdp, Errors) {
             "f.toml:12:7: error: in [[strategy]] #1, strategy plugin 'fsdp': needs the model's layers to size its "
             "units, but the scenario gives only params; give a preset or the architecture in [model], or use "
             "[[strategy]] use = \"zero\" with stage = 3" + library);
+  EXPECT_EQ(error_of(llama7b(8, "setup = \"eager\"\n"), "f.toml"),
+            "f.toml:19:9: error: in [[strategy]] #2, strategy plugin 'fsdp', option 'setup': must be \"unit\" (FSDP1 "
+            "wraps unit by unit) or \"none\", not \"eager\"" + library);
+  EXPECT_EQ(error_of(llama7b(8, "setup = \"none\"\nsync_module_states = true\n"), "f.toml"),
+            "f.toml:20:22: error: in [[strategy]] #2, strategy plugin 'fsdp', option 'sync_module_states': "
+            "broadcasts while FSDP1 wraps unit by unit; it needs setup = \"unit\"" + library);
 }
 
 }  // namespace

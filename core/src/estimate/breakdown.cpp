@@ -12,9 +12,9 @@ std::string_view role_name(int32_t role) {
 }
 
 std::string_view lifetime_name(int32_t lifetime) {
-  static constexpr std::array<std::string_view, 6> names{
-      "persistent", "gradient", "activation", "transient_forward", "transient_backward", "transient_optimizer"};
-  return lifetime >= 0 && lifetime < 6 ? names[static_cast<size_t>(lifetime)] : "unknown";
+  static constexpr std::array<std::string_view, kLifetimeCount> names{
+      "persistent", "gradient", "activation", "transient_forward", "transient_backward", "transient_optimizer", "setup"};
+  return lifetime >= 0 && lifetime < kLifetimeCount ? names[static_cast<size_t>(lifetime)] : "unknown";
 }
 
 std::string_view phase_name(int phase) {
@@ -111,7 +111,7 @@ void summarize(const Plan& plan, int64_t grad_accum, Breakdown& breakdown) {
   breakdown.components.fill(0);
   breakdown.cpu_components.fill(0);
   // Bytes by lifetime that count in each quantity (an item counts in its own and every later one).
-  std::array<std::array<uint64_t, 6>, kQuantityCount> by_lifetime{};
+  std::array<std::array<uint64_t, kLifetimeCount>, kQuantityCount> by_lifetime{};
   for (const PlanItem& item : plan.items) {
     const uint64_t bytes = item.bytes();
     if (item.device == MEMPLAN_DEVICE_CPU) {
@@ -141,7 +141,8 @@ void summarize(const Plan& plan, int64_t grad_accum, Breakdown& breakdown) {
     const uint64_t activations = lifetime[MEMPLAN_LIFETIME_ACTIVATION];
     StepPeak& step = breakdown.quantities[static_cast<size_t>(quantity)];
     auto& t = step.timeline;
-    t[kInit] = persistent;
+    // Set-up allocations (loading, wrapping) are gone before the first step.
+    t[kInit] = persistent + lifetime[MEMPLAN_LIFETIME_SETUP];
     // From the second micro-batch on, accumulated gradients are already allocated during forward.
     t[kForward] = persistent + activations + lifetime[MEMPLAN_LIFETIME_TRANSIENT_FORWARD] +
                   (accumulating ? gradients : 0);

@@ -31,7 +31,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 10> kOptions{{
+constexpr std::array<memplan_option_spec, 11> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true"},
@@ -64,6 +64,11 @@ constexpr std::array<memplan_option_spec, 10> kOptions{{
      "the model keeps a max_context x max_context bool causal mask as a buffer and expands it each forward to "
      "micro_batch x max_context^2 in the activations' dtype (transformers 4.38's LlamaModel)",
      "false"},
+    {"output_held", MEMPLAN_OPTION_BOOL,
+     "the training loop keeps the model's output object (its logits) after the loss, until the next forward's "
+     "output replaces it (`output = model(...); loss = output.loss; loss.backward()`): the returned logits are "
+     "alive in every phase",
+     "false"},
     {"buffer_dtype", MEMPLAN_OPTION_STRING,
      "the rotary tables' dtype: torch's default dtype when the model was built (fp32 unless from_pretrained or "
      "from_config got torch_dtype), or the dtype of a later model.to()",
@@ -87,7 +92,7 @@ constexpr std::array<LossMode, 7> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.5.1",
+      "megatron", "1.6.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -120,6 +125,10 @@ class MegatronActivations {
     offload_ = options.boolean("offload").value_or(false);
     rope_cache_ = options.boolean("rope_cache").value_or(false);
     causal_mask_buffer_ = options.boolean("causal_mask_buffer").value_or(false);
+    output_held_ = options.boolean("output_held").value_or(false);
+    if (output_held_ && cross_entropy_ == CrossEntropy::vocab_parallel)
+      options.fail("output_held", "has nothing to hold under cross_entropy = \"vocab-parallel\": Megatron-LM "
+                                  "computes the loss inside the model, which returns the loss, not the logits");
     if (const std::optional<std::string> dtype = options.string("buffer_dtype")) {
       const std::optional<double> bytes = memplan::sdk::dtype_bytes(*dtype);
       if (!bytes)
@@ -265,7 +274,7 @@ class MegatronActivations {
     // ends; pipeline-parallel says which end the reported stage holds.
     const memplan::plugins::OutputActivations outside = memplan::plugins::output_activations(
         {shape.seq, shape.batch, shape.hidden, static_cast<double>(model.vocab)}, settings, cross_entropy_,
-        loss_chunks_);
+        loss_chunks_, output_held_);
     const double scale = static_cast<double>(inflight) * factor / context;
     if (layout.stage_has_embedding)
       add_outside(ctx, names_.embedding_dropout, outside.embedding_dropout * scale);
@@ -279,6 +288,8 @@ class MegatronActivations {
       // computes none.
       if (facts.lm_head || (model.tied_embeddings != 0 && facts.embedding)) {
         add_outside(ctx, names_.logits, outside.logits * head_scale);
+        // The loop holds one output, whatever the micro-batches in flight.
+        add_outside(ctx, names_.held_output, outside.held_output / context, memplan::sdk::Lifetime::persistent);
         add_outside(ctx, names_.cross_entropy, outside.cross_entropy * head_scale);
         // The loss's transients belong to one micro-batch: the one whose loss is computed.
         add_outside(ctx, names_.loss_forward, outside.loss_forward / context,
@@ -361,6 +372,7 @@ class MegatronActivations {
           embedding_dropout(options.intern("activations.embedding_dropout")),
           final_norm(options.intern("activations.final_norm")),
           logits(options.intern("activations.logits")),
+          held_output(options.intern("activations.held_output")),
           cross_entropy(options.intern("activations.cross_entropy")),
           loss_forward(options.intern("activations.loss_forward")),
           loss_backward(options.intern("activations.loss_backward")),
@@ -368,7 +380,7 @@ class MegatronActivations {
           causal_mask(options.intern("causal_mask")),
           expanded_causal_mask(options.intern("activations.causal_mask")) {}
     memplan::sdk::Name stored, offload_window, recompute, dequantized_weight, embedding_dropout, final_norm, logits,
-        cross_entropy, loss_forward, loss_backward, rope_cache, causal_mask, expanded_causal_mask;
+        cross_entropy, loss_forward, loss_backward, held_output, rope_cache, causal_mask, expanded_causal_mask;
   };
 
   // What apply() needs to know of the reported rank's weights, from one pass
@@ -540,6 +552,7 @@ class MegatronActivations {
   bool offload_ = false;
   bool rope_cache_ = false;
   bool causal_mask_buffer_ = false;
+  bool output_held_ = false;
   double buffer_bytes_ = 0;  // 0: the layers' norm weights' dtype
   Attributes attributes_;
   memplan::support::LayoutReader layout_;

@@ -368,6 +368,25 @@ inline LossBytes loss_bytes(CrossEntropy mode, double p, double chunks) {
   return {};
 }
 
+// The bytes per logit element of the logits the model returns in its output
+// object (the caller's to keep or drop): fp32 where the model upcasts before
+// returning (transformers <= 4.45, torchtune's unchunked path), the LM head's
+// dtype `p` where the loss upcasts its own copy (transformers >= 4.46) or the
+// model returns 16-bit chunks (torchtune's chunked path); Megatron-LM's
+// vocabulary-parallel loss runs inside the model, which returns the loss only.
+inline double returned_logit_bytes(CrossEntropy mode, double p) {
+  switch (mode) {
+    case CrossEntropy::unfused:
+    case CrossEntropy::upcast_shift_copy:
+    case CrossEntropy::upcast: return 4;
+    case CrossEntropy::upcast_in_loss_shift_copy:
+    case CrossEntropy::upcast_in_loss:
+    case CrossEntropy::chunked: return p;
+    case CrossEntropy::vocab_parallel: return 0;
+  }
+  return 0;
+}
+
 struct OutputShape {
   double seq = 0;     // s
   double batch = 0;   // b
@@ -382,14 +401,23 @@ struct OutputActivations {
   double cross_entropy = 0;      // the loss's saved fp32 softmax, 4 sbv / t, unless computed in place
   double loss_forward = 0;       // transient at the loss's forward high point
   double loss_backward = 0;      // transient at the loss's backward high point
+  double held_output = 0;        // the returned logits a loop keeps until the next output replaces them
 };
 
 // The embedding output itself is the first layer's input, which the layer
 // formula already counts (the first norm's input); dropout keeps only its mask.
 // The 16-bit output of the LM head projection is counted where it is alive
 // with the fp32 copy (the loss's transients).
+//
+// `output_held`: the training loop keeps the model's output object after the
+// loss (`output = model(...); loss = output.loss; loss.backward()`, as
+// Answer.AI's fsdp_qlora train.py @ 50efa1e does): its logits stay alive
+// through backward, the optimizer step and the next forward, until the next
+// output replaces them, so they are alive in every phase from the first step
+// on. They are the logits the model keeps into backward where it keeps them
+// (saved_logits), so those are not counted twice.
 inline OutputActivations output_activations(const OutputShape& x, const ActivationSettings& o, CrossEntropy loss,
-                                            double chunks = 8) {
+                                            double chunks = 8, bool output_held = false) {
   const double sb = x.seq * x.batch;
   const double t = o.tensor_parallel;
   const double replicated_divisor = o.sequence_parallel ? t : 1;
@@ -402,7 +430,9 @@ inline OutputActivations output_activations(const OutputShape& x, const Activati
     out.final_norm = 2 * o.bytes * sb * x.hidden / replicated_divisor;
   const double logit_elements = sb * x.vocab / t;
   const LossBytes bytes = loss_bytes(loss, o.bytes, chunks);
-  out.logits = bytes.saved_logits * logit_elements;
+  const double held = output_held ? returned_logit_bytes(loss, o.bytes) : 0;
+  out.held_output = held * logit_elements;
+  out.logits = std::max(0.0, bytes.saved_logits - held) * logit_elements;
   out.cross_entropy = bytes.saved_loss * logit_elements;
   out.loss_forward = bytes.forward_extra * logit_elements;
   out.loss_backward = bytes.backward_extra * logit_elements;

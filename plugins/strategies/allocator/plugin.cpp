@@ -78,7 +78,7 @@ double rounding_waste(double bytes) {
 
 class AllocatorOverhead {
  public:
-  static constexpr sdk::PluginInfo info{"allocator", "1.3.1",
+  static constexpr sdk::PluginInfo info{"allocator", "1.4.0",
                                         "PyTorch caching allocator: block rounding and fragmentation",
                                         sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -99,7 +99,7 @@ class AllocatorOverhead {
     // with the same layers as one layer.
     // The groups are found first and added after: adding invalidates items().
     groups_.clear();  // keeps its capacity: no allocation once warm
-    bool side_streams = false;
+    bool side_streams = false, setup = false;
     for (const sdk::ItemRef item : ctx.items()) {
       if (item.device() != sdk::Device::gpu || item.count() == 0 || item.pool() != sdk::Pool::allocated) continue;
       const double bytes = memplan::support::instance_bytes(item);
@@ -109,12 +109,13 @@ class AllocatorOverhead {
       if (item.lifetime() != sdk::Lifetime::persistent && item.stream() == MEMPLAN_STREAM_COMPUTE)
         group.fragmentation += fragmentation_ * bytes;
       side_streams = side_streams || item.stream() != MEMPLAN_STREAM_COMPUTE;
+      setup = setup || item.lifetime() == sdk::Lifetime::setup;
     }
     for (const Group& group : groups_) {
       add(ctx, group, rounding_name_, group.rounding);
       add(ctx, group, fragmentation_name_, group.fragmentation);
     }
-    if (side_streams) add_stream_pools(ctx);
+    if (side_streams || setup) add_pools(ctx);
   }
 
  private:
@@ -145,11 +146,16 @@ class AllocatorOverhead {
     if (group.stream != MEMPLAN_STREAM_COMPUTE) ctx.items()[ctx.items().size() - 1].set_stream(group.stream);
   }
 
-  // The reserve of the side streams' pools in the forward, backward and
-  // optimizer phases: each pool at its high point over the step, the compute
+  // The reserve of the pools in the forward, backward and optimizer phases:
+  // each side stream's pool at its high point over the step; the compute
   // stream's memory as the host's step rule counts it (docs/estimate.md,
-  // section 4), less what the host's rule counts over the whole plan.
-  void add_stream_pools(sdk::Context& ctx) {
+  // section 4), but never below what the set-up left reserved in it (items
+  // of lifetime setup: the blocks wrapping or loading allocated and freed,
+  // still cached when the first step starts, with the persistent tensors
+  // that existed then, every persistent item but the optimizer states, which
+  // torch.optim creates in the first step); less what the host's rule counts
+  // over the whole plan.
+  void add_pools(sdk::Context& ctx) {
     const bool accumulating = ctx.workload().grad_accum > 1;
     streams_.clear();
     for (const sdk::ItemRef item : ctx.items())
@@ -159,6 +165,13 @@ class AllocatorOverhead {
     PhaseTotals wanted = step_rule(ctx, accumulating, [](const sdk::ItemRef& item) {
       return item.stream() == MEMPLAN_STREAM_COMPUTE;
     });
+    double setup_floor = 0;
+    for (const sdk::ItemRef item : ctx.items())
+      if (counted(item) && item.stream() == MEMPLAN_STREAM_COMPUTE &&
+          (item.lifetime() == sdk::Lifetime::setup ||
+           (item.lifetime() == sdk::Lifetime::persistent && item.role() != sdk::Role::optimizer_states)))
+        setup_floor += item.bytes();
+    for (double& phase : wanted) phase = std::max(phase, setup_floor);
     for (uint32_t stream : streams_) {
       const PhaseTotals pool =
           step_rule(ctx, accumulating, [stream](const sdk::ItemRef& item) { return item.stream() == stream; });

@@ -70,18 +70,21 @@
 #include <memplan/support/layout.hpp>
 #include <memplan/support/sharding.hpp>
 
+#include "setup_cache.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace {
 
 namespace sharding = memplan::support::sharding;
 using memplan::sdk::Role;
 
-constexpr std::array<memplan_option_spec, 9> kOptions{{
+constexpr std::array<memplan_option_spec, 11> kOptions{{
     {"shard_size", MEMPLAN_OPTION_INT,
      "ranks in one shard group; fewer than the data-parallel ranks is HYBRID_SHARD", "all data-parallel ranks (FULL_SHARD)"},
     {"unit_layers", MEMPLAN_OPTION_INT, "transformer layers per FSDP unit (wrapped module)", "1"},
@@ -103,12 +106,21 @@ constexpr std::array<memplan_option_spec, 9> kOptions{{
      "\"fsdp1\" (FullyShardedDataParallel: gathered parameters in the unshard stream's allocator pool, sharded "
      "gradients in the post-backward stream's) or \"fsdp2\" (fully_shard: its streams not modelled)",
      "\"fsdp1\""},
+    {"setup", MEMPLAN_OPTION_STRING,
+     "what wrapping leaves cached before the first step: \"unit\" (FSDP1 brings each unit's parameters to the GPU, "
+     "flattens and shards them in turn; the blocks stay cached) or \"none\" (the model is built sharded: FSDP2 "
+     "on the meta device)",
+     "\"unit\" with api = \"fsdp1\", \"none\" with \"fsdp2\""},
+    {"sync_module_states", MEMPLAN_OPTION_BOOL,
+     "rank 0 broadcasts each unit's parameters while wrapping (FSDP1's sync_module_states, accelerate's "
+     "fsdp_sync_module_states / cpu_ram_efficient_loading): buckets of up to 250 MiB copied",
+     "false"},
 }};
 
 class FsdpStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "fsdp", "1.5.0",
+      "fsdp", "1.6.0",
       "PyTorch FSDP: FULL_SHARD or HYBRID_SHARD (ZeRO-3 semantics) with the gathered units in flight",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -135,6 +147,13 @@ class FsdpStrategy {
       options.fail("api", "must be \"fsdp1\" (FullyShardedDataParallel) or \"fsdp2\" (fully_shard), not \"" + api +
                               "\"");
     fsdp1_ = api == "fsdp1";
+    const std::string setup = options.string("setup").value_or(fsdp1_ ? "unit" : "none");
+    if (setup != "unit" && setup != "none")
+      options.fail("setup", "must be \"unit\" (FSDP1 wraps unit by unit) or \"none\", not \"" + setup + "\"");
+    setup_units_ = setup == "unit";
+    sync_module_states_ = options.boolean("sync_module_states").value_or(false);
+    if (sync_module_states_ && !setup_units_)
+      options.fail("sync_module_states", "broadcasts while FSDP1 wraps unit by unit; it needs setup = \"unit\"");
     if (!options.model().has_architecture)
       options.fail("needs the model's layers to size its units, but the scenario gives only params; give a preset "
                    "or the architecture in [model], or use [[strategy]] use = \"zero\" with stage = 3");
@@ -161,6 +180,7 @@ class FsdpStrategy {
     ctx.set_attr(attributes_.gathers, 1);
     ctx.set_attr(attributes_.gradient_buckets, "none");
     add_working_set(ctx, static_cast<double>(shard));
+    if (setup_units_ && ctx.training()) add_setup(ctx, static_cast<double>(shard));
     const double dense = static_cast<double>(shard);
     const double expert = dense / static_cast<double>(groups.expert);
     sharding::shard(ctx, dense, expert, [](memplan::sdk::ItemRef item) {
@@ -218,6 +238,29 @@ class FsdpStrategy {
     const std::optional<double> bytes = memplan::sdk::dtype_bytes(*name);
     if (!bytes) options.fail(key, "is \"" + *name + "\", not a known dtype; use " + memplan::sdk::dtype_names());
     return *bytes;
+  }
+
+  // What wrapping leaves on the GPU (setup_cache.hpp): the high point's
+  // transient allocations, and the rest of the blocks it leaves cached, both
+  // of lifetime setup on the compute stream (the 'allocator' plugin keeps
+  // them as the floor of that stream's pool). The weights as stored, before
+  // sharding.
+  void add_setup(memplan::sdk::Context& ctx, double shard) {
+    sharding::weight_layout(ctx, stored_);
+    const double unit = sharding::largest_window(stored_.per_layer_bytes, unit_layers_);
+    root_tensors_.clear();
+    for (memplan::sdk::ItemRef item : ctx.items())
+      if (item.role() == Role::weights && !item.non_parameter() && item.layer() < 0 &&
+          item.device() == memplan::sdk::Device::gpu)
+        root_tensors_.push_back(item.bytes());
+    // A layer's tensors are many, each below a bucket: the two buckets in flight hold the unit, up to 2 x 250 MiB.
+    const double unit_copies = std::min(unit, 2 * memplan::plugins::fsdp_setup::kBroadcastBucket);
+    const memplan::plugins::fsdp_setup::SetupMemory memory =
+        memplan::plugins::fsdp_setup::setup_memory(unit, unit_copies, root_tensors_, shard, sync_module_states_);
+    using memplan::sdk::Lifetime;
+    sharding::add_buffer(ctx, names_.setup_transient, Lifetime::setup, memory.transient, 1);
+    sharding::add_buffer(ctx, names_.setup_cache, Lifetime::setup, memory.cached - memory.transient, 1,
+                         memplan::sdk::Pool::reserve);
   }
 
   // FSDP1's side streams (see the comment at the top): the gathered flat
@@ -299,9 +342,12 @@ class FsdpStrategy {
           gradient_reduction(options.intern(MEMPLAN_WORK_GRADIENT_REDUCTION)),
           optimizer_step(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP)),
           optimizer_step_experts(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP_EXPERTS)),
-          replica_reduction(options.intern("fsdp.replica_all_reduce")) {}
+          replica_reduction(options.intern("fsdp.replica_all_reduce")),
+          setup_transient(options.intern("fsdp.setup_unshard")),
+          setup_cache(options.intern("fsdp.setup_cache")) {}
     memplan::sdk::Name gathered_forward, gathered_backward, unsharded_parameters, unsharded_gradients;
     memplan::sdk::Name gather, gradient_reduction, optimizer_step, optimizer_step_experts, replica_reduction;
+    memplan::sdk::Name setup_transient, setup_cache;
   };
 
   int64_t unit_layers_;
@@ -309,6 +355,8 @@ class FsdpStrategy {
   Attributes attributes_;
   Names names_;
   sharding::WeightLayout weights_;  // refilled each evaluation, its vectors' capacity kept
+  sharding::WeightLayout stored_;   // the same in the weights' stored dtypes, for the set-up
+  std::vector<double> root_tensors_;
   int64_t shard_size_ = 0;
   double backward_prefetch_ = 1;
   double param_bytes_ = 0;   // 0: each weight's own dtype
@@ -318,6 +366,8 @@ class FsdpStrategy {
   double stage_weight_bytes_ = 0;  // the stage's weights as gathered (whole), for the all-gathers
   double overlap_ = 1;             // communication_overlap
   bool fsdp1_ = true;
+  bool setup_units_ = true;          // setup = "unit"
+  bool sync_module_states_ = false;
 };
 
 }  // namespace

@@ -91,6 +91,13 @@ extern "C" {
 #define MEMPLAN_LIFETIME_TRANSIENT_FORWARD 3 /* temporaries at the peak of forward */
 #define MEMPLAN_LIFETIME_TRANSIENT_BACKWARD 4
 #define MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER 5
+/* Allocated while the job is set up, before its first step (loading the
+ * model, wrapping and sharding it), and freed before that step: part of the
+ * init phase's high point only. The framework's caching allocator keeps the
+ * freed blocks (the 'allocator' plugin holds them as a floor under the
+ * compute stream's pool). Added after the first landing of ABI 1.3: a host
+ * that predates it rejects the item as an unknown lifetime. */
+#define MEMPLAN_LIFETIME_SETUP 6
 
 #define MEMPLAN_DEVICE_GPU 0
 #define MEMPLAN_DEVICE_CPU 1

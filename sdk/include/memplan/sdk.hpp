@@ -77,6 +77,7 @@ enum class Lifetime : int32_t {
   transient_forward = MEMPLAN_LIFETIME_TRANSIENT_FORWARD,
   transient_backward = MEMPLAN_LIFETIME_TRANSIENT_BACKWARD,
   transient_optimizer = MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER,
+  setup = MEMPLAN_LIFETIME_SETUP,
 };
 
 enum class Device : int32_t { gpu = MEMPLAN_DEVICE_GPU, cpu = MEMPLAN_DEVICE_CPU };
