@@ -31,7 +31,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 10> kOptions{{
+constexpr std::array<memplan_option_spec, 11> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true"},
@@ -64,6 +64,11 @@ constexpr std::array<memplan_option_spec, 10> kOptions{{
      "the model keeps a max_context x max_context bool causal mask as a buffer and expands it each forward to "
      "micro_batch x max_context^2 in the activations' dtype (transformers 4.38's LlamaModel)",
      "false"},
+    {"softmax_keeps_input", MEMPLAN_OPTION_BOOL,
+     "eager attention: the softmax also keeps its fp32 input for backward, as PyTorch up to 1.10 did (its "
+     "_softmax_backward_data took the input for its dtype; 1.11 passes the dtype); no effect with flash_attention "
+     "or fused layers",
+     "false"},
     {"buffer_dtype", MEMPLAN_OPTION_STRING,
      "the rotary tables' dtype: torch's default dtype when the model was built (fp32 unless from_pretrained or "
      "from_config got torch_dtype), or the dtype of a later model.to()",
@@ -87,7 +92,7 @@ constexpr std::array<LossMode, 7> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.5.1",
+      "megatron", "1.6.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -119,6 +124,7 @@ class MegatronActivations {
     repeat_kv_ = options.boolean("repeat_kv").value_or(true);
     offload_ = options.boolean("offload").value_or(false);
     rope_cache_ = options.boolean("rope_cache").value_or(false);
+    softmax_keeps_input_ = options.boolean("softmax_keeps_input").value_or(false);
     causal_mask_buffer_ = options.boolean("causal_mask_buffer").value_or(false);
     if (const std::optional<std::string> dtype = options.string("buffer_dtype")) {
       const std::optional<double> bytes = memplan::sdk::dtype_bytes(*dtype);
@@ -473,6 +479,7 @@ class MegatronActivations {
     eager.adapter_inputs = ctx.attr_double(attributes_.lora_inputs, 0);
     eager.adapter_distinct_inputs = ctx.attr_double(attributes_.lora_distinct_inputs, 0);
     eager.adapter_dropout = ctx.attr_double(attributes_.lora_dropout, 0);
+    eager.softmax_keeps_input = softmax_keeps_input_;
     return eager;
   }
 
@@ -540,6 +547,7 @@ class MegatronActivations {
   bool offload_ = false;
   bool rope_cache_ = false;
   bool causal_mask_buffer_ = false;
+  bool softmax_keeps_input_ = false;
   double buffer_bytes_ = 0;  // 0: the layers' norm weights' dtype
   Attributes attributes_;
   memplan::support::LayoutReader layout_;
