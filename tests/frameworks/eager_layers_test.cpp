@@ -88,6 +88,52 @@ TEST(EagerLayers, HuggingFaceBertFp32PerToken) {
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 141'328.0 * 512);
 }
 
+// PyTorch up to 1.10 also keeps the softmax's input (the scaled, masked scores
+// in fp32) for _softmax_backward_data, which took the input only for its dtype
+// (tools/autograd/derivatives.yaml `_softmax`; pytorch PR #66018, released in
+// 1.11, passes the dtype instead): BERT-large in fp32 at s 512 keeps 4as =
+// 4 x 16 x 512 = 32,768 bytes more per token, 141,328 + 32,768 = 174,096.
+TEST(EagerLayers, SoftmaxInputKeptUpToTorch110) {
+  TransformerShape x;
+  x.seq = 512;
+  x.batch = 1;
+  x.hidden = 1024;
+  x.heads = 16;
+  x.q_width = 1024;
+  x.kv_width = 1024;
+  x.ffn = 4096;
+  ActivationSettings o;
+  o.bytes = 4;
+  o.dropout = true;
+  o.flash_attention = false;
+  o.layer = LayerImplementation::eager;
+  o.eager.rms_norm = false;
+  o.eager.softmax_keeps_input = true;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 174'096.0 * 512);
+  // Flash attention runs no softmax op: the option changes nothing there (4a = 64 bytes of lse instead of 9as).
+  o.flash_attention = true;
+  ActivationSettings without = o;
+  without.eager.softmax_keeps_input = false;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), plugins::stored_bytes_per_layer(x, without));
+}
+
+// The hf-transformers profile sets it for the runs before transformers 4.18
+// (the first release after torch 1.11): BERT-large, fp32, one sequence of 512,
+// eager attention with dropout: 24 layers x 174,096 x 512 bytes at 4.16,
+// 24 x 141,328 x 512 at 4.18 and at the profile's latest version.
+TEST(EagerLayers, HfTransformersProfileKeepsTheSoftmaxInputBefore418) {
+  auto layers = [](const std::string& version) {
+    Evaluation e = evaluate("name = \"b\"\nmode = \"train\"\n[framework]\nuse = \"hf-transformers\"\n" + version +
+                            "[model]\npreset = \"bert-large-uncased\"\n[batch]\nseq_len = 512\n[precision]\nuse = "
+                            "\"fp32\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n"
+                            "flash_attention = false\ndropout = true\n");
+    return e.item_bytes("layers.0-23.activations", MEMPLAN_ROLE_ACTIVATIONS);
+  };
+  EXPECT_EQ(layers("version = \"4.16\"\n"), 24ull * 174'096 * 512);
+  EXPECT_EQ(layers("version = \"4.18\"\n"), 24ull * 141'328 * 512);
+  EXPECT_EQ(layers(""), 24ull * 141'328 * 512);
+}
+
 // LoRA on a frozen base (Llama-3.2-3B): no linear keeps its input for a weight
 // gradient and the frozen norms keep no normalized copy: norms 2 x (4h + 4),
 // q 2h, repeated k and v 4h, SDPA output 2h, lse 4a, gate, silu and up 6f

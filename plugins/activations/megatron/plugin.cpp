@@ -31,7 +31,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 11> kOptions{{
+constexpr std::array<memplan_option_spec, 12> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true"},
@@ -68,6 +68,11 @@ constexpr std::array<memplan_option_spec, 11> kOptions{{
      "the training loop keeps the model's output object (its logits) after the loss, until the next forward's "
      "output replaces it (`output = model(...); loss = output.loss; loss.backward()`): the returned logits are "
      "alive in every phase",
+     "false"},
+    {"softmax_keeps_input", MEMPLAN_OPTION_BOOL,
+     "eager attention: the softmax also keeps its fp32 input for backward, as PyTorch up to 1.10 did (its "
+     "_softmax_backward_data took the input for its dtype; 1.11 passes the dtype); no effect with flash_attention "
+     "or fused layers",
      "false"},
     {"buffer_dtype", MEMPLAN_OPTION_STRING,
      "the rotary tables' dtype: torch's default dtype when the model was built (fp32 unless from_pretrained or "
@@ -124,6 +129,7 @@ class MegatronActivations {
     repeat_kv_ = options.boolean("repeat_kv").value_or(true);
     offload_ = options.boolean("offload").value_or(false);
     rope_cache_ = options.boolean("rope_cache").value_or(false);
+    softmax_keeps_input_ = options.boolean("softmax_keeps_input").value_or(false);
     causal_mask_buffer_ = options.boolean("causal_mask_buffer").value_or(false);
     output_held_ = options.boolean("output_held").value_or(false);
     if (output_held_ && cross_entropy_ == CrossEntropy::vocab_parallel)
@@ -485,6 +491,7 @@ class MegatronActivations {
     eager.adapter_inputs = ctx.attr_double(attributes_.lora_inputs, 0);
     eager.adapter_distinct_inputs = ctx.attr_double(attributes_.lora_distinct_inputs, 0);
     eager.adapter_dropout = ctx.attr_double(attributes_.lora_dropout, 0);
+    eager.softmax_keeps_input = softmax_keeps_input_;
     return eager;
   }
 
@@ -553,6 +560,7 @@ class MegatronActivations {
   bool rope_cache_ = false;
   bool causal_mask_buffer_ = false;
   bool output_held_ = false;
+  bool softmax_keeps_input_ = false;
   double buffer_bytes_ = 0;  // 0: the layers' norm weights' dtype
   Attributes attributes_;
   memplan::support::LayoutReader layout_;

@@ -74,6 +74,10 @@ struct EagerLayer {
   double adapter_rank = 0;           // r x adapted matrices per layer: lora_B's inputs
   double adapter_bytes = 2;          // the adapters' dtype
   double adapter_dropout = 0;        // lora_dropout: > 0 keeps a 1-byte mask and a dropped copy per adapted matrix
+  // PyTorch up to 1.10 saves the softmax's input (fp32, a s per token) beside its output: derivatives.yaml's
+  // `_softmax: self: _softmax_backward_data(grad, result, dim, self)` passed the input for its dtype only;
+  // pytorch PR #65242 / #66018 (relanded 2021-10-01, first released in 1.11) passes the dtype instead.
+  bool softmax_keeps_input = false;
 };
 
 struct ActivationSettings {
@@ -108,7 +112,9 @@ struct LayerActivations {
 //                repeat_kv (a real copy when kv heads < heads)
 //   eager attn   q, k (QK^T), the softmax in fp32 (4 a s), the probabilities
 //                cast back (p a s) or, with dropout, its 1-byte mask and the
-//                dropped copy, v, and the transposed copy that enters o
+//                dropped copy, v, and the transposed copy that enters o;
+//                up to PyTorch 1.10 also the softmax's fp32 input (4 a s,
+//                softmax_keeps_input)
 //   SwiGLU       gate output (silu's input), silu's output and the up output
 //                (the product's operands), and the product (down's input)
 //   GELU MLP     the first projection's output and GELU's output
@@ -172,7 +178,7 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
     terms.attention_core = 4 * x.heads * sb;
   } else {
     const double scores = x.heads * x.seq * x.batch * x.seq;
-    terms.attention_core = scores * (4 + (p < 4 || o.dropout ? p : 0) + mask);
+    terms.attention_core = scores * (4 + (p < 4 || o.dropout ? p : 0) + mask + (e.softmax_keeps_input ? 4 : 0));
   }
   return terms;
 }
