@@ -65,6 +65,23 @@
 // torchtitan v0.2.2 models/llama3/infra/parallelize.py) keeps every unit
 // gathered from its forward to its backward: the whole unsharded model lives
 // like an activation, and backward gathers nothing again.
+//
+// gradient_sync = "last-micro-batch" (FSDP2's set_requires_gradient_sync(False)
+// on every micro-batch but the last): FSDPParamGroup.post_backward returns
+// without a reduce-scatter and FSDPParam.to_accumulated_grad_if_needed moves
+// each unsharded gradient into unsharded_accumulated_grad, upcast to
+// reduce_dtype, which later micro-batches add to (accumulate_unsharded_grad_
+// if_needed) until the last one reduce-scatters it (FSDPParamGroup.post_backward,
+// FSDPParam in torch/distributed/_composable/fsdp/, torch 2.4 to 2.5, moved to
+// torch/distributed/fsdp/_fully_shard/ in 2.6; read in stored copies of those
+// trees, not at a pinned commit). With more
+// than one micro-batch the whole stage's trainable weights are held unsharded
+// in reduce_dtype through backward: fsdp.accumulated_gradients.
+// torch.distributed.pipelining does this for every FSDP2 stage
+// (stage.py, _PipelineStageBase.backward_maybe_with_nosync /
+// _configure_data_parallel_mode: set_requires_gradient_sync(last_backward)),
+// so "auto" means "last-micro-batch" for api = "fsdp2" under pipeline
+// parallelism and "every-micro-batch" otherwise.
 #include <memplan/dtypes.hpp>
 #include <memplan/sdk.hpp>
 #include <memplan/support/layout.hpp>
@@ -81,7 +98,7 @@ namespace {
 namespace sharding = memplan::support::sharding;
 using memplan::sdk::Role;
 
-constexpr std::array<memplan_option_spec, 9> kOptions{{
+constexpr std::array<memplan_option_spec, 10> kOptions{{
     {"shard_size", MEMPLAN_OPTION_INT,
      "ranks in one shard group; fewer than the data-parallel ranks is HYBRID_SHARD", "all data-parallel ranks (FULL_SHARD)"},
     {"unit_layers", MEMPLAN_OPTION_INT, "transformer layers per FSDP unit (wrapped module)", "1"},
@@ -103,12 +120,18 @@ constexpr std::array<memplan_option_spec, 9> kOptions{{
      "\"fsdp1\" (FullyShardedDataParallel: gathered parameters in the unshard stream's allocator pool, sharded "
      "gradients in the post-backward stream's) or \"fsdp2\" (fully_shard: its streams not modelled)",
      "\"fsdp1\""},
+    {"gradient_sync", MEMPLAN_OPTION_STRING,
+     "when gradients are reduce-scattered: \"every-micro-batch\", \"last-micro-batch\" (FSDP2's "
+     "set_requires_gradient_sync(False) on the others: the stage's unsharded gradients accumulate in reduce_dtype "
+     "through backward) or \"auto\" (last-micro-batch for api \"fsdp2\" under pipeline parallelism, as "
+     "torch.distributed.pipelining does)",
+     "\"auto\""},
 }};
 
 class FsdpStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "fsdp", "1.5.0",
+      "fsdp", "1.6.0",
       "PyTorch FSDP: FULL_SHARD or HYBRID_SHARD (ZeRO-3 semantics) with the gathered units in flight",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -135,6 +158,13 @@ class FsdpStrategy {
       options.fail("api", "must be \"fsdp1\" (FullyShardedDataParallel) or \"fsdp2\" (fully_shard), not \"" + api +
                               "\"");
     fsdp1_ = api == "fsdp1";
+    const std::string sync = options.string("gradient_sync").value_or("auto");
+    if (sync != "auto" && sync != "every-micro-batch" && sync != "last-micro-batch")
+      options.fail("gradient_sync",
+                   "must be \"auto\", \"every-micro-batch\" or \"last-micro-batch\", not \"" + sync + "\"");
+    gradient_sync_ = sync == "auto" ? GradientSync::automatic
+                     : sync == "last-micro-batch" ? GradientSync::last_micro_batch
+                                                  : GradientSync::every_micro_batch;
     if (!options.model().has_architecture)
       options.fail("needs the model's layers to size its units, but the scenario gives only params; give a preset "
                    "or the architecture in [model], or use [[strategy]] use = \"zero\" with stage = 3");
@@ -161,6 +191,7 @@ class FsdpStrategy {
     ctx.set_attr(attributes_.gathers, 1);
     ctx.set_attr(attributes_.gradient_buckets, "none");
     add_working_set(ctx, static_cast<double>(shard));
+    add_accumulated_gradients(ctx, groups.pipeline);
     const double dense = static_cast<double>(shard);
     const double expert = dense / static_cast<double>(groups.expert);
     sharding::shard(ctx, dense, expert, [](memplan::sdk::ItemRef item) {
@@ -235,6 +266,22 @@ class FsdpStrategy {
     }
   }
 
+  // gradient_sync "last-micro-batch" (see the comment at the top): with more
+  // than one micro-batch, every trainable weight of the stage keeps an
+  // unsharded gradient in reduce_dtype from the first micro-batch's backward
+  // to the last one's reduce-scatter.
+  void add_accumulated_gradients(memplan::sdk::Context& ctx, int64_t pipeline) const {
+    const bool last = gradient_sync_ == GradientSync::last_micro_batch ||
+                      (gradient_sync_ == GradientSync::automatic && !fsdp1_ && pipeline > 1);
+    if (!last || !ctx.training() || ctx.workload().grad_accum <= 1) return;
+    double trainable = weights_.trainable_outside;
+    for (double elements : weights_.trainable_layer) trainable += elements;
+    sharding::add_buffer(ctx, names_.accumulated_gradients, memplan::sdk::Lifetime::transient_backward, trainable,
+                         reduce_bytes_ > 0 ? reduce_bytes_
+                                           : ctx.required_attr_double(attributes_.gradients_dtype,
+                                                                      MEMPLAN_ATTR_DTYPE_GRADIENTS));
+  }
+
   void add_working_set(memplan::sdk::Context& ctx, double shard) {
     sharding::weight_layout(ctx, weights_, param_bytes_, float8_all_gather_ ? 1.0 : 0.0);
     const sharding::WeightLayout& weights = weights_;
@@ -295,12 +342,14 @@ class FsdpStrategy {
           gathered_backward(options.intern("fsdp.gathered_backward")),
           unsharded_parameters(options.intern("fsdp.unsharded_parameters")),
           unsharded_gradients(options.intern("fsdp.unsharded_gradients")),
+          accumulated_gradients(options.intern("fsdp.accumulated_gradients")),
           gather(options.intern("fsdp.all_gather")),
           gradient_reduction(options.intern(MEMPLAN_WORK_GRADIENT_REDUCTION)),
           optimizer_step(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP)),
           optimizer_step_experts(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP_EXPERTS)),
           replica_reduction(options.intern("fsdp.replica_all_reduce")) {}
-    memplan::sdk::Name gathered_forward, gathered_backward, unsharded_parameters, unsharded_gradients;
+    memplan::sdk::Name gathered_forward, gathered_backward, unsharded_parameters, unsharded_gradients,
+        accumulated_gradients;
     memplan::sdk::Name gather, gradient_reduction, optimizer_step, optimizer_step_experts, replica_reduction;
   };
 
@@ -318,6 +367,8 @@ class FsdpStrategy {
   double stage_weight_bytes_ = 0;  // the stage's weights as gathered (whole), for the all-gathers
   double overlap_ = 1;             // communication_overlap
   bool fsdp1_ = true;
+  enum class GradientSync { automatic, every_micro_batch, last_micro_batch };
+  GradientSync gradient_sync_ = GradientSync::automatic;
 };
 
 }  // namespace
