@@ -40,7 +40,8 @@ constexpr std::array<memplan_option_spec, 10> kOptions{{
      "(Megatron-LM: softmax in place in an fp32 copy of the logits), \"upcast-shift-copy\" (Hugging Face "
      "transformers <= 4.45), \"upcast-in-loss-shift-copy\" (transformers 4.46-4.48), \"upcast-in-loss\" "
      "(transformers >= 4.49), \"upcast\" (fp32 logits held while the loss runs: torchtune), \"chunked\" (chunk by "
-     "chunk: torchtune CEWithChunkedOutputLoss)",
+     "chunk: torchtune CEWithChunkedOutputLoss), \"compiled\" (cross_entropy on upcast logits under torch.compile: "
+     "the 16-bit logits kept, no fp32 copies; torchtitan with compile)",
      "\"unfused\""},
     {"loss_chunks", MEMPLAN_OPTION_INT, "chunks of the chunked cross entropy", "8 (torchtune's num_output_chunks)"},
     {"layer", MEMPLAN_OPTION_STRING,
@@ -74,7 +75,7 @@ struct LossMode {
   const char* name;
   CrossEntropy mode;
 };
-constexpr std::array<LossMode, 7> kLossModes{{
+constexpr std::array<LossMode, 8> kLossModes{{
     {"unfused", CrossEntropy::unfused},
     {"vocab-parallel", CrossEntropy::vocab_parallel},
     {"upcast-shift-copy", CrossEntropy::upcast_shift_copy},
@@ -82,12 +83,13 @@ constexpr std::array<LossMode, 7> kLossModes{{
     {"upcast-in-loss", CrossEntropy::upcast_in_loss},
     {"upcast", CrossEntropy::upcast},
     {"chunked", CrossEntropy::chunked},
+    {"compiled", CrossEntropy::compiled},
 }};
 
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.5.1",
+      "megatron", "1.6.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }

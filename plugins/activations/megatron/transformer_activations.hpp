@@ -331,6 +331,7 @@ enum class CrossEntropy {
   upcast_in_loss,     // HF >= 4.49: 16-bit logits in the output, the loss's fp32 copy, log-softmax (4; 10, 12)
   upcast,             // the model returns fp32 logits, held while the loss runs (torchtune: 4; 8, 12)
   chunked,            // logits projected and upcast chunk by chunk (torchtune CEWithChunkedOutputLoss): 4; 6 + 4/n, 4 + 8/n
+  compiled,           // cross_entropy(logits.float()) under torch.compile (torchtitan with compile, 2025-04 on): p; p, 2p
 };
 
 // Bytes per logit element: saved, and the extra at the forward and backward
@@ -364,6 +365,10 @@ inline LossBytes loss_bytes(CrossEntropy mode, double p, double chunks) {
     case CrossEntropy::upcast_in_loss: return {0, 4, 4 + p, 8};
     case CrossEntropy::upcast: return {0, 4, 4, 8};
     case CrossEntropy::chunked: return {0, 4, p + 4 / chunks, 8 / chunks};
+    // Inductor fuses the upcast, log-softmax and nll: the graph saves its 16-bit
+    // input (and per-row statistics) and writes the 16-bit gradient in backward;
+    // no fp32 buffer of the logits' size (docs/formulas.md, "Logits and loss").
+    case CrossEntropy::compiled: return {0, p, 0, p};
   }
   return {};
 }
