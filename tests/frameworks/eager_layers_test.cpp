@@ -137,7 +137,10 @@ TEST(EagerLayers, PerOpSelectiveCheckpointing) {
 // >= 4.49 forward 10; torchtune forward 8; chunked by 8: forward 2 + 4 + 0.5 =
 // 6.5, backward 4 + 1 = 5; compiled (torch.compile'd cross_entropy on upcast
 // logits): the 16-bit logits kept (2), nothing more in forward, their 16-bit
-// gradient in backward (4).
+// gradient in backward (4); loss-parallel (DTensor loss_parallel(), torch's
+// tensor/parallel/loss.py): log-softmax kept (4); forward 16-bit logits, fp32
+// copy, shifted and exp(shifted) beside the result: 2 + 4 + 4 + 4 = 14;
+// backward the log-softmax, zeros_like, exp and two results: 16.
 TEST(LossPaths, BytesPerLogitElement) {
   struct Case {
     CrossEntropy mode;
@@ -147,7 +150,7 @@ TEST(LossPaths, BytesPerLogitElement) {
                         Case{CrossEntropy::upcast_in_loss_shift_copy, 4, 14, 12},
                         Case{CrossEntropy::upcast_in_loss, 4, 10, 12}, Case{CrossEntropy::upcast, 4, 8, 12},
                         Case{CrossEntropy::chunked, 4, 6.5, 5}, Case{CrossEntropy::unfused, 8, 8, 8},
-                        Case{CrossEntropy::compiled, 2, 2, 4}}) {
+                        Case{CrossEntropy::compiled, 2, 2, 4}, Case{CrossEntropy::loss_parallel, 4, 14, 16}}) {
     const plugins::LossBytes b = plugins::loss_bytes(c.mode, 2, 8);
     const double saved = b.saved_logits + b.saved_loss;
     EXPECT_DOUBLE_EQ(saved, c.saved) << static_cast<int>(c.mode);

@@ -41,7 +41,8 @@ constexpr std::array<memplan_option_spec, 10> kOptions{{
      "transformers <= 4.45), \"upcast-in-loss-shift-copy\" (transformers 4.46-4.48), \"upcast-in-loss\" "
      "(transformers >= 4.49), \"upcast\" (fp32 logits held while the loss runs: torchtune), \"chunked\" (chunk by "
      "chunk: torchtune CEWithChunkedOutputLoss), \"compiled\" (cross_entropy on upcast logits under torch.compile: "
-     "the 16-bit logits kept, no fp32 copies; torchtitan with compile)",
+     "the 16-bit logits kept, no fp32 copies; torchtitan with compile), \"loss-parallel\" (PyTorch's DTensor "
+     "loss_parallel() on vocabulary-sharded logits: torchtitan with tensor parallelism)",
      "\"unfused\""},
     {"loss_chunks", MEMPLAN_OPTION_INT, "chunks of the chunked cross entropy", "8 (torchtune's num_output_chunks)"},
     {"layer", MEMPLAN_OPTION_STRING,
@@ -75,7 +76,7 @@ struct LossMode {
   const char* name;
   CrossEntropy mode;
 };
-constexpr std::array<LossMode, 8> kLossModes{{
+constexpr std::array<LossMode, 9> kLossModes{{
     {"unfused", CrossEntropy::unfused},
     {"vocab-parallel", CrossEntropy::vocab_parallel},
     {"upcast-shift-copy", CrossEntropy::upcast_shift_copy},
@@ -84,6 +85,7 @@ constexpr std::array<LossMode, 8> kLossModes{{
     {"upcast", CrossEntropy::upcast},
     {"chunked", CrossEntropy::chunked},
     {"compiled", CrossEntropy::compiled},
+    {"loss-parallel", CrossEntropy::loss_parallel},
 }};
 
 class MegatronActivations {
