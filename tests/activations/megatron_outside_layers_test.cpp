@@ -150,7 +150,7 @@ TEST(MegatronOutsideLayers, CrossEntropyOptionIsChecked) {
   EXPECT_EQ(error_of(llama3_8b(kOneSequence, "cross_entropy = \"fused\"\n"), "m.toml"),
             "m.toml:15:17: error: in [activations], activations plugin 'megatron', option 'cross_entropy': must be one of "
             "\"unfused\", \"vocab-parallel\", \"upcast-shift-copy\", \"upcast-in-loss-shift-copy\", "
-            "\"upcast-in-loss\", \"upcast\", \"chunked\", not \"fused\"" + library());
+            "\"upcast-in-loss\", \"upcast\", \"chunked\", \"compiled\", \"loss-parallel\", not \"fused\"" + library());
 }
 
 // output_held: the training loop keeps the model's output object until the

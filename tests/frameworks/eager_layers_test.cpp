@@ -181,7 +181,12 @@ TEST(EagerLayers, PerOpSelectiveCheckpointing) {
 // forward 12, backward 12 in all (fp32 logits in the output, shifted copy,
 // log-softmax; log-softmax and two fp32 gradients); 4.46-4.48 forward 14;
 // >= 4.49 forward 10; torchtune forward 8; chunked by 8: forward 2 + 4 + 0.5 =
-// 6.5, backward 4 + 1 = 5.
+// 6.5, backward 4 + 1 = 5; compiled (torch.compile'd cross_entropy on upcast
+// logits): the 16-bit logits kept (2), nothing more in forward, their 16-bit
+// gradient in backward (4); loss-parallel (DTensor loss_parallel(), torch's
+// tensor/parallel/loss.py): log-softmax kept (4); forward 16-bit logits, fp32
+// copy, shifted and exp(shifted) beside the result: 2 + 4 + 4 + 4 = 14;
+// backward the log-softmax, zeros_like, exp and two results: 16.
 TEST(LossPaths, BytesPerLogitElement) {
   struct Case {
     CrossEntropy mode;
@@ -190,7 +195,8 @@ TEST(LossPaths, BytesPerLogitElement) {
   for (const Case& c : {Case{CrossEntropy::vocab_parallel, 4, 6, 6}, Case{CrossEntropy::upcast_shift_copy, 4, 12, 12},
                         Case{CrossEntropy::upcast_in_loss_shift_copy, 4, 14, 12},
                         Case{CrossEntropy::upcast_in_loss, 4, 10, 12}, Case{CrossEntropy::upcast, 4, 8, 12},
-                        Case{CrossEntropy::chunked, 4, 6.5, 5}, Case{CrossEntropy::unfused, 8, 8, 8}}) {
+                        Case{CrossEntropy::chunked, 4, 6.5, 5}, Case{CrossEntropy::unfused, 8, 8, 8},
+                        Case{CrossEntropy::compiled, 2, 2, 4}, Case{CrossEntropy::loss_parallel, 4, 14, 16}}) {
     const plugins::LossBytes b = plugins::loss_bytes(c.mode, 2, 8);
     const double saved = b.saved_logits + b.saved_loss;
     EXPECT_DOUBLE_EQ(saved, c.saved) << static_cast<int>(c.mode);
@@ -212,6 +218,19 @@ TEST(EagerLayers, ThroughThePlugin) {
   EXPECT_EQ(e.item_bytes("activations.cross_entropy", MEMPLAN_ROLE_ACTIVATIONS), 4ull * 1024 * 128'256);
   EXPECT_EQ(e.item_bytes("activations.loss_forward", MEMPLAN_ROLE_ACTIVATIONS), 4ull * 1024 * 128'256);
   EXPECT_EQ(e.item_bytes("activations.loss_backward", MEMPLAN_ROLE_ACTIVATIONS), 8ull * 1024 * 128'256);
+}
+
+// cross_entropy = "compiled" through the plugin, same run: the loss keeps the
+// 16-bit logits (2 x 1024 x 128,256 = 262,668,288 bytes), adds nothing at its
+// forward high point and their 16-bit gradient (as much again) at its backward one.
+TEST(LossPaths, CompiledLossThroughThePlugin) {
+  Evaluation e = evaluate_paper(
+      "name = \"e\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nseq_len = 1024\n"
+      "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n"
+      "layer = \"eager\"\nflash_attention = true\ndropout = false\ncross_entropy = \"compiled\"\n");
+  EXPECT_EQ(e.item_bytes("activations.cross_entropy", MEMPLAN_ROLE_ACTIVATIONS), 262'668'288u);
+  EXPECT_EQ(e.item_bytes("activations.loss_forward", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+  EXPECT_EQ(e.item_bytes("activations.loss_backward", MEMPLAN_ROLE_ACTIVATIONS), 262'668'288u);
 }
 
 // The norm kind comes from the model (memplan_model.layer_norm), not from the

@@ -69,6 +69,49 @@ TEST(FsdpGathers, NoReshardAfterForwardKeepsTheModelGathered) {
   EXPECT_EQ(e.item_bytes("fsdp.gathered_backward", MEMPLAN_ROLE_BUFFERS), 0u);
 }
 
+// gradient_sync: torch.distributed.pipelining calls
+// set_requires_gradient_sync(last_backward) on an FSDP2 stage (stage.py,
+// _configure_data_parallel_mode), and FSDP2 then keeps each unsharded gradient,
+// upcast to reduce_dtype, in unsharded_accumulated_grad until the last
+// micro-batch reduce-scatters it (FSDPParam.to_accumulated_grad_if_needed).
+// Llama-2-7B, pipeline 2 (the first stage: 16 layers + the embedding), fp32
+// reduce: (16 x 202,383,360 + 131,072,000) = 3,369,205,760 elements x 4 B =
+// 13,476,823,040 B through backward; bf16 reduce halves it. "auto" is off for
+// FSDP1, without a pipeline, and with one micro-batch; "last-micro-batch"
+// without a pipeline holds the whole model: 6,738,415,616 x 4 = 26,953,662,464 B.
+TEST(FsdpGathers, LastMicroBatchSyncAccumulatesUnshardedGradients) {
+  auto scenario = [](const std::string& layout, const std::string& fsdp, int grad_accum) {
+    return "name = \"a\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nmicro_batch = 1\n"
+           "seq_len = 1024\ngrad_accum = " + std::to_string(grad_accum) +
+           "\n[precision]\nuse = \"fp32\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"none\"\n"
+           "[[strategy]]\nuse = \"data-parallel\"\nsize = 2\n" + layout +
+           "[[strategy]]\nuse = \"fsdp\"\nparam_dtype = \"bf16\"\n" + fsdp;
+  };
+  const std::string pipeline = "[[strategy]]\nuse = \"pipeline-parallel\"\nsize = 2\n";
+  auto accumulated = [](const std::string& text) {
+    Evaluation e = evaluate_paper(text);
+    const uint64_t bytes = e.item_bytes("fsdp.accumulated_gradients", MEMPLAN_ROLE_BUFFERS);
+    if (bytes > 0) {
+      for (const PlanItem& item : e.estimator().plan().items)
+        if (item.name_view() == "fsdp.accumulated_gradients")
+          EXPECT_EQ(item.lifetime, MEMPLAN_LIFETIME_TRANSIENT_BACKWARD);
+    }
+    return bytes;
+  };
+  EXPECT_EQ(accumulated(scenario(pipeline, "api = \"fsdp2\"\nreduce_dtype = \"fp32\"\n", 4)), 13'476'823'040u);
+  EXPECT_EQ(accumulated(scenario(pipeline, "api = \"fsdp2\"\nreduce_dtype = \"bf16\"\n", 4)), 6'738'411'520u);
+  EXPECT_EQ(accumulated(scenario(pipeline, "api = \"fsdp2\"\nreduce_dtype = \"fp32\"\n", 1)), 0u);
+  EXPECT_EQ(accumulated(scenario(pipeline, "api = \"fsdp1\"\nreduce_dtype = \"fp32\"\n", 4)), 0u);
+  EXPECT_EQ(accumulated(scenario(pipeline, "api = \"fsdp2\"\ngradient_sync = \"every-micro-batch\"\n", 4)), 0u);
+  EXPECT_EQ(accumulated(scenario("", "api = \"fsdp2\"\nreduce_dtype = \"fp32\"\n", 4)), 0u);
+  EXPECT_EQ(accumulated(scenario("", "gradient_sync = \"last-micro-batch\"\nreduce_dtype = \"fp32\"\n", 2)),
+            26'953'662'464u);
+  EXPECT_NE(error_of(scenario("", "gradient_sync = \"sometimes\"\n", 2), "f.toml")
+                .find("option 'gradient_sync': must be \"auto\", \"every-micro-batch\" or \"last-micro-batch\", "
+                      "not \"sometimes\""),
+            std::string::npos);
+}
+
 // DeepSpeed's profile: the step casts the rank's gradient partition to fp32
 // (stage_1_and_2.py: single_grad_partition = flat partition .to(fp32)).
 // Llama-2-7B, ZeRO-2 over 8 ranks: 4 x 6,738,415,616 / 8 = 3,369,207,808 B,

@@ -40,7 +40,9 @@ constexpr std::array<memplan_option_spec, 12> kOptions{{
      "(Megatron-LM: softmax in place in an fp32 copy of the logits), \"upcast-shift-copy\" (Hugging Face "
      "transformers <= 4.45), \"upcast-in-loss-shift-copy\" (transformers 4.46-4.48), \"upcast-in-loss\" "
      "(transformers >= 4.49), \"upcast\" (fp32 logits held while the loss runs: torchtune), \"chunked\" (chunk by "
-     "chunk: torchtune CEWithChunkedOutputLoss)",
+     "chunk: torchtune CEWithChunkedOutputLoss), \"compiled\" (cross_entropy on upcast logits under torch.compile: "
+     "the 16-bit logits kept, no fp32 copies; torchtitan with compile), \"loss-parallel\" (PyTorch's DTensor "
+     "loss_parallel() on vocabulary-sharded logits: torchtitan with tensor parallelism)",
      "\"unfused\""},
     {"loss_chunks", MEMPLAN_OPTION_INT, "chunks of the chunked cross entropy", "8 (torchtune's num_output_chunks)"},
     {"layer", MEMPLAN_OPTION_STRING,
@@ -84,7 +86,7 @@ struct LossMode {
   const char* name;
   CrossEntropy mode;
 };
-constexpr std::array<LossMode, 7> kLossModes{{
+constexpr std::array<LossMode, 9> kLossModes{{
     {"unfused", CrossEntropy::unfused},
     {"vocab-parallel", CrossEntropy::vocab_parallel},
     {"upcast-shift-copy", CrossEntropy::upcast_shift_copy},
@@ -92,6 +94,8 @@ constexpr std::array<LossMode, 7> kLossModes{{
     {"upcast-in-loss", CrossEntropy::upcast_in_loss},
     {"upcast", CrossEntropy::upcast},
     {"chunked", CrossEntropy::chunked},
+    {"compiled", CrossEntropy::compiled},
+    {"loss-parallel", CrossEntropy::loss_parallel},
 }};
 
 class MegatronActivations {

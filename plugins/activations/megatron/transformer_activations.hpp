@@ -337,6 +337,8 @@ enum class CrossEntropy {
   upcast_in_loss,     // HF >= 4.49: 16-bit logits in the output, the loss's fp32 copy, log-softmax (4; 10, 12)
   upcast,             // the model returns fp32 logits, held while the loss runs (torchtune: 4; 8, 12)
   chunked,            // logits projected and upcast chunk by chunk (torchtune CEWithChunkedOutputLoss): 4; 6 + 4/n, 4 + 8/n
+  compiled,           // cross_entropy(logits.float()) under torch.compile (torchtitan with compile, 2025-04 on): p; p, 2p
+  loss_parallel,      // PyTorch DTensor loss_parallel() on vocabulary-sharded logits (torchtitan with TP): 4; 12 + p, 16
 };
 
 // Bytes per logit element: saved, and the extra at the forward and backward
@@ -370,6 +372,14 @@ inline LossBytes loss_bytes(CrossEntropy mode, double p, double chunks) {
     case CrossEntropy::upcast_in_loss: return {0, 4, 4 + p, 8};
     case CrossEntropy::upcast: return {0, 4, 4, 8};
     case CrossEntropy::chunked: return {0, 4, p + 4 / chunks, 8 / chunks};
+    // Inductor fuses the upcast, log-softmax and nll: the graph saves its 16-bit
+    // input (and per-row statistics) and writes the 16-bit gradient in backward;
+    // no fp32 buffer of the logits' size (docs/formulas.md, "Logits and loss").
+    case CrossEntropy::compiled: return {0, p, 0, p};
+    // torch/distributed/tensor/parallel/loss.py: _log_softmax makes `shifted`
+    // and exp(shifted) beside the fp32 copy; the fused nll/log-softmax backward
+    // holds zeros_like(x), exp(x) and two results beside the saved log-softmax.
+    case CrossEntropy::loss_parallel: return {0, 4, p + 8, 12};
   }
   return {};
 }

@@ -65,6 +65,23 @@
 // torchtitan v0.2.2 models/llama3/infra/parallelize.py) keeps every unit
 // gathered from its forward to its backward: the whole unsharded model lives
 // like an activation, and backward gathers nothing again.
+//
+// gradient_sync = "last-micro-batch" (FSDP2's set_requires_gradient_sync(False)
+// on every micro-batch but the last): FSDPParamGroup.post_backward returns
+// without a reduce-scatter and FSDPParam.to_accumulated_grad_if_needed moves
+// each unsharded gradient into unsharded_accumulated_grad, upcast to
+// reduce_dtype, which later micro-batches add to (accumulate_unsharded_grad_
+// if_needed) until the last one reduce-scatters it (FSDPParamGroup.post_backward,
+// FSDPParam in torch/distributed/_composable/fsdp/, torch 2.4 to 2.5, moved to
+// torch/distributed/fsdp/_fully_shard/ in 2.6; read in stored copies of those
+// trees, not at a pinned commit). With more
+// than one micro-batch the whole stage's trainable weights are held unsharded
+// in reduce_dtype through backward: fsdp.accumulated_gradients.
+// torch.distributed.pipelining does this for every FSDP2 stage
+// (stage.py, _PipelineStageBase.backward_maybe_with_nosync /
+// _configure_data_parallel_mode: set_requires_gradient_sync(last_backward)),
+// so "auto" means "last-micro-batch" for api = "fsdp2" under pipeline
+// parallelism and "every-micro-batch" otherwise.
 #include <memplan/dtypes.hpp>
 #include <memplan/sdk.hpp>
 #include <memplan/support/layout.hpp>
@@ -84,7 +101,7 @@ namespace {
 namespace sharding = memplan::support::sharding;
 using memplan::sdk::Role;
 
-constexpr std::array<memplan_option_spec, 11> kOptions{{
+constexpr std::array<memplan_option_spec, 12> kOptions{{
     {"shard_size", MEMPLAN_OPTION_INT,
      "ranks in one shard group; fewer than the data-parallel ranks is HYBRID_SHARD", "all data-parallel ranks (FULL_SHARD)"},
     {"unit_layers", MEMPLAN_OPTION_INT, "transformer layers per FSDP unit (wrapped module)", "1"},
@@ -115,6 +132,12 @@ constexpr std::array<memplan_option_spec, 11> kOptions{{
      "rank 0 broadcasts each unit's parameters while wrapping (FSDP1's sync_module_states, accelerate's "
      "fsdp_sync_module_states / cpu_ram_efficient_loading): buckets of up to 250 MiB copied",
      "false"},
+    {"gradient_sync", MEMPLAN_OPTION_STRING,
+     "when gradients are reduce-scattered: \"every-micro-batch\", \"last-micro-batch\" (FSDP2's "
+     "set_requires_gradient_sync(False) on the others: the stage's unsharded gradients accumulate in reduce_dtype "
+     "through backward) or \"auto\" (last-micro-batch for api \"fsdp2\" under pipeline parallelism, as "
+     "torch.distributed.pipelining does)",
+     "\"auto\""},
 }};
 
 class FsdpStrategy {
@@ -154,6 +177,13 @@ class FsdpStrategy {
     sync_module_states_ = options.boolean("sync_module_states").value_or(false);
     if (sync_module_states_ && !setup_units_)
       options.fail("sync_module_states", "broadcasts while FSDP1 wraps unit by unit; it needs setup = \"unit\"");
+    const std::string sync = options.string("gradient_sync").value_or("auto");
+    if (sync != "auto" && sync != "every-micro-batch" && sync != "last-micro-batch")
+      options.fail("gradient_sync",
+                   "must be \"auto\", \"every-micro-batch\" or \"last-micro-batch\", not \"" + sync + "\"");
+    gradient_sync_ = sync == "auto" ? GradientSync::automatic
+                     : sync == "last-micro-batch" ? GradientSync::last_micro_batch
+                                                  : GradientSync::every_micro_batch;
     if (!options.model().has_architecture)
       options.fail("needs the model's layers to size its units, but the scenario gives only params; give a preset "
                    "or the architecture in [model], or use [[strategy]] use = \"zero\" with stage = 3");
@@ -181,6 +211,7 @@ class FsdpStrategy {
     ctx.set_attr(attributes_.gradient_buckets, "none");
     add_working_set(ctx, static_cast<double>(shard));
     if (setup_units_ && ctx.training()) add_setup(ctx, static_cast<double>(shard));
+    add_accumulated_gradients(ctx, groups.pipeline);
     const double dense = static_cast<double>(shard);
     const double expert = dense / static_cast<double>(groups.expert);
     sharding::shard(ctx, dense, expert, [](memplan::sdk::ItemRef item) {
@@ -278,6 +309,22 @@ class FsdpStrategy {
     }
   }
 
+  // gradient_sync "last-micro-batch" (see the comment at the top): with more
+  // than one micro-batch, every trainable weight of the stage keeps an
+  // unsharded gradient in reduce_dtype from the first micro-batch's backward
+  // to the last one's reduce-scatter.
+  void add_accumulated_gradients(memplan::sdk::Context& ctx, int64_t pipeline) const {
+    const bool last = gradient_sync_ == GradientSync::last_micro_batch ||
+                      (gradient_sync_ == GradientSync::automatic && !fsdp1_ && pipeline > 1);
+    if (!last || !ctx.training() || ctx.workload().grad_accum <= 1) return;
+    double trainable = weights_.trainable_outside;
+    for (double elements : weights_.trainable_layer) trainable += elements;
+    sharding::add_buffer(ctx, names_.accumulated_gradients, memplan::sdk::Lifetime::transient_backward, trainable,
+                         reduce_bytes_ > 0 ? reduce_bytes_
+                                           : ctx.required_attr_double(attributes_.gradients_dtype,
+                                                                      MEMPLAN_ATTR_DTYPE_GRADIENTS));
+  }
+
   void add_working_set(memplan::sdk::Context& ctx, double shard) {
     sharding::weight_layout(ctx, weights_, param_bytes_, float8_all_gather_ ? 1.0 : 0.0);
     const sharding::WeightLayout& weights = weights_;
@@ -338,6 +385,7 @@ class FsdpStrategy {
           gathered_backward(options.intern("fsdp.gathered_backward")),
           unsharded_parameters(options.intern("fsdp.unsharded_parameters")),
           unsharded_gradients(options.intern("fsdp.unsharded_gradients")),
+          accumulated_gradients(options.intern("fsdp.accumulated_gradients")),
           gather(options.intern("fsdp.all_gather")),
           gradient_reduction(options.intern(MEMPLAN_WORK_GRADIENT_REDUCTION)),
           optimizer_step(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP)),
@@ -345,7 +393,8 @@ class FsdpStrategy {
           replica_reduction(options.intern("fsdp.replica_all_reduce")),
           setup_transient(options.intern("fsdp.setup_unshard")),
           setup_cache(options.intern("fsdp.setup_cache")) {}
-    memplan::sdk::Name gathered_forward, gathered_backward, unsharded_parameters, unsharded_gradients;
+    memplan::sdk::Name gathered_forward, gathered_backward, unsharded_parameters, unsharded_gradients,
+        accumulated_gradients;
     memplan::sdk::Name gather, gradient_reduction, optimizer_step, optimizer_step_experts, replica_reduction;
     memplan::sdk::Name setup_transient, setup_cache;
   };
@@ -368,6 +417,8 @@ class FsdpStrategy {
   bool fsdp1_ = true;
   bool setup_units_ = true;          // setup = "unit"
   bool sync_module_states_ = false;
+  enum class GradientSync { automatic, every_micro_batch, last_micro_batch };
+  GradientSync gradient_sync_ = GradientSync::automatic;
 };
 
 }  // namespace
