@@ -153,6 +153,24 @@ TEST(MegatronOutsideLayers, CrossEntropyOptionIsChecked) {
             "\"upcast-in-loss\", \"upcast\", \"chunked\", \"compiled\", \"loss-parallel\", not \"fused\"" + library());
 }
 
+// Eager layers under tensor parallelism with a sequence-parallel final norm
+// (torchtitan: "norm": SequenceParallel(), "output": ColwiseParallel with
+// Shard(1) input, models/llama3/infra/parallelize.py @ v0.2.2): the norm's
+// fp32 input copy, rsqrt and normalized copy sit on the rank's s / t tokens;
+// the LM head's input is all-gathered to every token before the matmul,
+// which saves it whole. Llama 3.1 8B, s 8192, b 1, bf16, t 8:
+//   8192 / 8 x (4 x 4096 + 4 + 2 x 4096) + 8192 x 2 x 4096 = 25,169,920 + 67,108,864 = 92,278,784;
+// without sequence parallelism every rank holds all tokens:
+//   8192 x (4 x 4096 + 4 + 2 x 4096) + 67,108,864 = 268,468,224.
+TEST(MegatronOutsideLayers, EagerFinalNormUnderSequenceParallelism) {
+  const std::string eager = "layer = \"eager\"\ndropout = false\n";
+  Evaluation sp = evaluate_paper(llama3_8b(kOneSequence, eager,
+                                           "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 8\nsequence_parallel = true\n"));
+  EXPECT_EQ(sp.item_bytes("activations.final_norm", kAct), 92'278'784u);
+  Evaluation tp = evaluate_paper(llama3_8b(kOneSequence, eager, "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 8\n"));
+  EXPECT_EQ(tp.item_bytes("activations.final_norm", kAct), 268'468'224u);
+}
+
 // output_held: the training loop keeps the model's output object until the
 // next forward replaces it (Answer.AI fsdp_qlora train.py @ 50efa1e:
 // `output = model(...)`, `loss = output.loss`, `loss.backward()`, `output`

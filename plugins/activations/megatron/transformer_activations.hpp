@@ -440,8 +440,14 @@ inline OutputActivations output_activations(const OutputShape& x, const Activati
   OutputActivations out;
   out.embedding_dropout = (o.dropout ? 1.0 : 0.0) * sb * x.hidden / replicated_divisor;
   if (o.layer == LayerImplementation::eager && o.eager.rms_norm)
-    // The final RMSNorm's fp32 input copy and rsqrt, its normalized copy, and the LM head's input.
-    out.final_norm = sb * (4 * x.hidden + 4 + 2 * o.bytes * x.hidden);
+    // The final RMSNorm's fp32 input copy and rsqrt and its normalized copy,
+    // on the tokens the rank holds (a sequence-parallel norm: torchtitan's
+    // "norm": SequenceParallel()), and the LM head's input, whole: DTensor's
+    // ColwiseParallel all-gathers Shard(1) to Replicate before the matmul,
+    // which saves the gathered input for the weight's gradient
+    // (torchtitan models/llama3/infra/parallelize.py @ v0.2.2; Megatron-LM's
+    // fused path saves the sharded input and gathers again in backward).
+    out.final_norm = sb * (4 * x.hidden + 4 + o.bytes * x.hidden) / replicated_divisor + sb * o.bytes * x.hidden;
   else
     out.final_norm = 2 * o.bytes * sb * x.hidden / replicated_divisor;
   const double logit_elements = sb * x.vocab / t;
