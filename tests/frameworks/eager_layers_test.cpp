@@ -70,7 +70,8 @@ TEST(EagerLayers, NativeGqaKeepsKvAtItsWidth) {
 // 0.1, LayerNorm, GELU: 34h + 8f + 9as + 16 per token = 34,816 + 32,768 +
 // 73,728 + 16 = 141,328 bytes; Korthikanti et al.'s tensors in fp32 with
 // 1-byte masks, plus LayerNorm's fp32 mean and rstd.
-TEST(EagerLayers, HuggingFaceBertFp32PerToken) {
+// BERT-large's layer (h 1024, 16 heads, f 4096) at s 512, b 1.
+TransformerShape bert_large_layer() {
   TransformerShape x;
   x.seq = 512;
   x.batch = 1;
@@ -79,13 +80,22 @@ TEST(EagerLayers, HuggingFaceBertFp32PerToken) {
   x.q_width = 1024;
   x.kv_width = 1024;
   x.ffn = 4096;
+  return x;
+}
+
+// Hugging Face's eager BERT layer in fp32 with dropout, LayerNorm and no FlashAttention.
+ActivationSettings bert_eager_fp32() {
   ActivationSettings o;
   o.bytes = 4;
   o.dropout = true;
   o.flash_attention = false;
   o.layer = LayerImplementation::eager;
   o.eager.rms_norm = false;
-  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 141'328.0 * 512);
+  return o;
+}
+
+TEST(EagerLayers, HuggingFaceBertFp32PerToken) {
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(bert_large_layer(), bert_eager_fp32()), 141'328.0 * 512);
 }
 
 // PyTorch up to 1.10 also keeps the softmax's input (the scaled, masked scores
@@ -94,27 +104,15 @@ TEST(EagerLayers, HuggingFaceBertFp32PerToken) {
 // 1.11, passes the dtype instead): BERT-large in fp32 at s 512 keeps 4as =
 // 4 x 16 x 512 = 32,768 bytes more per token, 141,328 + 32,768 = 174,096.
 TEST(EagerLayers, SoftmaxInputKeptUpToTorch110) {
-  TransformerShape x;
-  x.seq = 512;
-  x.batch = 1;
-  x.hidden = 1024;
-  x.heads = 16;
-  x.q_width = 1024;
-  x.kv_width = 1024;
-  x.ffn = 4096;
-  ActivationSettings o;
-  o.bytes = 4;
-  o.dropout = true;
-  o.flash_attention = false;
-  o.layer = LayerImplementation::eager;
-  o.eager.rms_norm = false;
+  ActivationSettings o = bert_eager_fp32();
   o.eager.softmax_keeps_input = true;
-  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 174'096.0 * 512);
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(bert_large_layer(), o), 174'096.0 * 512);
   // Flash attention runs no softmax op: the option changes nothing there (4a = 64 bytes of lse instead of 9as).
   o.flash_attention = true;
   ActivationSettings without = o;
   without.eager.softmax_keeps_input = false;
-  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), plugins::stored_bytes_per_layer(x, without));
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(bert_large_layer(), o),
+                   plugins::stored_bytes_per_layer(bert_large_layer(), without));
 }
 
 // The hf-transformers profile sets it for the runs before transformers 4.18
