@@ -40,7 +40,8 @@ constexpr std::array<memplan_option_spec, 10> kOptions{{
      "(Megatron-LM: softmax in place in an fp32 copy of the logits), \"upcast-shift-copy\" (Hugging Face "
      "transformers <= 4.45), \"upcast-in-loss-shift-copy\" (transformers 4.46-4.48), \"upcast-in-loss\" "
      "(transformers >= 4.49), \"upcast\" (fp32 logits held while the loss runs: torchtune), \"chunked\" (chunk by "
-     "chunk: torchtune CEWithChunkedOutputLoss)",
+     "chunk: torchtune CEWithChunkedOutputLoss), \"upcast-compiled\" and \"chunked-compiled\" (the same losses "
+     "under torch.compile, torchtune's compile: True: the loss's input is saved, not its fp32 log-softmax)",
      "\"unfused\""},
     {"loss_chunks", MEMPLAN_OPTION_INT, "chunks of the chunked cross entropy", "8 (torchtune's num_output_chunks)"},
     {"layer", MEMPLAN_OPTION_STRING,
@@ -74,7 +75,7 @@ struct LossMode {
   const char* name;
   CrossEntropy mode;
 };
-constexpr std::array<LossMode, 7> kLossModes{{
+constexpr std::array<LossMode, 9> kLossModes{{
     {"unfused", CrossEntropy::unfused},
     {"vocab-parallel", CrossEntropy::vocab_parallel},
     {"upcast-shift-copy", CrossEntropy::upcast_shift_copy},
@@ -82,12 +83,14 @@ constexpr std::array<LossMode, 7> kLossModes{{
     {"upcast-in-loss", CrossEntropy::upcast_in_loss},
     {"upcast", CrossEntropy::upcast},
     {"chunked", CrossEntropy::chunked},
+    {"upcast-compiled", CrossEntropy::upcast_compiled},
+    {"chunked-compiled", CrossEntropy::chunked_compiled},
 }};
 
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.5.1",
+      "megatron", "1.6.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -110,8 +113,9 @@ class MegatronActivations {
     }
     if (!known) options.fail("cross_entropy", "must be one of " + names + ", not \"" + loss + "\"");
     loss_chunks_ = static_cast<double>(options.positive_integer("loss_chunks", 8));
-    if (options.integer("loss_chunks") && cross_entropy_ != CrossEntropy::chunked)
-      options.fail("loss_chunks", "applies to cross_entropy = \"chunked\" only");
+    if (options.integer("loss_chunks") && cross_entropy_ != CrossEntropy::chunked &&
+        cross_entropy_ != CrossEntropy::chunked_compiled)
+      options.fail("loss_chunks", "applies to cross_entropy = \"chunked\" or \"chunked-compiled\" only");
     const std::string layer = options.string("layer").value_or("fused");
     if (layer != "fused" && layer != "eager")
       options.fail("layer", "must be \"fused\" or \"eager\", not \"" + layer + "\"");
