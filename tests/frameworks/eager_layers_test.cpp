@@ -185,6 +185,10 @@ TEST(EagerLayers, PerOpSelectiveCheckpointing) {
 // tensor/parallel/loss.py): log-softmax kept (4); forward 16-bit logits, fp32
 // copy, shifted and exp(shifted) beside the result: 2 + 4 + 4 + 4 = 14;
 // backward the log-softmax, zeros_like, exp and two results: 16.
+// torchtune's losses compiled (AOTAutograd saves the loss's input):
+// upcast: the fp32 logits 4; forward + the 16-bit projection output 2 = 6,
+// backward + the fp32 gradient 4 = 8; chunked by 8: the 16-bit chunks 2;
+// forward 2, backward 2 + 2/8 = 2.25.
 TEST(LossPaths, BytesPerLogitElement) {
   struct Case {
     CrossEntropy mode;
@@ -194,7 +198,9 @@ TEST(LossPaths, BytesPerLogitElement) {
                         Case{CrossEntropy::upcast_in_loss_shift_copy, 4, 14, 12},
                         Case{CrossEntropy::upcast_in_loss, 4, 10, 12}, Case{CrossEntropy::upcast, 4, 8, 12},
                         Case{CrossEntropy::chunked, 4, 6.5, 5}, Case{CrossEntropy::unfused, 8, 8, 8},
-                        Case{CrossEntropy::compiled, 2, 2, 4}, Case{CrossEntropy::loss_parallel, 4, 14, 16}}) {
+                        Case{CrossEntropy::compiled, 2, 2, 4}, Case{CrossEntropy::loss_parallel, 4, 14, 16},
+                        Case{CrossEntropy::upcast_compiled, 4, 6, 8},
+                        Case{CrossEntropy::chunked_compiled, 2, 2, 2.25}}) {
     const plugins::LossBytes b = plugins::loss_bytes(c.mode, 2, 8);
     const double saved = b.saved_logits + b.saved_loss;
     EXPECT_DOUBLE_EQ(saved, c.saved) << static_cast<int>(c.mode);
@@ -231,6 +237,20 @@ TEST(LossPaths, CompiledLossThroughThePlugin) {
   EXPECT_EQ(e.item_bytes("activations.loss_backward", MEMPLAN_ROLE_ACTIVATIONS), 262'668'288u);
 }
 
+// The compiled chunked loss through the plugin (torchtune compile: True with
+// CEWithChunkedOutputLoss): 1024 x 128,256 logit elements; the 16-bit chunks
+// saved, 2 bytes each = 262,668,288; nothing more at the forward high point;
+// one chunk's 16-bit gradient in backward, 2/8 byte each = 32,833,536.
+TEST(LossPaths, CompiledChunkedThroughThePlugin) {
+  Evaluation e = evaluate_paper(
+      "name = \"e\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nseq_len = 1024\n"
+      "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n"
+      "layer = \"eager\"\nflash_attention = true\ndropout = false\ncross_entropy = \"chunked-compiled\"\n");
+  EXPECT_EQ(e.item_bytes("activations.cross_entropy", MEMPLAN_ROLE_ACTIVATIONS), 2ull * 1024 * 128'256);
+  EXPECT_EQ(e.item_bytes("activations.loss_forward", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+  EXPECT_EQ(e.item_bytes("activations.loss_backward", MEMPLAN_ROLE_ACTIVATIONS), 1024ull * 128'256 / 4);
+}
+
 // The norm kind comes from the model (memplan_model.layer_norm), not from the
 // norms' sizes, which FSDP has divided by the time activations are counted:
 // BERT-large's eager layers keep the same 141,328 bytes per token at s 512
@@ -260,7 +280,7 @@ TEST(EagerLayers, OptionErrors) {
             "layers; it needs layer = \"eager\"" + library);
   EXPECT_EQ(error_of(base + "loss_chunks = 4\n", "e.toml"),
             "e.toml:13:15: error: in [activations], activations plugin 'megatron', option 'loss_chunks': applies to "
-            "cross_entropy = \"chunked\" only" + library);
+            "cross_entropy = \"chunked\" or \"chunked-compiled\" only" + library);
 }
 
 }  // namespace

@@ -227,14 +227,14 @@ TEST(ActivationOffload, TwoLayersStayOnTheGpu) {
 // Optimizer in backward (torchtune's optimizer_in_bwd): each parameter steps
 // in its gradient hook and its gradient is freed. Llama-2-7B in bf16 with
 // AdamW: the largest tensor is the embedding (or the untied head), 32,000 x
-// 4,096 = 131,072,000 elements: one gradient of 262,144,000 B and the for-loop
-// step's 3 temporaries of it, 786,432,000 B, both at the backward high point;
-// the optimizer phase holds the weights and states only (2 + 4 bytes x
-// 6,738,415,616 = 40,430,493,696 B).
+// 4,096 = 131,072,000 elements: one gradient of 262,144,000 B and, for a
+// for-loop step, its 3 temporaries of that tensor, 786,432,000 B, both at the
+// backward high point; the optimizer phase holds the weights and states only
+// (2 + 4 bytes x 6,738,415,616 = 40,430,493,696 B).
 TEST(OptimizerInBackward, OneGradientAtATime) {
   const std::string base = "name = \"o\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\n"
-                           "use = \"bf16\"\n[optimizer]\nuse = \"adamw\"\nin_backward = true\n[activations]\n"
-                           "use = \"none\"\n";
+                           "use = \"bf16\"\n[optimizer]\nuse = \"adamw\"\nin_backward = true\n"
+                           "implementation = \"for-loop\"\n[activations]\nuse = \"none\"\n";
   Evaluation e = evaluate_paper(base);
   EXPECT_EQ(e.component(MEMPLAN_ROLE_GRADIENTS), 262'144'000u);
   EXPECT_EQ(e.item_bytes("optimizer.in_backward_temps", MEMPLAN_ROLE_OPTIMIZER_STATES), 786'432'000u);
@@ -249,6 +249,23 @@ TEST(OptimizerInBackward, OneGradientAtATime) {
             "as its gradient appears, so gradients cannot accumulate over micro-batches; set [batch] grad_accum = 1 "
             "or in_backward = false (plugin library " +
                 plugin_dir() + "/memplan-adamw.so)");
+}
+
+// One optimizer per parameter (torchtune's optimizer_in_bwd) sizes the step's
+// temporaries for that one tensor: a foreach step over the one-tensor group
+// allocates one tensor like it (_foreach_sqrt of exp_avg_sq), 131,072,000 x
+// 2 B = 262,144,000; a fused one none. The gradient is the same.
+TEST(OptimizerInBackward, TemporariesFollowTheImplementation) {
+  const std::string base = "name = \"o\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\n"
+                           "use = \"bf16\"\n[optimizer]\nuse = \"adamw\"\nin_backward = true\n";
+  const std::string tail = "\n[activations]\nuse = \"none\"\n";
+  Evaluation foreach = evaluate_paper(base + "implementation = \"foreach\"" + tail);
+  EXPECT_EQ(foreach.item_bytes("optimizer.in_backward_temps", MEMPLAN_ROLE_OPTIMIZER_STATES), 262'144'000u);
+  EXPECT_EQ(foreach.breakdown().timeline[kBackward], 40'430'493'696u + 262'144'000u + 262'144'000u);
+  Evaluation fused = evaluate_paper(base + "implementation = \"fused\"" + tail);
+  EXPECT_EQ(fused.item_bytes("optimizer.in_backward_temps", MEMPLAN_ROLE_OPTIMIZER_STATES), 0u);
+  EXPECT_EQ(fused.component(MEMPLAN_ROLE_GRADIENTS), 262'144'000u);
+  EXPECT_EQ(fused.breakdown().timeline[kBackward], 40'430'493'696u + 262'144'000u);
 }
 
 }  // namespace

@@ -200,6 +200,31 @@ TEST(Adam8bit, IgnoresTheRecipesStateDtypeAndAddsNoTemporaries) {
   EXPECT_EQ(optimizer_step(bf16), 404'096u + 461'216u + 404'096u);
 }
 
+// in_backward (torchtune's optimizer_in_bwd, one bitsandbytes optimizer per
+// parameter stepped in its post-accumulate-grad hook, the gradient then freed:
+// torchtune @ 1814feb17a90 training/memory.py register_optim_in_bwd_hooks).
+// Tiny model in bf16: the states are unchanged (461,216); the gradients become
+// one tensor, the largest trainable one, embed_tokens' 64,000 elements x 2 B =
+// 128,000, at the backward high point, and none in the optimizer phase. The
+// in-place 8-bit kernel adds no temporaries: optimizer = weights 404,096 +
+// states 461,216 = 865,312; backward = 865,312 + 128,000 = 993,312.
+TEST(Adam8bit, InBackwardKeepsOneGradientAndNoTemporaries) {
+  const Evaluation e = evaluate_paper(train(kTinyModel, "use = \"bf16\"", "use = \"adam-8bit\"\nin_backward = true"));
+  EXPECT_EQ(e.component(kStates), 461'216u);
+  EXPECT_EQ(e.component(MEMPLAN_ROLE_GRADIENTS), 128'000u);
+  EXPECT_EQ(e.item_bytes("gradients.in_backward", MEMPLAN_ROLE_GRADIENTS), 128'000u);
+  EXPECT_EQ(bytes_of(e, MEMPLAN_ROLE_GRADIENTS, MEMPLAN_LIFETIME_GRADIENT), 0u);
+  EXPECT_EQ(optimizer_step(e), 865'312u);
+  EXPECT_EQ(e.breakdown().timeline[kBackward], 993'312u);
+  EXPECT_EQ(error_of("name = \"t\"\nmode = \"train\"\n" + kTinyModel +
+                         "[batch]\ngrad_accum = 2\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"adam-8bit\"\n"
+                         "in_backward = true\n[activations]\nuse = \"none\"\n",
+                     "a.toml"),
+            "a.toml:17:15: error: in [optimizer], optimizer plugin 'adam-8bit', option 'in_backward': steps each "
+            "parameter as its gradient appears, so gradients cannot accumulate over micro-batches; set [batch] "
+            "grad_accum = 1 or in_backward = false (plugin library " + plugin_dir() + "/memplan-adam-8bit.so)");
+}
+
 TEST(Adam8bit, Errors) {
   EXPECT_EQ(error_of(train(kTinyModel, "use = \"fp32\"", "use = \"adam-8bit\"\nblock_size = 0"), "a.toml"),
             "a.toml:18:14: error: in [optimizer], optimizer plugin 'adam-8bit', option 'block_size': must be a "

@@ -120,6 +120,30 @@ TEST(Fsdp, UnitsAndPrefetch) {
   EXPECT_EQ(whole.item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 6'738'415'616u * 2);
 }
 
+// separate_embeddings (torchtune's custom_sharded_layers ['tok_embeddings',
+// 'output']): the embedding and the LM head are units of their own, the root
+// only the final norm (4,096). Llama-2-7B: each of them (131,072,000) is
+// smaller than a layer unit (202,383,360): forward (4,096 + 2 x 202,383,360)
+// x 2 B = 809,541,632; unsharded gradients (4,096 + 202,383,360) x 2 B =
+// 404,774,912. Llama-3.1-70B: the embedding (128,256 x 8,192 = 1,050,673,152)
+// is larger than a layer (855,654,400) and sets the unit: backward (8,192 + 2 x
+// 1,050,673,152) x 2 B = 4,202,708,992; gradients (8,192 + 1,050,673,152) x 2 B
+// = 2,101,362,688.
+TEST(Fsdp, SeparateEmbeddingsLeaveTheRootTheFinalNorm) {
+  Evaluation e = evaluate_paper(llama7b(8, "separate_embeddings = true\n"));
+  EXPECT_EQ(e.item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 809'541'632u);
+  EXPECT_EQ(e.item_bytes("fsdp.gathered_backward", MEMPLAN_ROLE_BUFFERS), 809'541'632u);
+  EXPECT_EQ(e.item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), 404'774'912u);
+  const auto details = e.estimator().report_details();
+  ASSERT_EQ(details.size(), 3u);
+  EXPECT_EQ(details[1], (std::pair<std::string, std::string>{"fsdp_root_parameters", "4096"}));
+  std::string seventy = llama7b(8, "separate_embeddings = true\n");
+  seventy.replace(seventy.find("llama-2-7b"), 10, "llama-3.1-70b");
+  Evaluation big = evaluate_paper(seventy);
+  EXPECT_EQ(big.item_bytes("fsdp.gathered_backward", MEMPLAN_ROLE_BUFFERS), 4'202'708'992u);
+  EXPECT_EQ(big.item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), 2'101'362'688u);
+}
+
 // Mixtral 8x7B with 8 expert-parallel ranks out of 8 data-parallel ranks:
 // experts are sharded over 8 / 8 = 1 rank, the dense weights over 8.
 // Weights per GPU: 2 x (1,605,636,096 / 8 + 32 x 176,160,768) = 11,675,698,176.

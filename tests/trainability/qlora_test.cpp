@@ -166,6 +166,19 @@ TEST(Qlora, QuantStateStaysWholeUnderShardingAndOffload) {
   }
 }
 
+// scales_in_parameter (torchao's NF4Tensor, torchtune's QLoRA: the parameter
+// holds its scalers and scale factors, and FSDP2 shards them with the values,
+// torchao/dtypes/nf4tensor.py): no quant_state item; the MLP's item carries
+// values and constants, 4,328,521,728 x 0.5 + 68,689,920 = 2,232,950,784 B,
+// / 2 ranks = 1,116,475,392 B; the parameter count is unchanged.
+TEST(Qlora, ScalesInTheParameterAreShardedWithIt) {
+  const std::string ranks = "[[strategy]]\nuse = \"data-parallel\"\nsize = 2\n[[strategy]]\nuse = \"fsdp\"\n";
+  Evaluation e = evaluate_paper(qlora(kLlama, "scales_in_parameter = true\n", kLoraQv + ranks));
+  EXPECT_EQ(e.item_bytes("layers.0-31.mlp", MEMPLAN_ROLE_WEIGHTS), 1'116'475'392u);
+  EXPECT_EQ(e.item_bytes("layers.0-31.mlp.quant_state", MEMPLAN_ROLE_WEIGHTS), 0u);
+  EXPECT_EQ(e.breakdown().params_total, 6'742'609'920.0);
+}
+
 // Serving unmerged adapters on quantized weights (mode = "infer"): nothing
 // trains, so trainable flags are no error; the adapters, 4,194,304
 // parameters for r = 8 on q and v, take the `adapters` dtype: bf16 by

@@ -42,7 +42,9 @@ constexpr std::array<memplan_option_spec, 12> kOptions{{
      "(transformers >= 4.49), \"upcast\" (fp32 logits held while the loss runs: torchtune), \"chunked\" (chunk by "
      "chunk: torchtune CEWithChunkedOutputLoss), \"compiled\" (cross_entropy on upcast logits under torch.compile: "
      "the 16-bit logits kept, no fp32 copies; torchtitan with compile), \"loss-parallel\" (PyTorch's DTensor "
-     "loss_parallel() on vocabulary-sharded logits: torchtitan with tensor parallelism)",
+     "loss_parallel() on vocabulary-sharded logits: torchtitan with tensor parallelism), "
+     "\"upcast-compiled\" and \"chunked-compiled\" (the same losses under torch.compile, torchtune's compile: "
+     "True: the loss's input is saved, not its fp32 log-softmax)",
      "\"unfused\""},
     {"loss_chunks", MEMPLAN_OPTION_INT, "chunks of the chunked cross entropy", "8 (torchtune's num_output_chunks)"},
     {"layer", MEMPLAN_OPTION_STRING,
@@ -86,7 +88,7 @@ struct LossMode {
   const char* name;
   CrossEntropy mode;
 };
-constexpr std::array<LossMode, 9> kLossModes{{
+constexpr std::array<LossMode, 11> kLossModes{{
     {"unfused", CrossEntropy::unfused},
     {"vocab-parallel", CrossEntropy::vocab_parallel},
     {"upcast-shift-copy", CrossEntropy::upcast_shift_copy},
@@ -96,6 +98,8 @@ constexpr std::array<LossMode, 9> kLossModes{{
     {"chunked", CrossEntropy::chunked},
     {"compiled", CrossEntropy::compiled},
     {"loss-parallel", CrossEntropy::loss_parallel},
+    {"upcast-compiled", CrossEntropy::upcast_compiled},
+    {"chunked-compiled", CrossEntropy::chunked_compiled},
 }};
 
 class MegatronActivations {
@@ -124,8 +128,9 @@ class MegatronActivations {
     }
     if (!known) options.fail("cross_entropy", "must be one of " + names + ", not \"" + loss + "\"");
     loss_chunks_ = static_cast<double>(options.positive_integer("loss_chunks", 8));
-    if (options.integer("loss_chunks") && cross_entropy_ != CrossEntropy::chunked)
-      options.fail("loss_chunks", "applies to cross_entropy = \"chunked\" only");
+    if (options.integer("loss_chunks") && cross_entropy_ != CrossEntropy::chunked &&
+        cross_entropy_ != CrossEntropy::chunked_compiled)
+      options.fail("loss_chunks", "applies to cross_entropy = \"chunked\" or \"chunked-compiled\" only");
     const std::string layer = options.string("layer").value_or("fused");
     if (layer != "fused" && layer != "eager")
       options.fail("layer", "must be \"fused\" or \"eager\", not \"" + layer + "\"");

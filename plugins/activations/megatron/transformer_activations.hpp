@@ -339,6 +339,10 @@ enum class CrossEntropy {
   chunked,            // logits projected and upcast chunk by chunk (torchtune CEWithChunkedOutputLoss): 4; 6 + 4/n, 4 + 8/n
   compiled,           // cross_entropy(logits.float()) under torch.compile (torchtitan with compile, 2025-04 on): p; p, 2p
   loss_parallel,      // PyTorch DTensor loss_parallel() on vocabulary-sharded logits (torchtitan with TP): 4; 12 + p, 16
+  // torch.compile'd losses (torchtune's compile_loss): AOTAutograd's min-cut partitioner saves the loss's
+  // input and its per-row reductions and recomputes the log-softmax in backward
+  upcast_compiled,    // "upcast" with the loss compiled: the fp32 logits saved (4; 4 + p, 8)
+  chunked_compiled,   // "chunked" with compute_cross_entropy compiled: the 16-bit chunks saved (p; p, p + p/n)
 };
 
 // Bytes per logit element: saved, and the extra at the forward and backward
@@ -363,6 +367,27 @@ struct LossBytes {
 // keep only the log-softmax (derivatives.yaml). In every eager mode the
 // backward high point is the saved log-softmax, the gradient of the loss
 // w.r.t. it and w.r.t. the logits, all fp32 (12 bytes), before the cast back.
+//
+// Compiled (torchtune @ 1814feb1 training/_compile.py: compile_loss compiles
+// the whole loss module, or for CEWithChunkedOutputLoss its
+// compute_cross_entropy, logits.float() + F.cross_entropy, per chunk; the
+// model's layers are compiled separately and the output projection and the
+// model's .float() stay eager). AOTAutograd splits the compiled graph with
+// min_cut_rematerialization_partition (pytorch/pytorch @ c28ba8e5
+// torch/_functorch/partitioners.py): a reduction whose output is 4x smaller
+// than its input is never recomputed (ban_if_reduction: the per-row max and
+// log-sum-exp are saved), fusible pointwise intermediates weigh twice their
+// size and graph inputs once, so the cheapest cut saves the loss's input, not
+// its fp32 log-softmax, and backward recomputes the softmax from it in one
+// fused kernel writing the gradient in the input's dtype (no fp32 copy
+// materialized in either pass). Per logit element:
+//   upcast_compiled:  the fp32 logits the model returned are saved (4, and they
+//                     are no longer freed by the recipe's `del logits`); the
+//                     16-bit projection output p beside them during the cast;
+//                     backward the fp32 gradient 4 beside them
+//   chunked_compiled: the 16-bit chunks are saved (p); nothing more in forward;
+//                     backward one chunk's 16-bit gradient p/n
+// The per-row statistics (8 bytes per token) are not counted.
 inline LossBytes loss_bytes(CrossEntropy mode, double p, double chunks) {
   switch (mode) {
     case CrossEntropy::unfused: return {4, 4, 0, 0};
@@ -380,6 +405,8 @@ inline LossBytes loss_bytes(CrossEntropy mode, double p, double chunks) {
     // and exp(shifted) beside the fp32 copy; the fused nll/log-softmax backward
     // holds zeros_like(x), exp(x) and two results beside the saved log-softmax.
     case CrossEntropy::loss_parallel: return {0, 4, p + 8, 12};
+    case CrossEntropy::upcast_compiled: return {0, 4, p, 4};
+    case CrossEntropy::chunked_compiled: return {0, p, 0, p / chunks};
   }
   return {};
 }
@@ -394,10 +421,15 @@ inline double returned_logit_bytes(CrossEntropy mode, double p) {
   switch (mode) {
     case CrossEntropy::unfused:
     case CrossEntropy::upcast_shift_copy:
-    case CrossEntropy::upcast: return 4;
+    case CrossEntropy::upcast:
+    case CrossEntropy::upcast_compiled: return 4;
     case CrossEntropy::upcast_in_loss_shift_copy:
     case CrossEntropy::upcast_in_loss:
-    case CrossEntropy::chunked: return p;
+    case CrossEntropy::chunked:
+    case CrossEntropy::chunked_compiled:
+    case CrossEntropy::compiled:       // torchtitan: the model returns 16-bit logits, the compiled loss upcasts
+    case CrossEntropy::loss_parallel:  // the 16-bit vocabulary shard (a DTensor)
+      return p;
     case CrossEntropy::vocab_parallel: return 0;
   }
   return 0;

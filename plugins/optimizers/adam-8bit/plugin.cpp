@@ -40,11 +40,26 @@
 // holds: with bf16 weights and gradients and B = 256, 2 + 2 x 2 + 2 x (2 + 8 /
 // 256) = 10.0625 B (fp32 AdamW moves 2 + 4 + 16 = 22 B). The quantization maps (2 x 256 fp32, loaded by every thread block,
 // from L2 after the first) are left out: 2 KiB per tensor.
+//
+// Option `in_backward` (torchtune's optimizer_in_bwd, as the elementwise
+// optimizers have it): torchtune @ 1814feb17a90, recipes/
+// full_finetune_single_device.py _setup_optimizer builds one optimizer per
+// parameter ({p: config.instantiate(cfg_optimizer, [p])}, whatever the
+// optimizer class, bitsandbytes' included) and training/memory.py
+// register_optim_in_bwd_hooks steps it in the parameter's post-accumulate-grad
+// hook, then sets p.grad = None: the gradients of the whole model never exist
+// at once. memplan keeps one gradient tensor (the largest trainable one, in
+// the gradients' dtype) at the backward high point and no gradient in the
+// optimizer phase; the 8-bit kernel updates in place, so no temporaries. The
+// states are the same. It needs grad_accum = 1 (torchtune refuses gradient
+// accumulation with it) and the architecture (the largest tensor).
 #include <memplan/sdk.hpp>
 #include <memplan/support/layout.hpp>
+#include <memplan/support/optimizer_step.hpp>
 #include <memplan/support/optimizer_traffic.hpp>
 #include <memplan/support/parameter_shapes.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <string>
@@ -53,30 +68,43 @@ namespace {
 
 namespace sdk = memplan::sdk;
 
-constexpr std::array<memplan_option_spec, 2> kOptions{{
+constexpr std::array<memplan_option_spec, 3> kOptions{{
     {"block_size", MEMPLAN_OPTION_INT,
      "elements per quantization block, each with one fp32 absmax per state (bitsandbytes >= 0.44: 256; the paper "
      "and bitsandbytes <= 0.43: 2048)",
      "256"},
     {"min_8bit_size", MEMPLAN_OPTION_INT, "tensors with fewer elements keep fp32 states (bitsandbytes' min_8bit_size)",
      "4096"},
+    {"in_backward", MEMPLAN_OPTION_BOOL,
+     "step each parameter inside backward as soon as its gradient exists, then free the gradient (torchtune's "
+     "optimizer_in_bwd); needs grad_accum = 1",
+     "false"},
 }};
 
 class Adam8bitOptimizer {
  public:
   static constexpr sdk::PluginInfo info{
-      "adam-8bit", "1.2.0",
+      "adam-8bit", "1.3.0",
       "Adam with block-wise 8-bit states, bitsandbytes Adam8bit (Dettmers et al. 2022, arXiv 2110.02861)",
-      sdk::Kind::optimizer, sdk::Phase::optimizer};
+      sdk::Kind::optimizer, sdk::Phase::optimizer, sdk::Reads::grad_accum};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
   explicit Adam8bitOptimizer(sdk::Options& options)
       : block_size_(static_cast<double>(options.positive_integer("block_size", 256))),
         min_8bit_size_(static_cast<double>(options.integer("min_8bit_size").value_or(4096))),
+        in_backward_(options.boolean("in_backward").value_or(false)),
         layout_(options),
         traffic_(options) {
     if (min_8bit_size_ < 0)
       options.fail("min_8bit_size", "must be 0 or more, got " + std::to_string(static_cast<int64_t>(min_8bit_size_)));
+    if (!in_backward_) return;
+    in_backward_gradient_ = options.intern("gradients.in_backward");
+    if (!options.model().has_architecture)
+      options.fail("in_backward", "keeps the largest gradient tensor, which a model given only as params does not "
+                                  "tell; give the architecture (a preset, or layers, hidden, ...)");
+    if (options.workload().grad_accum > 1)
+      options.fail("in_backward", "steps each parameter as its gradient appears, so gradients cannot accumulate "
+                                  "over micro-batches; set [batch] grad_accum = 1 or in_backward = false");
   }
 
   void apply(sdk::Context& ctx) {
@@ -101,10 +129,33 @@ class Adam8bitOptimizer {
       if (split.blocks > 0) add(weight, absmax_(ctx, weight), 2 * split.blocks, 4.0);
       if (split.small > 0) add(weight, fp32_(ctx, weight), 2 * split.small, 4.0);
     }
+    const size_t weights = ctx.size();
     ctx.add(batch_);
+    if (in_backward_) step_in_backward(ctx, weights);
   }
 
  private:
+  // The gradients of the whole model become one gradient tensor at a time, at
+  // the backward high point (the in-place 8-bit kernel adds no temporaries).
+  void step_in_backward(sdk::Context& ctx, size_t weights) const {
+    const double largest = memplan::support::largest_trainable_tensor(ctx, weights, layout_);
+    double gradient_bytes = 0;
+    for (size_t i = ctx.size(); i-- > 0;) {
+      const sdk::ItemRef item = ctx.items()[i];  // taken again after each remove
+      if (item.role() != sdk::Role::gradients || item.lifetime() != sdk::Lifetime::gradient ||
+          item.device() != sdk::Device::gpu)
+        continue;
+      gradient_bytes = std::max(gradient_bytes, item.bytes_per_element());
+      ctx.remove(i);
+    }
+    if (largest <= 0 || gradient_bytes <= 0) return;
+    ctx.add(sdk::NewItem{.name = in_backward_gradient_,
+                         .role = sdk::Role::gradients,
+                         .lifetime = sdk::Lifetime::transient_backward,
+                         .elements = largest,
+                         .bytes_per_element = gradient_bytes});
+  }
+
   struct Split {
     double quantized = 0;  // elements with 8-bit states, per instance
     double blocks = 0;     // their quantization blocks
@@ -151,6 +202,8 @@ class Adam8bitOptimizer {
 
   double block_size_;
   double min_8bit_size_;
+  bool in_backward_ = false;
+  sdk::Name in_backward_gradient_;  // interned in the constructor when in_backward is on
   memplan::support::LayoutReader layout_;  // ranks.tensor and layout.expert_parallel by handle
   memplan::support::OptimizerTraffic traffic_;
   sdk::SuffixedNames absmax_{".absmax"}, fp32_{".fp32"};  // interned once per weight name

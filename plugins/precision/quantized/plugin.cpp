@@ -45,7 +45,7 @@ namespace sdk = memplan::sdk;
 namespace q = memplan::plugins::quantized;
 using sdk::ParamClass;
 
-constexpr std::array<memplan_option_spec, 13> kOptions{{
+constexpr std::array<memplan_option_spec, 14> kOptions{{
     {"format", MEMPLAN_OPTION_STRING,
      "quantized weight format: int8, int4, nf4, fp8, fp8-block (DeepSeek-V3), mxfp4, gptq, awq, or a llama.cpp GGUF "
      "type (q4_0, q4_1, q5_0, q5_1, q8_0, q2_k .. q6_k, iq1_s .. iq4_xs, iq4_nl); \"auto\": the format the model's "
@@ -78,6 +78,10 @@ constexpr std::array<memplan_option_spec, 13> kOptions{{
     {"skip_trainable", MEMPLAN_OPTION_BOOL,
      "training: keep trainable linear weights (e.g. experts a 'freeze' trains) in the unquantized dtype instead of "
      "failing",
+     "false"},
+    {"scales_in_parameter", MEMPLAN_OPTION_BOOL,
+     "the scales are part of the parameter tensor (torchao's NF4Tensor, torchtune's QLoRA), so sharding, gathering "
+     "and offload move them with the values; false: a separate quant_state kept whole on every rank (bitsandbytes)",
      "false"},
 }};
 
@@ -233,7 +237,7 @@ std::optional<Declared> declared_format(sdk::Options& options) {
 class QuantizedPrecision {
  public:
   static constexpr sdk::PluginInfo info{
-      "quantized", "1.3.0",
+      "quantized", "1.4.0",
       "Quantized weights (int8, int4, nf4, fp8, fp8-block, mxfp4, gptq, awq, GGUF types) with their block scales; frozen in training (QLoRA)",
       sdk::Kind::precision, sdk::Phase::precision};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -351,6 +355,7 @@ class QuantizedPrecision {
     master_weights_ = optional_dtype(options, "master_weights", true);
     optimizer_states_ = plain_dtype(options, "optimizer_states", "fp32");
     skip_trainable_ = options.boolean("skip_trainable").value_or(false);
+    scales_in_parameter_ = options.boolean("scales_in_parameter").value_or(false);
     whole_model_ = !model.has_architecture;
     if (declared) {
       format_text_ = std::string(format->name) + " from the model's quantization_config (quant_method " +
@@ -388,9 +393,9 @@ class QuantizedPrecision {
         if (!skip_trainable_) fail_trainable(ctx, item);
         quantize = false;
       }
-      item.set_bytes_per_element(quantize ? values_
+      item.set_bytes_per_element(quantize ? (scales_in_parameter_ ? quantized_ : values_)
                                           : (item.param_class() == ParamClass::adapter ? adapters_ : unquantized_));
-      if (quantize && constants_ > 0) add_constants(ctx, item);
+      if (quantize && constants_ > 0 && !scales_in_parameter_) add_constants(ctx, item);
       if (!trains) continue;
       add_copy(item, sdk::Role::gradients, sdk::Lifetime::gradient, gradients_.value_or(item.bytes_per_element()));
       if (master_weights_) add_copy(item, sdk::Role::master_weights, sdk::Lifetime::persistent, *master_weights_);
@@ -412,6 +417,12 @@ class QuantizedPrecision {
   // (bitsandbytes/nn/modules.py, Params4bit._quantize), GPTQ and AWQ as
   // registered buffers. Sharding and parameter offload leave it whole on every
   // rank's GPU; tensor parallelism splits it with the values it scales.
+  // With scales_in_parameter the constants stay in the weight item instead:
+  // torchao's NF4Tensor (torchao/dtypes/nf4tensor.py, the tensor subclass
+  // torchtune's to_nf4 makes the parameter) holds quantized_data,
+  // quantized_scalers and quantization_factor together and implements the
+  // split/chunk/all-gather ops FSDP2's fully_shard uses on all of them, so the
+  // scales are sharded, gathered and offloaded with their values.
   void add_constants(const sdk::Context& ctx, const sdk::ItemRef& values) {
     const sdk::Name name = quant_state_(ctx, values);  // interned once per weight name
     sdk::ItemRef constants = batch_.copy_of(values);
@@ -444,6 +455,7 @@ class QuantizedPrecision {
   std::optional<double> master_weights_;
   double optimizer_states_ = 0;
   bool skip_trainable_ = false;
+  bool scales_in_parameter_ = false;  // torchao NF4Tensor: the scales travel with the values
   bool whole_model_ = false;
   sdk::SuffixedNames quant_state_{".quant_state"};
   sdk::ItemBatch batch_;  // the items apply() appends, cleared each evaluation, its capacity kept

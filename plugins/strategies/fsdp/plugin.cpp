@@ -60,6 +60,17 @@
 // plugin keeps each pool's high point reserved. "fsdp2" tags nothing (its
 // streams are not modelled).
 //
+// separate_embeddings = true: the token (and position) embeddings and the LM
+// head are FSDP units of their own, gathered only while they run, as torchtune's
+// custom_sharded_layers ['tok_embeddings', 'output'] shards them
+// (recipes/full_finetune_distributed.py @ 30b8519e8: fully_shard on every
+// module whose name is listed, before the root; training/_distributed.py
+// shard_model). The root then holds only the rest (the final norm), and each
+// of those modules counts as a unit beside the layers' units: the working sets
+// take the larger of the largest layer unit and the largest such module, both
+// in forward and backward (limit_all_gathers' two units; FSDP2's implicit
+// prefetch of one), and the unsharded gradients the larger trainable one.
+//
 // reshard_after_forward = false (FSDP2's fully_shard option, FSDP1's
 // SHARD_GRAD_OP; torchtitan's default under pipeline parallelism,
 // torchtitan v0.2.2 models/llama3/infra/parallelize.py) keeps every unit
@@ -101,7 +112,7 @@ namespace {
 namespace sharding = memplan::support::sharding;
 using memplan::sdk::Role;
 
-constexpr std::array<memplan_option_spec, 12> kOptions{{
+constexpr std::array<memplan_option_spec, 13> kOptions{{
     {"shard_size", MEMPLAN_OPTION_INT,
      "ranks in one shard group; fewer than the data-parallel ranks is HYBRID_SHARD", "all data-parallel ranks (FULL_SHARD)"},
     {"unit_layers", MEMPLAN_OPTION_INT, "transformer layers per FSDP unit (wrapped module)", "1"},
@@ -138,6 +149,10 @@ constexpr std::array<memplan_option_spec, 12> kOptions{{
      "through backward) or \"auto\" (last-micro-batch for api \"fsdp2\" under pipeline parallelism, as "
      "torch.distributed.pipelining does)",
      "\"auto\""},
+    {"separate_embeddings", MEMPLAN_OPTION_BOOL,
+     "the embeddings and the LM head are FSDP units of their own, gathered only while used (torchtune's "
+     "custom_sharded_layers = ['tok_embeddings', 'output']), not part of the root kept gathered through backward",
+     "false"},
 }};
 
 class FsdpStrategy {
@@ -184,6 +199,7 @@ class FsdpStrategy {
     gradient_sync_ = sync == "auto" ? GradientSync::automatic
                      : sync == "last-micro-batch" ? GradientSync::last_micro_batch
                                                   : GradientSync::every_micro_batch;
+    separate_embeddings_ = options.boolean("separate_embeddings").value_or(false);
     if (!options.model().has_architecture)
       options.fail("needs the model's layers to size its units, but the scenario gives only params; give a preset "
                    "or the architecture in [model], or use [[strategy]] use = \"zero\" with stage = 3");
@@ -331,13 +347,25 @@ class FsdpStrategy {
     const double unit = sharding::largest_window(weights.per_layer, unit_layers_);
     const double unit_bytes = sharding::largest_window(weights.per_layer_bytes, unit_layers_);
     const double trainable_unit = sharding::largest_window(weights.trainable_layer, unit_layers_);
-    const double units = std::ceil(static_cast<double>(weights.per_layer.size()) / static_cast<double>(unit_layers_));
+    double units = std::ceil(static_cast<double>(weights.per_layer.size()) / static_cast<double>(unit_layers_));
     stage_weight_bytes_ = weights.outside_bytes;
     for (double bytes : weights.per_layer_bytes) stage_weight_bytes_ += bytes;
+    // The root: the weights outside the layers, less the embeddings and head when they are units of their own.
+    Root root{weights.outside_layers, weights.outside_bytes, weights.trainable_outside};
+    double gathered_unit = unit_bytes;
+    double gradient_unit = trainable_unit;
+    if (separate_embeddings_) {
+      const Root own = separate_units(ctx, root, param_bytes_);
+      if (own.elements > 0) {
+        gathered_unit = std::max(unit_bytes, own.bytes);
+        gradient_unit = std::max(trainable_unit, own.trainable);
+        units += own.count;
+      }
+    }
     using memplan::sdk::Lifetime;
     if (reshard_after_forward_) {
-      const double forward = weights.outside_bytes + std::min(2.0, units) * unit_bytes;
-      const double backward = weights.outside_bytes + std::min(1.0 + backward_prefetch_, units) * unit_bytes;
+      const double forward = root.bytes + std::min(2.0, units) * gathered_unit;
+      const double backward = root.bytes + std::min(1.0 + backward_prefetch_, units) * gathered_unit;
       sharding::add_buffer(ctx, names_.gathered_forward, Lifetime::transient_forward, forward, 1);
       sharding::add_buffer(ctx, names_.gathered_backward, Lifetime::transient_backward, backward, 1);
     } else {
@@ -352,14 +380,50 @@ class FsdpStrategy {
     }
     if (ctx.training())
       sharding::add_buffer(ctx, names_.unsharded_gradients, Lifetime::transient_backward,
-                           weights.trainable_outside + trainable_unit,
+                           root.trainable + gradient_unit,
                            reduce_bytes_ > 0 ? reduce_bytes_
                                              : ctx.required_attr_double(attributes_.gradients_dtype,
                                                                         MEMPLAN_ATTR_DTYPE_GRADIENTS));
     // The staged shard copies of the root and of one unit, in the dtype they are gathered in.
-    ctx.set_attr(attributes_.offload_staging, (weights.outside_bytes + (units > 0 ? unit_bytes : 0.0)) / shard);
+    ctx.set_attr(attributes_.offload_staging, (root.bytes + (units > 0 ? gathered_unit : 0.0)) / shard);
     ctx.set_attr(attributes_.unit_parameters, unit);
-    ctx.set_attr(attributes_.root_parameters, weights.outside_layers);
+    ctx.set_attr(attributes_.root_parameters, root.elements);
+  }
+
+  // The weights outside the layers: elements, bytes as gathered, trainable
+  // elements (and, for separate units, how many modules and the largest one's).
+  struct Root {
+    double elements = 0, bytes = 0, trainable = 0, count = 0;
+  };
+
+  // With separate_embeddings: takes the embeddings and LM head out of `root`
+  // and returns the largest of them as one unit (elements, bytes as gathered,
+  // trainable elements) and how many there are. The gathered dtype follows
+  // weight_layout's: param_dtype when given; the embeddings are not linear
+  // layers, so a Float8 all-gather leaves them in their own dtype.
+  static Root separate_units(const memplan::sdk::Context& ctx, Root& root, double gather_bytes) {
+    Root largest;
+    for (memplan::sdk::ItemRef item : ctx.items()) {
+      if (item.role() != Role::weights || item.non_parameter() || item.layer() >= 0) continue;
+      const memplan::sdk::ParamClass c = item.param_class();
+      if (c != memplan::sdk::ParamClass::embedding && c != memplan::sdk::ParamClass::position_embedding &&
+          c != memplan::sdk::ParamClass::lm_head)
+        continue;
+      const double elements = item.elements() * item.count();
+      const double bytes = elements * (gather_bytes > 0 ? gather_bytes : item.bytes_per_element());
+      const double trainable = item.trainable() ? elements : 0.0;
+      root.elements -= elements;
+      root.bytes -= bytes;
+      root.trainable -= trainable;
+      largest.count += 1;
+      largest.elements = std::max(largest.elements, elements);
+      largest.bytes = std::max(largest.bytes, bytes);
+      largest.trainable = std::max(largest.trainable, trainable);
+    }
+    root.elements = std::max(root.elements, 0.0);
+    root.bytes = std::max(root.bytes, 0.0);
+    root.trainable = std::max(root.trainable, 0.0);
+    return largest;
   }
 
   // The attributes apply() reads and writes, resolved once: no key lookup per
@@ -419,6 +483,7 @@ class FsdpStrategy {
   bool sync_module_states_ = false;
   enum class GradientSync { automatic, every_micro_batch, last_micro_batch };
   GradientSync gradient_sync_ = GradientSync::automatic;
+  bool separate_embeddings_ = false;
 };
 
 }  // namespace

@@ -19,8 +19,13 @@
 // each parameter's optimizer steps as soon as its gradient is accumulated, and
 // the gradient is freed): the gradients of the whole model never exist at once.
 // memplan keeps one gradient tensor (the largest) and one parameter's step
-// temporaries (for-loop sized) at the backward high point, and nothing of
-// either in the optimizer phase. It needs grad_accum = 1 (torchtune refuses
+// temporaries at the backward high point, and nothing of either in the
+// optimizer phase. torchtune builds one optimizer per parameter
+// ({p: config.instantiate(cfg_optimizer, [p])}, recipes/
+// full_finetune_single_device.py @ 1814feb17a90), so the implementation sizes
+// the temporaries for that one tensor: "for-loop" for_loop x it, "foreach"
+// (the multi-tensor step over a one-tensor group, torch/optim/adam.py
+// _multi_tensor_adam's _foreach_sqrt) foreach x it, "fused" none. It needs grad_accum = 1 (torchtune refuses
 // gradient accumulation with it: the gradients would have to be kept).
 #pragma once
 
@@ -110,11 +115,14 @@ class ElementwiseOptimizer {
                          .lifetime = sdk::Lifetime::transient_backward,
                          .elements = largest,
                          .bytes_per_element = gradient_bytes});
-    if (Traits::temporaries.for_loop > 0)
+    const double per_tensor = implementation_ == Implementation::for_loop  ? Traits::temporaries.for_loop
+                              : implementation_ == Implementation::foreach ? Traits::temporaries.foreach
+                                                                           : 0.0;
+    if (per_tensor > 0)
       ctx.add(sdk::NewItem{.name = in_backward_temporaries_,
                            .role = sdk::Role::optimizer_states,
                            .lifetime = sdk::Lifetime::transient_backward,
-                           .elements = largest * Traits::temporaries.for_loop,
+                           .elements = largest * per_tensor,
                            .bytes_per_element = state_bytes});
   }
 
