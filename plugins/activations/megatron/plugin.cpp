@@ -50,7 +50,9 @@ constexpr std::array<memplan_option_spec, 12> kOptions{{
     {"layer", MEMPLAN_OPTION_STRING,
      "\"fused\": Megatron-LM / Transformer Engine layers (Korthikanti et al.'s tensors); \"eager\": PyTorch "
      "modules as Hugging Face Transformers and torchtune write them (fp32 RMSNorm inputs, K/V repeated to every "
-     "query head, SwiGLU's product, inputs kept only for trained weights)",
+     "query head, SwiGLU's product, inputs kept only for trained weights); \"compiled\": those modules under "
+     "torch.compile, whose partitioner recomputes the pointwise ops and saves what fused kernels save (counted "
+     "as \"fused\")",
      "\"fused\""},
     {"repeat_kv", MEMPLAN_OPTION_BOOL,
      "eager layers: K and V are copied to every query head before attention (transformers' repeat_kv, torchtune's "
@@ -132,8 +134,14 @@ class MegatronActivations {
         cross_entropy_ != CrossEntropy::chunked_compiled)
       options.fail("loss_chunks", "applies to cross_entropy = \"chunked\" or \"chunked-compiled\" only");
     const std::string layer = options.string("layer").value_or("fused");
-    if (layer != "fused" && layer != "eager")
-      options.fail("layer", "must be \"fused\" or \"eager\", not \"" + layer + "\"");
+    if (layer != "fused" && layer != "eager" && layer != "compiled")
+      options.fail("layer", "must be \"fused\", \"eager\" or \"compiled\", not \"" + layer + "\"");
+    // torch.compile'd eager modules save what fused kernels save: Inductor
+    // trains through AOTAutograd with min_cut_rematerialization_partition
+    // (torch/_inductor/compile_fx.py), which recomputes the pointwise ops in
+    // backward (the RMSNorm's fp32 upcast, pow, mean and rsqrt, SwiGLU's
+    // silu and product, RoPE's rotations) and saves only the inputs of the
+    // fused regions (torch/_functorch/partitioners.py @ c28ba8e5).
     layer_ = layer == "eager" ? LayerImplementation::eager : LayerImplementation::fused;
     repeat_kv_ = options.boolean("repeat_kv").value_or(true);
     offload_ = options.boolean("offload").value_or(false);
