@@ -225,14 +225,14 @@ TEST(EagerLayers, ThroughThePlugin) {
 }
 
 // cross_entropy = "compiled" through the plugin, same run: the loss keeps the
-// 16-bit logits (2 x 1024 x 128,256 = 262,668,288 bytes), adds nothing at its
+// 16-bit logits the model returned (activations.logits) (2 x 1024 x 128,256 = 262,668,288 bytes), adds nothing at its
 // forward high point and their 16-bit gradient (as much again) at its backward one.
 TEST(LossPaths, CompiledLossThroughThePlugin) {
   Evaluation e = evaluate_paper(
       "name = \"e\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nseq_len = 1024\n"
       "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n"
       "layer = \"eager\"\nflash_attention = true\ndropout = false\ncross_entropy = \"compiled\"\n");
-  EXPECT_EQ(e.item_bytes("activations.cross_entropy", MEMPLAN_ROLE_ACTIVATIONS), 262'668'288u);
+  EXPECT_EQ(e.item_bytes("activations.logits", MEMPLAN_ROLE_ACTIVATIONS), 262'668'288u);
   EXPECT_EQ(e.item_bytes("activations.loss_forward", MEMPLAN_ROLE_ACTIVATIONS), 0u);
   EXPECT_EQ(e.item_bytes("activations.loss_backward", MEMPLAN_ROLE_ACTIVATIONS), 262'668'288u);
 }
@@ -246,7 +246,7 @@ TEST(LossPaths, CompiledChunkedThroughThePlugin) {
       "name = \"e\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nseq_len = 1024\n"
       "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n"
       "layer = \"eager\"\nflash_attention = true\ndropout = false\ncross_entropy = \"chunked-compiled\"\n");
-  EXPECT_EQ(e.item_bytes("activations.cross_entropy", MEMPLAN_ROLE_ACTIVATIONS), 2ull * 1024 * 128'256);
+  EXPECT_EQ(e.item_bytes("activations.logits", MEMPLAN_ROLE_ACTIVATIONS), 2ull * 1024 * 128'256);
   EXPECT_EQ(e.item_bytes("activations.loss_forward", MEMPLAN_ROLE_ACTIVATIONS), 0u);
   EXPECT_EQ(e.item_bytes("activations.loss_backward", MEMPLAN_ROLE_ACTIVATIONS), 1024ull * 128'256 / 4);
 }

@@ -46,13 +46,11 @@ TEST(ParallelExamples, MixtralExpertParallel) {
 
 TEST(ParallelExamples, Llama70bFsdpHybrid) {
   Evaluation e = example("train-parallel-llama2-70b-fsdp-hybrid.toml");
-  // Init: the model states, 14 x P / 32, and what FSDP1's wrapping holds
-  // (Fsdp.SetupUnitByUnit's rule): a 70B layer unit U = 855,654,400 x 2 =
-  // 1,711,308,800 B, the root 1,048,592,384 B. High point 2 U; blocks: the
-  // last layer's 2 U, the root's embedding, norm and head carved from the
-  // flat block, its flat parameter new (+1,048,592,384), its shard
-  // (32,768,512) carved: 4,438,441,472 reserved, in the device quantity.
-  EXPECT_EQ(e.breakdown().timeline[kInit], 14ull * 68'976'648'192 / 32 + 4'438'441'472u);
+  // Init: the model states, 14 x P / 32. FSDP1's wrapping (Fsdp.SetupUnitByUnit's
+  // rule) holds 4,438,441,472 B of blocks for a 70B layer unit and root, but
+  // while it runs the Adam states (8 x P / 32 = 17,244,162,048 B) do not exist
+  // yet: the set-up's high point stays below the states' init.
+  EXPECT_EQ(e.breakdown().timeline[kInit], 14ull * 68'976'648'192 / 32);
   EXPECT_EQ(e.item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 4'471'209'984u);
   EXPECT_EQ(e.item_bytes("fsdp.gathered_backward", MEMPLAN_ROLE_BUFFERS), 4'471'209'984u);
   EXPECT_EQ(e.item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), 2'759'901'184u);

@@ -112,6 +112,8 @@ void summarize(const Plan& plan, int64_t grad_accum, Breakdown& breakdown) {
   breakdown.cpu_components.fill(0);
   // Bytes by lifetime that count in each quantity (an item counts in its own and every later one).
   std::array<std::array<uint64_t, kLifetimeCount>, kQuantityCount> by_lifetime{};
+  // What exists while the job is set up (plugin_abi.h, memplan_exists_at_setup).
+  std::array<uint64_t, kQuantityCount> at_setup{};
   for (const PlanItem& item : plan.items) {
     const uint64_t bytes = item.bytes();
     if (item.device == MEMPLAN_DEVICE_CPU) {
@@ -119,8 +121,11 @@ void summarize(const Plan& plan, int64_t grad_accum, Breakdown& breakdown) {
       continue;
     }
     breakdown.components[static_cast<size_t>(item.role)] += bytes;
-    for (int quantity = item_quantity(item.flags); quantity < kQuantityCount; ++quantity)
+    const bool setup = memplan_exists_at_setup(item.role, item.lifetime) != 0;
+    for (int quantity = item_quantity(item.flags); quantity < kQuantityCount; ++quantity) {
       by_lifetime[static_cast<size_t>(quantity)][static_cast<size_t>(item.lifetime)] += bytes;
+      if (setup) at_setup[static_cast<size_t>(quantity)] += bytes;
+    }
   }
   breakdown.sum = 0;
   for (uint64_t bytes : breakdown.components) breakdown.sum += bytes;
@@ -141,8 +146,9 @@ void summarize(const Plan& plan, int64_t grad_accum, Breakdown& breakdown) {
     const uint64_t activations = lifetime[MEMPLAN_LIFETIME_ACTIVATION];
     StepPeak& step = breakdown.quantities[static_cast<size_t>(quantity)];
     auto& t = step.timeline;
-    // Set-up allocations (loading, wrapping) are gone before the first step.
-    t[kInit] = persistent + lifetime[MEMPLAN_LIFETIME_SETUP];
+    // Init: the persistent items, or the set-up's high point (its allocations,
+    // gone before the first step, beside what exists by then), the larger.
+    t[kInit] = std::max(persistent, at_setup[static_cast<size_t>(quantity)]);
     // From the second micro-batch on, accumulated gradients are already allocated during forward.
     t[kForward] = persistent + activations + lifetime[MEMPLAN_LIFETIME_TRANSIENT_FORWARD] +
                   (accumulating ? gradients : 0);

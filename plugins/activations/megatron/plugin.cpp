@@ -310,7 +310,9 @@ class MegatronActivations {
       // as one (tied). An encoder without a head (BERT's output_head = "none")
       // computes none.
       if (facts.lm_head || (model.tied_embeddings != 0 && facts.embedding)) {
-        add_outside(ctx, names_.logits, outside.logits * head_scale);
+        // The held output is the micro-batch's own logits kept into backward
+        // where the model keeps them: counted once (the others in flight keep theirs).
+        add_outside(ctx, names_.logits, outside.logits * head_scale - outside.held_overlap / context);
         // The loop holds one output, whatever the micro-batches in flight.
         add_outside(ctx, names_.held_output, outside.held_output / context, memplan::sdk::Lifetime::persistent);
         add_outside(ctx, names_.cross_entropy, outside.cross_entropy * head_scale);

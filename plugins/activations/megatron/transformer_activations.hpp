@@ -400,13 +400,15 @@ inline LossBytes loss_bytes(CrossEntropy mode, double p, double chunks) {
     // Inductor fuses the upcast, log-softmax and nll: the graph saves its 16-bit
     // input (and per-row statistics) and writes the 16-bit gradient in backward;
     // no fp32 buffer of the logits' size (docs/formulas.md, "Logits and loss").
-    case CrossEntropy::compiled: return {0, p, 0, p};
+    case CrossEntropy::compiled: return {p, 0, 0, p};
     // torch/distributed/tensor/parallel/loss.py: _log_softmax makes `shifted`
     // and exp(shifted) beside the fp32 copy; the fused nll/log-softmax backward
     // holds zeros_like(x), exp(x) and two results beside the saved log-softmax.
     case CrossEntropy::loss_parallel: return {0, 4, p + 8, 12};
-    case CrossEntropy::upcast_compiled: return {0, 4, p, 4};
-    case CrossEntropy::chunked_compiled: return {0, p, 0, p / chunks};
+    // The compiled losses save their input, which is the logits the model
+    // returned (saved_logits: a held output is that same tensor).
+    case CrossEntropy::upcast_compiled: return {4, 0, p, 4};
+    case CrossEntropy::chunked_compiled: return {p, 0, 0, p / chunks};
   }
   return {};
 }
@@ -450,6 +452,7 @@ struct OutputActivations {
   double loss_forward = 0;       // transient at the loss's forward high point
   double loss_backward = 0;      // transient at the loss's backward high point
   double held_output = 0;        // the returned logits a loop keeps until the next output replaces them
+  double held_overlap = 0;       // of which the logits kept into backward (the same tensor), per micro-batch
 };
 
 // The embedding output itself is the first layer's input, which the layer
@@ -486,7 +489,8 @@ inline OutputActivations output_activations(const OutputShape& x, const Activati
   const LossBytes bytes = loss_bytes(loss, o.bytes, chunks);
   const double held = output_held ? returned_logit_bytes(loss, o.bytes) : 0;
   out.held_output = held * logit_elements;
-  out.logits = std::max(0.0, bytes.saved_logits - held) * logit_elements;
+  out.logits = bytes.saved_logits * logit_elements;
+  out.held_overlap = std::min(held, bytes.saved_logits) * logit_elements;
   out.cross_entropy = bytes.saved_loss * logit_elements;
   out.loss_forward = bytes.forward_extra * logit_elements;
   out.loss_backward = bytes.backward_extra * logit_elements;

@@ -106,6 +106,9 @@ class AllocatorOverhead {
       Group& group = find(groups_, item);
       if (rounding_) group.rounding += rounding_waste(bytes);
       // A side stream's blocks are reused exactly: no fragmentation margin.
+      // The set-up's allocations get it like the step's: its plugin counts the
+      // blocks of the last unit and the root, not what the units before left
+      // split and scattered (fsdp/setup_cache.hpp, "Not modelled").
       if (item.lifetime() != sdk::Lifetime::persistent && item.stream() == MEMPLAN_STREAM_COMPUTE)
         group.fragmentation += fragmentation_ * bytes;
       side_streams = side_streams || item.stream() != MEMPLAN_STREAM_COMPUTE;
@@ -152,9 +155,8 @@ class AllocatorOverhead {
   // section 4), but never below what the set-up left reserved in it (items
   // of lifetime setup: the blocks wrapping or loading allocated and freed,
   // still cached when the first step starts, with the persistent tensors
-  // that existed then, every persistent item but the optimizer states, which
-  // torch.optim creates in the first step); less what the host's rule counts
-  // over the whole plan.
+  // that existed then: plugin_abi.h, memplan_exists_at_setup); less what the
+  // host's rule counts over the whole plan.
   void add_pools(sdk::Context& ctx) {
     const bool accumulating = ctx.workload().grad_accum > 1;
     streams_.clear();
@@ -168,8 +170,7 @@ class AllocatorOverhead {
     double setup_floor = 0;
     for (const sdk::ItemRef item : ctx.items())
       if (counted(item) && item.stream() == MEMPLAN_STREAM_COMPUTE &&
-          (item.lifetime() == sdk::Lifetime::setup ||
-           (item.lifetime() == sdk::Lifetime::persistent && item.role() != sdk::Role::optimizer_states)))
+          memplan_exists_at_setup(static_cast<int32_t>(item.role()), static_cast<int32_t>(item.lifetime())))
         setup_floor += item.bytes();
     for (double& phase : wanted) phase = std::max(phase, setup_floor);
     for (uint32_t stream : streams_) {
@@ -202,7 +203,8 @@ class AllocatorOverhead {
   using PhaseTotals = std::array<double, 3>;
   template <typename Selected>
   PhaseTotals step_rule(const sdk::Context& ctx, bool accumulating, Selected selected) {
-    std::array<double, 6> lifetime{};
+    // By lifetime; set-up items are gone before the step this rule describes.
+    std::array<double, MEMPLAN_LIFETIME_SETUP + 1> lifetime{};
     layers_.clear();
     double largest_gradient_layer = 0, largest_activation_layer = 0;
     for (const sdk::ItemRef item : ctx.items()) {

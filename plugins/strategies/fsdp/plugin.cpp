@@ -189,7 +189,13 @@ class FsdpStrategy {
     if (setup != "unit" && setup != "none")
       options.fail("setup", "must be \"unit\" (FSDP1 wraps unit by unit) or \"none\", not \"" + setup + "\"");
     setup_units_ = setup == "unit";
+    if (setup_units_ && !fsdp1_)
+      options.fail("setup", "\"unit\" is FSDP1's wrapping (FullyShardedDataParallel); fully_shard (api = \"fsdp2\") "
+                            "shards modules built on the meta device: remove it or set api = \"fsdp1\"");
     sync_module_states_ = options.boolean("sync_module_states").value_or(false);
+    if (sync_module_states_ && !fsdp1_)
+      options.fail("sync_module_states", "is FullyShardedDataParallel's (api = \"fsdp1\"); with api = \"fsdp2\" "
+                                         "remove it");
     if (sync_module_states_ && !setup_units_)
       options.fail("sync_module_states", "broadcasts while FSDP1 wraps unit by unit; it needs setup = \"unit\"");
     const std::string sync = options.string("gradient_sync").value_or("auto");
@@ -200,6 +206,11 @@ class FsdpStrategy {
                      : sync == "last-micro-batch" ? GradientSync::last_micro_batch
                                                   : GradientSync::every_micro_batch;
     separate_embeddings_ = options.boolean("separate_embeddings").value_or(false);
+    if (separate_embeddings_ && setup_units_)
+      options.fail("separate_embeddings",
+                   "is not modelled with FSDP1's unit-by-unit wrapping (setup = \"unit\", the default with api = "
+                   "\"fsdp1\"): its set-up takes the weights outside the layers as one root unit; set setup = "
+                   "\"none\" to leave the wrapping out, or api = \"fsdp2\" (torchtune's custom_sharded_layers)");
     if (!options.model().has_architecture)
       options.fail("needs the model's layers to size its units, but the scenario gives only params; give a preset "
                    "or the architecture in [model], or use [[strategy]] use = \"zero\" with stage = 3");
@@ -306,7 +317,10 @@ class FsdpStrategy {
         memplan::plugins::fsdp_setup::setup_memory(unit, unit_copies, root_tensors_, shard, sync_module_states_);
     using memplan::sdk::Lifetime;
     sharding::add_buffer(ctx, names_.setup_transient, Lifetime::setup, memory.transient, 1);
-    sharding::add_buffer(ctx, names_.setup_cache, Lifetime::setup, memory.cached - memory.transient, 1,
+    // The blocks beyond the high point's; none when the high point's
+    // allocations were all carved from blocks counted there (a stage whose
+    // root is only the final norm).
+    sharding::add_buffer(ctx, names_.setup_cache, Lifetime::setup, std::max(0.0, memory.cached - memory.transient), 1,
                          memplan::sdk::Pool::reserve);
   }
 
@@ -335,10 +349,15 @@ class FsdpStrategy {
     if (!last || !ctx.training() || ctx.workload().grad_accum <= 1) return;
     double trainable = weights_.trainable_outside;
     for (double elements : weights_.trainable_layer) trainable += elements;
-    sharding::add_buffer(ctx, names_.accumulated_gradients, memplan::sdk::Lifetime::transient_backward, trainable,
-                         reduce_bytes_ > 0 ? reduce_bytes_
+    const double bytes = reduce_bytes_ > 0 ? reduce_bytes_
                                            : ctx.required_attr_double(attributes_.gradients_dtype,
-                                                                      MEMPLAN_ATTR_DTYPE_GRADIENTS));
+                                                                      MEMPLAN_ATTR_DTYPE_GRADIENTS);
+    // Alive from the first micro-batch's backward to the last one's, so
+    // through the forwards of micro-batches 2 to M as well.
+    sharding::add_buffer(ctx, names_.accumulated_gradients, memplan::sdk::Lifetime::transient_backward, trainable,
+                         bytes);
+    sharding::add_buffer(ctx, names_.accumulated_gradients, memplan::sdk::Lifetime::transient_forward, trainable,
+                         bytes);
   }
 
   void add_working_set(memplan::sdk::Context& ctx, double shard) {

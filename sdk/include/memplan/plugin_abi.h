@@ -98,6 +98,15 @@ extern "C" {
  * compute stream's pool). Added after the first landing of ABI 1.3: a host
  * that predates it rejects the item as an unknown lifetime. */
 #define MEMPLAN_LIFETIME_SETUP 6
+/* Whether a persistent item already exists while the job is set up: every
+ * persistent item but the optimizer states (torch.optim creates them in the
+ * first step) and activations kept from step to step (a loop's held
+ * output). The init phase and the 'allocator' plugin's floor both use it. */
+static inline int memplan_exists_at_setup(int32_t role, int32_t lifetime) {
+  return lifetime == MEMPLAN_LIFETIME_SETUP ||
+         (lifetime == MEMPLAN_LIFETIME_PERSISTENT && role != MEMPLAN_ROLE_OPTIMIZER_STATES &&
+          role != MEMPLAN_ROLE_ACTIVATIONS);
+}
 
 #define MEMPLAN_DEVICE_GPU 0
 #define MEMPLAN_DEVICE_CPU 1
