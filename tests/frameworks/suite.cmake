@@ -5,6 +5,7 @@
 memplan_add_test(test_frameworks
   frameworks/profiles_test.cpp
   frameworks/eager_layers_test.cpp
+  frameworks/autocast_test.cpp
   frameworks/runtime_memory_test.cpp
   frameworks/module_buffers_test.cpp
   frameworks/stream_pools_test.cpp

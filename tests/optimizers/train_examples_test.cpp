@@ -70,6 +70,20 @@ TEST(TrainExamples, Fp8) {
   EXPECT_EQ(optimizer_step(e), 63'490'127'872u);
 }
 
+// PyTorch AMP over fp32 weights (examples/train-precision-autocast.toml):
+// BERT-large, P = 335,141,888; 4 B weights, 4 B gradients, 8 B AdamW moments,
+// no master copy; the fp16 casts 2 x (24 x 12,592,128 + 1,049,600) =
+// 606,521,344 B, alive from forward to backward (lifetime activation).
+TEST(TrainExamples, Autocast) {
+  const Evaluation e = example("train-precision-autocast.toml");
+  EXPECT_EQ(e.component(MEMPLAN_ROLE_WEIGHTS), 1'340'567'552u);
+  EXPECT_EQ(e.component(MEMPLAN_ROLE_GRADIENTS), 1'340'567'552u);
+  EXPECT_EQ(e.component(MEMPLAN_ROLE_MASTER_WEIGHTS), 0u);
+  EXPECT_EQ(bytes_of(e, kStates, MEMPLAN_LIFETIME_PERSISTENT), 2'681'135'104u);
+  EXPECT_EQ(bytes_named(e, ".autocast"), 606'521'344u);
+  EXPECT_EQ(bytes_of(e, MEMPLAN_ROLE_BUFFERS, MEMPLAN_LIFETIME_ACTIVATION), 606'521'344u);
+}
+
 TEST(TrainExamples, MegatronFp16MainGrads) {
   const Evaluation e = example("train-precision-megatron-fp16-main-grads.toml");
   // 4 + 16/8 = 6 bytes per parameter, 1e9 parameters.

@@ -6,6 +6,7 @@
 // softmax on the stage that holds the LM head. Reads the layout the strategies
 // declared: tensor-parallel ranks, sequence parallelism, stage layers and
 // contents, in-flight micro-batches and the recompute policy.
+#include <memplan/conventions.h>
 #include <memplan/dtypes.hpp>
 #include <memplan/sdk.hpp>
 #include <memplan/support/items.hpp>
@@ -20,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "transformer_activations.hpp"
 
@@ -107,7 +109,7 @@ constexpr std::array<LossMode, 11> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.6.0",
+      "megatron", "1.7.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -193,7 +195,11 @@ class MegatronActivations {
                          : policy == "op"        ? RecomputePolicy::per_op
                                                  : RecomputePolicy::none;
     settings.layer = layer_;
-    if (layer_ == LayerImplementation::eager) settings.eager = eager_layer(ctx, model);
+    if (layer_ == LayerImplementation::eager) {
+      settings.eager = eager_layer(ctx, model);
+      // Autocast over fp32 weights: the residual stream's dtype (0 without).
+      settings.residual_bytes = ctx.attr_double(a.residual_dtype, 0);
+    }
 
     const uint32_t stage_layers = static_cast<uint32_t>(layout.stage_layers);
     const int64_t inflight = layout.inflight_microbatches;
@@ -281,6 +287,7 @@ class MegatronActivations {
     // On the stored activations' device (the host's with offload).
     if (working_set > 0)
       add_bytes(ctx, names_.recompute, working_set, memplan::sdk::Lifetime::transient_backward, stored_device);
+    if (settings.recompute == RecomputePolicy::full) retime_cached_casts(ctx);
 
     // Weights stored in fewer than 8 bits (QLoRA's nf4 base) are dequantized
     // to the compute dtype for each matrix multiply, in forward and again for
@@ -378,12 +385,13 @@ class MegatronActivations {
     explicit Attributes(const memplan::sdk::Options& options)
         : activation_dtype(options.attribute(MEMPLAN_ATTR_DTYPE_ACTIVATIONS)),
           activation_factor(options.attribute(MEMPLAN_ATTR_ACTIVATION_FACTOR)),
+          residual_dtype(options.attribute(MEMPLAN_ATTR_DTYPE_RESIDUAL)),
           lora_rank_inputs(options.attribute(MEMPLAN_ATTR_LORA_RANK_INPUTS)),
           lora_inputs(options.attribute(MEMPLAN_ATTR_LORA_INPUTS)),
           lora_distinct_inputs(options.attribute(MEMPLAN_ATTR_LORA_DISTINCT_INPUTS)),
           lora_dropout(options.attribute(MEMPLAN_ATTR_LORA_DROPOUT)),
           recompute_policy(options.attribute(MEMPLAN_ATTR_RECOMPUTE_POLICY)) {}
-    memplan::sdk::Attribute activation_dtype, activation_factor, lora_rank_inputs, lora_inputs,
+    memplan::sdk::Attribute activation_dtype, activation_factor, residual_dtype, lora_rank_inputs, lora_inputs,
         lora_distinct_inputs, lora_dropout, recompute_policy;
   };
 
@@ -403,9 +411,11 @@ class MegatronActivations {
           loss_backward(options.intern("activations.loss_backward")),
           rope_cache(options.intern("rope_cache")),
           causal_mask(options.intern("causal_mask")),
-          expanded_causal_mask(options.intern("activations.causal_mask")) {}
+          expanded_causal_mask(options.intern("activations.causal_mask")),
+          recompute_casts(options.intern("activations.recompute" MEMPLAN_CACHED_CAST_SUFFIX)) {}
     memplan::sdk::Name stored, offload_window, recompute, dequantized_weight, embedding_dropout, final_norm, logits,
-        cross_entropy, loss_forward, loss_backward, held_output, rope_cache, causal_mask, expanded_causal_mask;
+        cross_entropy, loss_forward, loss_backward, held_output, rope_cache, causal_mask, expanded_causal_mask,
+        recompute_casts;
   };
 
   // What apply() needs to know of the reported rank's weights, from one pass
@@ -442,6 +452,44 @@ class MegatronActivations {
                             (item.bytes_per_element() < 1 && memplan::support::sharding::is_linear(param_class));
     }
     return facts;
+  }
+
+  // Full recomputation of layers that autocast ran (the precision plugin's
+  // `<weight>.autocast` casts; conventions.h, MEMPLAN_CACHED_CAST_SUFFIX).
+  // torch.utils.checkpoint (pytorch/pytorch torch/utils/checkpoint.py @
+  // 0008d771a4015b0b43165ea470653b52e92b2148, CheckpointFunction) runs each
+  // layer's forward under torch.no_grad() inside the caller's autocast: the
+  // casts of the weights are still cached (autocast_mode.cpp's can_try_cache
+  // does not look at grad mode) and stay in the cache until the forward's
+  // autocast context exits, but nothing saves them, so they are all alive at
+  // the forward's end and gone in backward (transient_forward). Backward
+  // recomputes one layer at a time under the forward's autocast state
+  // (torch.amp.autocast(**ctx.device_autocast_kwargs)), whose matrix
+  // multiplies save that layer's casts until its backward: the largest
+  // layer's casts, transient_backward, beside the recompute working set.
+  void retime_cached_casts(memplan::sdk::Context& ctx) {
+    casts_.clear();
+    for (memplan::sdk::ItemRef item : ctx.items()) {
+      if (item.role() != memplan::sdk::Role::buffers || item.lifetime() != memplan::sdk::Lifetime::activation ||
+          item.layer() < 0 || item.count() == 0 || !item.name().ends_with(MEMPLAN_CACHED_CAST_SUFFIX))
+        continue;
+      item.set_lifetime(memplan::sdk::Lifetime::transient_forward);
+      casts_.push_back({item.layer(), item.layer() + static_cast<int64_t>(item.count()),
+                        item.bytes() / static_cast<double>(item.count())});
+    }
+    // One layer's casts: the items covering it; the sum changes only where a range starts.
+    double largest = 0;
+    for (const CastRange& start : casts_) {
+      double layer = 0;
+      for (const CastRange& other : casts_)
+        if (other.begin <= start.begin && start.begin < other.end) layer += other.bytes;
+      largest = std::max(largest, layer);
+    }
+    if (largest > 0)
+      memplan::support::add_bytes(ctx, {.name = names_.recompute_casts,
+                                        .role = memplan::sdk::Role::buffers,
+                                        .lifetime = memplan::sdk::Lifetime::transient_backward,
+                                        .bytes = largest});
   }
 
   // Elements of the largest linear-layer matrix on the rank: h x the widest
@@ -581,6 +629,12 @@ class MegatronActivations {
   bool output_held_ = false;
   bool softmax_keeps_input_ = false;
   double buffer_bytes_ = 0;  // 0: the layers' norm weights' dtype
+  struct CastRange {
+    int64_t begin = 0;  // first layer
+    int64_t end = 0;    // one past the last
+    double bytes = 0;   // one layer's
+  };
+  std::vector<CastRange> casts_;  // retime_cached_casts' scratch, kept between evaluations
   Attributes attributes_;
   memplan::support::LayoutReader layout_;
   Names names_;

@@ -89,7 +89,17 @@ struct ActivationSettings {
   RecomputePolicy recompute = RecomputePolicy::none;
   LayerImplementation layer = LayerImplementation::fused;
   EagerLayer eager;            // read when layer is eager
+  // Eager layers under autocast over wider weights (dtype.residual): the
+  // residual stream and the norms keep this dtype while the matrix multiplies
+  // compute in `bytes`. 0 (or not wider than `bytes`): no autocast.
+  double residual_bytes = 0;
 };
+
+// The residual stream's bytes per element: `residual_bytes` under autocast,
+// else the activations' (docs/formulas.md, "Eager layers under autocast").
+inline double residual_dtype_bytes(const ActivationSettings& o) {
+  return o.residual_bytes > o.bytes ? o.residual_bytes : o.bytes;
+}
 
 struct LayerActivations {
   double replicated = 0;      // norms, their outputs and dropout masks: split only with sequence parallelism
@@ -123,16 +133,36 @@ struct LayerActivations {
 // repeated this is (24h + 8f + 4a + 8) bytes per token (HF Llama, torchtune);
 // with p = 4, LayerNorm, GELU, eager attention and dropout it is
 // (34h + 8f + 9as + 16): Korthikanti et al.'s tensors in fp32 (HF BERT).
+//
+// Under autocast over fp32 weights (residual_bytes r = 4 > p; pytorch
+// aten/src/ATen/autocast_mode.cpp @ 008ec6b1840c94ff6d0f685bc10fbf585167c673:
+// layer_norm on the fp32 list, linear on the lower-precision list, casts of
+// non-leaf tensors not cached) the residual stream stays fp32 (the 16-bit
+// output of o or down plus the fp32 residual promotes), so a norm keeps its
+// input at r (LayerNorm r h + 8; RMSNorm's normalized copy, cast back to the
+// fp32 input dtype, r h), and each trained projection that reads a norm's fp32
+// output casts it into a 16-bit copy of its own that it saves: q, k and v
+// three (p h each), a gated MLP's gate and up two, a plain MLP's first one.
+// Everything after a projection is 16-bit as before. For HF BERT (LayerNorm,
+// GELU, eager attention, dropout, p = 2) that is 8h bytes per token more than
+// at p = 2 without autocast: 2 x 2h (the norms' inputs) + 2 x 2h (k's and v's
+// copies).
 inline LayerActivations eager_layer_terms(const TransformerShape& x, const ActivationSettings& o) {
   const EagerLayer& e = o.eager;
   const double sb = x.seq * x.batch;
   const double p = o.bytes;
+  const double r = residual_dtype_bytes(o);
+  const bool autocast = r > p;
   const double mask = o.dropout ? 1.0 : 0.0;
-  const double norm = e.rms_norm ? 4 * x.hidden + 4 + (e.norms_trainable ? p * x.hidden : 0) : p * x.hidden + 8;
+  const double norm = e.rms_norm ? 4 * x.hidden + 4 + (e.norms_trainable ? r * x.hidden : 0) : r * x.hidden + 8;
+  // Copies of a norm's output the projections after it keep: one shared, or under autocast one per projection
+  // (multi-head latent attention's down-projections are left at one).
+  const double attention_copies = autocast && !x.latent() ? 3 : 1;
+  const double mlp_copies = autocast && x.gated ? 2 : 1;
   LayerActivations terms;
   // Two norms, the norm outputs the trained projections keep, the residual dropout masks, and the adapters.
-  terms.replicated = sb * (2 * norm + (e.attention_trainable ? p * x.hidden : 0) +
-                           (e.mlp_trainable ? p * x.hidden : 0) + 2 * mask * x.hidden);
+  terms.replicated = sb * (2 * norm + (e.attention_trainable ? attention_copies * p * x.hidden : 0) +
+                           (e.mlp_trainable ? mlp_copies * p * x.hidden : 0) + 2 * mask * x.hidden);
   if (e.adapter_rank > 0) {
     const double kept_inputs = e.adapter_dropout > 0 ? e.adapter_inputs * (e.adapter_bytes + 1)
                                                      : e.adapter_distinct_inputs * e.adapter_bytes;
@@ -282,8 +312,8 @@ inline double stored_bytes_per_layer(const TransformerShape& x, const Activation
   const double replicated = o.sequence_parallel ? terms.replicated / t : terms.replicated;
   switch (o.recompute) {
     case RecomputePolicy::full:
-      // Only the layer's input survives (sequence-parallel ranks hold 1/t of it).
-      return o.bytes * x.seq * x.batch * x.hidden / (o.sequence_parallel ? t : 1);
+      // Only the layer's input survives (sequence-parallel ranks hold 1/t of it), in the residual stream's dtype.
+      return residual_dtype_bytes(o) * x.seq * x.batch * x.hidden / (o.sequence_parallel ? t : 1);
     case RecomputePolicy::per_op: {
       // The layer's input, and the outputs of the save-listed ops: the odd
       // matrix multiplies of q, k, v, o, then gate, up, down (SwiGLU) or up,
@@ -294,7 +324,8 @@ inline double stored_bytes_per_layer(const TransformerShape& x, const Activation
       if (x.latent()) return per_op_latent_bytes(x, o);
       const double matmuls = x.q_width + x.kv_width + x.ffn + (x.gated ? x.hidden : 0);
       const double attention = o.flash_attention ? o.bytes * x.q_width + 4 * x.heads : 0;
-      return o.bytes * sb * x.hidden / (o.sequence_parallel ? t : 1) + sb * (o.bytes * matmuls + attention) / t;
+      return residual_dtype_bytes(o) * sb * x.hidden / (o.sequence_parallel ? t : 1) +
+             sb * (o.bytes * matmuls + attention) / t;
     }
     case RecomputePolicy::selective:
       return replicated + split;
@@ -474,6 +505,9 @@ inline OutputActivations output_activations(const OutputShape& x, const Activati
   const double replicated_divisor = o.sequence_parallel ? t : 1;
   OutputActivations out;
   out.embedding_dropout = (o.dropout ? 1.0 : 0.0) * sb * x.hidden / replicated_divisor;
+  // Under autocast the final norm's input and normalized copy are in the residual dtype, the LM head's input
+  // is its 16-bit cast (residual_dtype_bytes is the activations' dtype otherwise).
+  const double r = residual_dtype_bytes(o);
   if (o.layer == LayerImplementation::eager && o.eager.rms_norm)
     // The final RMSNorm's fp32 input copy and rsqrt and its normalized copy,
     // on the tokens the rank holds (a sequence-parallel norm: torchtitan's
@@ -482,9 +516,9 @@ inline OutputActivations output_activations(const OutputShape& x, const Activati
     // which saves the gathered input for the weight's gradient
     // (torchtitan models/llama3/infra/parallelize.py @ v0.2.2; Megatron-LM's
     // fused path saves the sharded input and gathers again in backward).
-    out.final_norm = sb * (4 * x.hidden + 4 + o.bytes * x.hidden) / replicated_divisor + sb * o.bytes * x.hidden;
+    out.final_norm = sb * (4 * x.hidden + 4 + r * x.hidden) / replicated_divisor + sb * o.bytes * x.hidden;
   else
-    out.final_norm = 2 * o.bytes * sb * x.hidden / replicated_divisor;
+    out.final_norm = (r + o.bytes) * sb * x.hidden / replicated_divisor;
   const double logit_elements = sb * x.vocab / t;
   const LossBytes bytes = loss_bytes(loss, o.bytes, chunks);
   const double held = output_held ? returned_logit_bytes(loss, o.bytes) : 0;

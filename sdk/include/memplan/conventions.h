@@ -19,6 +19,20 @@
 #define MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES "dtype.optimizer_states"
 #define MEMPLAN_ATTR_DTYPE_ACTIVATIONS "dtype.activations"
 
+/* Autocast over wider weights (PyTorch torch.autocast with fp32 parameters),
+ * set by the precision plugin that models it (double): the bytes per element
+ * of the residual stream and of the norms' inputs and outputs, which stay in
+ * the weights' dtype while dtype.activations is the dtype the matrix
+ * multiplies compute in (autocast runs layer_norm in fp32, and the residual
+ * adds promote to their widest input). Absent or 0: dtype.activations. */
+#define MEMPLAN_ATTR_DTYPE_RESIDUAL "dtype.residual"
+/* The name suffix of the cast copies of weights such a precision plugin adds
+ * (`<weight name>.autocast`, role buffers, lifetime activation): autocast's
+ * cache holds each until the forward ends and the matrix multiply saves it
+ * for backward. An activation model that recomputes layers in backward
+ * re-times the copies of the layers it recomputes. */
+#define MEMPLAN_CACHED_CAST_SUFFIX ".autocast"
+
 /* World-size factors (int). The product of all ranks.* is the GPU count. */
 #define MEMPLAN_ATTR_RANKS_PREFIX "ranks."
 #define MEMPLAN_ATTR_RANKS_DATA "ranks.data"
