@@ -173,5 +173,24 @@ TEST(Profiles, JsonCarriesTheThreeQuantities) {
   EXPECT_TRUE(context_outside);
 }
 
+// SGLang pages its KV pool one token at a time (page_size 1, its server's
+// default; MHATokenToKVPool in sgl-project/sglang
+// python/sglang/srt/mem_cache/memory_pool.py @ 000ccdba), vLLM in blocks of
+// 16. Llama-3.1-8B in bf16, one sequence of 17 tokens: 2 x 8 kv heads x 128 x
+// 2 bytes x 32 layers = 131,072 bytes per token; sglang 17 tokens =
+// 2,228,224 bytes, vllm 2 blocks = 32 tokens = 4,194,304; a scenario's own
+// block_size wins over the profile's.
+TEST(Profiles, SglangPagesTheKvCacheOneTokenAtATime) {
+  auto kv = [](const std::string& framework, const std::string& options) {
+    Evaluation e = evaluate("name = \"s\"\nmode = \"infer\"\n[framework]\nuse = \"" + framework +
+                            "\"\n[model]\npreset = \"llama-3.1-8b\"\n[batch]\nmicro_batch = 1\nseq_len = 17\n"
+                            "[precision]\nuse = \"bf16\"\n[activations]\nuse = \"inference\"\n" + options);
+    return e.component(MEMPLAN_ROLE_KV_CACHE);
+  };
+  EXPECT_EQ(kv("sglang", ""), 2'228'224u);
+  EXPECT_EQ(kv("vllm", ""), 4'194'304u);
+  EXPECT_EQ(kv("sglang", "block_size = 16\n"), 4'194'304u);
+}
+
 }  // namespace
 }  // namespace memplan::testing
