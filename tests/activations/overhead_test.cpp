@@ -311,6 +311,27 @@ TEST(CommBuffers, ZeroStage3KeepsOneBucket) {
   }
 }
 
+// On one data rank ZeRO-3 still builds its flat bucket: stage3.py allocates it in
+// __init__ whenever contiguous_gradients is on, whatever the world size (the
+// "# IPG" block of DeepSpeedZeroOptimizer_Stage3.__init__ at v0.7.0, v0.14.0
+// and v0.18.3): 5e8 x 2 bytes, persistent. ZeRO-2 on one rank, and a given
+// allgather_bucket_size there, add nothing (no reduction, no all-gather).
+TEST(CommBuffers, ZeroStage3BucketOnOneRank) {
+  auto one_rank = [](int stage) {
+    return "name = \"comm\"\nmode = \"train\"\n[model]\nparams = 1e9\n[precision]\nuse = \"mixed-bf16\"\n"
+           "[optimizer]\nuse = \"adam\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"data-parallel\"\n"
+           "size = 1\n[[strategy]]\nuse = \"comm-buffers\"\nallgather_bucket_size = 2e8\n[[strategy]]\nuse = \"zero\"\n"
+           "stage = " +
+           std::to_string(stage) + "\n";
+  };
+  Evaluation three = evaluate_paper(one_rank(3));
+  EXPECT_EQ(three.item_bytes("deepspeed.reduce_bucket", kBuffers), 1'000'000'000u);
+  EXPECT_EQ(three.item_bytes("deepspeed.allgather_bucket", kBuffers), 0u);
+  EXPECT_EQ(three.component(kBuffers), 1'000'000'000u);  // no communicator on one rank
+  Evaluation two = evaluate_paper(one_rank(2));
+  EXPECT_EQ(two.component(kBuffers), 0u);
+}
+
 // 'zero' declares its bucketed reduce, so the default buckets = "auto" follows it; 'fsdp' declares none.
 TEST(CommBuffers, AutomaticBucketsFollowTheShardingPlugin) {
   Evaluation zero = evaluate_paper(parallel("nccl = false\n[[strategy]]\nuse = \"zero\"\nstage = 2\n"));
