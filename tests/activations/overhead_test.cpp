@@ -314,8 +314,11 @@ TEST(CommBuffers, ZeroStage3KeepsOneBucket) {
 // On one data rank ZeRO-3 still builds its flat bucket: stage3.py allocates it in
 // __init__ whenever contiguous_gradients is on, whatever the world size (the
 // "# IPG" block of DeepSpeedZeroOptimizer_Stage3.__init__ at v0.7.0, v0.14.0
-// and v0.18.3): 5e8 x 2 bytes, persistent. ZeRO-2 on one rank, and a given
-// allgather_bucket_size there, add nothing (no reduction, no all-gather).
+// and v0.18.3): 5e8 x 2 bytes, persistent. ZeRO-2 on one rank adds nothing
+// (no reduction, no all-gather). stage3.py never reads allgather_bucket_size
+// (the parameter coordinator gathers the weights; the engine passes the size
+// to stage 1/2 and the BF16 optimizer only): no all-gather bucket under ZeRO-3,
+// on one rank or on 8.
 TEST(CommBuffers, ZeroStage3BucketOnOneRank) {
   auto one_rank = [](int stage) {
     return "name = \"comm\"\nmode = \"train\"\n[model]\nparams = 1e9\n[precision]\nuse = \"mixed-bf16\"\n"
@@ -330,6 +333,10 @@ TEST(CommBuffers, ZeroStage3BucketOnOneRank) {
   EXPECT_EQ(three.component(kBuffers), 1'000'000'000u);  // no communicator on one rank
   Evaluation two = evaluate_paper(one_rank(2));
   EXPECT_EQ(two.component(kBuffers), 0u);
+  Evaluation eight = evaluate_paper(parallel("nccl = false\nbuckets = \"deepspeed\"\nallgather_bucket_size = 2e8\n"
+                                             "[[strategy]]\nuse = \"zero\"\nstage = 3\n"));
+  EXPECT_EQ(eight.item_bytes("deepspeed.allgather_bucket", kBuffers), 0u);
+  EXPECT_EQ(eight.component(kBuffers), 1'000'000'000u);
 }
 
 // 'zero' declares its bucketed reduce, so the default buckets = "auto" follows it; 'fsdp' declares none.

@@ -359,7 +359,7 @@ class CommBuffers {
         const double bytes = ctx.attr_double(gradients_dtype_attr_, 2.0);
         if (stage3) {  // one flat bucket, allocated when the optimizer is built and kept
           add(ctx, names_.reduce_bucket, sdk::Lifetime::persistent, reduce_bucket_ * bytes);
-          if (layout_.data(ctx) <= 1) break;  // nothing to all-gather
+          break;  // stage3.py never reads allgather_bucket_size (v0.7.0 to v0.18.3): the coordinator gathers
         } else
           add(ctx, names_.reduce_bucket, sdk::Lifetime::transient_backward,
               (overlap_comm_ ? 2 : 1) * reduce_bucket_ * bytes);
