@@ -359,6 +359,12 @@ class CommBuffers {
         const double bytes = ctx.attr_double(gradients_dtype_attr_, 2.0);
         if (stage3) {  // one flat bucket, allocated when the optimizer is built and kept
           add(ctx, names_.reduce_bucket, sdk::Lifetime::persistent, reduce_bucket_ * bytes);
+          // Each flush hands the bucket's gradients to reduce_scatter_coalesced (runtime/comm/
+          // coalesced_collectives.py, v0.7.0 to v0.18.3), which interleaves them into one new flat tensor
+          // (torch.cat) before the reduce-scatter, on one rank too: a bucket's worth in backward, or all the
+          // trainable gradients when they fill less than a bucket.
+          add(ctx, names_.reduce_scatter_copy, sdk::Lifetime::transient_backward,
+              std::min(reduce_bucket_, trainable_elements(ctx) * static_cast<double>(layout_.data(ctx))) * bytes);
           break;  // stage3.py never reads allgather_bucket_size (v0.7.0 to v0.18.3): the coordinator gathers
         } else
           add(ctx, names_.reduce_bucket, sdk::Lifetime::transient_backward,
@@ -464,6 +470,16 @@ class CommBuffers {
     });
   }
 
+  // The rank's gradient elements, wherever they are (the 'offload' strategy may have moved them to the host;
+  // DeepSpeed still buckets them on the GPU); under ZeRO-3 a 1 / data-ranks share of the trainable ones.
+  static double trainable_elements(const sdk::Context& ctx) {
+    double elements = 0;
+    for (const sdk::ItemRef item : ctx.items())
+      if (item.role() == sdk::Role::gradients && item.lifetime() == sdk::Lifetime::gradient)
+        elements += item.elements() * static_cast<double>(item.count());
+    return elements;
+  }
+
   static void add(sdk::Context& ctx, sdk::Name name, sdk::Lifetime lifetime, double bytes) {
     support::add_bytes_if_any(ctx, {.name = name, .lifetime = lifetime, .bytes = bytes});
   }
@@ -478,8 +494,10 @@ class CommBuffers {
           p2p(options.intern("nccl.p2p")),
           ddp_buckets(options.intern("ddp.buckets")),
           reduce_bucket(options.intern("deepspeed.reduce_bucket")),
-          allgather_bucket(options.intern("deepspeed.allgather_bucket")) {}
-    sdk::Name communicators, nvls_setup, nvls, buffers, p2p, ddp_buckets, reduce_bucket, allgather_bucket;
+          allgather_bucket(options.intern("deepspeed.allgather_bucket")),
+          reduce_scatter_copy(options.intern("deepspeed.reduce_scatter_copy")) {}
+    sdk::Name communicators, nvls_setup, nvls, buffers, p2p, ddp_buckets, reduce_bucket, allgather_bucket,
+        reduce_scatter_copy;
   };
 
   int64_t channels_;
