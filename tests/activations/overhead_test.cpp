@@ -311,6 +311,45 @@ TEST(CommBuffers, ZeroStage3KeepsOneBucket) {
   }
 }
 
+// On one data rank ZeRO-3 still builds its flat bucket: stage3.py allocates it in
+// __init__ whenever contiguous_gradients is on, whatever the world size (the
+// "# IPG" block of DeepSpeedZeroOptimizer_Stage3.__init__ at v0.7.0, v0.14.0
+// and v0.18.3): 5e8 x 2 bytes, persistent. ZeRO-2 on one rank adds nothing
+// (no reduction, no all-gather). stage3.py never reads allgather_bucket_size
+// (the parameter coordinator gathers the weights; the engine passes the size
+// to stage 1/2 and the BF16 optimizer only): no all-gather bucket under ZeRO-3,
+// on one rank or on 8. Each flush goes through reduce_scatter_coalesced
+// (runtime/comm/coalesced_collectives.py, v0.7.0 to v0.18.3), which copies the
+// bucket's gradients into one interleaved flat tensor (torch.cat) in backward:
+// min(reduce_bucket_size, the trainable elements) x 2 bytes,
+// deepspeed.reduce_scatter_copy. One rank, 1e9 trainable: 5e8 x 2 = 1e9 B;
+// with a bucket of 2e9 elements the copy stops at the 1e9 trainable: 2e9 B.
+// Tensor parallel 2 x data parallel 8: the rank's shard of 5e8 elements fills
+// the default bucket: 1e9 B.
+TEST(CommBuffers, ZeroStage3BucketOnOneRank) {
+  auto one_rank = [](int stage, const std::string& comm = "allgather_bucket_size = 2e8\n") {
+    return "name = \"comm\"\nmode = \"train\"\n[model]\nparams = 1e9\n[precision]\nuse = \"mixed-bf16\"\n"
+           "[optimizer]\nuse = \"adam\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"data-parallel\"\n"
+           "size = 1\n[[strategy]]\nuse = \"comm-buffers\"\n" +
+           comm + "[[strategy]]\nuse = \"zero\"\nstage = " + std::to_string(stage) + "\n";
+  };
+  Evaluation three = evaluate_paper(one_rank(3));
+  EXPECT_EQ(three.item_bytes("deepspeed.reduce_bucket", kBuffers), 1'000'000'000u);
+  EXPECT_EQ(three.item_bytes("deepspeed.allgather_bucket", kBuffers), 0u);
+  EXPECT_EQ(three.item_bytes("deepspeed.reduce_scatter_copy", kBuffers), 1'000'000'000u);
+  EXPECT_EQ(three.component(kBuffers), 2'000'000'000u);  // no communicator on one rank
+  Evaluation large_bucket = evaluate_paper(one_rank(3, "reduce_bucket_size = 2e9\n"));
+  EXPECT_EQ(large_bucket.item_bytes("deepspeed.reduce_scatter_copy", kBuffers), 2'000'000'000u);
+  EXPECT_EQ(large_bucket.item_bytes("deepspeed.reduce_bucket", kBuffers), 4'000'000'000u);
+  Evaluation two = evaluate_paper(one_rank(2));
+  EXPECT_EQ(two.component(kBuffers), 0u);
+  Evaluation eight = evaluate_paper(parallel("nccl = false\nbuckets = \"deepspeed\"\nallgather_bucket_size = 2e8\n"
+                                             "[[strategy]]\nuse = \"zero\"\nstage = 3\n"));
+  EXPECT_EQ(eight.item_bytes("deepspeed.allgather_bucket", kBuffers), 0u);
+  EXPECT_EQ(eight.item_bytes("deepspeed.reduce_scatter_copy", kBuffers), 1'000'000'000u);
+  EXPECT_EQ(eight.component(kBuffers), 2'000'000'000u);
+}
+
 // 'zero' declares its bucketed reduce, so the default buckets = "auto" follows it; 'fsdp' declares none.
 TEST(CommBuffers, AutomaticBucketsFollowTheShardingPlugin) {
   Evaluation zero = evaluate_paper(parallel("nccl = false\n[[strategy]]\nuse = \"zero\"\nstage = 2\n"));

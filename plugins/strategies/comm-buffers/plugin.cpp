@@ -282,7 +282,7 @@ void add_nvls_facts(const Layout& layout, Group group, int64_t node, GroupUse& u
 
 class CommBuffers {
  public:
-  static constexpr sdk::PluginInfo info{"comm-buffers", "1.3.1",
+  static constexpr sdk::PluginInfo info{"comm-buffers", "1.3.2",
                                         "NCCL communicators and buffers, data-parallel gradient buckets (DDP, DeepSpeed)",
                                         sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -341,22 +341,32 @@ class CommBuffers {
     // The host's storage of the attribute: valid until it is set again, which no plugin after the sharding ones does.
     const std::string_view declared = ctx.attr_string(gradient_buckets_attr_, "ddp");
     if (nccl_) add_nccl(ctx, declared);
-    if (!ctx.training() || layout_.data(ctx) <= 1) return;
+    if (!ctx.training()) return;
     Buckets buckets = buckets_;
     const bool stage3 = declared == "deepspeed-stage3";
     if (buckets == Buckets::automatic)
       buckets = declared == "deepspeed" || stage3 ? Buckets::deepspeed
                 : declared == "none"              ? Buckets::none
                                                   : Buckets::ddp;
+    // One data rank reduces nothing, but ZeRO-3 builds its flat IPG bucket whatever the world size
+    // (stage3.py __init__, "# IPG": only contiguous_gradients decides; v0.7.0, v0.14.0, v0.18.3).
+    if (layout_.data(ctx) <= 1 && !(stage3 && buckets == Buckets::deepspeed)) return;
     switch (buckets) {
       case Buckets::ddp:
         if (!view_) add(ctx, names_.ddp_buckets, sdk::Lifetime::persistent, gradient_bytes(ctx));
         break;
       case Buckets::deepspeed: {
         const double bytes = ctx.attr_double(gradients_dtype_attr_, 2.0);
-        if (stage3)  // one flat bucket, allocated when the optimizer is built and kept
+        if (stage3) {  // one flat bucket, allocated when the optimizer is built and kept
           add(ctx, names_.reduce_bucket, sdk::Lifetime::persistent, reduce_bucket_ * bytes);
-        else
+          // Each flush hands the bucket's gradients to reduce_scatter_coalesced (runtime/comm/
+          // coalesced_collectives.py, v0.7.0 to v0.18.3), which interleaves them into one new flat tensor
+          // (torch.cat) before the reduce-scatter, on one rank too: a bucket's worth in backward, or all the
+          // trainable gradients when they fill less than a bucket.
+          add(ctx, names_.reduce_scatter_copy, sdk::Lifetime::transient_backward,
+              std::min(reduce_bucket_, trainable_elements(ctx) * static_cast<double>(layout_.data(ctx))) * bytes);
+          break;  // stage3.py never reads allgather_bucket_size (v0.7.0 to v0.18.3): the coordinator gathers
+        } else
           add(ctx, names_.reduce_bucket, sdk::Lifetime::transient_backward,
               (overlap_comm_ ? 2 : 1) * reduce_bucket_ * bytes);
         add(ctx, names_.allgather_bucket, sdk::Lifetime::transient_optimizer, allgather_bucket_ * bytes);
@@ -460,6 +470,16 @@ class CommBuffers {
     });
   }
 
+  // The rank's gradient elements, wherever they are (the 'offload' strategy may have moved them to the host;
+  // DeepSpeed still buckets them on the GPU); under ZeRO-3 a 1 / data-ranks share of the trainable ones.
+  static double trainable_elements(const sdk::Context& ctx) {
+    double elements = 0;
+    for (const sdk::ItemRef item : ctx.items())
+      if (item.role() == sdk::Role::gradients && item.lifetime() == sdk::Lifetime::gradient)
+        elements += item.elements() * static_cast<double>(item.count());
+    return elements;
+  }
+
   static void add(sdk::Context& ctx, sdk::Name name, sdk::Lifetime lifetime, double bytes) {
     support::add_bytes_if_any(ctx, {.name = name, .lifetime = lifetime, .bytes = bytes});
   }
@@ -474,8 +494,10 @@ class CommBuffers {
           p2p(options.intern("nccl.p2p")),
           ddp_buckets(options.intern("ddp.buckets")),
           reduce_bucket(options.intern("deepspeed.reduce_bucket")),
-          allgather_bucket(options.intern("deepspeed.allgather_bucket")) {}
-    sdk::Name communicators, nvls_setup, nvls, buffers, p2p, ddp_buckets, reduce_bucket, allgather_bucket;
+          allgather_bucket(options.intern("deepspeed.allgather_bucket")),
+          reduce_scatter_copy(options.intern("deepspeed.reduce_scatter_copy")) {}
+    sdk::Name communicators, nvls_setup, nvls, buffers, p2p, ddp_buckets, reduce_bucket, allgather_bucket,
+        reduce_scatter_copy;
   };
 
   int64_t channels_;
