@@ -149,7 +149,7 @@ std::string library() { return " (plugin library " + plugin_dir() + "/memplan-me
 TEST(MegatronOutsideLayers, CrossEntropyOptionIsChecked) {
   EXPECT_EQ(error_of(llama3_8b(kOneSequence, "cross_entropy = \"fused\"\n"), "m.toml"),
             "m.toml:15:17: error: in [activations], activations plugin 'megatron', option 'cross_entropy': must be one of "
-            "\"unfused\", \"vocab-parallel\", \"upcast-shift-copy\", \"upcast-in-loss-shift-copy\", "
+            "\"unfused\", \"vocab-parallel\", \"upcast-shift-copy\", \"shift-copy\", \"upcast-in-loss-shift-copy\", "
             "\"upcast-in-loss\", \"upcast\", \"chunked\", \"compiled\", \"loss-parallel\", \"upcast-compiled\", "
             "\"chunked-compiled\", not \"fused\"" + library());
 }

@@ -185,6 +185,9 @@ TEST(EagerLayers, PerOpSelectiveCheckpointing) {
 // tensor/parallel/loss.py): log-softmax kept (4); forward 16-bit logits, fp32
 // copy, shifted and exp(shifted) beside the result: 2 + 4 + 4 + 4 = 14;
 // backward the log-softmax, zeros_like, exp and two results: 16.
+// shift-copy (the 16-bit loss: GPT-2 before 4.46): the log-softmax kept (2);
+// forward + the logits and their shifted copy 2 + 2 = 6; backward + two 16-bit
+// gradients = 6.
 // torchtune's losses compiled (AOTAutograd saves the loss's input):
 // upcast: the fp32 logits 4; forward + the 16-bit projection output 2 = 6,
 // backward + the fp32 gradient 4 = 8; chunked by 8: the 16-bit chunks 2;
@@ -199,7 +202,7 @@ TEST(LossPaths, BytesPerLogitElement) {
                         Case{CrossEntropy::upcast_in_loss, 4, 10, 12}, Case{CrossEntropy::upcast, 4, 8, 12},
                         Case{CrossEntropy::chunked, 4, 6.5, 5}, Case{CrossEntropy::unfused, 8, 8, 8},
                         Case{CrossEntropy::compiled, 2, 2, 4}, Case{CrossEntropy::loss_parallel, 4, 14, 16},
-                        Case{CrossEntropy::upcast_compiled, 4, 6, 8},
+                        Case{CrossEntropy::upcast_compiled, 4, 6, 8}, Case{CrossEntropy::shift_copy, 2, 6, 6},
                         Case{CrossEntropy::chunked_compiled, 2, 2, 2.25}}) {
     const plugins::LossBytes b = plugins::loss_bytes(c.mode, 2, 8);
     const double saved = b.saved_logits + b.saved_loss;

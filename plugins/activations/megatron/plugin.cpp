@@ -40,7 +40,8 @@ constexpr std::array<memplan_option_spec, 12> kOptions{{
     {"cross_entropy", MEMPLAN_OPTION_STRING,
      "the loss path: \"unfused\" (fp32 logits and the loss's fp32 softmax both kept), \"vocab-parallel\" "
      "(Megatron-LM: softmax in place in an fp32 copy of the logits), \"upcast-shift-copy\" (Hugging Face "
-     "transformers <= 4.45), \"upcast-in-loss-shift-copy\" (transformers 4.46-4.48), \"upcast-in-loss\" "
+     "transformers <= 4.45), \"shift-copy\" (the same in the logits' 16 bits: GPT-2 and other models without the "
+     "upcast before 4.46, user losses), \"upcast-in-loss-shift-copy\" (transformers 4.46-4.48), \"upcast-in-loss\" "
      "(transformers >= 4.49), \"upcast\" (fp32 logits held while the loss runs: torchtune), \"chunked\" (chunk by "
      "chunk: torchtune CEWithChunkedOutputLoss), \"compiled\" (cross_entropy on upcast logits under torch.compile: "
      "the 16-bit logits kept, no fp32 copies; torchtitan with compile), \"loss-parallel\" (PyTorch's DTensor "
@@ -92,10 +93,11 @@ struct LossMode {
   const char* name;
   CrossEntropy mode;
 };
-constexpr std::array<LossMode, 11> kLossModes{{
+constexpr std::array<LossMode, 12> kLossModes{{
     {"unfused", CrossEntropy::unfused},
     {"vocab-parallel", CrossEntropy::vocab_parallel},
     {"upcast-shift-copy", CrossEntropy::upcast_shift_copy},
+    {"shift-copy", CrossEntropy::shift_copy},
     {"upcast-in-loss-shift-copy", CrossEntropy::upcast_in_loss_shift_copy},
     {"upcast-in-loss", CrossEntropy::upcast_in_loss},
     {"upcast", CrossEntropy::upcast},

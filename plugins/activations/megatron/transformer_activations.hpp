@@ -364,6 +364,7 @@ enum class CrossEntropy {
   unfused,            // fp32 logits kept, and the loss saves its own fp32 (log-)softmax of the same size
   vocab_parallel,     // Megatron-LM: fp32 copy of the 16-bit logits, softmax in place and saved (4; 6 at both peaks)
   upcast_shift_copy,  // HF transformers <= 4.45: fp32 logits in the output, a shifted fp32 copy, log-softmax (4; 12, 12)
+  shift_copy,         // the same without the upcast (GPT-2 and others before 4.46, user losses): all in 16 bits (p; 3p, 3p)
   upcast_in_loss_shift_copy,  // HF 4.46-4.48: 16-bit logits in the output, fp32 copy, shifted copy (4; 14, 12)
   upcast_in_loss,     // HF >= 4.49: 16-bit logits in the output, the loss's fp32 copy, log-softmax (4; 10, 12)
   upcast,             // the model returns fp32 logits, held while the loss runs (torchtune: 4; 8, 12)
@@ -424,6 +425,9 @@ inline LossBytes loss_bytes(CrossEntropy mode, double p, double chunks) {
     case CrossEntropy::unfused: return {4, 4, 0, 0};
     case CrossEntropy::vocab_parallel: return {4, 0, p, p};  // the softmax lives in the fp32 logits' buffer
     case CrossEntropy::upcast_shift_copy: return {0, 4, 8, 8};
+    // The 16-bit logits (the model's output) and their shifted copy beside the
+    // saved log-softmax; backward: the log-softmax and two 16-bit gradients.
+    case CrossEntropy::shift_copy: return {0, p, 2 * p, 2 * p};
     case CrossEntropy::upcast_in_loss_shift_copy: return {0, 4, 8 + p, 8};
     case CrossEntropy::upcast_in_loss: return {0, 4, 4 + p, 8};
     case CrossEntropy::upcast: return {0, 4, 4, 8};
@@ -460,6 +464,7 @@ inline double returned_logit_bytes(CrossEntropy mode, double p) {
     case CrossEntropy::upcast_in_loss:
     case CrossEntropy::chunked:
     case CrossEntropy::chunked_compiled:
+    case CrossEntropy::shift_copy:
     case CrossEntropy::compiled:       // torchtitan: the model returns 16-bit logits, the compiled loss upcasts
     case CrossEntropy::loss_parallel:  // the 16-bit vocabulary shard (a DTensor)
       return p;
