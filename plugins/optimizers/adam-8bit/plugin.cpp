@@ -135,26 +135,11 @@ class Adam8bitOptimizer {
   }
 
  private:
-  // The gradients of the whole model become one gradient tensor at a time, at
-  // the backward high point (the in-place 8-bit kernel adds no temporaries).
+  // The in-place 8-bit kernel adds no temporaries to the one gradient tensor.
   void step_in_backward(sdk::Context& ctx, size_t weights) const {
-    const double largest = memplan::support::largest_trainable_tensor(ctx, weights, layout_);
-    double gradient_bytes = 0;
-    for (size_t i = ctx.size(); i-- > 0;) {
-      const sdk::ItemRef item = ctx.items()[i];  // taken again after each remove
-      if (item.role() != sdk::Role::gradients || item.lifetime() != sdk::Lifetime::gradient ||
-          item.device() != sdk::Device::gpu)
-        continue;
-      gradient_bytes = std::max(gradient_bytes, item.bytes_per_element());
-      ctx.remove(i);
-    }
-    if (largest <= 0 || gradient_bytes <= 0) return;
-    ctx.add(sdk::NewItem{.name = in_backward_gradient_,
-                         .role = sdk::Role::gradients,
-                         .lifetime = sdk::Lifetime::transient_backward,
-                         .elements = largest,
-                         .bytes_per_element = gradient_bytes});
+    memplan::support::gradients_in_backward(ctx, weights, layout_, in_backward_gradient_);
   }
+
 
   struct Split {
     double quantized = 0;  // elements with 8-bit states, per instance

@@ -99,22 +99,8 @@ class ElementwiseOptimizer {
   // The gradients of the whole model become one gradient tensor at a time, and
   // the step's temporaries one parameter's, both at the backward high point.
   void step_in_backward(sdk::Context& ctx, size_t weights, double state_bytes) const {
-    const double largest = largest_trainable_tensor(ctx, weights, step_.layout);
-    double gradient_bytes = 0;
-    for (size_t i = ctx.size(); i-- > 0;) {
-      const sdk::ItemRef item = ctx.items()[i];  // taken again after each remove
-      if (item.role() != sdk::Role::gradients || item.lifetime() != sdk::Lifetime::gradient ||
-          item.device() != sdk::Device::gpu)
-        continue;
-      gradient_bytes = std::max(gradient_bytes, item.bytes_per_element());
-      ctx.remove(i);
-    }
-    if (largest <= 0 || gradient_bytes <= 0) return;
-    ctx.add(sdk::NewItem{.name = in_backward_gradient_,
-                         .role = sdk::Role::gradients,
-                         .lifetime = sdk::Lifetime::transient_backward,
-                         .elements = largest,
-                         .bytes_per_element = gradient_bytes});
+    const double largest = gradients_in_backward(ctx, weights, step_.layout, in_backward_gradient_);
+    if (largest <= 0) return;
     const double per_tensor = implementation_ == Implementation::for_loop  ? Traits::temporaries.for_loop
                               : implementation_ == Implementation::foreach ? Traits::temporaries.foreach
                                                                            : 0.0;

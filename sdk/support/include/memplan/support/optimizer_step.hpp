@@ -108,6 +108,32 @@ inline double largest_trainable_tensor(const sdk::Context& ctx, size_t weights, 
   return largest;
 }
 
+// An optimizer stepped inside backward (torchtune's optimizer_in_bwd: one
+// optimizer per parameter, stepped from its post-accumulate-grad hook): the
+// whole model's gradients become one gradient tensor at a time, at the
+// backward high point. Removes the GPU gradient items and adds that tensor as
+// `name`; returns its elements (0 when nothing trains), for the step's own
+// temporaries.
+inline double gradients_in_backward(sdk::Context& ctx, size_t weights, const LayoutReader& layout, sdk::Name name) {
+  const double largest = largest_trainable_tensor(ctx, weights, layout);
+  double gradient_bytes = 0;
+  for (size_t i = ctx.size(); i-- > 0;) {
+    const sdk::ItemRef item = ctx.items()[i];  // taken again after each remove
+    if (item.role() != sdk::Role::gradients || item.lifetime() != sdk::Lifetime::gradient ||
+        item.device() != sdk::Device::gpu)
+      continue;
+    gradient_bytes = std::max(gradient_bytes, item.bytes_per_element());
+    ctx.remove(i);
+  }
+  if (largest <= 0 || gradient_bytes <= 0) return 0;
+  ctx.add(sdk::NewItem{.name = name,
+                       .role = sdk::Role::gradients,
+                       .lifetime = sdk::Lifetime::transient_backward,
+                       .elements = largest,
+                       .bytes_per_element = gradient_bytes});
+  return largest;
+}
+
 // What add_step_temporaries keeps between evaluations, made in the plugin's
 // constructor: the temporaries' names (interned once, the foreach ones per
 // weight as first met), the batch they are added in (no allocation once
