@@ -99,12 +99,7 @@ class Adam8bitOptimizer {
       options.fail("min_8bit_size", "must be 0 or more, got " + std::to_string(static_cast<int64_t>(min_8bit_size_)));
     if (!in_backward_) return;
     in_backward_gradient_ = options.intern("gradients.in_backward");
-    if (!options.model().has_architecture)
-      options.fail("in_backward", "keeps the largest gradient tensor, which a model given only as params does not "
-                                  "tell; give the architecture (a preset, or layers, hidden, ...)");
-    if (options.workload().grad_accum > 1)
-      options.fail("in_backward", "steps each parameter as its gradient appears, so gradients cannot accumulate "
-                                  "over micro-batches; set [batch] grad_accum = 1 or in_backward = false");
+    memplan::support::require_in_backward_fits(options);
   }
 
   void apply(sdk::Context& ctx) {

@@ -69,12 +69,7 @@ class ElementwiseOptimizer {
     if (!in_backward_) return;
     in_backward_gradient_ = options.intern("gradients.in_backward");
     in_backward_temporaries_ = options.intern("optimizer.in_backward_temps");
-    if (!options.model().has_architecture)
-      options.fail("in_backward", "keeps the largest gradient tensor, which a model given only as params does not "
-                                  "tell; give the architecture (a preset, or layers, hidden, ...)");
-    if (options.workload().grad_accum > 1)
-      options.fail("in_backward", "steps each parameter as its gradient appears, so gradients cannot accumulate "
-                                  "over micro-batches; set [batch] grad_accum = 1 or in_backward = false");
+    require_in_backward_fits(options);
   }
 
   void apply(sdk::Context& ctx) {

@@ -108,6 +108,19 @@ inline double largest_trainable_tensor(const sdk::Context& ctx, size_t weights, 
   return largest;
 }
 
+// The rules of an optimizer stepped inside backward, checked where its
+// option `in_backward` is read: the largest gradient tensor needs the
+// architecture, and the gradients are consumed as they appear, so they
+// cannot accumulate over micro-batches.
+inline void require_in_backward_fits(sdk::Options& options) {
+  if (!options.model().has_architecture)
+    options.fail("in_backward", "keeps the largest gradient tensor, which a model given only as params does not "
+                                "tell; give the architecture (a preset, or layers, hidden, ...)");
+  if (options.workload().grad_accum > 1)
+    options.fail("in_backward", "steps each parameter as its gradient appears, so gradients cannot accumulate "
+                                "over micro-batches; set [batch] grad_accum = 1 or in_backward = false");
+}
+
 // An optimizer stepped inside backward (torchtune's optimizer_in_bwd: one
 // optimizer per parameter, stepped from its post-accumulate-grad hook): the
 // whole model's gradients become one gradient tensor at a time, at the
