@@ -13,6 +13,7 @@
 #include <string>
 
 #include "../../plugins/activations/megatron/transformer_activations.hpp"
+#include "layer_shapes.hpp"
 #include "test_support.hpp"
 
 namespace memplan::testing {
@@ -110,20 +111,8 @@ TEST(Autocast, Errors) {
 // = 133,136 bytes; 8h = 8,192 more than the same layer at p = 2 without
 // autocast (124,944: the fp16 LayerNorm inputs and one shared q/k/v input).
 TEST(Autocast, HuggingFaceBertLayerPerToken) {
-  TransformerShape x;
-  x.seq = 512;
-  x.batch = 1;
-  x.hidden = 1024;
-  x.heads = 16;
-  x.q_width = 1024;
-  x.kv_width = 1024;
-  x.ffn = 4096;
-  ActivationSettings o;
-  o.bytes = 2;
-  o.dropout = true;
-  o.flash_attention = false;
-  o.layer = LayerImplementation::eager;
-  o.eager.rms_norm = false;
+  const TransformerShape x = bert_large_layer();
+  ActivationSettings o = bert_eager(2);
   o.eager.softmax_keeps_input = true;
   ActivationSettings autocast = o;
   autocast.residual_bytes = 4;
@@ -141,23 +130,9 @@ TEST(Autocast, HuggingFaceBertLayerPerToken) {
 // and v each keep a cast of the norm output (+2 x 2h), gate and up each one
 // (+2h): +10h = 30,720, 170,088 bytes.
 TEST(Autocast, LlamaLayerPerToken) {
-  TransformerShape x;
-  x.seq = 1;
-  x.batch = 1;
-  x.hidden = 3072;
-  x.heads = 24;
-  x.q_width = 3072;
-  x.kv_width = 1024;
-  x.kv_heads = 8;
-  x.ffn = 8192;
-  x.gated = true;
-  ActivationSettings o;
-  o.bytes = 2;
-  o.dropout = false;
-  o.flash_attention = true;
-  o.layer = LayerImplementation::eager;
+  ActivationSettings o = eager_bf16_flash();
   o.residual_bytes = 4;
-  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 170'088.0);
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(llama(3072, 24, 8, 8192), o), 170'088.0);
 }
 
 // Through the plugins: BERT-large, one sequence of 512, fp16 autocast, SGD,

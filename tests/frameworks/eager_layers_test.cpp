@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "../../plugins/activations/megatron/transformer_activations.hpp"
+#include "layer_shapes.hpp"
 #include "test_support.hpp"
 
 namespace memplan::testing {
@@ -17,30 +18,6 @@ using plugins::CrossEntropy;
 using plugins::LayerImplementation;
 using plugins::RecomputePolicy;
 using plugins::TransformerShape;
-
-// One token of one sequence, so stored_bytes_per_layer is bytes per token.
-TransformerShape llama(double hidden, double heads, double kv_heads, double ffn) {
-  TransformerShape x;
-  x.seq = 1;
-  x.batch = 1;
-  x.hidden = hidden;
-  x.heads = heads;
-  x.q_width = hidden;
-  x.kv_width = hidden / heads * kv_heads;
-  x.kv_heads = kv_heads;
-  x.ffn = ffn;
-  x.gated = true;
-  return x;
-}
-
-ActivationSettings eager_bf16_flash() {
-  ActivationSettings o;
-  o.bytes = 2;
-  o.dropout = false;
-  o.flash_attention = true;
-  o.layer = LayerImplementation::eager;
-  return o;
-}
 
 // Llama-3.2-3B (h 3072, 24 heads, 8 kv heads, f 8192), bf16, SDPA flash, full
 // fine-tuning, K/V repeated: two RMSNorms 2 x (4h fp32 input + 4 rsqrt + 2h
@@ -70,32 +47,9 @@ TEST(EagerLayers, NativeGqaKeepsKvAtItsWidth) {
 // 0.1, LayerNorm, GELU: 34h + 8f + 9as + 16 per token = 34,816 + 32,768 +
 // 73,728 + 16 = 141,328 bytes; Korthikanti et al.'s tensors in fp32 with
 // 1-byte masks, plus LayerNorm's fp32 mean and rstd.
-// BERT-large's layer (h 1024, 16 heads, f 4096) at s 512, b 1.
-TransformerShape bert_large_layer() {
-  TransformerShape x;
-  x.seq = 512;
-  x.batch = 1;
-  x.hidden = 1024;
-  x.heads = 16;
-  x.q_width = 1024;
-  x.kv_width = 1024;
-  x.ffn = 4096;
-  return x;
-}
-
-// Hugging Face's eager BERT layer in fp32 with dropout, LayerNorm and no FlashAttention.
-ActivationSettings bert_eager_fp32() {
-  ActivationSettings o;
-  o.bytes = 4;
-  o.dropout = true;
-  o.flash_attention = false;
-  o.layer = LayerImplementation::eager;
-  o.eager.rms_norm = false;
-  return o;
-}
 
 TEST(EagerLayers, HuggingFaceBertFp32PerToken) {
-  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(bert_large_layer(), bert_eager_fp32()), 141'328.0 * 512);
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(bert_large_layer(), bert_eager(4)), 141'328.0 * 512);
 }
 
 // PyTorch up to 1.10 also keeps the softmax's input (the scaled, masked scores
@@ -104,7 +58,7 @@ TEST(EagerLayers, HuggingFaceBertFp32PerToken) {
 // 1.11, passes the dtype instead): BERT-large in fp32 at s 512 keeps 4as =
 // 4 x 16 x 512 = 32,768 bytes more per token, 141,328 + 32,768 = 174,096.
 TEST(EagerLayers, SoftmaxInputKeptUpToTorch110) {
-  ActivationSettings o = bert_eager_fp32();
+  ActivationSettings o = bert_eager(4);
   o.eager.softmax_keeps_input = true;
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(bert_large_layer(), o), 174'096.0 * 512);
   // Flash attention runs no softmax op: the option changes nothing there (4a = 64 bytes of lse instead of 9as).

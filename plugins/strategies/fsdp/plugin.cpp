@@ -304,8 +304,11 @@ class FsdpStrategy {
   // them as the floor of that stream's pool). The weights as stored, before
   // sharding.
   void add_setup(memplan::sdk::Context& ctx, double shard) {
-    sharding::weight_layout(ctx, stored_);
-    const double unit = sharding::largest_window(stored_.per_layer_bytes, unit_layers_);
+    // The gathered layout is the stored one unless the units gather in another dtype.
+    const bool gathered_as_stored = param_bytes_ == 0 && !float8_all_gather_;
+    if (!gathered_as_stored) sharding::weight_layout(ctx, stored_);
+    const sharding::WeightLayout& stored = gathered_as_stored ? weights_ : stored_;
+    const double unit = sharding::largest_window(stored.per_layer_bytes, unit_layers_);
     root_tensors_.clear();
     for (memplan::sdk::ItemRef item : ctx.items())
       if (item.role() == Role::weights && !item.non_parameter() && item.layer() < 0 &&
