@@ -65,12 +65,42 @@ TEST(StepTime, UntimedRecordsNameTheirCause) {
   EXPECT_EQ(time.cause, 1);
   EXPECT_EQ(time.seconds, 0);
   EXPECT_EQ(time.model_flops, 2e12);
-  time_step({record(MEMPLAN_WORK_MEMORY, MEMPLAN_PASS_OPTIMIZER, 0, false, 1e9, 0.5)}, gpu, 1, 1, time);
+  time_step({record(MEMPLAN_WORK_COMPUTE, MEMPLAN_PASS_FORWARD, MEMPLAN_MATH_BF16, true, 1e12, 0.5),
+             record(MEMPLAN_WORK_MEMORY, MEMPLAN_PASS_OPTIMIZER, 0, false, 1e9, 0.5)},
+            gpu, 1, 1, time);
   EXPECT_EQ(time.status, TimeStatus::no_bandwidth);
+  EXPECT_EQ(time.cause, 1);
   time_step({record(MEMPLAN_WORK_COMPUTE, MEMPLAN_PASS_FORWARD, MEMPLAN_MATH_BF16, true, 1e12, 0)}, gpu, 1, 1, time);
   EXPECT_EQ(time.status, TimeStatus::no_efficiency);
   time_step({}, gpu, 1, 1, time);
   EXPECT_EQ(time.status, TimeStatus::no_work);
+}
+
+// The optimizer's update and the collectives alone make no step: without the
+// passes' compute (no transformer-step) a step would be all communication with
+// 0 model FLOPs (examples/train-parallel-llama2-70b-fsdp-hybrid.toml printed a
+// 21.4 s step of 0 FLOPs before this rule).
+TEST(StepTime, OptimizerAndCollectivesAloneAreNoStep) {
+  GpuPerformance gpu;
+  gpu.peak_flops[MEMPLAN_MATH_BF16] = 100e12;
+  gpu.memory_bandwidth = 1e12;
+  gpu.gpus_per_node = 8;
+  gpu.intra_node_bandwidth = 100e9;
+  WorkRecord gather = record(MEMPLAN_WORK_COLLECTIVE, MEMPLAN_PASS_FORWARD, 0, false, 1e9, 0.5);
+  gather.collective = MEMPLAN_COLLECTIVE_ALL_GATHER;
+  gather.ranks = 8;
+  gather.stride = 1;
+  StepTime time;
+  time_step({gather, record(MEMPLAN_WORK_MEMORY, MEMPLAN_PASS_OPTIMIZER, 0, false, 1e9, 0.5)}, gpu, 1, 1, time);
+  EXPECT_EQ(time.status, TimeStatus::no_work);
+  EXPECT_EQ(time.seconds, 0);
+  // With the forward's compute the same records make a step: 1e12 / (100e12 x
+  // 0.5) = 0.02 s forward compute, the update 1e9 / (1e12 x 0.5) = 0.002 s.
+  time_step({gather, record(MEMPLAN_WORK_MEMORY, MEMPLAN_PASS_OPTIMIZER, 0, false, 1e9, 0.5),
+             record(MEMPLAN_WORK_COMPUTE, MEMPLAN_PASS_FORWARD, MEMPLAN_MATH_BF16, true, 1e12, 0.5)},
+            gpu, 1, 1, time);
+  EXPECT_EQ(time.status, TimeStatus::timed);
+  EXPECT_DOUBLE_EQ(time.compute_seconds, 0.022);
 }
 
 // Every catalog GPU with figures names their source; the H100 SXM's are its

@@ -73,6 +73,7 @@ void time_step(const std::vector<WorkRecord>& work, const GpuPerformance& gpu, i
   std::array<double, 3> overlappable{};  // per pass: collective seconds that may hide behind compute
   std::array<double, 3> pass_compute{};  // per pass: compute and memory-bound seconds
   double bubble_fraction = 0;
+  bool passes_work = false;  // compute or memory work in the forward or backward pass
   for (size_t index = 0; index < work.size(); ++index) {
     const WorkRecord& record = work[index];
     if (record.kind == MEMPLAN_WORK_BUBBLE) {
@@ -104,6 +105,7 @@ void time_step(const std::vector<WorkRecord>& work, const GpuPerformance& gpu, i
       }
       continue;
     }
+    if (record.pass != MEMPLAN_PASS_OPTIMIZER) passes_work = true;
     if (record.kind == MEMPLAN_WORK_COMPUTE) {
       time.hardware_flops += amount;
       if (record.flags & MEMPLAN_WORK_MODEL_FLOPS) time.model_flops += amount;
@@ -135,9 +137,11 @@ void time_step(const std::vector<WorkRecord>& work, const GpuPerformance& gpu, i
   }
   for (int32_t math = 0; math < MEMPLAN_MATH_COUNT; ++math)
     if (flops_by_math[static_cast<size_t>(math)] > flops_by_math[static_cast<size_t>(time.math)]) time.math = math;
-  // Collectives alone make no step (a sharding plugin without the plugin that
-  // reports the computation): nothing to say.
-  if (time.hardware_flops == 0 && time.memory_bytes == 0) {
+  // Collectives and the optimizer's update alone make no step (a sharding
+  // plugin and an optimizer without the plugin that reports the passes'
+  // computation): a step timed from them would be all communication, with 0
+  // model FLOPs. Nothing to say.
+  if (!passes_work) {
     time = StepTime{};
     return;
   }
