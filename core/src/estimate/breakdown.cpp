@@ -141,29 +141,23 @@ void summarize(const Plan& plan, int64_t grad_accum, Breakdown& breakdown) {
   }
   for (int quantity = 0; quantity < kQuantityCount; ++quantity) {
     const auto& lifetime = by_lifetime[static_cast<size_t>(quantity)];
-    const uint64_t persistent = lifetime[MEMPLAN_LIFETIME_PERSISTENT];
-    const uint64_t gradients = lifetime[MEMPLAN_LIFETIME_GRADIENT];
-    const uint64_t activations = lifetime[MEMPLAN_LIFETIME_ACTIVATION];
     StepPeak& step = breakdown.quantities[static_cast<size_t>(quantity)];
     auto& t = step.timeline;
     // Init: the persistent items, or the set-up's high point (its allocations,
     // gone before the first step, beside what exists by then), the larger.
-    t[kInit] = std::max(persistent, at_setup[static_cast<size_t>(quantity)]);
-    // From the second micro-batch on, accumulated gradients are already allocated during forward.
-    t[kForward] = persistent + activations + lifetime[MEMPLAN_LIFETIME_TRANSIENT_FORWARD] +
-                  (accumulating ? gradients : 0);
-    // Backward walks the layers in reverse: gradients grow while activations are freed.
-    // Without accumulation the high point is either its start (all activations plus
-    // the first layer's gradients) or its end (all gradients plus the last layer's
-    // activations); with accumulation both are fully allocated at its start.
-    uint64_t backward_live = gradients + activations;
-    if (!accumulating) {
-      const uint64_t start = activations + largest_gradient_layer[static_cast<size_t>(quantity)];
-      const uint64_t end = gradients + largest_activation_layer[static_cast<size_t>(quantity)];
-      backward_live = std::min(backward_live, std::max(start, end));
-    }
-    t[kBackward] = persistent + backward_live + lifetime[MEMPLAN_LIFETIME_TRANSIENT_BACKWARD];
-    t[kOptimizerStep] = persistent + gradients + lifetime[MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER];
+    t[kInit] = std::max(lifetime[MEMPLAN_LIFETIME_PERSISTENT], at_setup[static_cast<size_t>(quantity)]);
+    // Forward, backward and the optimizer step by the shared rule
+    // (plugin_abi.h), which a plugin may apply to a subset of the items, e.g.
+    // one stream's pool. Sums below 2^53 bytes are exact in double.
+    std::array<double, kLifetimeCount> sums{};
+    for (size_t kind = 0; kind < sums.size(); ++kind) sums[kind] = static_cast<double>(lifetime[kind]);
+    double high[3];
+    memplan_step_high_points(sums.data(), static_cast<double>(largest_gradient_layer[static_cast<size_t>(quantity)]),
+                             static_cast<double>(largest_activation_layer[static_cast<size_t>(quantity)]),
+                             accumulating ? 1 : 0, high);
+    t[kForward] = static_cast<uint64_t>(high[0]);
+    t[kBackward] = static_cast<uint64_t>(high[1]);
+    t[kOptimizerStep] = static_cast<uint64_t>(high[2]);
     step.peak = 0;
     step.peak_phase = kInit;
     for (int phase = 0; phase < kStepPhaseCount; ++phase)

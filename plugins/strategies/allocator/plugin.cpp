@@ -194,12 +194,8 @@ class AllocatorOverhead {
   }
 
   // Forward, backward and optimizer-step high points of the items `selected`
-  // picks, by the host's rule (core/src/estimate/breakdown.cpp, summarize):
-  // forward = persistent + activations + transient_forward (+ gradients when
-  // accumulating); backward = persistent + transient_backward + min(G + A,
-  // max(A + G_1, G + A_1)) (G + A when accumulating), G_1 and A_1 the largest
-  // single layer's gradients and activations; optimizer = persistent +
-  // gradients + transient_optimizer.
+  // picks, by the host's rule (plugin_abi.h memplan_step_high_points), with
+  // the largest single layer's gradients and activations found here.
   using PhaseTotals = std::array<double, 3>;
   template <typename Selected>
   PhaseTotals step_rule(const sdk::Context& ctx, bool accumulating, Selected selected) {
@@ -233,17 +229,10 @@ class AllocatorOverhead {
           start.lifetime == sdk::Lifetime::gradient ? largest_gradient_layer : largest_activation_layer;
       largest = std::max(largest, bytes);
     }
-    const double persistent = lifetime[static_cast<size_t>(sdk::Lifetime::persistent)];
-    const double gradients = lifetime[static_cast<size_t>(sdk::Lifetime::gradient)];
-    const double activations = lifetime[static_cast<size_t>(sdk::Lifetime::activation)];
-    double backward_live = gradients + activations;
-    if (!accumulating)
-      backward_live = std::min(backward_live, std::max(activations + largest_gradient_layer,
-                                                       gradients + largest_activation_layer));
-    return {persistent + activations + lifetime[static_cast<size_t>(sdk::Lifetime::transient_forward)] +
-                (accumulating ? gradients : 0),
-            persistent + backward_live + lifetime[static_cast<size_t>(sdk::Lifetime::transient_backward)],
-            persistent + gradients + lifetime[static_cast<size_t>(sdk::Lifetime::transient_optimizer)]};
+    PhaseTotals high{};
+    memplan_step_high_points(lifetime.data(), largest_gradient_layer, largest_activation_layer, accumulating ? 1 : 0,
+                             high.data());
+    return high;
   }
 
   double fragmentation_;

@@ -108,6 +108,36 @@ static inline int memplan_exists_at_setup(int32_t role, int32_t lifetime) {
           role != MEMPLAN_ROLE_ACTIVATIONS);
 }
 
+/* The step's high points by phase from the items' byte sums by lifetime
+ * (indexed by MEMPLAN_LIFETIME_*, MEMPLAN_LIFETIME_SETUP + 1 entries; set-up
+ * items are gone before the step and do not count). The host applies it to
+ * every item (docs/estimate.md, section 4); the 'allocator' plugin to each
+ * stream's pool. With G the gradients, A the activations, G1 and A1 the
+ * largest single layer's, P the persistent items and T the pass's transients:
+ *   forward   = P + A + T (+ G from the second micro-batch on: accumulating)
+ *   backward  = P + T + min(G + A, max(A + G1, G + A1)), or G + A when
+ *               accumulating (backward walks the layers in reverse: gradients
+ *               grow while activations are freed, so the high point is its
+ *               start or its end)
+ *   optimizer = P + G + T
+ * Sums below 2^53 bytes are exact in double. */
+static inline void memplan_step_high_points(const double* by_lifetime, double largest_gradient_layer,
+                                            double largest_activation_layer, int accumulating, double out[3]) {
+  const double persistent = by_lifetime[MEMPLAN_LIFETIME_PERSISTENT];
+  const double gradients = by_lifetime[MEMPLAN_LIFETIME_GRADIENT];
+  const double activations = by_lifetime[MEMPLAN_LIFETIME_ACTIVATION];
+  double live = gradients + activations;
+  if (!accumulating) {
+    const double start = activations + largest_gradient_layer;
+    const double end = gradients + largest_activation_layer;
+    const double either = start > end ? start : end;
+    if (either < live) live = either;
+  }
+  out[0] = persistent + activations + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_FORWARD] + (accumulating ? gradients : 0);
+  out[1] = persistent + live + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_BACKWARD];
+  out[2] = persistent + gradients + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER];
+}
+
 #define MEMPLAN_DEVICE_GPU 0
 #define MEMPLAN_DEVICE_CPU 1
 
