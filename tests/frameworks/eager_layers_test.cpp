@@ -263,5 +263,44 @@ TEST(EagerLayers, CompiledLayersCountAsFused) {
   EXPECT_LT(run("compiled"), 28ull * 139'368 * 1024);
 }
 
+// Answer.AI fsdp_qlora's LoRA rows (validation/AA-7b-lora-*-s2048: train.py
+// @ 50efa1e, transformers 4.38, PEFT LoRA r 64 with dropout 0.1 on q, k, v
+// and the MLP, bf16, reentrant checkpointing of every layer, FSDP over 2
+// ranks): what one 2048-token sample adds at the step's high point, the
+// loss's backward, counted from the code (h 4096, f 11008, r 64, a 32, s 2048,
+// V 32000):
+//   the recomputed layer (frozen base linears and norms keep no input; each
+//   adapted matrix keeps PEFT's dropout mask and dropped copy, lora_B its
+//   r-wide input): 16h + 6f + 4a + 8 + 3 (5h + f) + 2 x 6r
+//   = 31h + 9f + 12r + 136 = 226,952 bytes a token, 464,797,696 a sample;
+//   the loss (logits.float() kept in `output`; log_softmax's saved output,
+//   nll_loss_backward's zeros and _log_softmax_backward_data's result, all
+//   fp32): 4 x 4sV = 1,048,576,000, which covers the recomputed layer;
+//   the 32 layer checkpoints 32 x 2sh = 536,870,912 and the 4-D causal mask
+//   [b, 1, 4096, 4096] in bf16, 33,554,432:
+//   1,619,001,344 bytes (1.51 GiB) beside the final norm's activations. The
+//   run's reserve grows 1.97 GiB a sample from batch 1 to 4: the rest is the
+//   caching allocator's (validation/AA-7b-lora-bs6-s2048.toml).
+TEST(EagerLayers, FsdpQloraLoraSampleAtTheLossBackward) {
+  auto run = [](int batch) {
+    return evaluate(
+        "name = \"aa\"\nmode = \"train\"\n[framework]\nuse = \"hf-transformers\"\nversion = \"4.38\"\n"
+        "[model]\npreset = \"llama-2-7b\"\n[batch]\nmicro_batch = " + std::to_string(batch) +
+        "\nseq_len = 2048\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n"
+        "implementation = \"foreach\"\n[activations]\nuse = \"megatron\"\nflash_attention = true\n"
+        "dropout = false\noutput_held = true\n[[strategy]]\nuse = \"lora\"\nrank = 64\nalpha = 16\n"
+        "targets = \"q,k,v,mlp\"\ndropout = 0.1\n[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\n"
+        "[[strategy]]\nuse = \"data-parallel\"\nsize = 2\n[[strategy]]\nuse = \"fsdp\"\n"
+        "sync_module_states = true\n[hardware]\ngpu = \"rtx-3090-24gb\"\ncount = 2\n");
+  };
+  const Evaluation one = run(1), two = run(2);
+  EXPECT_EQ(one.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS), 226'952ull * 2048);
+  const uint64_t growth = two.breakdown().quantities[kAllocated].timeline[kBackward] -
+                          one.breakdown().quantities[kAllocated].timeline[kBackward];
+  const uint64_t final_norm = two.item_bytes("activations.final_norm", MEMPLAN_ROLE_ACTIVATIONS) -
+                              one.item_bytes("activations.final_norm", MEMPLAN_ROLE_ACTIVATIONS);
+  EXPECT_EQ(growth - final_norm, 1'048'576'000ull + 536'870'912 + 33'554'432);
+}
+
 }  // namespace
 }  // namespace memplan::testing
