@@ -100,6 +100,55 @@ TEST(Offload, FsdpStagesShardCopiesInAPoolOfItsOwn) {
             0u);
 }
 
+// ZeRO-3 with offload_optimizer (DeepSpeed stage3.py __partition_grads, v0.7.0
+// lines 1239-1313, the same through v0.16.4): each reduced 16-bit gradient
+// partition is copied to its host buffer, back to the GPU
+// (grad_buffer.to(grad_partition.device)), and its norm is taken as
+// part.data.double().norm(2) (_constant_buffered_norm2, 1188-1195): 2 + 8
+// bytes per element of one partition at a time, in backward. By hand:
+//   GPT-2 18.3B of validation/PLC-gpt2-18b-ds3-offload-1gpu-bs1.toml (h 4096,
+//   ffn 16384, 90 layers, tied), one GPU: the largest module after the
+//   (tied) embedding is an MLP projection, c_fc: memplan's MLP item holds
+//   both projections with their biases, 2 x 4096 x 16384 + 16384 + 4096 =
+//   134,238,208 elements, one module 67,119,104 (DeepSpeed's c_fc.weight
+//   alone: 67,108,864); x (2 + 8) B = 671,191,040 B.
+//   The same over 4 ranks: 67,119,104 / 4 = 16,779,776 elements, 167,797,760 B.
+//   Llama-2-7B (untied): the LM head is the largest, 32,000 x 4096 =
+//   131,072,000 elements x (2 + 8) = 1,310,720,000 B; the input embedding is
+//   left out (its gradient is complete only at the end of backward).
+TEST(Offload, ZeroThreeOptimizerOffloadCopiesEachGradientPartitionForItsNorm) {
+  auto scenario = [](const std::string& model, int dp, const std::string& offload) {
+    return "name = \"offload\"\nmode = \"train\"\n[model]\n" + model +
+           "[batch]\nmicro_batch = 1\nseq_len = 1024\n[precision]\nuse = \"mixed-fp16\"\n[optimizer]\nuse = "
+           "\"adam\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"data-parallel\"\nsize = " +
+           std::to_string(dp) + "\n[[strategy]]\nuse = \"zero\"\nstage = 3\n[[strategy]]\nuse = \"offload\"\n" +
+           offload;
+  };
+  const std::string gpt2 = "preset = \"gpt2-xl\"\nlayers = 90\nhidden = 4096\nheads = 16\nffn_hidden = 16384\n";
+  const std::string llama = "preset = \"llama-2-7b\"\n";
+  constexpr const char* kItem = "offload.gradient_norm_copy";
+  EXPECT_EQ(evaluate(scenario(gpt2, 1, "optimizer = true\nparameters = true\n")).item_bytes(kItem, MEMPLAN_ROLE_BUFFERS),
+            671'191'040u);
+  EXPECT_EQ(evaluate(scenario(gpt2, 4, "optimizer = true\n")).item_bytes(kItem, MEMPLAN_ROLE_BUFFERS), 167'797'760u);
+  EXPECT_EQ(evaluate(scenario(llama, 1, "optimizer = true\n")).item_bytes(kItem, MEMPLAN_ROLE_BUFFERS),
+            1'310'720'000u);
+  // It is a backward transient of allocated memory: the forward high point does not move.
+  const Evaluation with = evaluate(scenario(llama, 1, "optimizer = true\n"));
+  const Evaluation without = evaluate(scenario(llama, 1, "optimizer = true\ngradient_norm_copy = false\n"));
+  EXPECT_EQ(without.item_bytes(kItem, MEMPLAN_ROLE_BUFFERS), 0u);
+  const StepPeak& allocated_with = with.breakdown().quantities[kAllocated];
+  const StepPeak& allocated_without = without.breakdown().quantities[kAllocated];
+  EXPECT_EQ(allocated_with.timeline[kForward], allocated_without.timeline[kForward]);
+  EXPECT_EQ(allocated_with.timeline[kBackward], allocated_without.timeline[kBackward] + 1'310'720'000u);
+  // Only without the optimizer on the GPU (DeepSpeed's offload_optimizer), and only under stage 3.
+  EXPECT_EQ(evaluate(scenario(llama, 1, "gradients = true\n")).item_bytes(kItem, MEMPLAN_ROLE_BUFFERS), 0u);
+  std::string stage2 = scenario(llama, 1, "optimizer = true\n");
+  stage2.replace(stage2.find("stage = 3"), 9, "stage = 2");
+  EXPECT_EQ(evaluate(stage2).item_bytes(kItem, MEMPLAN_ROLE_BUFFERS), 0u);
+  // The paper view leaves it out (profile paper: gradient_norm_copy = false).
+  EXPECT_EQ(evaluate_paper(scenario(llama, 1, "optimizer = true\n")).item_bytes(kItem, MEMPLAN_ROLE_BUFFERS), 0u);
+}
+
 TEST(Offload, Errors) {
   const std::string library = " (plugin library " + plugin_dir() + "/memplan-offload.so)";
   EXPECT_EQ(error_of(zero_offload("parameters = true\n"), "o.toml"),

@@ -178,6 +178,29 @@ TEST(ZeroStage3Gathered, ModulesAreTheTensorParallelShards) {
   EXPECT_EQ(e.item_bytes("zero3.module_gradient", MEMPLAN_ROLE_BUFFERS), 131'072'000u);
 }
 
+// A tied LM head: its gradient (from the loss's backward) waits in autograd's
+// input buffer for the embedding's, which comes at the end of backward (one
+// AccumulateGrad node for the shared parameter), and DeepSpeed reduces only
+// from that node's hook (stage3.py create_reduce_and_remove_grad_hooks), so
+// each layer's backward holds it beside its own module's gradient. By hand,
+// GPT-2 with h 4096, ffn 16384, 90 layers (validation/PLC-gpt2-18b-ds3-*):
+// head = embedding 50,257 x 4096 = 205,852,672 elements; the largest layer
+// module an MLP projection, (2 x 4096 x 16384 + 16384 + 4096) / 2 =
+// 67,119,104 (memplan's MLP item holds both with their biases); fp16
+// gradients: (205,852,672 + 67,119,104) x 2 B = 545,943,552 B. Untied
+// (Llama-2-7B above) it stays the largest module's alone: 262,144,000 B.
+TEST(ZeroStage3Gathered, TiedHeadGradientWaitsBesideTheLayersGradient) {
+  Evaluation e = evaluate_paper(
+      "name = \"z3\"\nmode = \"train\"\n[model]\npreset = \"gpt2-xl\"\nlayers = 90\nhidden = 4096\nheads = 16\n"
+      "ffn_hidden = 16384\n[batch]\nmicro_batch = 1\nseq_len = 1024\n[precision]\nuse = \"mixed-fp16\"\n"
+      "[optimizer]\nuse = \"adam\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"data-parallel\"\n"
+      "size = 1\n[[strategy]]\nuse = \"zero\"\nstage = 3\ngathered_parameters = true\n");
+  EXPECT_EQ(e.item_bytes("zero3.module_gradient", MEMPLAN_ROLE_BUFFERS), 545'943'552u);
+  EXPECT_EQ(evaluate_paper(llama7b("gathered_parameters = true\n")).item_bytes("zero3.module_gradient",
+                                                                               MEMPLAN_ROLE_BUFFERS),
+            262'144'000u);
+}
+
 TEST(ZeroStage3Gathered, Errors) {
   const std::string library = " (plugin library " + plugin_dir() + "/memplan-zero.so)";
   std::string stage2 = llama7b("gathered_parameters = true\n");

@@ -24,34 +24,53 @@
 //                      FSDP's pre-unshard stream) stay reserved:
 //                      offload.parameter_staging, in reserved and device
 //                      memory, not in allocated.
+//   optimizer = true under ZeRO stage 3 (sharding.gradient_buckets
+//                      "deepspeed-stage3"): DeepSpeed's stage3.py
+//                      __partition_grads copies each reduced gradient
+//                      partition to its host buffer, back to the GPU, and
+//                      takes its norm in float64 there
+//                      (_constant_buffered_norm2): 2 + 8 bytes per element of
+//                      the largest partition, in backward
+//                      (offload.gradient_norm_copy; option gradient_norm_copy).
 // Runs just after the sharding phase (500), so the items it moves are the
 // shards, whatever the scenario order.
 #include <memplan/sdk.hpp>
 #include <memplan/support/sharding.hpp>
 
+#include <memplan/support/layout.hpp>
+
+#include <algorithm>
 #include <array>
 #include <string>
+#include <string_view>
 
 namespace {
 
 using memplan::sdk::Role;
 
-constexpr std::array<memplan_option_spec, 4> kOptions{{
+constexpr std::array<memplan_option_spec, 5> kOptions{{
     {"optimizer", MEMPLAN_OPTION_BOOL, "move optimizer states and master weights to the CPU", "false", "true"},
     {"gradients", MEMPLAN_OPTION_BOOL, "move gradients to the CPU", "the value of optimizer", "true"},
     {"parameters", MEMPLAN_OPTION_BOOL, "move the weights to the CPU (needs zero stage 3 or fsdp)", "false", "true"},
     {"staging", MEMPLAN_OPTION_BOOL,
      "parameters: keep reserved the pool where the sharding plugin stages the GPU copies of offloaded shards "
      "(FSDP's pre-unshard stream)",
-     "true (the paper profile: false)"},
+     "true (the paper profile: false)", nullptr},
+    {"gradient_norm_copy", MEMPLAN_OPTION_BOOL,
+     "optimizer under ZeRO stage 3: count DeepSpeed's GPU copy of each reduced gradient partition and its float64 "
+     "copy for the gradient norm (stage3.py __partition_grads), in backward",
+     "true (the paper profile: false)", nullptr},
 }};
+
+// Bytes per element of _constant_buffered_norm2's part.data.double().
+constexpr double kFloat64Bytes = 8;
 
 constexpr auto kAfterSharding = static_cast<memplan::sdk::Phase>(MEMPLAN_PHASE_SHARDING + 50);
 
 class OffloadStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "offload", "1.2.0", "CPU offload of optimizer states, master weights, gradients and parameters (ZeRO-Offload)",
+      "offload", "1.3.0", "CPU offload of optimizer states, master weights, gradients and parameters (ZeRO-Offload)",
       memplan::sdk::Kind::strategy, kAfterSharding};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
@@ -60,6 +79,10 @@ class OffloadStrategy {
         gradients_(options.boolean("gradients").value_or(optimizer_)),
         parameters_(options.boolean("parameters").value_or(false)),
         staging_(options.boolean("staging").value_or(true)),
+        norm_copy_(options.boolean("gradient_norm_copy").value_or(true)),
+        layout_(options),
+        buckets_attr_(options.attribute(memplan::support::sharding::kGradientBucketsAttr)),
+        norm_copy_name_(options.intern("offload.gradient_norm_copy")),
         gathers_attr_(options.attribute(memplan::support::sharding::kGatherAttr)),
         staging_attr_(options.attribute(MEMPLAN_ATTR_OFFLOAD_STAGING)),
         staging_name_(options.intern("offload.parameter_staging")),
@@ -86,6 +109,7 @@ class OffloadStrategy {
                           "does not count unless gathered_parameters = true; set it in the zero table");
     }
     if (parameters_ && staging_) add_staging(ctx);
+    if (optimizer_ && norm_copy_ && ctx.training()) add_gradient_norm_copy(ctx);
     // In place: no copy of each item's name per evaluation.
     for (memplan::sdk::ItemRef item : ctx.items()) {
       const Role role = item.role();
@@ -109,10 +133,47 @@ class OffloadStrategy {
                                            ctx.attr_double(staging_attr_, 0), 1, memplan::sdk::Pool::reserve);
   }
 
+  // DeepSpeed ZeRO-3 with offload_optimizer (stage3.py, __partition_grads,
+  // the same from v0.6.0 to v0.16.4): for each parameter of a flushed reduce
+  // bucket, the reduced 16-bit partition is copied into the host gradient
+  // buffer and back to the GPU (grad_buffer.to(grad_partition.device)), and at
+  // the accumulation boundary its norm is taken as
+  // part.data.double().norm(2) (_constant_buffered_norm2, parts of up to
+  // 2.5e8 elements): a 16-bit and a float64 copy of the partition on the GPU
+  // together, one parameter at a time, while the flushed bucket is reduced in
+  // backward. Sized by the largest trainable module's partition (the sharded
+  // weight items, one module each as zero's trace counts them: weight and
+  // bias together), in the weights' dtype plus 8 bytes; the input embeddings
+  // (and a head tied to them) are left out: their gradient is complete only
+  // at the end of backward, when the layers' activations are gone.
+  void add_gradient_norm_copy(memplan::sdk::Context& ctx) const {
+    if (ctx.attr_string(buckets_attr_, "") != std::string_view("deepspeed-stage3")) return;
+    const memplan_model& model = ctx.model();
+    const int64_t expert_parallel = layout_.ranks(ctx).expert;
+    double bytes = 0;
+    for (memplan::sdk::ItemRef item : ctx.items()) {
+      if (item.role() != Role::weights || item.non_parameter() || item.count() == 0 || !item.trainable() ||
+          item.device() != memplan::sdk::Device::gpu)
+        continue;
+      const memplan::sdk::ParamClass param_class = item.param_class();
+      if (param_class == memplan::sdk::ParamClass::embedding ||
+          param_class == memplan::sdk::ParamClass::position_embedding)
+        continue;
+      const double partition = item.elements() / memplan::support::sharding::modules_in(item, model, expert_parallel);
+      bytes = std::max(bytes, partition * (item.bytes_per_element() + kFloat64Bytes));
+    }
+    memplan::support::sharding::add_buffer(ctx, norm_copy_name_, memplan::sdk::Lifetime::transient_backward, bytes,
+                                           1);
+  }
+
   bool optimizer_;
   bool gradients_;
   bool parameters_;
   bool staging_;
+  bool norm_copy_;
+  memplan::support::LayoutReader layout_;  // the expert-parallel size, for the experts' modules
+  memplan::sdk::Attribute buckets_attr_;   // sharding.gradient_buckets: "deepspeed-stage3" under zero stage 3
+  memplan::sdk::Name norm_copy_name_;
   // Resolved once, in the constructor: no key lookup or interning per evaluation.
   memplan::sdk::Attribute gathers_attr_;  // sharding.gathers_parameters
   memplan::sdk::Attribute staging_attr_;  // sharding.offload_staging

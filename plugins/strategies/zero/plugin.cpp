@@ -21,7 +21,8 @@
 // taken where the activations peak: the last layer's forward and the loss
 // (forward), the loss's backward and the last layer's backward, its
 // recomputation included (backward); plus in backward the module's full
-// gradient before it is reduce-scattered.
+// gradient before it is reduce-scattered (with a tied LM head, the head's
+// too: it waits for the embedding's, at the end of backward).
 #include <memplan/sdk.hpp>
 #include <memplan/support/layout.hpp>
 #include <memplan/support/sharding.hpp>
@@ -77,7 +78,7 @@ constexpr std::array<memplan_option_spec, 7> kOptions{{
 class ZeroShardingStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "zero", "1.6.1",
+      "zero", "1.6.2",
       "ZeRO stages 0-3: shard optimizer states, gradients and weights over data-parallel ranks; ZeRO-3's gathered "
       "parameters",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding, memplan::sdk::Reads::nothing};
@@ -181,7 +182,7 @@ class ZeroShardingStrategy {
       sharding::add_buffer(ctx, gathered_backward_, memplan::sdk::Lifetime::transient_backward,
                            result.gathered_bytes[kBackward], 1);
       sharding::add_buffer(ctx, module_gradient_, memplan::sdk::Lifetime::transient_backward,
-                           sharding::largest_module(ctx, groups.expert, true), gradient_bytes(ctx));
+                           module_gradient_elements(ctx, groups.expert), gradient_bytes(ctx));
       gathered = std::max(gathered, result.gathered_numel[kBackward]);
     }
     const double persistent = result.persistent_bytes + persistent_adapter_bytes(ctx);
@@ -231,6 +232,29 @@ class ZeroShardingStrategy {
       bytes += elements * item.bytes_per_element() * static_cast<double>(item.count());
     }
     return bytes;
+  }
+
+  // The full gradients held in backward before they are reduce-scattered:
+  // the largest trainable module's. With the LM head tied to a trainable
+  // input embedding, the head's gradient (from the loss's backward) waits in
+  // autograd's input buffer of the shared parameter's AccumulateGrad node
+  // until the embedding's arrives at the end of backward (a leaf used twice
+  // is accumulated once; torch/csrc/autograd/engine.cpp, InputBuffer), and
+  // DeepSpeed reduces a parameter only from that node's hook (stage3.py,
+  // create_reduce_and_remove_grad_hooks: grad_acc.register_hook, v0.7.0 and
+  // v0.14.0): every layer's backward then holds it beside its own module's
+  // gradient, so the two add up.
+  double module_gradient_elements(const memplan::sdk::Context& ctx, int64_t expert_parallel) const {
+    const memplan_model& model = ctx.model();
+    if (!model.tied_embeddings) return sharding::largest_module(ctx, expert_parallel, true);
+    double head = 0, other = 0;
+    for (const memplan::sdk::ItemRef item : ctx.items()) {
+      if (item.role() != Role::weights || item.non_parameter() || item.count() == 0 || !item.trainable()) continue;
+      const double module = item.elements() / sharding::modules_in(item, model, expert_parallel);
+      if (item.param_class() == memplan::sdk::ParamClass::embedding) head = std::max(head, module);
+      else other = std::max(other, module);
+    }
+    return head + other;
   }
 
   // dtype.gradients, which the precision plugin must have set (read by handle).
