@@ -9,5 +9,6 @@ memplan_add_test(test_frameworks
   frameworks/runtime_memory_test.cpp
   frameworks/module_buffers_test.cpp
   frameworks/stream_pools_test.cpp
-  frameworks/validate_test.cpp)
+  frameworks/validate_test.cpp
+  frameworks/torchtune_readme_test.cpp)
 target_link_libraries(test_frameworks PRIVATE nlohmann_json::nlohmann_json)
