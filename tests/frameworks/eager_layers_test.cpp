@@ -302,5 +302,88 @@ TEST(EagerLayers, FsdpQloraLoraSampleAtTheLossBackward) {
   EXPECT_EQ(growth - final_norm, 1'048'576'000ull + 536'870'912 + 33'554'432);
 }
 
+// torchtitan's op SAC on compiled layers (layer = "compiled", recompute policy
+// "op"): Inductor's partitioner (torch/_functorch/partitioners.py @ c28ba8e5,
+// solve_min_cut) saves only what the backward graph reads, and no backward op
+// reads the down projection's output (the 7th multiply, on the save list), so
+// it is not kept; eager SAC (torch/utils/checkpoint.py) stores it as it runs.
+// Llama 3.1 8B (h 4096, q 4096, kv 1024, f 14336, 32 heads, bf16), per token:
+// input 2 x 4096 = 8,192; q 8,192; v 2,048; gate 2 x 14336 = 28,672; SDPA's
+// output 8,192 and lse 4 x 32 = 128: 55,424 (eager: + down's 8,192 = 63,616).
+// DeepSeek-V2-Lite's dense layer (no query latent; 48,576 per token with the
+// down output, LatentAttentionActivations.OpLevelCheckpointingFollowsTorchtitansOrder)
+// loses down's 2 x 2048: 44,480. A GELU MLP's down is the 6th multiply, not
+// saved in either: no change. Through the plugin, the torchtitan B200 row's
+// run (Llama 3.1 8B, one sequence of 8192 tokens, 32 layers): 32 x 55,424 x
+// 8192 = 14,529,069,056 bytes.
+TEST(EagerLayers, CompiledOpCheckpointingDropsTheDownOutput) {
+  plugins::ActivationSettings o;
+  o.bytes = 2;
+  o.dropout = false;
+  o.flash_attention = true;
+  o.recompute = plugins::RecomputePolicy::per_op;
+  o.compiled = true;
+  const plugins::TransformerShape x = llama(4096, 32, 8, 14336);
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 55'424.0);
+  plugins::ActivationSettings eager = o;
+  eager.compiled = false;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, eager), 63'616.0);
+
+  plugins::TransformerShape lite = llama(2048, 16, 16, 10944);
+  lite.q_width = 16 * 192;
+  lite.kv_width = 16 * 192;
+  lite.kv_latent = 512;
+  lite.rope = 64;
+  lite.v_width = 16 * 128;
+  lite.kv_up_width = 16 * 256;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(lite, eager), 48'576.0);
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(lite, o), 44'480.0);
+
+  plugins::TransformerShape gelu = x;
+  gelu.gated = false;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(gelu, o), plugins::stored_bytes_per_layer(gelu, eager));
+
+  auto run = [](const std::string& layer) {
+    return evaluate_paper(
+               "name = \"e\"\nmode = \"train\"\n[model]\npreset = \"llama-3.1-8b\"\n[batch]\nseq_len = 8192\n"
+               "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n"
+               "flash_attention = true\ndropout = false\nlayer = \"" +
+               layer + "\"\n[[strategy]]\nuse = \"recompute\"\npolicy = \"op\"\n")
+        .item_bytes("layers.0-31.activations", MEMPLAN_ROLE_ACTIVATIONS);
+  };
+  EXPECT_EQ(run("compiled"), 14'529'069'056u);
+  EXPECT_EQ(run("eager"), 32ull * 63'616 * 8192);
+  EXPECT_EQ(run("fused"), 32ull * 63'616 * 8192);
+}
+
+// Compiled layers leave the final norm and the LM head eager (torchtitan
+// apply_compile, torchtune compile_model: the decoder blocks only), so the
+// final norm keeps what the eager one keeps: its fp32 input copy and rsqrt
+// (4h + 4), its normalized bf16 copy (2h), on the rank's tokens, and the LM
+// head's input (2h), whole (DTensor's ColwiseParallel gathers the
+// sequence-parallel input before the matmul). Llama 3.1 8B, 8192 tokens, no
+// tensor parallelism: 8192 x (16,388 + 8,192 + 8,192) = 268,468,224 (the fused
+// count, input and output, 8192 x 4 x 4096 = 134,217,728). Llama 3.1 70B (h
+// 8192), 16 x 8192 = 131,072 tokens, TP 8 with sequence parallelism:
+// 131,072 x ((32,772 + 16,384) / 8 + 16,384) = 2,952,855,552 (fused:
+// 131,072 x 4 x 8192 / 8 = 536,870,912).
+TEST(EagerLayers, CompiledLayersLeaveTheFinalNormEager) {
+  plugins::ActivationSettings o;
+  o.bytes = 2;
+  o.dropout = false;
+  o.flash_attention = true;
+  o.compiled = true;
+  plugins::ActivationSettings fused = o;
+  fused.compiled = false;
+  const plugins::OutputShape small{8192, 1, 4096, 128'256};
+  EXPECT_DOUBLE_EQ(plugins::output_activations(small, o, CrossEntropy::compiled).final_norm, 268'468'224.0);
+  EXPECT_DOUBLE_EQ(plugins::output_activations(small, fused, CrossEntropy::compiled).final_norm, 134'217'728.0);
+  o.tensor_parallel = fused.tensor_parallel = 8;
+  o.sequence_parallel = fused.sequence_parallel = true;
+  const plugins::OutputShape big{8192, 16, 8192, 128'256};
+  EXPECT_DOUBLE_EQ(plugins::output_activations(big, o, CrossEntropy::loss_parallel).final_norm, 2'952'855'552.0);
+  EXPECT_DOUBLE_EQ(plugins::output_activations(big, fused, CrossEntropy::loss_parallel).final_norm, 536'870'912.0);
+}
+
 }  // namespace
 }  // namespace memplan::testing

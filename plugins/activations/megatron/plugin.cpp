@@ -111,7 +111,7 @@ constexpr std::array<LossMode, 12> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.7.0",
+      "megatron", "1.8.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -147,6 +147,7 @@ class MegatronActivations {
     // silu and product, RoPE's rotations) and saves only the inputs of the
     // fused regions (torch/_functorch/partitioners.py @ c28ba8e5).
     layer_ = layer == "eager" ? LayerImplementation::eager : LayerImplementation::fused;
+    compiled_ = layer == "compiled";
     repeat_kv_ = options.boolean("repeat_kv").value_or(true);
     offload_ = options.boolean("offload").value_or(false);
     rope_cache_ = options.boolean("rope_cache").value_or(false);
@@ -197,6 +198,10 @@ class MegatronActivations {
                          : policy == "op"        ? RecomputePolicy::per_op
                                                  : RecomputePolicy::none;
     settings.layer = layer_;
+    settings.compiled = compiled_;
+    // Compiled layers: the final norm outside them stays eager and reads the norm kind
+    // (transformer_activations.hpp output_activations); the layers themselves are counted as fused.
+    if (compiled_) settings.eager.rms_norm = model.layer_norm == 0;
     if (layer_ == LayerImplementation::eager) {
       settings.eager = eager_layer(ctx, model);
       // Autocast over fp32 weights: the residual stream's dtype (0 without).
@@ -624,6 +629,7 @@ class MegatronActivations {
   CrossEntropy cross_entropy_ = CrossEntropy::unfused;
   double loss_chunks_ = 8;
   LayerImplementation layer_ = LayerImplementation::fused;
+  bool compiled_ = false;  // layer = "compiled" (ActivationSettings::compiled)
   bool repeat_kv_ = true;
   bool offload_ = false;
   bool rope_cache_ = false;

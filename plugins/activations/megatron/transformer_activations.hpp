@@ -88,6 +88,11 @@ struct ActivationSettings {
   bool sequence_parallel = false;
   RecomputePolicy recompute = RecomputePolicy::none;
   LayerImplementation layer = LayerImplementation::fused;
+  // The layers run under torch.compile (layer = "compiled"): AOTAutograd's partitioner saves only the tensors
+  // the backward graph reads, so under the per_op policy a must-save output backward never reads is not kept
+  // (per_op_saved_down below). Read by the per_op policy and by output_activations (the final norm and the
+  // LM head outside the compiled blocks stay eager); the layers' other terms are the fused layer's.
+  bool compiled = false;
   EagerLayer eager;            // read when layer is eager
   // Eager layers under autocast over wider weights (dtype.residual): the
   // residual stream and the norms keep this dtype while the matrix multiplies
@@ -274,6 +279,25 @@ inline double kv_divisor(const TransformerShape& x, const ActivationSettings& o)
   return memplan::support::kv_ways(x.kv_heads, o.tensor_parallel);
 }
 
+// Whether torchtitan's op-level SAC keeps the down projection's output (the
+// MLP's last multiply, which feeds only the residual add) when the save list
+// reaches it. Eager SAC (torch/utils/checkpoint.py,
+// _CachingTorchDispatchMode) stores the output of every MUST_SAVE op as it
+// runs, read or not. Under torch.compile the policy only tags the graph's
+// nodes (MUST_SAVE bans recomputation, PREFER_RECOMPUTE forces it), and
+// AOTAutograd's min_cut_rematerialization_partition (pytorch/pytorch
+// torch/_functorch/partitioners.py @ c28ba8e5, solve_min_cut) saves the cut
+// between the source and the nodes the backward graph needs: a banned node
+// with no path to the backward is never cut. Nothing in the layer's backward
+// reads the down output (its weight gradient takes the SwiGLU product, its
+// input gradient the weight; the residual add's gradient is the identity),
+// so the compiled layer does not keep it. The other saved outputs are read:
+// q and v by SDPA's backward (through the rotary for q), the MLP's first
+// output by the SwiGLU product's recomputation, SDPA's output by o's weight
+// gradient and SDPA's backward, and o's output (a latent layer's 5th
+// multiply) by the recomputed residual h that the second norm reads.
+inline bool per_op_saved_down(const ActivationSettings& o) { return !o.compiled; }
+
 // torchtitan's op-level selective checkpointing of a multi-head latent
 // attention layer (torchtitan models/deepseek_v3/model/model.py, Attention:
 // wq_a, wq_b or wq, then wkv_a, wkv_b, wo; then the MLP's w1, w2, w3 as in
@@ -298,7 +322,7 @@ inline double per_op_latent_bytes(const TransformerShape& x, const ActivationSet
   }
   // The MLP's multiplies w1 (gate), w3 (up), w2 (down) for SwiGLU, up and down otherwise, continuing the count.
   const bool odd_next = attention_matmuls % 2 == 0;  // the MLP's first multiply is an odd one
-  if (x.gated) split += odd_next ? x.ffn + x.hidden : x.ffn;
+  if (x.gated) split += odd_next ? x.ffn + (per_op_saved_down(o) ? x.hidden : 0) : x.ffn;
   else split += odd_next ? x.ffn : x.hidden;
   const double attention = o.flash_attention ? o.bytes * x.v_width + 4 * x.heads : 0;
   return o.bytes * sb * whole / whole_divisor + sb * (o.bytes * split + attention) / t;
@@ -322,7 +346,8 @@ inline double stored_bytes_per_layer(const TransformerShape& x, const Activation
       // are not on the list and are recomputed).
       const double sb = x.seq * x.batch;
       if (x.latent()) return per_op_latent_bytes(x, o);
-      const double matmuls = x.q_width + x.kv_width + x.ffn + (x.gated ? x.hidden : 0);
+      // Under torch.compile the down output is not kept (per_op_saved_down).
+      const double matmuls = x.q_width + x.kv_width + x.ffn + (x.gated && per_op_saved_down(o) ? x.hidden : 0);
       const double attention = o.flash_attention ? o.bytes * x.q_width + 4 * x.heads : 0;
       return residual_dtype_bytes(o) * sb * x.hidden / (o.sequence_parallel ? t : 1) +
              sb * (o.bytes * matmuls + attention) / t;
@@ -513,7 +538,10 @@ inline OutputActivations output_activations(const OutputShape& x, const Activati
   // Under autocast the final norm's input and normalized copy are in the residual dtype, the LM head's input
   // is its 16-bit cast (residual_dtype_bytes is the activations' dtype otherwise).
   const double r = residual_dtype_bytes(o);
-  if (o.layer == LayerImplementation::eager && o.eager.rms_norm)
+  // Compiled layers (layer = "compiled") leave the final norm and the LM head eager: torchtitan's
+  // apply_compile and torchtune's compile_model compile the decoder blocks one by one, nothing outside them
+  // (torchtitan models/llama3/infra/parallelize.py @ 9dec370 and @ 6fc499f6; torchtune training/_compile.py).
+  if ((o.layer == LayerImplementation::eager || o.compiled) && o.eager.rms_norm)
     // The final RMSNorm's fp32 input copy and rsqrt and its normalized copy,
     // on the tokens the rank holds (a sequence-parallel norm: torchtitan's
     // "norm": SequenceParallel()), and the LM head's input, whole: DTensor's
