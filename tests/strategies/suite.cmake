@@ -7,6 +7,7 @@ memplan_add_test(test_strategies
   strategies/context_parallel_test.cpp
   strategies/expert_parallel_test.cpp
   strategies/pipeline_schedule_test.cpp
+  strategies/pipeline_runtime_test.cpp
   strategies/fsdp_test.cpp
   strategies/zero3_gathered_test.cpp
   strategies/offload_test.cpp
