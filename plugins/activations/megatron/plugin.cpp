@@ -291,6 +291,32 @@ class MegatronActivations {
       add_bytes(ctx, names_.recompute, working_set, memplan::sdk::Lifetime::transient_backward, stored_device);
     if (settings.recompute == RecomputePolicy::full) retime_cached_casts(ctx);
 
+    // Context parallelism's ring attention with torch's "allgather" rotate
+    // method (context-parallel runtime = "torch"; torch 2.6
+    // torch/distributed/tensor/experimental/_attention.py). With u the
+    // elements of one of K and V as SDPA reads them on the rank (its s/cp
+    // tokens x the query heads' width / t: torchtitan repeats the kv heads
+    // before SDPA, models/llama/model.py repeat_kv; the kv heads' width for
+    // eager layers with repeat_kv = false):
+    //   forward (and backward's recomputation): _AllGatherRotater's buffer of
+    //   every rank's K and V, 2 cp u p, and _SDPAMerger's fp32 output with the
+    //   step's output cast to fp32, 8u;
+    //   backward: the buffer again, 2 cp u p; the fp32 accumulators of dQ, dK
+    //   and dV, 12u; the dK/dV exchange in flight (_AllToAllRotater, the fp32
+    //   concatenation sent and the one received), 16u.
+    // Each belongs to one layer at a time; the loss's transients come before
+    // (forward) or after (backward) the layers, so the larger counts.
+    double ring_forward = 0;
+    double ring_backward = 0;
+    if (layout.context > 1 && ctx.attr_int(a.context_kv_allgather, 0) != 0) {
+      const bool kv_heads = layer_ == LayerImplementation::eager && !repeat_kv_;
+      const double width = kv_heads ? shape.kv_width : shape.q_width;
+      const double u = shape.batch * shape.seq / context * width / settings.tensor_parallel;
+      const double gathered = 2 * context * u * settings.bytes;
+      ring_forward = gathered + 8 * u;
+      ring_backward = gathered + 28 * u;
+    }
+
     // Weights stored in fewer than 8 bits (QLoRA's nf4 base) are dequantized
     // to the compute dtype for each matrix multiply, in forward and again for
     // backward's input gradient (bitsandbytes autograd/_functions.py,
@@ -308,6 +334,7 @@ class MegatronActivations {
         {shape.seq, shape.batch, shape.hidden, static_cast<double>(model.vocab)}, settings, cross_entropy_,
         loss_chunks_, output_held_);
     const double scale = static_cast<double>(inflight) * factor / context;
+    double loss_forward = 0;  // the loss's forward transient, when the stage computes the loss
     if (layout.stage_has_embedding)
       add_outside(ctx, names_.embedding_dropout, outside.embedding_dropout * scale);
     if (layout.stage_has_lm_head) {
@@ -328,13 +355,19 @@ class MegatronActivations {
         // The loss's transients belong to one micro-batch: the one whose loss is computed.
         add_outside(ctx, names_.loss_forward, outside.loss_forward / context,
                     memplan::sdk::Lifetime::transient_forward);
+        loss_forward = outside.loss_forward / context;
         // Backward runs the loss first and frees its fp32 gradients before the
         // first layer is recomputed: the two transients never coexist, so the
-        // item is what the loss adds beyond the recompute working set.
-        add_outside(ctx, names_.loss_backward, std::max(0.0, outside.loss_backward / context - working_set),
+        // item is what the loss adds beyond the recompute working set (and a
+        // layer's ring attention buffers).
+        add_outside(ctx, names_.loss_backward,
+                    std::max(0.0, outside.loss_backward / context - working_set - ring_backward),
                     memplan::sdk::Lifetime::transient_backward);
       }
     }
+    add_outside(ctx, names_.ring_forward, std::max(0.0, ring_forward - loss_forward),
+                memplan::sdk::Lifetime::transient_forward);
+    add_outside(ctx, names_.ring_backward, ring_backward, memplan::sdk::Lifetime::transient_backward);
     add_pipeline_runtime(ctx, layout, shape, settings, outside, inflight, context, facts);
   }
 
@@ -398,10 +431,11 @@ class MegatronActivations {
           pipeline_grad_buffers(options.attribute(MEMPLAN_ATTR_PIPELINE_GRAD_BUFFERS)),
           pipeline_input_grads(options.attribute(MEMPLAN_ATTR_PIPELINE_INPUT_GRADS)),
           pipeline_kept_outputs(options.attribute(MEMPLAN_ATTR_PIPELINE_KEPT_OUTPUTS)),
-          pipeline_merged_outputs(options.attribute(MEMPLAN_ATTR_PIPELINE_MERGED_OUTPUTS)) {}
+          pipeline_merged_outputs(options.attribute(MEMPLAN_ATTR_PIPELINE_MERGED_OUTPUTS)),
+          context_kv_allgather(options.attribute(MEMPLAN_ATTR_CONTEXT_KV_ALLGATHER)) {}
     memplan::sdk::Attribute activation_dtype, activation_factor, residual_dtype, lora_rank_inputs, lora_inputs,
         lora_distinct_inputs, lora_dropout, recompute_policy, pipeline_input_buffers, pipeline_grad_buffers,
-        pipeline_input_grads, pipeline_kept_outputs, pipeline_merged_outputs;
+        pipeline_input_grads, pipeline_kept_outputs, pipeline_merged_outputs, context_kv_allgather;
   };
 
   // The names of the items apply() adds, interned once.
@@ -426,11 +460,13 @@ class MegatronActivations {
           pipeline_grad_buffers(options.intern("pipeline.grad_buffers")),
           pipeline_input_grads(options.intern("pipeline.input_grads")),
           pipeline_kept_outputs(options.intern("pipeline.kept_outputs")),
-          pipeline_merged_outputs(options.intern("pipeline.merged_outputs")) {}
+          pipeline_merged_outputs(options.intern("pipeline.merged_outputs")),
+          ring_forward(options.intern("context_parallel.ring_forward")),
+          ring_backward(options.intern("context_parallel.ring_backward")) {}
     memplan::sdk::Name stored, offload_window, recompute, dequantized_weight, embedding_dropout, final_norm, logits,
         cross_entropy, loss_forward, loss_backward, held_output, rope_cache, causal_mask, expanded_causal_mask,
         recompute_casts, pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
-        pipeline_merged_outputs;
+        pipeline_merged_outputs, ring_forward, ring_backward;
   };
 
   // What apply() needs to know of the reported rank's weights, from one pass

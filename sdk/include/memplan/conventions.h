@@ -76,6 +76,10 @@
 #define MEMPLAN_ATTR_PIPELINE_INPUT_GRADS "layout.pipeline_input_grads"
 #define MEMPLAN_ATTR_PIPELINE_KEPT_OUTPUTS "layout.pipeline_kept_outputs"
 #define MEMPLAN_ATTR_PIPELINE_MERGED_OUTPUTS "layout.pipeline_merged_outputs"
+/* Context parallelism's ring attention gathers every layer's K and V over the
+ * context-parallel ranks (int 0/1, 0 when unset): torch's context_parallel
+ * with its "allgather" rotate method; the activation model sizes the buffers. */
+#define MEMPLAN_ATTR_CONTEXT_KV_ALLGATHER "layout.context_kv_allgather"
 
 /* Whether the sharding plugin counts the weights it gathers back to the GPU
  * before use (int 0/1): ZeRO-3 and FSDP set it; offloading parameters needs it. */
