@@ -5,8 +5,10 @@
 memplan_add_test(test_strategies
   strategies/korthikanti_table3_test.cpp
   strategies/context_parallel_test.cpp
+  strategies/context_ring_test.cpp
   strategies/expert_parallel_test.cpp
   strategies/pipeline_schedule_test.cpp
+  strategies/pipeline_runtime_test.cpp
   strategies/fsdp_test.cpp
   strategies/zero3_gathered_test.cpp
   strategies/offload_test.cpp

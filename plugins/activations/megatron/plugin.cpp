@@ -296,6 +296,32 @@ class MegatronActivations {
       add_bytes(ctx, names_.recompute, working_set, memplan::sdk::Lifetime::transient_backward, stored_device);
     if (settings.recompute == RecomputePolicy::full) retime_cached_casts(ctx);
 
+    // Context parallelism's ring attention with torch's "allgather" rotate
+    // method (context-parallel runtime = "torch"; torch 2.6
+    // torch/distributed/tensor/experimental/_attention.py). With u the
+    // elements of one of K and V as SDPA reads them on the rank (its s/cp
+    // tokens x the query heads' width / t: torchtitan repeats the kv heads
+    // before SDPA, models/llama/model.py repeat_kv; the kv heads' width for
+    // eager layers with repeat_kv = false):
+    //   forward (and backward's recomputation): _AllGatherRotater's buffer of
+    //   every rank's K and V, 2 cp u p, and _SDPAMerger's fp32 output with the
+    //   step's output cast to fp32, 8u;
+    //   backward: the buffer again, 2 cp u p; the fp32 accumulators of dQ, dK
+    //   and dV, 12u; the dK/dV exchange in flight (_AllToAllRotater, the fp32
+    //   concatenation sent and the one received), 16u.
+    // Each belongs to one layer at a time; the loss's transients come before
+    // (forward) or after (backward) the layers, so the larger counts.
+    double ring_forward = 0;
+    double ring_backward = 0;
+    if (layout.context > 1 && ctx.attr_int(a.context_kv_allgather, 0) != 0) {
+      const bool kv_heads = layer_ == LayerImplementation::eager && !repeat_kv_;
+      const double width = kv_heads ? shape.kv_width : shape.q_width;
+      const double u = shape.batch * shape.seq / context * width / settings.tensor_parallel;
+      const double gathered = 2 * context * u * settings.bytes;
+      ring_forward = gathered + 8 * u;
+      ring_backward = gathered + 28 * u;
+    }
+
     // Weights stored in fewer than 8 bits (QLoRA's nf4 base) are dequantized
     // to the compute dtype for each matrix multiply, in forward and again for
     // backward's input gradient (bitsandbytes autograd/_functions.py,
@@ -313,6 +339,7 @@ class MegatronActivations {
         {shape.seq, shape.batch, shape.hidden, static_cast<double>(model.vocab)}, settings, cross_entropy_,
         loss_chunks_, output_held_);
     const double scale = static_cast<double>(inflight) * factor / context;
+    double loss_forward = 0;  // the loss's forward transient, when the stage computes the loss
     if (layout.stage_has_embedding)
       add_outside(ctx, names_.embedding_dropout, outside.embedding_dropout * scale);
     if (layout.stage_has_lm_head) {
@@ -333,13 +360,20 @@ class MegatronActivations {
         // The loss's transients belong to one micro-batch: the one whose loss is computed.
         add_outside(ctx, names_.loss_forward, outside.loss_forward / context,
                     memplan::sdk::Lifetime::transient_forward);
+        loss_forward = outside.loss_forward / context;
         // Backward runs the loss first and frees its fp32 gradients before the
         // first layer is recomputed: the two transients never coexist, so the
-        // item is what the loss adds beyond the recompute working set.
-        add_outside(ctx, names_.loss_backward, std::max(0.0, outside.loss_backward / context - working_set),
+        // item is what the loss adds beyond the recompute working set (and a
+        // layer's ring attention buffers).
+        add_outside(ctx, names_.loss_backward,
+                    std::max(0.0, outside.loss_backward / context - working_set - ring_backward),
                     memplan::sdk::Lifetime::transient_backward);
       }
     }
+    add_outside(ctx, names_.ring_forward, std::max(0.0, ring_forward - loss_forward),
+                memplan::sdk::Lifetime::transient_forward);
+    add_outside(ctx, names_.ring_backward, ring_backward, memplan::sdk::Lifetime::transient_backward);
+    add_pipeline_runtime(ctx, layout, shape, settings, outside, inflight, context, facts);
   }
 
  private:
@@ -397,9 +431,16 @@ class MegatronActivations {
           lora_inputs(options.attribute(MEMPLAN_ATTR_LORA_INPUTS)),
           lora_distinct_inputs(options.attribute(MEMPLAN_ATTR_LORA_DISTINCT_INPUTS)),
           lora_dropout(options.attribute(MEMPLAN_ATTR_LORA_DROPOUT)),
-          recompute_policy(options.attribute(MEMPLAN_ATTR_RECOMPUTE_POLICY)) {}
+          recompute_policy(options.attribute(MEMPLAN_ATTR_RECOMPUTE_POLICY)),
+          pipeline_input_buffers(options.attribute(MEMPLAN_ATTR_PIPELINE_INPUT_BUFFERS)),
+          pipeline_grad_buffers(options.attribute(MEMPLAN_ATTR_PIPELINE_GRAD_BUFFERS)),
+          pipeline_input_grads(options.attribute(MEMPLAN_ATTR_PIPELINE_INPUT_GRADS)),
+          pipeline_kept_outputs(options.attribute(MEMPLAN_ATTR_PIPELINE_KEPT_OUTPUTS)),
+          pipeline_merged_outputs(options.attribute(MEMPLAN_ATTR_PIPELINE_MERGED_OUTPUTS)),
+          context_kv_allgather(options.attribute(MEMPLAN_ATTR_CONTEXT_KV_ALLGATHER)) {}
     memplan::sdk::Attribute activation_dtype, activation_factor, residual_dtype, lora_rank_inputs, lora_inputs,
-        lora_distinct_inputs, lora_dropout, recompute_policy;
+        lora_distinct_inputs, lora_dropout, recompute_policy, pipeline_input_buffers, pipeline_grad_buffers,
+        pipeline_input_grads, pipeline_kept_outputs, pipeline_merged_outputs, context_kv_allgather;
   };
 
   // The names of the items apply() adds, interned once.
@@ -419,10 +460,18 @@ class MegatronActivations {
           rope_cache(options.intern("rope_cache")),
           causal_mask(options.intern("causal_mask")),
           expanded_causal_mask(options.intern("activations.causal_mask")),
-          recompute_casts(options.intern("activations.recompute" MEMPLAN_CACHED_CAST_SUFFIX)) {}
+          recompute_casts(options.intern("activations.recompute" MEMPLAN_CACHED_CAST_SUFFIX)),
+          pipeline_input_buffers(options.intern("pipeline.input_buffers")),
+          pipeline_grad_buffers(options.intern("pipeline.grad_buffers")),
+          pipeline_input_grads(options.intern("pipeline.input_grads")),
+          pipeline_kept_outputs(options.intern("pipeline.kept_outputs")),
+          pipeline_merged_outputs(options.intern("pipeline.merged_outputs")),
+          ring_forward(options.intern("context_parallel.ring_forward")),
+          ring_backward(options.intern("context_parallel.ring_backward")) {}
     memplan::sdk::Name stored, offload_window, recompute, dequantized_weight, embedding_dropout, final_norm, logits,
         cross_entropy, loss_forward, loss_backward, held_output, rope_cache, causal_mask, expanded_causal_mask,
-        recompute_casts;
+        recompute_casts, pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
+        pipeline_merged_outputs, ring_forward, ring_backward;
   };
 
   // What apply() needs to know of the reported rank's weights, from one pass
@@ -608,6 +657,70 @@ class MegatronActivations {
                                     .elements = positions * positions, .bytes_per_element = 1});
       add_outside(ctx, names_.expanded_causal_mask, positions * positions * mask_bytes_per_position_pair);
     }
+  }
+
+  // A pipeline runtime's own tensors, in micro-batches as pipeline-parallel
+  // declares them (runtime = "torch": torch.distributed.pipelining, torch 2.6;
+  // the sources are in that plugin). A boundary tensor is one micro-batch's
+  // hidden states as a stage sends them: the residual stream on the rank's
+  // tokens, b s h / cp, / t with sequence parallelism (torchtitan's blocks
+  // return the local Shard(1) tensor). The last stage's output is the logits
+  // the model returns, b s v / (t cp) in their dtype (the vocabulary shard
+  // under loss parallelism).
+  //   pipeline.input_buffers   receive buffers for the stage's inputs, one per
+  //                            micro-batch, kept across steps; the in-flight
+  //                            micro-batches' are their first layer's stored
+  //                            input, counted there (persistent)
+  //   pipeline.grad_buffers    receive buffers for the outputs' gradients (persistent)
+  //   pipeline.input_grads     the inputs' gradients, left in the receive
+  //                            buffers' .grad to the step's end (gradient: grows in backward)
+  //   pipeline.kept_outputs    every micro-batch's output in output_chunks to
+  //                            the next step (persistent, activations), less the
+  //                            in-flight logits the loss already keeps
+  //   pipeline.merged_outputs  the last stage's merge_chunks: one torch.cat of
+  //                            the outputs at the step's end, after backward. No
+  //                            cached block is that large (each tensor it could
+  //                            reuse was allocated on its own), so the caching
+  //                            allocator maps a segment of its own for it, which
+  //                            stays reserved: reserve memory in every phase
+  //                            (role activations: not at set-up).
+  void add_pipeline_runtime(memplan::sdk::Context& ctx, const memplan::support::Layout& layout,
+                            const TransformerShape& shape, const ActivationSettings& settings,
+                            const memplan::plugins::OutputActivations& outside, int64_t inflight, double context,
+                            const PlanFacts& facts) const {
+    const Attributes& a = attributes_;
+    const double inputs = static_cast<double>(ctx.attr_int(a.pipeline_input_buffers, 0));
+    const double grads = static_cast<double>(ctx.attr_int(a.pipeline_grad_buffers, 0));
+    const double input_grads = static_cast<double>(ctx.attr_int(a.pipeline_input_grads, 0));
+    const double kept = static_cast<double>(ctx.attr_int(a.pipeline_kept_outputs, 0));
+    const double merged = static_cast<double>(ctx.attr_int(a.pipeline_merged_outputs, 0));
+    if (inputs + grads + input_grads + kept + merged <= 0) return;
+    const double t = settings.tensor_parallel;
+    const double boundary = memplan::plugins::residual_dtype_bytes(settings) * shape.batch * shape.seq *
+                            shape.hidden / context / (settings.sequence_parallel ? t : 1);
+    const bool logits_here =
+        layout.stage_has_lm_head && (facts.lm_head || (model_.tied_embeddings != 0 && facts.embedding));
+    const double logits = logits_here ? memplan::plugins::returned_logit_bytes(cross_entropy_, settings.bytes) *
+                                            shape.batch * shape.seq * static_cast<double>(model_.vocab) / t / context
+                                      : 0;
+    const double flight = static_cast<double>(inflight);
+    using memplan::sdk::Lifetime;
+    using memplan::sdk::Role;
+    auto add = [&](memplan::sdk::Name name, Role role, Lifetime lifetime, memplan::sdk::Pool pool, double bytes) {
+      memplan::support::add_bytes_if_any(
+          ctx, {.name = name, .role = role, .lifetime = lifetime, .pool = pool, .bytes = bytes});
+    };
+    const auto allocated = memplan::sdk::Pool::allocated;
+    add(names_.pipeline_input_buffers, Role::buffers, Lifetime::persistent, allocated,
+        std::max(0.0, inputs - flight) * boundary);
+    add(names_.pipeline_grad_buffers, Role::buffers, Lifetime::persistent, allocated, grads * boundary);
+    add(names_.pipeline_input_grads, Role::buffers, Lifetime::gradient, allocated, input_grads * boundary);
+    const double output = layout.stage_has_lm_head ? logits : boundary;
+    const double counted = layout.stage_has_lm_head ? flight * std::min(outside.logits / context, logits) : 0;
+    add(names_.pipeline_kept_outputs, Role::activations, Lifetime::persistent, allocated,
+        std::max(0.0, kept * output - counted));
+    add(names_.pipeline_merged_outputs, Role::activations, Lifetime::persistent, memplan::sdk::Pool::reserve,
+        merged * logits);
   }
 
   // One item of `bytes` outside the layers (1 byte per element).

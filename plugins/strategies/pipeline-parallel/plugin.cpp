@@ -36,6 +36,20 @@
 // get_schedule_table's num_warmup_microbatches, microbatch_group_size_per_vp_stage
 // = p by default) and as many backward passes are flush, so the overlapped
 // fraction of the stage's transfers is (M m - w) / (M m); 0 unless interleaved.
+//
+// runtime = "torch" (version 1.5.0): torch.distributed.pipelining's own
+// tensors, declared as counts of micro-batches for the activation model to
+// size (torch/distributed/pipelining/stage.py and schedules.py, torch 2.6):
+// _prepare_forward_infra allocates a receive buffer for every micro-batch's
+// stage input (not on the first stage) and _prepare_backward_infra one for
+// every micro-batch's output gradient (not on the last), kept from step to
+// step; stage_backward (_backward.py) reads the inputs' gradients from the
+// receive buffers' .grad, which clear_runtime_states frees only at the next
+// step's start (until pytorch#164329, 2025-10); forward_one_chunk appends
+// every micro-batch's output to output_chunks, also freed at the next step's
+// start (on every stage until pytorch#153383, 2025-05, which keeps the last
+// stage's only: stage_outputs = "every" or "last"); and step() returns
+// merge_chunks(output_chunks) on the last stage, a torch.cat of its outputs.
 #include <memplan/sdk.hpp>
 
 #include <algorithm>
@@ -48,7 +62,7 @@ namespace {
 
 using memplan::sdk::ParamClass;
 
-constexpr std::array<memplan_option_spec, 6> kOptions{{
+constexpr std::array<memplan_option_spec, 8> kOptions{{
     // "@layout": a size `memplan explain` may lay the job out again with (docs/plugin-abi.md, "Option specs").
     {"size", MEMPLAN_OPTION_INT, "pipeline stages p", "1", "@layout"},
     {"stage", MEMPLAN_OPTION_STRING, "which stage to report: \"first\" or \"last\"", "\"first\"", nullptr},
@@ -60,6 +74,15 @@ constexpr std::array<memplan_option_spec, 6> kOptions{{
      "layers on the first stage (Megatron-LM's decoder_first_pipeline_num_layers)", "an even share", nullptr},
     {"last_stage_layers", MEMPLAN_OPTION_INT,
      "layers on the last stage (Megatron-LM's decoder_last_pipeline_num_layers)", "an even share", nullptr},
+    {"runtime", MEMPLAN_OPTION_STRING,
+     "whose pipeline runs the schedule: \"megatron\" (its send/receive tensors are not modelled) or \"torch\" "
+     "(torch.distributed.pipelining: a receive buffer per micro-batch for the stage's inputs and for its outputs' "
+     "gradients, the inputs' gradients and the outputs kept to the step's end, the last stage's outputs merged)",
+     "\"megatron\"", nullptr},
+    {"stage_outputs", MEMPLAN_OPTION_STRING,
+     "runtime \"torch\": which stages keep every micro-batch's output to the next step: \"last\" (torch 2.8 "
+     "on, pytorch#153383) or \"every\" (torch 2.7 and before)",
+     "\"last\"", nullptr},
 }};
 
 class PipelineParallelStrategy {
@@ -67,7 +90,7 @@ class PipelineParallelStrategy {
   // apply() reads nothing of the workload: the schedule's figures depend on
   // grad_accum, which no evaluation changes, and are computed in the constructor.
   static constexpr memplan::sdk::PluginInfo info{
-      "pipeline-parallel", "1.4.0",
+      "pipeline-parallel", "1.5.0",
       "Pipeline parallelism (1F1B, interleaved 1F1B or GPipe; uneven end stages), reporting the first or last stage",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout, memplan::sdk::Reads::grad_accum};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -83,6 +106,11 @@ class PipelineParallelStrategy {
         activation_factor_attr_(options.attribute(MEMPLAN_ATTR_ACTIVATION_FACTOR)),
         p2p_overlap_attr_(options.attribute(MEMPLAN_ATTR_PIPELINE_P2P_OVERLAP)),
         chunks_attr_(options.attribute(MEMPLAN_ATTR_PIPELINE_CHUNKS)),
+        input_buffers_attr_(options.attribute(MEMPLAN_ATTR_PIPELINE_INPUT_BUFFERS)),
+        grad_buffers_attr_(options.attribute(MEMPLAN_ATTR_PIPELINE_GRAD_BUFFERS)),
+        input_grads_attr_(options.attribute(MEMPLAN_ATTR_PIPELINE_INPUT_GRADS)),
+        kept_outputs_attr_(options.attribute(MEMPLAN_ATTR_PIPELINE_KEPT_OUTPUTS)),
+        merged_outputs_attr_(options.attribute(MEMPLAN_ATTR_PIPELINE_MERGED_OUTPUTS)),
         bubble_name_(options.intern("pipeline_bubble")) {
     const std::string stage = options.string("stage").value_or("first");
     if (stage != "first" && stage != "last") options.fail("stage", "must be \"first\" or \"last\", not \"" + stage + "\"");
@@ -91,6 +119,16 @@ class PipelineParallelStrategy {
     if (schedule != "1f1b" && schedule != "gpipe")
       options.fail("schedule", "must be \"1f1b\" or \"gpipe\", not \"" + schedule + "\"");
     gpipe_ = schedule == "gpipe";
+    const std::string runtime = options.string("runtime").value_or("megatron");
+    if (runtime != "megatron" && runtime != "torch")
+      options.fail("runtime", "must be \"megatron\" or \"torch\", not \"" + runtime + "\"");
+    torch_runtime_ = runtime == "torch";
+    const std::string outputs = options.string("stage_outputs").value_or("last");
+    if (outputs != "last" && outputs != "every")
+      options.fail("stage_outputs", "must be \"last\" or \"every\", not \"" + outputs + "\"");
+    if (options.string("stage_outputs") && !torch_runtime_)
+      options.fail("stage_outputs", "describes torch.distributed.pipelining; it needs runtime = \"torch\"");
+    every_stage_outputs_ = outputs == "every";
     const memplan_model& model = options.model();
     tied_embeddings_ = model.tied_embeddings != 0;
     if (size_ > 1 && !model.has_architecture)
@@ -102,6 +140,9 @@ class PipelineParallelStrategy {
       options.fail("virtual_stages", "interleaves the stages of a pipeline; it needs size > 1");
     if (virtual_stages_ > 1 && gpipe_)
       options.fail("virtual_stages", "is Megatron-LM's interleaved 1F1B schedule; it needs schedule = \"1f1b\"");
+    if (virtual_stages_ > 1 && torch_runtime_)
+      options.fail("runtime", "\"torch\" models one stage per rank; the buffers of virtual_stages > 1 (each "
+                              "model chunk's own) are not modelled: leave runtime \"megatron\" there");
 
     std::optional<int64_t> first = read_layers(options, "first_stage_layers");
     std::optional<int64_t> last = read_layers(options, "last_stage_layers");
@@ -134,6 +175,7 @@ class PipelineParallelStrategy {
                                          std::to_string(virtual_stages_) +
                                          " model chunks of equal size; choose a divisor of the stage's layers");
     schedule_facts(options.workload().grad_accum);
+    microbatches_ = std::max<int64_t>(options.workload().grad_accum, 1);
     // The bubble: each stage idles for p - 1 micro-batch passes of the
     // pipeline's fill and drain, a fraction (p - 1) / m of the m micro-batches'
     // compute under GPipe and 1F1B (Narayanan et al. 2021, arXiv 2104.04473,
@@ -151,6 +193,16 @@ class PipelineParallelStrategy {
     if (size_ == 1) return;
     ctx.set_attr(stage_layers_attr_, stage_layers_);
     ctx.set_attr(inflight_attr_, inflight_);
+    if (torch_runtime_) {
+      // Counted in micro-batches (M = grad_accum); the activation model sizes them.
+      const int64_t m = microbatches_;
+      const bool first = !last_stage_;  // the reported stage is the first or the last
+      ctx.set_attr(input_buffers_attr_, first ? 0 : m);
+      ctx.set_attr(grad_buffers_attr_, last_stage_ ? 0 : m);
+      ctx.set_attr(input_grads_attr_, first ? 0 : m);
+      ctx.set_attr(kept_outputs_attr_, every_stage_outputs_ || last_stage_ ? m : 0);
+      ctx.set_attr(merged_outputs_attr_, last_stage_ ? m : 0);
+    }
     if (virtual_stages_ > 1) {
       ctx.set_attr(activation_factor_attr_, activation_factor_);
       ctx.set_attr(p2p_overlap_attr_, p2p_overlap_);
@@ -247,11 +299,16 @@ class PipelineParallelStrategy {
   memplan::sdk::Attribute activation_factor_attr_;
   memplan::sdk::Attribute p2p_overlap_attr_;
   memplan::sdk::Attribute chunks_attr_;
+  memplan::sdk::Attribute input_buffers_attr_, grad_buffers_attr_, input_grads_attr_, kept_outputs_attr_,
+      merged_outputs_attr_;  // runtime "torch"
   memplan::sdk::Name bubble_name_;
   double bubble_ = 0;  // idle fraction of the forward and backward compute
   bool last_stage_ = false;
   bool gpipe_ = false;
   bool tied_embeddings_ = false;
+  bool torch_runtime_ = false;        // runtime = "torch"
+  bool every_stage_outputs_ = false;  // stage_outputs = "every"
+  int64_t microbatches_ = 1;          // grad_accum: the schedule's micro-batches
   int64_t stage_layers_ = 0;  // layers on the reported stage
   int64_t first_layer_ = 0;   // its first layer
   int64_t inflight_ = 0;      // layout.inflight_microbatches

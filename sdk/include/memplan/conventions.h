@@ -64,6 +64,22 @@
  * for activation models that add the embedding's and the logits' activations. */
 #define MEMPLAN_ATTR_STAGE_HAS_EMBEDDING "layout.stage_has_embedding"
 #define MEMPLAN_ATTR_STAGE_HAS_LM_HEAD "layout.stage_has_lm_head"
+/* A pipeline runtime's own tensors per step (int, 0 when unset), counted in
+ * micro-batches; the activation model sizes them (a stage boundary's hidden
+ * states, or the logits on the stage holding the LM head).
+ * torch.distributed.pipelining: a receive buffer per micro-batch for the
+ * stage's inputs and one for its outputs' gradients (kept across steps), the
+ * inputs' gradients kept to the step's end, the outputs kept to the next step,
+ * and the last stage's outputs merged at the step's end. */
+#define MEMPLAN_ATTR_PIPELINE_INPUT_BUFFERS "layout.pipeline_input_buffers"
+#define MEMPLAN_ATTR_PIPELINE_GRAD_BUFFERS "layout.pipeline_grad_buffers"
+#define MEMPLAN_ATTR_PIPELINE_INPUT_GRADS "layout.pipeline_input_grads"
+#define MEMPLAN_ATTR_PIPELINE_KEPT_OUTPUTS "layout.pipeline_kept_outputs"
+#define MEMPLAN_ATTR_PIPELINE_MERGED_OUTPUTS "layout.pipeline_merged_outputs"
+/* Context parallelism's ring attention gathers every layer's K and V over the
+ * context-parallel ranks (int 0/1, 0 when unset): torch's context_parallel
+ * with its "allgather" rotate method; the activation model sizes the buffers. */
+#define MEMPLAN_ATTR_CONTEXT_KV_ALLGATHER "layout.context_kv_allgather"
 
 /* Whether the sharding plugin counts the weights it gathers back to the GPU
  * before use (int 0/1): ZeRO-3 and FSDP set it; offloading parameters needs it. */
