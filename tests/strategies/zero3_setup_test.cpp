@@ -88,6 +88,13 @@ TEST(ZeroStage3Setup, Errors) {
             "z.toml:20:9: error: in [[strategy]] #2, strategy plugin 'zero', option 'setup': must be \"partitioned\" "
             "(built under deepspeed.zero.Init) or \"whole\" (the module reaches deepspeed.initialize whole), got "
             "\"eager\"" + library);
+  // With parameter offload DeepSpeed partitions onto the CPU and skips defragment: not modelled, refused.
+  EXPECT_EQ(error_of(llama7b("setup = \"whole\"\n", 3, "[[strategy]]\nuse = \"offload\"\nparameters = true\n"),
+                     "z.toml"),
+            "z.toml:23:14: error: in [[strategy]] #3, strategy plugin 'offload', option 'parameters': moves the weights "
+            "to the CPU, but zero's setup = \"whole\" is modelled without parameter offload (DeepSpeed then "
+            "partitions onto the CPU and stage3.py skips defragment's empty_cache, so the whole model's freed blocks "
+            "stay cached on the GPU); remove one of the two (plugin library " + plugin_dir() + "/memplan-offload.so)");
 }
 
 }  // namespace
