@@ -8,6 +8,7 @@ memplan_add_test(test_frameworks
   frameworks/autocast_test.cpp
   frameworks/runtime_memory_test.cpp
   frameworks/module_buffers_test.cpp
+  frameworks/packed_linear_inputs_test.cpp
   frameworks/stream_pools_test.cpp
   frameworks/validate_test.cpp
   frameworks/torchtune_readme_test.cpp)

@@ -11,5 +11,6 @@ memplan_add_test(test_strategies
   strategies/pipeline_runtime_test.cpp
   strategies/fsdp_test.cpp
   strategies/zero3_gathered_test.cpp
+  strategies/zero3_setup_test.cpp
   strategies/offload_test.cpp
   strategies/examples_test.cpp)

@@ -33,7 +33,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 12> kOptions{{
+constexpr std::array<memplan_option_spec, 13> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true"},
@@ -82,6 +82,10 @@ constexpr std::array<memplan_option_spec, 12> kOptions{{
      "eager attention: the softmax also keeps its fp32 input for backward, as PyTorch up to 1.10 did (its "
      "_softmax_backward_data took the input for its dtype; 1.11 passes the dtype); no effect with flash_attention "
      "or fused layers",
+     "false"},
+    {"packed_linear_keeps_input", MEMPLAN_OPTION_BOOL,
+     "eager layers: a linear layer whose weight is packed below one byte keeps its input for backward even when "
+     "the weight is frozen (bitsandbytes' MatMul4Bit: ctx.tensors = (A, B)); the hf-transformers profile sets it",
      "false"},
     {"buffer_dtype", MEMPLAN_OPTION_STRING,
      "the rotary tables' dtype: torch's default dtype when the model was built (fp32 unless from_pretrained or "
@@ -152,6 +156,7 @@ class MegatronActivations {
     offload_ = options.boolean("offload").value_or(false);
     rope_cache_ = options.boolean("rope_cache").value_or(false);
     softmax_keeps_input_ = options.boolean("softmax_keeps_input").value_or(false);
+    packed_linear_keeps_input_ = options.boolean("packed_linear_keeps_input").value_or(false);
     causal_mask_buffer_ = options.boolean("causal_mask_buffer").value_or(false);
     output_held_ = options.boolean("output_held").value_or(false);
     if (output_held_ && cross_entropy_ == CrossEntropy::vocab_parallel)
@@ -615,6 +620,12 @@ class MegatronActivations {
     eager.adapter_distinct_inputs = ctx.attr_double(attributes_.lora_distinct_inputs, 0);
     eager.adapter_dropout = ctx.attr_double(attributes_.lora_dropout, 0);
     eager.softmax_keeps_input = softmax_keeps_input_;
+    // A linear weight packed below one byte (a 4-bit base) under bitsandbytes keeps its input (MatMul4Bit).
+    if (packed_linear_keeps_input_)
+      for (memplan::sdk::ItemRef item : ctx.items())
+        if (item.role() == memplan::sdk::Role::weights && item.layer() >= 0 && item.bytes_per_element() < 1 &&
+            memplan::support::sharding::is_linear(item.param_class()))
+          eager.packed_inputs_kept = true;
     return eager;
   }
 
@@ -749,6 +760,7 @@ class MegatronActivations {
   bool causal_mask_buffer_ = false;
   bool output_held_ = false;
   bool softmax_keeps_input_ = false;
+  bool packed_linear_keeps_input_ = false;  // bitsandbytes' MatMul4Bit keeps A whatever trains
   double buffer_bytes_ = 0;  // 0: the layers' norm weights' dtype
   struct CastRange {
     int64_t begin = 0;  // first layer

@@ -78,6 +78,10 @@ struct EagerLayer {
   // `_softmax: self: _softmax_backward_data(grad, result, dim, self)` passed the input for its dtype only;
   // pytorch PR #65242 / #66018 (relanded 2021-10-01, first released in 1.11) passes the dtype instead.
   bool softmax_keeps_input = false;
+  // bitsandbytes' MatMul4Bit (autograd/_functions.py @ 0.43.0) keeps its input A for backward whenever A or the
+  // weight needs a gradient (ctx.tensors = (A, B)), though only the weight's gradient, which it never computes,
+  // would use it: a 4-bit linear layer keeps its input even with its weight frozen.
+  bool packed_inputs_kept = false;
 };
 
 struct ActivationSettings {
@@ -166,8 +170,10 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
   const double mlp_copies = autocast && x.gated ? 2 : 1;
   LayerActivations terms;
   // Two norms, the norm outputs the trained projections keep, the residual dropout masks, and the adapters.
-  terms.replicated = sb * (2 * norm + (e.attention_trainable ? attention_copies * p * x.hidden : 0) +
-                           (e.mlp_trainable ? mlp_copies * p * x.hidden : 0) + 2 * mask * x.hidden);
+  const bool attention_input = e.attention_trainable || e.packed_inputs_kept;
+  const bool mlp_input = e.mlp_trainable || e.packed_inputs_kept;
+  terms.replicated = sb * (2 * norm + (attention_input ? attention_copies * p * x.hidden : 0) +
+                           (mlp_input ? mlp_copies * p * x.hidden : 0) + 2 * mask * x.hidden);
   if (e.adapter_rank > 0) {
     const double kept_inputs = e.adapter_dropout > 0 ? e.adapter_inputs * (e.adapter_bytes + 1)
                                                      : e.adapter_distinct_inputs * e.adapter_bytes;
@@ -193,7 +199,7 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
   } else {
     const double kv_width = e.repeat_kv ? x.q_width : x.kv_width;
     // q and the attention output at the query width; K and V at the width attention sees them.
-    terms.split = sb * p * x.q_width * (o.flash_attention || e.output_trainable ? 2 : 1);
+    terms.split = sb * p * x.q_width * (o.flash_attention || e.output_trainable || e.packed_inputs_kept ? 2 : 1);
     terms.split_kv = sb * 2 * p * kv_width;
     if (e.repeat_kv) {  // the repeated copies have as many heads as q: split like q
       terms.split += terms.split_kv;
@@ -201,8 +207,8 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
     }
   }
   auto mlp_of = [&](double ffn) {
-    return x.gated ? 3 * p * ffn + (e.down_trainable ? p * ffn : 0)
-                   : p * ffn + (e.down_trainable ? p * ffn : 0);
+    const bool down_input = e.down_trainable || e.packed_inputs_kept;
+    return x.gated ? 3 * p * ffn + (down_input ? p * ffn : 0) : p * ffn + (down_input ? p * ffn : 0);
   };
   const double mlp = mlp_of(x.ffn);
   terms.split += sb * (x.top_k > 0 ? x.top_k * (2 * p * x.hidden + mlp) + p * x.experts : mlp);

@@ -78,7 +78,7 @@ double rounding_waste(double bytes) {
 
 class AllocatorOverhead {
  public:
-  static constexpr sdk::PluginInfo info{"allocator", "1.4.0",
+  static constexpr sdk::PluginInfo info{"allocator", "1.4.1",
                                         "PyTorch caching allocator: block rounding and fragmentation",
                                         sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -88,7 +88,9 @@ class AllocatorOverhead {
         rounding_(options.boolean("rounding").value_or(true)),
         rounding_name_(options.intern("allocator.rounding")),
         fragmentation_name_(options.intern("allocator.fragmentation")),
-        stream_pools_name_(options.intern("allocator.stream_pools")) {
+        stream_pools_name_(options.intern("allocator.stream_pools")),
+        setup_cache_emptied_attr_(options.attribute("allocator.setup_cache_emptied")),
+        setup_unfragmented_attr_(options.attribute("allocator.setup_unfragmented")) {
     if (!std::isfinite(fragmentation_) || fragmentation_ < 0 || fragmentation_ >= 1)
       options.fail("fragmentation", "must be a fraction from 0 up to (not including) 1, got " +
                                         memplan::support::number(fragmentation_));
@@ -100,6 +102,7 @@ class AllocatorOverhead {
     // The groups are found first and added after: adding invalidates items().
     groups_.clear();  // keeps its capacity: no allocation once warm
     bool side_streams = false, setup = false;
+    const bool setup_unfragmented = ctx.attr_double(setup_unfragmented_attr_, 0) > 0;
     for (const sdk::ItemRef item : ctx.items()) {
       if (item.device() != sdk::Device::gpu || item.count() == 0 || item.pool() != sdk::Pool::allocated) continue;
       const double bytes = memplan::support::instance_bytes(item);
@@ -109,7 +112,10 @@ class AllocatorOverhead {
       // The set-up's allocations get it like the step's: its plugin counts the
       // blocks of the last unit and the root, not what the units before left
       // split and scattered (fsdp/setup_cache.hpp, "Not modelled").
-      if (item.lifetime() != sdk::Lifetime::persistent && item.stream() == MEMPLAN_STREAM_COMPUTE)
+      // Not when the set-up's plugin says its tensors went into fresh segments
+      // (allocator.setup_unfragmented: a whole model moved onto the GPU at once).
+      if (item.lifetime() != sdk::Lifetime::persistent && item.stream() == MEMPLAN_STREAM_COMPUTE &&
+          !(item.lifetime() == sdk::Lifetime::setup && setup_unfragmented))
         group.fragmentation += fragmentation_ * bytes;
       side_streams = side_streams || item.stream() != MEMPLAN_STREAM_COMPUTE;
       setup = setup || item.lifetime() == sdk::Lifetime::setup;
@@ -168,8 +174,12 @@ class AllocatorOverhead {
       return item.stream() == MEMPLAN_STREAM_COMPUTE;
     });
     double setup_floor = 0;
+    // A plugin whose framework empties the cache after its set-up (DeepSpeed's
+    // stage-3 optimizer: stage3.py defragment calls empty_cache) sets
+    // allocator.setup_cache_emptied: the set-up's blocks are returned, no floor.
+    const bool emptied = ctx.attr_double(setup_cache_emptied_attr_, 0) > 0;
     for (const sdk::ItemRef item : ctx.items())
-      if (counted(item) && item.stream() == MEMPLAN_STREAM_COMPUTE &&
+      if (!emptied && counted(item) && item.stream() == MEMPLAN_STREAM_COMPUTE &&
           memplan_exists_at_setup(static_cast<int32_t>(item.role()), static_cast<int32_t>(item.lifetime())))
         setup_floor += item.bytes();
     for (double& phase : wanted) phase = std::max(phase, setup_floor);
@@ -240,6 +250,8 @@ class AllocatorOverhead {
   sdk::Name rounding_name_;
   sdk::Name fragmentation_name_;
   sdk::Name stream_pools_name_;
+  sdk::Attribute setup_cache_emptied_attr_;  // set by a plugin whose framework empties the cache after set-up
+  sdk::Attribute setup_unfragmented_attr_;   // set by a plugin whose set-up allocates into fresh segments
   std::vector<Group> groups_;
   // Scratch for add_stream_pools, kept between evaluations (no allocation once warm).
   struct LayerSum {

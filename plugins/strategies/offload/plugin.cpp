@@ -70,7 +70,7 @@ constexpr auto kAfterSharding = static_cast<memplan::sdk::Phase>(MEMPLAN_PHASE_S
 class OffloadStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "offload", "1.3.0", "CPU offload of optimizer states, master weights, gradients and parameters (ZeRO-Offload)",
+      "offload", "1.3.1", "CPU offload of optimizer states, master weights, gradients and parameters (ZeRO-Offload)",
       memplan::sdk::Kind::strategy, kAfterSharding};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
@@ -86,6 +86,7 @@ class OffloadStrategy {
         gathers_attr_(options.attribute(memplan::support::sharding::kGatherAttr)),
         staging_attr_(options.attribute(MEMPLAN_ATTR_OFFLOAD_STAGING)),
         staging_name_(options.intern("offload.parameter_staging")),
+        setup_cache_emptied_attr_(options.attribute("allocator.setup_cache_emptied")),
         optimizer_step_(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP)),
         optimizer_step_experts_(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP_EXPERTS)) {
     if (!optimizer_ && !gradients_ && !parameters_)
@@ -108,6 +109,13 @@ class OffloadStrategy {
             "parameters", "moves the weights to the CPU, leaving only the gathered modules on the GPU, which zero "
                           "does not count unless gathered_parameters = true; set it in the zero table");
     }
+    // zero's setup = "whole" (the whole module moved onto the GPU, then partitioned) is modelled without
+    // parameter offload: with it DeepSpeed partitions onto the CPU and stage3.py skips defragment's empty_cache.
+    if (parameters_ && ctx.attr_double(setup_cache_emptied_attr_, 0) > 0)
+      throw memplan::sdk::PluginError(
+          "parameters", "moves the weights to the CPU, but zero's setup = \"whole\" is modelled without parameter "
+                        "offload (DeepSpeed then partitions onto the CPU and stage3.py skips defragment's "
+                        "empty_cache, so the whole model's freed blocks stay cached on the GPU); remove one of the two");
     if (parameters_ && staging_) add_staging(ctx);
     if (optimizer_ && norm_copy_ && ctx.training()) add_gradient_norm_copy(ctx);
     // In place: no copy of each item's name per evaluation.
@@ -178,6 +186,7 @@ class OffloadStrategy {
   memplan::sdk::Attribute gathers_attr_;  // sharding.gathers_parameters
   memplan::sdk::Attribute staging_attr_;  // sharding.offload_staging
   memplan::sdk::Name staging_name_;
+  memplan::sdk::Attribute setup_cache_emptied_attr_;  // set by zero's setup = "whole"
   memplan::sdk::Name optimizer_step_, optimizer_step_experts_;  // the step's memory traffic, moved off the GPU
 };
 

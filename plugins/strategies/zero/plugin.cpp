@@ -23,6 +23,24 @@
 // recomputation included (backward); plus in backward the module's full
 // gradient before it is reduce-scattered (with a tied LM head, the head's
 // too: it waits for the embedding's, at the end of backward).
+//
+// setup = "whole" (stage 3): the model reaches deepspeed.initialize with whole
+// parameters instead of being partitioned as it is built under
+// deepspeed.zero.Init (transformers skips zero.Init for quantized models,
+// PR #29587: "Disable zero.init when using DeepSpeed with QLoRA"). DeepSpeed
+// v0.14.0 engine.py _configure_distributed_model then moves the whole module
+// onto each GPU (self.module.to(self.device): no parameter has a ds_id), and
+// the stage-3 optimizer partitions it parameter by parameter
+// (parameter_offload.py _convert_to_zero_parameters -> Init(module=...) ->
+// _zero_init_param -> partition: the rank's partition is allocated and filled
+// before the whole tensor is freed). The set-up's high point is every
+// parameter whole plus the first one's partition (the token embedding's),
+// item zero3.setup_whole of lifetime setup. stage3.py then empties the cache
+// (defragment: gc.collect + empty_cache), so it sets no floor under the step
+// (attribute allocator.setup_cache_emptied for the 'allocator' plugin), and
+// module.to allocates the parameters one after another with nothing freed
+// between them, in fresh segments (allocator.setup_unfragmented: no
+// fragmentation margin on the item).
 #include <memplan/sdk.hpp>
 #include <memplan/support/layout.hpp>
 #include <memplan/support/sharding.hpp>
@@ -51,7 +69,7 @@ constexpr int64_t kMaxLiveDefault = 1'000'000'000;
 constexpr int64_t kMaxReuseDefault = 1'000'000'000;
 constexpr int64_t kPersistenceDefault = 100'000;
 
-constexpr std::array<memplan_option_spec, 7> kOptions{{
+constexpr std::array<memplan_option_spec, 8> kOptions{{
     {"stage", MEMPLAN_OPTION_INT, "0 (off), 1 (optimizer states), 2 (+ gradients) or 3 (+ weights)", "required",
      "1,2,3"},
     {"communication_overlap", MEMPLAN_OPTION_DOUBLE,
@@ -73,12 +91,17 @@ constexpr std::array<memplan_option_spec, 7> kOptions{{
      "stage 3: parameters of at most this many elements stay gathered for good (DeepSpeed "
      "stage3_param_persistence_threshold)",
      "100000"},
+    {"setup", MEMPLAN_OPTION_STRING,
+     "stage 3: \"partitioned\" (the model is built under deepspeed.zero.Init, each parameter partitioned as it is "
+     "created) or \"whole\" (the module reaches deepspeed.initialize whole, as transformers' quantized models do: "
+     "the engine moves it onto the GPU and partitions it parameter by parameter)",
+     "\"partitioned\""},
 }};
 
 class ZeroShardingStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "zero", "1.6.2",
+      "zero", "1.7.0",
       "ZeRO stages 0-3: shard optimizer states, gradients and weights over data-parallel ranks; ZeRO-3's gathered "
       "parameters",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding, memplan::sdk::Reads::nothing};
@@ -100,7 +123,10 @@ class ZeroShardingStrategy {
         optimizer_step_experts_(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP_EXPERTS)),
         gathered_backward_(options.intern("zero3.gathered_backward")),
         module_gradient_(options.intern("zero3.module_gradient")),
-        persistent_parameters_(options.intern("zero3.persistent_parameters")) {
+        persistent_parameters_(options.intern("zero3.persistent_parameters")),
+        setup_whole_(options.intern("zero3.setup_whole")),
+        setup_cache_emptied_attr_(options.attribute("allocator.setup_cache_emptied")),
+        setup_unfragmented_attr_(options.attribute("allocator.setup_unfragmented")) {
     overlap_ = options.number("communication_overlap").value_or(1.0);
     if (!std::isfinite(overlap_) || overlap_ < 0 || overlap_ > 1)
       options.fail("communication_overlap", "must be a fraction in [0, 1]");
@@ -132,6 +158,15 @@ class ZeroShardingStrategy {
         static_cast<double>(options.integer("max_reuse_distance").value_or(kMaxReuseDefault));
     settings_.persistence_threshold =
         static_cast<double>(options.integer("param_persistence_threshold").value_or(kPersistenceDefault));
+    if (const auto setup = options.string("setup")) {
+      if (*setup != "partitioned" && *setup != "whole")
+        options.fail("setup", "must be \"partitioned\" (built under deepspeed.zero.Init) or \"whole\" (the module "
+                              "reaches deepspeed.initialize whole), got \"" + std::string(*setup) + "\"");
+      setup_whole_model_ = *setup == "whole";
+      if (setup_whole_model_ && stage_ != 3)
+        options.fail("setup", "\"whole\" sizes stage 3's partitioning of a whole module; stage " +
+                                  std::to_string(stage_) + " keeps whole weights on every rank for good");
+    }
   }
 
   void apply(memplan::sdk::Context& ctx) {
@@ -155,16 +190,54 @@ class ZeroShardingStrategy {
     const double dense = static_cast<double>(groups.dense_replicas());
     const double expert = dense / static_cast<double>(groups.expert);
     const int stage = stage_;
+    const double whole = setup_whole_model_ ? gpu_parameter_bytes(ctx) : 0;
+    const double first_partition = setup_whole_model_ ? embedding_bytes(ctx) / dense : 0;
     sharding::shard(ctx, dense, expert, [stage](memplan::sdk::ItemRef item) {
       const Role role = item.role();
       return (stage >= 1 && (role == Role::optimizer_states || role == Role::master_weights)) ||
              (stage >= 2 && role == Role::gradients) || (stage >= 3 && role == Role::weights);
     });
+    if (setup_whole_model_) add_setup_whole(ctx, whole, first_partition);
     // Each rank steps its partition of the optimizer states (stage 1 and up).
     sharding::partition_optimizer_step(ctx, optimizer_step_, optimizer_step_experts_, dense, expert);
   }
 
  private:
+  // The parameters on the GPU as they are now (whole before sharding, the
+  // rank's partitions after); quantization constants and other non-parameters
+  // are not partitioned and stay out.
+  static double gpu_parameter_bytes(const memplan::sdk::Context& ctx) {
+    double bytes = 0;
+    for (const memplan::sdk::ItemRef item : ctx.items())
+      if (item.role() == Role::weights && item.device() == memplan::sdk::Device::gpu && !item.non_parameter())
+        bytes += item.bytes();
+    return bytes;
+  }
+
+  // The token embedding's bytes: the first parameter in module order, whose
+  // partition is allocated while every parameter is still whole.
+  static double embedding_bytes(const memplan::sdk::Context& ctx) {
+    double bytes = 0;
+    for (const memplan::sdk::ItemRef item : ctx.items())
+      if (item.role() == Role::weights && item.device() == memplan::sdk::Device::gpu && !item.non_parameter() &&
+          item.param_class() == memplan::sdk::ParamClass::embedding)
+        bytes += item.bytes();
+    return bytes;
+  }
+
+  // setup = "whole" (see the top of the file): at the set-up's high point the
+  // whole parameters and the first partition are on the GPU. The host counts
+  // the rank's partitions (persistent) at init already, so the item is the
+  // rest: whole - partitions + the first partition.
+  void add_setup_whole(memplan::sdk::Context& ctx, double whole, double first_partition) {
+    const double partitions = gpu_parameter_bytes(ctx);
+    sharding::add_buffer(ctx, setup_whole_, memplan::sdk::Lifetime::setup,
+                         std::max(0.0, whole - partitions) + first_partition, 1);
+    ctx.set_attr(setup_cache_emptied_attr_, 1.0);
+    // module.to allocates every parameter in turn with nothing freed between: fresh segments, no margin.
+    ctx.set_attr(setup_unfragmented_attr_, 1.0);
+  }
+
   // Before sharding: the weights on the rank are still whole.
   void add_gathered(memplan::sdk::Context& ctx, const memplan::support::Ranks& groups) {
     const std::string_view policy = ctx.attr_string(recompute_policy_attr_, "none");
@@ -370,6 +443,7 @@ class ZeroShardingStrategy {
 
   int stage_ = 0;
   bool gathered_ = false;
+  bool setup_whole_model_ = false;  // setup = "whole"
   zero3::Settings settings_;
   memplan::support::LayoutReader groups_;
   // Every attribute by handle, resolved in the constructor: no key compared per evaluation.
@@ -387,6 +461,9 @@ class ZeroShardingStrategy {
   memplan::sdk::Name gathered_backward_;
   memplan::sdk::Name module_gradient_;
   memplan::sdk::Name persistent_parameters_;
+  memplan::sdk::Name setup_whole_;                    // setup = "whole": the set-up's high point beyond the partitions
+  memplan::sdk::Attribute setup_cache_emptied_attr_;  // allocator.setup_cache_emptied: stage3.py empties the cache
+  memplan::sdk::Attribute setup_unfragmented_attr_;   // allocator.setup_unfragmented: module.to, nothing freed
   Trace trace_;                 // stage 3 with gathered parameters: rebuilt on every evaluation
   zero3::Workspace workspace_;  // ... and replayed
 };
