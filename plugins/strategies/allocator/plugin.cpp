@@ -89,8 +89,8 @@ class AllocatorOverhead {
         rounding_name_(options.intern("allocator.rounding")),
         fragmentation_name_(options.intern("allocator.fragmentation")),
         stream_pools_name_(options.intern("allocator.stream_pools")),
-        setup_cache_emptied_attr_(options.attribute("allocator.setup_cache_emptied")),
-        setup_unfragmented_attr_(options.attribute("allocator.setup_unfragmented")) {
+        setup_cache_emptied_attr_(options.attribute(MEMPLAN_ATTR_SETUP_CACHE_EMPTIED)),
+        setup_unfragmented_attr_(options.attribute(MEMPLAN_ATTR_SETUP_FRESH_SEGMENTS)) {
     if (!std::isfinite(fragmentation_) || fragmentation_ < 0 || fragmentation_ >= 1)
       options.fail("fragmentation", "must be a fraction from 0 up to (not including) 1, got " +
                                         memplan::support::number(fragmentation_));
@@ -113,7 +113,7 @@ class AllocatorOverhead {
       // blocks of the last unit and the root, not what the units before left
       // split and scattered (fsdp/setup_cache.hpp, "Not modelled").
       // Not when the set-up's plugin says its tensors went into fresh segments
-      // (allocator.setup_unfragmented: a whole model moved onto the GPU at once).
+      // (setup.fresh_segments: a whole model moved onto the GPU at once).
       if (item.lifetime() != sdk::Lifetime::persistent && item.stream() == MEMPLAN_STREAM_COMPUTE &&
           !(item.lifetime() == sdk::Lifetime::setup && setup_unfragmented))
         group.fragmentation += fragmentation_ * bytes;
@@ -176,7 +176,7 @@ class AllocatorOverhead {
     double setup_floor = 0;
     // A plugin whose framework empties the cache after its set-up (DeepSpeed's
     // stage-3 optimizer: stage3.py defragment calls empty_cache) sets
-    // allocator.setup_cache_emptied: the set-up's blocks are returned, no floor.
+    // setup.cache_emptied: the set-up's blocks are returned, no floor.
     const bool emptied = ctx.attr_double(setup_cache_emptied_attr_, 0) > 0;
     for (const sdk::ItemRef item : ctx.items())
       if (!emptied && counted(item) && item.stream() == MEMPLAN_STREAM_COMPUTE &&

@@ -86,7 +86,7 @@ class OffloadStrategy {
         gathers_attr_(options.attribute(memplan::support::sharding::kGatherAttr)),
         staging_attr_(options.attribute(MEMPLAN_ATTR_OFFLOAD_STAGING)),
         staging_name_(options.intern("offload.parameter_staging")),
-        setup_cache_emptied_attr_(options.attribute("allocator.setup_cache_emptied")),
+        setup_cache_emptied_attr_(options.attribute(MEMPLAN_ATTR_SETUP_CACHE_EMPTIED)),
         optimizer_step_(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP)),
         optimizer_step_experts_(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP_EXPERTS)) {
     if (!optimizer_ && !gradients_ && !parameters_)

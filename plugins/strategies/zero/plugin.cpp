@@ -37,9 +37,9 @@
 // parameter whole plus the first one's partition (the token embedding's),
 // item zero3.setup_whole of lifetime setup. stage3.py then empties the cache
 // (defragment: gc.collect + empty_cache), so it sets no floor under the step
-// (attribute allocator.setup_cache_emptied for the 'allocator' plugin), and
+// (attribute setup.cache_emptied for the 'allocator' plugin), and
 // module.to allocates the parameters one after another with nothing freed
-// between them, in fresh segments (allocator.setup_unfragmented: no
+// between them, in fresh segments (setup.fresh_segments: no
 // fragmentation margin on the item).
 #include <memplan/sdk.hpp>
 #include <memplan/support/layout.hpp>
@@ -125,8 +125,8 @@ class ZeroShardingStrategy {
         module_gradient_(options.intern("zero3.module_gradient")),
         persistent_parameters_(options.intern("zero3.persistent_parameters")),
         setup_whole_(options.intern("zero3.setup_whole")),
-        setup_cache_emptied_attr_(options.attribute("allocator.setup_cache_emptied")),
-        setup_unfragmented_attr_(options.attribute("allocator.setup_unfragmented")) {
+        setup_cache_emptied_attr_(options.attribute(MEMPLAN_ATTR_SETUP_CACHE_EMPTIED)),
+        setup_unfragmented_attr_(options.attribute(MEMPLAN_ATTR_SETUP_FRESH_SEGMENTS)) {
     overlap_ = options.number("communication_overlap").value_or(1.0);
     if (!std::isfinite(overlap_) || overlap_ < 0 || overlap_ > 1)
       options.fail("communication_overlap", "must be a fraction in [0, 1]");
@@ -462,8 +462,8 @@ class ZeroShardingStrategy {
   memplan::sdk::Name module_gradient_;
   memplan::sdk::Name persistent_parameters_;
   memplan::sdk::Name setup_whole_;                    // setup = "whole": the set-up's high point beyond the partitions
-  memplan::sdk::Attribute setup_cache_emptied_attr_;  // allocator.setup_cache_emptied: stage3.py empties the cache
-  memplan::sdk::Attribute setup_unfragmented_attr_;   // allocator.setup_unfragmented: module.to, nothing freed
+  memplan::sdk::Attribute setup_cache_emptied_attr_;  // setup.cache_emptied: stage3.py empties the cache
+  memplan::sdk::Attribute setup_unfragmented_attr_;   // setup.fresh_segments: module.to, nothing freed
   Trace trace_;                 // stage 3 with gathered parameters: rebuilt on every evaluation
   zero3::Workspace workspace_;  // ... and replayed
 };

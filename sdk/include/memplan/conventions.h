@@ -124,6 +124,16 @@
  * into reserved memory by 'offload' when it moves the parameters. */
 #define MEMPLAN_ATTR_OFFLOAD_STAGING "sharding.offload_staging"
 
+/* How the job's set-up leaves the caching allocator (double, 1 = yes), set by
+ * a sharding plugin whose framework does so, read by an allocator model:
+ * SETUP_CACHE_EMPTIED, the framework empties the cache once set up (no floor
+ * of cached set-up blocks under the step; DeepSpeed stage3.py after
+ * partitioning a whole model); SETUP_FRESH_SEGMENTS, the set-up allocates
+ * its items one after another with nothing freed between them (module.to of
+ * a whole model), so they need no fragmentation margin. */
+#define MEMPLAN_ATTR_SETUP_CACHE_EMPTIED "setup.cache_emptied"
+#define MEMPLAN_ATTR_SETUP_FRESH_SEGMENTS "setup.fresh_segments"
+
 /* How the data-parallel gradients are reduced (string), set by sharding
  * plugins for 'comm-buffers' (buckets = "auto"): "deepspeed" (ZeRO 1/2's
  * bucketed reduce, a bucket per backward), "deepspeed-stage3" (ZeRO-3's one
