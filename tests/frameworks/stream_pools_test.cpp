@@ -189,9 +189,10 @@ TEST(StreamPools, LogitsSizedRequestsKeepSegmentsOfTheirOwn) {
 // (1,342,177,280 B): backward would need 809,541,632 + 536,870,912 =
 // 1,346,412,544, 4,235,264 more than the GPU; the backward pool's item
 // (809,541,632 - 805,347,328 = 4,194,304) gives way, all of it, and the
-// device stays 40,960 B above the GPU's memory (what holds tensors does not give way): backward
-// reserves 805,347,328 and the device shows 1,342,218,240. The optimizer
-// step's 685,809,664 + 536,870,912 = 1,222,680,576 fits: unchanged.
+// device stays 40,960 B above the GPU's memory (what holds tensors does not
+// give way): backward reserves 805,347,328 and the device shows
+// 1,342,218,240. The optimizer step's 685,809,664 + 536,870,912 =
+// 1,222,680,576 fits: unchanged.
 TEST(StreamPools, FreeSegmentsGiveWayAtTheGpusMemory) {
   Evaluation e = evaluate_paper(two_layers("[hardware]\nmemory_gib = 1.25\n"));
   const StepPeak& reserved = e.breakdown().quantities[kReserved];

@@ -96,8 +96,6 @@ namespace {
 // Sizes beyond 2^62 bytes are no plan; adding stays far from wrapping.
 constexpr uint64_t kTooLarge = uint64_t{1} << 62;
 
-}  // namespace
-
 // The caching allocator frees its whole free segments and retries before an
 // allocation fails (release_cached_blocks), so the releasable reserve gives
 // way where device memory would exceed the GPU's: in each phase it drops by
@@ -118,6 +116,8 @@ void cap_releasable(const std::array<double, kLifetimeCount>& releasable, bool a
     reserved[phase] -= std::min(cut, reserved[phase]);
   }
 }
+
+}  // namespace
 
 void summarize(const Plan& plan, int64_t grad_accum, Breakdown& breakdown, uint64_t gpu_memory_bytes) {
   breakdown.too_large = false;

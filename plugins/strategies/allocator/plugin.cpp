@@ -30,6 +30,17 @@
 //                  already counts there. Side-stream blocks are reused exactly
 //                  (the same tensors every step), so they get rounding and no
 //                  fragmentation margin.
+//   logits-sized   a cached block serves a request only if it is at least as
+//                  large (get_free_block), so the loss's tensors (tokens x
+//                  vocabulary) cannot reuse the blocks the layers leave, and a
+//                  smaller tensor left in a split loss block forces a new
+//                  segment at the next loss: the compute stream keeps the
+//                  smaller requests' high point and the logits-sized ones'
+//                  side by side, as two pools (add_pools).
+//   releasable     the pools' items are free segments, which the allocator
+//                  frees and retries when cudaMalloc fails
+//                  (release_cached_blocks): flagged MEMPLAN_ITEM_RELEASABLE,
+//                  the host lowers them where the device would be full.
 //
 // Every item the allocator hands out is considered, whatever its role: the
 // tensors of the job and the buffers that are tensors too (FSDP's gathered
