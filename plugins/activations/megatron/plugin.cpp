@@ -111,7 +111,7 @@ constexpr std::array<LossMode, 12> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.7.0",
+      "megatron", "1.7.1",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -306,7 +306,8 @@ class MegatronActivations {
     // ends; pipeline-parallel says which end the reported stage holds.
     const memplan::plugins::OutputActivations outside = memplan::plugins::output_activations(
         {shape.seq, shape.batch, shape.hidden, static_cast<double>(model.vocab)}, settings, cross_entropy_,
-        loss_chunks_, output_held_);
+        loss_chunks_, output_held_, facts.final_norm && !facts.final_norm_trainable,
+        facts.lm_head && !facts.lm_head_trainable);
     const double scale = static_cast<double>(inflight) * factor / context;
     if (layout.stage_has_embedding)
       add_outside(ctx, names_.embedding_dropout, outside.embedding_dropout * scale);
@@ -430,6 +431,8 @@ class MegatronActivations {
     bool packed_linear = false;  // a linear layer's weights packed below one byte per element
     bool learned_positions = false;  // a learned position table (BERT, GPT-2, OPT): no rotary embedding
     double norm_bytes = 0;           // bytes per element of the layers' norm weights (0: none on the rank)
+    bool final_norm_trainable = false;  // the final norm's weight trains
+    bool lm_head_trainable = false;     // the LM head's weight trains
   };
 
   static PlanFacts scan_plan(const memplan::sdk::Context& ctx) {
@@ -446,6 +449,9 @@ class MegatronActivations {
       }
       facts.final_norm = facts.final_norm || param_class == ParamClass::final_norm;
       facts.lm_head = facts.lm_head || param_class == ParamClass::lm_head;
+      facts.final_norm_trainable =
+          facts.final_norm_trainable || (param_class == ParamClass::final_norm && item.trainable());
+      facts.lm_head_trainable = facts.lm_head_trainable || (param_class == ParamClass::lm_head && item.trainable());
       facts.embedding = facts.embedding || param_class == ParamClass::embedding;
       facts.learned_positions = facts.learned_positions || param_class == ParamClass::position_embedding;
       if (param_class == ParamClass::norm && item.layer() >= 0 && facts.norm_bytes == 0)
