@@ -172,6 +172,25 @@ TEST(MegatronOutsideLayers, EagerFinalNormUnderSequenceParallelism) {
   EXPECT_EQ(tp.item_bytes("activations.final_norm", kAct), 268'468'224u);
 }
 
+// A frozen final norm and LM head (LoRA on the layers' q and v only) save
+// neither the norm's normalized copy nor the head's input: autograd saves an
+// operand of mul and mm only for the other operand's gradient
+// (pytorch/pytorch tools/autograd/gen_variable_type.py, guard_for: a saved
+// input used by one derivative is saved under should_compute_output;
+// derivatives.yaml mul.Tensor, mm), and the norm's last step is
+// weight x normalized (transformers LlamaRMSNorm @ v4.38). Llama 3.1 8B,
+// s 8192, b 1, eager: the fp32 input copy and rsqrt stay,
+// 8192 x (4 x 4096 + 4) = 134,250,496, where a trained head and norm keep
+// 268,468,224 (EagerFinalNormUnderSequenceParallelism).
+TEST(MegatronOutsideLayers, FrozenHeadSavesNoNormalizedCopy) {
+  const std::string eager = "layer = \"eager\"\ndropout = false\n";
+  Evaluation lora = evaluate_paper(
+      llama3_8b(kOneSequence, eager, "[[strategy]]\nuse = \"lora\"\nrank = 8\ntargets = \"q,v\"\n"));
+  EXPECT_EQ(lora.item_bytes("activations.final_norm", kAct), 134'250'496u);
+  Evaluation full = evaluate_paper(llama3_8b(kOneSequence, eager));
+  EXPECT_EQ(full.item_bytes("activations.final_norm", kAct), 268'468'224u);
+}
+
 // output_held: the training loop keeps the model's output object until the
 // next forward replaces it (Answer.AI fsdp_qlora train.py @ 50efa1e:
 // `output = model(...)`, `loss = output.loss`, `loss.backward()`, `output`

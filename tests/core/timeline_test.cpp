@@ -89,5 +89,50 @@ TEST(Timeline, FractionalBytesRoundUpPerInstance) {
   EXPECT_EQ(b.sum, 8u);
 }
 
+// Releasable reserve (MEMPLAN_ITEM_RELEASABLE: the caching allocator's free
+// segments, which release_cached_blocks frees before an allocation fails)
+// gives way where device memory would exceed the GPU's. Weights 100, a
+// forward transient of 40, 30 bytes outside the allocator, and a releasable
+// reserve of 50 in forward and 20 in the optimizer step:
+//   forward: allocated 140, reserved 190, device 220; on a GPU of 200 the
+//     reserve drops by 20: reserved 170, device 200;
+//   optimizer: device 100 + 20 + 30 = 150 fits, nothing changes;
+//   on a GPU of 150 forward would need 70 off but only 50 can go: reserved
+//     140, device 170 (the plan still does not fit).
+TEST(Timeline, ReleasableReserveGivesWayAtTheGpusMemory) {
+  Plan plan;
+  plan.items.push_back(item(MEMPLAN_ROLE_WEIGHTS, MEMPLAN_LIFETIME_PERSISTENT, 100));
+  plan.items.push_back(item(MEMPLAN_ROLE_ACTIVATIONS, MEMPLAN_LIFETIME_TRANSIENT_FORWARD, 40));
+  PlanItem context = item(MEMPLAN_ROLE_OVERHEAD, MEMPLAN_LIFETIME_PERSISTENT, 30);
+  context.flags = MEMPLAN_ITEM_OUTSIDE_ALLOCATOR;
+  plan.items.push_back(context);
+  for (auto [lifetime, bytes] : {std::pair{MEMPLAN_LIFETIME_TRANSIENT_FORWARD, 50.0},
+                                 std::pair{MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER, 20.0}}) {
+    PlanItem pools = item(MEMPLAN_ROLE_OVERHEAD, lifetime, bytes);
+    pools.flags = MEMPLAN_ITEM_ALLOCATOR_RESERVE | MEMPLAN_ITEM_RELEASABLE;
+    plan.items.push_back(pools);
+  }
+  Breakdown uncapped;
+  summarize(plan, 1, uncapped);
+  EXPECT_EQ(uncapped.quantities[kDevice].timeline[kForward], 220u);
+  Breakdown b;
+  summarize(plan, 1, b, 200);
+  EXPECT_EQ(b.quantities[kAllocated].timeline[kForward], 140u);
+  EXPECT_EQ(b.quantities[kReserved].timeline[kForward], 170u);
+  EXPECT_EQ(b.quantities[kDevice].timeline[kForward], 200u);
+  EXPECT_EQ(b.quantities[kReserved].timeline[kOptimizerStep], 120u);
+  EXPECT_EQ(b.quantities[kDevice].timeline[kOptimizerStep], 150u);
+  EXPECT_EQ(b.peak, 200u);
+  Breakdown small;
+  summarize(plan, 1, small, 150);
+  EXPECT_EQ(small.quantities[kReserved].timeline[kForward], 140u);
+  EXPECT_EQ(small.quantities[kDevice].timeline[kForward], 170u);
+  // A reserve that is not releasable (rounding, fragmentation) stays.
+  plan.items[3].flags = MEMPLAN_ITEM_ALLOCATOR_RESERVE;
+  Breakdown kept;
+  summarize(plan, 1, kept, 200);
+  EXPECT_EQ(kept.quantities[kDevice].timeline[kForward], 220u);
+}
+
 }  // namespace
 }  // namespace memplan

@@ -129,6 +129,78 @@ TEST(StreamPools, AccumulatedGradientsAreLiveInForward) {
   EXPECT_EQ(optimizer, 1'333'829'632u);
 }
 
+// The logits-sized requests and the smaller blocks (docs/formulas.md section 7,
+// "Logits-sized requests"). The caching allocator hands a cached block to a
+// request only if the block is at least as large (get_free_block: lower_bound
+// by size), splits a larger one (should_split), and gives segments back only
+// on empty_cache or a failed cudaMalloc (release_cached_blocks). The loss's
+// fp32 tensors (here 4 x 1024 x 32,768 = 134,217,728 B each) are larger than
+// any block the layers' tensors leave (the largest, s x ffn x 2 = 8 MiB), so
+// those cannot serve them; once a smaller tensor that outlives the step's
+// backward (a gradient) sits in a split loss block, the next loss needs a new
+// segment: step after step each class keeps segments of its own, and the
+// compute stream reserves both high points, as two pools.
+//
+// A 2-layer model (hidden 1024, ffn 4096, vocab 32,768), s 1024, b 1, bf16,
+// SGD, full recomputation, loss "upcast", allocator without rounding or
+// margin; the plan's items, in bytes:
+//   persistent P: weights 184,569,856 + cuBLAS workspace 33,554,432 = 218,124,288
+//   gradients G 184,569,856 (the largest single one, the LM head's, 67,108,864)
+//   activations: the layers' checkpoints 4,194,304, embedding dropout 1,048,576,
+//     final norm 4,194,304 (smaller: 9,437,184); the saved log-softmax 134,217,728 (logits-sized)
+//   transients: the loss's forward 134,217,728 (logits-sized); backward the
+//     recomputed layer 119,537,664 (smaller) and the loss 148,897,792 (logits-sized)
+// One pool (the host's rule, docs/estimate.md section 4), what is allocated:
+//   forward 218,124,288 + 143,654,912 + 134,217,728 = 495,996,928
+//   backward 218,124,288 + min(G + A, max(A + 67,108,864, G + 134,217,728)) + 268,435,456 = 805,347,328
+// Logits-sized requests alone: forward 134,217,728 + 134,217,728 = 268,435,456;
+//   backward 134,217,728 + 148,897,792 = 283,115,520, their high point.
+// Smaller requests alone: forward P + 9,437,184 = 227,561,472; backward
+//   P + min(194,007,040, max(76,546,048, 188,764,160)) + 119,537,664 = 526,426,112;
+//   optimizer P + G = 402,694,144.
+// Reserved, each plus 283,115,520: forward 510,676,992, backward 809,541,632,
+//   optimizer 685,809,664 (all above the one pool's figures).
+std::string two_layers(const std::string& extra) {
+  return "name = \"t\"\nmode = \"train\"\n[model]\nlayers = 2\nhidden = 1024\nheads = 16\nffn_hidden = 4096\n"
+         "vocab = 32768\nmlp = \"gelu\"\nnorm = \"layernorm\"\n[batch]\nmicro_batch = 1\nseq_len = 1024\n"
+         "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n"
+         "cross_entropy = \"upcast\"\n[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\n[[strategy]]\n"
+         "use = \"allocator\"\nrounding = false\nfragmentation = 0\n[[strategy]]\nuse = \"cuda-context\"\n" + extra;
+}
+
+TEST(StreamPools, LogitsSizedRequestsKeepSegmentsOfTheirOwn) {
+  Evaluation e = evaluate_paper(two_layers(""));
+  const StepPeak& allocated = e.breakdown().quantities[kAllocated];
+  const StepPeak& reserved = e.breakdown().quantities[kReserved];
+  EXPECT_EQ(allocated.timeline[kForward], 495'996'928u);
+  EXPECT_EQ(allocated.timeline[kBackward], 805'347'328u);
+  EXPECT_EQ(reserved.timeline[kForward], 510'676'992u);
+  EXPECT_EQ(reserved.timeline[kBackward], 809'541'632u);
+  EXPECT_EQ(reserved.timeline[kOptimizerStep], 685'809'664u);
+  // The cached free segments are releasable (plugin_abi.h MEMPLAN_ITEM_RELEASABLE).
+  for (const PlanItem& item : e.estimator().plan().items)
+    if (item.name_view() == "allocator.stream_pools") EXPECT_NE(item.flags & MEMPLAN_ITEM_RELEASABLE, 0u);
+}
+
+// Where the device is full, cudaMalloc fails and the allocator frees its free
+// segments and retries: the host lowers the releasable reserve so that device
+// memory stays within the GPU's. The same plan with the CUDA context
+// (cuda-context: 536,870,912 B outside the allocator) on a GPU of 1.25 GiB
+// (1,342,177,280 B): backward would need 809,541,632 + 536,870,912 =
+// 1,346,412,544, 4,235,264 more than the GPU; the backward pool's item
+// (809,541,632 - 805,347,328 = 4,194,304) gives way, all of it, and the
+// device stays 40,960 B above the GPU's memory (what holds tensors does not
+// give way): backward reserves 805,347,328 and the device shows
+// 1,342,218,240. The optimizer step's 685,809,664 + 536,870,912 =
+// 1,222,680,576 fits: unchanged.
+TEST(StreamPools, FreeSegmentsGiveWayAtTheGpusMemory) {
+  Evaluation e = evaluate_paper(two_layers("[hardware]\nmemory_gib = 1.25\n"));
+  const StepPeak& reserved = e.breakdown().quantities[kReserved];
+  EXPECT_EQ(reserved.timeline[kBackward], 805'347'328u);
+  EXPECT_EQ(e.breakdown().quantities[kDevice].timeline[kBackward], 1'342'218'240u);
+  EXPECT_EQ(reserved.timeline[kOptimizerStep], 685'809'664u);
+}
+
 // Lines 17 use = "fsdp", 18 param_dtype, 19 the option under test.
 TEST(StreamPools, ApiError) {
   const std::string error = error_of(paper(full_finetune("api = \"fsdp3\"\n")), "t.toml");

@@ -96,9 +96,30 @@ namespace {
 // Sizes beyond 2^62 bytes are no plan; adding stays far from wrapping.
 constexpr uint64_t kTooLarge = uint64_t{1} << 62;
 
+// The caching allocator frees its whole free segments and retries before an
+// allocation fails (release_cached_blocks), so the releasable reserve gives
+// way where device memory would exceed the GPU's: in each phase it drops by
+// the excess, down to none of it (the items that hold tensors are not
+// touched: a plan above the GPU's memory without it still does not fit).
+void cap_releasable(const std::array<double, kLifetimeCount>& releasable, bool accumulating, uint64_t gpu_memory,
+                    Breakdown& breakdown) {
+  double high[3];
+  memplan_step_high_points(releasable.data(), 0, 0, accumulating ? 1 : 0, high);
+  const std::array<double, kStepPhaseCount> in_phase{releasable[MEMPLAN_LIFETIME_PERSISTENT], high[0], high[1],
+                                                     high[2]};
+  auto& device = breakdown.quantities[kDevice].timeline;
+  auto& reserved = breakdown.quantities[kReserved].timeline;
+  for (size_t phase = 0; phase < in_phase.size(); ++phase) {
+    if (device[phase] <= gpu_memory) continue;
+    const uint64_t cut = std::min(device[phase] - gpu_memory, static_cast<uint64_t>(in_phase[phase]));
+    device[phase] -= cut;
+    reserved[phase] -= std::min(cut, reserved[phase]);
+  }
+}
+
 }  // namespace
 
-void summarize(const Plan& plan, int64_t grad_accum, Breakdown& breakdown) {
+void summarize(const Plan& plan, int64_t grad_accum, Breakdown& breakdown, uint64_t gpu_memory_bytes) {
   breakdown.too_large = false;
   uint64_t everything = 0;
   for (const PlanItem& item : plan.items) {
@@ -114,6 +135,8 @@ void summarize(const Plan& plan, int64_t grad_accum, Breakdown& breakdown) {
   std::array<std::array<uint64_t, kLifetimeCount>, kQuantityCount> by_lifetime{};
   // What exists while the job is set up (plugin_abi.h, memplan_exists_at_setup).
   std::array<uint64_t, kQuantityCount> at_setup{};
+  // Releasable reserve by lifetime (plugin_abi.h, MEMPLAN_ITEM_RELEASABLE).
+  std::array<double, kLifetimeCount> releasable{};
   for (const PlanItem& item : plan.items) {
     const uint64_t bytes = item.bytes();
     if (item.device == MEMPLAN_DEVICE_CPU) {
@@ -122,6 +145,8 @@ void summarize(const Plan& plan, int64_t grad_accum, Breakdown& breakdown) {
     }
     breakdown.components[static_cast<size_t>(item.role)] += bytes;
     const bool setup = memplan_exists_at_setup(item.role, item.lifetime) != 0;
+    if ((item.flags & MEMPLAN_ITEM_RELEASABLE) != 0 && item_quantity(item.flags) == kReserved)
+      releasable[static_cast<size_t>(item.lifetime)] += static_cast<double>(bytes);
     for (int quantity = item_quantity(item.flags); quantity < kQuantityCount; ++quantity) {
       by_lifetime[static_cast<size_t>(quantity)][static_cast<size_t>(item.lifetime)] += bytes;
       if (setup) at_setup[static_cast<size_t>(quantity)] += bytes;
@@ -158,6 +183,10 @@ void summarize(const Plan& plan, int64_t grad_accum, Breakdown& breakdown) {
     t[kForward] = static_cast<uint64_t>(high[0]);
     t[kBackward] = static_cast<uint64_t>(high[1]);
     t[kOptimizerStep] = static_cast<uint64_t>(high[2]);
+  }
+  if (gpu_memory_bytes > 0) cap_releasable(releasable, accumulating, gpu_memory_bytes, breakdown);
+  for (StepPeak& step : breakdown.quantities) {
+    const auto& t = step.timeline;
     step.peak = 0;
     step.peak_phase = kInit;
     for (int phase = 0; phase < kStepPhaseCount; ++phase)

@@ -417,7 +417,7 @@ const Breakdown& Estimator::finish_evaluation() {
   read_memory_fraction();
   if (scenario_.mode == MEMPLAN_MODE_INFER) breakdown_.params_trainable = 0;  // nothing trains in inference
   check_world_size();
-  summarize(ctx.plan, ctx.workload.grad_accum, breakdown_);
+  summarize(ctx.plan, ctx.workload.grad_accum, breakdown_, ctx.workload.gpu_memory_bytes);
   time_step(ctx.plan.work, scenario_.hardware.performance, ctx.workload.grad_accum, tokens_per_step(),
             breakdown_.time);
   if (breakdown_.too_large)

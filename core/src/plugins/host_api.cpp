@@ -423,7 +423,7 @@ int timeline(memplan_ctx* ctx, memplan_timeline* out) {
   // Items written in place are checked before the host sums them.
   if (!check_plan(ctx, ItemCheck::values)) return MEMPLAN_ERROR;
   Breakdown breakdown;
-  summarize(ctx->plan, ctx->workload.grad_accum, breakdown);
+  summarize(ctx->plan, ctx->workload.grad_accum, breakdown, ctx->workload.gpu_memory_bytes);
   memplan_timeline value{};
   value.struct_size = sizeof value;
   for (int q = 0; q < MEMPLAN_QUANTITIES; ++q)

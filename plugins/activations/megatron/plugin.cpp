@@ -342,7 +342,8 @@ class MegatronActivations {
     // ends; pipeline-parallel says which end the reported stage holds.
     const memplan::plugins::OutputActivations outside = memplan::plugins::output_activations(
         {shape.seq, shape.batch, shape.hidden, static_cast<double>(model.vocab)}, settings, cross_entropy_,
-        loss_chunks_, output_held_);
+        loss_chunks_, output_held_, facts.final_norm && !facts.final_norm_trainable,
+        facts.lm_head && !facts.lm_head_trainable);
     const double scale = static_cast<double>(inflight) * factor / context;
     double loss_forward = 0;  // the loss's forward transient, when the stage computes the loss
     if (layout.stage_has_embedding)
@@ -489,6 +490,8 @@ class MegatronActivations {
     bool packed_linear = false;  // a linear layer's weights packed below one byte per element
     bool learned_positions = false;  // a learned position table (BERT, GPT-2, OPT): no rotary embedding
     double norm_bytes = 0;           // bytes per element of the layers' norm weights (0: none on the rank)
+    bool final_norm_trainable = false;  // the final norm's weight trains
+    bool lm_head_trainable = false;     // the LM head's weight trains
   };
 
   static PlanFacts scan_plan(const memplan::sdk::Context& ctx) {
@@ -505,6 +508,9 @@ class MegatronActivations {
       }
       facts.final_norm = facts.final_norm || param_class == ParamClass::final_norm;
       facts.lm_head = facts.lm_head || param_class == ParamClass::lm_head;
+      facts.final_norm_trainable =
+          facts.final_norm_trainable || (param_class == ParamClass::final_norm && item.trainable());
+      facts.lm_head_trainable = facts.lm_head_trainable || (param_class == ParamClass::lm_head && item.trainable());
       facts.embedding = facts.embedding || param_class == ParamClass::embedding;
       facts.learned_positions = facts.learned_positions || param_class == ParamClass::position_embedding;
       if (param_class == ParamClass::norm && item.layer() >= 0 && facts.norm_bytes == 0)

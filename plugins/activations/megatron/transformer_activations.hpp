@@ -534,8 +534,19 @@ struct OutputActivations {
 // output replaces them, so they are alive in every phase from the first step
 // on. They are the logits the model keeps into backward where it keeps them
 // (saved_logits), so those are not counted twice.
+//
+// `frozen_norm` / `frozen_head` (eager RMSNorm only): a final norm or an LM
+// head that computes no weight gradient saves no operand for one. The norm's
+// last step, weight x normalized (transformers LlamaRMSNorm.forward @ v4.38),
+// then keeps only the frozen weight, not the normalized copy; the head's
+// matrix multiply keeps only its weight, not its input. Autograd saves an
+// operand of mul and mm only for the other operand's gradient
+// (pytorch/pytorch tools/autograd/gen_variable_type.py, guard_for: a saved
+// input that one derivative uses is saved under should_compute_output;
+// derivatives.yaml mul.Tensor, mm).
 inline OutputActivations output_activations(const OutputShape& x, const ActivationSettings& o, CrossEntropy loss,
-                                            double chunks = 8, bool output_held = false) {
+                                            double chunks = 8, bool output_held = false, bool frozen_norm = false,
+                                            bool frozen_head = false) {
   const double sb = x.seq * x.batch;
   const double t = o.tensor_parallel;
   const double replicated_divisor = o.sequence_parallel ? t : 1;
@@ -555,7 +566,8 @@ inline OutputActivations output_activations(const OutputShape& x, const Activati
     // which saves the gathered input for the weight's gradient
     // (torchtitan models/llama3/infra/parallelize.py @ v0.2.2; Megatron-LM's
     // fused path saves the sharded input and gathers again in backward).
-    out.final_norm = sb * (4 * x.hidden + 4 + r * x.hidden) / replicated_divisor + sb * o.bytes * x.hidden;
+    out.final_norm = sb * (4 * x.hidden + 4 + (frozen_norm ? 0 : r * x.hidden)) / replicated_divisor +
+                     (frozen_head ? 0 : sb * o.bytes * x.hidden);
   else
     out.final_norm = (r + o.bytes) * sb * x.hidden / replicated_divisor;
   const double logit_elements = sb * x.vocab / t;

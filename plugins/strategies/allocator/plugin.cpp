@@ -30,6 +30,17 @@
 //                  already counts there. Side-stream blocks are reused exactly
 //                  (the same tensors every step), so they get rounding and no
 //                  fragmentation margin.
+//   logits-sized   a cached block serves a request only if it is at least as
+//                  large (get_free_block), so the loss's tensors (tokens x
+//                  vocabulary) cannot reuse the blocks the layers leave, and a
+//                  smaller tensor left in a split loss block forces a new
+//                  segment at the next loss: the compute stream keeps the
+//                  smaller requests' high point and the logits-sized ones'
+//                  side by side, as two pools (add_pools).
+//   releasable     the pools' items are free segments, which the allocator
+//                  frees and retries when cudaMalloc fails
+//                  (release_cached_blocks): flagged MEMPLAN_ITEM_RELEASABLE,
+//                  the host lowers them where the device would be full.
 //
 // Every item the allocator hands out is considered, whatever its role: the
 // tensors of the job and the buffers that are tensors too (FSDP's gathered
@@ -78,7 +89,7 @@ double rounding_waste(double bytes) {
 
 class AllocatorOverhead {
  public:
-  static constexpr sdk::PluginInfo info{"allocator", "1.4.1",
+  static constexpr sdk::PluginInfo info{"allocator", "1.5.0",
                                         "PyTorch caching allocator: block rounding and fragmentation",
                                         sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -90,7 +101,10 @@ class AllocatorOverhead {
         fragmentation_name_(options.intern("allocator.fragmentation")),
         stream_pools_name_(options.intern("allocator.stream_pools")),
         setup_cache_emptied_attr_(options.attribute(MEMPLAN_ATTR_SETUP_CACHE_EMPTIED)),
-        setup_unfragmented_attr_(options.attribute(MEMPLAN_ATTR_SETUP_FRESH_SEGMENTS)) {
+        setup_unfragmented_attr_(options.attribute(MEMPLAN_ATTR_SETUP_FRESH_SEGMENTS)),
+        logits_names_{options.intern("activations.logits"), options.intern("activations.held_output"),
+                      options.intern("activations.cross_entropy"), options.intern("activations.loss_forward"),
+                      options.intern("activations.loss_backward"), options.intern("activations.sampler")} {
     if (!std::isfinite(fragmentation_) || fragmentation_ < 0 || fragmentation_ >= 1)
       options.fail("fragmentation", "must be a fraction from 0 up to (not including) 1, got " +
                                         memplan::support::number(fragmentation_));
@@ -101,7 +115,7 @@ class AllocatorOverhead {
     // with the same layers as one layer.
     // The groups are found first and added after: adding invalidates items().
     groups_.clear();  // keeps its capacity: no allocation once warm
-    bool side_streams = false, setup = false;
+    bool side_streams = false, setup = false, logits = false;
     const bool setup_unfragmented = ctx.attr_double(setup_unfragmented_attr_, 0) > 0;
     for (const sdk::ItemRef item : ctx.items()) {
       if (item.device() != sdk::Device::gpu || item.count() == 0 || item.pool() != sdk::Pool::allocated) continue;
@@ -119,12 +133,13 @@ class AllocatorOverhead {
         group.fragmentation += fragmentation_ * bytes;
       side_streams = side_streams || item.stream() != MEMPLAN_STREAM_COMPUTE;
       setup = setup || item.lifetime() == sdk::Lifetime::setup;
+      logits = logits || (item.stream() == MEMPLAN_STREAM_COMPUTE && logits_sized(item));
     }
     for (const Group& group : groups_) {
       add(ctx, group, rounding_name_, group.rounding);
       add(ctx, group, fragmentation_name_, group.fragmentation);
     }
-    if (side_streams || setup) add_pools(ctx);
+    if (side_streams || setup || logits) add_pools(ctx);
   }
 
  private:
@@ -163,6 +178,18 @@ class AllocatorOverhead {
   // still cached when the first step starts, with the persistent tensors
   // that existed then: plugin_abi.h, memplan_exists_at_setup); less what the
   // host's rule counts over the whole plan.
+  //
+  // The logits-sized requests (logits_sized) cannot reuse the smaller blocks
+  // the rest of the step leaves cached: get_free_block hands out a cached
+  // block only when it is at least the request's size, and a segment goes
+  // back to the device only on empty_cache or when cudaMalloc fails
+  // (release_cached_blocks). Step after step the two classes end up in
+  // segments of their own: the compute stream then reserves the high point of
+  // the smaller requests (with the set-up's floor) plus the high point of the
+  // logits-sized ones, as if they were two pools (never less than the one
+  // pool's figure). Where the device is full, cudaMalloc fails and the
+  // allocator frees its free segments and retries: the pools' items are
+  // releasable, the host lowers them there.
   void add_pools(sdk::Context& ctx) {
     const bool accumulating = ctx.workload().grad_accum > 1;
     streams_.clear();
@@ -170,32 +197,61 @@ class AllocatorOverhead {
       if (counted(item) && item.stream() != MEMPLAN_STREAM_COMPUTE &&
           std::find(streams_.begin(), streams_.end(), item.stream()) == streams_.end())
         streams_.push_back(item.stream());
-    PhaseTotals wanted = step_rule(ctx, accumulating, [](const sdk::ItemRef& item) {
-      return item.stream() == MEMPLAN_STREAM_COMPUTE;
+    const auto compute = [](const sdk::ItemRef& item) {
+      return counted(item) && item.stream() == MEMPLAN_STREAM_COMPUTE;
+    };
+    const PhaseTotals one_pool = step_rule(ctx, accumulating, compute);
+    const PhaseTotals smaller = step_rule(ctx, accumulating, [&](const sdk::ItemRef& item) {
+      return compute(item) && !logits_sized(item);
     });
+    const PhaseTotals larger = step_rule(ctx, accumulating, [&](const sdk::ItemRef& item) {
+      return compute(item) && logits_sized(item);
+    });
+    const double larger_high = std::max({larger[0], larger[1], larger[2]});
     double setup_floor = 0;
     // A plugin whose framework empties the cache after its set-up (DeepSpeed's
     // stage-3 optimizer: stage3.py defragment calls empty_cache) sets
     // setup.cache_emptied: the set-up's blocks are returned, no floor.
     const bool emptied = ctx.attr_double(setup_cache_emptied_attr_, 0) > 0;
     for (const sdk::ItemRef item : ctx.items())
-      if (!emptied && counted(item) && item.stream() == MEMPLAN_STREAM_COMPUTE &&
+      if (!emptied && compute(item) &&
           memplan_exists_at_setup(static_cast<int32_t>(item.role()), static_cast<int32_t>(item.lifetime())))
         setup_floor += item.bytes();
-    for (double& phase : wanted) phase = std::max(phase, setup_floor);
+    double side_pools = 0;
     for (uint32_t stream : streams_) {
-      const PhaseTotals pool =
-          step_rule(ctx, accumulating, [stream](const sdk::ItemRef& item) { return item.stream() == stream; });
-      const double high_point = std::max({pool[0], pool[1], pool[2]});
-      for (double& phase : wanted) phase += high_point;
+      const PhaseTotals pool = step_rule(ctx, accumulating, [stream](const sdk::ItemRef& item) {
+        return counted(item) && item.stream() == stream;
+      });
+      side_pools += std::max({pool[0], pool[1], pool[2]});
     }
-    const PhaseTotals counted_now = step_rule(ctx, accumulating, [](const sdk::ItemRef&) { return true; });
+    PhaseTotals wanted{};
+    for (size_t phase = 0; phase < wanted.size(); ++phase) {
+      const double together = std::max(one_pool[phase], setup_floor) + side_pools;
+      const double apart = std::max(smaller[phase], setup_floor) + larger_high + side_pools;
+      wanted[phase] = std::max(together, apart);
+    }
+    const PhaseTotals counted_now = step_rule(ctx, accumulating, counted);
     constexpr std::array<sdk::Lifetime, 3> kPhaseLifetimes{
         sdk::Lifetime::transient_forward, sdk::Lifetime::transient_backward, sdk::Lifetime::transient_optimizer};
+    // Free segments: the host lowers them where the device would be full
+    // (plugin_abi.h, MEMPLAN_ITEM_RELEASABLE).
     for (size_t phase = 0; phase < kPhaseLifetimes.size(); ++phase)
-      memplan::support::add_bytes_if_any(
-          ctx, {.name = stream_pools_name_, .role = sdk::Role::overhead, .lifetime = kPhaseLifetimes[phase],
-                .pool = sdk::Pool::reserve, .bytes = wanted[phase] - counted_now[phase]});
+      if (memplan::support::add_bytes_if_any(
+              ctx, {.name = stream_pools_name_, .role = sdk::Role::overhead, .lifetime = kPhaseLifetimes[phase],
+                    .pool = sdk::Pool::reserve, .bytes = wanted[phase] - counted_now[phase]}))
+        ctx.items()[ctx.items().size() - 1].set_releasable(true);
+  }
+
+  // The requests of the size of the logits (tokens x vocabulary): the items
+  // the activation plugins add for the output projection and the loss
+  // (megatron: the logits, the held output, the saved softmax or log-softmax
+  // and the loss's forward and backward transients; inference: the logits and
+  // the sampler's), each tensor larger than the blocks a layer's tensors leave.
+  bool logits_sized(const sdk::ItemRef& item) const {
+    if (item.role() != sdk::Role::activations) return false;
+    for (const sdk::Name name : logits_names_)
+      if (item.named(name)) return true;
+    return false;
   }
 
   // Items in reserved memory: the allocator's tensors and its reserve.
@@ -214,7 +270,7 @@ class AllocatorOverhead {
     layers_.clear();
     double largest_gradient_layer = 0, largest_activation_layer = 0;
     for (const sdk::ItemRef item : ctx.items()) {
-      if (!counted(item) || !selected(item)) continue;
+      if (!selected(item)) continue;
       const auto kind = static_cast<size_t>(item.lifetime());
       if (kind < lifetime.size()) lifetime[kind] += item.bytes();
       const bool gradient = item.lifetime() == sdk::Lifetime::gradient;
@@ -252,6 +308,7 @@ class AllocatorOverhead {
   sdk::Name stream_pools_name_;
   sdk::Attribute setup_cache_emptied_attr_;  // set by a plugin whose framework empties the cache after set-up
   sdk::Attribute setup_unfragmented_attr_;   // set by a plugin whose set-up allocates into fresh segments
+  std::array<sdk::Name, 6> logits_names_;  // logits_sized
   std::vector<Group> groups_;
   // Scratch for add_stream_pools, kept between evaluations (no allocation once warm).
   struct LayerSum {

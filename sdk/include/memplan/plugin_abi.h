@@ -184,6 +184,16 @@ static inline void memplan_step_high_points(const double* by_lifetime, double la
  */
 #define MEMPLAN_ITEM_NON_PARAMETER 0x8u
 /*
+ * Allocator reserve (with MEMPLAN_ITEM_ALLOCATOR_RESERVE) made of whole cached
+ * segments that hold no tensor: PyTorch's caching allocator frees them
+ * (release_cached_blocks) and retries when cudaMalloc fails, so they never
+ * push device memory past the GPU's. The host lowers them, phase by phase, so
+ * that device memory stays within the GPU's memory (the scenario's GPU; no
+ * limit without one). Added after the first landing of ABI 1.3; an older host
+ * counts them in full.
+ */
+#define MEMPLAN_ITEM_RELEASABLE 0x10u
+/*
  * The CUDA stream whose allocator pool holds the item, in bits 8-15 of the
  * flags: 0 is the compute (default) stream; 1-255 name side streams, numbered
  * by the plugin that allocates on them (MEMPLAN_STREAM_*). PyTorch's caching

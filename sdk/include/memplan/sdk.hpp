@@ -264,6 +264,7 @@ class ItemRef {
   void set_count(uint32_t count) { raw_->count = count; }
   void set_trainable(bool on) { set_flag(MEMPLAN_ITEM_TRAINABLE, on); }
   void set_non_parameter(bool on) { set_flag(MEMPLAN_ITEM_NON_PARAMETER, on); }
+  void set_releasable(bool on) { set_flag(MEMPLAN_ITEM_RELEASABLE, on); }  // plugin_abi.h MEMPLAN_ITEM_RELEASABLE
   // Streams above 255 do not fit the flags' 8 bits: the caller numbers its streams from MEMPLAN_STREAM_*.
   void set_stream(uint32_t stream) {
     raw_->flags = (raw_->flags & ~MEMPLAN_ITEM_STREAM_MASK) | ((stream << MEMPLAN_ITEM_STREAM_SHIFT) & MEMPLAN_ITEM_STREAM_MASK);

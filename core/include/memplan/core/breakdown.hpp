@@ -69,6 +69,8 @@ int item_quantity(uint32_t flags);
 // Fills components, sum and the timeline of each quantity of `breakdown` from
 // `plan`, and mirrors breakdown.fit_quantity's into timeline/peak/peak_phase.
 // grad_accum > 1 keeps gradients alive across micro-batches (they accumulate).
-void summarize(const Plan& plan, int64_t grad_accum, Breakdown& breakdown);
+// gpu_memory_bytes > 0: releasable reserve (MEMPLAN_ITEM_RELEASABLE) is
+// lowered in each phase where device memory would exceed it.
+void summarize(const Plan& plan, int64_t grad_accum, Breakdown& breakdown, uint64_t gpu_memory_bytes = 0);
 
 }  // namespace memplan
