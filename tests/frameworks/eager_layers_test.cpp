@@ -113,6 +113,32 @@ TEST(EagerLayers, LoraFrozenBaseAndDroppedOutAdapterInputs) {
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 98'408.0 + 28'672 + 768);
 }
 
+// Adapters in another dtype than the activations (PEFT's fp32 adapters on a
+// bf16 base, autocast_adapter_dtype): each adapted layer casts its input
+// itself (peft src/peft/tuners/lora/layer.py @ d787f51b, Linear.forward:
+// x = self._cast_input_dtype(x, lora_A.weight.dtype), x.to(dtype) when the
+// dtypes differ), so q and v keep one fp32 copy each of the shared normed
+// input: 2 x h x 4 = 24,576 bytes (not h x 4 once), and lora_B's fp32 r-wide
+// inputs 2 x 32 x 4 = 256 (r 32 on q and v): 98,408 + 24,576 + 256 = 123,240.
+// On the MLP (r 10): gate and up cast the hidden state each, down its f-wide
+// input: (2h + f) x 4 = 57,344, lora_B 3 x 10 x 4 = 120: 155,872 bytes.
+TEST(EagerLayers, LoraAdaptersInAnotherDtypeCastTheirInputEach) {
+  ActivationSettings o = eager_bf16_flash();
+  o.eager.norms_trainable = false;
+  o.eager.attention_trainable = o.eager.output_trainable = false;
+  o.eager.mlp_trainable = o.eager.down_trainable = false;
+  const TransformerShape x = llama(3072, 24, 8, 8192);
+  o.eager.adapter_inputs = 2 * 3072;
+  o.eager.adapter_distinct_inputs = 3072;
+  o.eager.adapter_rank = 32 * 2;
+  o.eager.adapter_bytes = 4;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 123'240.0);
+  o.eager.adapter_inputs = 2 * 3072 + 8192;
+  o.eager.adapter_distinct_inputs = 3072 + 8192;
+  o.eager.adapter_rank = 10 * 3;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 155'872.0);
+}
+
 // torchtitan's per-op checkpointing (Llama 3.1 8B: h 4096, kv 1024, f 14336,
 // 32 heads): the layer input 2h, the odd matmuls' outputs q (h), v (kv), gate
 // (f), down (h) at 2 bytes, SDPA's output 2h and lse 4a:

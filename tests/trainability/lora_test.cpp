@@ -47,6 +47,26 @@ TEST(Lora, PeftLlama2SevenBillionQueryValueRank8) {
   EXPECT_EQ(evaluation.breakdown().sum, 13'476'831'232u + 4'194'304u * 16);
 }
 
+// PEFT's get_peft_model(..., autocast_adapter_dtype=True), its default,
+// upcasts bf16/fp16 adapters to fp32 (peft src/peft/tuners/tuners_utils.py @
+// d787f51b, _cast_adapter_dtype); torch's .grad and AdamW's states take the
+// parameter's dtype. The same llama-recipes adapters on a pure-bf16 Llama-2-7B
+// with precision adapters = "fp32" and optimizer_states = "fp32": q's adapters
+// 32 x 8 x 8192 x 4 = 8,388,608 bytes; 4 + 4 + 8 = 16 bytes per adapter
+// parameter beside the frozen bf16 base (13,476,831,232 bytes); without the
+// option the adapters are bf16 (2 + 2 + 4 = 8 bytes with bf16 states).
+TEST(Lora, AdaptersInTheirOwnDtype) {
+  const std::string bf16 = "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"none\"\n[precision]\nuse = \"bf16\"\n";
+  const std::string adapters = "rank = 8\ntargets = \"q, v\"\n";
+  Evaluation fp32 = evaluate_paper(lora(kLlama, adapters, bf16 + "adapters = \"fp32\"\noptimizer_states = \"fp32\"\n"));
+  EXPECT_EQ(fp32.item_bytes("layers.0-31.lora.attn.q", MEMPLAN_ROLE_WEIGHTS), 8'388'608u);
+  EXPECT_EQ(fp32.component(MEMPLAN_ROLE_GRADIENTS), 4'194'304u * 4);
+  EXPECT_EQ(fp32.breakdown().sum, 13'476'831'232u + 4'194'304u * 16);
+  Evaluation same = evaluate_paper(lora(kLlama, adapters, bf16));
+  EXPECT_EQ(same.item_bytes("layers.0-31.lora.attn.q", MEMPLAN_ROLE_WEIGHTS), 4'194'304u);
+  EXPECT_EQ(same.breakdown().sum, 13'476'831'232u + 4'194'304u * 8);
+}
+
 // PEFT's LoraConfig names (peft src/peft/tuners/lora/config.py): r,
 // lora_alpha, lora_dropout and target_modules, a list of module names, give
 // the same adapters as memplan's: the llama-recipes config above, 4,194,304

@@ -175,8 +175,15 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
   terms.replicated = sb * (2 * norm + (attention_input ? attention_copies * p * x.hidden : 0) +
                            (mlp_input ? mlp_copies * p * x.hidden : 0) + 2 * mask * x.hidden);
   if (e.adapter_rank > 0) {
-    const double kept_inputs = e.adapter_dropout > 0 ? e.adapter_inputs * (e.adapter_bytes + 1)
-                                                     : e.adapter_distinct_inputs * e.adapter_bytes;
+    // PEFT casts each adapted layer's input to its adapters' dtype (peft src/peft/tuners/lora/layer.py @ d787f51b,
+    // Linear.forward: x = self._cast_input_dtype(x, lora_A.weight.dtype), which returns x itself when the dtypes
+    // match and x.to(dtype), a new tensor, otherwise): adapters in another dtype than the activations (fp32 adapters
+    // on a bf16 base, PEFT's autocast_adapter_dtype) keep one cast copy per adapted matrix, a shared input included.
+    // Under autocast (residual wider than the activations) the old count stands.
+    const bool cast_per_matrix = e.adapter_bytes != p && !autocast;
+    const double kept_inputs =
+        e.adapter_dropout > 0 ? e.adapter_inputs * (e.adapter_bytes + 1)
+                              : (cast_per_matrix ? e.adapter_inputs : e.adapter_distinct_inputs) * e.adapter_bytes;
     terms.replicated += sb * (kept_inputs + e.adapter_rank * e.adapter_bytes);
   }
   if (x.latent()) {

@@ -61,7 +61,7 @@ struct RecipeDefaults {
   const char* activations;
 };
 
-inline constexpr std::array<memplan_option_spec, 8> kPrecisionOptions{{
+inline constexpr std::array<memplan_option_spec, 9> kPrecisionOptions{{
     {"weights", MEMPLAN_OPTION_STRING, "dtype of the weights used in forward and backward", "the recipe's"},
     {"gradients", MEMPLAN_OPTION_STRING, "dtype of the gradients backward produces", "the recipe's"},
     {"master_weights", MEMPLAN_OPTION_STRING, "dtype of the master copy the optimizer updates, or \"none\"",
@@ -79,6 +79,10 @@ inline constexpr std::array<memplan_option_spec, 8> kPrecisionOptions{{
      "\"persistent\" (one contiguous buffer allocated when the model is built and kept, as Megatron-LM's "
      "DistributedDataParallel grad buffer)",
      "\"backward\""},
+    {"adapters", MEMPLAN_OPTION_STRING,
+     "dtype of the adapter weights (class adapter, e.g. from 'lora') and of their gradients (PyTorch's .grad takes "
+     "its parameter's dtype); master copies and optimizer states keep the recipe's",
+     "the weights'"},
 }};
 
 // The dtypes a recipe resolved, for extensions.
@@ -148,10 +152,13 @@ class PrecisionRecipe {
     // items come) is appended in one call after the walk.
     for (sdk::ItemRef item : ctx.items()) {
       if (item.role() != sdk::Role::weights) continue;
-      item.set_bytes_per_element(d.weights);
+      // PEFT's get_peft_model(autocast_adapter_dtype=True), its default, upcasts bf16/fp16 adapters to fp32
+      // (peft src/peft/tuners/tuners_utils.py @ d787f51b, _cast_adapter_dtype): `adapters` gives them their own dtype.
+      const bool adapter = adapters_ && item.param_class() == sdk::ParamClass::adapter;
+      item.set_bytes_per_element(adapter ? *adapters_ : d.weights);
       extension_.add_items(ctx, batch_, item);
       if (!training || !item.trainable()) continue;
-      add_copy(item, sdk::Role::gradients, gradient_lifetime_, d.gradients);
+      add_copy(item, sdk::Role::gradients, gradient_lifetime_, adapter ? *adapters_ : d.gradients);
       if (gradient_lifetime_ == sdk::Lifetime::persistent && (item.param_class() == sdk::ParamClass::embedding ||
                                                               item.param_class() == sdk::ParamClass::position_embedding))
         add_copy(item, sdk::Role::gradients, sdk::Lifetime::transient_backward, d.weights)
@@ -189,6 +196,7 @@ class PrecisionRecipe {
       options.fail("gradient_buffer", "must be \"backward\" or \"persistent\", not \"" + buffer + "\"");
     gradient_lifetime_ = buffer == "persistent" ? sdk::Lifetime::persistent : sdk::Lifetime::gradient;
     main_grads_ = dtype(options, "main_grads", "none", true);
+    if (options.string("adapters")) adapters_ = dtype(options, "adapters", "none", false);
     return dtypes_;
   }
 
@@ -204,6 +212,7 @@ class PrecisionRecipe {
   RecipeDtypes dtypes_;
   std::optional<double> grad_accumulation_;
   std::optional<double> main_grads_;
+  std::optional<double> adapters_;  // the adapters' dtype when it is not the weights'
   sdk::Lifetime gradient_lifetime_ = sdk::Lifetime::gradient;
   Extension extension_;
   sdk::Attribute weights_dtype_;
