@@ -115,6 +115,44 @@ TEST(FsdpGathers, LastMicroBatchSyncAccumulatesUnshardedGradients) {
             std::string::npos);
 }
 
+// frozen_gradients: FSDP1 with use_orig_params=True gives a unit that mixes
+// frozen and trainable parameters a gradient over its whole flat parameter
+// (the use_orig_params docstring of torch/distributed/fsdp/
+// fully_sharded_data_parallel.py: "equivalent to not freezing those
+// parameters"), and no_sync() (gradient_sync = "last-micro-batch") keeps those
+// unsharded gradients until the last micro-batch. Llama-2-7B, bf16, LoRA r 8
+// on q and v, FSDP over 2 ranks, 2 micro-batches. A layer: 202,383,360
+// parameters + adapters 2 x 8 x (4096 + 4096) = 131,072 = 202,514,432; every
+// layer has adapters, the root (embeddings, final norm, head) none, so no
+// gradient: accumulated 32 x 202,514,432 x 2 B = 12,960,923,648 B, the unit
+// being reduced 202,514,432 x 2 = 405,028,864 B. Without the option only the
+// adapters: 32 x 131,072 x 2 = 8,388,608 B and 262,144 B. fully_shard keeps
+// one gradient per parameter: the option is refused with api = "fsdp2".
+TEST(FsdpGathers, FrozenGradientsCountMixedUnitsWhole) {
+  auto scenario = [](const std::string& fsdp) {
+    return "name = \"f\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nmicro_batch = 1\n"
+           "seq_len = 1024\ngrad_accum = 2\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n"
+           "[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"lora\"\nrank = 8\ntargets = \"q,v\"\n"
+           "[[strategy]]\nuse = \"data-parallel\"\nsize = 2\n[[strategy]]\nuse = \"fsdp\"\n"
+           "gradient_sync = \"last-micro-batch\"\n" + fsdp;
+  };
+  auto bytes = [](const std::string& text, std::string_view name, int lifetime) {
+    Evaluation e = evaluate_paper(text);
+    uint64_t total = 0;
+    for (const PlanItem& item : e.estimator().plan().items)
+      if (item.name_view() == name && item.lifetime == lifetime) total += item.bytes();
+    return total;
+  };
+  const std::string whole = scenario("frozen_gradients = true\n");
+  EXPECT_EQ(bytes(whole, "fsdp.accumulated_gradients", MEMPLAN_LIFETIME_TRANSIENT_BACKWARD), 12'960'923'648u);
+  EXPECT_EQ(bytes(whole, "fsdp.unsharded_gradients", MEMPLAN_LIFETIME_TRANSIENT_BACKWARD), 405'028'864u);
+  const std::string adapters = scenario("");
+  EXPECT_EQ(bytes(adapters, "fsdp.accumulated_gradients", MEMPLAN_LIFETIME_TRANSIENT_BACKWARD), 8'388'608u);
+  EXPECT_EQ(bytes(adapters, "fsdp.unsharded_gradients", MEMPLAN_LIFETIME_TRANSIENT_BACKWARD), 262'144u);
+  EXPECT_NE(error_of(scenario("api = \"fsdp2\"\nfrozen_gradients = true\n"), "f.toml").find("frozen_gradients"),
+            std::string::npos);
+}
+
 // DeepSpeed's profile: the step casts the rank's gradient partition to fp32
 // (stage_1_and_2.py: single_grad_partition = flat partition .to(fp32)).
 // Llama-2-7B, ZeRO-2 over 8 ranks: 4 x 6,738,415,616 / 8 = 3,369,207,808 B,

@@ -93,6 +93,26 @@
 // _configure_data_parallel_mode: set_requires_gradient_sync(last_backward)),
 // so "auto" means "last-micro-batch" for api = "fsdp2" under pipeline
 // parallelism and "every-micro-batch" otherwise.
+// FSDP1's no_sync() (gradient_sync = "last-micro-batch" with api = "fsdp1";
+// Lightning Fabric's no_backward_sync, accelerate's accumulate without
+// sync_each_batch) does the same: its docstring, "FSDP will accumulate the
+// full model gradients (instead of gradient shards) until the eventual sync"
+// (torch/distributed/fsdp/fully_sharded_data_parallel.py, no_sync, torch 2.x):
+// each flat parameter's unsharded .grad stays on the GPU and later backwards
+// add to it.
+//
+// frozen_gradients = true (FSDP1 with use_orig_params=True and a unit that
+// mixes frozen and trainable parameters, as LoRA inside a wrapped block): the
+// unit's flat parameter requires grad, and autograd produces its gradient
+// over the whole flat parameter, frozen parameters included; the
+// use_orig_params docstring (same file, torch 2.1 to 2.4) says so: mixing
+// frozen and non-frozen parameters makes "the gradient memory usage ...
+// equivalent to not freezing those parameters". Each unit with a trainable
+// parameter then counts all its parameters in the unsharded gradients (the
+// unit being reduced, and the accumulated ones above); a unit without one
+// (the root of a LoRA model: embeddings, final norm, head) has no gradient.
+// Not counted: the reduce-scattered shard of those gradients between the
+// last micro-batch's backward and the next forward.
 #include <memplan/dtypes.hpp>
 #include <memplan/sdk.hpp>
 #include <memplan/support/layout.hpp>
@@ -112,7 +132,7 @@ namespace {
 namespace sharding = memplan::support::sharding;
 using memplan::sdk::Role;
 
-constexpr std::array<memplan_option_spec, 13> kOptions{{
+constexpr std::array<memplan_option_spec, 14> kOptions{{
     {"shard_size", MEMPLAN_OPTION_INT,
      "ranks in one shard group; fewer than the data-parallel ranks is HYBRID_SHARD", "all data-parallel ranks (FULL_SHARD)"},
     {"unit_layers", MEMPLAN_OPTION_INT, "transformer layers per FSDP unit (wrapped module)", "1"},
@@ -153,12 +173,17 @@ constexpr std::array<memplan_option_spec, 13> kOptions{{
      "the embeddings and the LM head are FSDP units of their own, gathered only while used (torchtune's "
      "custom_sharded_layers = ['tok_embeddings', 'output']), not part of the root kept gathered through backward",
      "false"},
+    {"frozen_gradients", MEMPLAN_OPTION_BOOL,
+     "FSDP1 with use_orig_params=True: a unit holding any trainable parameter gets a gradient over its whole flat "
+     "parameter, frozen ones included (the use_orig_params docstring: gradient memory 'equivalent to not freezing "
+     "those parameters'); the unsharded gradients count them",
+     "false"},
 }};
 
 class FsdpStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "fsdp", "1.6.0",
+      "fsdp", "1.7.0",
       "PyTorch FSDP: FULL_SHARD or HYBRID_SHARD (ZeRO-3 semantics) with the gathered units in flight",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -206,6 +231,10 @@ class FsdpStrategy {
                      : sync == "last-micro-batch" ? GradientSync::last_micro_batch
                                                   : GradientSync::every_micro_batch;
     separate_embeddings_ = options.boolean("separate_embeddings").value_or(false);
+    frozen_gradients_ = options.boolean("frozen_gradients").value_or(false);
+    if (frozen_gradients_ && !fsdp1_)
+      options.fail("frozen_gradients", "is FullyShardedDataParallel's flat parameters (api = \"fsdp1\"); "
+                                       "fully_shard (api = \"fsdp2\") keeps one gradient per parameter: remove it");
     if (separate_embeddings_ && setup_units_)
       options.fail("separate_embeddings",
                    "is not modelled with FSDP1's unit-by-unit wrapping (setup = \"unit\", the default with api = "
@@ -289,6 +318,13 @@ class FsdpStrategy {
   }
 
  private:
+  // The gradient elements of a unit (or the root) with `trainable` of its
+  // `elements` trainable: with frozen_gradients, the whole flat parameter
+  // once any of it trains (see the comment at the top).
+  double gradient_elements(double trainable, double elements) const {
+    return frozen_gradients_ && trainable > 0 ? elements : trainable;
+  }
+
   // Before sharding: the weights on the rank are still whole.
   static double dtype_option(memplan::sdk::Options& options, const char* key) {
     const std::optional<std::string> name = options.string(key);
@@ -350,8 +386,9 @@ class FsdpStrategy {
     const bool last = gradient_sync_ == GradientSync::last_micro_batch ||
                       (gradient_sync_ == GradientSync::automatic && !fsdp1_ && pipeline > 1);
     if (!last || !ctx.training() || ctx.workload().grad_accum <= 1) return;
-    double trainable = weights_.trainable_outside;
-    for (double elements : weights_.trainable_layer) trainable += elements;
+    double trainable = gradient_elements(weights_.trainable_outside, weights_.outside_layers);
+    for (size_t i = 0; i < weights_.trainable_layer.size(); ++i)
+      trainable += gradient_elements(weights_.trainable_layer[i], weights_.per_layer[i]);
     const double bytes = reduce_bytes_ > 0 ? reduce_bytes_
                                            : ctx.required_attr_double(attributes_.gradients_dtype,
                                                                       MEMPLAN_ATTR_DTYPE_GRADIENTS);
@@ -368,19 +405,23 @@ class FsdpStrategy {
     const sharding::WeightLayout& weights = weights_;
     const double unit = sharding::largest_window(weights.per_layer, unit_layers_);
     const double unit_bytes = sharding::largest_window(weights.per_layer_bytes, unit_layers_);
-    const double trainable_unit = sharding::largest_window(weights.trainable_layer, unit_layers_);
+    unit_gradients_.resize(weights.trainable_layer.size());
+    for (size_t i = 0; i < unit_gradients_.size(); ++i)
+      unit_gradients_[i] = gradient_elements(weights.trainable_layer[i], weights.per_layer[i]);
+    const double trainable_unit = sharding::largest_window(unit_gradients_, unit_layers_);
     double units = std::ceil(static_cast<double>(weights.per_layer.size()) / static_cast<double>(unit_layers_));
     stage_weight_bytes_ = weights.outside_bytes;
     for (double bytes : weights.per_layer_bytes) stage_weight_bytes_ += bytes;
     // The root: the weights outside the layers, less the embeddings and head when they are units of their own.
-    Root root{weights.outside_layers, weights.outside_bytes, weights.trainable_outside};
+    Root root{weights.outside_layers, weights.outside_bytes,
+              gradient_elements(weights.trainable_outside, weights.outside_layers)};
     double gathered_unit = unit_bytes;
     double gradient_unit = trainable_unit;
     if (separate_embeddings_) {
       const Root own = separate_units(ctx, root, param_bytes_);
       if (own.elements > 0) {
         gathered_unit = std::max(unit_bytes, own.bytes);
-        gradient_unit = std::max(trainable_unit, own.trainable);
+        gradient_unit = std::max(trainable_unit, gradient_elements(own.trainable, own.elements));
         units += own.count;
       }
     }
@@ -506,6 +547,8 @@ class FsdpStrategy {
   enum class GradientSync { automatic, every_micro_batch, last_micro_batch };
   GradientSync gradient_sync_ = GradientSync::automatic;
   bool separate_embeddings_ = false;
+  bool frozen_gradients_ = false;       // FSDP1 use_orig_params: mixed units' gradients over the whole flat parameter
+  std::vector<double> unit_gradients_;  // each layer's gradient elements, refilled each evaluation
 };
 
 }  // namespace
