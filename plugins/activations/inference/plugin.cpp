@@ -257,7 +257,7 @@ class InferenceMemory {
     if (!lm_head) return;  // an earlier pipeline stage computes no logits
     const double rows = all_logits_ ? std::max(chunk, b) : b;
     const double logits = inf::logits_bytes(rows, static_cast<double>(model.vocab), static_cast<double>(t));
-    add_transient(ctx, names_.logits, logits);
+    add_transient(ctx, names_.logits, logits, true);
 
     // The sampler run comes after the forward pass, so it does not add to
     // the layer's transient: the host sums the forward transients, and this
@@ -267,12 +267,16 @@ class InferenceMemory {
     const double excess = inf::sampler_excess_bytes(
         static_cast<double>(model.hidden), chunk, sampler_rows, static_cast<double>(model.vocab), activation_bytes,
         inf::sampler_bytes_per_element(triton_sampler_, sampler_rows), std::max(prefill, decode) + logits);
-    if (excess > 0) add_transient(ctx, names_.sampler, excess);
+    if (excess > 0) add_transient(ctx, names_.sampler, excess, true);
   }
 
-  static void add_transient(memplan::sdk::Context& ctx, memplan::sdk::Name name, double bytes) {
+  // vocab_sized: a tensor of tokens x vocabulary, flagged for the allocator
+  // (plugin_abi.h MEMPLAN_ITEM_VOCAB_SIZED).
+  static void add_transient(memplan::sdk::Context& ctx, memplan::sdk::Name name, double bytes,
+                            bool vocab_sized = false) {
     support::add_bytes(ctx, {.name = name, .role = Role::activations,
                              .lifetime = Lifetime::transient_forward, .bytes = bytes});
+    if (vocab_sized) ctx.items()[ctx.items().size() - 1].set_vocab_sized(true);
   }
 
   // What the reported rank holds, from its weights: the first layer (as

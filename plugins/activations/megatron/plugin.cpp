@@ -359,19 +359,19 @@ class MegatronActivations {
       if (facts.lm_head || (model.tied_embeddings != 0 && facts.embedding)) {
         // The held output is the micro-batch's own logits kept into backward
         // where the model keeps them: counted once (the others in flight keep theirs).
-        add_outside(ctx, names_.logits, outside.logits * head_scale - outside.held_overlap / context);
+        add_vocab_sized(ctx, names_.logits, outside.logits * head_scale - outside.held_overlap / context);
         // The loop holds one output, whatever the micro-batches in flight.
-        add_outside(ctx, names_.held_output, outside.held_output / context, memplan::sdk::Lifetime::persistent);
-        add_outside(ctx, names_.cross_entropy, outside.cross_entropy * head_scale);
+        add_vocab_sized(ctx, names_.held_output, outside.held_output / context, memplan::sdk::Lifetime::persistent);
+        add_vocab_sized(ctx, names_.cross_entropy, outside.cross_entropy * head_scale);
         // The loss's transients belong to one micro-batch: the one whose loss is computed.
-        add_outside(ctx, names_.loss_forward, outside.loss_forward / context,
+        add_vocab_sized(ctx, names_.loss_forward, outside.loss_forward / context,
                     memplan::sdk::Lifetime::transient_forward);
         loss_forward = outside.loss_forward / context;
         // Backward runs the loss first and frees its fp32 gradients before the
         // first layer is recomputed: the two transients never coexist, so the
         // item is what the loss adds beyond the recompute working set (and a
         // layer's ring attention buffers).
-        add_outside(ctx, names_.loss_backward,
+        add_vocab_sized(ctx, names_.loss_backward,
                     std::max(0.0, outside.loss_backward / context - working_set - ring_backward),
                     memplan::sdk::Lifetime::transient_backward);
       }
@@ -752,6 +752,16 @@ class MegatronActivations {
   static void add_outside(memplan::sdk::Context& ctx, memplan::sdk::Name name, double bytes,
                           memplan::sdk::Lifetime lifetime = memplan::sdk::Lifetime::activation) {
     if (bytes > 0) add_bytes(ctx, name, bytes, lifetime);
+  }
+
+  // The same for a tensor of tokens x vocabulary (the logits, the loss's
+  // tensors over them): flagged for the allocator (plugin_abi.h
+  // MEMPLAN_ITEM_VOCAB_SIZED).
+  static void add_vocab_sized(memplan::sdk::Context& ctx, memplan::sdk::Name name, double bytes,
+                              memplan::sdk::Lifetime lifetime = memplan::sdk::Lifetime::activation) {
+    if (!(bytes > 0)) return;
+    add_bytes(ctx, name, bytes, lifetime);
+    ctx.items()[ctx.items().size() - 1].set_vocab_sized(true);
   }
 
   bool flash_attention_;

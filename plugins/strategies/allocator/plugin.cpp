@@ -101,10 +101,7 @@ class AllocatorOverhead {
         fragmentation_name_(options.intern("allocator.fragmentation")),
         stream_pools_name_(options.intern("allocator.stream_pools")),
         setup_cache_emptied_attr_(options.attribute(MEMPLAN_ATTR_SETUP_CACHE_EMPTIED)),
-        setup_unfragmented_attr_(options.attribute(MEMPLAN_ATTR_SETUP_FRESH_SEGMENTS)),
-        logits_names_{options.intern("activations.logits"), options.intern("activations.held_output"),
-                      options.intern("activations.cross_entropy"), options.intern("activations.loss_forward"),
-                      options.intern("activations.loss_backward"), options.intern("activations.sampler")} {
+        setup_unfragmented_attr_(options.attribute(MEMPLAN_ATTR_SETUP_FRESH_SEGMENTS)) {
     if (!std::isfinite(fragmentation_) || fragmentation_ < 0 || fragmentation_ >= 1)
       options.fail("fragmentation", "must be a fraction from 0 up to (not including) 1, got " +
                                         memplan::support::number(fragmentation_));
@@ -242,17 +239,12 @@ class AllocatorOverhead {
         ctx.items()[ctx.items().size() - 1].set_releasable(true);
   }
 
-  // The requests of the size of the logits (tokens x vocabulary): the items
-  // the activation plugins add for the output projection and the loss
-  // (megatron: the logits, the held output, the saved softmax or log-softmax
+  // The requests of the size of the logits (tokens x vocabulary), as the
+  // activation plugins flag them (plugin_abi.h MEMPLAN_ITEM_VOCAB_SIZED;
+  // megatron: the logits, the held output, the saved softmax or log-softmax
   // and the loss's forward and backward transients; inference: the logits and
   // the sampler's), each tensor larger than the blocks a layer's tensors leave.
-  bool logits_sized(const sdk::ItemRef& item) const {
-    if (item.role() != sdk::Role::activations) return false;
-    for (const sdk::Name name : logits_names_)
-      if (item.named(name)) return true;
-    return false;
-  }
+  static bool logits_sized(const sdk::ItemRef& item) { return item.vocab_sized(); }
 
   // Items in reserved memory: the allocator's tensors and its reserve.
   static bool counted(const sdk::ItemRef& item) {
@@ -308,7 +300,6 @@ class AllocatorOverhead {
   sdk::Name stream_pools_name_;
   sdk::Attribute setup_cache_emptied_attr_;  // set by a plugin whose framework empties the cache after set-up
   sdk::Attribute setup_unfragmented_attr_;   // set by a plugin whose set-up allocates into fresh segments
-  std::array<sdk::Name, 6> logits_names_;  // logits_sized
   std::vector<Group> groups_;
   // Scratch for add_stream_pools, kept between evaluations (no allocation once warm).
   struct LayerSum {

@@ -194,6 +194,15 @@ static inline void memplan_step_high_points(const double* by_lifetime, double la
  */
 #define MEMPLAN_ITEM_RELEASABLE 0x10u
 /*
+ * A request of tokens x vocabulary elements (the logits, their copies, the
+ * loss's tensors and gradients over them), set by the activation plugin that
+ * adds it: the step's largest single requests, which no block a layer frees
+ * can serve. An allocator model keeps them in segments of their own
+ * (plugins/strategies/allocator). Added in stop 26 of ABI 1.3; the host only
+ * stores it.
+ */
+#define MEMPLAN_ITEM_VOCAB_SIZED 0x20u
+/*
  * The CUDA stream whose allocator pool holds the item, in bits 8-15 of the
  * flags: 0 is the compute (default) stream; 1-255 name side streams, numbered
  * by the plugin that allocates on them (MEMPLAN_STREAM_*). PyTorch's caching

@@ -244,6 +244,7 @@ class ItemRef {
   uint32_t count() const { return raw_->count; }
   bool trainable() const { return (raw_->flags & MEMPLAN_ITEM_TRAINABLE) != 0; }
   bool non_parameter() const { return (raw_->flags & MEMPLAN_ITEM_NON_PARAMETER) != 0; }
+  bool vocab_sized() const { return (raw_->flags & MEMPLAN_ITEM_VOCAB_SIZED) != 0; }  // plugin_abi.h
   // The stream whose allocator pool holds the item (MEMPLAN_ITEM_STREAM_*): 0 is the compute stream.
   uint32_t stream() const { return (raw_->flags & MEMPLAN_ITEM_STREAM_MASK) >> MEMPLAN_ITEM_STREAM_SHIFT; }
   Pool pool() const {
@@ -265,6 +266,7 @@ class ItemRef {
   void set_trainable(bool on) { set_flag(MEMPLAN_ITEM_TRAINABLE, on); }
   void set_non_parameter(bool on) { set_flag(MEMPLAN_ITEM_NON_PARAMETER, on); }
   void set_releasable(bool on) { set_flag(MEMPLAN_ITEM_RELEASABLE, on); }  // plugin_abi.h MEMPLAN_ITEM_RELEASABLE
+  void set_vocab_sized(bool on) { set_flag(MEMPLAN_ITEM_VOCAB_SIZED, on); }  // plugin_abi.h MEMPLAN_ITEM_VOCAB_SIZED
   // Streams above 255 do not fit the flags' 8 bits: the caller numbers its streams from MEMPLAN_STREAM_*.
   void set_stream(uint32_t stream) {
     raw_->flags = (raw_->flags & ~MEMPLAN_ITEM_STREAM_MASK) | ((stream << MEMPLAN_ITEM_STREAM_SHIFT) & MEMPLAN_ITEM_STREAM_MASK);
