@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "memplan/core/breakdown.hpp"
+#include "memplan/core/plan.hpp"
 
 namespace memplan {
 namespace {
@@ -123,15 +124,35 @@ TEST(Timeline, ReleasableReserveGivesWayAtTheGpusMemory) {
   EXPECT_EQ(b.quantities[kReserved].timeline[kOptimizerStep], 120u);
   EXPECT_EQ(b.quantities[kDevice].timeline[kOptimizerStep], 150u);
   EXPECT_EQ(b.peak, 200u);
+  EXPECT_EQ(b.reserve_released, 20u);
+  EXPECT_EQ(uncapped.reserve_released, 0u);
   Breakdown small;
   summarize(plan, 1, small, 150);
   EXPECT_EQ(small.quantities[kReserved].timeline[kForward], 140u);
   EXPECT_EQ(small.quantities[kDevice].timeline[kForward], 170u);
+  EXPECT_EQ(small.reserve_released, 50u);
   // A reserve that is not releasable (rounding, fragmentation) stays.
   plan.items[3].flags = MEMPLAN_ITEM_ALLOCATOR_RESERVE;
   Breakdown kept;
   summarize(plan, 1, kept, 200);
   EXPECT_EQ(kept.quantities[kDevice].timeline[kForward], 220u);
+  EXPECT_EQ(kept.reserve_released, 0u);
+}
+
+// Only the allocator's reserve can be released: a releasable item outside it
+// is a plugin error (plan.cpp item_problem), caught by the fast check too.
+TEST(Timeline, ReleasableOutsideTheReserveIsRefused) {
+  PlanItem pools = item(MEMPLAN_ROLE_OVERHEAD, MEMPLAN_LIFETIME_TRANSIENT_FORWARD, 50);
+  pools.flags = MEMPLAN_ITEM_RELEASABLE;
+  EXPECT_FALSE(item_values_valid(pools));
+  const auto problem = item_problem(pools, ItemCheck::values, nullptr);
+  ASSERT_TRUE(problem.has_value());
+  EXPECT_EQ(*problem,
+            "MEMPLAN_ITEM_RELEASABLE without MEMPLAN_ITEM_ALLOCATOR_RESERVE (rule: only the allocator's reserve, its "
+            "free cached segments, can be released; set the item's pool to reserve)");
+  pools.flags |= MEMPLAN_ITEM_ALLOCATOR_RESERVE;
+  EXPECT_TRUE(item_values_valid(pools));
+  EXPECT_FALSE(item_problem(pools, ItemCheck::values, nullptr).has_value());
 }
 
 }  // namespace

@@ -151,6 +151,13 @@ TEST(FsdpGathers, FrozenGradientsCountMixedUnitsWhole) {
   EXPECT_EQ(bytes(adapters, "fsdp.unsharded_gradients", MEMPLAN_LIFETIME_TRANSIENT_BACKWARD), 262'144u);
   EXPECT_NE(error_of(scenario("api = \"fsdp2\"\nfrozen_gradients = true\n"), "f.toml").find("frozen_gradients"),
             std::string::npos);
+  // Combinations it does not count right are refused, naming the option.
+  EXPECT_NE(error_of(scenario("setup = \"none\"\nseparate_embeddings = true\nfrozen_gradients = true\n"), "f.toml")
+                .find("is not modelled with separate_embeddings"),
+            std::string::npos);
+  EXPECT_NE(error_of(scenario("unit_layers = 2\nfrozen_gradients = true\n"), "f.toml")
+                .find("is modelled for one layer per unit"),
+            std::string::npos);
 }
 
 // DeepSpeed's profile: the step casts the rank's gradient partition to fp32

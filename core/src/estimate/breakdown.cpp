@@ -114,6 +114,7 @@ void cap_releasable(const std::array<double, kLifetimeCount>& releasable, bool a
     const uint64_t cut = std::min(device[phase] - gpu_memory, static_cast<uint64_t>(in_phase[phase]));
     device[phase] -= cut;
     reserved[phase] -= std::min(cut, reserved[phase]);
+    breakdown.reserve_released = std::max(breakdown.reserve_released, cut);
   }
 }
 
@@ -121,6 +122,7 @@ void cap_releasable(const std::array<double, kLifetimeCount>& releasable, bool a
 
 void summarize(const Plan& plan, int64_t grad_accum, Breakdown& breakdown, uint64_t gpu_memory_bytes) {
   breakdown.too_large = false;
+  breakdown.reserve_released = 0;
   uint64_t everything = 0;
   for (const PlanItem& item : plan.items) {
     const uint64_t bytes = item.bytes();

@@ -417,7 +417,9 @@ const Breakdown& Estimator::finish_evaluation() {
   read_memory_fraction();
   if (scenario_.mode == MEMPLAN_MODE_INFER) breakdown_.params_trainable = 0;  // nothing trains in inference
   check_world_size();
-  summarize(ctx.plan, ctx.workload.grad_accum, breakdown_, ctx.workload.gpu_memory_bytes);
+  // The releasable reserve gives way at the memory the job may use (the
+  // GPU's, times limits.memory_fraction), the capacity `fits` compares with.
+  summarize(ctx.plan, ctx.workload.grad_accum, breakdown_, breakdown_.capacity(ctx.workload.gpu_memory_bytes));
   time_step(ctx.plan.work, scenario_.hardware.performance, ctx.workload.grad_accum, tokens_per_step(),
             breakdown_.time);
   if (breakdown_.too_large)

@@ -74,6 +74,10 @@ std::optional<std::string> item_problem(const memplan_item& item, ItemCheck chec
     return std::string(
         "both MEMPLAN_ITEM_ALLOCATOR_RESERVE and MEMPLAN_ITEM_OUTSIDE_ALLOCATOR (rule: an item is in the "
         "allocator's reserve or outside the allocator, not both)");
+  if ((item.flags & MEMPLAN_ITEM_RELEASABLE) && !(item.flags & MEMPLAN_ITEM_ALLOCATOR_RESERVE))
+    return std::string(
+        "MEMPLAN_ITEM_RELEASABLE without MEMPLAN_ITEM_ALLOCATOR_RESERVE (rule: only the allocator's reserve, its "
+        "free cached segments, can be released; set the item's pool to reserve)");
   if (item.layer < -1) return "layer " + std::to_string(item.layer) + " (rule: -1 or a layer index)";
   if (!std::isfinite(item.elements) || item.elements < 0)
     return std::string("an element count that is negative or not finite");

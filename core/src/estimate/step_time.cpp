@@ -105,7 +105,7 @@ void time_step(const std::vector<WorkRecord>& work, const GpuPerformance& gpu, i
       }
       continue;
     }
-    if (record.pass != MEMPLAN_PASS_OPTIMIZER) passes_work = true;
+    if (record.pass != MEMPLAN_PASS_OPTIMIZER && amount > 0) passes_work = true;
     if (record.kind == MEMPLAN_WORK_COMPUTE) {
       time.hardware_flops += amount;
       if (record.flags & MEMPLAN_WORK_MODEL_FLOPS) time.model_flops += amount;

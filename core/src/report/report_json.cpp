@@ -114,6 +114,7 @@ void write_json(std::ostream& out, const Estimate& estimate, const ScenarioLimit
     out << (phase ? ", " : " ") << json_string(phase_name(phase)) << ": " << b.timeline[static_cast<size_t>(phase)];
   out << " },\n";
   out << "    \"fit_quantity\": " << json_string(quantity_name(b.fit_quantity)) << ",\n";
+  out << "    \"reserve_released\": " << b.reserve_released << ",\n";
   out << "    \"quantities\": {";
   for (int quantity = 0; quantity < kQuantityCount; ++quantity) {
     const StepPeak& q = b.quantities[static_cast<size_t>(quantity)];

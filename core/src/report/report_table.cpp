@@ -134,6 +134,12 @@ void write_table(std::ostream& out, const Estimate& estimate, const ScenarioLimi
     out << "  " << padded(quantity_name(quantity), 18) << gib_column(q.peak) << "   (" << phase_name(q.peak_phase)
         << "; " << kMeasuredBy[quantity] << ")\n";
   }
+  // The allocator gave back cached free segments to stay within the GPU:
+  // the step runs at its limit, retrying cudaMalloc (release_cached_blocks).
+  if (b.reserve_released > 0)
+    out << "  (" << format_gib(static_cast<double>(b.reserve_released))
+        << " of the allocator's cached free segments released to stay within the GPU's memory: "
+           "the step runs at the caching allocator's limit, with cudaMalloc retries)\n";
   out << "\nstep timeline (" << quantity_name(b.fit_quantity) << " memory)\n";
   // Inference has no backward pass and no optimizer step.
   const int phases = scenario.mode == MEMPLAN_MODE_TRAIN ? kStepPhaseCount : kBackward;

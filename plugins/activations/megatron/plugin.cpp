@@ -312,19 +312,23 @@ class MegatronActivations {
     //   every rank's K and V, 2 cp u p, and _SDPAMerger's fp32 output with the
     //   step's output cast to fp32, 8u;
     //   backward: the buffer again, 2 cp u p; the fp32 accumulators of dQ, dK
-    //   and dV, 12u; the dK/dV exchange in flight (_AllToAllRotater, the fp32
-    //   concatenation sent and the one received), 16u.
+    //   and dV, 4u_q + 8u; the dK/dV exchange in flight (_AllToAllRotater, the
+    //   fp32 concatenation sent and the one received), 16u (u at K/V's width,
+    //   u_q at the queries'; the same under repeat_kv).
     // Each belongs to one layer at a time; the loss's transients come before
     // (forward) or after (backward) the layers, so the larger counts.
     double ring_forward = 0;
     double ring_backward = 0;
     if (layout.context > 1 && ctx.attr_int(a.context_kv_allgather, 0) != 0) {
+      // K and V (and their gradients) at the width SDPA gets them; the output
+      // and dQ at the queries' width (they differ under GQA without repeat_kv).
       const bool kv_heads = layer_ == LayerImplementation::eager && !repeat_kv_;
-      const double width = kv_heads ? shape.kv_width : shape.q_width;
-      const double u = shape.batch * shape.seq / context * width / settings.tensor_parallel;
-      const double gathered = 2 * context * u * settings.bytes;
-      ring_forward = gathered + 8 * u;
-      ring_backward = gathered + 28 * u;
+      const double rows = shape.batch * shape.seq / context / settings.tensor_parallel;
+      const double u_q = rows * shape.q_width;
+      const double u_kv = rows * (kv_heads ? shape.kv_width : shape.q_width);
+      const double gathered = 2 * context * u_kv * settings.bytes;
+      ring_forward = gathered + 8 * u_q;
+      ring_backward = gathered + 4 * u_q + 8 * u_kv + 16 * u_kv;
     }
 
     // Weights stored in fewer than 8 bits (QLoRA's nf4 base) are dequantized
@@ -734,8 +738,13 @@ class MegatronActivations {
     add(names_.pipeline_input_grads, Role::buffers, Lifetime::gradient, allocated, input_grads * boundary);
     const double output = layout.stage_has_lm_head ? logits : boundary;
     const double counted = layout.stage_has_lm_head ? flight * std::min(outside.logits / context, logits) : 0;
-    add(names_.pipeline_kept_outputs, Role::activations, Lifetime::persistent, allocated,
-        std::max(0.0, kept * output - counted));
+    // On the LM head's stage the kept outputs are logits: tokens x vocabulary
+    // requests (plugin_abi.h MEMPLAN_ITEM_VOCAB_SIZED).
+    if (memplan::support::add_bytes_if_any(ctx, {.name = names_.pipeline_kept_outputs, .role = Role::activations,
+                                                 .lifetime = Lifetime::persistent, .pool = allocated,
+                                                 .bytes = std::max(0.0, kept * output - counted)}) &&
+        layout.stage_has_lm_head)
+      ctx.items()[ctx.items().size() - 1].set_vocab_sized(true);
     add(names_.pipeline_merged_outputs, Role::activations, Lifetime::persistent, memplan::sdk::Pool::reserve,
         merged * logits);
   }

@@ -235,6 +235,15 @@ class FsdpStrategy {
     if (frozen_gradients_ && !fsdp1_)
       options.fail("frozen_gradients", "is FullyShardedDataParallel's flat parameters (api = \"fsdp1\"); "
                                        "fully_shard (api = \"fsdp2\") keeps one gradient per parameter: remove it");
+    // The mixed units' whole gradients are counted layer by layer, with the
+    // root taken whole before any embedding leaves it: one layer per unit and
+    // the root's weights in one unit is what that counts right.
+    if (frozen_gradients_ && separate_embeddings_)
+      options.fail("frozen_gradients", "is not modelled with separate_embeddings (the root's flat parameter would "
+                                       "still count the separated embeddings' gradient): remove one of them");
+    if (frozen_gradients_ && unit_layers_ > 1)
+      options.fail("frozen_gradients", "is modelled for one layer per unit (unit_layers = 1): with more, a unit "
+                                       "whose adapters sit on some of its layers only would be undercounted");
     if (separate_embeddings_ && setup_units_)
       options.fail("separate_embeddings",
                    "is not modelled with FSDP1's unit-by-unit wrapping (setup = \"unit\", the default with api = "

@@ -50,6 +50,10 @@ struct Breakdown {
   int64_t world_size = 1;
   double memory_fraction = 1.0;  // of GPU memory the job may use (limits.memory_fraction)
   bool too_large = false;        // a total passed 2^62 bytes; the totals above are then meaningless
+  // The most releasable reserve (MEMPLAN_ITEM_RELEASABLE) the GPU's memory cut
+  // in one phase: the caching allocator's free segments it must release and
+  // retry with to stay within the GPU (0: none, or no GPU given).
+  uint64_t reserve_released = 0;
   StepTime time;                 // the step's time, when plugins report its work (ABI 1.2)
 
   // The memory the peak is compared with: the GPU's, times the fraction.

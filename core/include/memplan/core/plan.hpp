@@ -98,6 +98,7 @@ inline bool item_values_valid(const memplan_item& item) {
          (item.device == MEMPLAN_DEVICE_GPU || item.device == MEMPLAN_DEVICE_CPU) &&
          (item.flags & (MEMPLAN_ITEM_ALLOCATOR_RESERVE | MEMPLAN_ITEM_OUTSIDE_ALLOCATOR)) !=
              (MEMPLAN_ITEM_ALLOCATOR_RESERVE | MEMPLAN_ITEM_OUTSIDE_ALLOCATOR) &&
+         ((item.flags & MEMPLAN_ITEM_RELEASABLE) == 0 || (item.flags & MEMPLAN_ITEM_ALLOCATOR_RESERVE) != 0) &&
          item.layer >= -1 && item.elements >= 0 && item.elements <= 1e300 && item.bytes_per_element >= 0 &&
          item.bytes_per_element <= 1e300 && (bytes + 1) * static_cast<double>(item.count) <= 4.6e18;
 }

@@ -142,7 +142,10 @@ class PrecisionRecipe {
   void apply(sdk::Context& ctx) {
     const RecipeDtypes& d = dtypes_;
     ctx.set_attr(weights_dtype_, d.weights);
-    ctx.set_attr(gradients_dtype_, d.gradients);
+    // With adapters in their own dtype the gradients that train (theirs) are in
+    // it: the sharding plugins size reductions from dtype.gradients (as the
+    // quantized plugin sets it to its adapters').
+    ctx.set_attr(gradients_dtype_, adapters_ ? *adapters_ : d.gradients);
     ctx.set_attr(master_weights_dtype_, d.master_weights.value_or(0.0));
     ctx.set_attr(optimizer_states_dtype_, d.optimizer_states);
     ctx.set_attr(activations_dtype_, d.activations);
