@@ -95,10 +95,7 @@ TEST(EagerLayers, HfTransformersProfileKeepsTheSoftmaxInputBefore418) {
 // down: f = 5h + f = 23,552 elements x 3 bytes = 70,656) and lora_B's r-wide
 // inputs (64 x 6 matrices x 2 bytes = 768): 169,832 bytes.
 TEST(EagerLayers, LoraFrozenBaseAndDroppedOutAdapterInputs) {
-  ActivationSettings o = eager_bf16_flash();
-  o.eager.norms_trainable = false;
-  o.eager.attention_trainable = o.eager.output_trainable = false;
-  o.eager.mlp_trainable = o.eager.down_trainable = false;
+  ActivationSettings o = eager_bf16_flash_frozen();
   const TransformerShape x = llama(3072, 24, 8, 8192);
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 98'408.0);
   o.eager.adapter_inputs = 5 * 3072 + 8192;
@@ -123,10 +120,7 @@ TEST(EagerLayers, LoraFrozenBaseAndDroppedOutAdapterInputs) {
 // On the MLP (r 10): gate and up cast the hidden state each, down its f-wide
 // input: (2h + f) x 4 = 57,344, lora_B 3 x 10 x 4 = 120: 155,872 bytes.
 TEST(EagerLayers, LoraAdaptersInAnotherDtypeCastTheirInputEach) {
-  ActivationSettings o = eager_bf16_flash();
-  o.eager.norms_trainable = false;
-  o.eager.attention_trainable = o.eager.output_trainable = false;
-  o.eager.mlp_trainable = o.eager.down_trainable = false;
+  ActivationSettings o = eager_bf16_flash_frozen();
   const TransformerShape x = llama(3072, 24, 8, 8192);
   o.eager.adapter_inputs = 2 * 3072;
   o.eager.adapter_distinct_inputs = 3072;

@@ -31,6 +31,15 @@ inline plugins::ActivationSettings eager_bf16_flash() {
   return o;
 }
 
+// The same with every base weight of the layer frozen (LoRA and QLoRA's base).
+inline plugins::ActivationSettings eager_bf16_flash_frozen() {
+  plugins::ActivationSettings o = eager_bf16_flash();
+  o.eager.norms_trainable = false;
+  o.eager.attention_trainable = o.eager.output_trainable = false;
+  o.eager.mlp_trainable = o.eager.down_trainable = false;
+  return o;
+}
+
 // BERT-large's layer (h 1024, 16 heads, f 4096) at s 512, b 1.
 inline plugins::TransformerShape bert_large_layer() {
   plugins::TransformerShape x;

@@ -32,10 +32,7 @@ using plugins::TransformerShape;
 // input 2h = 6,144, the MLP input 2h = 6,144 and the down input 2f = 16,384:
 // 98,408 + 28,672 = 127,080 bytes.
 TEST(PackedLinearInputs, FourBitLayersKeepTheirInputs) {
-  ActivationSettings o = eager_bf16_flash();
-  o.eager.norms_trainable = false;
-  o.eager.attention_trainable = o.eager.output_trainable = false;
-  o.eager.mlp_trainable = o.eager.down_trainable = false;
+  ActivationSettings o = eager_bf16_flash_frozen();
   const TransformerShape x = llama(3072, 24, 8, 8192);
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 98'408.0);
   o.eager.packed_inputs_kept = true;
