@@ -136,7 +136,9 @@ class AllocatorOverhead {
       add(ctx, group, rounding_name_, group.rounding);
       add(ctx, group, fragmentation_name_, group.fragmentation);
     }
-    if (side_streams || setup || logits) add_pools(ctx);
+    // In inference the logits come in the same pass as the layers' transients:
+    // the size classes change nothing there, so the pools are not worked out.
+    if (side_streams || setup || (logits && ctx.training())) add_pools(ctx);
   }
 
  private:
