@@ -199,13 +199,9 @@ class AllocatorOverhead {
     const auto compute = [](const sdk::ItemRef& item) {
       return counted(item) && item.stream() == MEMPLAN_STREAM_COMPUTE;
     };
-    const PhaseTotals one_pool = step_rule(ctx, accumulating, compute);
-    const PhaseTotals smaller = step_rule(ctx, accumulating, [&](const sdk::ItemRef& item) {
-      return compute(item) && !logits_sized(item);
-    });
-    const PhaseTotals larger = step_rule(ctx, accumulating, [&](const sdk::ItemRef& item) {
-      return compute(item) && logits_sized(item);
-    });
+    // One pass for the compute stream's three views: all its items, the
+    // smaller requests, the logits-sized ones.
+    const auto [one_pool, smaller, larger] = compute_stream_classes(ctx, accumulating);
     const double larger_high = std::max({larger[0], larger[1], larger[2]});
     double setup_floor = 0;
     // A plugin whose framework empties the cache after its set-up (DeepSpeed's
@@ -295,6 +291,59 @@ class AllocatorOverhead {
     return high;
   }
 
+  // step_rule over the compute stream's items three ways at once: all of
+  // them, those that are not logits-sized, and the logits-sized ones (the
+  // same sums and single-layer bounds as three calls, in one pass over the
+  // items and one over their layers).
+  std::array<PhaseTotals, 3> compute_stream_classes(const sdk::Context& ctx, bool accumulating) {
+    struct Sums {
+      std::array<double, MEMPLAN_LIFETIME_SETUP + 1> lifetime{};
+      double largest_gradient_layer = 0;
+      double largest_activation_layer = 0;
+    };
+    std::array<Sums, 3> sums{};  // 0: all, 1: smaller, 2: logits-sized
+    layers_.clear();
+    for (const sdk::ItemRef item : ctx.items()) {
+      if (!counted(item) || item.stream() != MEMPLAN_STREAM_COMPUTE) continue;
+      const uint8_t kind = logits_sized(item) ? 2 : 1;
+      const auto lifetime = static_cast<size_t>(item.lifetime());
+      if (lifetime < sums[0].lifetime.size()) {
+        sums[0].lifetime[lifetime] += item.bytes();
+        sums[kind].lifetime[lifetime] += item.bytes();
+      }
+      const bool gradient = item.lifetime() == sdk::Lifetime::gradient;
+      if (!gradient && item.lifetime() != sdk::Lifetime::activation) continue;
+      if (item.layer() < 0) {
+        for (const size_t view : {size_t{0}, size_t{kind}}) {
+          double& largest = gradient ? sums[view].largest_gradient_layer : sums[view].largest_activation_layer;
+          largest = std::max(largest, item.bytes());
+        }
+        continue;
+      }
+      layers_.push_back(
+          LayerSum{item.lifetime(), item.layer(), item.count(), memplan::support::instance_bytes(item), kind});
+    }
+    for (const LayerSum& start : layers_) {
+      double all = 0, same = 0;
+      for (const LayerSum& other : layers_)
+        if (other.lifetime == start.lifetime && other.layer <= start.layer &&
+            start.layer < static_cast<int64_t>(other.layer) + static_cast<int64_t>(other.count)) {
+          all += other.bytes;
+          if (other.kind == start.kind) same += other.bytes;
+        }
+      const bool gradient = start.lifetime == sdk::Lifetime::gradient;
+      for (const auto& [view, bytes] : {std::pair{size_t{0}, all}, std::pair{size_t{start.kind}, same}}) {
+        double& largest = gradient ? sums[view].largest_gradient_layer : sums[view].largest_activation_layer;
+        largest = std::max(largest, bytes);
+      }
+    }
+    std::array<PhaseTotals, 3> high{};
+    for (size_t view = 0; view < high.size(); ++view)
+      memplan_step_high_points(sums[view].lifetime.data(), sums[view].largest_gradient_layer,
+                               sums[view].largest_activation_layer, accumulating ? 1 : 0, high[view].data());
+    return high;
+  }
+
   double fragmentation_;
   bool rounding_;
   sdk::Name rounding_name_;
@@ -309,6 +358,7 @@ class AllocatorOverhead {
     int32_t layer;
     uint32_t count;
     double bytes = 0;
+    uint8_t kind = 0;  // compute_stream_classes: 1 smaller, 2 logits-sized
   };
   std::vector<LayerSum> layers_;
   std::vector<uint32_t> streams_;
