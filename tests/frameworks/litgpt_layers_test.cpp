@@ -19,6 +19,8 @@
 #include "layer_shapes.hpp"
 #include "test_support.hpp"
 
+#include <string>
+
 namespace memplan::testing {
 namespace {
 
@@ -67,6 +69,31 @@ TEST(LitgptLayers, GroupedQueryHoldsNoFusedOutput) {
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), base);
   o.eager.output_trainable = true;
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), base + 2 * 3072);
+}
+
+// Through the plugins: the lora plugin's fused_qkv reports the shared input once and zero_pad's source beside
+// the rank inputs, and megatron's rms_norm_upcast / fused_qkv read them; Llama-2-7B at 1304 tokens, micro-batch 1:
+// 32 layers x 160,420 x 1304 = 6,694,005,760 bytes (156,328 x 32 x 1304 = 6,523,254,784 without the three options).
+std::string litgpt_scenario(bool litgpt) {
+  const std::string flags = litgpt ? "rms_norm_upcast = false\nfused_qkv = true\n" : "";
+  return "mode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nmicro_batch = 1\nseq_len = 1304\n"
+         "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n"
+         "[activations]\nuse = \"megatron\"\nflash_attention = true\ndropout = false\nlayer = \"eager\"\n" +
+         flags + "[[strategy]]\nuse = \"lora\"\nrank = 8\ntargets = \"q,v\"\ndropout = 0.05\n" +
+         (litgpt ? "fused_qkv = true\n" : "") + "[hardware]\ngpu = \"a100-sxm-40gb\"\n";
+}
+
+TEST(LitgptLayers, ThroughThePlugins) {
+  EXPECT_EQ(evaluate_paper(litgpt_scenario(false)).item_bytes("layers.0-31.activations", MEMPLAN_ROLE_ACTIVATIONS),
+            6'523'254'784u);
+  EXPECT_EQ(evaluate_paper(litgpt_scenario(true)).item_bytes("layers.0-31.activations", MEMPLAN_ROLE_ACTIVATIONS),
+            6'694'005'760u);
+}
+
+TEST(LitgptLayers, OptionsNeedEagerLayers) {
+  std::string toml = litgpt_scenario(true);
+  toml.replace(toml.find("layer = \"eager\""), 15, "layer = \"fused\"");
+  EXPECT_NE(error_of(toml).find("fused_qkv"), std::string::npos) << error_of(toml);
 }
 
 }  // namespace

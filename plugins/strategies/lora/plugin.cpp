@@ -142,7 +142,7 @@ struct Adapter {
 
 class LoraStrategy {
  public:
-  static constexpr sdk::PluginInfo info{"lora", "1.3.1",
+  static constexpr sdk::PluginInfo info{"lora", "1.4.0",
                                         "LoRA adapters r (d_in + d_out) on frozen weights (Hu et al. 2021)",
                                         sdk::Kind::strategy, sdk::Phase::trainability};
   static std::span<const memplan_option_spec> options() { return kOptions; }
