@@ -11,8 +11,9 @@
 // Llama-2-7B (h 4096, a 32, f 11008): 160,420 bytes, where the eager HF layer with the PEFT-style adapters
 // counts 156,328 (fp32 norm inputs 2 x (4h + 4), a mask and dropped copy per adapter 2 x 3h, v alone).
 // With a 4-bit base (bitsandbytes MatMul4Bit keeps every linear's input): the qkv input 2h, the MLP input 2h,
-// the down input 2f and o's input, a copy of SDPA's output made by y.transpose(1, 2).reshape(B, T, C), 2h:
-// 160,420 + 8,192 + 8,192 + 22,016 + 8,192 = 207,012.
+// the down input 2f and o's input, at micro-batch 1 a copy of SDPA's output (PyTorch 2.1's flash path allocates
+// its output like the (B*T, heads, head_dim) view of q, head-major, so y.transpose(1, 2).reshape(B, T, C) copies),
+// 2h: 160,420 + 8,192 + 8,192 + 22,016 + 8,192 = 207,012; at micro-batch 2 the reshape is a view: 2 x 198,820.
 #include <gtest/gtest.h>
 
 #include "../../plugins/activations/megatron/transformer_activations.hpp"
@@ -57,10 +58,13 @@ TEST(LitgptLayers, Llama2SevenBQloraKeepsOsCopiedInput) {
   ActivationSettings o = litgpt_lora(true);
   o.eager.packed_inputs_kept = true;
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 207'012.0);
+  TransformerShape two = x;
+  two.batch = 2;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(two, o), 2 * 198'820.0);
 }
 
 // Under GQA LitGPT expands k and v to every query head and reshape copies them (repeat_kv): no qkv output is
-// held beyond what repeat_kv counts, so fused_qkv adds only o's copied input, and only when o keeps its input.
+// held beyond what repeat_kv counts, so fused_qkv adds only o's copied input (micro-batch 1), when o keeps it.
 TEST(LitgptLayers, GroupedQueryHoldsNoFusedOutput) {
   const TransformerShape x = llama(3072, 24, 8, 8192);
   ActivationSettings o = eager_bf16_flash_frozen();

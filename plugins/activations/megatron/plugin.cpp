@@ -93,7 +93,7 @@ constexpr std::array<memplan_option_spec, 15> kOptions{{
      "true"},
     {"fused_qkv", MEMPLAN_OPTION_BOOL,
      "eager layers written as LitGPT's CausalSelfAttention (lit_gpt/model.py @ 8641822): q, k, v are views of the "
-     "fused qkv output and SDPA's saved v holds all of it (MHA), and o's input is a copy of SDPA's output",
+     "fused qkv output and SDPA's saved v holds all of it (MHA), and o's input is a copy of SDPA's output at micro-batch 1",
      "false"},
     {"buffer_dtype", MEMPLAN_OPTION_STRING,
      "the rotary tables' dtype: torch's default dtype when the model was built (fp32 unless from_pretrained or "

@@ -88,8 +88,11 @@ struct EagerLayer {
   // LitGPT's CausalSelfAttention (lit_gpt/model.py @ 8641822): q, k and v are views of the fused qkv linear's
   // output (view, permute, split; the reshape to heads keeps a view when every head has its own kv group), RoPE's
   // torch.cat makes q and k new tensors, and SDPA saves v, a strided view that holds the whole qkv output (q + 2 kv
-  // wide) alive; SDPA's output y is copied by y.transpose(1, 2).reshape(B, T, C) before the o projection, so an o
-  // that keeps its input keeps a second q-wide tensor.
+  // wide) alive. At micro-batch 1 the o projection reads a copy of SDPA's output: PyTorch 2.1's flash path
+  // (aten/src/ATen/native/transformers/cuda/attention.cu, _scaled_dot_product_flash_attention_cuda and
+  // _flash_attention_forward) reshapes q to (B*T, heads, head_dim), a view when B = 1, and allocates the output
+  // empty_like it (head-major), so LitGPT's y.transpose(1, 2).reshape(B, T, C) copies; at B > 1 the reshape copies q
+  // and the output is token-major, the reshape a view. An o that keeps its input then keeps a second q-wide tensor.
   bool fused_qkv = false;
 };
 
@@ -224,9 +227,11 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
     }
     if (e.fused_qkv) {
       // V's view holds the fused qkv output: q and k widths besides v's (a GQA layer expands and copies v,
-      // repeat_kv, and holds nothing more); o's input is a copy of SDPA's output when o keeps it.
+      // repeat_kv, and holds nothing more); o's input is a copy of SDPA's output at micro-batch 1, kept when o keeps
+      // its input.
       if (!e.repeat_kv) terms.split += sb * p * (x.q_width + x.kv_width);
-      if (o.flash_attention && (e.output_trainable || e.packed_inputs_kept)) terms.split += sb * p * x.q_width;
+      if (o.flash_attention && x.batch == 1 && (e.output_trainable || e.packed_inputs_kept))
+        terms.split += sb * p * x.q_width;
     }
   }
   auto mlp_of = [&](double ffn) {
