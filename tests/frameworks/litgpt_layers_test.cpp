@@ -97,7 +97,12 @@ TEST(LitgptLayers, ThroughThePlugins) {
 TEST(LitgptLayers, OptionsNeedEagerLayers) {
   std::string toml = litgpt_scenario(true);
   toml.replace(toml.find("layer = \"eager\""), 15, "layer = \"fused\"");
-  EXPECT_NE(error_of(toml).find("fused_qkv"), std::string::npos) << error_of(toml);
+  // The first of the two options is named, with its place and the fix.
+  const std::string error = error_of(toml);
+  EXPECT_NE(error.find("scenario.toml:16:19"), std::string::npos) << error;
+  EXPECT_NE(error.find("option 'rms_norm_upcast': describes eager layers; it needs layer = \"eager\""),
+            std::string::npos)
+      << error;
 }
 
 }  // namespace
