@@ -33,7 +33,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 13> kOptions{{
+constexpr std::array<memplan_option_spec, 15> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true"},
@@ -87,6 +87,14 @@ constexpr std::array<memplan_option_spec, 13> kOptions{{
      "eager layers: a linear layer whose weight is packed below one byte keeps its input for backward even when "
      "the weight is frozen (bitsandbytes' MatMul4Bit: ctx.tensors = (A, B)); the hf-transformers profile sets it",
      "false"},
+    {"rms_norm_upcast", MEMPLAN_OPTION_BOOL,
+     "eager layers: RMSNorm upcasts its input to fp32 and keeps it (4h + 4 bytes a token); false: it computes in the "
+     "input's dtype and keeps the input and rsqrt (LitGPT's lit_gpt/rmsnorm.py @ 8641822)",
+     "true"},
+    {"fused_qkv", MEMPLAN_OPTION_BOOL,
+     "eager layers written as LitGPT's CausalSelfAttention (lit_gpt/model.py @ 8641822): q, k, v are views of the "
+     "fused qkv output and SDPA's saved v holds all of it (MHA), and o's input is a copy of SDPA's output at micro-batch 1",
+     "false"},
     {"buffer_dtype", MEMPLAN_OPTION_STRING,
      "the rotary tables' dtype: torch's default dtype when the model was built (fp32 unless from_pretrained or "
      "from_config got torch_dtype), or the dtype of a later model.to()",
@@ -115,7 +123,7 @@ constexpr std::array<LossMode, 12> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.8.0",
+      "megatron", "1.9.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -157,6 +165,11 @@ class MegatronActivations {
     rope_cache_ = options.boolean("rope_cache").value_or(false);
     softmax_keeps_input_ = options.boolean("softmax_keeps_input").value_or(false);
     packed_linear_keeps_input_ = options.boolean("packed_linear_keeps_input").value_or(false);
+    rms_norm_upcast_ = options.boolean("rms_norm_upcast").value_or(true);
+    fused_qkv_ = options.boolean("fused_qkv").value_or(false);
+    for (const char* key : {"rms_norm_upcast", "fused_qkv"})
+      if (options.boolean(key) && layer_ != LayerImplementation::eager)
+        options.fail(key, "describes eager layers; it needs layer = \"eager\"");
     causal_mask_buffer_ = options.boolean("causal_mask_buffer").value_or(false);
     output_held_ = options.boolean("output_held").value_or(false);
     if (output_held_ && cross_entropy_ == CrossEntropy::vocab_parallel)
@@ -630,6 +643,8 @@ class MegatronActivations {
     eager.adapter_distinct_inputs = ctx.attr_double(attributes_.lora_distinct_inputs, 0);
     eager.adapter_dropout = ctx.attr_double(attributes_.lora_dropout, 0);
     eager.softmax_keeps_input = softmax_keeps_input_;
+    eager.rms_norm_upcast = rms_norm_upcast_;
+    eager.fused_qkv = fused_qkv_;
     // A linear weight packed below one byte (a 4-bit base) under bitsandbytes keeps its input (MatMul4Bit).
     if (packed_linear_keeps_input_)
       for (memplan::sdk::ItemRef item : ctx.items())
@@ -786,6 +801,8 @@ class MegatronActivations {
   bool output_held_ = false;
   bool softmax_keeps_input_ = false;
   bool packed_linear_keeps_input_ = false;  // bitsandbytes' MatMul4Bit keeps A whatever trains
+  bool rms_norm_upcast_ = true;   // EagerLayer::rms_norm_upcast
+  bool fused_qkv_ = false;        // EagerLayer::fused_qkv (LitGPT's attention)
   double buffer_bytes_ = 0;  // 0: the layers' norm weights' dtype
   struct CastRange {
     int64_t begin = 0;  // first layer

@@ -82,6 +82,18 @@ struct EagerLayer {
   // weight needs a gradient (ctx.tensors = (A, B)), though only the weight's gradient, which it never computes,
   // would use it: a 4-bit linear layer keeps its input even with its weight frozen.
   bool packed_inputs_kept = false;
+  // RMSNorm computes in its input's dtype instead of upcasting to fp32 (lit_gpt/rmsnorm.py @ 8641822: x * rsqrt(mean(x
+  // * x) + eps), no .float()): it keeps its input at the residual's width and the rsqrt per token, not 4h + 4.
+  bool rms_norm_upcast = true;
+  // LitGPT's CausalSelfAttention (lit_gpt/model.py @ 8641822): q, k and v are views of the fused qkv linear's
+  // output (view, permute, split; the reshape to heads keeps a view when every head has its own kv group), RoPE's
+  // torch.cat makes q and k new tensors, and SDPA saves v, a strided view that holds the whole qkv output (q + 2 kv
+  // wide) alive. At micro-batch 1 the o projection reads a copy of SDPA's output: PyTorch 2.1's flash path
+  // (aten/src/ATen/native/transformers/cuda/attention.cu, _scaled_dot_product_flash_attention_cuda and
+  // _flash_attention_forward) reshapes q to (B*T, heads, head_dim), a view when B = 1, and allocates the output
+  // empty_like it (head-major), so LitGPT's y.transpose(1, 2).reshape(B, T, C) copies; at B > 1 the reshape copies q
+  // and the output is token-major, the reshape a view. An o that keeps its input then keeps a second q-wide tensor.
+  bool fused_qkv = false;
 };
 
 struct ActivationSettings {
@@ -163,7 +175,8 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
   const double r = residual_dtype_bytes(o);
   const bool autocast = r > p;
   const double mask = o.dropout ? 1.0 : 0.0;
-  const double norm = e.rms_norm ? 4 * x.hidden + 4 + (e.norms_trainable ? r * x.hidden : 0) : r * x.hidden + 8;
+  const double rms_kept = e.rms_norm_upcast ? 4 * x.hidden + 4 : r * x.hidden + r;  // input (+ fp32 upcast), rsqrt
+  const double norm = e.rms_norm ? rms_kept + (e.norms_trainable ? r * x.hidden : 0) : r * x.hidden + 8;
   // Copies of a norm's output the projections after it keep: one shared, or under autocast one per projection
   // (multi-head latent attention's down-projections are left at one).
   const double attention_copies = autocast && !x.latent() ? 3 : 1;
@@ -211,6 +224,14 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
     if (e.repeat_kv) {  // the repeated copies have as many heads as q: split like q
       terms.split += terms.split_kv;
       terms.split_kv = 0;
+    }
+    if (e.fused_qkv) {
+      // V's view holds the fused qkv output: q and k widths besides v's (a GQA layer expands and copies v,
+      // repeat_kv, and holds nothing more); o's input is a copy of SDPA's output at micro-batch 1, kept when o keeps
+      // its input.
+      if (!e.repeat_kv) terms.split += sb * p * (x.q_width + x.kv_width);
+      if (o.flash_attention && x.batch == 1 && (e.output_trainable || e.packed_inputs_kept))
+        terms.split += sb * p * x.q_width;
     }
   }
   auto mlp_of = [&](double ffn) {

@@ -38,7 +38,7 @@ using sdk::ParamClass;
 // PEFT's LoraConfig names (huggingface/peft src/peft/tuners/lora/config.py:
 // r, lora_alpha, lora_dropout, target_modules) are accepted beside memplan's,
 // so a config can be copied over; giving both names of one option is an error.
-constexpr std::array<memplan_option_spec, 8> kOptions{{
+constexpr std::array<memplan_option_spec, 9> kOptions{{
     {"rank", MEMPLAN_OPTION_INT, "adapter rank r (positive)", "required"},
     {"alpha", MEMPLAN_OPTION_DOUBLE, "scaling numerator: the update is (alpha / r) B A; no memory effect",
      "not reported"},
@@ -49,6 +49,11 @@ constexpr std::array<memplan_option_spec, 8> kOptions{{
      "lora_dropout, 0 to < 1: above 0 each adapted matrix keeps a 1-byte mask and its own dropped copy of its input "
      "for backward (PEFT LoRA Linear.forward)",
      "0 (PEFT's default)"},
+    {"fused_qkv", MEMPLAN_OPTION_BOOL,
+     "q, k and v adapters on one fused qkv linear, as LitGPT's LoRAQKVLinear (lit_gpt/lora.py @ 8641822): one "
+     "lora_dropout and one lora_A read the shared input (kept once), and when not all of q, k, v are adapted "
+     "zero_pad's index_copy keeps its source, the adapted outputs' width",
+     "false"},
     {"r", MEMPLAN_OPTION_INT, "PEFT's name for rank", "rank"},
     {"lora_alpha", MEMPLAN_OPTION_DOUBLE, "PEFT's name for alpha", "alpha"},
     {"lora_dropout", MEMPLAN_OPTION_DOUBLE, "PEFT's name for dropout", "dropout"},
@@ -137,7 +142,7 @@ struct Adapter {
 
 class LoraStrategy {
  public:
-  static constexpr sdk::PluginInfo info{"lora", "1.3.1",
+  static constexpr sdk::PluginInfo info{"lora", "1.4.0",
                                         "LoRA adapters r (d_in + d_out) on frozen weights (Hu et al. 2021)",
                                         sdk::Kind::strategy, sdk::Phase::trainability};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -223,6 +228,20 @@ class LoraStrategy {
       if ((adapters_[a].target & (kQ | kK | kV)) == 0) distinct_inputs_ += adapters_[a].distinct_inputs;
     }
     if (shared_qkv) distinct_inputs_ += h;
+    if (options.boolean("fused_qkv").value_or(false) && shared_qkv) {
+      // LoRAQKVLinear.forward: F.linear(self.lora_dropout(x), self.lora_A) once for all adapted of q, k, v (one
+      // dropped copy and mask of h); zero_pad scatters after_B into the qkv width with index_copy, whose backward
+      // (derivatives.yaml: grad.index_select(dim, index).expand_as(source)) keeps the source, the adapted outputs.
+      double adapted_outputs = 0;
+      for (size_t a = 0; a < adapter_count_; ++a) {
+        const uint32_t t = adapters_[a].target;
+        if ((t & (kQ | kK | kV)) == 0) continue;
+        inputs_ -= adapters_[a].inputs;
+        adapted_outputs += (t & kQ) != 0 ? q : kv;
+      }
+      inputs_ += h;
+      if ((wanted & (kQ | kK | kV)) != (kQ | kK | kV)) rank_inputs_ += adapted_outputs;
+    }
     layers_ = static_cast<uint32_t>(model.layers);
   }
 
