@@ -1,0 +1,469 @@
+#!/usr/bin/env python3
+"""Measure what a Hugging Face Transformers job really holds on one CUDA GPU.
+
+memplan's validation cases compare its estimate with published figures; this
+script makes such figures itself, on a GPU at hand, for jobs written the way
+their frameworks' own scripts write them (PEFT's MetaMathQA benchmark loop,
+model.generate). Each job runs in its own process, so that every figure starts
+from a fresh CUDA context and an empty caching allocator:
+
+    python3 tools/measure/hf_memory.py --out DIR [--only NAME,...]
+
+For every job it writes one JSON line to DIR/results.jsonl: the library
+versions, the GPU, and per step torch.cuda.max_memory_allocated(),
+max_memory_reserved(), memory_allocated() and the device memory in use
+(mem_get_info: total - free, the figure nvidia-smi shows for the whole GPU).
+Jobs marked `snapshot` also record the allocator's history over one steady
+step (torch.cuda.memory._record_memory_history) and write, per job, the
+tensors alive at that step's allocated peak, grouped by the Python frames that
+allocated them: the evidence to find "the tensor that explains" a gap.
+
+Models are built from their published config.json shapes with random weights
+(no download: the device machine has no network), saved with save_pretrained
+and loaded back with from_pretrained(device_map="cuda"), the path real runs
+take (transformers' caching_allocator_warmup included).
+"""
+import argparse
+import gzip
+import json
+import os
+import pickle
+import subprocess
+import sys
+import time
+import traceback
+
+# config.json shapes (architecture fields only), as published on the Hub:
+# meta-llama/Llama-3.2-1B, meta-llama/Llama-3.2-3B, meta-llama/Llama-3.1-8B,
+# Qwen/Qwen3-0.6B. memplan's presets carry the same shapes.
+SHAPES = {
+    "llama-3.2-1b": dict(arch="llama", vocab_size=128256, hidden_size=2048, intermediate_size=8192,
+                         num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8, head_dim=64,
+                         tie_word_embeddings=True, max_position_embeddings=131072, rms_norm_eps=1e-5),
+    "llama-3.2-3b": dict(arch="llama", vocab_size=128256, hidden_size=3072, intermediate_size=8192,
+                         num_hidden_layers=28, num_attention_heads=24, num_key_value_heads=8, head_dim=128,
+                         tie_word_embeddings=True, max_position_embeddings=131072, rms_norm_eps=1e-5),
+    "llama-3.1-8b": dict(arch="llama", vocab_size=128256, hidden_size=4096, intermediate_size=14336,
+                         num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+                         tie_word_embeddings=False, max_position_embeddings=131072, rms_norm_eps=1e-5),
+    "qwen3-0.6b": dict(arch="qwen3", vocab_size=151936, hidden_size=1024, intermediate_size=3072,
+                       num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+                       tie_word_embeddings=True, max_position_embeddings=40960, rms_norm_eps=1e-6),
+}
+
+# The jobs. kind "train": PEFT MetaMathQA's loop (method_comparison/MetaMathQA/run.py):
+# zero_grad (set_to_none), outputs = model(**batch, num_items_in_batch=n) kept until the
+# next forward, loss.backward(), clip_grad_norm_(1.0), optimizer.step(). lengths: the
+# samples' lengths in a batch padded on the right to `seq` (tokenizer.pad); labels -100
+# past each sample's first pad token (run.py). kind "generate": model.generate, greedy.
+JOBS = [
+    dict(name="llama-3.2-3b-lora-r32-qv-bs4-s768", shape="llama-3.2-3b", kind="train", method="lora",
+         r=32, alpha=64, targets=None, batch=4, seq=768, lengths=[768, 741, 702, 655], snapshot=True),
+    dict(name="llama-3.2-3b-full-bs4-s768", shape="llama-3.2-3b", kind="train", method="full",
+         batch=4, seq=768, lengths=[768, 741, 702, 655], snapshot=True),
+    dict(name="llama-3.2-3b-lora-r10-mlp-bs4-s768", shape="llama-3.2-3b", kind="train", method="lora",
+         r=10, alpha=20, targets=["gate_proj", "up_proj", "down_proj"], batch=4, seq=768,
+         lengths=[768, 741, 702, 655]),
+    dict(name="llama-3.2-3b-lora-r64-qv-bs4-s768", shape="llama-3.2-3b", kind="train", method="lora",
+         r=64, alpha=128, targets=None, batch=4, seq=768, lengths=[768, 741, 702, 655]),
+    dict(name="llama-3.2-3b-lora-r32-qv-bs4-s768-nopad", shape="llama-3.2-3b", kind="train", method="lora",
+         r=32, alpha=64, targets=None, batch=4, seq=768),
+    dict(name="llama-3.2-3b-lora-r32-qv-bs4-s768-eager", shape="llama-3.2-3b", kind="train", method="lora",
+         r=32, alpha=64, targets=None, batch=4, seq=768, lengths=[768, 741, 702, 655], attn="eager"),
+    dict(name="qwen3-0.6b-full-bs8-s2048", shape="qwen3-0.6b", kind="train", method="full",
+         batch=8, seq=2048, snapshot=True),
+    dict(name="llama-3.2-1b-full-fp32-autocast-fused-bs8-s1024", shape="llama-3.2-1b", kind="train",
+         method="full", weights="fp32", autocast=True, fused=True, batch=8, seq=1024, snapshot=True),
+    dict(name="llama-3.2-3b-lora-r16-all-gc-bs8-s2048", shape="llama-3.2-3b", kind="train", method="lora",
+         r=16, alpha=32, targets="all-linear", batch=8, seq=2048, gc=True, snapshot=True),
+    dict(name="llama-3.2-3b-generate-bs8-p1024-n256", shape="llama-3.2-3b", kind="generate",
+         batch=8, seq=1024, new_tokens=256),
+    dict(name="llama-3.1-8b-lora-r16-qv-bs2-s2048", shape="llama-3.1-8b", kind="train", method="lora",
+         r=16, alpha=32, targets=None, batch=2, seq=2048),
+]
+
+MARKS = ["forward", "loss_ready", "backward_done", "clipped", "stepped"]
+MARK_BYTES = {label: 512 * (101 + i) for i, label in enumerate(MARKS)}
+
+
+def device_used():
+    import torch
+    free, total = torch.cuda.mem_get_info()
+    return total - free
+
+
+def smi():
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.used,memory.total,driver_version",
+                              "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=30)
+        apps = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                               "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=30)
+        return {"gpu": out.stdout.strip(), "apps": apps.stdout.strip()}
+    except Exception as exc:  # the figure is a cross-check, not the measurement
+        return {"error": repr(exc)}
+
+
+def versions():
+    import torch
+    found = {"python": sys.version.split()[0], "torch": torch.__version__, "cuda": torch.version.cuda}
+    for mod in ("transformers", "peft", "accelerate"):
+        try:
+            found[mod] = __import__(mod).__version__
+        except Exception as exc:
+            found[mod] = repr(exc)
+    found["gpu"] = torch.cuda.get_device_name(0)
+    return found
+
+
+def mark(label):
+    """A uniquely sized allocation freed at once: a phase boundary in the allocator's history."""
+    import torch
+    t = torch.empty(MARK_BYTES[label], dtype=torch.uint8, device="cuda")
+    del t
+
+
+def make_model(shape, path):
+    import torch
+    import transformers
+    spec = dict(SHAPES[shape])
+    arch = spec.pop("arch")
+    config_cls = transformers.LlamaConfig if arch == "llama" else transformers.Qwen3Config
+    model_cls = transformers.LlamaForCausalLM if arch == "llama" else transformers.Qwen3ForCausalLM
+    config = config_cls(**spec)
+    torch.set_default_dtype(torch.bfloat16)
+    with torch.device("cuda"):
+        model = model_cls(config)
+    torch.set_default_dtype(torch.float32)
+    model.save_pretrained(path)
+    return sum(p.numel() for p in model.parameters())
+
+
+def load_model(job, path):
+    import torch
+    import transformers
+    dtype = torch.float32 if job.get("weights") == "fp32" else torch.bfloat16
+    return transformers.AutoModelForCausalLM.from_pretrained(
+        path, dtype=dtype, device_map="cuda", attn_implementation=job.get("attn", "sdpa"))
+
+
+def make_batch(job, vocab):
+    import torch
+    bs, seq = job["batch"], job["seq"]
+    lengths = job.get("lengths") or [seq] * bs
+    ids = torch.randint(0, vocab, (bs, seq), device="cuda")
+    mask = torch.zeros(bs, seq, dtype=torch.long, device="cuda")
+    labels = ids.clone()
+    for i, n in enumerate(lengths):
+        mask[i, :n] = 1
+        labels[i, n + 1:] = -100
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+def frame_key(frames, depth=4):
+    if not frames:
+        return "<no python frame: autograd engine or C++>"
+    parts = []
+    for f in frames[:depth]:
+        name = f.get("filename", "?")
+        short = "/".join(name.split("/")[-2:])
+        parts.append(f"{short}:{f.get('line', '?')}:{f.get('name', '?')}")
+    return " < ".join(parts)
+
+
+def analyze(snapshot, baseline):
+    """The tensors alive at the allocated peak of the recorded interval, grouped by allocating frames."""
+    traces = snapshot["device_traces"][0]
+    cur, peak, peak_index = 0, 0, -1
+    for i, e in enumerate(traces):
+        if e["action"] == "alloc":
+            cur += e["size"]
+            if cur > peak:
+                peak, peak_index = cur, i
+        elif e["action"] == "free_completed":
+            cur -= e["size"]
+    live = {}
+    marks = []
+    for i, e in enumerate(traces[:peak_index + 1]):
+        if e["action"] == "alloc":
+            live[e["addr"]] = (e["size"], frame_key(e.get("frames", [])), i)
+            for label, size in MARK_BYTES.items():
+                if e["size"] == size and any(f.get("name") == "mark" for f in e.get("frames", [])):
+                    marks.append((label, i))
+        elif e["action"] == "free_completed":
+            live.pop(e["addr"], None)
+    for i, e in enumerate(traces[peak_index + 1:], start=peak_index + 1):
+        if e["action"] == "alloc":
+            for label, size in MARK_BYTES.items():
+                if e["size"] == size and any(f.get("name") == "mark" for f in e.get("frames", [])):
+                    marks.append((label, i))
+    groups = {}
+    for size, key, index in live.values():
+        g = groups.setdefault(key, {"bytes": 0, "count": 0, "first_index": index, "sizes": {}})
+        g["bytes"] += size
+        g["count"] += 1
+        g["first_index"] = min(g["first_index"], index)
+        g["sizes"][size] = g["sizes"].get(size, 0) + 1
+    ranked = sorted(groups.items(), key=lambda kv: -kv[1]["bytes"])
+    for _, g in ranked:
+        g["sizes"] = sorted(((s, n) for s, n in g["sizes"].items()), key=lambda sn: -sn[0] * sn[1])[:6]
+    segments = {}
+    for seg in snapshot.get("segments", []):
+        kind = seg.get("segment_type", "?")
+        s = segments.setdefault(kind, {"count": 0, "total": 0, "allocated": 0})
+        s["count"] += 1
+        s["total"] += seg.get("total_size", 0)
+        s["allocated"] += seg.get("allocated_size", 0)
+    return {"baseline_allocated": baseline, "trace_peak_over_baseline": peak, "peak_index": peak_index,
+            "entries": len(traces), "marks": marks, "segments_at_end": segments,
+            "alive_at_peak": [{"site": k, **g} for k, g in ranked[:80]]}
+
+
+def train(job, model, out_dir, rec):
+    import torch
+    if job.get("gc"):
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if job["method"] == "lora":
+        import peft
+        cfg = peft.LoraConfig(r=job["r"], lora_alpha=job["alpha"], lora_dropout=0.0,
+                              target_modules=job["targets"], task_type="CAUSAL_LM")
+        model = peft.get_peft_model(model, cfg)  # autocast_adapter_dtype=True: fp32 adapters
+    rec["trainable_params"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    rec["trainable_dtypes"] = sorted({str(p.dtype) for p in model.parameters() if p.requires_grad})
+    rec["after_wrap_allocated"] = torch.cuda.memory_allocated()
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt_kwargs = {"lr": 1e-5}
+    if job.get("fused"):
+        opt_kwargs["fused"] = True
+    optimizer = torch.optim.AdamW(params, **opt_kwargs)
+    model.train()
+    vocab = model.config.vocab_size if hasattr(model, "config") else SHAPES[job["shape"]]["vocab_size"]
+    steps = []
+    outputs = None
+    for step in range(3):
+        batch = make_batch(job, vocab)
+        n_items = batch["attention_mask"].sum().item()
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        recording = job.get("snapshot") and step == 2
+        if recording:
+            baseline = torch.cuda.memory_allocated()
+            torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python",
+                                                     max_entries=400000)
+        t0 = time.perf_counter()
+        optimizer.zero_grad()
+        mark("forward")
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bool(job.get("autocast"))):
+            outputs = model(**batch, num_items_in_batch=n_items)
+            loss = outputs.loss
+        mark("loss_ready")
+        loss.backward()
+        mark("backward_done")
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        mark("clipped")
+        optimizer.step()
+        mark("stepped")
+        torch.cuda.synchronize()
+        seconds = time.perf_counter() - t0
+        steps.append({"step": step, "seconds": round(seconds, 4), "loss": float(loss.item()),
+                      "max_allocated": torch.cuda.max_memory_allocated(),
+                      "max_reserved": torch.cuda.max_memory_reserved(),
+                      "allocated": torch.cuda.memory_allocated(),
+                      "reserved": torch.cuda.memory_reserved(),
+                      "device_used": device_used()})
+        if recording:
+            snap = torch.cuda.memory._snapshot()
+            torch.cuda.memory._record_memory_history(enabled=None)
+            try:
+                rec["peak_analysis"] = analyze(snap, baseline)
+            except Exception:
+                rec["peak_analysis_error"] = traceback.format_exc()
+            try:
+                raw = os.path.join(out_dir, f"snapshot-{job['name']}.pickle.gz")
+                with gzip.open(raw, "wb", compresslevel=3) as fh:
+                    pickle.dump(snap, fh)
+                if os.path.getsize(raw) > 15 * 1024 * 1024:
+                    os.remove(raw)
+                    rec["snapshot_file"] = "dropped: over 15 MiB"
+                else:
+                    rec["snapshot_file"] = os.path.basename(raw)
+            except Exception:
+                rec["snapshot_file_error"] = traceback.format_exc()
+    rec["steps"] = steps
+    rec["outputs_held_logits"] = list(outputs.logits.shape) + [str(outputs.logits.dtype)]
+
+
+def generate(job, model, rec):
+    import torch
+    model.eval()
+    vocab = model.config.vocab_size
+    ids = torch.randint(0, vocab, (job["batch"], job["seq"]), device="cuda")
+    mask = torch.ones_like(ids)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=job["new_tokens"],
+                             min_new_tokens=job["new_tokens"], do_sample=False, pad_token_id=0)
+    torch.cuda.synchronize()
+    rec["generated_shape"] = list(out.shape)
+    rec["steps"] = [{"step": 0, "seconds": round(time.perf_counter() - t0, 3),
+                     "max_allocated": torch.cuda.max_memory_allocated(),
+                     "max_reserved": torch.cuda.max_memory_reserved(),
+                     "allocated": torch.cuda.memory_allocated(),
+                     "reserved": torch.cuda.memory_reserved(), "device_used": device_used()}]
+
+
+def run_job(job, model_dir, out_dir):
+    import torch
+    rec = {"name": job["name"], "job": job}
+    torch.cuda.init()
+    rec["device_used_at_start"] = device_used()
+    torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    rec["device_used_after_context"] = device_used()
+    rec["versions"] = versions()
+    t0 = time.perf_counter()
+    model = load_model(job, os.path.join(model_dir, job["shape"]))
+    torch.cuda.synchronize()
+    rec["load_seconds"] = round(time.perf_counter() - t0, 2)
+    rec["after_load"] = {"allocated": torch.cuda.memory_allocated(), "reserved": torch.cuda.memory_reserved(),
+                         "max_allocated": torch.cuda.max_memory_allocated(),
+                         "max_reserved": torch.cuda.max_memory_reserved(), "device_used": device_used()}
+    rec["param_count"] = sum(p.numel() for p in model.parameters())
+    if job["kind"] == "train":
+        train(job, model, out_dir, rec)
+    else:
+        generate(job, model, rec)
+    rec["overall_max_reserved"] = torch.cuda.max_memory_reserved()
+    rec["smi_at_end"] = smi()
+    return rec
+
+
+def context_probe():
+    """What the process holds beside the caching allocator, step by step (the 'CUDA context' a run pays)."""
+    import torch
+    import torch.nn.functional as F
+    rec = {"name": "cuda-context-probe", "smi_before": smi()}
+    torch.cuda.init()
+    before = device_used()  # mem_get_info creates the context: this is context + driver reservations
+    rec["device_used_first_call"] = before
+    x = torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    rec["after_first_tensor"] = {"device_used": device_used(), "reserved": torch.cuda.memory_reserved()}
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    b = a @ a
+    torch.cuda.synchronize()
+    rec["after_bf16_matmul"] = {"device_used": device_used(), "reserved": torch.cuda.memory_reserved()}
+    a32 = torch.randn(4096, 4096, device="cuda", requires_grad=True)
+    (a32 @ a32).sum().backward()
+    torch.cuda.synchronize()
+    rec["after_fp32_matmul_backward"] = {"device_used": device_used(), "reserved": torch.cuda.memory_reserved()}
+    q = torch.randn(4, 24, 2048, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    o = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+    o.sum().backward()
+    torch.cuda.synchronize()
+    rec["after_sdpa"] = {"device_used": device_used(), "reserved": torch.cuda.memory_reserved()}
+    try:
+        import torch.distributed as dist
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29533")
+        dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda:0"))
+        t = torch.ones(1 << 20, device="cuda")
+        dist.all_reduce(t)
+        torch.cuda.synchronize()
+        rec["after_nccl_all_reduce"] = {"device_used": device_used(), "reserved": torch.cuda.memory_reserved()}
+        dist.destroy_process_group()
+    except Exception as exc:
+        rec["nccl_error"] = repr(exc)
+    rec["smi_at_end"] = smi()
+    rec["versions"] = versions()
+    del x, b
+    return rec
+
+
+def child(argv):
+    mode, arg, model_dir, out_dir = argv
+    if mode == "make":
+        t0 = time.perf_counter()
+        n = make_model(arg, os.path.join(model_dir, arg))
+        print(json.dumps({"made": arg, "params": n, "seconds": round(time.perf_counter() - t0, 1)}))
+        return
+    if mode == "context":
+        rec = context_probe()
+    else:
+        job = next(j for j in JOBS if j["name"] == arg)
+        try:
+            rec = run_job(job, model_dir, out_dir)
+        except Exception:
+            rec = {"name": job["name"], "job": job, "error": traceback.format_exc()}
+            try:
+                import torch
+                rec["max_allocated_before_error"] = torch.cuda.max_memory_allocated()
+            except Exception:
+                pass
+    with open(os.path.join(out_dir, "results.jsonl"), "a") as fh:
+        fh.write(json.dumps(rec) + "\n")
+
+
+def summary_line(rec):
+    if "error" in rec:
+        return f"{rec['name']}: ERROR {rec['error'].strip().splitlines()[-1]}"
+    if rec["name"] == "cuda-context-probe":
+        keys = ["device_used_first_call", "after_first_tensor", "after_bf16_matmul", "after_sdpa",
+                "after_nccl_all_reduce"]
+        parts = []
+        for k in keys:
+            v = rec.get(k)
+            if isinstance(v, dict):
+                parts.append(f"{k}={v['device_used'] / 2**20:.0f}MiB(res {v['reserved'] / 2**20:.0f})")
+            elif v is not None:
+                parts.append(f"{k}={v / 2**20:.0f}MiB")
+        return "context: " + " ".join(parts)
+    s = rec["steps"]
+    peak_a = max(x["max_allocated"] for x in s)
+    peak_r = max(x["max_reserved"] for x in s)
+    peak_d = max(x["device_used"] for x in s)
+    return (f"{rec['name']}: alloc {peak_a / 2**30:.3f} GiB, reserved {peak_r / 2**30:.3f} GiB, "
+            f"device {peak_d / 2**30:.3f} GiB, per-step alloc "
+            + "/".join(f"{x['max_allocated'] / 2**30:.3f}" for x in s))
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2:])
+        return
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--models", default="/tmp/memplan-models")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--job-timeout", type=int, default=150)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(args.models, exist_ok=True)
+    wanted = [j for j in JOBS if not args.only or j["name"] in args.only.split(",")]
+    me = os.path.abspath(__file__)
+
+    def sub(mode, arg):
+        t0 = time.perf_counter()
+        try:
+            done = subprocess.run([sys.executable, me, "--child", mode, arg, args.models, args.out],
+                                  timeout=args.job_timeout, capture_output=True, text=True)
+            tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+            print(f"[{time.perf_counter() - t0:6.1f} s] {mode} {arg}: rc {done.returncode} " + " | ".join(tail),
+                  flush=True)
+        except subprocess.TimeoutExpired:
+            print(f"[{time.perf_counter() - t0:6.1f} s] {mode} {arg}: TIMEOUT", flush=True)
+
+    sub("context", "-")
+    for job in wanted:
+        if not os.path.exists(os.path.join(args.models, job["shape"], "config.json")):
+            sub("make", job["shape"])
+        sub("job", job["name"])
+    print("\n== summary ==")
+    with open(os.path.join(args.out, "results.jsonl")) as fh:
+        for line in fh:
+            print(summary_line(json.loads(line)))
+
+
+if __name__ == "__main__":
+    main()
