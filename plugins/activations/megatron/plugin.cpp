@@ -33,7 +33,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 15> kOptions{{
+constexpr std::array<memplan_option_spec, 18> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true"},
@@ -95,6 +95,22 @@ constexpr std::array<memplan_option_spec, 15> kOptions{{
      "eager layers written as LitGPT's CausalSelfAttention (lit_gpt/model.py @ 8641822): q, k, v are views of the "
      "fused qkv output and SDPA's saved v holds all of it (MHA), and o's input is a copy of SDPA's output at micro-batch 1",
      "false"},
+    {"padding_mask", MEMPLAN_OPTION_BOOL,
+     "eager layers: the batches are padded to their longest sample and carry an attention mask (dynamic padding), "
+     "so attention runs with an explicit mask: SDPA's memory-efficient kernel, which reads K and V at every query "
+     "head (transformers' use_gqa_in_sdpa: enable_gqa only without a mask), and with mask_bias_per_layer the "
+     "16-bit bias it keeps per layer; false: every sample fills seq_len (fixed length, packing) and the mask is None",
+     "false"},
+    {"mask_bias_per_layer", MEMPLAN_OPTION_BOOL,
+     "eager layers with padding_mask: the model hands SDPA a boolean mask, which every attention call converts into "
+     "a b x s x s bias in the activations' dtype and keeps for backward (transformers >= 4.53's masking_utils; the "
+     "hf-transformers profile sets it)",
+     "false"},
+    {"use_cache", MEMPLAN_OPTION_BOOL,
+     "eager layers: the forward fills a KV cache (Hugging Face use_cache, on by default in decoder configs and off "
+     "under gradient checkpointing) that the returned output holds: each layer's K and V at the kv heads stay alive "
+     "while the output does (with output_held, into the next forward); no effect with recompute",
+     "false"},
     {"buffer_dtype", MEMPLAN_OPTION_STRING,
      "the rotary tables' dtype: torch's default dtype when the model was built (fp32 unless from_pretrained or "
      "from_config got torch_dtype), or the dtype of a later model.to()",
@@ -123,7 +139,7 @@ constexpr std::array<LossMode, 12> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.9.0",
+      "megatron", "1.10.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -169,6 +185,12 @@ class MegatronActivations {
     fused_qkv_ = options.boolean("fused_qkv").value_or(false);
     for (const char* key : {"rms_norm_upcast", "fused_qkv"})
       if (options.boolean(key) && layer_ != LayerImplementation::eager)
+        options.fail(key, "describes eager layers; it needs layer = \"eager\"");
+    padding_mask_ = options.boolean("padding_mask").value_or(false);
+    mask_bias_per_layer_ = options.boolean("mask_bias_per_layer").value_or(false);
+    use_cache_ = options.boolean("use_cache").value_or(false);
+    for (const char* key : {"padding_mask", "mask_bias_per_layer", "use_cache"})
+      if (options.boolean(key).value_or(false) && layer_ != LayerImplementation::eager)
         options.fail(key, "describes eager layers; it needs layer = \"eager\"");
     causal_mask_buffer_ = options.boolean("causal_mask_buffer").value_or(false);
     output_held_ = options.boolean("output_held").value_or(false);
@@ -302,6 +324,23 @@ class MegatronActivations {
 
     add_module_buffers(ctx, facts, stage_layers, layout.stage_has_embedding,
                        shape.batch * settings.bytes * static_cast<double>(inflight));
+
+    // The KV cache the forward fills (use_cache; transformers' DynamicCache, cache_utils.py
+    // DynamicLayer.update, in training too unless gradient checkpointing turned it off): every layer's K
+    // and V at the kv heads, for the micro-batch whose output is returned. The returned output holds it:
+    //   with output_held, into the next forward: the held step's cache in every phase (persistent), and
+    //   this forward's beside it until the assignment frees the old one (transient_forward); K and V are
+    //   then the cache's, not the layers' (EagerLayer::kv_in_cache);
+    //   otherwise until the loop drops the output after the loss (the Trainer's compute_loss returns the
+    //   loss only): at the forward's end, beyond what attention saves only where attention saved repeated
+    //   copies instead (repeat_kv).
+    if (kv_cache_counted(ctx) && stage_layers > 0) {
+      const double cache = static_cast<double>(stage_layers) * 2 * settings.bytes * shape.batch * shape.seq *
+                           shape.kv_width / memplan::plugins::kv_divisor(shape, settings) / context;
+      if (output_held_) add_outside(ctx, names_.kv_cache, cache, memplan::sdk::Lifetime::persistent);
+      if (output_held_ || settings.eager.repeat_kv)
+        add_outside(ctx, names_.kv_cache, cache, memplan::sdk::Lifetime::transient_forward);
+    }
 
     // One layer is recomputed at a time: the largest of the stage's kinds.
     double working_set = memplan::plugins::recompute_working_set(shape, settings) / context;
@@ -480,6 +519,7 @@ class MegatronActivations {
           cross_entropy(options.intern("activations.cross_entropy")),
           loss_forward(options.intern("activations.loss_forward")),
           loss_backward(options.intern("activations.loss_backward")),
+          kv_cache(options.intern("activations.kv_cache")),
           rope_cache(options.intern("rope_cache")),
           causal_mask(options.intern("causal_mask")),
           expanded_causal_mask(options.intern("activations.causal_mask")),
@@ -492,7 +532,7 @@ class MegatronActivations {
           ring_forward(options.intern("context_parallel.ring_forward")),
           ring_backward(options.intern("context_parallel.ring_backward")) {}
     memplan::sdk::Name stored, offload_window, recompute, dequantized_weight, embedding_dropout, final_norm, logits,
-        cross_entropy, loss_forward, loss_backward, held_output, rope_cache, causal_mask, expanded_causal_mask,
+        cross_entropy, loss_forward, loss_backward, kv_cache, held_output, rope_cache, causal_mask, expanded_causal_mask,
         recompute_casts, pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
         pipeline_merged_outputs, ring_forward, ring_backward;
   };
@@ -585,6 +625,14 @@ class MegatronActivations {
     return static_cast<double>(model.hidden) * widest / t;
   }
 
+  // Whether the forward fills a KV cache this plugin counts: use_cache on eager layers that are not
+  // recomputed (transformers turns use_cache off under gradient checkpointing: modeling_llama.py,
+  // LlamaModel.forward, "`use_cache=True` is incompatible with gradient checkpointing").
+  bool kv_cache_counted(const memplan::sdk::Context& ctx) const {
+    return use_cache_ && layer_ == LayerImplementation::eager &&
+           ctx.attr_string(attributes_.recompute_policy, "none") == "none";
+  }
+
   // dtype.activations, which the precision plugin must have set (read by handle).
   double activation_bytes(const memplan::sdk::Context& ctx) const {
     return ctx.required_attr_double(attributes_.activation_dtype, MEMPLAN_ATTR_DTYPE_ACTIVATIONS);
@@ -596,7 +644,12 @@ class MegatronActivations {
   memplan::plugins::EagerLayer eager_layer(const memplan::sdk::Context& ctx, const memplan_model& model) const {
     using memplan::sdk::ParamClass;
     memplan::plugins::EagerLayer eager;
-    eager.repeat_kv = repeat_kv_ && model.kv_heads < model.heads;
+    // K and V at every query head: where the framework repeats them, where attention is eager (its matmuls read
+    // every head), and under SDPA with an explicit mask: torch's memory-efficient kernel takes no enable_gqa, so
+    // transformers repeats them (integrations/sdpa_attention.py, use_gqa_in_sdpa: only when attention_mask is None).
+    eager.repeat_kv = (repeat_kv_ || !flash_attention_ || padding_mask_) && model.kv_heads < model.heads;
+    eager.attention_bias = padding_mask_ && mask_bias_per_layer_;
+    eager.kv_in_cache = kv_cache_counted(ctx) && output_held_;
     // From the model, not from the norms' sizes, which sharding plugins (phase 500) have already divided.
     eager.rms_norm = model.layer_norm == 0;
     bool any_attention = false, any_mlp = false, any_norm = false, any_adapter = false;
@@ -615,6 +668,8 @@ class MegatronActivations {
       const bool trainable = item.trainable();
       switch (param_class) {
         case ParamClass::norm:
+          // The model's per-layer q/k norms (core model inventory: "attn.qk_norm").
+          if (item.name().ends_with("attn.qk_norm")) eager.qk_norm = true;
           any_norm = true;
           eager.norms_trainable = eager.norms_trainable || trainable;
           break;
@@ -798,6 +853,9 @@ class MegatronActivations {
   bool offload_ = false;
   bool rope_cache_ = false;
   bool causal_mask_buffer_ = false;
+  bool padding_mask_ = false;         // the batches carry a padding mask: SDPA gets an explicit mask
+  bool mask_bias_per_layer_ = false;  // ... a boolean one, which each call turns into a bias it keeps
+  bool use_cache_ = false;            // the forward fills a KV cache the returned output holds
   bool output_held_ = false;
   bool softmax_keeps_input_ = false;
   bool packed_linear_keeps_input_ = false;  // bitsandbytes' MatMul4Bit keeps A whatever trains

@@ -94,6 +94,19 @@ struct EagerLayer {
   // empty_like it (head-major), so LitGPT's y.transpose(1, 2).reshape(B, T, C) copies; at B > 1 the reshape copies q
   // and the output is token-major, the reshape a view. An o that keeps its input then keeps a second q-wide tensor.
   bool fused_qkv = false;
+  // Per-head RMSNorms on q and k before RoPE (Qwen3's q_norm/k_norm: models/qwen3/modeling_qwen3.py,
+  // Qwen3Attention.forward; OLMo2's over the whole width counts the same but for 4 (a - 1) bytes of rsqrt a token):
+  // each keeps what a norm keeps, at q's and k's widths, with one rsqrt per head and token.
+  bool qk_norm = false;
+  // K and V (at the kv heads) are held by the model's KV cache object, which a caller keeps beyond the layer's
+  // backward: counted outside the layer (the activation plugin's kv_cache item), not as the layer's saved tensors.
+  // Applies where attention reads K and V at the kv heads (no repeat_kv); repeated copies stay the layer's.
+  bool kv_in_cache = false;
+  // SDPA with a boolean attention mask (a padded batch, transformers >= 4.53's masking_utils) converts the mask
+  // into an additive bias of the query's dtype in every call, which the memory-efficient kernel keeps for backward:
+  // b x s x s x p bytes per layer, whatever the heads (torch aten/src/ATen/native/transformers/attention.cpp,
+  // convert_boolean_attn_mask; measured: validation/measured/h100-2026-11-26.jsonl).
+  bool attention_bias = false;
 };
 
 struct ActivationSettings {
@@ -127,6 +140,7 @@ struct LayerActivations {
   double split = 0;           // projections and MLP: split t ways
   double split_kv = 0;        // K and V: split min(t, kv_heads) ways (ranks beyond kv_heads hold replicas)
   double attention_core = 0;  // softmax, its dropout, attention over V (or flash-attention statistics)
+  double attention_mask = 0;  // SDPA's 16-bit bias from a boolean padding mask: per layer, not split by heads
 };
 
 // What an eager layer keeps for backward, per token, from the autograd rules
@@ -218,9 +232,10 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
     terms.split_kv = 0;
   } else {
     const double kv_width = e.repeat_kv ? x.q_width : x.kv_width;
-    // q and the attention output at the query width; K and V at the width attention sees them.
+    // q and the attention output at the query width; K and V at the width attention sees them (at the kv heads
+    // and held by a KV cache object: counted with the cache, EagerLayer::kv_in_cache).
     terms.split = sb * p * x.q_width * (o.flash_attention || e.output_trainable || e.packed_inputs_kept ? 2 : 1);
-    terms.split_kv = sb * 2 * p * kv_width;
+    terms.split_kv = e.kv_in_cache && !e.repeat_kv ? 0 : sb * 2 * p * kv_width;
     if (e.repeat_kv) {  // the repeated copies have as many heads as q: split like q
       terms.split += terms.split_kv;
       terms.split_kv = 0;
@@ -234,6 +249,16 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
         terms.split += sb * p * x.q_width;
     }
   }
+  if (e.qk_norm && !x.latent()) {
+    // q_norm and k_norm: the fp32 upcast input (or the input itself without the upcast) and one rsqrt per head,
+    // and the normalized copy cast back when the norm weights train; RoPE after them saves only cos and sin.
+    const auto norm_kept = [&](double width, double heads) {
+      return (e.rms_norm_upcast ? 4 * width + 4 * heads : p * width + p * heads) + (e.norms_trainable ? p * width : 0);
+    };
+    terms.split += sb * norm_kept(x.q_width, x.heads);
+    terms.split_kv += sb * norm_kept(x.kv_width, x.kv_heads > 0 ? x.kv_heads : x.heads);
+  }
+  if (e.attention_bias && o.flash_attention) terms.attention_mask = x.batch * x.seq * x.seq * p;
   auto mlp_of = [&](double ffn) {
     const bool down_input = e.down_trainable || e.packed_inputs_kept;
     return x.gated ? 3 * p * ffn + (down_input ? p * ffn : 0) : p * ffn + (down_input ? p * ffn : 0);
@@ -389,7 +414,7 @@ inline double stored_bytes_per_layer(const TransformerShape& x, const Activation
     case RecomputePolicy::selective:
       return replicated + split;
     default:
-      return replicated + split + terms.attention_core / t;
+      return replicated + split + terms.attention_core / t + terms.attention_mask;
   }
 }
 
