@@ -1,0 +1,142 @@
+// Hugging Face Transformers 5.17 layers as one H100 showed them: the tensors
+// alive at the allocated peak of a training step (the start of backward),
+// recorded by torch.cuda.memory._record_memory_history and grouped by the
+// Python frame that allocated them (tools/measure/hf_memory.py @ d9b65ed;
+// validation/measured/h100-2026-11-26.jsonl, `peak_analysis`; the histories
+// are validation/measured/snapshot-*.pickle.gz). torch 2.11.0, transformers
+// 5.17.0, peft 0.21.0; bf16 weights, SDPA. Each figure below is the sum of
+// one layer's groups in bytes per token, and the estimate is derived beside
+// it (docs/formulas.md, "Eager layers": K and V in the KV cache, q/k norms,
+// SDPA with a padding mask).
+#include <gtest/gtest.h>
+
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+std::string hf_517(const std::string& model, const std::string& batch, const std::string& precision,
+                   const std::string& extra_activations, const std::string& strategies = "") {
+  return "name = \"m\"\nmode = \"train\"\n[framework]\nuse = \"hf-transformers\"\nversion = \"5.17\"\n[model]\npreset = \"" +
+         model + "\"\n[batch]\n" + batch + "[precision]\n" + precision +
+         "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\nflash_attention = true\ndropout = false\n"
+         "output_held = true\n" +
+         extra_activations + strategies + "[hardware]\ngpu = \"h100-sxm-80gb\"\n";
+}
+
+// Qwen3-0.6B (h 1024, 16 heads, 8 kv heads of 128: q 2048, kv 1024, f 3072),
+// full fine-tuning, micro-batch 8 x 2048 tokens, no padding (transformers
+// passes no mask: SDPA reads K and V at the kv heads, enable_gqa). Measured per
+// token and layer (snapshot-qwen3-0.6b-full-bs8-s2048): gate and up outputs
+// 8,192 (modeling_qwen3.py:82), silu 4,096, the product down keeps 4,096, two
+// RMSNorms each with the fp32 input 4,096 + rsqrt 4 + the normalized copy
+// cast back 2,048 and the norm's output 2,048 (the projections' input) =
+// 16,392, q_norm's fp32 input 8,192 + 64 rsqrt + its bf16 normalized copy 4,096,
+// k_norm's 4,096 + 32 + 2,048, q after RoPE 4,096, SDPA's output 4,096 and
+// log-sum-exp 64, and K and V at the kv heads, 2 x 2,048, which
+// cache_utils.py:146-147 (DynamicLayer.update's torch.cat) allocated and
+// the held output's cache keeps: 71,848 bytes.
+// The estimate: the layer's tensors without K and V, 67,752 (two norms
+// 2 x (4h + 4 + 2h) = 12,296, their outputs 2 x 2h = 4,096, q and the output
+// 8,192, lse 64, SwiGLU 8f = 24,576, q_norm 4 x 2,048 + 4 x 16 + 2 x 2,048 =
+// 12,352, k_norm 4 x 1,024 + 4 x 8 + 2 x 1,024 = 6,176), and the cache,
+// 4,096 a token and layer, held from step to step (persistent) and built anew
+// beside it during the forward (transient_forward).
+TEST(HfMeasuredLayers, Qwen3QkNormsAndTheCacheAsMeasured) {
+  Evaluation e = evaluate(hf_517("qwen3-0.6b", "micro_batch = 8\nseq_len = 2048\n", "use = \"bf16\"\n", ""));
+  const uint64_t tokens = 8 * 2048;
+  EXPECT_EQ(e.item_bytes("layers.0-27.activations", MEMPLAN_ROLE_ACTIVATIONS), 28 * 67'752 * tokens);
+  EXPECT_EQ(e.item_bytes("activations.kv_cache", MEMPLAN_ROLE_ACTIVATIONS), 2 * 28 * 4'096 * tokens);
+  EXPECT_EQ(67'752 + 4'096, 71'848);
+}
+
+// Llama-3.2-3B (h 3072, 24 heads, 8 kv heads: q 3072, kv 1024, f 8192), LoRA
+// r 32 on q and v with PEFT's fp32 adapters, 4 x 768 tokens padded on the
+// right (lengths 768, 741, 702, 655). Measured per token and layer
+// (snapshot-llama-3.2-3b-lora-r32-qv-bs4-s768): gate and up 32,768, the two
+// fp32 casts of the normed input for q's and v's adapters 24,576 (PEFT's
+// _cast_input_dtype), silu 16,384, the norms' fp32 inputs 24,576 and rsqrt 8,
+// SDPA's output 6,144, its log-sum-exp 96 and the 16-bit bias it made of the
+// boolean mask 1,536 (4,718,592 bytes a layer = 4 x 768 x 768 x 2), q after
+// RoPE 6,144, K and V repeated to 24 heads 12,288 (sdpa_attention.py:24,
+// repeat_kv: a mask rules out enable_gqa), K and V in the cache 4,096, lora_A's
+// outputs 256: 128,872 bytes.
+// The estimate: the frozen layer 16h + 6f + 4a + 8 = 49,152 + 49,152 + 96 + 8
+// = 98,408, the adapters' casts 24,576 and lora_B's inputs 256, the bias
+// s x 2 = 1,536 a token: 124,776, and the cache 4,096 (the repeated copies are
+// what SDPA saves, so the cache's K and V are more).
+TEST(HfMeasuredLayers, PaddedBatchRepeatsKvAndKeepsTheMaskBias) {
+  const std::string lora =
+      "[[strategy]]\nuse = \"lora\"\nrank = 32\nalpha = 64\ntargets = \"q,v\"\ndropout = 0.0\n";
+  const std::string precision = "use = \"bf16\"\nadapters = \"fp32\"\noptimizer_states = \"fp32\"\n";
+  const std::string batch = "micro_batch = 4\nseq_len = 768\n";
+  Evaluation padded = evaluate(hf_517("llama-3.2-3b", batch, precision, "padding_mask = true\n", lora));
+  const uint64_t tokens = 4 * 768;
+  EXPECT_EQ(padded.item_bytes("layers.0-27.activations", MEMPLAN_ROLE_ACTIVATIONS), 28 * 124'776 * tokens);
+  EXPECT_EQ(padded.item_bytes("activations.kv_cache", MEMPLAN_ROLE_ACTIVATIONS), 2 * 28 * 4'096 * tokens);
+  EXPECT_EQ(98'408 + 24'576 + 256 + 1'536 + 4'096, 128'872);
+  // The same batch unpadded (no mask): K and V at the kv heads, in the cache,
+  // and no bias: 124,776 - 12,288 (repeated K, V) - 1,536 = 110,952 a token.
+  // Measured (job ...-nopad, no history): 20.507 GiB allocated against the
+  // padded job's 21.614, 1,188,624,384 bytes less; the estimate's difference,
+  // 28 x 13,824 x 3,072 = 1,189,085,184 bytes.
+  Evaluation unpadded = evaluate(hf_517("llama-3.2-3b", batch, precision, "", lora));
+  EXPECT_EQ(unpadded.item_bytes("layers.0-27.activations", MEMPLAN_ROLE_ACTIVATIONS), 28 * 110'952 * tokens);
+}
+
+// transformers' versions: before 4.54 SDPA always repeated K and V (PR #39412
+// added enable_gqa without a mask), and before 4.53 the padding mask was one
+// float tensor the layers shared (masking_utils' boolean masks came with 4.53):
+// at 4.50 the unpadded layer keeps repeated copies (110,952 + 12,288), and a
+// padded one no per-layer bias (124,776 - 1,536).
+TEST(HfMeasuredLayers, VersionsBeforeEnableGqaAndBooleanMasks) {
+  const std::string lora =
+      "[[strategy]]\nuse = \"lora\"\nrank = 32\nalpha = 64\ntargets = \"q,v\"\ndropout = 0.0\n";
+  const std::string precision = "use = \"bf16\"\nadapters = \"fp32\"\noptimizer_states = \"fp32\"\n";
+  auto layers = [&](const std::string& extra) {
+    std::string toml = hf_517("llama-3.2-3b", "micro_batch = 4\nseq_len = 768\n", precision, extra, lora);
+    toml.replace(toml.find("5.17"), 4, "4.50");
+    return evaluate(toml).item_bytes("layers.0-27.activations", MEMPLAN_ROLE_ACTIVATIONS);
+  };
+  const uint64_t tokens = 4 * 768;
+  EXPECT_EQ(layers(""), 28 * (110'952 + 12'288) * tokens);
+  EXPECT_EQ(layers("padding_mask = true\n"), 28 * (124'776 - 1'536) * tokens);
+}
+
+// Gradient checkpointing turns use_cache off (transformers: "`use_cache=True`
+// is incompatible with gradient checkpointing"): no cache under recompute.
+// Without a held output the cache lives until the loop drops the output after
+// the loss (the Trainer's compute_loss returns the loss only): only the
+// forward's end sees it, and only where attention saved repeated copies
+// instead of the cache's K and V.
+TEST(HfMeasuredLayers, CacheLifetimes) {
+  const std::string base = "name = \"c\"\nmode = \"train\"\n[framework]\nuse = \"hf-transformers\"\nversion = \"5.17\"\n"
+                           "[model]\npreset = \"llama-3.2-1b\"\n[batch]\nmicro_batch = 2\nseq_len = 1024\n"
+                           "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n";
+  // Llama-3.2-1B: 16 layers, 8 kv heads of 64 (kv 512): 2 x 512 x 2 = 2,048 bytes a token and layer.
+  const uint64_t cache = 16ull * 2'048 * 2 * 1024;
+  EXPECT_EQ(evaluate(base + "[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\n")
+                .item_bytes("activations.kv_cache", MEMPLAN_ROLE_ACTIVATIONS),
+            0u);
+  EXPECT_EQ(evaluate(base).item_bytes("activations.kv_cache", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+  EXPECT_EQ(evaluate(base + "padding_mask = true\n").item_bytes("activations.kv_cache", MEMPLAN_ROLE_ACTIVATIONS),
+            cache);
+  EXPECT_EQ(evaluate(base + "use_cache = false\npadding_mask = true\n")
+                .item_bytes("activations.kv_cache", MEMPLAN_ROLE_ACTIVATIONS),
+            0u);
+}
+
+// The new options describe eager layers.
+TEST(HfMeasuredLayers, OptionsNeedEagerLayers) {
+  for (const char* key : {"padding_mask", "mask_bias_per_layer", "use_cache"}) {
+    const std::string message =
+        error_of("name = \"o\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-1b\"\n[batch]\nseq_len = 128\n"
+                 "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n" +
+                 std::string(key) + " = true\n");
+    EXPECT_NE(message.find(std::string("option '") + key + "'"), std::string::npos) << message;
+    EXPECT_NE(message.find("needs layer = \"eager\""), std::string::npos) << message;
+  }
+}
+
+}  // namespace
+}  // namespace memplan::testing
