@@ -185,7 +185,7 @@ TEST(StreamPools, LogitsSizedRequestsKeepSegmentsOfTheirOwn) {
 // Where the device is full, cudaMalloc fails and the allocator frees its free
 // segments and retries: the host lowers the releasable reserve so that device
 // memory stays within the GPU's. The same plan with the CUDA context
-// (cuda-context: 536,870,912 B outside the allocator) on a GPU of 1.25 GiB
+// (cuda-context set to 512 MiB: 536,870,912 B outside the allocator) on a GPU of 1.25 GiB
 // (1,342,177,280 B): backward would need 809,541,632 + 536,870,912 =
 // 1,346,412,544, 4,235,264 more than the GPU; the backward pool's item
 // (809,541,632 - 805,347,328 = 4,194,304) gives way, all of it, and the
@@ -194,7 +194,7 @@ TEST(StreamPools, LogitsSizedRequestsKeepSegmentsOfTheirOwn) {
 // 1,342,218,240. The optimizer step's 685,809,664 + 536,870,912 =
 // 1,222,680,576 fits: unchanged.
 TEST(StreamPools, FreeSegmentsGiveWayAtTheGpusMemory) {
-  Evaluation e = evaluate_paper(two_layers("[hardware]\nmemory_gib = 1.25\n"));
+  Evaluation e = evaluate_paper(two_layers("mib = 512\n[hardware]\nmemory_gib = 1.25\n"));
   const StepPeak& reserved = e.breakdown().quantities[kReserved];
   EXPECT_EQ(reserved.timeline[kBackward], 805'347'328u);
   EXPECT_EQ(e.breakdown().quantities[kDevice].timeline[kBackward], 1'342'218'240u);
