@@ -80,6 +80,13 @@ JOBS = [
          batch=8, seq=1024, new_tokens=256),
     dict(name="llama-3.1-8b-lora-r16-qv-bs2-s2048", shape="llama-3.1-8b", kind="train", method="lora",
          r=16, alpha=32, targets=None, batch=2, seq=2048),
+    # kind "trainer": the Hugging Face Trainer with its defaults (optimizer, no held output), 3 steps.
+    dict(name="llama-3.2-1b-trainer-fp32-bf16amp-bs8-s1024", shape="llama-3.2-1b", kind="trainer", method="full",
+         weights="fp32", bf16=True, batch=8, seq=1024),
+    dict(name="qwen3-0.6b-trainer-bf16-bs8-s2048", shape="qwen3-0.6b", kind="trainer", method="full",
+         bf16=True, batch=8, seq=2048),
+    dict(name="llama-3.2-3b-trainer-lora-r16-all-gc-bs8-s2048", shape="llama-3.2-3b", kind="trainer",
+         method="lora", r=16, alpha=32, targets="all-linear", batch=8, seq=2048, gc=True, bf16=True),
 ]
 
 MARKS = ["forward", "loss_ready", "backward_done", "clipped", "stepped"]
@@ -292,6 +299,54 @@ def train(job, model, out_dir, rec):
     rec["outputs_held_logits"] = list(outputs.logits.shape) + [str(outputs.logits.dtype)]
 
 
+def trainer(job, model, out_dir, rec):
+    """The Trainer's own loop (compute_loss returns the loss only), its default optimizer, 3 steps."""
+    import torch
+    import transformers
+    if job["method"] == "lora":
+        import peft
+        cfg = peft.LoraConfig(r=job["r"], lora_alpha=job["alpha"], lora_dropout=0.0,
+                              target_modules=job["targets"], task_type="CAUSAL_LM")
+        model = peft.get_peft_model(model, cfg)
+    rec["trainable_params"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    rec["trainable_dtypes"] = sorted({str(p.dtype) for p in model.parameters() if p.requires_grad})
+    vocab = SHAPES[job["shape"]]["vocab_size"]
+
+    class Random(torch.utils.data.Dataset):
+        def __len__(self):
+            return 1000
+
+        def __getitem__(self, i):
+            ids = torch.randint(0, vocab, (job["seq"],))
+            return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids.clone()}
+
+    steps = []
+
+    class Memory(transformers.TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            torch.cuda.synchronize()
+            steps.append({"step": len(steps), "max_allocated": torch.cuda.max_memory_allocated(),
+                          "max_reserved": torch.cuda.max_memory_reserved(),
+                          "allocated": torch.cuda.memory_allocated(), "reserved": torch.cuda.memory_reserved(),
+                          "device_used": device_used()})
+
+    args = transformers.TrainingArguments(
+        output_dir="/tmp/memplan-trainer", per_device_train_batch_size=job["batch"], max_steps=3,
+        bf16=bool(job.get("bf16")), gradient_checkpointing=bool(job.get("gc")), logging_steps=1,
+        gradient_checkpointing_kwargs={"use_reentrant": False} if job.get("gc") else None,
+        save_strategy="no", report_to=[], dataloader_num_workers=0, disable_tqdm=True)
+    rec["trainer_optim"] = str(args.optim)
+    rec["gradient_checkpointing_kwargs"] = str(args.gradient_checkpointing_kwargs)
+    t = transformers.Trainer(model=model, args=args, train_dataset=Random(), callbacks=[Memory()])
+    t.train()
+    rec["use_cache_after"] = str(getattr(getattr(t.model, "config", None), "use_cache", None))
+    rec["steps"] = steps
+
+
 def generate(job, model, rec):
     import torch
     model.eval()
@@ -332,6 +387,8 @@ def run_job(job, model_dir, out_dir):
     rec["param_count"] = sum(p.numel() for p in model.parameters())
     if job["kind"] == "train":
         train(job, model, out_dir, rec)
+    elif job["kind"] == "trainer":
+        trainer(job, model, out_dir, rec)
     else:
         generate(job, model, rec)
     rec["overall_max_reserved"] = torch.cuda.max_memory_reserved()
