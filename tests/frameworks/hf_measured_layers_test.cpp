@@ -15,6 +15,14 @@
 namespace memplan::testing {
 namespace {
 
+// The bytes of the `activations.kv_cache` items of one lifetime.
+uint64_t cache_bytes(const Evaluation& e, int32_t lifetime) {
+  uint64_t bytes = 0;
+  for (const PlanItem& item : e.estimator().plan().items)
+    if (item.name_view() == "activations.kv_cache" && item.lifetime == lifetime) bytes += item.bytes();
+  return bytes;
+}
+
 std::string hf_517(const std::string& model, const std::string& batch, const std::string& precision,
                    const std::string& extra_activations, const std::string& strategies = "") {
   return "name = \"m\"\nmode = \"train\"\n[framework]\nuse = \"hf-transformers\"\nversion = \"5.17\"\n[model]\npreset = \"" +
@@ -28,7 +36,7 @@ std::string hf_517(const std::string& model, const std::string& batch, const std
 // full fine-tuning, micro-batch 8 x 2048 tokens, no padding (transformers
 // passes no mask: SDPA reads K and V at the kv heads, enable_gqa). Measured per
 // token and layer (snapshot-qwen3-0.6b-full-bs8-s2048): gate and up outputs
-// 8,192 (modeling_qwen3.py:82), silu 4,096, the product down keeps 4,096, two
+// 12,288 (modeling_qwen3.py:82), silu 6,144, the product down keeps 6,144, two
 // RMSNorms each with the fp32 input 4,096 + rsqrt 4 + the normalized copy
 // cast back 2,048 and the norm's output 2,048 (the projections' input) =
 // 16,392, q_norm's fp32 input 8,192 + 64 rsqrt + its bf16 normalized copy 4,096,
@@ -46,8 +54,12 @@ TEST(HfMeasuredLayers, Qwen3QkNormsAndTheCacheAsMeasured) {
   Evaluation e = evaluate(hf_517("qwen3-0.6b", "micro_batch = 8\nseq_len = 2048\n", "use = \"bf16\"\n", ""));
   const uint64_t tokens = 8 * 2048;
   EXPECT_EQ(e.item_bytes("layers.0-27.activations", MEMPLAN_ROLE_ACTIVATIONS), 28 * 67'752 * tokens);
-  EXPECT_EQ(e.item_bytes("activations.kv_cache", MEMPLAN_ROLE_ACTIVATIONS), 2 * 28 * 4'096 * tokens);
-  EXPECT_EQ(67'752 + 4'096, 71'848);
+  EXPECT_EQ(cache_bytes(e, MEMPLAN_LIFETIME_PERSISTENT), 28 * 4'096 * tokens);
+  EXPECT_EQ(cache_bytes(e, MEMPLAN_LIFETIME_TRANSIENT_FORWARD), 28 * 4'096 * tokens);
+  // The measured groups as listed add up to the layer's tensors and the cache.
+  static_assert(12'288 + 6'144 + 6'144 + 2 * (4'096 + 4 + 2'048 + 2'048) + (8'192 + 64 + 4'096) +
+                    (4'096 + 32 + 2'048) + 4'096 + 4'096 + 64 + 2 * 2'048 ==
+                67'752 + 4'096);
 }
 
 // Llama-3.2-3B (h 3072, 24 heads, 8 kv heads: q 3072, kv 1024, f 8192), LoRA
@@ -73,13 +85,15 @@ TEST(HfMeasuredLayers, PaddedBatchRepeatsKvAndKeepsTheMaskBias) {
   Evaluation padded = evaluate(hf_517("llama-3.2-3b", batch, precision, "padding_mask = true\n", lora));
   const uint64_t tokens = 4 * 768;
   EXPECT_EQ(padded.item_bytes("layers.0-27.activations", MEMPLAN_ROLE_ACTIVATIONS), 28 * 124'776 * tokens);
-  EXPECT_EQ(padded.item_bytes("activations.kv_cache", MEMPLAN_ROLE_ACTIVATIONS), 2 * 28 * 4'096 * tokens);
-  EXPECT_EQ(98'408 + 24'576 + 256 + 1'536 + 4'096, 128'872);
+  EXPECT_EQ(cache_bytes(padded, MEMPLAN_LIFETIME_PERSISTENT), 28 * 4'096 * tokens);
+  EXPECT_EQ(cache_bytes(padded, MEMPLAN_LIFETIME_TRANSIENT_FORWARD), 28 * 4'096 * tokens);
+  static_assert(32'768 + 24'576 + 16'384 + 24'576 + 8 + 6'144 + 96 + 1'536 + 6'144 + 12'288 + 4'096 + 256 ==
+                124'776 + 4'096);
   // The same batch unpadded (no mask): K and V at the kv heads, in the cache,
   // and no bias: 124,776 - 12,288 (repeated K, V) - 1,536 = 110,952 a token.
-  // Measured (job ...-nopad, no history): 20.507 GiB allocated against the
-  // padded job's 21.614, 1,188,624,384 bytes less; the estimate's difference,
-  // 28 x 13,824 x 3,072 = 1,189,085,184 bytes.
+  // Measured (job ...-nopad, no history): max_memory_allocated 22,018,879,488
+  // against the padded job's 23,207,964,672, 1,189,085,184 bytes less; the
+  // estimate's difference, 28 x 13,824 x 3,072 = 1,189,085,184 bytes: the same.
   Evaluation unpadded = evaluate(hf_517("llama-3.2-3b", batch, precision, "", lora));
   EXPECT_EQ(unpadded.item_bytes("layers.0-27.activations", MEMPLAN_ROLE_ACTIVATIONS), 28 * 110'952 * tokens);
 }
@@ -110,20 +124,41 @@ TEST(HfMeasuredLayers, VersionsBeforeEnableGqaAndBooleanMasks) {
 // forward's end sees it, and only where attention saved repeated copies
 // instead of the cache's K and V.
 TEST(HfMeasuredLayers, CacheLifetimes) {
-  const std::string base = "name = \"c\"\nmode = \"train\"\n[framework]\nuse = \"hf-transformers\"\nversion = \"5.17\"\n"
-                           "[model]\npreset = \"llama-3.2-1b\"\n[batch]\nmicro_batch = 2\nseq_len = 1024\n"
-                           "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n";
+  const auto scenario = [](const std::string& preset, const std::string& activations,
+                           const std::string& strategies = "") {
+    return "name = \"c\"\nmode = \"train\"\n[framework]\nuse = \"hf-transformers\"\nversion = \"5.17\"\n"
+           "[model]\npreset = \"" + preset + "\"\n[batch]\nmicro_batch = 2\nseq_len = 1024\n"
+           "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n" +
+           activations + strategies;
+  };
   // Llama-3.2-1B: 16 layers, 8 kv heads of 64 (kv 512): 2 x 512 x 2 = 2,048 bytes a token and layer.
   const uint64_t cache = 16ull * 2'048 * 2 * 1024;
-  EXPECT_EQ(evaluate(base + "[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\n")
+  const std::string one_b = "llama-3.2-1b";
+  EXPECT_EQ(evaluate(scenario(one_b, "", "[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\n"))
                 .item_bytes("activations.kv_cache", MEMPLAN_ROLE_ACTIVATIONS),
             0u);
-  EXPECT_EQ(evaluate(base).item_bytes("activations.kv_cache", MEMPLAN_ROLE_ACTIVATIONS), 0u);
-  EXPECT_EQ(evaluate(base + "padding_mask = true\n").item_bytes("activations.kv_cache", MEMPLAN_ROLE_ACTIVATIONS),
+  EXPECT_EQ(evaluate(scenario(one_b, "")).item_bytes("activations.kv_cache", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+  const Evaluation padded = evaluate(scenario(one_b, "padding_mask = true\n"));
+  EXPECT_EQ(cache_bytes(padded, MEMPLAN_LIFETIME_TRANSIENT_FORWARD), cache);
+  EXPECT_EQ(cache_bytes(padded, MEMPLAN_LIFETIME_PERSISTENT), 0u);
+  EXPECT_EQ(evaluate(scenario(one_b, "use_cache = false\npadding_mask = true\n"))
+                .item_bytes("activations.kv_cache", MEMPLAN_ROLE_ACTIVATIONS),
+            0u);
+  // Eager attention repeats K and V whatever the version: the cache is more at the forward's end.
+  EXPECT_EQ(cache_bytes(evaluate(scenario(one_b, "flash_attention = false\n")), MEMPLAN_LIFETIME_TRANSIENT_FORWARD),
             cache);
-  EXPECT_EQ(evaluate(base + "use_cache = false\npadding_mask = true\n")
+  // Held, across tensor-parallel ranks: each keeps its kv heads' share (8 kv heads over 2 ranks).
+  const Evaluation split = evaluate(scenario(one_b, "output_held = true\n",
+                                             "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 2\n"));
+  EXPECT_EQ(cache_bytes(split, MEMPLAN_LIFETIME_PERSISTENT), cache / 2);
+  EXPECT_EQ(cache_bytes(split, MEMPLAN_LIFETIME_TRANSIENT_FORWARD), cache / 2);
+  // As many kv heads as heads (Llama-2-7B: 32 layers, K and V 4096 wide): nothing is repeated, so a padded batch's
+  // cache held by no one is what attention saves; held, it is 32 x 2 x 4096 x 2 bytes a token.
+  EXPECT_EQ(evaluate(scenario("llama-2-7b", "padding_mask = true\n"))
                 .item_bytes("activations.kv_cache", MEMPLAN_ROLE_ACTIVATIONS),
             0u);
+  EXPECT_EQ(cache_bytes(evaluate(scenario("llama-2-7b", "output_held = true\n")), MEMPLAN_LIFETIME_PERSISTENT),
+            32ull * 2 * 4'096 * 2 * 2 * 1024);
 }
 
 // The new options describe eager layers.

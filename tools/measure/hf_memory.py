@@ -9,14 +9,20 @@ from a fresh CUDA context and an empty caching allocator:
 
     python3 tools/measure/hf_memory.py --out DIR [--only NAME,...]
 
+Job kinds: "train" (PEFT MetaMathQA's loop, written out here), "trainer" (the
+Hugging Face Trainer with its defaults; a TrainerCallback reads the peaks per
+optimizer step) and "generate" (one model.generate call).
+
 For every job it writes one JSON line to DIR/results.jsonl: the library
 versions, the GPU, and per step torch.cuda.max_memory_allocated(),
 max_memory_reserved(), memory_allocated() and the device memory in use
 (mem_get_info: total - free, the figure nvidia-smi shows for the whole GPU).
 Jobs marked `snapshot` also record the allocator's history over one steady
 step (torch.cuda.memory._record_memory_history) and write, per job, the
-tensors alive at that step's allocated peak, grouped by the Python frames that
-allocated them: the evidence to find "the tensor that explains" a gap.
+tensors allocated during that step and alive at its allocated peak, grouped by
+the Python frames that allocated them (what was allocated before the step,
+weights and optimizer states, is `baseline_allocated`): the evidence to find
+"the tensor that explains" a gap.
 
 Models are built from their published config.json shapes with random weights
 (no download: the device machine has no network), saved with save_pretrained

@@ -98,18 +98,21 @@ constexpr std::array<memplan_option_spec, 18> kOptions{{
     {"padding_mask", MEMPLAN_OPTION_BOOL,
      "eager layers: the batches are padded to their longest sample and carry an attention mask (dynamic padding), "
      "so attention runs with an explicit mask: SDPA's memory-efficient kernel, which reads K and V at every query "
-     "head (transformers' use_gqa_in_sdpa: enable_gqa only without a mask), and with mask_bias_per_layer the "
-     "16-bit bias it keeps per layer; false: every sample fills seq_len (fixed length, packing) and the mask is None",
+     "head whatever repeat_kv says (transformers' use_gqa_in_sdpa: enable_gqa only without a mask), and with "
+     "mask_bias_per_layer the bias in the activations' dtype it keeps per layer; false: every sample fills seq_len "
+     "(fixed length, packing) and the mask is None. SDPA only: flash_attention_2 unpads the batch (leave it false)",
      "false"},
     {"mask_bias_per_layer", MEMPLAN_OPTION_BOOL,
      "eager layers with padding_mask: the model hands SDPA a boolean mask, which every attention call converts into "
      "a b x s x s bias in the activations' dtype and keeps for backward (transformers >= 4.53's masking_utils; the "
-     "hf-transformers profile sets it)",
+     "hf-transformers profile sets it from 4.53)",
      "false"},
     {"use_cache", MEMPLAN_OPTION_BOOL,
-     "eager layers: the forward fills a KV cache (Hugging Face use_cache, on by default in decoder configs and off "
-     "under gradient checkpointing) that the returned output holds: each layer's K and V at the kv heads stay alive "
-     "while the output does (with output_held, into the next forward); no effect with recompute",
+     "eager layers of a decoder: the forward fills a KV cache (Hugging Face use_cache, on by default in decoder "
+     "configs and off under gradient checkpointing) that the returned output holds: each layer's K and V at the kv "
+     "heads stay alive while the output does (with output_held, into the next forward); no effect with recompute or "
+     "latent attention. Encoders (BERT) have none, and the 5.17 Trainer, TRL >= 0.22 and fsdp_qlora turn it off: "
+     "set false there",
      "false"},
     {"buffer_dtype", MEMPLAN_OPTION_STRING,
      "the rotary tables' dtype: torch's default dtype when the model was built (fp32 unless from_pretrained or "
@@ -627,9 +630,10 @@ class MegatronActivations {
 
   // Whether the forward fills a KV cache this plugin counts: use_cache on eager layers that are not
   // recomputed (transformers turns use_cache off under gradient checkpointing: modeling_llama.py,
-  // LlamaModel.forward, "`use_cache=True` is incompatible with gradient checkpointing").
+  // LlamaModel.forward, "`use_cache=True` is incompatible with gradient checkpointing"). Multi-head latent
+  // attention's cache (K at the q/k head width, V at v_head_dim, beside the latent terms) is left out.
   bool kv_cache_counted(const memplan::sdk::Context& ctx) const {
-    return use_cache_ && layer_ == LayerImplementation::eager &&
+    return use_cache_ && layer_ == LayerImplementation::eager && model_.kv_lora_rank == 0 &&
            ctx.attr_string(attributes_.recompute_policy, "none") == "none";
   }
 

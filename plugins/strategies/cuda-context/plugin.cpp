@@ -48,7 +48,9 @@ namespace sdk = memplan::sdk;
 namespace support = memplan::support;
 
 constexpr double kLazyContextMiB = 767;    // measured after a training step: H100, CUDA 13.0, PyTorch 2.11
-constexpr double kLazyServingContextMiB = 719;  // the same machine after model.generate (no backward kernels)
+// The same machine after Hugging Face model.generate (no backward kernels); applied to every serving
+// scenario, vLLM's and SGLang's too, whose own kernels (and CUDA graphs' pools) were not measured.
+constexpr double kLazyServingContextMiB = 719;
 constexpr double kEagerContextMiB = 1343;  // HF model_memory_anatomy.md, V100, CUDA 11.2, eager loading
 
 constexpr std::array<memplan_option_spec, 5> kOptions{{
@@ -57,7 +59,7 @@ constexpr std::array<memplan_option_spec, 5> kOptions{{
      "\"lazy\" (CUDA >= 11.7 with PyTorch >= 1.13: kernels load when first used) or \"eager\" (every kernel of "
      "the loaded libraries at start-up: older CUDA, CUDA_MODULE_LOADING=EAGER); sets the context's default size",
      "\"lazy\""},
-    {"bytes", MEMPLAN_OPTION_INT, "the CUDA context in bytes, instead of mib", "767 MiB"},
+    {"bytes", MEMPLAN_OPTION_INT, "the CUDA context in bytes, instead of mib", "767 MiB (719 serving)"},
     {"cublas_workspace_mib", MEMPLAN_OPTION_DOUBLE,
      "cuBLAS workspace per GPU, in MiB (PyTorch: 32 on Hopper, 8.125 on other GPUs, per stream)", "32"},
     {"cudnn_workspace_mib", MEMPLAN_OPTION_DOUBLE, "cuDNN workspace per GPU, in MiB", "0"},
