@@ -161,6 +161,30 @@ TEST(HfMeasuredLayers, CacheLifetimes) {
             32ull * 2 * 4'096 * 2 * 2 * 1024);
 }
 
+// The loss's backward transients and the LM head's weight gradient never meet:
+// the head's backward, which allocates the first parameter gradient, runs after
+// the loss's fp32 gradients are freed. Measured (snapshot-llama-3.2-3b-full-
+// bs4-s768): the step's allocated peak is at the loss's backward, the two fp32
+// gradients (2 x 1,576,009,728 B, "no python frame") alive and no parameter
+// gradient (zero_grad set them to None). Llama-3.2-3B full fine-tuning, 4 x 768
+// tokens: the loss's backward adds 2 x 4 x 3,072 x 128,256 = 3,152,019,456
+// bytes; the tied head's gradient is 128,256 x 3,072 x 2 = 788,004,864, which the
+// host's step rule adds at backward's start (the largest layer's gradients), so
+// the item is 2,364,014,592 (above the 16-bit logits gradient the head's
+// backward holds beside its own, 2 x 4 x 768 x 128,256 = 788,004,864, its floor).
+// With gradient accumulation every gradient is alive from the earlier
+// micro-batches: the whole 3,152,019,456.
+TEST(HfMeasuredLayers, LossBackwardDoesNotMeetTheHeadsGradient) {
+  const auto loss_backward = [](int accumulation) {
+    return evaluate(hf_517("llama-3.2-3b",
+                           "micro_batch = 4\nseq_len = 768\ngrad_accum = " + std::to_string(accumulation) + "\n",
+                           "use = \"bf16\"\n", "padding_mask = true\n"))
+        .item_bytes("activations.loss_backward", MEMPLAN_ROLE_ACTIVATIONS);
+  };
+  EXPECT_EQ(loss_backward(1), 3'152'019'456u - 788'004'864u);
+  EXPECT_EQ(loss_backward(2), 3'152'019'456u);
+}
+
 // The new options describe eager layers.
 TEST(HfMeasuredLayers, OptionsNeedEagerLayers) {
   for (const char* key : {"padding_mask", "mask_bias_per_layer", "use_cache"}) {

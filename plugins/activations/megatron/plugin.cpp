@@ -429,10 +429,26 @@ class MegatronActivations {
         // Backward runs the loss first and frees its fp32 gradients before the
         // first layer is recomputed: the two transients never coexist, so the
         // item is what the loss adds beyond the recompute working set (and a
-        // layer's ring attention buffers).
-        add_vocab_sized(ctx, names_.loss_backward,
-                    std::max(0.0, outside.loss_backward / context - working_set - ring_backward),
-                    memplan::sdk::Lifetime::transient_backward);
+        // layer's ring attention buffers). In the eager losses that compute on
+        // whole logits, the loss's fp32 gradients are also freed before the LM
+        // head's backward allocates its weight gradient, the first parameter
+        // gradient of backward, which the host's step rule adds at backward's
+        // start (plugin_abi.h memplan_step_high_points, the largest layer's
+        // gradients): the head's backward holds only the 16-bit logits gradient
+        // beside it. Without gradient accumulation (whose earlier micro-batches'
+        // gradients are all alive) the item is then the larger of what the loss
+        // adds beyond the head's gradient and that 16-bit gradient. Measured:
+        // Llama-3.2-3B full fine-tuning's allocated peak is the loss's backward,
+        // with no parameter gradient alive (validation/measured, snapshot of
+        // llama-3.2-3b-full-bs4-s768).
+        double loss_backward = std::max(0.0, outside.loss_backward / context - working_set - ring_backward);
+        if (ctx.workload().grad_accum <= 1 && loss_frees_before_head()) {
+          const double head_input_gradient = settings.bytes * shape.batch * shape.seq *
+                                             static_cast<double>(model.vocab) / settings.tensor_parallel / context;
+          loss_backward = std::min(loss_backward,
+                                   std::max(loss_backward - facts.head_gradient, head_input_gradient));
+        }
+        add_vocab_sized(ctx, names_.loss_backward, loss_backward, memplan::sdk::Lifetime::transient_backward);
       }
     }
     add_outside(ctx, names_.ring_forward, std::max(0.0, ring_forward - loss_forward),
@@ -552,6 +568,7 @@ class MegatronActivations {
     double norm_bytes = 0;           // bytes per element of the layers' norm weights (0: none on the rank)
     bool final_norm_trainable = false;  // the final norm's weight trains
     bool lm_head_trainable = false;     // the LM head's weight trains
+    double head_gradient = 0;  // the LM head's gradient on the GPU (the tied embedding's when the head is tied)
   };
 
   static PlanFacts scan_plan(const memplan::sdk::Context& ctx) {
@@ -559,6 +576,11 @@ class MegatronActivations {
     PlanFacts facts;
     bool layered = false;
     for (memplan::sdk::ItemRef item : ctx.items()) {
+      if (item.role() == memplan::sdk::Role::gradients && item.device() == memplan::sdk::Device::gpu &&
+          item.lifetime() == memplan::sdk::Lifetime::gradient &&
+          (item.param_class() == ParamClass::lm_head ||
+           (item.param_class() == ParamClass::embedding && ctx.model().tied_embeddings != 0)))
+        facts.head_gradient += item.bytes();
       if (item.role() != memplan::sdk::Role::weights) continue;
       const ParamClass param_class = item.param_class();
       // The lowest layer of any layered weight, whatever the items' order.
@@ -626,6 +648,22 @@ class MegatronActivations {
         std::max({model.heads * model.head_dim, model.ffn_hidden, model.expert_ffn_hidden,
                   model.shared_expert_ffn_hidden}));
     return static_cast<double>(model.hidden) * widest / t;
+  }
+
+  // The eager losses over whole logits, whose fp32 gradients are freed before
+  // the LM head's backward (not the chunked or compiled ones, whose head
+  // gradient meets a chunk's or the 16-bit gradient, nor Megatron's and
+  // DTensor's vocabulary-parallel ones).
+  bool loss_frees_before_head() const {
+    switch (cross_entropy_) {
+      case CrossEntropy::unfused:
+      case CrossEntropy::upcast_shift_copy:
+      case CrossEntropy::shift_copy:
+      case CrossEntropy::upcast_in_loss_shift_copy:
+      case CrossEntropy::upcast_in_loss:
+      case CrossEntropy::upcast: return true;
+      default: return false;
+    }
   }
 
   // Whether the forward fills a KV cache this plugin counts: use_cache on eager layers that are not
