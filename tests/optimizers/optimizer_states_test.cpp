@@ -225,6 +225,55 @@ TEST(Adam8bit, InBackwardKeepsOneGradientAndNoTemporaries) {
             "grad_accum = 1 or in_backward = false (plugin library " + plugin_dir() + "/memplan-adam-8bit.so)");
 }
 
+// library = "torchao": torchao.prototype.low_bit_optim AdamW8bit (pytorch/ao
+// @ v0.7.0, f04aec72a4e4). States (adam.py _new_buffer): 8-bit codes with one
+// fp32 scale per block of 256 only for tensors of >= 4096 elements that are a
+// multiple of 256, else torch.zeros_like(p), in the weight's dtype. Tiny model
+// in bf16: every 8-bit tensor is a multiple of 256 (embed_tokens and lm_head
+// 64,000 = 250 blocks), k and v (2,048) and the norms stay small as above but
+// in bf16: 68,096 / 2 = 34,048; states 387,072 + 6,048 + 34,048 = 427,168.
+// The step (adam.py single_param_adam, torch.compile'd per tensor, one tensor
+// at a time) keeps the tensor's two new moments in fp32 while it re-quantizes
+// them and updates the weight ("keep high precision copy for param update"):
+// 2 x 4 B per element of the largest tensor, 64,000 x 8 = 512,000 (Inductor,
+// PyTorch 2.11, H100: 8.04 B per element for a 128,256 x 3,072 tensor,
+// docs/formulas.md). Without in_backward they meet all gradients: optimizer
+// step = weights 404,096 + states 427,168 + gradients 404,096 + 512,000 =
+// 1,747,360.
+TEST(Adam8bit, TorchaoStatesAndStepMoments) {
+  const Evaluation e = evaluate_paper(train(kTinyModel, "use = \"bf16\"", "use = \"adam-8bit\"\nlibrary = \"torchao\""));
+  EXPECT_EQ(e.component(kStates), 427'168u + 512'000u);
+  EXPECT_EQ(e.item_bytes("layers.0-1.attn.k.fp32", kStates), 16'384u);
+  EXPECT_EQ(bytes_of(e, kStates, MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER), 512'000u);
+  EXPECT_EQ(e.item_bytes("optimizer_states.step_fp32_moments", kStates), 512'000u);
+  EXPECT_EQ(optimizer_step(e), 1'747'360u);
+}
+
+// torchao with in_backward, untied: lm_head (64,000) is stepped in its hook
+// right after its own backward, inside backward: its moments join the one
+// gradient at the backward high point: 404,096 + 427,168 + 128,000 + 512,000 =
+// 1,471,264; the optimizer phase is weights + states, 831,264.
+// Tied (tied_embeddings = true, no lm_head item): the embedding's gradient is
+// complete only after the lookup's backward, the last of backward (PyTorch
+// torch/_tensor.py register_post_accumulate_grad_hook: "called after all
+// gradients for a tensor have been accumulated"), when no activation is left:
+// weights 138,048 x 2 = 276,096, states 427,168 - 130,000 = 297,168; backward
+// = 276,096 + 297,168 + 128,000 = 701,264; optimizer = that + 512,000 =
+// 1,213,264.
+TEST(Adam8bit, TorchaoInBackwardStepsTheLargestTensorWhereItsGradientIsComplete) {
+  const std::string optimizer = "use = \"adam-8bit\"\nlibrary = \"torchao\"\nin_backward = true";
+  const Evaluation untied = evaluate_paper(train(kTinyModel, "use = \"bf16\"", optimizer));
+  EXPECT_EQ(bytes_of(untied, kStates, MEMPLAN_LIFETIME_TRANSIENT_BACKWARD), 512'000u);
+  EXPECT_EQ(untied.breakdown().timeline[kBackward], 1'471'264u);
+  EXPECT_EQ(optimizer_step(untied), 831'264u);
+  const Evaluation tied =
+      evaluate_paper(train(kTinyModel + "tied_embeddings = true\n", "use = \"bf16\"", optimizer));
+  EXPECT_EQ(bytes_of(tied, kStates, MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER), 512'000u);
+  EXPECT_EQ(tied.item_bytes("gradients.in_backward.last", MEMPLAN_ROLE_GRADIENTS), 128'000u);
+  EXPECT_EQ(tied.breakdown().timeline[kBackward], 701'264u);
+  EXPECT_EQ(optimizer_step(tied), 1'213'264u);
+}
+
 TEST(Adam8bit, Errors) {
   EXPECT_EQ(error_of(train(kTinyModel, "use = \"fp32\"", "use = \"adam-8bit\"\nblock_size = 0"), "a.toml"),
             "a.toml:18:14: error: in [optimizer], optimizer plugin 'adam-8bit', option 'block_size': must be a "
@@ -232,6 +281,9 @@ TEST(Adam8bit, Errors) {
   EXPECT_EQ(error_of(train(kTinyModel, "use = \"fp32\"", "use = \"adam-8bit\"\nmin_8bit_size = -1"), "a.toml"),
             "a.toml:18:17: error: in [optimizer], optimizer plugin 'adam-8bit', option 'min_8bit_size': must be 0 or "
             "more, got -1 (plugin library " + plugin_dir() + "/memplan-adam-8bit.so)");
+  EXPECT_EQ(error_of(train(kTinyModel, "use = \"fp32\"", "use = \"adam-8bit\"\nlibrary = \"apex\""), "a.toml"),
+            "a.toml:18:11: error: in [optimizer], optimizer plugin 'adam-8bit', option 'library': is \"apex\", not a "
+            "library; use \"bitsandbytes\" or \"torchao\" (plugin library " + plugin_dir() + "/memplan-adam-8bit.so)");
 }
 
 }  // namespace

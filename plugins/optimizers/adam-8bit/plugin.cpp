@@ -68,7 +68,7 @@ namespace {
 
 namespace sdk = memplan::sdk;
 
-constexpr std::array<memplan_option_spec, 3> kOptions{{
+constexpr std::array<memplan_option_spec, 4> kOptions{{
     {"block_size", MEMPLAN_OPTION_INT,
      "elements per quantization block, each with one fp32 absmax per state (bitsandbytes >= 0.44: 256; the paper "
      "and bitsandbytes <= 0.43: 2048)",
@@ -79,6 +79,11 @@ constexpr std::array<memplan_option_spec, 3> kOptions{{
      "step each parameter inside backward as soon as its gradient exists, then free the gradient (torchtune's "
      "optimizer_in_bwd); needs grad_accum = 1",
      "false"},
+    {"library", MEMPLAN_OPTION_STRING,
+     "whose 8-bit AdamW: \"bitsandbytes\" (one in-place CUDA kernel per tensor, no temporaries) or \"torchao\" "
+     "(torchao.prototype.low_bit_optim: a compiled step per tensor that keeps both new moments in fp32, 8 bytes per "
+     "element of the tensor being stepped; tensors not a multiple of block_size keep states in the weight's dtype)",
+     "bitsandbytes"},
 }};
 
 class Adam8bitOptimizer {
@@ -97,6 +102,14 @@ class Adam8bitOptimizer {
         traffic_(options) {
     if (min_8bit_size_ < 0)
       options.fail("min_8bit_size", "must be 0 or more, got " + std::to_string(static_cast<int64_t>(min_8bit_size_)));
+    const std::string library = options.string("library").value_or("bitsandbytes");
+    if (library == "torchao") {
+      torchao_ = true;
+      step_moments_ = options.intern("optimizer_states.step_fp32_moments");
+      if (in_backward_) last_gradient_ = options.intern("gradients.in_backward.last");
+    } else if (library != "bitsandbytes") {
+      options.fail("library", "is \"" + library + "\", not a library; use \"bitsandbytes\" or \"torchao\"");
+    }
     if (!in_backward_) return;
     in_backward_gradient_ = options.intern("gradients.in_backward");
     memplan::support::require_in_backward_fits(options);
@@ -122,11 +135,12 @@ class Adam8bitOptimizer {
       // and two fp32 states for the small tensors
       add(weight, sdk::Name{weight.raw().name}, 2 * split.quantized, 1.0);
       if (split.blocks > 0) add(weight, absmax_(ctx, weight), 2 * split.blocks, 4.0);
-      if (split.small > 0) add(weight, fp32_(ctx, weight), 2 * split.small, 4.0);
+      if (split.small > 0) add(weight, fp32_(ctx, weight), 2 * split.small, split.small_bytes);
     }
     const size_t weights = ctx.size();
     ctx.add(batch_);
     if (in_backward_) step_in_backward(ctx, weights);
+    if (torchao_) add_torchao_step(ctx, weights, ranks);
   }
 
  private:
@@ -135,20 +149,56 @@ class Adam8bitOptimizer {
     memplan::support::gradients_in_backward(ctx, weights, layout_, in_backward_gradient_);
   }
 
+  // torchao's step (adam.py single_param_adam, compiled per tensor, one
+  // tensor at a time) keeps the tensor's two new moments in fp32 while it
+  // re-quantizes them and updates the weight: 2 x 4 bytes per element of the
+  // largest tensor. Without in_backward they meet all the gradients in the
+  // optimizer phase. With it they meet where that tensor's hook fires: a tied
+  // embedding (used by the first and the last layer) gets its gradient only
+  // when the embedding lookup's backward has run, at the end of backward with
+  // no activation left, so its step is counted in the optimizer phase with its
+  // gradient; any other largest tensor is stepped inside backward, at its high point.
+  void add_torchao_step(sdk::Context& ctx, size_t weights, const memplan::support::RankLayout& ranks) const {
+    const double largest = memplan::support::largest_trainable_tensor(ctx, weights, layout_);
+    if (largest <= 0) return;
+    const memplan_model& model = ctx.model();
+    const double embedding = static_cast<double>(model.vocab) * static_cast<double>(model.hidden) / ranks.tensor;
+    const bool embedding_last = in_backward_ && model.tied_embeddings != 0 && embedding >= largest;
+    const sdk::Lifetime lifetime = in_backward_ && !embedding_last ? sdk::Lifetime::transient_backward
+                                                                   : sdk::Lifetime::transient_optimizer;
+    double gradient_bytes = 0;
+    if (embedding_last)
+      for (const sdk::ItemRef item : ctx.items())
+        if (item.name() == in_backward_gradient_.view()) gradient_bytes = item.bytes_per_element();
+    ctx.add(sdk::NewItem{.name = step_moments_,
+                         .role = sdk::Role::optimizer_states,
+                         .lifetime = lifetime,
+                         .elements = 2 * largest,
+                         .bytes_per_element = 4.0});
+    if (gradient_bytes > 0)
+      ctx.add(sdk::NewItem{.name = last_gradient_,
+                           .role = sdk::Role::gradients,
+                           .lifetime = sdk::Lifetime::transient_optimizer,
+                           .elements = largest,
+                           .bytes_per_element = gradient_bytes});
+  }
+
 
   struct Split {
     double quantized = 0;  // elements with 8-bit states, per instance
     double blocks = 0;     // their quantization blocks
-    double small = 0;      // elements with fp32 states
+    double small = 0;      // elements with unquantized states
+    double small_bytes = 4;  // their bytes per element: fp32 (bitsandbytes), the weight's dtype (torchao)
 
-    // Bytes of state per instance: two 1-byte codes, two fp32 absmax per block, two fp32 small states.
-    double state_bytes() const { return 2 * quantized + 2 * 4 * blocks + 2 * 4 * small; }
+    // Bytes of state per instance: two 1-byte codes, two fp32 absmax per block, two small states.
+    double state_bytes() const { return 2 * quantized + 2 * 4 * blocks + 2 * small_bytes * small; }
   };
 
   Split split_of(const sdk::ItemRef& weight, const memplan_model& model,
                  const memplan::support::RankLayout& ranks) const {
     const memplan::support::TensorShapes shapes = memplan::support::tensor_shapes(weight, model, ranks);
     Split split;
+    if (torchao_) split.small_bytes = weight.bytes_per_element();  // adam.py _new_buffer: torch.zeros_like(p)
     if (!shapes.known) {
       add_tensors(split, 1, weight.elements());
     } else {
@@ -162,7 +212,8 @@ class Adam8bitOptimizer {
   // biases of unknown width).
   void add_tensors(Split& split, double tensors, double size) const {
     if (tensors <= 0 || size <= 0) return;
-    if (size < min_8bit_size_) {
+    // torchao (adam.py _new_buffer) quantizes only a whole number of blocks.
+    if (size < min_8bit_size_ || (torchao_ && std::fmod(size, block_size_) != 0)) {
       split.small += tensors * size;
       return;
     }
@@ -184,6 +235,8 @@ class Adam8bitOptimizer {
   double min_8bit_size_;
   bool in_backward_ = false;
   sdk::Name in_backward_gradient_;  // interned in the constructor when in_backward is on
+  bool torchao_ = false;            // library = "torchao"
+  sdk::Name step_moments_, last_gradient_;  // interned in the constructor for torchao
   memplan::support::LayoutReader layout_;  // ranks.tensor and layout.expert_parallel by handle
   memplan::support::OptimizerTraffic traffic_;
   sdk::SuffixedNames absmax_{".absmax"}, fp32_{".fp32"};  // interned once per weight name
