@@ -196,19 +196,15 @@ def analyze(snapshot, baseline):
             cur -= e["size"]
     live = {}
     marks = []
-    for i, e in enumerate(traces[:peak_index + 1]):
+    label_of = {size: label for label, size in MARK_BYTES.items()}
+    for i, e in enumerate(traces):
         if e["action"] == "alloc":
-            live[e["addr"]] = (e["size"], frame_key(e.get("frames", [])), i)
-            for label, size in MARK_BYTES.items():
-                if e["size"] == size and any(f.get("name") == "mark" for f in e.get("frames", [])):
-                    marks.append((label, i))
-        elif e["action"] == "free_completed":
+            if e["size"] in label_of and any(f.get("name") == "mark" for f in e.get("frames", [])):
+                marks.append((label_of[e["size"]], i))
+            if i <= peak_index:
+                live[e["addr"]] = (e["size"], frame_key(e.get("frames", [])), i)
+        elif e["action"] == "free_completed" and i <= peak_index:
             live.pop(e["addr"], None)
-    for i, e in enumerate(traces[peak_index + 1:], start=peak_index + 1):
-        if e["action"] == "alloc":
-            for label, size in MARK_BYTES.items():
-                if e["size"] == size and any(f.get("name") == "mark" for f in e.get("frames", [])):
-                    marks.append((label, i))
     groups = {}
     for size, key, index in live.values():
         g = groups.setdefault(key, {"bytes": 0, "count": 0, "first_index": index, "sizes": {}})

@@ -247,6 +247,7 @@ class MegatronActivations {
     if (compiled_) settings.eager.rms_norm = model.layer_norm == 0;
     if (layer_ == LayerImplementation::eager) {
       settings.eager = eager_layer(ctx, model);
+      settings.eager.kv_in_cache = kv_cache_counted(settings) && output_held_;
       // Autocast over fp32 weights: the residual stream's dtype (0 without).
       settings.residual_bytes = ctx.attr_double(a.residual_dtype, 0);
     }
@@ -337,7 +338,7 @@ class MegatronActivations {
     //   otherwise until the loop drops the output after the loss (the Trainer's compute_loss returns the
     //   loss only): at the forward's end, beyond what attention saves only where attention saved repeated
     //   copies instead (repeat_kv).
-    if (kv_cache_counted(ctx) && stage_layers > 0) {
+    if (kv_cache_counted(settings) && stage_layers > 0) {
       const double cache = static_cast<double>(stage_layers) * 2 * settings.bytes * shape.batch * shape.seq *
                            shape.kv_width / memplan::plugins::kv_divisor(shape, settings) / context;
       if (output_held_) add_outside(ctx, names_.kv_cache, cache, memplan::sdk::Lifetime::persistent);
@@ -670,9 +671,9 @@ class MegatronActivations {
   // recomputed (transformers turns use_cache off under gradient checkpointing: modeling_llama.py,
   // LlamaModel.forward, "`use_cache=True` is incompatible with gradient checkpointing"). Multi-head latent
   // attention's cache (K at the q/k head width, V at v_head_dim, beside the latent terms) is left out.
-  bool kv_cache_counted(const memplan::sdk::Context& ctx) const {
+  bool kv_cache_counted(const ActivationSettings& settings) const {
     return use_cache_ && layer_ == LayerImplementation::eager && model_.kv_lora_rank == 0 &&
-           ctx.attr_string(attributes_.recompute_policy, "none") == "none";
+           settings.recompute == RecomputePolicy::none;
   }
 
   // dtype.activations, which the precision plugin must have set (read by handle).
@@ -691,7 +692,6 @@ class MegatronActivations {
     // transformers repeats them (integrations/sdpa_attention.py, use_gqa_in_sdpa: only when attention_mask is None).
     eager.repeat_kv = (repeat_kv_ || !flash_attention_ || padding_mask_) && model.kv_heads < model.heads;
     eager.attention_bias = padding_mask_ && mask_bias_per_layer_;
-    eager.kv_in_cache = kv_cache_counted(ctx) && output_held_;
     // From the model, not from the norms' sizes, which sharding plugins (phase 500) have already divided.
     eager.rms_norm = model.layer_norm == 0;
     bool any_attention = false, any_mlp = false, any_norm = false, any_adapter = false;
