@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "loss_requests.hpp"
 #include "transformer_activations.hpp"
 
 namespace {
@@ -142,7 +143,7 @@ constexpr std::array<LossMode, 12> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.10.0",
+      "megatron", "1.11.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -406,6 +407,7 @@ class MegatronActivations {
         facts.lm_head && !facts.lm_head_trainable);
     const double scale = static_cast<double>(inflight) * factor / context;
     double loss_forward = 0;  // the loss's forward transient, when the stage computes the loss
+    double loss_segments = 0;  // the loss path's segments in the caching allocator (loss_requests.hpp)
     if (layout.stage_has_embedding)
       add_outside(ctx, names_.embedding_dropout, outside.embedding_dropout * scale);
     if (layout.stage_has_lm_head) {
@@ -450,8 +452,13 @@ class MegatronActivations {
                                    std::max(loss_backward - facts.head_gradient, head_input_gradient));
         }
         add_vocab_sized(ctx, names_.loss_backward, loss_backward, memplan::sdk::Lifetime::transient_backward);
+        loss_segments = loss_segments_per_element(settings.bytes) * shape.batch * shape.seq *
+                        static_cast<double>(model.vocab) / settings.tensor_parallel / context;
       }
     }
+    // What the loss path's logits-sized segments settle at, where the order of
+    // its requests is known (loss_requests.hpp), for the allocator's model.
+    ctx.set_attr(attributes_.loss_segments, loss_segments);
     add_outside(ctx, names_.ring_forward, std::max(0.0, ring_forward - loss_forward),
                 memplan::sdk::Lifetime::transient_forward);
     add_outside(ctx, names_.ring_backward, ring_backward, memplan::sdk::Lifetime::transient_backward);
@@ -459,6 +466,16 @@ class MegatronActivations {
   }
 
  private:
+  // Bytes per logit element the loss path's segments settle at (0 where the
+  // order of its requests is not known), for the head's `bytes` per element.
+  double loss_segments_per_element(double bytes) {
+    if (bytes != segments_bytes_) {
+      segments_per_element_ = memplan::plugins::loss_segments_per_element(cross_entropy_, bytes, output_held_);
+      segments_bytes_ = bytes;
+    }
+    return segments_per_element_;
+  }
+
   // The layer's dimensions, less the sequence and the micro-batch (set per evaluation).
   static TransformerShape layer_shape(const memplan_model& model) {
     TransformerShape shape;
@@ -519,10 +536,11 @@ class MegatronActivations {
           pipeline_input_grads(options.attribute(MEMPLAN_ATTR_PIPELINE_INPUT_GRADS)),
           pipeline_kept_outputs(options.attribute(MEMPLAN_ATTR_PIPELINE_KEPT_OUTPUTS)),
           pipeline_merged_outputs(options.attribute(MEMPLAN_ATTR_PIPELINE_MERGED_OUTPUTS)),
-          context_kv_allgather(options.attribute(MEMPLAN_ATTR_CONTEXT_KV_ALLGATHER)) {}
+          context_kv_allgather(options.attribute(MEMPLAN_ATTR_CONTEXT_KV_ALLGATHER)),
+          loss_segments(options.attribute(MEMPLAN_ATTR_LOSS_SEGMENTS)) {}
     memplan::sdk::Attribute activation_dtype, activation_factor, residual_dtype, lora_rank_inputs, lora_inputs,
         lora_distinct_inputs, lora_dropout, recompute_policy, pipeline_input_buffers, pipeline_grad_buffers,
-        pipeline_input_grads, pipeline_kept_outputs, pipeline_merged_outputs, context_kv_allgather;
+        pipeline_input_grads, pipeline_kept_outputs, pipeline_merged_outputs, context_kv_allgather, loss_segments;
   };
 
   // The names of the items apply() adds, interned once.
@@ -893,6 +911,10 @@ class MegatronActivations {
   bool compiled_ = false;  // layer = "compiled" (ActivationSettings::compiled)
   bool repeat_kv_ = true;
   bool offload_ = false;
+  // loss_segments_per_element for the last bytes per element asked (the LM
+  // head's dtype rarely changes between evaluations): replayed once per dtype.
+  double segments_bytes_ = -1;
+  double segments_per_element_ = 0;
   bool rope_cache_ = false;
   bool causal_mask_buffer_ = false;
   bool padding_mask_ = false;         // the batches carry a padding mask: SDPA gets an explicit mask

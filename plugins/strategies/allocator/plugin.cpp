@@ -89,7 +89,7 @@ double rounding_waste(double bytes) {
 
 class AllocatorOverhead {
  public:
-  static constexpr sdk::PluginInfo info{"allocator", "1.5.0",
+  static constexpr sdk::PluginInfo info{"allocator", "1.6.0",
                                         "PyTorch caching allocator: block rounding and fragmentation",
                                         sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -101,7 +101,9 @@ class AllocatorOverhead {
         fragmentation_name_(options.intern("allocator.fragmentation")),
         stream_pools_name_(options.intern("allocator.stream_pools")),
         setup_cache_emptied_attr_(options.attribute(MEMPLAN_ATTR_SETUP_CACHE_EMPTIED)),
-        setup_unfragmented_attr_(options.attribute(MEMPLAN_ATTR_SETUP_FRESH_SEGMENTS)) {
+        setup_unfragmented_attr_(options.attribute(MEMPLAN_ATTR_SETUP_FRESH_SEGMENTS)),
+        loss_segments_attr_(options.attribute(MEMPLAN_ATTR_LOSS_SEGMENTS)),
+        loss_segments_report_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "allocator_loss_segments")) {
     if (!std::isfinite(fragmentation_) || fragmentation_ < 0 || fragmentation_ >= 1)
       options.fail("fragmentation", "must be a fraction from 0 up to (not including) 1, got " +
                                         memplan::support::number(fragmentation_));
@@ -202,7 +204,18 @@ class AllocatorOverhead {
     // One pass for the compute stream's three views: all its items, the
     // smaller requests, the logits-sized ones.
     const auto [one_pool, smaller, larger] = compute_stream_classes(ctx, accumulating);
+    // Where the activation plugin knows the order of the loss path's
+    // logits-sized requests, their segments settle at what a replay of that
+    // order gives (MEMPLAN_ATTR_LOSS_SEGMENTS), which can exceed the most
+    // they hold at once: the pool is never less.
     const double larger_high = std::max({larger[0], larger[1], larger[2]});
+    const double loss_segments = ctx.attr_double(loss_segments_attr_, 0);
+    if (loss_segments > 0) ctx.set_attr(loss_segments_report_, loss_segments);
+    const double loss_excess = std::max(0.0, loss_segments - larger_high);
+    const PhaseTotals margin = loss_excess > 0 ? step_rule(ctx, accumulating, [this](const sdk::ItemRef& item) {
+      return counted(item) && item.named(fragmentation_name_);
+    })
+                                               : PhaseTotals{};
     double setup_floor = 0;
     // A plugin whose framework empties the cache after its set-up (DeepSpeed's
     // stage-3 optimizer: stage3.py defragment calls empty_cache) sets
@@ -222,7 +235,8 @@ class AllocatorOverhead {
     PhaseTotals wanted{};
     for (size_t phase = 0; phase < wanted.size(); ++phase) {
       const double together = std::max(one_pool[phase], setup_floor) + side_pools;
-      const double apart = std::max(smaller[phase], setup_floor) + larger_high + side_pools;
+      const double apart = std::max(smaller[phase], setup_floor) + larger_high +
+                           std::max(0.0, loss_excess - margin[phase]) + side_pools;
       wanted[phase] = std::max(together, apart);
     }
     const PhaseTotals counted_now = step_rule(ctx, accumulating, counted);
@@ -351,6 +365,8 @@ class AllocatorOverhead {
   sdk::Name stream_pools_name_;
   sdk::Attribute setup_cache_emptied_attr_;  // set by a plugin whose framework empties the cache after set-up
   sdk::Attribute setup_unfragmented_attr_;   // set by a plugin whose set-up allocates into fresh segments
+  sdk::Attribute loss_segments_attr_;        // the loss path's logits-sized segments, where their order is known
+  sdk::Attribute loss_segments_report_;      // the same, for the report's details
   std::vector<Group> groups_;
   // Scratch for add_stream_pools, kept between evaluations (no allocation once warm).
   struct LayerSum {

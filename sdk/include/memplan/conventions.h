@@ -134,6 +134,14 @@
 #define MEMPLAN_ATTR_SETUP_CACHE_EMPTIED "setup.cache_emptied"
 #define MEMPLAN_ATTR_SETUP_FRESH_SEGMENTS "setup.fresh_segments"
 
+/* The bytes the caching allocator's segments for the loss path's
+ * logits-sized requests settle at, step after step (double), set by an
+ * activation plugin that knows the order of those requests (a replay through
+ * the allocator's block rules: plugin support's caching_allocator.hpp), read
+ * by an allocator model as the least that pool holds. Absent: the order is
+ * not known, the pool is what the requests hold at once. */
+#define MEMPLAN_ATTR_LOSS_SEGMENTS "allocator.loss_segments"
+
 /* How the data-parallel gradients are reduced (string), set by sharding
  * plugins for 'comm-buffers' (buckets = "auto"): "deepspeed" (ZeRO 1/2's
  * bucketed reduce, a bucket per backward), "deepspeed-stage3" (ZeRO-3's one

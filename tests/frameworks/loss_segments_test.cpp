@@ -1,0 +1,163 @@
+// The loss path's logits-sized segments in the caching allocator: a replay of
+// the order of their requests through the allocator's block rules
+// (sdk/support/include/memplan/support/caching_allocator.hpp, after
+// c10/cuda/CUDACachingAllocator.cpp: get_free_block's best fit,
+// should_split's 1 MiB threshold for the large pool, free_block's merge,
+// get_allocation_size's rounding), the orders of Hugging Face Transformers'
+// eager losses (plugins/activations/megatron/loss_requests.hpp) and the
+// allocator's use of the result (docs/formulas.md, "The loss path's
+// segments"). Measured: validation/measured (snapshots of torch 2.11 and
+// transformers 5.17 on an H100; plugins/strategies/allocator/README.md).
+#include <gtest/gtest.h>
+
+#include <memplan/support/caching_allocator.hpp>
+
+#include <array>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../../plugins/activations/megatron/loss_requests.hpp"
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+using support::AllocatorRequest;
+using Kind = AllocatorRequest::Kind;
+constexpr double kMiB = 1024.0 * 1024;
+
+AllocatorRequest alloc(uint32_t id, double mib) { return {Kind::allocate, id, mib * kMiB}; }
+AllocatorRequest release(uint32_t id) { return {Kind::free, id, 0}; }
+
+support::AllocatorReplay replay(const std::vector<AllocatorRequest>& requests) {
+  return support::replay_caching_allocator(requests);
+}
+
+// A freed 100 MiB block serves a 60 MiB request and is split (40 MiB remain,
+// more than 1 MiB); the 50 MiB request finds only that 40 MiB block and maps
+// a segment of its own: 100 + 50 MiB.
+TEST(CachingAllocatorReplay, BestFitSplitsAndMapsWhatDoesNotFit) {
+  const auto r = replay({alloc(1, 100), release(1), alloc(2, 60), alloc(3, 50)});
+  ASSERT_TRUE(r.valid);
+  EXPECT_EQ(r.reserved, 150 * kMiB);
+  EXPECT_EQ(r.alive_high, 110 * kMiB);
+}
+
+// Two free blocks, 100 and 60 MiB: a 50 MiB request takes the smaller one
+// that holds it (60), so a 100 MiB request still fits after it: 160 MiB.
+TEST(CachingAllocatorReplay, TheSmallestFreeBlockThatHoldsTheRequest) {
+  const auto r = replay({alloc(1, 100), alloc(2, 60), release(1), release(2), alloc(3, 50), alloc(4, 100)});
+  ASSERT_TRUE(r.valid);
+  EXPECT_EQ(r.reserved, 160 * kMiB);
+}
+
+// A split block merges back with its free neighbour: 40 + 60 MiB freed in one
+// 100 MiB segment serve a 100 MiB request without a new segment.
+TEST(CachingAllocatorReplay, FreedNeighboursMerge) {
+  const auto r = replay({alloc(1, 100), release(1), alloc(2, 40), alloc(3, 60), release(2), release(3), alloc(4, 100)});
+  ASSERT_TRUE(r.valid);
+  EXPECT_EQ(r.reserved, 100 * kMiB);
+}
+
+// No split when 1 MiB or less would remain: the 99.5 MiB request keeps the
+// whole 100 MiB block, and a 2 MiB request maps a new segment, 20 MiB below
+// 10 MiB (kLargeBuffer); 10 MiB + 512 B rounds up to 12 MiB (kRoundLarge).
+TEST(CachingAllocatorReplay, SplitThresholdAndSegmentRounding) {
+  auto r = replay({alloc(1, 100), release(1), alloc(2, 99.5), alloc(3, 2)});
+  ASSERT_TRUE(r.valid);
+  EXPECT_EQ(r.reserved, 120 * kMiB);
+  r = replay({{Kind::allocate, 1, 10 * kMiB + 512}});
+  EXPECT_EQ(r.reserved, 12 * kMiB);
+  // Sizes round up to 512 B (round_size).
+  r = replay({{Kind::allocate, 1, 100 * kMiB + 1}});
+  EXPECT_EQ(r.alive_high, 100 * kMiB + 512);
+}
+
+TEST(CachingAllocatorReplay, BadSequencesAreRefused) {
+  EXPECT_FALSE(replay({release(7)}).valid);
+  EXPECT_FALSE(replay({alloc(1, 10), release(1), release(1)}).valid);
+  EXPECT_FALSE(replay({{Kind::allocate, 1, 0}}).valid);
+}
+
+double settled(plugins::CrossEntropy mode, double p, bool held) {
+  return plugins::loss_segments_per_element(mode, p, held);
+}
+
+// transformers >= 4.49 (ForCausalLMLoss upcasts), 16-bit head (p = 2), in
+// bytes per logit element, L = 2 (the 16-bit logits), F = 4 (fp32):
+//   dropped output (the Trainer): ret L [s1]; copy F [s2]; log-softmax F [s3];
+//     the copy and the output freed (s2, s1); backward: nll's gradient F -> s2;
+//     log_softmax's F: s1 is too small -> new s4; s2 and s3 freed; the cast
+//     back L -> s1 (exact); => L + 3F = 14 (alive at most 3F = 12)
+//   held output: step 0 as above but s1 holds the output, so the cast back
+//     splits s2; 14 after step 0. Step 1: the new output L splits s2 (all free
+//     blocks are F, s2 the first); copy F -> s3; log-softmax -> s4; the old
+//     output frees s1; backward: F -> s3; F: only L blocks free -> new s5;
+//     => L + 4F = 18 from then on (alive at most L + L + 3F = 14, in forward)
+// Measured: 4 x 2L + L of logits-sized segments against 3 x 2L + L alive with
+// the held output (Llama-3.2-3B LoRA, 4 x 1504 + 752 MiB; Qwen3-0.6B, 4 x 9496
+// + 4748; the recomputed job, 4 x 8016 + 4008), and the Trainer's job's
+// max_memory_reserved steady from its first step.
+TEST(LossSegments, UpcastInLoss) {
+  using plugins::CrossEntropy;
+  EXPECT_DOUBLE_EQ(settled(CrossEntropy::upcast_in_loss, 2, true), 18);
+  EXPECT_DOUBLE_EQ(settled(CrossEntropy::upcast_in_loss, 2, false), 14);
+  // fp32 logits (p = 4): .float() returns them, no copy and no cast back:
+  //   held: ret F, log-softmax F, two gradients F: 4F = 16 = what is alive
+  //   at once in backward; dropped: 3F = 12.
+  EXPECT_DOUBLE_EQ(settled(CrossEntropy::upcast_in_loss, 4, true), 16);
+  EXPECT_DOUBLE_EQ(settled(CrossEntropy::upcast_in_loss, 4, false), 12);
+}
+
+// transformers <= 4.45 (the model upcasts and the loss copies the shifted
+// logits), p = 2: the head's L [s1] is freed once upcast to the returned F
+// [s2]; shifted copy F [s3]; log-softmax F [s4]; the copy freed (s3);
+//   held: backward nll F -> s3, log_softmax F -> new s5; s3, s4 freed; the
+//     slice's zeros F -> s3; the cast back L -> s1 (exact): L + 4F = 18 from
+//     the first step (alive at most 4F = 16);
+//   dropped: the output freed (s2) before backward: F -> s2, F -> s3, slice
+//     -> s2, cast -> s1: L + 3F = 14 (alive 3F = 12).
+// transformers 4.46-4.48 (the loss upcasts and copies the shifted logits):
+//   dropped: ret L, copy F, shifted F, log-softmax F (L + 3F = 14, which the
+//   backward's F, F, F, L reuse); held: 18 from the second step, when the new
+//   output splits a free F block (as upcast_in_loss).
+TEST(LossSegments, ShiftedCopies) {
+  using plugins::CrossEntropy;
+  EXPECT_DOUBLE_EQ(settled(CrossEntropy::upcast_shift_copy, 2, true), 18);
+  EXPECT_DOUBLE_EQ(settled(CrossEntropy::upcast_shift_copy, 2, false), 14);
+  EXPECT_DOUBLE_EQ(settled(CrossEntropy::upcast_in_loss_shift_copy, 2, true), 18);
+  EXPECT_DOUBLE_EQ(settled(CrossEntropy::upcast_in_loss_shift_copy, 2, false), 14);
+}
+
+// Where the order is not written down, nothing is published (the allocator
+// keeps the requests' high point).
+TEST(LossSegments, UnknownOrdersPublishNothing) {
+  using plugins::CrossEntropy;
+  for (CrossEntropy mode : {CrossEntropy::unfused, CrossEntropy::vocab_parallel, CrossEntropy::chunked,
+                            CrossEntropy::compiled, CrossEntropy::chunked_compiled, CrossEntropy::loss_parallel})
+    EXPECT_EQ(settled(mode, 2, true), 0);
+}
+
+// The measured job (validation/H100-llama-3.2-3b-lora-r16-all-gc-bs8-s2048):
+// 8 x 2048 tokens x 128,256 logits = 2,101,346,304 elements, held output,
+// transformers 5.17 (upcast in the loss): 18 B each = 37,824,233,472 B, the
+// five logits-sized segments the snapshot shows (4 x 8016 + 4008 MiB =
+// 36,072 MiB = 37,824,233,472 B), reported under details.
+TEST(LossSegments, TheMeasuredJobsSegmentsAreReported) {
+  const std::string id = "H100-llama-3.2-3b-lora-r16-all-gc-bs8-s2048";
+  std::ifstream in(source_dir() + "/validation/" + id + ".toml");
+  std::ostringstream text;
+  text << in.rdbuf();
+  ASSERT_NE(text.str().find("micro_batch = 8\nseq_len = 2048\n"), std::string::npos);
+  const Evaluation e = evaluate(text.str(), id + ".toml");
+  double figure = 0;
+  for (const auto& [key, value] : e.estimator().report_details())
+    if (key == "allocator_loss_segments") figure = std::stod(value);
+  EXPECT_DOUBLE_EQ(figure, 37'824'233'472.0);
+  EXPECT_DOUBLE_EQ(figure, 36'072 * kMiB);
+}
+
+}  // namespace
+}  // namespace memplan::testing
