@@ -98,6 +98,9 @@ class OffloadStrategy {
         setup_cache_emptied_attr_(options.attribute(MEMPLAN_ATTR_SETUP_CACHE_EMPTIED)),
         sub_group_fraction_attr_(options.attribute("zero3.step_sub_group_fraction")),
         step_flat_gradient_(options.intern("zero3.step_flat_gradient")),
+        gather_staging_forward_attr_(options.attribute("zero3.gather_staging_forward")),
+        gather_staging_backward_attr_(options.attribute("zero3.gather_staging_backward")),
+        gather_staging_name_(options.intern("offload.gather_staging")),
         optimizer_step_(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP)),
         optimizer_step_experts_(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP_EXPERTS)) {
     if (!optimizer_ && !gradients_ && !parameters_)
@@ -128,6 +131,7 @@ class OffloadStrategy {
                         "offload (DeepSpeed then partitions onto the CPU and stage3.py skips defragment's "
                         "empty_cache, so the whole model's freed blocks stay cached on the GPU); remove one of the two");
     if (parameters_ && staging_) add_staging(ctx);
+    if (parameters_ && staging_) add_gather_staging(ctx);
     if (optimizer_ && norm_copy_ && ctx.training()) add_gradient_norm_copy(ctx);
     if (optimizer_ && ctx.training()) undo_step_sub_group(ctx);
     // In place: no copy of each item's name per evaluation.
@@ -151,6 +155,18 @@ class OffloadStrategy {
   void add_staging(memplan::sdk::Context& ctx) const {
     memplan::support::sharding::add_buffer(ctx, staging_name_, memplan::sdk::Lifetime::persistent,
                                            ctx.attr_double(staging_attr_, 0), 1, memplan::sdk::Pool::reserve);
+  }
+
+  // DeepSpeed ZeRO-3 with the partitions in host memory: all_gather_coalesced
+  // copies the call's partitions to the GPU before gathering them
+  // (partition_parameters.py, v0.7.0 lines 836-880: ds_tensor.to(cuda)),
+  // beside the gathered set at that instant; zero's replay sizes it
+  // (zero3.gather_staging_forward / _backward, plugins/strategies/zero/coordinator.hpp).
+  void add_gather_staging(memplan::sdk::Context& ctx) const {
+    memplan::support::sharding::add_buffer(ctx, gather_staging_name_, memplan::sdk::Lifetime::transient_forward,
+                                           ctx.attr_double(gather_staging_forward_attr_, 0), 1);
+    memplan::support::sharding::add_buffer(ctx, gather_staging_name_, memplan::sdk::Lifetime::transient_backward,
+                                           ctx.attr_double(gather_staging_backward_attr_, 0), 1);
   }
 
   // DeepSpeed ZeRO-3 with offload_optimizer: no flat copy or fp32 cast of a
@@ -219,6 +235,8 @@ class OffloadStrategy {
   memplan::sdk::Attribute setup_cache_emptied_attr_;  // set by zero's setup = "whole"
   memplan::sdk::Attribute sub_group_fraction_attr_;   // zero3.step_sub_group_fraction: main_grads' scale
   memplan::sdk::Name step_flat_gradient_;             // zero's flat copy of a sub-group at the step
+  memplan::sdk::Attribute gather_staging_forward_attr_, gather_staging_backward_attr_;  // set by zero, stage 3
+  memplan::sdk::Name gather_staging_name_;            // offload.gather_staging
   memplan::sdk::Name optimizer_step_, optimizer_step_experts_;  // the step's memory traffic, moved off the GPU
 };
 

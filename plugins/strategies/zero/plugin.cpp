@@ -152,6 +152,8 @@ class ZeroShardingStrategy {
         setup_whole_(options.intern("zero3.setup_whole")),
         step_flat_gradient_(options.intern("zero3.step_flat_gradient")),
         sub_group_fraction_attr_(options.attribute("zero3.step_sub_group_fraction")),
+        staging_forward_attr_(options.attribute("zero3.gather_staging_forward")),
+        staging_backward_attr_(options.attribute("zero3.gather_staging_backward")),
         setup_cache_emptied_attr_(options.attribute(MEMPLAN_ATTR_SETUP_CACHE_EMPTIED)),
         setup_unfragmented_attr_(options.attribute(MEMPLAN_ATTR_SETUP_FRESH_SEGMENTS)) {
     overlap_ = options.number("communication_overlap").value_or(1.0);
@@ -344,11 +346,18 @@ class ZeroShardingStrategy {
     // torch's per-op checkpointing); Megatron's selective recomputation replays no module with parameters.
     const bool replay = policy == "full" || policy == "op";
     build_trace(ctx, groups.expert, ctx.training(), replay);
-    const zero3::Result result = zero3::replay(trace_.parameters, trace_.steps, settings_, workspace_);
+    // Each rank's partition is staged on the GPU before its all-gather when it lives in host memory
+    // (coordinator.hpp); 'offload' with parameters = true counts it from the attributes set below.
+    zero3::Settings settings = settings_;
+    settings.staging_share = 1.0 / static_cast<double>(groups.dense_replicas());
+    const zero3::Result result = zero3::replay(trace_.parameters, trace_.steps, settings, workspace_);
     constexpr size_t kForward = static_cast<size_t>(zero3::Window::forward);
     constexpr size_t kBackward = static_cast<size_t>(zero3::Window::backward);
     sharding::add_buffer(ctx, gathered_forward_, memplan::sdk::Lifetime::transient_forward,
                          result.gathered_bytes[kForward], 1);
+    ctx.set_attr(staging_forward_attr_, result.staged_bytes[kForward] - result.gathered_bytes[kForward]);
+    ctx.set_attr(staging_backward_attr_,
+                 ctx.training() ? result.staged_bytes[kBackward] - result.gathered_bytes[kBackward] : 0.0);
     double gathered = result.gathered_numel[kForward];
     if (ctx.training()) {
       sharding::add_buffer(ctx, gathered_backward_, memplan::sdk::Lifetime::transient_backward,
@@ -570,6 +579,9 @@ class ZeroShardingStrategy {
   memplan::sdk::Name setup_whole_;                    // setup = "whole": the set-up's high point beyond the partitions
   memplan::sdk::Name step_flat_gradient_;             // the step's flat 16-bit copy of the largest sub-group
   memplan::sdk::Attribute sub_group_fraction_attr_;   // zero3.step_sub_group_fraction: main_grads scaled, for offload
+  // zero3.gather_staging_{forward,backward}: bytes beyond the gathered set at an all-gather's staging instant, when
+  // the partitions live in host memory (coordinator.hpp); 'offload' with parameters = true counts them.
+  memplan::sdk::Attribute staging_forward_attr_, staging_backward_attr_;
   memplan::sdk::Attribute setup_cache_emptied_attr_;  // setup.cache_emptied: stage3.py empties the cache
   memplan::sdk::Attribute setup_unfragmented_attr_;   // setup.fresh_segments: module.to, nothing freed
   Trace trace_;                 // stage 3 with gathered parameters: rebuilt on every evaluation
