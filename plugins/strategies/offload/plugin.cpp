@@ -62,8 +62,8 @@ constexpr std::array<memplan_option_spec, 5> kOptions{{
     {"gradients", MEMPLAN_OPTION_BOOL, "move gradients to the CPU", "the value of optimizer", "true"},
     {"parameters", MEMPLAN_OPTION_BOOL, "move the weights to the CPU (needs zero stage 3 or fsdp)", "false", "true"},
     {"staging", MEMPLAN_OPTION_BOOL,
-     "parameters: keep reserved the pool where the sharding plugin stages the GPU copies of offloaded shards "
-     "(FSDP's pre-unshard stream)",
+     "parameters: count the GPU copies of offloaded shards staged before each gather (FSDP's pre-unshard pool, kept "
+     "reserved; DeepSpeed ZeRO-3's all_gather_coalesced copies, at each gather's instant)",
      "true (the paper profile: false)", nullptr},
     {"gradient_norm_copy", MEMPLAN_OPTION_BOOL,
      "optimizer under ZeRO stage 3: count DeepSpeed's GPU copy of each reduced gradient partition and its float64 "
