@@ -304,7 +304,8 @@ class ZeroShardingStrategy {
         const int64_t at = item.layer() >= 0 ? static_cast<int64_t>(item.layer()) + k
                            : front            ? -1
                                               : std::numeric_limits<int32_t>::max();
-        for (int m = 0; m < static_cast<int>(modules); ++m) sub_group_modules_.push_back({at, module});
+        for (int m = 0; m < static_cast<int>(modules); ++m)
+          sub_group_modules_.push_back({at, static_cast<uint32_t>(sub_group_modules_.size()), module});
       }
     }
     if (partition <= 0) return;
@@ -326,8 +327,10 @@ class ZeroShardingStrategy {
   // trace order by add_step_sub_group): the largest sub-group's elements.
   double largest_sub_group(double partition) {
     if (sub_group_size_ >= partition) return partition;
-    std::stable_sort(sub_group_modules_.begin(), sub_group_modules_.end(),
-                     [](const SubGroupModule& a, const SubGroupModule& b) { return a.at < b.at; });
+    // std::sort on (layer, plan order): stable_sort would allocate a buffer on every evaluation.
+    std::sort(sub_group_modules_.begin(), sub_group_modules_.end(), [](const SubGroupModule& a, const SubGroupModule& b) {
+      return a.at != b.at ? a.at < b.at : a.order < b.order;
+    });
     double largest = 0, open = 0;
     for (const SubGroupModule& module : sub_group_modules_) {
       open += module.elements;
@@ -550,7 +553,8 @@ class ZeroShardingStrategy {
   }
 
   struct SubGroupModule {
-    int64_t at;  // the layer, -1 before the layers, int32 max after them (stable sort: plan order within)
+    int64_t at;      // the layer, -1 before the layers, int32 max after them
+    uint32_t order;  // plan order, within a layer
     double elements;
   };
 
