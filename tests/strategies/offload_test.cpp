@@ -149,6 +149,36 @@ TEST(Offload, ZeroThreeOptimizerOffloadCopiesEachGradientPartitionForItsNorm) {
   EXPECT_EQ(evaluate_paper(scenario(llama, 1, "optimizer = true\n")).item_bytes(kItem, MEMPLAN_ROLE_BUFFERS), 0u);
 }
 
+// ZeRO-3 with the partitions in host memory (offload parameters): zero's
+// replay sizes the staging copies of each all-gather call (coordinator.hpp,
+// ZeroStage3Coordinator.StagingCopiesBesideTheGatheredSet); 'offload' counts
+// the bytes beyond the gathered set as offload.gather_staging. By hand with
+// prefetch_bucket_size = 0 and max_reuse_distance = 0: each module is
+// gathered at its use, alone, and released after it, so a window's worst
+// instant is its largest module gathered plus that module's partition staged.
+// GPT-2 h 4096, 90 layers, tied head: the head (the embedding, 50,257 x 4096 =
+// 205,852,672 elements, 411,705,344 B in fp16) is in both windows (the loss's
+// forward and backward): on one rank 411,705,344 B, over 8 ranks an eighth,
+// 51,463,168 B, in each window. Without parameter offload (.to() on a GPU
+// partition copies nothing) there is none.
+TEST(Offload, ZeroThreeStagesHostPartitionsBeforeEachGather) {
+  auto scenario = [](int dp, const std::string& offload) {
+    return "name = \"offload\"\nmode = \"train\"\n[model]\npreset = \"gpt2-xl\"\nlayers = 90\nhidden = 4096\n"
+           "heads = 16\nffn_hidden = 16384\n[batch]\nmicro_batch = 1\nseq_len = 1024\n[precision]\nuse = "
+           "\"mixed-fp16\"\n[optimizer]\nuse = \"adam\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = "
+           "\"data-parallel\"\nsize = " +
+           std::to_string(dp) +
+           "\n[[strategy]]\nuse = \"zero\"\nstage = 3\nprefetch_bucket_size = 0\nmax_reuse_distance = 0\n"
+           "[[strategy]]\nuse = \"offload\"\n" +
+           offload;
+  };
+  constexpr const char* kItem = "offload.gather_staging";
+  // Two items, one per window.
+  EXPECT_EQ(evaluate(scenario(1, "parameters = true\n")).item_bytes(kItem, MEMPLAN_ROLE_BUFFERS), 2 * 411'705'344u);
+  EXPECT_EQ(evaluate(scenario(8, "parameters = true\n")).item_bytes(kItem, MEMPLAN_ROLE_BUFFERS), 2 * 51'463'168u);
+  EXPECT_EQ(evaluate(scenario(1, "optimizer = true\n")).item_bytes(kItem, MEMPLAN_ROLE_BUFFERS), 0u);
+}
+
 TEST(Offload, Errors) {
   const std::string library = " (plugin library " + plugin_dir() + "/memplan-offload.so)";
   EXPECT_EQ(error_of(zero_offload("parameters = true\n"), "o.toml"),

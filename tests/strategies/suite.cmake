@@ -12,5 +12,6 @@ memplan_add_test(test_strategies
   strategies/fsdp_test.cpp
   strategies/zero3_gathered_test.cpp
   strategies/zero3_setup_test.cpp
+  strategies/zero3_step_test.cpp
   strategies/offload_test.cpp
   strategies/examples_test.cpp)

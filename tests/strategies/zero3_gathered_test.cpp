@@ -61,6 +61,32 @@ TEST(ZeroStage3Coordinator, HandTracedSteps) {
   EXPECT_EQ(module_only.gathered_bytes[1], 80);
 }
 
+// The staging copies of all_gather_coalesced (partition_parameters.py,
+// v0.7.0 lines 836-880: each rank's partition copied from host memory to the
+// GPU before the gather, beside the call's flat buffer). The trace above with
+// B = 50, M = 1000, R = 100 and one rank (staging_share 1): the prefetch at
+// step 1 gathers A (200 bytes) after B and C (160): at its staging instant
+// 360 + 200 = 560 bytes; no other call in the windows (B and C were gathered
+// at step 0, outside them; the backward window gathers nothing): forward 560,
+// backward 360 = the gathered set. Over two ranks each staged partition is
+// half: 360 + 100 = 460. With the partitions on the GPU (share 0): 360.
+TEST(ZeroStage3Coordinator, StagingCopiesBesideTheGatheredSet) {
+  const std::vector<zero3::Parameter> parameters{{100, 200}, {5, 10}, {40, 80}, {40, 80}};
+  using W = zero3::Window;
+  const std::vector<zero3::TraceStep> trace{{0, W::none},     {1, W::forward},  {2, W::forward},  {3, W::forward},
+                                            {3, W::backward}, {2, W::backward}, {1, W::backward}, {0, W::none}};
+  auto run = [&](double share) {
+    zero3::Settings settings{50, 1000, 100, 10};
+    settings.staging_share = share;
+    return zero3::replay(parameters, trace, settings);
+  };
+  EXPECT_EQ(run(1).staged_bytes[0], 560);
+  EXPECT_EQ(run(1).staged_bytes[1], 360);
+  EXPECT_EQ(run(0.5).staged_bytes[0], 460);
+  EXPECT_EQ(run(0).staged_bytes[0], 360);
+  EXPECT_EQ(run(1).gathered_bytes[0], 360);  // the gathered set itself does not move
+}
+
 // Llama-2-7B (P = 6,738,415,616), mixed bf16 + AdamW, 8 data-parallel ranks,
 // no activations, no recomputation. Modules (elements): embedding and LM head
 // 131,072,000 each; per layer q, k, v, o 16,777,216 each, gate, up, down

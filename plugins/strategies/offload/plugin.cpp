@@ -32,6 +32,15 @@
 //                      (_constant_buffered_norm2): 2 + 8 bytes per element of
 //                      the largest partition, in backward
 //                      (offload.gradient_norm_copy; option gradient_norm_copy).
+//                      And the step skips the fp32 cast of each sub-group
+//                      on the GPU (stage3.py _prepare_sub_group: only without
+//                      offload_optimizer): zero's zero3.step_flat_gradient
+//                      is removed, and the fp32 gradients (main_grads, which
+//                      zero scaled to the largest sub-group) are the host's
+//                      per-sub-group buffers of the whole partition
+//                      (initialize_optimizer_states, v0.7.0 lines 911-916):
+//                      their elements are divided back by
+//                      zero3.step_sub_group_fraction before they move.
 // Runs just after the sharding phase (500), so the items it moves are the
 // shards, whatever the scenario order.
 #include <memplan/sdk.hpp>
@@ -53,8 +62,8 @@ constexpr std::array<memplan_option_spec, 5> kOptions{{
     {"gradients", MEMPLAN_OPTION_BOOL, "move gradients to the CPU", "the value of optimizer", "true"},
     {"parameters", MEMPLAN_OPTION_BOOL, "move the weights to the CPU (needs zero stage 3 or fsdp)", "false", "true"},
     {"staging", MEMPLAN_OPTION_BOOL,
-     "parameters: keep reserved the pool where the sharding plugin stages the GPU copies of offloaded shards "
-     "(FSDP's pre-unshard stream)",
+     "parameters: count the GPU copies of offloaded shards staged before each gather (FSDP's pre-unshard pool, kept "
+     "reserved; DeepSpeed ZeRO-3's all_gather_coalesced copies, at each gather's instant)",
      "true (the paper profile: false)", nullptr},
     {"gradient_norm_copy", MEMPLAN_OPTION_BOOL,
      "optimizer under ZeRO stage 3: count DeepSpeed's GPU copy of each reduced gradient partition and its float64 "
@@ -70,7 +79,7 @@ constexpr auto kAfterSharding = static_cast<memplan::sdk::Phase>(MEMPLAN_PHASE_S
 class OffloadStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "offload", "1.3.1", "CPU offload of optimizer states, master weights, gradients and parameters (ZeRO-Offload)",
+      "offload", "1.4.0", "CPU offload of optimizer states, master weights, gradients and parameters (ZeRO-Offload)",
       memplan::sdk::Kind::strategy, kAfterSharding};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
@@ -87,6 +96,11 @@ class OffloadStrategy {
         staging_attr_(options.attribute(MEMPLAN_ATTR_OFFLOAD_STAGING)),
         staging_name_(options.intern("offload.parameter_staging")),
         setup_cache_emptied_attr_(options.attribute(MEMPLAN_ATTR_SETUP_CACHE_EMPTIED)),
+        sub_group_fraction_attr_(options.attribute("zero3.step_sub_group_fraction")),
+        step_flat_gradient_(options.intern("zero3.step_flat_gradient")),
+        gather_staging_forward_attr_(options.attribute("zero3.gather_staging_forward")),
+        gather_staging_backward_attr_(options.attribute("zero3.gather_staging_backward")),
+        gather_staging_name_(options.intern("offload.gather_staging")),
         optimizer_step_(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP)),
         optimizer_step_experts_(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP_EXPERTS)) {
     if (!optimizer_ && !gradients_ && !parameters_)
@@ -117,7 +131,9 @@ class OffloadStrategy {
                         "offload (DeepSpeed then partitions onto the CPU and stage3.py skips defragment's "
                         "empty_cache, so the whole model's freed blocks stay cached on the GPU); remove one of the two");
     if (parameters_ && staging_) add_staging(ctx);
+    if (parameters_ && staging_) add_gather_staging(ctx);
     if (optimizer_ && norm_copy_ && ctx.training()) add_gradient_norm_copy(ctx);
+    if (optimizer_ && ctx.training()) undo_step_sub_group(ctx);
     // In place: no copy of each item's name per evaluation.
     for (memplan::sdk::ItemRef item : ctx.items()) {
       const Role role = item.role();
@@ -139,6 +155,36 @@ class OffloadStrategy {
   void add_staging(memplan::sdk::Context& ctx) const {
     memplan::support::sharding::add_buffer(ctx, staging_name_, memplan::sdk::Lifetime::persistent,
                                            ctx.attr_double(staging_attr_, 0), 1, memplan::sdk::Pool::reserve);
+  }
+
+  // DeepSpeed ZeRO-3 with the partitions in host memory: all_gather_coalesced
+  // copies the call's partitions to the GPU before gathering them
+  // (partition_parameters.py, v0.7.0 lines 836-880: ds_tensor.to(cuda)),
+  // beside the gathered set at that instant; zero's replay sizes it
+  // (zero3.gather_staging_forward / _backward, plugins/strategies/zero/coordinator.hpp).
+  void add_gather_staging(memplan::sdk::Context& ctx) const {
+    memplan::support::sharding::add_buffer(ctx, gather_staging_name_, memplan::sdk::Lifetime::transient_forward,
+                                           ctx.attr_double(gather_staging_forward_attr_, 0), 1);
+    memplan::support::sharding::add_buffer(ctx, gather_staging_name_, memplan::sdk::Lifetime::transient_backward,
+                                           ctx.attr_double(gather_staging_backward_attr_, 0), 1);
+  }
+
+  // DeepSpeed ZeRO-3 with offload_optimizer: no flat copy or fp32 cast of a
+  // sub-group on the GPU at the step; the fp32 gradients are host buffers of
+  // the whole partition (see the top of the file).
+  void undo_step_sub_group(memplan::sdk::Context& ctx) const {
+    const double fraction = ctx.attr_double(sub_group_fraction_attr_, 1);
+    if (fraction > 0 && fraction < 1)
+      for (memplan::sdk::ItemRef item : ctx.items())
+        if (item.role() == Role::optimizer_states && item.lifetime() == memplan::sdk::Lifetime::transient_optimizer &&
+            item.name().ends_with(".main_grad"))
+          item.set_elements(item.elements() / fraction);
+    const memplan::sdk::Items items = ctx.items();
+    for (size_t i = 0; i < items.size(); ++i)
+      if (items[i].named(step_flat_gradient_)) {
+        ctx.remove(i);  // zero adds one; the view is stale after it
+        break;
+      }
   }
 
   // DeepSpeed ZeRO-3 with offload_optimizer (stage3.py, __partition_grads,
@@ -187,6 +233,10 @@ class OffloadStrategy {
   memplan::sdk::Attribute staging_attr_;  // sharding.offload_staging
   memplan::sdk::Name staging_name_;
   memplan::sdk::Attribute setup_cache_emptied_attr_;  // set by zero's setup = "whole"
+  memplan::sdk::Attribute sub_group_fraction_attr_;   // zero3.step_sub_group_fraction: main_grads' scale
+  memplan::sdk::Name step_flat_gradient_;             // zero's flat copy of a sub-group at the step
+  memplan::sdk::Attribute gather_staging_forward_attr_, gather_staging_backward_attr_;  // set by zero, stage 3
+  memplan::sdk::Name gather_staging_name_;            // offload.gather_staging
   memplan::sdk::Name optimizer_step_, optimizer_step_experts_;  // the step's memory traffic, moved off the GPU
 };
 

@@ -19,6 +19,17 @@
 // The trace is the order in which modules fetch: forward, then backward in
 // reverse, with each checkpointed layer's forward replayed before its backward.
 //
+// Each gather is one all_gather_coalesced call (partition_parameters.py,
+// v0.7.0 lines 806-880, the same in v0.14.0): the fetched parameters' flat
+// buffer is allocated, then `torch.cat([p.ds_tensor.to(cuda) ...], out=...)`
+// copies each rank's partition to the GPU first when it lives in host memory
+// (parameter offload, or zero.Init(remote_device="cpu")): for the instant of
+// the cat the call's partitions exist twice. The replay records, per window,
+// the most bytes gathered at such an instant: after the call, plus
+// staging_share x the call's bytes (staging_share = 1 / ranks; 0 when the
+// partitions are on the GPU and .to() copies nothing). A step makes at most
+// two calls: the module's own parameters, then the prefetched ones.
+//
 // One parameter per module here: a module's weight and bias are counted
 // together. Cost: linear in the trace (each queue entry is popped once; reuse
 // distances come from prefix sums instead of the walk the code does), and no
@@ -52,6 +63,7 @@ struct Settings {
   double max_live = 1e9;               // stage3_max_live_parameters
   double max_reuse_distance = 1e9;     // stage3_max_reuse_distance
   double persistence_threshold = 1e5;  // stage3_param_persistence_threshold
+  double staging_share = 0;            // the share of a gathered parameter staged from host memory (1 / ranks)
 };
 
 struct Result {
@@ -60,6 +72,9 @@ struct Result {
   double gathered_bytes[2] = {0, 0};
   double gathered_numel[2] = {0, 0};
   double persistent_bytes = 0;  // persistent parameters, gathered whole for good
+  // Per window: the most bytes at the instant of an all-gather call's staging copies (the gathered
+  // parameters after the call plus staging_share x its bytes); at least gathered_bytes.
+  double staged_bytes[2] = {0, 0};
 };
 
 inline bool persistent(const Parameter& parameter, const Settings& settings) {
@@ -124,9 +139,12 @@ inline Result replay(const std::vector<Parameter>& parameters, const std::vector
   };
   for (size_t i = 0; i < steps; ++i) {
     const int32_t current = trace[i].parameter;
+    double staged = 0;  // this step's most bytes at a call's staging instant
     if (current >= 0) {
       const size_t p = static_cast<size_t>(current);
+      const double before_module = available_bytes;
       gather(p);
+      staged = available_bytes + settings.staging_share * (available_bytes - before_module);
       // This use leaves the queue unless a prefetch already took it.
       if (fetched_for[p] < static_cast<double>(i)) {
         while (head < queue.size() && queue[head] <= i) {
@@ -136,6 +154,7 @@ inline Result replay(const std::vector<Parameter>& parameters, const std::vector
       }
       const double limit = std::min(settings.max_live - available_numel, settings.prefetch_bucket);
       double prefetching = 0;
+      const double before_prefetch = available_bytes;
       while (head < queue.size() && prefetching < limit) {
         const size_t use = queue[head++];
         const size_t q = static_cast<size_t>(trace[use].parameter);
@@ -144,6 +163,7 @@ inline Result replay(const std::vector<Parameter>& parameters, const std::vector
         gather(q);
         prefetching += parameters[q].numel;
       }
+      staged = std::max(staged, available_bytes + settings.staging_share * (available_bytes - before_prefetch));
     }
     if (trace[i].window != Window::none) {
       const size_t w = static_cast<size_t>(trace[i].window);
@@ -151,6 +171,7 @@ inline Result replay(const std::vector<Parameter>& parameters, const std::vector
         result.gathered_bytes[w] = available_bytes;
         result.gathered_numel[w] = available_numel;
       }
+      result.staged_bytes[w] = std::max({result.staged_bytes[w], staged, available_bytes});
     }
     if (current < 0) continue;
     const size_t p = static_cast<size_t>(current);

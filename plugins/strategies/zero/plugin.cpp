@@ -41,6 +41,25 @@
 // module.to allocates the parameters one after another with nothing freed
 // between them, in fresh segments (setup.fresh_segments: no
 // fragmentation margin on the item).
+//
+// The stage-3 step, sub-group by sub-group (stage3.py step ->
+// _prepare_sub_group -> _prepare_fp32_grad_for_sub_group, the same lines at
+// v0.7.0 (1686-1705), v0.14.0 (1847-1866), v0.18.3 (1977-1996) and v0.19.0
+// (2208-2227)): single_grad_partition = flatten(the sub-group's 16-bit
+// gradient partitions).to(the master's dtype). The flatten (torch.cat) is a
+// new 16-bit tensor of the sub-group's elements and the cast a second one, in
+// fp32; the cast is the master's .grad until _release_sub_group drops it.
+// _create_fp16_sub_groups (v0.7.0 808-832, v0.18.3 1027-1050) walks each
+// parameter group's parameters in order and closes a sub-group as soon as it
+// holds >= sub_group_size partition elements (one sub-group when the group is
+// no larger). The fp32 cast is the precision recipe's main_grads (the
+// deepspeed profile sets it): at stage 3 this plugin scales those items to the
+// largest sub-group's elements S and adds the flat 16-bit copy beside them,
+// zero3.step_flat_gradient = S x dtype.gradients bytes (transient_optimizer;
+// not when main_grads is in the gradients' own dtype: the flatten is then the
+// .grad itself). Under offload_optimizer neither exists on the GPU
+// (_prepare_sub_group skips the cast): 'offload' removes the copy and gives
+// main_grads back their whole partition (attribute zero3.step_sub_group_fraction).
 #include <memplan/sdk.hpp>
 #include <memplan/support/layout.hpp>
 #include <memplan/support/sharding.hpp>
@@ -68,8 +87,10 @@ constexpr int64_t kPrefetchBucketDefault = 50'000'000;
 constexpr int64_t kMaxLiveDefault = 1'000'000'000;
 constexpr int64_t kMaxReuseDefault = 1'000'000'000;
 constexpr int64_t kPersistenceDefault = 100'000;
+// sub_group_size: 1e9 partition elements (config.py, v0.7.0 line 92, v0.18.3 line 174).
+constexpr int64_t kSubGroupDefault = 1'000'000'000;
 
-constexpr std::array<memplan_option_spec, 8> kOptions{{
+constexpr std::array<memplan_option_spec, 9> kOptions{{
     {"stage", MEMPLAN_OPTION_INT, "0 (off), 1 (optimizer states), 2 (+ gradients) or 3 (+ weights)", "required",
      "1,2,3"},
     {"communication_overlap", MEMPLAN_OPTION_DOUBLE,
@@ -96,12 +117,16 @@ constexpr std::array<memplan_option_spec, 8> kOptions{{
      "created) or \"whole\" (the module reaches deepspeed.initialize whole, as transformers' quantized models do: "
      "the engine moves it onto the GPU and partitions it parameter by parameter)",
      "\"partitioned\""},
+    {"sub_group_size", MEMPLAN_OPTION_INT,
+     "stage 3: partition elements per optimizer sub-group (DeepSpeed sub_group_size): the step flattens and casts "
+     "one sub-group's gradients at a time",
+     "1000000000", nullptr},
 }};
 
 class ZeroShardingStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "zero", "1.7.0",
+      "zero", "1.8.0",
       "ZeRO stages 0-3: shard optimizer states, gradients and weights over data-parallel ranks; ZeRO-3's gathered "
       "parameters",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding, memplan::sdk::Reads::nothing};
@@ -125,6 +150,10 @@ class ZeroShardingStrategy {
         module_gradient_(options.intern("zero3.module_gradient")),
         persistent_parameters_(options.intern("zero3.persistent_parameters")),
         setup_whole_(options.intern("zero3.setup_whole")),
+        step_flat_gradient_(options.intern("zero3.step_flat_gradient")),
+        sub_group_fraction_attr_(options.attribute("zero3.step_sub_group_fraction")),
+        staging_forward_attr_(options.attribute("zero3.gather_staging_forward")),
+        staging_backward_attr_(options.attribute("zero3.gather_staging_backward")),
         setup_cache_emptied_attr_(options.attribute(MEMPLAN_ATTR_SETUP_CACHE_EMPTIED)),
         setup_unfragmented_attr_(options.attribute(MEMPLAN_ATTR_SETUP_FRESH_SEGMENTS)) {
     overlap_ = options.number("communication_overlap").value_or(1.0);
@@ -158,6 +187,13 @@ class ZeroShardingStrategy {
         static_cast<double>(options.integer("max_reuse_distance").value_or(kMaxReuseDefault));
     settings_.persistence_threshold =
         static_cast<double>(options.integer("param_persistence_threshold").value_or(kPersistenceDefault));
+    if (const auto sub_group = options.integer("sub_group_size")) {
+      if (stage_ != 3)
+        options.fail("sub_group_size", "sizes the sub-groups of ZeRO stage 3's optimizer step; stage " +
+                                           std::to_string(stage_) + " steps its partition at once");
+      if (*sub_group < 1) options.fail("sub_group_size", "must be 1 or more elements, got " + std::to_string(*sub_group));
+      sub_group_size_ = static_cast<double>(*sub_group);
+    }
     if (const auto setup = options.string("setup")) {
       if (*setup != "partitioned" && *setup != "whole")
         options.fail("setup", "must be \"partitioned\" (built under deepspeed.zero.Init) or \"whole\" (the module "
@@ -198,6 +234,7 @@ class ZeroShardingStrategy {
              (stage >= 2 && role == Role::gradients) || (stage >= 3 && role == Role::weights);
     });
     if (setup_whole_model_) add_setup_whole(ctx, whole, first_partition);
+    if (stage == 3 && ctx.training()) add_step_sub_group(ctx, groups.expert);
     // Each rank steps its partition of the optimizer states (stage 1 and up).
     sharding::partition_optimizer_step(ctx, optimizer_step_, optimizer_step_experts_, dense, expert);
   }
@@ -238,6 +275,73 @@ class ZeroShardingStrategy {
     ctx.set_attr(setup_unfragmented_attr_, 1.0);
   }
 
+  // The precision recipe's fp32 gradient copies (main_grads, SuffixedNames ".main_grad").
+  static bool main_grad(memplan::sdk::ItemRef item) {
+    return item.role() == Role::optimizer_states && item.lifetime() == memplan::sdk::Lifetime::transient_optimizer &&
+           item.device() == memplan::sdk::Device::gpu && item.count() > 0 && item.name().ends_with(".main_grad");
+  }
+
+  // After sharding: the step's copies of the largest sub-group (see the top of
+  // the file). The parameters in model order: the embeddings, each layer's in
+  // plan order, then the rest (final norm, untied head); one parameter per
+  // module (weight and bias together), as the gathered trace counts them, in
+  // one parameter group (a second group, e.g. the no-decay one, is not split
+  // out).
+  void add_step_sub_group(memplan::sdk::Context& ctx, int64_t expert_parallel) {
+    const memplan_model& model = ctx.model();
+    sub_group_modules_.clear();
+    double partition = 0, main_bytes = 0;
+    for (const memplan::sdk::ItemRef item : ctx.items()) {
+      if (!main_grad(item)) continue;
+      partition += item.elements() * static_cast<double>(item.count());
+      main_bytes = item.bytes_per_element();
+      const double modules = sharding::modules_in(item, model, expert_parallel);
+      const double module = item.elements() / modules;
+      const memplan::sdk::ParamClass param_class = item.param_class();
+      const bool front = param_class == memplan::sdk::ParamClass::embedding ||
+                         param_class == memplan::sdk::ParamClass::position_embedding;
+      for (uint32_t k = 0; k < item.count(); ++k) {
+        const int64_t at = item.layer() >= 0 ? static_cast<int64_t>(item.layer()) + k
+                           : front            ? -1
+                                              : std::numeric_limits<int32_t>::max();
+        for (int m = 0; m < static_cast<int>(modules); ++m)
+          sub_group_modules_.push_back({at, static_cast<uint32_t>(sub_group_modules_.size()), module});
+      }
+    }
+    if (partition <= 0) return;
+    const double largest = largest_sub_group(partition);
+    const double fraction = largest / partition;
+    for (memplan::sdk::ItemRef item : ctx.items())
+      if (main_grad(item)) item.set_elements(item.elements() * fraction);
+    ctx.set_attr(sub_group_fraction_attr_, fraction);
+    const double gradient = gradient_bytes(ctx);
+    if (main_bytes == gradient) return;  // .to() returns the flat copy itself: main_grads is it
+    ctx.add(memplan::sdk::NewItem{.name = step_flat_gradient_,
+                                  .role = Role::optimizer_states,
+                                  .lifetime = memplan::sdk::Lifetime::transient_optimizer,
+                                  .elements = largest,
+                                  .bytes_per_element = gradient});
+  }
+
+  // DeepSpeed's _create_fp16_sub_groups over sub_group_modules_ (filled in
+  // trace order by add_step_sub_group): the largest sub-group's elements.
+  double largest_sub_group(double partition) {
+    if (sub_group_size_ >= partition) return partition;
+    // std::sort on (layer, plan order): stable_sort would allocate a buffer on every evaluation.
+    std::sort(sub_group_modules_.begin(), sub_group_modules_.end(), [](const SubGroupModule& a, const SubGroupModule& b) {
+      return a.at != b.at ? a.at < b.at : a.order < b.order;
+    });
+    double largest = 0, open = 0;
+    for (const SubGroupModule& module : sub_group_modules_) {
+      open += module.elements;
+      if (open >= sub_group_size_) {
+        largest = std::max(largest, open);
+        open = 0;
+      }
+    }
+    return std::max(largest, open);
+  }
+
   // Before sharding: the weights on the rank are still whole.
   void add_gathered(memplan::sdk::Context& ctx, const memplan::support::Ranks& groups) {
     const std::string_view policy = ctx.attr_string(recompute_policy_attr_, "none");
@@ -245,11 +349,18 @@ class ZeroShardingStrategy {
     // torch's per-op checkpointing); Megatron's selective recomputation replays no module with parameters.
     const bool replay = policy == "full" || policy == "op";
     build_trace(ctx, groups.expert, ctx.training(), replay);
-    const zero3::Result result = zero3::replay(trace_.parameters, trace_.steps, settings_, workspace_);
+    // Each rank's partition is staged on the GPU before its all-gather when it lives in host memory
+    // (coordinator.hpp); 'offload' with parameters = true counts it from the attributes set below.
+    zero3::Settings settings = settings_;
+    settings.staging_share = 1.0 / static_cast<double>(groups.dense_replicas());
+    const zero3::Result result = zero3::replay(trace_.parameters, trace_.steps, settings, workspace_);
     constexpr size_t kForward = static_cast<size_t>(zero3::Window::forward);
     constexpr size_t kBackward = static_cast<size_t>(zero3::Window::backward);
     sharding::add_buffer(ctx, gathered_forward_, memplan::sdk::Lifetime::transient_forward,
                          result.gathered_bytes[kForward], 1);
+    ctx.set_attr(staging_forward_attr_, result.staged_bytes[kForward] - result.gathered_bytes[kForward]);
+    ctx.set_attr(staging_backward_attr_,
+                 ctx.training() ? result.staged_bytes[kBackward] - result.gathered_bytes[kBackward] : 0.0);
     double gathered = result.gathered_numel[kForward];
     if (ctx.training()) {
       sharding::add_buffer(ctx, gathered_backward_, memplan::sdk::Lifetime::transient_backward,
@@ -441,7 +552,15 @@ class ZeroShardingStrategy {
            item.param_class() != memplan::sdk::ParamClass::adapter;
   }
 
+  struct SubGroupModule {
+    int64_t at;      // the layer, -1 before the layers, int32 max after them
+    uint32_t order;  // plan order, within a layer
+    double elements;
+  };
+
   int stage_ = 0;
+  double sub_group_size_ = kSubGroupDefault;
+  std::vector<SubGroupModule> sub_group_modules_;  // kept between evaluations (no allocation once warm)
   bool gathered_ = false;
   bool setup_whole_model_ = false;  // setup = "whole"
   zero3::Settings settings_;
@@ -462,6 +581,11 @@ class ZeroShardingStrategy {
   memplan::sdk::Name module_gradient_;
   memplan::sdk::Name persistent_parameters_;
   memplan::sdk::Name setup_whole_;                    // setup = "whole": the set-up's high point beyond the partitions
+  memplan::sdk::Name step_flat_gradient_;             // the step's flat 16-bit copy of the largest sub-group
+  memplan::sdk::Attribute sub_group_fraction_attr_;   // zero3.step_sub_group_fraction: main_grads scaled, for offload
+  // zero3.gather_staging_{forward,backward}: bytes beyond the gathered set at an all-gather's staging instant, when
+  // the partitions live in host memory (coordinator.hpp); 'offload' with parameters = true counts them.
+  memplan::sdk::Attribute staging_forward_attr_, staging_backward_attr_;
   memplan::sdk::Attribute setup_cache_emptied_attr_;  // setup.cache_emptied: stage3.py empties the cache
   memplan::sdk::Attribute setup_unfragmented_attr_;   // setup.fresh_segments: module.to, nothing freed
   Trace trace_;                 // stage 3 with gathered parameters: rebuilt on every evaluation
