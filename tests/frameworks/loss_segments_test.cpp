@@ -79,10 +79,21 @@ TEST(CachingAllocatorReplay, BadSequencesAreRefused) {
   EXPECT_FALSE(replay({release(7)}).valid);
   EXPECT_FALSE(replay({alloc(1, 10), release(1), release(1)}).valid);
   EXPECT_FALSE(replay({{Kind::allocate, 1, 0}}).valid);
+  // The small pool (1 MiB and less) has rules of its own, not replayed.
+  EXPECT_FALSE(replay({alloc(1, 1)}).valid);
+  EXPECT_TRUE(replay({alloc(1, 1.5)}).valid);
+  // More blocks than the table holds (kReplayBlocks, no allocation): refused.
+  std::vector<AllocatorRequest> many;
+  for (uint32_t i = 0; i <= support::kReplayBlocks; ++i) many.push_back(alloc(i, 2));
+  EXPECT_FALSE(replay(many).valid);
 }
 
+// Bytes per logit element the path settles at where every request fits a
+// block of its own size exactly (2^30 logits: every size a multiple of the
+// 2 MiB rounding; the shifted copy as large as the logits, s -> infinity).
 double settled(plugins::CrossEntropy mode, double p, bool held) {
-  return plugins::loss_segments_per_element(mode, p, held);
+  constexpr double kElements = 1024.0 * 1024 * 1024;
+  return plugins::loss_segments(mode, p, held, kElements, kElements) / kElements;
 }
 
 // transformers >= 4.49 (ForCausalLMLoss upcasts), 16-bit head (p = 2), in
@@ -95,7 +106,7 @@ double settled(plugins::CrossEntropy mode, double p, bool held) {
 //     splits s2; 14 after step 0. Step 1: the new output L splits s2 (all free
 //     blocks are F, s2 the first); copy F -> s3; log-softmax -> s4; the old
 //     output frees s1; backward: F -> s3; F: only L blocks free -> new s5;
-//     => L + 4F = 18 from then on (alive at most L + L + 3F = 14, in forward)
+//     => L + 4F = 18 from then on (alive at most L + 3F = 14, in backward)
 // Measured: 4 x 2L + L of logits-sized segments against 3 x 2L + L alive with
 // the held output (Llama-3.2-3B LoRA, 4 x 1504 + 752 MiB; Qwen3-0.6B, 4 x 9496
 // + 4748; the recomputed job, 4 x 8016 + 4008), and the Trainer's job's
@@ -129,6 +140,25 @@ TEST(LossSegments, ShiftedCopies) {
   EXPECT_DOUBLE_EQ(settled(CrossEntropy::upcast_shift_copy, 2, false), 14);
   EXPECT_DOUBLE_EQ(settled(CrossEntropy::upcast_in_loss_shift_copy, 2, true), 18);
   EXPECT_DOUBLE_EQ(settled(CrossEntropy::upcast_in_loss_shift_copy, 2, false), 14);
+}
+
+// At real sizes the shifted copy is b (s - 1) V logits: b 8, s 2048, V 128,256
+// (n = 2,101,346,304 logits = 2004 MiB), transformers <= 4.45, held output:
+// L = 4008 MiB, F = 8016 MiB, the shifted F' = F - 4 b V B = 8012.09 MiB,
+// whose segments round up to 8014 MiB and split (1.91 MiB > 1 MiB remain).
+// Step 0: head L [s1]; returned F [s2]; head freed; shifted copy F' -> new
+// s3 (8014, split); log-softmax F' -> new s4; the copy freed (s3 whole);
+// backward: nll F' -> s3; log_softmax F' -> new s5; s3, s4 freed; the
+// slice's whole-size F (8016) fits none of the 8014 MiB blocks -> new s6;
+// the cast back L -> s1. Segments 4008 + 8016 + 3 x 8014 + 8016 = 44,082 MiB,
+// 22.0 B per logit (18 where the sizes fit exactly); step 1 reuses them all.
+TEST(LossSegments, ShiftedCopiesAtRealSizesSplitTheirBlocks) {
+  const double n = 8.0 * 2048 * 128256, shifted = 8.0 * 2047 * 128256;
+  EXPECT_EQ(plugins::loss_segments(plugins::CrossEntropy::upcast_shift_copy, 2, true, n, shifted), 44'082 * kMiB);
+  // A path without a shifted copy is unchanged by it.
+  EXPECT_EQ(plugins::loss_segments(plugins::CrossEntropy::upcast_in_loss, 2, true, n, shifted), 18 * n);
+  // Logits of 1 MiB or less go to the small pool, which the replay does not model: nothing published.
+  EXPECT_EQ(plugins::loss_segments(plugins::CrossEntropy::upcast_in_loss, 2, true, 1000, 999), 0);
 }
 
 // Where the order is not written down, nothing is published (the allocator

@@ -113,7 +113,12 @@ TEST(ZeroStage3Step, Errors) {
   stage2.replace(stage2.find("stage = 3"), 9, "stage = 2");
   EXPECT_EQ(error_of(stage2, "z.toml"),
             "z.toml:26:18: error: in [[strategy]] #2, strategy plugin 'zero', option 'sub_group_size': sizes the "
-            "sub-groups of ZeRO stage 3's optimizer step; stage 2 steps its partition at once" + library);
+            "sub-groups of ZeRO stage 3's optimizer step; stage 2 steps its partition at once: remove sub_group_size or "
+            "set stage = 3" + library);
+  // A DeepSpeed JSON config's 1e12 copied as is: TOML reads it as a float; the message says how to write it.
+  EXPECT_EQ(error_of(gpt2_12b("sub_group_size = 1e12\n"), "z.toml"),
+            "z.toml:26:18: error: in [[strategy]] #2, 'sub_group_size' of strategy plugin 'zero' must be an integer, "
+            "not a float (TOML reads 1e+12 as a float: write the whole number, 1000000000000)");
   EXPECT_EQ(error_of(gpt2_12b("sub_group_size = 0\n"), "z.toml"),
             "z.toml:26:18: error: in [[strategy]] #2, strategy plugin 'zero', option 'sub_group_size': must be 1 or "
             "more elements, got 0" + library);

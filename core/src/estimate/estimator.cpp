@@ -13,6 +13,18 @@
 namespace memplan {
 namespace {
 
+// TOML reads 1e12 and 2.0 as floats: where an integer option gets a float
+// that is a whole number, say how to write it (a value copied as is from a
+// framework's JSON config, where 1e12 is a number like any other).
+std::string whole_number_hint(const memplan_option_spec& spec, const OptionValue& option) {
+  if (spec.type != MEMPLAN_OPTION_INT || option.type != OptionValue::Type::floating || option.list) return "";
+  const double value = option.floating;
+  if (!std::isfinite(value) || value != std::floor(value) || std::fabs(value) >= 9.0e18) return "";
+  return " (TOML reads " + option_value_text(option) + " as a float: write the whole number, " +
+         std::to_string(static_cast<long long>(value)) + ")";
+}
+
+
 std::string with_article(std::string_view noun) {
   const bool vowel = !noun.empty() && std::string_view("aeiou").find(noun[0]) != std::string_view::npos;
   return (vowel ? "an " : "a ") + std::string(noun);
@@ -290,7 +302,8 @@ void* Estimator::create_state(const ConfiguredPlugin& configured) {
       fail_at(option.value_location, "in " + component.section + ", '" + option.key + "' of " +
                                          plugin_label(plugin) + " must be " +
                                          std::string(option_type_name(spec->type)) + ", not " +
-                                         (option.list ? std::string("a list") : std::string(value_type_name(option.type))));
+                                         (option.list ? std::string("a list") : std::string(value_type_name(option.type))) +
+                                         whole_number_hint(*spec, option));
   }
   memplan_ctx& ctx = host_->ctx;
   const auto index = static_cast<int32_t>(&configured - plugins_.data());

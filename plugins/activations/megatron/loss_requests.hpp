@@ -10,7 +10,8 @@
 // settles at a fixed number of bytes per logit element; `allocator` reads it
 // as the logits-sized requests' pool (MEMPLAN_ATTR_LOSS_SEGMENTS).
 //
-// Sequences, per step (p the LM head's bytes per element; n logits):
+// Sequences, per step (p the LM head's bytes per element; n logits, n' = n
+// (s - 1) / s in the shifted copy and what derives from it):
 //   upcast_in_loss (transformers >= 4.49, loss/loss_utils.py ForCausalLMLoss:
 //     logits.float(), then cross_entropy on the view):
 //     forward   head output p, its fp32 copy 4 (none when p = 4), the
@@ -19,9 +20,9 @@
 //               saved log-softmax are freed; the cast back to p (none when
 //               p = 4); the rest freed
 //   upcast_in_loss_shift_copy (4.46-4.48): as above with the shifted
-//     contiguous copy 4 beside the fp32 copy in forward (both freed when the
-//     loss returns) and the slice's backward (zeros of the full shape, 4)
-//     before the cast back
+//     contiguous copy 4 n' beside the fp32 copy in forward (both freed when
+//     the loss returns), the log-softmax and its gradients at n', and the
+//     slice's backward (zeros of the full shape, 4 n) before the cast back
 //   upcast_shift_copy (<= 4.45, LlamaForCausalLM.forward: logits.float() in
 //     the model, the shifted copy and CrossEntropyLoss there): the head's
 //     output p freed once upcast; the model returns the fp32 logits
@@ -30,11 +31,15 @@
 // Trainer's compute_loss returns the loss only), else when the next
 // forward's output replaces it (output_held), after that forward's requests.
 //
-// Measured (validation/measured, snapshots of torch 2.11 / transformers 5.17
-// on an H100): the held loop's logits-sized segments settle at 9 n p-sized
-// units (4 x 2L + L with L = n p, p = 2) against 7 alive at once; the
-// Trainer's at 7 against 6 (max_memory_reserved of the recompute job from
-// the first step on).
+// The n' sizes matter: a shifted request in a whole fp32 block leaves 4 b V
+// bytes (with the 2 MiB rounding, possibly more than 1 MiB: a split), and
+// the whole-size slice gradient then finds no block (transformers <= 4.45
+// with a held output: 22 B per logit at b 8, s 2048, V 128,256 against 18 at
+// exact fits). Measured (validation/measured, snapshots of torch 2.11 /
+// transformers 5.17 on an H100, upcast_in_loss): the held loop's
+// logits-sized segments settle at 9 n p-sized units (4 x 2L + L with L = n
+// p, p = 2) against 7 alive at once; the Trainer's at 7 against 6
+// (max_memory_reserved of the recompute job from the first step on).
 #pragma once
 
 #include <memplan/support/caching_allocator.hpp>
@@ -54,27 +59,36 @@ inline bool loss_order_known(CrossEntropy mode) {
 }
 
 // The requests of `steps` training steps of `mode`'s loss path, sizes in
-// bytes for `elements` logits of `p` bytes each. Returns how many it wrote
-// (0 where the order is not known, or `out` is too small).
+// bytes: `elements` logits of `p` bytes each, `shifted` of them in the
+// shifted copy and what derives from it (b (s - 1) V: the copy, its
+// log-softmax and their gradients; the slice's gradient and the cast back
+// are whole again). Returns how many it wrote (0 where the order is not
+// known, or `out` is too small).
 template <size_t N>
-size_t loss_path_requests(CrossEntropy mode, double p, bool output_held, int steps, double elements,
+size_t loss_path_requests(CrossEntropy mode, double p, bool output_held, int steps, double elements, double shifted,
                           std::array<support::AllocatorRequest, N>& out) {
   using Request = support::AllocatorRequest;
   if (!loss_order_known(mode)) return 0;
   size_t count = 0;
   bool overflow = false;
-  const auto push = [&](Request::Kind kind, uint32_t id, double bytes_per_element) {
+  const auto push = [&](Request::Kind kind, uint32_t id, double bytes) {
     if (count == N) {
       overflow = true;
       return;
     }
-    out[count++] = Request{kind, id, bytes_per_element * elements};
+    out[count++] = Request{kind, id, bytes};
   };
-  const auto allocate = [&](uint32_t id, double bytes) { push(Request::Kind::allocate, id, bytes); };
+  const bool shifted_path = mode != CrossEntropy::upcast_in_loss;
+  const double derived = shifted_path ? shifted : elements;  // the shifted copy's elements and what derives from it
+  const auto allocate = [&](uint32_t id, double bytes_per_element) {
+    push(Request::Kind::allocate, id, bytes_per_element * elements);
+  };
+  const auto allocate_derived = [&](uint32_t id, double bytes_per_element) {
+    push(Request::Kind::allocate, id, bytes_per_element * derived);
+  };
   const auto release = [&](uint32_t id) { push(Request::Kind::free, id, 0); };
   const bool cast = p < 4;  // .float() of fp32 logits returns them: no copy, no cast back
   const bool model_upcasts = mode == CrossEntropy::upcast_shift_copy;
-  const bool shifted = mode != CrossEntropy::upcast_in_loss;
   enum Tensor : uint32_t { head, returned, upcast, shift, log_softmax, nll_grad, softmax_grad, slice_grad, cast_grad };
   constexpr uint32_t kTensors = 9;
   for (int step = 0; step < steps; ++step) {
@@ -88,22 +102,22 @@ size_t loss_path_requests(CrossEntropy mode, double p, bool output_held, int ste
       allocate(id(returned, step), p);
       if (!model_upcasts && cast) allocate(id(upcast, step), 4);
     }
-    if (shifted) allocate(id(shift, step), 4);
-    allocate(id(log_softmax, step), 4);
+    if (shifted_path) allocate_derived(id(shift, step), 4);
+    allocate_derived(id(log_softmax, step), 4);
     if (!model_upcasts && cast) release(id(upcast, step));
-    if (shifted) release(id(shift, step));
+    if (shifted_path) release(id(shift, step));
     if (output_held) {
       if (step > 0) release(id(returned, step - 1));
     } else {
       release(id(returned, step));
     }
     // Backward: nll_loss, log_softmax, the shift's slice, the cast back.
-    allocate(id(nll_grad, step), 4);
-    allocate(id(softmax_grad, step), 4);
+    allocate_derived(id(nll_grad, step), 4);
+    allocate_derived(id(softmax_grad, step), 4);
     release(id(nll_grad, step));
     release(id(log_softmax, step));
     uint32_t last = id(softmax_grad, step);
-    if (shifted) {
+    if (shifted_path) {
       allocate(id(slice_grad, step), 4);
       release(last);
       last = id(slice_grad, step);
@@ -118,18 +132,18 @@ size_t loss_path_requests(CrossEntropy mode, double p, bool output_held, int ste
   return overflow ? 0 : count;
 }
 
-// The bytes per logit element that `mode`'s logits-sized segments settle at
-// (0 where the order is not known): three steps replayed, by which every
-// sequence above has settled (the held loop's from its second step).
-inline double loss_segments_per_element(CrossEntropy mode, double p, bool output_held) {
-  // 2^30 elements: every size a multiple of the allocator's 2 MiB rounding.
-  constexpr double kElements = 1024.0 * 1024 * 1024;
-  std::array<support::AllocatorRequest, 64> requests{};
-  const size_t count = loss_path_requests(mode, p, output_held, 3, kElements, requests);
+// The bytes `mode`'s logits-sized segments settle at for `elements` logits
+// of `p` bytes (`shifted` in the shifted copy; see loss_path_requests), 0
+// where the order is not known or the replay cannot take it (a request of
+// 1 MiB or less: the small pool). Four steps are replayed: every sequence
+// above settles from its second.
+inline double loss_segments(CrossEntropy mode, double p, bool output_held, double elements, double shifted) {
+  std::array<support::AllocatorRequest, 72> requests{};
+  const size_t count = loss_path_requests(mode, p, output_held, 4, elements, shifted, requests);
   if (count == 0) return 0;
   const support::AllocatorReplay replay =
       support::replay_caching_allocator(std::span<const support::AllocatorRequest>(requests.data(), count));
-  return replay.valid ? replay.reserved / kElements : 0;
+  return replay.valid ? replay.reserved : 0;
 }
 
 }  // namespace memplan::plugins

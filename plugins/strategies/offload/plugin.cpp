@@ -44,6 +44,7 @@
 // Runs just after the sharding phase (500), so the items it moves are the
 // shards, whatever the scenario order.
 #include <memplan/sdk.hpp>
+#include <memplan/support/precision_recipe.hpp>
 #include <memplan/support/sharding.hpp>
 
 #include <memplan/support/layout.hpp>
@@ -96,10 +97,10 @@ class OffloadStrategy {
         staging_attr_(options.attribute(MEMPLAN_ATTR_OFFLOAD_STAGING)),
         staging_name_(options.intern("offload.parameter_staging")),
         setup_cache_emptied_attr_(options.attribute(MEMPLAN_ATTR_SETUP_CACHE_EMPTIED)),
-        sub_group_fraction_attr_(options.attribute("zero3.step_sub_group_fraction")),
+        sub_group_fraction_attr_(options.attribute(MEMPLAN_ATTR_STEP_SUB_GROUP_FRACTION)),
         step_flat_gradient_(options.intern("zero3.step_flat_gradient")),
-        gather_staging_forward_attr_(options.attribute("zero3.gather_staging_forward")),
-        gather_staging_backward_attr_(options.attribute("zero3.gather_staging_backward")),
+        gather_staging_forward_attr_(options.attribute(MEMPLAN_ATTR_GATHER_STAGING_FORWARD)),
+        gather_staging_backward_attr_(options.attribute(MEMPLAN_ATTR_GATHER_STAGING_BACKWARD)),
         gather_staging_name_(options.intern("offload.gather_staging")),
         optimizer_step_(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP)),
         optimizer_step_experts_(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP_EXPERTS)) {
@@ -176,8 +177,7 @@ class OffloadStrategy {
     const double fraction = ctx.attr_double(sub_group_fraction_attr_, 1);
     if (fraction > 0 && fraction < 1)
       for (memplan::sdk::ItemRef item : ctx.items())
-        if (item.role() == Role::optimizer_states && item.lifetime() == memplan::sdk::Lifetime::transient_optimizer &&
-            item.name().ends_with(".main_grad"))
+        if (memplan::support::is_main_grad_copy(item))
           item.set_elements(item.elements() / fraction);
     const memplan::sdk::Items items = ctx.items();
     for (size_t i = 0; i < items.size(); ++i)

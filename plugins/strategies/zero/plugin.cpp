@@ -62,6 +62,7 @@
 // main_grads back their whole partition (attribute zero3.step_sub_group_fraction).
 #include <memplan/sdk.hpp>
 #include <memplan/support/layout.hpp>
+#include <memplan/support/precision_recipe.hpp>
 #include <memplan/support/sharding.hpp>
 
 #include <algorithm>
@@ -151,9 +152,9 @@ class ZeroShardingStrategy {
         persistent_parameters_(options.intern("zero3.persistent_parameters")),
         setup_whole_(options.intern("zero3.setup_whole")),
         step_flat_gradient_(options.intern("zero3.step_flat_gradient")),
-        sub_group_fraction_attr_(options.attribute("zero3.step_sub_group_fraction")),
-        staging_forward_attr_(options.attribute("zero3.gather_staging_forward")),
-        staging_backward_attr_(options.attribute("zero3.gather_staging_backward")),
+        sub_group_fraction_attr_(options.attribute(MEMPLAN_ATTR_STEP_SUB_GROUP_FRACTION)),
+        staging_forward_attr_(options.attribute(MEMPLAN_ATTR_GATHER_STAGING_FORWARD)),
+        staging_backward_attr_(options.attribute(MEMPLAN_ATTR_GATHER_STAGING_BACKWARD)),
         setup_cache_emptied_attr_(options.attribute(MEMPLAN_ATTR_SETUP_CACHE_EMPTIED)),
         setup_unfragmented_attr_(options.attribute(MEMPLAN_ATTR_SETUP_FRESH_SEGMENTS)) {
     overlap_ = options.number("communication_overlap").value_or(1.0);
@@ -190,7 +191,7 @@ class ZeroShardingStrategy {
     if (const auto sub_group = options.integer("sub_group_size")) {
       if (stage_ != 3)
         options.fail("sub_group_size", "sizes the sub-groups of ZeRO stage 3's optimizer step; stage " +
-                                           std::to_string(stage_) + " steps its partition at once");
+                                           std::to_string(stage_) + " steps its partition at once: remove sub_group_size or set stage = 3");
       if (*sub_group < 1) options.fail("sub_group_size", "must be 1 or more elements, got " + std::to_string(*sub_group));
       sub_group_size_ = static_cast<double>(*sub_group);
     }
@@ -275,10 +276,10 @@ class ZeroShardingStrategy {
     ctx.set_attr(setup_unfragmented_attr_, 1.0);
   }
 
-  // The precision recipe's fp32 gradient copies (main_grads, SuffixedNames ".main_grad").
+  // The precision recipe's fp32 gradient copies on the GPU (main_grads; support/precision_recipe.hpp).
   static bool main_grad(memplan::sdk::ItemRef item) {
-    return item.role() == Role::optimizer_states && item.lifetime() == memplan::sdk::Lifetime::transient_optimizer &&
-           item.device() == memplan::sdk::Device::gpu && item.count() > 0 && item.name().ends_with(".main_grad");
+    return memplan::support::is_main_grad_copy(item) && item.device() == memplan::sdk::Device::gpu &&
+           item.count() > 0;
   }
 
   // After sharding: the step's copies of the largest sub-group (see the top of

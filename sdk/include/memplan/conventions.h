@@ -142,6 +142,17 @@
  * not known, the pool is what the requests hold at once. */
 #define MEMPLAN_ATTR_LOSS_SEGMENTS "allocator.loss_segments"
 
+/* ZeRO-3's optimizer step, set by the sharding plugin for the offload plugin
+ * (double): STEP_SUB_GROUP_FRACTION, the share of the partition in the
+ * largest sub-group the step works on at once (the recipe's fp32 gradient
+ * copies are scaled to it; offload scales them back when the step runs on the
+ * host); GATHER_STAGING_FORWARD / _BACKWARD, bytes of host-resident parameter
+ * partitions copied to the GPU before a gather, at the worst moment of each
+ * pass (offload counts them with parameters = true). */
+#define MEMPLAN_ATTR_STEP_SUB_GROUP_FRACTION "zero3.step_sub_group_fraction"
+#define MEMPLAN_ATTR_GATHER_STAGING_FORWARD "zero3.gather_staging_forward"
+#define MEMPLAN_ATTR_GATHER_STAGING_BACKWARD "zero3.gather_staging_backward"
+
 /* How the data-parallel gradients are reduced (string), set by sharding
  * plugins for 'comm-buffers' (buckets = "auto"): "deepspeed" (ZeRO 1/2's
  * bucketed reduce, a bucket per backward), "deepspeed-stage3" (ZeRO-3's one

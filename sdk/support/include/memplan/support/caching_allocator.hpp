@@ -19,20 +19,22 @@
 // Sizes are rounded up to kMinBlockSize (512 B, round_size). What the rules
 // leave out: max_split_size (unset by default), expandable segments
 // (PYTORCH_CUDA_ALLOC_CONF expandable_segments, off by default), other
-// streams and the small pool.
+// streams and the small pool: a request of 1 MiB or less makes the replay
+// invalid.
 //
 // Plugins use it where they know the order of a step's large requests (a
 // loss path's logits-sized tensors): the segments they settle at, step after
 // step, can exceed the most those requests hold at once, because a smaller
 // request splits a larger free block that a later larger request then cannot
-// use.
+// use. It allocates nothing (a fixed table of blocks), so a plugin may
+// replay inside an evaluation.
 #pragma once
 
-#include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <span>
-#include <vector>
 
 namespace memplan::support {
 
@@ -48,8 +50,13 @@ struct AllocatorRequest {
 struct AllocatorReplay {
   double reserved = 0;    // the segments mapped when the sequence ends (never returned)
   double alive_high = 0;  // the most the requests hold at once (rounded sizes)
-  bool valid = true;      // false: a free of a tensor that is not alive, or a size that is not finite and positive
+  // false: a free of a tensor that is not alive, a size that is not finite or
+  // not above 1 MiB, or more blocks than the table holds (kReplayBlocks)
+  bool valid = true;
 };
+
+// Blocks the replay can track at once, over all segments.
+inline constexpr size_t kReplayBlocks = 64;
 
 namespace caching_allocator_detail {
 
@@ -61,10 +68,13 @@ constexpr double kRoundLarge = 2.0 * 1024 * 1024;      // get_allocation_size fr
 
 inline double round_up(double bytes, double granule) { return std::ceil(bytes / granule) * granule; }
 
+// Blocks of one segment are neighbours in the table, in address order;
+// segments in the order they were mapped (the pool's address order for ties).
 struct Block {
   double size = 0;       // the block's bytes in its segment
   double requested = 0;  // the request's rounded bytes, while allocated
   uint32_t id = 0;
+  uint32_t segment = 0;
   bool free = true;
 };
 
@@ -73,69 +83,63 @@ struct Block {
 inline AllocatorReplay replay_caching_allocator(std::span<const AllocatorRequest> requests) {
   namespace d = caching_allocator_detail;
   AllocatorReplay result;
-  std::vector<std::vector<d::Block>> segments;  // in mapping order (the address order of the blocks' ties)
+  std::array<d::Block, kReplayBlocks> blocks{};
+  size_t count = 0;
+  uint32_t segments = 0;
   double alive = 0;
+  const auto invalid = [&result] {
+    result.valid = false;
+    return result;
+  };
   for (const AllocatorRequest& request : requests) {
     if (request.kind == AllocatorRequest::Kind::allocate) {
-      if (!std::isfinite(request.bytes) || request.bytes <= 0) {
-        result.valid = false;
-        return result;
-      }
+      if (!std::isfinite(request.bytes) || request.bytes <= d::kSmallSize) return invalid();
       const double size = d::round_up(request.bytes, d::kMinBlockSize);
-      // Best fit: the smallest free block that holds the request; ties go to the
-      // earlier segment and the lower offset (the pool's address order).
-      size_t best_segment = segments.size(), best_block = 0;
-      for (size_t s = 0; s < segments.size(); ++s)
-        for (size_t b = 0; b < segments[s].size(); ++b) {
-          const d::Block& block = segments[s][b];
-          if (block.free && block.size >= size &&
-              (best_segment == segments.size() || block.size < segments[best_segment][best_block].size)) {
-            best_segment = s;
-            best_block = b;
-          }
-        }
-      if (best_segment == segments.size()) {
+      // Best fit: the smallest free block that holds the request; ties go to
+      // the earlier block in the table (the lower address).
+      size_t best = count;
+      for (size_t i = 0; i < count; ++i)
+        if (blocks[i].free && blocks[i].size >= size && (best == count || blocks[i].size < blocks[best].size)) best = i;
+      if (best == count) {
+        if (count == blocks.size()) return invalid();
         const double mapped = size < d::kMinLargeAlloc ? d::kLargeBuffer : d::round_up(size, d::kRoundLarge);
-        segments.push_back({d::Block{mapped, 0, 0, true}});
-        best_block = 0;
+        blocks[count++] = d::Block{mapped, 0, 0, segments++, true};
       }
-      std::vector<d::Block>& segment = segments[best_segment];
-      const double rest = segment[best_block].size - size;
-      segment[best_block] = d::Block{size, size, request.id, false};
-      if (rest > d::kSmallSize)
-        segment.insert(segment.begin() + static_cast<std::ptrdiff_t>(best_block) + 1, d::Block{rest, 0, 0, true});
-      else
-        segment[best_block].size += rest;  // not split: the request keeps the whole block
+      const double rest = blocks[best].size - size;
+      if (rest > d::kSmallSize) {
+        if (count == blocks.size()) return invalid();
+        for (size_t i = count; i > best + 1; --i) blocks[i] = blocks[i - 1];
+        blocks[best + 1] = d::Block{rest, 0, 0, blocks[best].segment, true};
+        ++count;
+        blocks[best].size = size;
+      }
+      // Not split: the request keeps the whole block.
+      blocks[best].requested = size;
+      blocks[best].id = request.id;
+      blocks[best].free = false;
       alive += size;
-      result.alive_high = std::max(result.alive_high, alive);
+      if (alive > result.alive_high) result.alive_high = alive;
       continue;
     }
-    bool found = false;
-    for (std::vector<d::Block>& segment : segments) {
-      for (size_t b = 0; b < segment.size() && !found; ++b) {
-        if (segment[b].free || segment[b].id != request.id) continue;
-        found = true;
-        alive -= segment[b].requested;
-        segment[b].free = true;
-        // Merge with the free neighbours of the same segment.
-        if (b + 1 < segment.size() && segment[b + 1].free) {
-          segment[b].size += segment[b + 1].size;
-          segment.erase(segment.begin() + static_cast<std::ptrdiff_t>(b) + 1);
-        }
-        if (b > 0 && segment[b - 1].free) {
-          segment[b - 1].size += segment[b].size;
-          segment.erase(segment.begin() + static_cast<std::ptrdiff_t>(b));
-        }
+    size_t at = count;
+    for (size_t i = 0; i < count && at == count; ++i)
+      if (!blocks[i].free && blocks[i].id == request.id) at = i;
+    if (at == count) return invalid();
+    alive -= blocks[at].requested;
+    blocks[at].free = true;
+    blocks[at].requested = 0;
+    // Merge with the free neighbours of the same segment.
+    const auto merge_next = [&](size_t i) {
+      if (i + 1 < count && blocks[i + 1].free && blocks[i + 1].segment == blocks[i].segment) {
+        blocks[i].size += blocks[i + 1].size;
+        for (size_t j = i + 1; j + 1 < count; ++j) blocks[j] = blocks[j + 1];
+        --count;
       }
-      if (found) break;
-    }
-    if (!found) {
-      result.valid = false;
-      return result;
-    }
+    };
+    merge_next(at);
+    if (at > 0 && blocks[at - 1].free && blocks[at - 1].segment == blocks[at].segment) merge_next(at - 1);
   }
-  for (const auto& segment : segments)
-    for (const d::Block& block : segment) result.reserved += block.size;
+  for (size_t i = 0; i < count; ++i) result.reserved += blocks[i].size;
   return result;
 }
 

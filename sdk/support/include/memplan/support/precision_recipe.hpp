@@ -46,12 +46,25 @@
 #include <memplan/dtypes.hpp>
 #include <memplan/sdk.hpp>
 
+#include <string_view>
+
 #include <array>
 #include <optional>
 #include <span>
 #include <string>
 
 namespace memplan::support {
+
+// The suffix of the recipe's fp32 gradient copies for the optimizer step
+// (main_grads: "<weight>.main_grad", role optimizer_states, lifetime
+// transient_optimizer). Plugins that resize or move them (zero's sub-group
+// step, offload) find them with is_main_grad_copy, so the name lives here once.
+inline constexpr std::string_view kMainGradSuffix = ".main_grad";
+
+inline bool is_main_grad_copy(const sdk::ItemRef& item) {
+  return item.role() == sdk::Role::optimizer_states && item.lifetime() == sdk::Lifetime::transient_optimizer &&
+         item.name().ends_with(kMainGradSuffix);
+}
 
 struct RecipeDefaults {
   const char* weights;
@@ -225,7 +238,7 @@ class PrecisionRecipe {
   sdk::Attribute activations_dtype_;
   sdk::ItemBatch batch_;
   sdk::SuffixedNames unfused_names_{".grad"};        // the embedding's 16-bit gradient before it is fused
-  sdk::SuffixedNames main_grad_names_{".main_grad"};  // the optimizer's fp32 gradient copy
+  sdk::SuffixedNames main_grad_names_{kMainGradSuffix.data()};  // the optimizer's fp32 gradient copy
 };
 
 }  // namespace memplan::support
