@@ -143,7 +143,7 @@ constexpr std::array<LossMode, 12> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.11.0",
+      "megatron", "1.12.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
