@@ -470,7 +470,7 @@ class MegatronActivations {
                 memplan::sdk::Lifetime::transient_forward);
     add_outside(ctx, names_.ring_backward, ring_backward, memplan::sdk::Lifetime::transient_backward);
     add_pipeline_runtime(ctx, layout, shape, settings, outside, inflight, context, facts);
-    add_kept_layer_inputs(ctx, settings, shape, freed_by_loss_backward, inflight, context);
+    add_kept_layer_inputs(ctx, settings, shape, freed_by_loss_backward, context);
   }
 
   // FSDP1 units that need no gradient, recomputed by reentrant checkpointing
@@ -484,13 +484,13 @@ class MegatronActivations {
   // head's stored activations (final norm, logits, the loss's) are gone. The
   // item is what that end holds beyond backward's start, the high point the
   // step rule takes: N x tokens x hidden x bytes less what the loss freed.
+  // One backward's: the final callback of each backward call frees its own.
   // Not counted: the adapters' gradients grown by then beyond one layer's.
   void add_kept_layer_inputs(memplan::sdk::Context& ctx, const ActivationSettings& settings,
-                             const TransformerShape& shape, double freed, int64_t inflight, double context) {
+                             const TransformerShape& shape, double freed, double context) {
     const double layers = static_cast<double>(ctx.attr_int(attributes_.kept_layer_inputs, 0));
     if (!(layers > 0) || settings.recompute != RecomputePolicy::full) return;
-    const double gradients =
-        layers * shape.batch * shape.seq * shape.hidden * settings.bytes * static_cast<double>(inflight) / context;
+    const double gradients = layers * shape.batch * shape.seq * shape.hidden * settings.bytes / context;
     add_outside(ctx, names_.kept_layer_inputs, gradients - freed, memplan::sdk::Lifetime::transient_backward);
   }
 
