@@ -191,5 +191,60 @@ TEST(Fsdp, Errors) {
             "broadcasts while FSDP1 wraps unit by unit; it needs setup = \"unit\"" + library);
 }
 
+// reentrant_checkpoint_around_units: Hugging Face gradient_checkpointing
+// calls each FSDP1-wrapped decoder layer through torch's reentrant checkpoint;
+// the reshard-only hook that FSDP1 registers on a frozen unit's inputs
+// (torch/distributed/fsdp/_runtime_utils.py _register_post_backward_reshard_only_hook,
+// torch >= 2.1; torch/autograd/graph.py register_multi_grad_hook keeps each
+// leaf input's AccumulateGrad in its closure) keeps, in backward's recompute,
+// every layer's detached input and the .grad the nested backward gives it
+// until the final callback removes the hooks when backward ends
+// (plugins/strategies/fsdp/plugin.cpp, the header's note).
+// Llama-2-70B (80 layers, hidden 8192, vocabulary 32000), bf16, LoRA r 8 on q
+// and v (the decoder-layer units hold no trainable weight but the adapters,
+// wrapped apart), full recomputation, 1 x 2048 tokens, 2 ranks. Hand derivation:
+//   input gradients at backward's end: 80 x 2048 x 8192 x 2 B  = 2,684,354,560 B
+//   freed by the loss's backward by then (the paper view's head):
+//     final norm     2048 x 8192 x (2 + 2) B                    =    67,108,864 B
+//     fp32 logits    2048 x 32000 x 4 B                         =   262,144,000 B
+//     cross entropy  2048 x 32000 x 4 B                         =   262,144,000 B
+//   activations.kept_layer_inputs = 2,684,354,560 - 591,396,864 = 2,092,957,696 B,
+// added to backward's high point (transient_backward) and to nothing else.
+// Units whose flat parameter trains (full fine-tuning; mixed units under
+// frozen_gradients) register no such hook; the per-op policies keep no
+// checkpointed input: nothing is added.
+TEST(Fsdp, ReentrantCheckpointAroundFrozenUnitsKeepsLayerInputs) {
+  auto scenario = [](const std::string& lora, const std::string& policy, const std::string& fsdp) {
+    return "name = \"k\"\nmode = \"train\"\n[model]\npreset = \"llama-2-70b\"\n[batch]\nmicro_batch = 1\n"
+           "seq_len = 2048\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\n"
+           "use = \"megatron\"\nflash_attention = true\n" + lora + "[[strategy]]\nuse = \"recompute\"\npolicy = \"" +
+           policy + "\"\n[[strategy]]\nuse = \"data-parallel\"\nsize = 2\n[[strategy]]\nuse = \"fsdp\"\n"
+           "setup = \"none\"\n" + fsdp;
+  };
+  const std::string lora = "[[strategy]]\nuse = \"lora\"\nrank = 8\ntargets = \"q,v\"\n";
+  const std::string option = "reentrant_checkpoint_around_units = true\n";
+  Evaluation kept = evaluate_paper(scenario(lora, "full", option));
+  EXPECT_EQ(kept.item_bytes("activations.kept_layer_inputs", MEMPLAN_ROLE_ACTIVATIONS), 2'092'957'696u);
+  Evaluation plain = evaluate_paper(scenario(lora, "full", ""));
+  EXPECT_EQ(plain.item_bytes("activations.kept_layer_inputs", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+  const Breakdown& with = kept.breakdown();
+  const Breakdown& without = plain.breakdown();
+  EXPECT_EQ(with.timeline[kBackward] - without.timeline[kBackward], 2'092'957'696u);
+  EXPECT_EQ(with.timeline[kForward], without.timeline[kForward]);
+  EXPECT_EQ(with.timeline[kOptimizerStep], without.timeline[kOptimizerStep]);
+  EXPECT_EQ(evaluate_paper(scenario("", "full", option))
+                .item_bytes("activations.kept_layer_inputs", MEMPLAN_ROLE_ACTIVATIONS),
+            0u);
+  EXPECT_EQ(evaluate_paper(scenario(lora, "full", option + "frozen_gradients = true\n"))
+                .item_bytes("activations.kept_layer_inputs", MEMPLAN_ROLE_ACTIVATIONS),
+            0u);
+  EXPECT_EQ(evaluate_paper(scenario(lora, "selective", option))
+                .item_bytes("activations.kept_layer_inputs", MEMPLAN_ROLE_ACTIVATIONS),
+            0u);
+  EXPECT_NE(error_of(scenario(lora, "full", "api = \"fsdp2\"\n" + option), "k.toml")
+                .find("option 'reentrant_checkpoint_around_units': is FullyShardedDataParallel's"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace memplan::testing

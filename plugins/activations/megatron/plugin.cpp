@@ -143,7 +143,7 @@ constexpr std::array<LossMode, 12> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.11.0",
+      "megatron", "1.12.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -408,13 +408,17 @@ class MegatronActivations {
     const double scale = static_cast<double>(inflight) * factor / context;
     double loss_forward = 0;  // the loss's forward transient, when the stage computes the loss
     double loss_segments = 0;  // the loss path's segments in the caching allocator (loss_requests.hpp)
+    double freed_by_loss_backward = 0;  // the head's activations and the loss's backward excess (kept_layer_inputs)
     if (layout.stage_has_embedding)
       add_outside(ctx, names_.embedding_dropout, outside.embedding_dropout * scale);
     if (layout.stage_has_lm_head) {
       // The head sits in the last model chunk only: the interleaved schedule's
       // factor (extra chunks in flight) does not apply to it.
       const double head_scale = static_cast<double>(inflight) / context;
-      if (facts.final_norm) add_outside(ctx, names_.final_norm, outside.final_norm * head_scale);
+      if (facts.final_norm) {
+        add_outside(ctx, names_.final_norm, outside.final_norm * head_scale);
+        freed_by_loss_backward += std::max(0.0, outside.final_norm * head_scale);
+      }
       // Logits need an output projection: an LM head, or the embedding reused
       // as one (tied). An encoder without a head (BERT's output_head = "none")
       // computes none.
@@ -422,9 +426,11 @@ class MegatronActivations {
         // The held output is the micro-batch's own logits kept into backward
         // where the model keeps them: counted once (the others in flight keep theirs).
         add_vocab_sized(ctx, names_.logits, outside.logits * head_scale - outside.held_overlap / context);
+        freed_by_loss_backward += std::max(0.0, outside.logits * head_scale - outside.held_overlap / context);
         // The loop holds one output, whatever the micro-batches in flight.
         add_vocab_sized(ctx, names_.held_output, outside.held_output / context, memplan::sdk::Lifetime::persistent);
         add_vocab_sized(ctx, names_.cross_entropy, outside.cross_entropy * head_scale);
+        freed_by_loss_backward += std::max(0.0, outside.cross_entropy * head_scale);
         // The loss's transients belong to one micro-batch: the one whose loss is computed.
         add_vocab_sized(ctx, names_.loss_forward, outside.loss_forward / context,
                     memplan::sdk::Lifetime::transient_forward);
@@ -452,6 +458,7 @@ class MegatronActivations {
                                    std::max(loss_backward - facts.head_gradient, head_input_gradient));
         }
         add_vocab_sized(ctx, names_.loss_backward, loss_backward, memplan::sdk::Lifetime::transient_backward);
+        freed_by_loss_backward += std::max(0.0, loss_backward);
         // The shifted copy and what derives from it are replayed at the
         // logits' size, not b (s - 1) V: at its real size the 2 MiB rounding
         // decides whether its blocks split and whether the whole-size slice
@@ -472,6 +479,28 @@ class MegatronActivations {
                 memplan::sdk::Lifetime::transient_forward);
     add_outside(ctx, names_.ring_backward, ring_backward, memplan::sdk::Lifetime::transient_backward);
     add_pipeline_runtime(ctx, layout, shape, settings, outside, inflight, context, facts);
+    add_kept_layer_inputs(ctx, settings, shape, freed_by_loss_backward, context);
+  }
+
+  // FSDP1 units that need no gradient, recomputed by reentrant checkpointing
+  // around them (the 'fsdp' plugin's reentrant_checkpoint_around_units and
+  // its header: the reshard-only hook on the recomputed unit's detached
+  // inputs keeps each one, with the .grad the nested backward gave it, until
+  // backward ends). At backward's end (the first layer's backward) the
+  // stored layer inputs are all still alive, with one input gradient of the
+  // residual stream's size per such layer, where the step rule
+  // (plugin_abi.h) has freed them; by then the loss's backward excess and the
+  // head's stored activations (final norm, logits, the loss's) are gone. The
+  // item is what that end holds beyond backward's start, the high point the
+  // step rule takes: N x tokens x hidden x bytes less what the loss freed.
+  // One backward's: the final callback of each backward call frees its own.
+  // Not counted: the adapters' gradients grown by then beyond one layer's.
+  void add_kept_layer_inputs(memplan::sdk::Context& ctx, const ActivationSettings& settings,
+                             const TransformerShape& shape, double freed, double context) {
+    const double layers = static_cast<double>(ctx.attr_int(attributes_.kept_layer_inputs, 0));
+    if (!(layers > 0) || settings.recompute != RecomputePolicy::full) return;
+    const double gradients = layers * shape.batch * shape.seq * shape.hidden * settings.bytes / context;
+    add_outside(ctx, names_.kept_layer_inputs, gradients - freed, memplan::sdk::Lifetime::transient_backward);
   }
 
  private:
@@ -548,10 +577,12 @@ class MegatronActivations {
           pipeline_kept_outputs(options.attribute(MEMPLAN_ATTR_PIPELINE_KEPT_OUTPUTS)),
           pipeline_merged_outputs(options.attribute(MEMPLAN_ATTR_PIPELINE_MERGED_OUTPUTS)),
           context_kv_allgather(options.attribute(MEMPLAN_ATTR_CONTEXT_KV_ALLGATHER)),
-          loss_segments(options.attribute(MEMPLAN_ATTR_LOSS_SEGMENTS)) {}
+          loss_segments(options.attribute(MEMPLAN_ATTR_LOSS_SEGMENTS)),
+          kept_layer_inputs(options.attribute(MEMPLAN_ATTR_KEPT_LAYER_INPUTS)) {}
     memplan::sdk::Attribute activation_dtype, activation_factor, residual_dtype, lora_rank_inputs, lora_inputs,
         lora_distinct_inputs, lora_dropout, recompute_policy, pipeline_input_buffers, pipeline_grad_buffers,
-        pipeline_input_grads, pipeline_kept_outputs, pipeline_merged_outputs, context_kv_allgather, loss_segments;
+        pipeline_input_grads, pipeline_kept_outputs, pipeline_merged_outputs, context_kv_allgather, loss_segments,
+        kept_layer_inputs;
   };
 
   // The names of the items apply() adds, interned once.
@@ -579,11 +610,12 @@ class MegatronActivations {
           pipeline_kept_outputs(options.intern("pipeline.kept_outputs")),
           pipeline_merged_outputs(options.intern("pipeline.merged_outputs")),
           ring_forward(options.intern("context_parallel.ring_forward")),
-          ring_backward(options.intern("context_parallel.ring_backward")) {}
+          ring_backward(options.intern("context_parallel.ring_backward")),
+          kept_layer_inputs(options.intern("activations.kept_layer_inputs")) {}
     memplan::sdk::Name stored, offload_window, recompute, dequantized_weight, embedding_dropout, final_norm, logits,
         cross_entropy, loss_forward, loss_backward, kv_cache, held_output, rope_cache, causal_mask, expanded_causal_mask,
         recompute_casts, pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
-        pipeline_merged_outputs, ring_forward, ring_backward;
+        pipeline_merged_outputs, ring_forward, ring_backward, kept_layer_inputs;
   };
 
   // What apply() needs to know of the reported rank's weights, from one pass

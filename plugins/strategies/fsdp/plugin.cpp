@@ -113,6 +113,30 @@
 // (the root of a LoRA model: embeddings, final norm, head) has no gradient.
 // Not counted: the reduce-scattered shard of those gradients between the
 // last micro-batch's backward and the next forward.
+//
+// reentrant_checkpoint_around_units = true (Hugging Face gradient_checkpointing
+// on a model whose decoder layers accelerate wrapped as FSDP1 units: the model
+// calls self._gradient_checkpointing_func(decoder_layer.__call__, ...) with the
+// unit itself, transformers 4.35 to 4.4x, use_reentrant True): FSDP1 units
+// whose flat parameter needs no gradient (LoRA's leaves wrapped as units of
+// their own, peft's fsdp_auto_wrap_policy, or use_orig_params=False) register
+// the reshard-only hook on their forward inputs (torch/distributed/fsdp/
+// _runtime_utils.py, _register_post_backward_reshard_only_hook, torch 2.1 to
+// 2.x since PR #101982; the stored copy @ 3ade90a6): register_multi_grad_hook
+// (torch/autograd/graph.py) keeps, in the hook's closure, each input's
+// grad_fn or, for a leaf, its AccumulateGrad node, which holds the tensor. The
+// original forward runs under no_grad (CheckpointFunction.forward), so the
+// hook is registered in backward's recompute, whose inputs are detached leaves
+// with requires_grad (checkpoint's detach_variable) that the nested backward
+// gives a .grad (CheckpointFunction.backward returns inp.grad). The handle is
+// kept in flat_param._post_backward_hook_state until the final callback
+// (_finalize_params) removes it when the whole backward ends: every layer's
+// input and its gradient stay alive to backward's end. The plugin declares it
+// (attribute fsdp.kept_layer_inputs, the layers of the stage); the activation
+// model sizes it (plugins/activations/megatron/plugin.cpp,
+// activations.kept_layer_inputs). Checkpointing applied inside the units
+// (apply_activation_checkpointing after wrapping, as fsdp_qlora does) hooks the
+// original forward's non-leaf inputs instead: nothing is kept.
 #include <memplan/dtypes.hpp>
 #include <memplan/sdk.hpp>
 #include <memplan/support/layout.hpp>
@@ -132,7 +156,7 @@ namespace {
 namespace sharding = memplan::support::sharding;
 using memplan::sdk::Role;
 
-constexpr std::array<memplan_option_spec, 14> kOptions{{
+constexpr std::array<memplan_option_spec, 15> kOptions{{
     {"shard_size", MEMPLAN_OPTION_INT,
      "ranks in one shard group; fewer than the data-parallel ranks is HYBRID_SHARD", "all data-parallel ranks (FULL_SHARD)"},
     {"unit_layers", MEMPLAN_OPTION_INT, "transformer layers per FSDP unit (wrapped module)", "1"},
@@ -178,12 +202,17 @@ constexpr std::array<memplan_option_spec, 14> kOptions{{
      "parameter, frozen ones included (the use_orig_params docstring: gradient memory 'equivalent to not freezing "
      "those parameters'); the unsharded gradients count them",
      "false"},
+    {"reentrant_checkpoint_around_units", MEMPLAN_OPTION_BOOL,
+     "FSDP1: reentrant checkpointing wraps each unit's call from outside (Hugging Face gradient_checkpointing on "
+     "FSDP-wrapped decoder layers): units whose flat parameter needs no gradient (LoRA's leaves wrapped apart) hook "
+     "their recomputed inputs, which keeps each layer's input and its gradient until backward ends",
+     "false"},
 }};
 
 class FsdpStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "fsdp", "1.7.0",
+      "fsdp", "1.8.0",
       "PyTorch FSDP: FULL_SHARD or HYBRID_SHARD (ZeRO-3 semantics) with the gathered units in flight",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -232,6 +261,10 @@ class FsdpStrategy {
                                                   : GradientSync::every_micro_batch;
     separate_embeddings_ = options.boolean("separate_embeddings").value_or(false);
     frozen_gradients_ = options.boolean("frozen_gradients").value_or(false);
+    checkpoint_around_units_ = options.boolean("reentrant_checkpoint_around_units").value_or(false);
+    if (checkpoint_around_units_ && !fsdp1_)
+      options.fail("reentrant_checkpoint_around_units",
+                   "is FullyShardedDataParallel's reshard-only hook (api = \"fsdp1\"); with api = \"fsdp2\" remove it");
     if (frozen_gradients_ && !fsdp1_)
       options.fail("frozen_gradients", "is FullyShardedDataParallel's flat parameters (api = \"fsdp1\"); "
                                        "fully_shard (api = \"fsdp2\") keeps one gradient per parameter: remove it");
@@ -287,6 +320,7 @@ class FsdpStrategy {
     // Each rank steps its shard of the flat parameters.
     sharding::partition_optimizer_step(ctx, names_.optimizer_step, names_.optimizer_step_experts, dense, expert);
     ctx.set_attr(attributes_.shard_group, shard);
+    if (checkpoint_around_units_) declare_kept_layer_inputs(ctx);
     if (fsdp1_) assign_fsdp1_streams(ctx);
     add_communication(ctx, shard, static_cast<int64_t>(groups.tensor));
     if (shard < replicas) reduce_across_replicas(ctx, replicas / shard);
@@ -324,6 +358,30 @@ class FsdpStrategy {
   void add_communication(memplan::sdk::Context& ctx, double shard, int64_t stride) {
     sharding::fully_sharded_communication(ctx, names_.gather, names_.gradient_reduction, static_cast<int64_t>(shard),
                                           stride, stage_weight_bytes_, reshard_after_forward_, overlap_);
+  }
+
+  // reentrant_checkpoint_around_units: the layers whose unit's flat parameter
+  // needs no gradient (no trainable weight but adapters wrapped apart; with
+  // frozen_gradients a unit holding a trainable adapter needs one), declared
+  // for the activation model (the header's note).
+  void declare_kept_layer_inputs(memplan::sdk::Context& ctx) const {
+    const int64_t layers = ctx.model().layers;
+    if (layers <= 0) return;
+    std::vector<bool> needs_gradient(static_cast<size_t>(layers), false);
+    std::vector<bool> held(static_cast<size_t>(layers), false);
+    for (memplan::sdk::ItemRef item : ctx.items()) {
+      if (item.role() != Role::weights || item.layer() < 0) continue;
+      const bool trains =
+          item.trainable() && (item.param_class() != memplan::sdk::ParamClass::adapter || frozen_gradients_);
+      for (int64_t l = item.layer(); l < static_cast<int64_t>(item.layer()) + item.count() && l < layers; ++l) {
+        held[static_cast<size_t>(l)] = true;
+        if (trains) needs_gradient[static_cast<size_t>(l)] = true;
+      }
+    }
+    int64_t frozen = 0;
+    for (int64_t l = 0; l < layers; ++l)
+      if (held[static_cast<size_t>(l)] && !needs_gradient[static_cast<size_t>(l)]) ++frozen;
+    ctx.set_attr(attributes_.kept_layer_inputs, frozen);
   }
 
  private:
@@ -510,9 +568,10 @@ class FsdpStrategy {
           offload_staging(options.attribute(MEMPLAN_ATTR_OFFLOAD_STAGING)),
           unit_parameters(options.attribute("report.fsdp_unit_parameters")),
           root_parameters(options.attribute("report.fsdp_root_parameters")),
-          shard_group(options.attribute("report.fsdp_shard_group")) {}
+          shard_group(options.attribute("report.fsdp_shard_group")),
+          kept_layer_inputs(options.attribute(MEMPLAN_ATTR_KEPT_LAYER_INPUTS)) {}
     memplan::sdk::Attribute gathers, gradient_buckets, gradients_dtype, offload_staging, unit_parameters,
-        root_parameters, shard_group;
+        root_parameters, shard_group, kept_layer_inputs;
   };
   // The working set's item names, interned once.
   struct Names {
@@ -556,6 +615,7 @@ class FsdpStrategy {
   enum class GradientSync { automatic, every_micro_batch, last_micro_batch };
   GradientSync gradient_sync_ = GradientSync::automatic;
   bool separate_embeddings_ = false;
+  bool checkpoint_around_units_ = false;  // reentrant checkpointing around the units (HF gradient_checkpointing)
   bool frozen_gradients_ = false;       // FSDP1 use_orig_params: mixed units' gradients over the whole flat parameter
   std::vector<double> unit_gradients_;  // each layer's gradient elements, refilled each evaluation
 };

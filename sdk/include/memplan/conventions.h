@@ -153,6 +153,12 @@
 #define MEMPLAN_ATTR_GATHER_STAGING_FORWARD "zero3.gather_staging_forward"
 #define MEMPLAN_ATTR_GATHER_STAGING_BACKWARD "zero3.gather_staging_backward"
 
+/* Layers whose input (and its gradient) a sharding runtime keeps until
+ * backward ends (int), set by the sharding plugin, read by the activation
+ * plugin: FSDP1 units that need no gradient, recomputed by reentrant
+ * checkpointing around them (the reshard-only hook on their detached inputs). */
+#define MEMPLAN_ATTR_KEPT_LAYER_INPUTS "fsdp.kept_layer_inputs"
+
 /* How the data-parallel gradients are reduced (string), set by sharding
  * plugins for 'comm-buffers' (buckets = "auto"): "deepspeed" (ZeRO 1/2's
  * bucketed reduce, a bucket per backward), "deepspeed-stage3" (ZeRO-3's one
