@@ -238,12 +238,43 @@ TEST(Fsdp, ReentrantCheckpointAroundFrozenUnitsKeepsLayerInputs) {
   EXPECT_EQ(evaluate_paper(scenario(lora, "full", option + "frozen_gradients = true\n"))
                 .item_bytes("activations.kept_layer_inputs", MEMPLAN_ROLE_ACTIVATIONS),
             0u);
-  EXPECT_EQ(evaluate_paper(scenario(lora, "selective", option))
-                .item_bytes("activations.kept_layer_inputs", MEMPLAN_ROLE_ACTIVATIONS),
-            0u);
+  // The option describes checkpointing of whole units: other recompute policies are refused, and so are
+  // units of more than one layer (the model then checkpoints each layer inside its unit).
+  EXPECT_NE(error_of(scenario(lora, "selective", option), "k.toml")
+                .find("reentrant_checkpoint_around_units describes gradient checkpointing of whole units; add "
+                      "[[strategy]] use = \"recompute\" with policy = \"full\", or remove the option"),
+            std::string::npos);
+  EXPECT_NE(error_of(scenario(lora, "full", option + "unit_layers = 2\n"), "k.toml")
+                .find("option 'reentrant_checkpoint_around_units': is modelled for one decoder layer per unit"),
+            std::string::npos);
   EXPECT_NE(error_of(scenario(lora, "full", "api = \"fsdp2\"\n" + option), "k.toml")
                 .find("option 'reentrant_checkpoint_around_units': is FullyShardedDataParallel's"),
             std::string::npos);
+}
+
+// The kept gradient of an input has the input's dtype: under autocast on fp32
+// weights the residual stream, and so each layer's input, is fp32 (eager
+// layers: the autocast plugin's dtype.residual). Llama-2-70B,
+// 2048 tokens: 80 x 2048 x 8192 x 4 B = 5,368,709,120 B of kept gradients, less
+// what the loss's backward and the head's stored activations free by then (the
+// plan's activations.final_norm, .logits, .cross_entropy and .loss_backward).
+TEST(Fsdp, KeptLayerInputsHaveTheResidualStreamsDtype) {
+  const std::string toml =
+      "name = \"k\"\nmode = \"train\"\n[model]\npreset = \"llama-2-70b\"\n[batch]\nmicro_batch = 1\n"
+      "seq_len = 2048\n[precision]\nuse = \"autocast\"\n[optimizer]\nuse = \"adamw\"\n[activations]\n"
+      "use = \"megatron\"\nflash_attention = true\nlayer = \"eager\"\n[[strategy]]\nuse = \"lora\"\nrank = 8\n"
+      "targets = \"q,v\"\n[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\n[[strategy]]\nuse = \"data-parallel\"\nsize = 2\n"
+      "[[strategy]]\nuse = \"fsdp\"\nsetup = \"none\"\nreentrant_checkpoint_around_units = true\n";
+  const Evaluation e = evaluate_paper(toml);
+  uint64_t freed = 0;
+  for (const char* name : {"activations.final_norm", "activations.logits", "activations.cross_entropy",
+                           "activations.loss_backward"})
+    freed += e.item_bytes(name, MEMPLAN_ROLE_ACTIVATIONS);
+  EXPECT_GT(freed, 0u);
+  const uint64_t kept = e.item_bytes("activations.kept_layer_inputs", MEMPLAN_ROLE_ACTIVATIONS);
+  EXPECT_NEAR(static_cast<double>(kept), 5'368'709'120.0 - static_cast<double>(freed), 2.0);
+  // The stored inputs, the same tensors, are fp32 too: 5,368,709,120 B.
+  EXPECT_EQ(e.item_bytes("layers.0-79.activations", MEMPLAN_ROLE_ACTIVATIONS), 5'368'709'120u);
 }
 
 }  // namespace

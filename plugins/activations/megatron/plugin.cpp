@@ -492,14 +492,24 @@ class MegatronActivations {
   // (plugin_abi.h) has freed them; by then the loss's backward excess and the
   // head's stored activations (final norm, logits, the loss's) are gone. The
   // item is what that end holds beyond backward's start, the high point the
-  // step rule takes: N x tokens x hidden x bytes less what the loss freed.
-  // One backward's: the final callback of each backward call frees its own.
-  // Not counted: the adapters' gradients grown by then beyond one layer's.
+  // step rule takes: N x tokens x hidden x the residual stream's bytes (the
+  // gradient of an input has its dtype: fp32 under autocast on fp32 weights;
+  // split over t with sequence parallelism, as the stored inputs) less what
+  // the loss freed. One backward's: the final callback of each backward call
+  // frees its own. Not counted: the adapters' gradients grown by then beyond
+  // one layer's; where the step rule's high point is backward's end instead
+  // (G + A1 above A + G1: full fine-tuning with a few frozen layers) the kept
+  // inputs themselves; under a pipeline schedule, `freed` is all micro-batches'.
   void add_kept_layer_inputs(memplan::sdk::Context& ctx, const ActivationSettings& settings,
                              const TransformerShape& shape, double freed, double context) {
     const double layers = static_cast<double>(ctx.attr_int(attributes_.kept_layer_inputs, 0));
-    if (!(layers > 0) || settings.recompute != RecomputePolicy::full) return;
-    const double gradients = layers * shape.batch * shape.seq * shape.hidden * settings.bytes / context;
+    if (!(layers > 0)) return;
+    if (settings.recompute != RecomputePolicy::full)
+      ctx.fail("the fsdp plugin's reentrant_checkpoint_around_units describes gradient checkpointing of whole "
+               "units; add [[strategy]] use = \"recompute\" with policy = \"full\", or remove the option");
+    const double sequence_split = settings.sequence_parallel ? settings.tensor_parallel : 1;
+    const double gradients = layers * shape.batch * shape.seq * shape.hidden *
+                             memplan::plugins::residual_dtype_bytes(settings) / sequence_split / context;
     add_outside(ctx, names_.kept_layer_inputs, gradients - freed, memplan::sdk::Lifetime::transient_backward);
   }
 

@@ -117,7 +117,9 @@
 // reentrant_checkpoint_around_units = true (Hugging Face gradient_checkpointing
 // on a model whose decoder layers accelerate wrapped as FSDP1 units: the model
 // calls self._gradient_checkpointing_func(decoder_layer.__call__, ...) with the
-// unit itself, transformers 4.35 to 4.4x, use_reentrant True): FSDP1 units
+// unit itself, as transformers did before its decoder layers checkpoint inside
+// their own __call__ (GradientCheckpointingLayer; the version not
+// established here), use_reentrant True): FSDP1 units
 // whose flat parameter needs no gradient (LoRA's leaves wrapped as units of
 // their own, peft's fsdp_auto_wrap_policy, or use_orig_params=False) register
 // the reshard-only hook on their forward inputs (torch/distributed/fsdp/
@@ -265,6 +267,10 @@ class FsdpStrategy {
     if (checkpoint_around_units_ && !fsdp1_)
       options.fail("reentrant_checkpoint_around_units",
                    "is FullyShardedDataParallel's reshard-only hook (api = \"fsdp1\"); with api = \"fsdp2\" remove it");
+    if (checkpoint_around_units_ && unit_layers_ > 1)
+      options.fail("reentrant_checkpoint_around_units",
+                   "is modelled for one decoder layer per unit (unit_layers = 1): with more, the model checkpoints each "
+                   "layer inside its unit, whose inputs keep nothing; remove it or set unit_layers = 1");
     if (frozen_gradients_ && !fsdp1_)
       options.fail("frozen_gradients", "is FullyShardedDataParallel's flat parameters (api = \"fsdp1\"); "
                                        "fully_shard (api = \"fsdp2\") keeps one gradient per parameter: remove it");
