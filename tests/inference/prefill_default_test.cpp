@@ -124,9 +124,11 @@ TEST(PrefillDefault, ScenarioWinsAndWholePromptsStayExpressible) {
 // the serving CUDA context 719 MiB = 753,926,144 (cuda-context's default when
 // serving, measured after model.generate on an H100) + cuBLAS workspace
 // 33,554,432 + the allocator's margin 0.1 x the transients 48,064,103 and its
-// 2 MiB rounding of the sampler item 1,010,688 = 49,589,973,607 B. A 16th
-// sequence adds 2 GiB and 513,024 B of logits and margin: 51,737,970,279 B,
-// more than the GPU: 15 sequences, bound by the KV cache. (Up to vLLM 0.16 the
+// 2 MiB rounding of the sampler item 1,010,688 + vLLM's rotary table (the
+// inference plugin's rope_cache, rope_cache_test.cpp) 131,072 x 128 x 2 =
+// 33,554,432 = 49,623,528,039 B. A 16th sequence adds 2 GiB and 513,024 B of
+// logits and margin: 51,771,524,711 B, more than the GPU: 15 sequences, bound
+// by the KV cache. (Up to vLLM 0.16 the
 // sort-based run, 38 B per row x vocabulary entry, 1,268,645,888 B, leaves room
 // for 15 as well: 50.46 GB at 15, 2 GiB more at 16.)
 // Prefilling the whole prompts instead (the earlier default, now [framework]
@@ -143,7 +145,7 @@ TEST(PrefillDefault, L40sServes15SequencesAt32k) {
   const nlohmann::json vllm_default = solved("");
   EXPECT_EQ(vllm_default.at("value"), 15);
   EXPECT_EQ(vllm_default.at("binding"), "kv_cache");
-  EXPECT_EQ(vllm_default.at("peak"), 49'589'973'607ull);
+  EXPECT_EQ(vllm_default.at("peak"), 49'623'528'039ull);
   const nlohmann::json whole = solved(" --framework pytorch");
   EXPECT_EQ(whole.at("value"), 5);
   EXPECT_EQ(whole.at("binding"), "activations");

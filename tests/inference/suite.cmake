@@ -8,4 +8,5 @@ memplan_add_test(test_inference
   inference/prefill_default_test.cpp
   inference/latent_kv_test.cpp
   inference/sampler_test.cpp
-  inference/moe_workspace_test.cpp)
+  inference/moe_workspace_test.cpp
+  inference/rope_cache_test.cpp)

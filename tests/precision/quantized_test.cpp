@@ -291,6 +291,43 @@ TEST(FromModelConfig, GptOss120bKeepsAllButTheExpertsInBf16) {
   EXPECT_NEAR(weights(small) / kGiB, 12.8, 0.05);
 }
 
+// vLLM's mxfp4 MoE on its Triton backend (an H100 with triton_kernels):
+// process_weights_after_loading swizzles the values for the triton_kernels
+// matmul and deletes the loaded w13_weight/w2_weight, but the loaded
+// w13_weight_scale/w2_weight_scale stay registered beside the swizzled scales
+// its PrecisionConfig holds, and the biases become fp32
+// (vllm/model_executor/layers/quantization/mxfp4.py @ 007d5005; at 0.19
+// fused_moe/oracle/mxfp4.py @ 001eda31, convert_to_mxfp4_moe_kernel_format).
+// gpt-oss-20b by hand: scales 19,110,297,600 / 32 = 597,196,800 bytes, once
+// more; biases 24 x 32 x (2 x 2880 + 2880) = 6,635,520 x (4 - 2) =
+// 13,271,040 bytes more: 13,761,264,768 + 597,196,800 + 13,271,040 =
+// 14,371,732,608 bytes = 13.38 GiB (vLLM 0.11 logs 13.47 GiB of weights,
+// validation/VLLM-v011-gpt-oss-20b-llmd-bench.toml).
+TEST(FromModelConfig, VllmTritonMxfp4KeepsTheScalesTwiceAndFp32Biases) {
+  const std::string options = "mxfp4_moe_scale_copies = 2\nmxfp4_moe_bias_dtype = \"fp32\"\n";
+  Evaluation evaluation = evaluate_paper(scenario(fixture_config("gpt-oss-20b"), options));
+  EXPECT_EQ(weights(evaluation), 14'371'732'608u);
+  EXPECT_EQ(evaluation.item_bytes("layers.0-23.moe.experts.quant_state", MEMPLAN_ROLE_WEIGHTS), 1'194'393'600u);
+  EXPECT_EQ(weight_item(evaluation, "layers.0-23.moe.experts_bias"), 6'635'520u * 4);
+  EXPECT_EQ(weight_item(evaluation, "layers.0-23.attn.q"), weight_item(evaluate_paper(scenario(fixture_config("gpt-oss-20b"), "")), "layers.0-23.attn.q"));
+  // The vllm profile sets both from 0.11; before, the checkpoint's bytes.
+  auto served = [](const std::string& version) {
+    return "name = \"served\"\nmode = \"infer\"\n[framework]\nuse = \"vllm\"\nversion = \"" + version +
+           "\"\n[model]\n" + fixture_config("gpt-oss-20b") + "[precision]\nuse = \"quantized\"\n";
+  };
+  EXPECT_EQ(weights(evaluate(served("0.11"))), 14'371'732'608u);
+  EXPECT_EQ(weights(evaluate(served("0.10"))), 13'761'264'768u);
+  // gpt-oss-120b: 3,583,180,800 scales more and 36 x 128 x 8640 x 2 =
+  // 79,626,240 bytes of biases: 65,248,815,744 + 3,662,807,040 = 68,911,622,784.
+  EXPECT_EQ(weights(evaluate_paper(scenario(fixture_config("gpt-oss-120b"), options))), 68'911'622'784u);
+  // Another format leaves them alone: int4's scales once, bf16 biases.
+  EXPECT_EQ(weights(evaluate_paper(scenario(fixture_config("gpt-oss-20b"), "format = \"int4\"\n" + options))),
+            weights(evaluate_paper(scenario(fixture_config("gpt-oss-20b"), "format = \"int4\"\n"))));
+  EXPECT_NE(error_of(scenario(fixture_config("gpt-oss-20b"), "mxfp4_moe_scale_copies = 0\n"))
+                .find("mxfp4_moe_scale_copies"),
+            std::string::npos);
+}
+
 // A format named in the scenario is used as before: the config's is ignored.
 TEST(FromModelConfig, ANamedFormatOverridesTheConfig) {
   Evaluation named = evaluate_paper(scenario(fixture_config("gpt-oss-120b"), "format = \"int4\"\n"));

@@ -39,7 +39,7 @@ using memplan::sdk::Lifetime;
 using memplan::sdk::ParamClass;
 using memplan::sdk::Role;
 
-constexpr std::array<memplan_option_spec, 9> kOptions{{
+constexpr std::array<memplan_option_spec, 10> kOptions{{
     {"kv_dtype", MEMPLAN_OPTION_STRING, "dtype of the cached keys and values: fp32, fp16, bf16, fp8 or int8",
      "the activation dtype of [precision]"},
     {"block_size", MEMPLAN_OPTION_INT,
@@ -68,6 +68,11 @@ constexpr std::array<memplan_option_spec, 9> kOptions{{
      "after each layer, counted in the layer's transient) or \"persistent\" (vLLM's fused-MoE workspace, kept by "
      "its WorkspaceManager from the first MoE layer through the sampler run; item activations.moe_workspace)",
      "\"transient\"; the vllm profile sets \"persistent\" from version 0.12"},
+    {"rope_cache", MEMPLAN_OPTION_BOOL,
+     "the serving engine's rotary table: one cos/sin cache of max_context x the rotary width in the activation "
+     "dtype, whole on every rank (vLLM's RotaryEmbedding.cos_sin_cache, one instance shared by the layers through "
+     "get_rope's cache; item rope_cache)",
+     "false; the vllm profile sets true"},
 }};
 
 // The KV cache dtypes a serving engine stores (vLLM's kv_cache_dtype: auto,
@@ -140,6 +145,7 @@ class InferenceMemory {
     if (logits != "last" && logits != "all")
       options.fail("logits", "must be \"last\" or \"all\", not \"" + logits + "\"");
     all_logits_ = logits == "all";
+    rope_cache_ = options.boolean("rope_cache").value_or(false);
   }
 
   void apply(memplan::sdk::Context& ctx) {
@@ -190,6 +196,22 @@ class InferenceMemory {
     ctx.set_attr(block_tokens_attr_, block_size_);
     ctx.set_attr(block_bytes_attr_,
                  inf::kv_bytes_per_layer(kv, static_cast<double>(block_size_), 1) * static_cast<double>(stage_layers));
+
+    // vLLM's rotary table (vllm/model_executor/layers/rotary_embedding/base.py,
+    // RotaryEmbedding.__init__ @ 04458da and @ 072d10a: _compute_cos_sin_cache
+    // concatenates cos and sin of max_position_embeddings x rotary_dim / 2,
+    // cast to get_rope's dtype, the model dtype; register_buffer), built with
+    // the model: part of vLLM's "weights memory". get_rope keeps one instance
+    // per configuration (_ROPE_DICT), so the layers share it; tensor
+    // parallelism leaves it whole. Latent attention rotates qk_rope_head_dim.
+    // A model with learned positions has none; the rotary width is taken as
+    // the head (a partial rotary factor is not in the model facts).
+    if (rope_cache_ && model.max_context > 0 && stage_layers > 0 && !rank.learned_positions) {
+      const double width = static_cast<double>(model.kv_lora_rank > 0 ? model.qk_rope_head_dim : model.head_dim);
+      support::add_bytes(ctx, {.name = names_.rope_cache, .role = Role::weights,
+                               .bytes = static_cast<double>(model.max_context) * width * activation_bytes});
+      ctx.items()[ctx.items().size() - 1].set_non_parameter(true);
+    }
 
     add_transients(ctx, model, t, activation_bytes, seq_len, sequences,
                    mix.global_count > 0 ? seq_len : std::min(seq_len, window), rank.lm_head,
@@ -289,6 +311,7 @@ class InferenceMemory {
     bool lm_head = false;
     bool experts = false;  // the rank holds expert layers
     bool quantized_experts = false;  // their weights are stored narrower than the activations (a quantized format)
+    bool learned_positions = false;  // a position embedding: no rotary table
   };
   RankWeights scan_weights(const memplan::sdk::Context& ctx, double activation_bytes) const {
     RankWeights found;
@@ -306,6 +329,7 @@ class InferenceMemory {
           item.bytes_per_element() < activation_bytes)
         found.quantized_experts = true;
       embedding = embedding || item.param_class() == ParamClass::embedding;
+      found.learned_positions = found.learned_positions || item.param_class() == ParamClass::position_embedding;
     }
     if (!found.lm_head && embedding && ctx.model().tied_embeddings != 0)
       found.lm_head = layout_.stage_has_lm_head(ctx);
@@ -322,6 +346,7 @@ class InferenceMemory {
   bool triton_sampler_ = false;
   bool all_logits_ = false;
   bool persistent_moe_workspace_ = false;
+  bool rope_cache_ = false;
   support::LayoutReader layout_;
   // Resolved once, in the constructor: no key lookup per evaluation.
   memplan::sdk::Attribute activation_dtype_, block_tokens_attr_, block_bytes_attr_;
@@ -335,8 +360,9 @@ class InferenceMemory {
           layer(options.intern("activations.layer")),
           logits(options.intern("activations.logits")),
           sampler(options.intern("activations.sampler")),
-          moe_workspace(options.intern("activations.moe_workspace")) {}
-    memplan::sdk::Name kv_cache, kv_cache_global, kv_cache_window, layer, logits, sampler, moe_workspace;
+          moe_workspace(options.intern("activations.moe_workspace")),
+          rope_cache(options.intern("rope_cache")) {}
+    memplan::sdk::Name kv_cache, kv_cache_global, kv_cache_window, layer, logits, sampler, moe_workspace, rope_cache;
   } names_;
 };
 

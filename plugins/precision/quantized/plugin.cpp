@@ -45,7 +45,7 @@ namespace sdk = memplan::sdk;
 namespace q = memplan::plugins::quantized;
 using sdk::ParamClass;
 
-constexpr std::array<memplan_option_spec, 14> kOptions{{
+constexpr std::array<memplan_option_spec, 16> kOptions{{
     {"format", MEMPLAN_OPTION_STRING,
      "quantized weight format: int8, int4, nf4, fp8, fp8-block (DeepSeek-V3), mxfp4, gptq, awq, or a llama.cpp GGUF "
      "type (q4_0, q4_1, q5_0, q5_1, q8_0, q2_k .. q6_k, iq1_s .. iq4_xs, iq4_nl); \"auto\": the format the model's "
@@ -83,6 +83,13 @@ constexpr std::array<memplan_option_spec, 14> kOptions{{
      "the scales are part of the parameter tensor (torchao's NF4Tensor, torchtune's QLoRA), so sharding, gathering "
      "and offload move them with the values; false: a separate quant_state kept whole on every rank (bitsandbytes)",
      "false"},
+    {"mxfp4_moe_scale_copies", MEMPLAN_OPTION_INT,
+     "mxfp4 only: copies of the MoE experts' E8M0 scales the framework keeps (vLLM's Triton MoE path keeps the "
+     "checkpoint-layout scales as parameters and a swizzled copy in its PrecisionConfig: 2)",
+     "1"},
+    {"mxfp4_moe_bias_dtype", MEMPLAN_OPTION_STRING,
+     "mxfp4 only: dtype of the MoE experts' biases (vLLM's Triton MoE path converts them to fp32)",
+     "the unquantized dtype"},
 }};
 
 constexpr std::array<std::string_view, 4> kScaleDtypes{"fp32", "fp16", "bf16", "fp8"};
@@ -357,6 +364,18 @@ class QuantizedPrecision {
     skip_trainable_ = options.boolean("skip_trainable").value_or(false);
     scales_in_parameter_ = options.boolean("scales_in_parameter").value_or(false);
     whole_model_ = !model.has_architecture;
+    // vLLM's mxfp4 MoE on its Triton backend (README.md, "vLLM's mxfp4 experts").
+    const int64_t copies = options.integer("mxfp4_moe_scale_copies").value_or(1);
+    if (copies < 1)
+      options.fail("mxfp4_moe_scale_copies", "must be 1 or more (copies of the experts' scales), got " +
+                                                 std::to_string(copies));
+    if (format->name == "mxfp4") {
+      expert_constants_ = constants_ * static_cast<double>(copies);
+      expert_bias_ = optional_dtype(options, "mxfp4_moe_bias_dtype", false).value_or(unquantized_);
+    } else {
+      expert_constants_ = constants_;
+      expert_bias_ = unquantized_;
+    }
     if (declared) {
       format_text_ = std::string(format->name) + " from the model's quantization_config (quant_method " +
                      declared->method + "); quantized parts:";
@@ -393,9 +412,13 @@ class QuantizedPrecision {
         if (!skip_trainable_) fail_trainable(ctx, item);
         quantize = false;
       }
+      const bool expert = item.param_class() == ParamClass::expert && (parts_ & kExperts) != 0;
+      const bool expert_bias = expert && memplan::support::is_vector_weight(item.name());
       item.set_bytes_per_element(quantize ? (scales_in_parameter_ ? quantized_ : values_)
-                                          : (item.param_class() == ParamClass::adapter ? adapters_ : unquantized_));
-      if (quantize && constants_ > 0 && !scales_in_parameter_) add_constants(ctx, item);
+                                 : expert_bias ? expert_bias_
+                                               : (item.param_class() == ParamClass::adapter ? adapters_ : unquantized_));
+      if (quantize && constants_ > 0 && !scales_in_parameter_)
+        add_constants(ctx, item, expert ? expert_constants_ : constants_);
       if (!trains) continue;
       add_copy(item, sdk::Role::gradients, sdk::Lifetime::gradient, gradients_.value_or(item.bytes_per_element()));
       if (master_weights_) add_copy(item, sdk::Role::master_weights, sdk::Lifetime::persistent, *master_weights_);
@@ -423,11 +446,11 @@ class QuantizedPrecision {
   // quantized_scalers and quantization_factor together and implements the
   // split/chunk/all-gather ops FSDP2's fully_shard uses on all of them, so the
   // scales are sharded, gathered and offloaded with their values.
-  void add_constants(const sdk::Context& ctx, const sdk::ItemRef& values) {
+  void add_constants(const sdk::Context& ctx, const sdk::ItemRef& values, double bytes) {
     const sdk::Name name = quant_state_(ctx, values);  // interned once per weight name
     sdk::ItemRef constants = batch_.copy_of(values);
     constants.set_name(name);
-    constants.set_bytes_per_element(constants_);
+    constants.set_bytes_per_element(bytes);
     constants.set_trainable(false);
     constants.set_non_parameter(true);
   }
@@ -448,6 +471,8 @@ class QuantizedPrecision {
   double quantized_ = 0;   // values and constants, per element
   double values_ = 0;      // the packed values, per element
   double constants_ = 0;   // scales (and zero points), per element
+  double expert_constants_ = 0;  // the experts' constants: constants_ x mxfp4_moe_scale_copies with mxfp4
+  double expert_bias_ = 0;       // the experts' biases: mxfp4_moe_bias_dtype with mxfp4, else unquantized_
   double unquantized_ = 0;
   double activations_ = 0;
   double adapters_ = 0;
