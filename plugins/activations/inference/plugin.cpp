@@ -82,7 +82,7 @@ constexpr std::array<const char*, 5> kKvDtypes{"fp32", "fp16", "bf16", "fp8", "i
 class InferenceMemory {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "inference", "1.5.0", "KV cache (paged, GQA, latent attention, sliding window) and forward transients for serving",
+      "inference", "1.6.0", "KV cache (paged, GQA, latent attention, sliding window) and forward transients for serving",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 

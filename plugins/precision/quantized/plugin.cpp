@@ -244,7 +244,7 @@ std::optional<Declared> declared_format(sdk::Options& options) {
 class QuantizedPrecision {
  public:
   static constexpr sdk::PluginInfo info{
-      "quantized", "1.4.0",
+      "quantized", "1.5.0",
       "Quantized weights (int8, int4, nf4, fp8, fp8-block, mxfp4, gptq, awq, GGUF types) with their block scales; frozen in training (QLoRA)",
       sdk::Kind::precision, sdk::Phase::precision};
   static std::span<const memplan_option_spec> options() { return kOptions; }
