@@ -473,8 +473,9 @@ class MegatronActivations {
       }
     }
     // What the loss path's logits-sized segments settle at, where the order of
-    // its requests is known (loss_requests.hpp), for the allocator's model.
-    ctx.set_attr(attributes_.loss_segments, loss_segments);
+    // its requests is known (loss_requests.hpp), for the allocator's model
+    // (attributes start unset each evaluation: absent elsewhere).
+    if (loss_segments > 0) ctx.set_attr(attributes_.loss_segments, loss_segments);
     add_outside(ctx, names_.ring_forward, std::max(0.0, ring_forward - loss_forward),
                 memplan::sdk::Lifetime::transient_forward);
     add_outside(ctx, names_.ring_backward, ring_backward, memplan::sdk::Lifetime::transient_backward);
