@@ -416,8 +416,9 @@ class MegatronActivations {
       // factor (extra chunks in flight) does not apply to it.
       const double head_scale = static_cast<double>(inflight) / context;
       if (facts.final_norm) {
-        add_outside(ctx, names_.final_norm, outside.final_norm * head_scale);
-        freed_by_loss_backward += std::max(0.0, outside.final_norm * head_scale);
+        const double final_norm = outside.final_norm * head_scale;
+        add_outside(ctx, names_.final_norm, final_norm);
+        freed_by_loss_backward += std::max(0.0, final_norm);
       }
       // Logits need an output projection: an LM head, or the embedding reused
       // as one (tied). An encoder without a head (BERT's output_head = "none")
@@ -425,12 +426,14 @@ class MegatronActivations {
       if (facts.lm_head || (model.tied_embeddings != 0 && facts.embedding)) {
         // The held output is the micro-batch's own logits kept into backward
         // where the model keeps them: counted once (the others in flight keep theirs).
-        add_vocab_sized(ctx, names_.logits, outside.logits * head_scale - outside.held_overlap / context);
-        freed_by_loss_backward += std::max(0.0, outside.logits * head_scale - outside.held_overlap / context);
+        const double logits = outside.logits * head_scale - outside.held_overlap / context;
+        add_vocab_sized(ctx, names_.logits, logits);
+        freed_by_loss_backward += std::max(0.0, logits);
         // The loop holds one output, whatever the micro-batches in flight.
         add_vocab_sized(ctx, names_.held_output, outside.held_output / context, memplan::sdk::Lifetime::persistent);
-        add_vocab_sized(ctx, names_.cross_entropy, outside.cross_entropy * head_scale);
-        freed_by_loss_backward += std::max(0.0, outside.cross_entropy * head_scale);
+        const double cross_entropy = outside.cross_entropy * head_scale;
+        add_vocab_sized(ctx, names_.cross_entropy, cross_entropy);
+        freed_by_loss_backward += std::max(0.0, cross_entropy);
         // The loss's transients belong to one micro-batch: the one whose loss is computed.
         add_vocab_sized(ctx, names_.loss_forward, outside.loss_forward / context,
                     memplan::sdk::Lifetime::transient_forward);
@@ -450,10 +453,12 @@ class MegatronActivations {
         // Llama-3.2-3B full fine-tuning's allocated peak is the loss's backward,
         // with no parameter gradient alive (validation/measured, snapshot of
         // llama-3.2-3b-full-bs4-s768).
+        // The logits of the micro-batch whose loss is computed, on this rank.
+        const double logit_elements =
+            shape.batch * shape.seq * static_cast<double>(model.vocab) / settings.tensor_parallel / context;
         double loss_backward = std::max(0.0, outside.loss_backward / context - working_set - ring_backward);
         if (ctx.workload().grad_accum <= 1 && loss_frees_before_head()) {
-          const double head_input_gradient = settings.bytes * shape.batch * shape.seq *
-                                             static_cast<double>(model.vocab) / settings.tensor_parallel / context;
+          const double head_input_gradient = settings.bytes * logit_elements;
           loss_backward = std::min(loss_backward,
                                    std::max(loss_backward - facts.head_gradient, head_input_gradient));
         }
@@ -467,9 +472,7 @@ class MegatronActivations {
         // replayed). Measured: fms-acceleration's two 1-GPU device rows of
         // this path (transformers 4.39) read +5.5 and -1.7 % this way, +15.3
         // and +4.9 % at the real size (loss_requests.hpp).
-        const double elements = shape.batch * shape.seq * static_cast<double>(model.vocab) /
-                                settings.tensor_parallel / context;
-        loss_segments = replayed_loss_segments(settings.bytes, elements, elements);
+        loss_segments = replayed_loss_segments(settings.bytes, logit_elements);
       }
     }
     // What the loss path's logits-sized segments settle at, where the order of
@@ -516,14 +519,13 @@ class MegatronActivations {
 
  private:
   // The bytes the loss path's logits-sized segments settle at for `elements`
-  // logits of `bytes` each (`shifted` in its shifted copy), 0 where the order
-  // of its requests is not known.
-  double replayed_loss_segments(double bytes, double elements, double shifted) {
+  // logits of `bytes` each (the shifted copy at the same size, as apply()
+  // says why), 0 where the order of its requests is not known.
+  double replayed_loss_segments(double bytes, double elements) {
     if (!memplan::plugins::loss_order_known(cross_entropy_)) return 0;
     LossSegmentsMemo& memo = loss_segments_memo_;
-    if (bytes != memo.bytes || elements != memo.elements || shifted != memo.shifted)
-      memo = {bytes, elements, shifted,
-              memplan::plugins::loss_segments(cross_entropy_, bytes, output_held_, elements, shifted)};
+    if (bytes != memo.bytes || elements != memo.elements)
+      memo = {bytes, elements, memplan::plugins::loss_segments(cross_entropy_, bytes, output_held_, elements, elements)};
     return memo.segments;
   }
 
@@ -968,7 +970,7 @@ class MegatronActivations {
   // The last replay of the loss path's requests (loss_requests.hpp) and its
   // key: a search that keeps the batch, the sequence and the dtype replays once.
   struct LossSegmentsMemo {
-    double bytes = -1, elements = -1, shifted = -1, segments = 0;
+    double bytes = -1, elements = -1, segments = 0;
   } loss_segments_memo_;
   bool rope_cache_ = false;
   bool causal_mask_buffer_ = false;

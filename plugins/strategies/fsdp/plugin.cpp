@@ -370,11 +370,14 @@ class FsdpStrategy {
   // needs no gradient (no trainable weight but adapters wrapped apart; with
   // frozen_gradients a unit holding a trainable adapter needs one), declared
   // for the activation model (the header's note).
-  void declare_kept_layer_inputs(memplan::sdk::Context& ctx) const {
+  void declare_kept_layer_inputs(memplan::sdk::Context& ctx) {
     const int64_t layers = ctx.model().layers;
     if (layers <= 0) return;
-    std::vector<bool> needs_gradient(static_cast<size_t>(layers), false);
-    std::vector<bool> held(static_cast<size_t>(layers), false);
+    // Scratch kept between evaluations (no allocation once warm).
+    std::vector<bool>& needs_gradient = layer_needs_gradient_;
+    std::vector<bool>& held = layer_held_;
+    needs_gradient.assign(static_cast<size_t>(layers), false);
+    held.assign(static_cast<size_t>(layers), false);
     for (memplan::sdk::ItemRef item : ctx.items()) {
       if (item.role() != Role::weights || item.layer() < 0) continue;
       const bool trains =
@@ -622,6 +625,7 @@ class FsdpStrategy {
   GradientSync gradient_sync_ = GradientSync::automatic;
   bool separate_embeddings_ = false;
   bool checkpoint_around_units_ = false;  // reentrant checkpointing around the units (HF gradient_checkpointing)
+  std::vector<bool> layer_needs_gradient_, layer_held_;  // declare_kept_layer_inputs' scratch
   bool frozen_gradients_ = false;       // FSDP1 use_orig_params: mixed units' gradients over the whole flat parameter
   std::vector<double> unit_gradients_;  // each layer's gradient elements, refilled each evaluation
 };

@@ -289,13 +289,40 @@ class ZeroShardingStrategy {
   // one parameter group (a second group, e.g. the no-decay one, is not split
   // out).
   void add_step_sub_group(memplan::sdk::Context& ctx, int64_t expert_parallel) {
+    double partition = 0, main_bytes = 0;
+    for (const memplan::sdk::ItemRef item : ctx.items())
+      if (main_grad(item)) {
+        partition += item.elements() * static_cast<double>(item.count());
+        main_bytes = item.bytes_per_element();
+      }
+    if (partition <= 0) return;
+    // One sub-group (the common case: sub_group_size at least the partition)
+    // leaves main_grads whole; only more than one needs the walk.
+    double largest = partition;
+    if (sub_group_size_ < partition) {
+      largest = largest_sub_group(ctx, expert_parallel);
+      const double fraction = largest / partition;
+      for (memplan::sdk::ItemRef item : ctx.items())
+        if (main_grad(item)) item.set_elements(item.elements() * fraction);
+      ctx.set_attr(sub_group_fraction_attr_, fraction);
+    }
+    const double gradient = gradient_bytes(ctx);
+    if (main_bytes == gradient) return;  // .to() returns the flat copy itself: main_grads is it
+    ctx.add(memplan::sdk::NewItem{.name = step_flat_gradient_,
+                                  .role = Role::optimizer_states,
+                                  .lifetime = memplan::sdk::Lifetime::transient_optimizer,
+                                  .elements = largest,
+                                  .bytes_per_element = gradient});
+  }
+
+  // DeepSpeed's _create_fp16_sub_groups: the parameters in model order, a
+  // sub-group closed once it holds sub_group_size elements; the largest
+  // sub-group's elements.
+  double largest_sub_group(const memplan::sdk::Context& ctx, int64_t expert_parallel) {
     const memplan_model& model = ctx.model();
     sub_group_modules_.clear();
-    double partition = 0, main_bytes = 0;
     for (const memplan::sdk::ItemRef item : ctx.items()) {
       if (!main_grad(item)) continue;
-      partition += item.elements() * static_cast<double>(item.count());
-      main_bytes = item.bytes_per_element();
       const double modules = sharding::modules_in(item, model, expert_parallel);
       const double module = item.elements() / modules;
       const memplan::sdk::ParamClass param_class = item.param_class();
@@ -309,25 +336,6 @@ class ZeroShardingStrategy {
           sub_group_modules_.push_back({at, static_cast<uint32_t>(sub_group_modules_.size()), module});
       }
     }
-    if (partition <= 0) return;
-    const double largest = largest_sub_group(partition);
-    const double fraction = largest / partition;
-    for (memplan::sdk::ItemRef item : ctx.items())
-      if (main_grad(item)) item.set_elements(item.elements() * fraction);
-    ctx.set_attr(sub_group_fraction_attr_, fraction);
-    const double gradient = gradient_bytes(ctx);
-    if (main_bytes == gradient) return;  // .to() returns the flat copy itself: main_grads is it
-    ctx.add(memplan::sdk::NewItem{.name = step_flat_gradient_,
-                                  .role = Role::optimizer_states,
-                                  .lifetime = memplan::sdk::Lifetime::transient_optimizer,
-                                  .elements = largest,
-                                  .bytes_per_element = gradient});
-  }
-
-  // DeepSpeed's _create_fp16_sub_groups over sub_group_modules_ (filled in
-  // trace order by add_step_sub_group): the largest sub-group's elements.
-  double largest_sub_group(double partition) {
-    if (sub_group_size_ >= partition) return partition;
     // std::sort on (layer, plan order): stable_sort would allocate a buffer on every evaluation.
     std::sort(sub_group_modules_.begin(), sub_group_modules_.end(), [](const SubGroupModule& a, const SubGroupModule& b) {
       return a.at != b.at ? a.at < b.at : a.order < b.order;
