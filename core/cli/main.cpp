@@ -269,11 +269,12 @@ int validate_command(const std::vector<std::string>& args) {
     if (arg == "--help" || arg == "-h") {
       std::cout << "usage: memplan validate [FOLDER|FILE ...]\n\n"
                    "Estimates each measured run (a scenario whose leading comments give '# measured_bytes = N',\n"
-                   "'# quantity = allocated|reserved|device', '# framework = NAME' and optionally\n"
+                   "'# quantity = allocated|reserved|device', '# framework = NAME [VERSION]' and optionally\n"
                    "'# tolerance_percent = T', default 10) and prints id, framework, quantity, measured, estimate\n"
-                   "and signed error, then a summary line. Folders are read for *.toml; the default is\n"
-                   "validation/. Exit status 1 when a case fails or falls outside its tolerance\n"
-                   "(docs/validation.md).\n";
+                   "and signed error, then a summary line. A case without a [framework] table runs under the\n"
+                   "profile its framework line names (a profile's name or alias; a note on standard error says so).\n"
+                   "Folders are read for *.toml; the default is validation/. Exit status 1 when a case fails or\n"
+                   "falls outside its tolerance (docs/validation.md).\n";
       return 0;
     }
     if (!arg.empty() && arg[0] == '-') {
@@ -289,6 +290,7 @@ int validate_command(const std::vector<std::string>& args) {
   std::vector<memplan::ValidationResult> results;
   for (const std::string& file : memplan::validation_files(paths))
     results.push_back(memplan::validate_case(memplan::read_validation_case(file), catalog, layout, load_options));
+  memplan::write_validation_notes(std::cerr, results);
   memplan::write_validation_table(std::cout, results);
   bool ok = true;
   for (const memplan::ValidationResult& result : results) ok = ok && result.failure.empty() && result.within;

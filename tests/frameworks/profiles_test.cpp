@@ -94,11 +94,53 @@ TEST(Profiles, ExcludeAndItsErrors) {
 }
 
 TEST(Profiles, UnknownFrameworkIsLocatedWithTheKnownOnes) {
-  const std::string error = error_of(llama7b_sgd("[framework]\nuse = \"megatron\"\n"), "u.toml");
+  const std::string error = error_of(llama7b_sgd("[framework]\nuse = \"megatron-lmm\"\n"), "u.toml");
   EXPECT_EQ(error.rfind("u.toml:4:7: error: in [framework], 'use' names no framework profile in the catalog (", 0), 0u)
       << error;
   EXPECT_NE(error.find("Did you mean 'megatron-lm'?"), std::string::npos) << error;
   EXPECT_NE(error.find("Known profiles: deepspeed, hf-transformers, megatron-lm, paper,"), std::string::npos) << error;
+}
+
+// A profile answers to its aliases too ([framework] aliases in its file), in
+// any case and with '_' for '-': "megatron" and "Megatron_Core" are Megatron-LM.
+TEST(Profiles, AliasesFindTheProfile) {
+  for (const std::string name : {"megatron", "Megatron_Core", "mcore", "megatron-lm"}) {
+    const Scenario scenario = parse_scenario(llama7b_sgd("[framework]\nuse = \"" + name + "\"\n"), "a.toml", catalog());
+    EXPECT_EQ(scenario.framework.name, "megatron-lm") << name;
+  }
+  EXPECT_EQ(parse_scenario(llama7b_sgd("[framework]\nuse = \"peft\"\n"), "a.toml", catalog()).framework.name,
+            "hf-transformers");
+  EXPECT_EQ(framework_key("FSDP_QLoRA"), "fsdp-qlora");
+}
+
+// An alias is written as it is matched, and names one profile across the catalog.
+TEST(Profiles, AliasErrorsPointAtTheProfile) {
+  TempDir dir;
+  dir.write("gpus.toml", "");
+  std::filesystem::create_directories(dir.path() + "/frameworks");
+  const std::string team = dir.write("frameworks/team.toml",
+                                     "[framework]\nname = \"team\"\nsummary = \"ours\"\naliases = [\"Our_Team\"]\n");
+  auto load_error = [&] {
+    try {
+      (void)Catalog::load(dir.path());
+    } catch (const Error& error) {
+      return std::string(error.what());
+    }
+    return std::string("(loaded)");
+  };
+  EXPECT_EQ(load_error(), team + ":4:12: error: in [framework], alias 'Our_Team' must be written 'our-team' (lower "
+                                 "case, '-' for '_'): names are matched that way");
+  dir.write("frameworks/team.toml", "[framework]\nname = \"team\"\nsummary = \"ours\"\naliases = [\"lab\"]\n");
+  const std::string lab = dir.write("frameworks/lab.toml", "[framework]\nname = \"lab\"\nsummary = \"theirs\"\n");
+  EXPECT_EQ(load_error(), team + ":1:1: error: framework profile 'team' has the alias 'lab', which is the name of "
+                                 "profile 'lab' (" + lab + "); a framework name means one profile across the catalog "
+                                 "and every installed bundle (rule: framework names are unique). Remove or rename the "
+                                 "alias in one of them");
+  dir.write("frameworks/lab.toml", "[framework]\nname = \"lab\"\nsummary = \"theirs\"\naliases = [\"ours\"]\n");
+  dir.write("frameworks/team.toml", "[framework]\nname = \"team\"\nsummary = \"ours\"\naliases = [\"ours\"]\n");
+  EXPECT_NE(load_error().find("has the alias 'ours', which is an alias of profile"), std::string::npos) << load_error();
+  dir.write("frameworks/team.toml", "[framework]\nname = \"team\"\nsummary = \"ours\"\naliases = [\"team\"]\n");
+  EXPECT_EQ(load_error(), team + ":4:12: error: in [framework], alias 'team' is the profile's own name");
 }
 
 // [framework] version picks the [[since]] blocks up to it: the transformers

@@ -62,6 +62,56 @@ TEST(Validate, CaseErrorsAreLocated) {
   EXPECT_EQ(result.err, dir.path() + "/absent: error: no such validation case or folder\n");
 }
 
+// A case states the framework that ran it. Without a [framework] table the
+// case is estimated under the profile its framework line names (a name or an
+// alias, with an optional version), not the default; a note on standard error
+// says so. A table in the scenario wins; a line naming no profile leaves the
+// default and says that too. Llama-3.2-1B, 1024 tokens: the loss path differs
+// between transformers 4.38 and the default profile (Profiles.VersionPicksTheLossPath).
+TEST(Validate, FrameworkLineChoosesTheProfile) {
+  const std::string body =
+      "name = \"f\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-1b\"\n[batch]\nseq_len = 1024\n"
+      "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n";
+  const std::string framework_table = "[framework]\nuse = \"hf-transformers\"\nversion = \"4.38\"\n";
+  const uint64_t hf438 =
+      evaluate("name = \"f\"\nmode = \"train\"\n" + framework_table + body.substr(body.find("[model]")))
+          .breakdown()
+          .quantities[kAllocated]
+          .peak;
+  const uint64_t plain = evaluate(body).breakdown().quantities[kAllocated].peak;
+  ASSERT_NE(hf438, plain);
+  auto header = [&](const std::string& line) {
+    return "# measured_bytes = " + std::to_string(hf438) + "\n# quantity = allocated\n# framework = " + line + "\n\n";
+  };
+  TempDir dir;
+  const std::string named = dir.write("named.toml", header("transformers 4.38 (Trainer)") + body);
+  CommandResult result = run_cli("validate " + named);
+  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_NE(result.out.find("hf-transformers  allocated"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("+0.0 %"), std::string::npos) << result.out;
+  EXPECT_EQ(result.err, named + ": note: no [framework] table: estimated under profile 'hf-transformers' 4.38, which "
+                                "its '# framework = transformers 4.38 (Trainer)' line names\n");
+  // The scenario's own table decides; the line is then only a label.
+  const std::string table = dir.write("table.toml", header("megatron") + "name = \"f\"\nmode = \"train\"\n" +
+                                                        framework_table + body.substr(body.find("[model]")));
+  result = run_cli("validate " + table);
+  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_EQ(result.err, "");
+  // A line naming no profile: the default, and a note that says how to fix it.
+  const std::string unknown = dir.write("unknown.toml", header("in-house-trainer") + body);
+  result = run_cli("validate " + unknown);
+  EXPECT_NE(result.out.find("pytorch "), std::string::npos) << result.out;
+  EXPECT_EQ(result.err.rfind(unknown + ": note: '# framework = in-house-trainer' names no framework profile (known: "
+                                       "deepspeed, ",
+                             0),
+            0u)
+      << result.err;
+  EXPECT_NE(result.err.find("); estimated under the default profile 'pytorch'. Add a [framework] table to say what "
+                            "ran it\n"),
+            std::string::npos)
+      << result.err;
+}
+
 // The project's own suite runs: every case in validation/ is estimated (each is
 // also a ctest of its own, validation.<id>, against its tolerance).
 TEST(Validate, ProjectSuiteEstimatesEveryCase) {

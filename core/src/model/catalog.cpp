@@ -137,6 +137,26 @@ void check_framework_defaults(const std::vector<FrameworkProfile>& frameworks) {
   }
 }
 
+// Every name a profile answers to (its own and its aliases) names that profile only, across the
+// catalog and the installed bundles: a name that meant two profiles would pick one by load order.
+void check_framework_names(const std::vector<FrameworkProfile>& frameworks) {
+  for (size_t i = 0; i < frameworks.size(); ++i)
+    for (const std::string& alias : frameworks[i].aliases)
+      for (size_t j = 0; j < frameworks.size(); ++j) {
+        if (i == j) continue;
+        const FrameworkProfile& other = frameworks[j];
+        const bool is_name = framework_key(other.name) == alias;
+        const bool is_alias = std::find(other.aliases.begin(), other.aliases.end(), alias) != other.aliases.end();
+        if (!is_name && !is_alias) continue;
+        if (is_alias && j < i) continue;  // reported once, from the first of the two
+        fail_at(SourceLocation{frameworks[i].file, 1, 1},
+                "framework profile '" + frameworks[i].name + "' has the alias '" + alias + "', which is " +
+                    (is_name ? std::string("the name") : std::string("an alias")) + " of profile '" + other.name +
+                    "' (" + other.file + "); a framework name means one profile across the catalog and every "
+                    "installed bundle (rule: framework names are unique). Remove or rename the alias in one of them");
+      }
+}
+
 }  // namespace
 
 Catalog Catalog::load(const std::filesystem::path& data_dir) { return load(data_dir, {}); }
@@ -190,12 +210,19 @@ Catalog Catalog::load(const std::filesystem::path& data_dir, const std::vector<C
     }
   }
   check_framework_defaults(catalog.frameworks_);
+  check_framework_names(catalog.frameworks_);
   return catalog;
 }
 
 const FrameworkProfile* Catalog::find_framework(std::string_view name) const {
   for (const FrameworkProfile& profile : frameworks_)
     if (profile.name == name) return &profile;
+  // Then the other names a framework goes by, written in any case, '_' or '-'.
+  const std::string key = framework_key(name);
+  for (const FrameworkProfile& profile : frameworks_)
+    if (framework_key(profile.name) == key ||
+        std::find(profile.aliases.begin(), profile.aliases.end(), key) != profile.aliases.end())
+      return &profile;
   return nullptr;
 }
 

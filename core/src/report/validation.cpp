@@ -30,6 +30,12 @@ std::string percent(double value, bool sign) {
   return buffer;
 }
 
+std::string join_names(const std::vector<std::string>& names) {
+  std::string joined;
+  for (const std::string& name : names) joined += (joined.empty() ? "" : ", ") + name;
+  return joined;
+}
+
 std::string gib(uint64_t bytes) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.2f", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
@@ -92,6 +98,14 @@ ValidationCase read_validation_case(const std::string& file) {
       has_quantity = true;
     } else if (key == "framework") {
       test.framework = value;
+      // "NAME", "NAME VERSION" or "NAME (free text)": the name ends at a space or '('.
+      const size_t name_end = value.find_first_of(" \t(");
+      test.framework_name = value.substr(0, name_end);
+      if (name_end != std::string::npos && value[name_end] != '(') {
+        const std::string rest = trimmed(std::string_view(value).substr(name_end));
+        const std::string word = rest.substr(0, rest.find_first_of(" \t("));
+        if (word.find_first_of("0123456789") != std::string::npos) test.framework_version = word;
+      }
     } else if (key == "tolerance_percent") {
       char* end = nullptr;
       const double tolerance = std::strtod(value.c_str(), &end);
@@ -112,7 +126,24 @@ ValidationResult validate_case(const ValidationCase& test, const Catalog& catalo
   ValidationResult result;
   result.test = test;
   try {
-    const Scenario scenario = load_scenario(test.file, catalog);
+    Scenario scenario = load_scenario(test.file, catalog);
+    // A case states the framework that ran it; a scenario without a [framework] table would
+    // otherwise be estimated under the default profile, whatever ran it.
+    if (!scenario.framework.from_scenario && !test.framework_name.empty()) {
+      if (const FrameworkProfile* profile = catalog.find_framework(test.framework_name)) {
+        std::vector<std::string> overrides{"framework.use=\"" + profile->name + "\""};
+        if (!test.framework_version.empty())
+          overrides.push_back("framework.version=\"" + test.framework_version + "\"");
+        scenario = load_scenario(test.file, catalog, overrides);
+        result.note = "no [framework] table: estimated under profile '" + profile->name + "'" +
+                      (test.framework_version.empty() ? "" : " " + test.framework_version) +
+                      ", which its '# framework = " + test.framework + "' line names";
+      } else if (!scenario.framework.name.empty()) {
+        result.note = "'# framework = " + test.framework + "' names no framework profile (known: " +
+                      join_names(catalog.framework_names()) + "); estimated under the default profile '" +
+                      scenario.framework.name + "'. Add a [framework] table to say what ran it";
+      }
+    }
     PluginRegistry registry;
     load_plugins(registry, layout, &scenario, options);
     Estimator estimator(scenario, registry);
@@ -128,6 +159,11 @@ ValidationResult validate_case(const ValidationCase& test, const Catalog& catalo
   result.error_percent = (static_cast<double>(result.estimate) - measured) / measured * 100.0;
   result.within = std::fabs(result.error_percent) <= test.tolerance_percent;
   return result;
+}
+
+void write_validation_notes(std::ostream& out, const std::vector<ValidationResult>& results) {
+  for (const ValidationResult& r : results)
+    if (!r.note.empty()) out << r.test.file << ": note: " << r.note << "\n";
 }
 
 void write_validation_table(std::ostream& out, const std::vector<ValidationResult>& results) {

@@ -87,6 +87,12 @@ std::vector<std::string> read_gpu_names(const toml::table& table, const TomlRead
 
 }  // namespace
 
+std::string framework_key(std::string_view name) {
+  std::string key(name);
+  for (char& c : key) c = c == '_' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return key;
+}
+
 bool FrameworkVersionDefaults::applies_to(const std::string& gpu_names, uint64_t gpu_memory_bytes) const {
   const auto named = [&](const std::string& part) { return gpu_names.find(part) != std::string::npos; };
   if (gpu_memory_gib_at_least > 0 &&
@@ -142,7 +148,7 @@ FrameworkProfile parse_framework_profile(std::string_view text, const std::strin
   if (header == nullptr || !header->is_table())
     fail_at(SourceLocation{path, 1, 1}, "a framework profile needs a [framework] table with name and summary");
   TomlReader reader(*header->as_table(), path, "[framework]");
-  reader.reject_unknown_keys({"name", "summary", "version", "source", "default", "default_for"});
+  reader.reject_unknown_keys({"name", "summary", "version", "source", "default", "default_for", "aliases"});
   const auto name = reader.string("name");
   if (!name || *name != profile.name)
     fail_at(reader.table_location(), "[framework] name must equal the file name without .toml ('" + profile.name +
@@ -152,6 +158,23 @@ FrameworkProfile parse_framework_profile(std::string_view text, const std::strin
   profile.version = reader.string("version").value_or("");
   profile.source = reader.string("source").value_or("");
   profile.is_default = reader.boolean("default").value_or(false);
+  if (const toml::node* aliases = header->as_table()->get("aliases")) {
+    const std::string form = "must be an array of other names the framework goes by, e.g. aliases = [\"" +
+                             profile.name + "-core\"]";
+    if (!aliases->is_array()) reader.fail_key("aliases", form);
+    for (const toml::node& entry : *aliases->as_array()) {
+      const SourceLocation where = location_of(path, entry.source());
+      if (!entry.is_string() || entry.as_string()->get().empty()) fail_at(where, "in [framework], 'aliases' " + form);
+      const std::string alias = entry.as_string()->get();
+      if (alias != framework_key(alias))
+        fail_at(where, "in [framework], alias '" + alias + "' must be written '" + framework_key(alias) +
+                           "' (lower case, '-' for '_'): names are matched that way");
+      if (alias == profile.name) fail_at(where, "in [framework], alias '" + alias + "' is the profile's own name");
+      if (std::find(profile.aliases.begin(), profile.aliases.end(), alias) != profile.aliases.end())
+        fail_at(where, "in [framework], alias '" + alias + "' is listed twice");
+      profile.aliases.push_back(alias);
+    }
+  }
   if (auto mode = reader.choice("default_for", {"train", "infer"}))
     profile.default_for_mode = *mode == "train" ? MEMPLAN_MODE_TRAIN : MEMPLAN_MODE_INFER;
 

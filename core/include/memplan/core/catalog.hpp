@@ -63,6 +63,7 @@ class Catalog {
   static Catalog load(const std::filesystem::path& data_dir, const std::vector<CatalogSource>& sources);
 
   const GpuEntry* find_gpu(std::string_view name) const;
+  // A profile by its name, else by framework_key(name) among names and aliases; null when none answers to it.
   const FrameworkProfile* find_framework(std::string_view name) const;
   // The profile marked `default = true`, used when a scenario has no [framework]; null when none is.
   const FrameworkProfile* default_framework() const;

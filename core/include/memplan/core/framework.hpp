@@ -44,6 +44,10 @@ struct FrameworkProfile {
   std::string source;   // where that behaviour is documented (code, commits)
   std::string file;
   std::string origin;   // "" for the built-in catalog, else who provides it (CatalogSource::origin)
+  // Other names the framework goes by (a short or older name, a training
+  // script built on it): [framework] use and a validation case's framework line
+  // find the profile by any of them. Lower case, '-' for '_' (framework_key).
+  std::vector<std::string> aliases;
   bool is_default = false;  // used by scenarios without a [framework] table
   // `default_for = "train"` or "infer": the default of scenarios of that mode
   // without a [framework] table, in place of the `default = true` profile.
@@ -65,6 +69,10 @@ struct FrameworkProfile {
                                                                              const std::string& gpu_names,
                                                                              uint64_t gpu_memory_bytes) const;
 };
+
+// A framework name as profiles are looked up by it: lower case, '_' read as '-'
+// ("FSDP_QLoRA" and "fsdp-qlora" are one name).
+std::string framework_key(std::string_view name);
 
 // Orders versions by their numbers ("4.38" < "4.46" < "4.100"; "core_r0.14.0" is 0.14.0): negative, 0, positive.
 int compare_versions(const std::string& a, const std::string& b);

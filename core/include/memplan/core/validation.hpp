@@ -4,7 +4,9 @@
 // readable lines (docs/validation.md):
 //   # measured_bytes = N            the published figure, in bytes
 //   # quantity = allocated | reserved | device
-//   # framework = NAME              the software that ran it, for the table
+//   # framework = NAME [VERSION]    the software that ran it: a case without a [framework]
+//                                   table is estimated under the profile NAME answers to
+//                                   (a profile's name or alias), at VERSION when given
 //   # tolerance_percent = T         optional; the |error| the case must stay within (default 10)
 // The estimate of the case's quantity is compared with the measurement.
 #pragma once
@@ -25,7 +27,9 @@ inline constexpr double kDefaultTolerancePercent = 10.0;
 struct ValidationCase {
   std::string id;  // the file name without .toml
   std::string file;
-  std::string framework;
+  std::string framework;          // the framework line as written (after '=')
+  std::string framework_name;     // its first word: the profile it names, if any answers to it
+  std::string framework_version;  // its second word when that holds a digit ("NAME 4.38")
   int quantity = 2;  // Quantity (breakdown.hpp)
   uint64_t measured = 0;
   double tolerance_percent = kDefaultTolerancePercent;
@@ -37,6 +41,7 @@ struct ValidationResult {
   double error_percent = 0;  // (estimate - measured) / measured x 100
   bool within = false;       // |error| <= tolerance
   std::string failure;       // non-empty when the case could not be estimated
+  std::string note;          // how the framework line was read, when it decided or could not decide the profile
 };
 
 // The case files named by `paths`: files as given, folders' *.toml in name order.
@@ -47,6 +52,8 @@ ValidationCase read_validation_case(const std::string& file);
 // `options` adds installed packages (the command line passes the bundle store's).
 ValidationResult validate_case(const ValidationCase& test, const Catalog& catalog, const InstallLayout& layout,
                                const PluginLoadOptions& options = {});
+// Each result's note as "ID: note" lines, for standard error (the table and its last line stay parseable).
+void write_validation_notes(std::ostream& out, const std::vector<ValidationResult>& results);
 // The table, then one summary line; returns the results' summary figures through the stream only.
 void write_validation_table(std::ostream& out, const std::vector<ValidationResult>& results);
 // "validation: N cases, median |error| X %, max |error| Y % (ID), within 10 %: K/N"
