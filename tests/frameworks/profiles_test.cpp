@@ -2,6 +2,9 @@
 // quantities every estimate reports: allocated, reserved, device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "memplan/core/estimator.hpp"
@@ -98,7 +101,7 @@ TEST(Profiles, UnknownFrameworkIsLocatedWithTheKnownOnes) {
   EXPECT_EQ(error.rfind("u.toml:4:7: error: in [framework], 'use' names no framework profile in the catalog (", 0), 0u)
       << error;
   EXPECT_NE(error.find("Did you mean 'megatron-lm'?"), std::string::npos) << error;
-  EXPECT_NE(error.find("Known profiles: deepspeed, hf-transformers, megatron-lm, paper,"), std::string::npos) << error;
+  EXPECT_NE(error.find("Known profiles: deepspeed, fsdp-qlora, hf-transformers, megatron-lm, paper,"), std::string::npos) << error;
 }
 
 // A profile answers to its aliases too ([framework] aliases in its file), in
@@ -141,6 +144,82 @@ TEST(Profiles, AliasErrorsPointAtTheProfile) {
   EXPECT_NE(load_error().find("has the alias 'ours', which is an alias of profile"), std::string::npos) << load_error();
   dir.write("frameworks/team.toml", "[framework]\nname = \"team\"\nsummary = \"ours\"\naliases = [\"team\"]\n");
   EXPECT_EQ(load_error(), team + ":4:12: error: in [framework], alias 'team' is the profile's own name");
+}
+
+// A profile can build on another ([framework] extends, at extends_version):
+// fsdp-qlora is train.py on transformers 4.38. A QLoRA-free LoRA job of
+// Llama-3.2-1B under it estimates exactly what hf-transformers 4.38 does with
+// the three things train.py sets written out (plugins/frameworks/fsdp-qlora/
+// README.md: output_held; LoRA rank 64, alpha 16, dropout 0.1 on q, k, v and
+// the MLP; FSDP sync_module_states), and the runtime components come from the base.
+TEST(Profiles, ExtendsTakesTheBaseBeneathItsOwn) {
+  const std::string job =
+      "[model]\npreset = \"llama-3.2-1b\"\n[batch]\nseq_len = 1024\n[precision]\nuse = \"bf16\"\n"
+      "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n%ACT%[[strategy]]\nuse = \"lora\"\n%LORA%"
+      "[[strategy]]\nuse = \"data-parallel\"\nsize = 2\n[[strategy]]\nuse = \"fsdp\"\n%FSDP%";
+  auto fill = [&](std::string text, const std::string& act, const std::string& lora, const std::string& fsdp) {
+    text.replace(text.find("%ACT%"), 5, act);
+    text.replace(text.find("%LORA%"), 6, lora);
+    text.replace(text.find("%FSDP%"), 6, fsdp);
+    return text;
+  };
+  Evaluation script = evaluate("name = \"s\"\nmode = \"train\"\n[framework]\nuse = \"fsdp_qlora\"\n" +
+                               fill(job, "", "", ""));
+  Evaluation spelled = evaluate("name = \"s\"\nmode = \"train\"\n[framework]\nuse = \"hf-transformers\"\n"
+                                "version = \"4.38\"\n" +
+                                fill(job, "output_held = true\n", "rank = 64\nalpha = 16\ndropout = 0.1\n"
+                                     "targets = \"q,k,v,mlp\"\n", "sync_module_states = true\n"));
+  EXPECT_EQ(script.scenario().framework.name, "fsdp-qlora");
+  for (int q : {kAllocated, kReserved, kDevice})
+    EXPECT_EQ(script.breakdown().quantities[q].peak, spelled.breakdown().quantities[q].peak) << q;
+  std::vector<std::string> brought;
+  for (const ComponentSpec& component : script.scenario().components) brought.push_back(component.use);
+  for (const std::string runtime : {"cuda-context", "allocator", "comm-buffers"})
+    EXPECT_NE(std::find(brought.begin(), brought.end(), runtime), brought.end()) << runtime;
+}
+
+// extends: the base's defaults up to extends_version beneath the profile's;
+// a GPU-conditional block of the base stays a condition; errors at the key.
+TEST(Profiles, ExtendsRulesAndErrors) {
+  TempDir dir;
+  dir.write("gpus.toml", "");
+  std::filesystem::create_directories(dir.path() + "/frameworks");
+  dir.write("frameworks/base.toml",
+            "[framework]\nname = \"base\"\nsummary = \"b\"\n[defaults.sgd]\nmomentum = 0.5\n"
+            "[[since]]\nversion = \"2\"\n[since.defaults.sgd]\nmomentum = 0.7\n"
+            "[[since]]\nversion = \"3\"\ngpu_name_contains = [\"h100\"]\n[since.defaults.sgd]\nmomentum = 0.8\n"
+            "[[since]]\nversion = \"4\"\n[since.defaults.sgd]\nmomentum = 0.9\n");
+  const std::string top = dir.write("frameworks/top.toml",
+                                    "[framework]\nname = \"top\"\nsummary = \"t\"\nextends = \"base\"\n"
+                                    "extends_version = \"3\"\n");
+  const Catalog custom = Catalog::load(dir.path());
+  const FrameworkProfile* profile = custom.find_framework("top");
+  ASSERT_NE(profile, nullptr);
+  auto momentum = [](const std::vector<std::pair<std::string, std::vector<OptionValue>>>& defaults) {
+    for (const auto& [plugin, options] : defaults)
+      if (plugin == "sgd")
+        for (const OptionValue& option : options)
+          if (option.key == "momentum") return option.floating;
+    return -1.0;
+  };
+  EXPECT_EQ(momentum(profile->defaults_for("")), 0.7);               // version 2 of the base, not 4
+  EXPECT_EQ(momentum(profile->defaults_for("", "nvidia h100", 0)), 0.8);  // the condition still holds
+  auto load_error = [&] {
+    try {
+      (void)Catalog::load(dir.path());
+    } catch (const Error& error) {
+      return std::string(error.what());
+    }
+    return std::string("(loaded)");
+  };
+  dir.write("frameworks/top.toml", "[framework]\nname = \"top\"\nsummary = \"t\"\nextends = \"bass\"\n");
+  EXPECT_EQ(load_error(), top + ":4:11: error: in [framework], extends names no framework profile ('bass'); known "
+                                "profiles: base, top");
+  dir.write("frameworks/base.toml", "[framework]\nname = \"base\"\nsummary = \"b\"\nextends = \"top\"\n");
+  dir.write("frameworks/top.toml", "[framework]\nname = \"top\"\nsummary = \"t\"\nextends = \"base\"\n");
+  EXPECT_NE(load_error().find("closes a cycle of profiles extending each other"), std::string::npos) << load_error();
+  dir.write("frameworks/base.toml", "[framework]\nname = \"base\"\nsummary = \"b\"\nextends_version = \"2\"\n");
+  EXPECT_NE(load_error().find("'extends_version' needs extends = \"<profile>\""), std::string::npos) << load_error();
 }
 
 // [framework] version picks the [[since]] blocks up to it: the transformers

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
+#include "memplan/core/text.hpp"
 #include "model/gpu_performance.hpp"
 #include "model/model_reader.hpp"
 #include "common/input_file.hpp"
@@ -157,6 +159,35 @@ void check_framework_names(const std::vector<FrameworkProfile>& frameworks) {
       }
 }
 
+// Profiles that extend another take its behaviour beneath their own, base first (a chain resolves
+// from its root); a missing base or a cycle is an error at the extends key.
+void resolve_extends(std::vector<FrameworkProfile>& frameworks, const Catalog& catalog) {
+  std::vector<int> state(frameworks.size(), 0);  // 0 unresolved, 1 resolving, 2 resolved
+  std::function<void(size_t)> resolve = [&](size_t i) {
+    if (state[i] == 2) return;
+    FrameworkProfile& profile = frameworks[i];
+    if (profile.extends.empty()) {
+      state[i] = 2;
+      return;
+    }
+    if (state[i] == 1)
+      fail_at(profile.extends_location, "in [framework], extends = \"" + profile.extends + "\" closes a cycle of "
+                                        "profiles extending each other; one of them must stand on its own");
+    state[i] = 1;
+    const FrameworkProfile* base = catalog.find_framework(profile.extends);
+    if (base == nullptr)
+      fail_at(profile.extends_location, "in [framework], extends names no framework profile ('" + profile.extends +
+                                            "'); known profiles: " + join_alternatives(catalog.framework_names(), ", "));
+    const size_t b = static_cast<size_t>(base - frameworks.data());
+    if (b == i)
+      fail_at(profile.extends_location, "in [framework], a profile cannot extend itself");
+    resolve(b);
+    inherit_profile(profile, frameworks[b]);
+    state[i] = 2;
+  };
+  for (size_t i = 0; i < frameworks.size(); ++i) resolve(i);
+}
+
 }  // namespace
 
 Catalog Catalog::load(const std::filesystem::path& data_dir) { return load(data_dir, {}); }
@@ -211,6 +242,7 @@ Catalog Catalog::load(const std::filesystem::path& data_dir, const std::vector<C
   }
   check_framework_defaults(catalog.frameworks_);
   check_framework_names(catalog.frameworks_);
+  resolve_extends(catalog.frameworks_, catalog);
   return catalog;
 }
 

@@ -103,6 +103,37 @@ bool FrameworkVersionDefaults::applies_to(const std::string& gpu_names, uint64_t
   return std::none_of(gpu_name_excludes.begin(), gpu_name_excludes.end(), named);
 }
 
+void inherit_profile(FrameworkProfile& profile, const FrameworkProfile& base) {
+  std::vector<std::pair<std::string, std::vector<OptionValue>>> defaults = base.defaults;
+  std::vector<FrameworkVersionDefaults> conditional;
+  for (const FrameworkVersionDefaults& block : base.since) {
+    if (!profile.extends_version.empty() && compare_versions(block.version, profile.extends_version) > 0) continue;
+    const bool has_conditions = block.gpu_memory_gib_at_least > 0 || !block.gpu_name_contains.empty() ||
+                                !block.gpu_name_excludes.empty();
+    if (!has_conditions) {
+      merge_defaults(defaults, block.defaults);
+      continue;
+    }
+    // Still a condition on the scenario's GPU, from the profile's first version on.
+    FrameworkVersionDefaults kept = block;
+    kept.version = "0";
+    kept.note = base.name + " " + block.version + ": " + block.note;
+    conditional.push_back(std::move(kept));
+  }
+  merge_defaults(defaults, profile.defaults);
+  profile.defaults = std::move(defaults);
+  conditional.insert(conditional.end(), profile.since.begin(), profile.since.end());
+  profile.since = std::move(conditional);
+  std::vector<ComponentSpec> strategies = base.strategies;
+  for (const ComponentSpec& own : profile.strategies) {
+    auto same = std::find_if(strategies.begin(), strategies.end(),
+                             [&](const ComponentSpec& inherited) { return inherited.use == own.use; });
+    if (same == strategies.end()) strategies.push_back(own);
+    else *same = own;
+  }
+  profile.strategies = std::move(strategies);
+}
+
 int compare_versions(const std::string& a, const std::string& b) {
   const std::vector<long long> x = version_numbers(a), y = version_numbers(b);
   for (size_t i = 0; i < std::max(x.size(), y.size()); ++i) {
@@ -148,7 +179,8 @@ FrameworkProfile parse_framework_profile(std::string_view text, const std::strin
   if (header == nullptr || !header->is_table())
     fail_at(SourceLocation{path, 1, 1}, "a framework profile needs a [framework] table with name and summary");
   TomlReader reader(*header->as_table(), path, "[framework]");
-  reader.reject_unknown_keys({"name", "summary", "version", "source", "default", "default_for", "aliases"});
+  reader.reject_unknown_keys({"name", "summary", "version", "source", "default", "default_for", "aliases", "extends",
+                              "extends_version"});
   const auto name = reader.string("name");
   if (!name || *name != profile.name)
     fail_at(reader.table_location(), "[framework] name must equal the file name without .toml ('" + profile.name +
@@ -158,6 +190,17 @@ FrameworkProfile parse_framework_profile(std::string_view text, const std::strin
   profile.version = reader.string("version").value_or("");
   profile.source = reader.string("source").value_or("");
   profile.is_default = reader.boolean("default").value_or(false);
+  if (auto extends = reader.string("extends")) {
+    if (extends->empty()) reader.fail_key("extends", "must name the profile this one builds on, e.g. extends = \"<profile>\"");
+    profile.extends = *extends;
+    profile.extends_location = reader.value_location("extends");
+  }
+  if (auto at = reader.string("extends_version")) {
+    if (profile.extends.empty())
+      reader.fail_key("extends_version", "needs extends = \"<profile>\": it is the version of that profile this one builds on");
+    if (version_numbers(*at).empty()) reader.fail_key("extends_version", "must contain a version number, e.g. \"4.38\"");
+    profile.extends_version = *at;
+  }
   if (const toml::node* aliases = header->as_table()->get("aliases")) {
     const std::string form = "must be an array of other names the framework goes by, e.g. aliases = [\"" +
                              profile.name + "-core\"]";

@@ -48,6 +48,13 @@ struct FrameworkProfile {
   // script built on it): [framework] use and a validation case's framework line
   // find the profile by any of them. Lower case, '-' for '_' (framework_key).
   std::vector<std::string> aliases;
+  // A profile may build on another ([framework] extends, at extends_version,
+  // empty: its latest): the catalog resolves it once every profile is loaded
+  // (inherit_profile), so that a script on top of a framework states only
+  // what it changes.
+  std::string extends;
+  std::string extends_version;
+  SourceLocation extends_location;
   bool is_default = false;  // used by scenarios without a [framework] table
   // `default_for = "train"` or "infer": the default of scenarios of that mode
   // without a [framework] table, in place of the `default = true` profile.
@@ -70,8 +77,15 @@ struct FrameworkProfile {
                                                                              uint64_t gpu_memory_bytes) const;
 };
 
+// Makes `profile`, which names `base` in its extends, hold the base's behaviour at
+// profile.extends_version beneath its own: the base's defaults up to that version
+// (its GPU-conditional [[since]] blocks kept as conditions), then the profile's
+// defaults over them; the base's [[strategy]] tables, a profile table with the
+// same `use` replacing the base's. The profile's [[since]] blocks follow its own versions.
+void inherit_profile(FrameworkProfile& profile, const FrameworkProfile& base);
+
 // A framework name as profiles are looked up by it: lower case, '_' read as '-'
-// ("FSDP_QLoRA" and "fsdp-qlora" are one name).
+// ("Team_Trainer" and "team-trainer" are one name).
 std::string framework_key(std::string_view name);
 
 // Orders versions by their numbers ("4.38" < "4.46" < "4.100"; "core_r0.14.0" is 0.14.0): negative, 0, positive.
