@@ -222,6 +222,58 @@ TEST(Profiles, ExtendsRulesAndErrors) {
   EXPECT_NE(load_error().find("'extends_version' needs extends = \"<profile>\""), std::string::npos) << load_error();
 }
 
+// A generic value a scenario gives (cross_entropy "unfused", 8 bytes per logit,
+// what scenarios said before profiles) is read as the framework's own path
+// ([readings.megatron] in the profile, by version), with a located warning;
+// the default profile keeps the generic path. Llama-3.2-1B, 1024 tokens: the
+// loss's forward bytes of Profiles.VersionPicksTheLossPath (8, 6 per logit).
+TEST(Profiles, GenericValuesAreReadTheFrameworksWay) {
+  auto run = [](const std::string& framework, const std::string& loss) {
+    return evaluate("name = \"g\"\nmode = \"train\"\n" + framework +
+                    "[model]\npreset = \"llama-3.2-1b\"\n[batch]\nseq_len = 1024\n[precision]\nuse = \"bf16\"\n"
+                    "[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\ncross_entropy = \"" + loss + "\"\n",
+                    "g.toml");
+  };
+  constexpr uint64_t kLogits = 1024ull * 128'256;
+  const std::string hf438 = "[framework]\nuse = \"hf-transformers\"\nversion = \"4.38\"\n";
+  Evaluation generic = run(hf438, "unfused");
+  EXPECT_EQ(generic.item_bytes("activations.loss_forward", MEMPLAN_ROLE_ACTIVATIONS), 8 * kLogits);
+  EXPECT_EQ(generic.breakdown().quantities[kAllocated].peak,
+            run(hf438, "upcast-shift-copy").breakdown().quantities[kAllocated].peak);
+  ASSERT_EQ(generic.scenario().warnings.size(), 1u);
+  EXPECT_EQ(generic.scenario().warnings[0].rfind("g.toml:16:17: warning: in [activations], cross_entropy = \"unfused\" "
+                                                 "is read as \"upcast-shift-copy\", the way framework "
+                                                 "'hf-transformers' 4.38 computes it (",
+                                                 0),
+            0u)
+      << generic.scenario().warnings[0];
+  EXPECT_EQ(run("[framework]\nuse = \"hf-transformers\"\n", "unfused").item_bytes("activations.loss_forward",
+                                                                                  MEMPLAN_ROLE_ACTIVATIONS),
+            6 * kLogits);  // the latest: upcast-in-loss
+  EXPECT_EQ(run("[framework]\nuse = \"torchtune\"\n", "unfused").breakdown().quantities[kAllocated].peak,
+            run("[framework]\nuse = \"torchtune\"\n", "upcast").breakdown().quantities[kAllocated].peak);
+  // The default profile has no reading: the generic path, and no warning.
+  Evaluation plain = run("", "unfused");
+  EXPECT_TRUE(plain.scenario().warnings.empty());
+  EXPECT_EQ(plain.item_bytes("activations.loss_forward", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+  EXPECT_EQ(plain.item_bytes("activations.logits", MEMPLAN_ROLE_ACTIVATIONS), 4 * kLogits);  // fp32, kept
+}
+
+TEST(Profiles, ReadingsErrorsPointAtTheProfile) {
+  TempDir dir;
+  dir.write("gpus.toml", "");
+  std::filesystem::create_directories(dir.path() + "/frameworks");
+  const std::string team = dir.write("frameworks/team.toml", "[framework]\nname = \"team\"\nsummary = \"t\"\n"
+                                                             "[readings.megatron]\ncross_entropy = \"upcast\"\n");
+  try {
+    (void)Catalog::load(dir.path());
+    FAIL() << "a reading that is not a table was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(std::string(error.what()), team + ":5:17: error: in [readings.megatron], 'cross_entropy' must be a "
+                                                "table { <generic value> = \"<the framework's value>\" }");
+  }
+}
+
 // [framework] version picks the [[since]] blocks up to it: the transformers
 // loss path. Llama-3.2-1B, 1024 tokens x 128,256 = 131,334,144 logit
 // elements; the extra bytes at the loss's forward high point: 8 (<= 4.45:

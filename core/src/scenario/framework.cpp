@@ -69,6 +69,41 @@ void merge_defaults(std::vector<std::pair<std::string, std::vector<OptionValue>>
   }
 }
 
+// [readings.<plugin>] tables: <option> = { <generic value> = "<the framework's value>" }.
+FrameworkReadings read_readings(const toml::node* readings, const std::string& path, const std::string& prefix) {
+  FrameworkReadings result;
+  if (readings == nullptr) return result;
+  const std::string form = "must be tables [" + prefix + ".<plugin name>] of <option> = { <generic value> = "
+                           "\"<the framework's value>\" }";
+  if (!readings->is_table()) fail_at(location_of(path, readings->source()), "'" + prefix + "' " + form);
+  for (const auto& [plugin, node] : *readings->as_table()) {
+    const std::string section = "[" + prefix + "." + std::string(plugin.str()) + "]";
+    if (!node.is_table()) fail_at(location_of(path, node.source()), section + " " + form);
+    std::vector<OptionValue> options;
+    for (const auto& [option, values] : *node.as_table()) {
+      if (!values.is_table())
+        fail_at(location_of(path, values.source()),
+                "in " + section + ", '" + std::string(option.str()) + "' must be a table { <generic value> = "
+                "\"<the framework's value>\" }");
+      for (const auto& [generic, reading] : *values.as_table()) {
+        if (!reading.is_string() || reading.as_string()->get().empty())
+          fail_at(location_of(path, reading.source()),
+                  "in " + section + ", " + std::string(option.str()) + "." + std::string(generic.str()) +
+                      " must be the framework's value, a non-empty string");
+        OptionValue value;
+        value.key = std::string(option.str()) + "=" + std::string(generic.str());
+        value.type = OptionValue::Type::string;
+        value.text = reading.as_string()->get();
+        value.key_location = location_of(path, option.source());
+        value.value_location = location_of(path, reading.source());
+        options.push_back(std::move(value));
+      }
+    }
+    result.emplace_back(std::string(plugin.str()), std::move(options));
+  }
+  return result;
+}
+
 // A [[since]] block's list of GPU name parts: an array of non-empty strings, kept lower-case.
 std::vector<std::string> read_gpu_names(const toml::table& table, const TomlReader& block, std::string_view key) {
   std::vector<std::string> names;
@@ -105,6 +140,7 @@ bool FrameworkVersionDefaults::applies_to(const std::string& gpu_names, uint64_t
 
 void inherit_profile(FrameworkProfile& profile, const FrameworkProfile& base) {
   std::vector<std::pair<std::string, std::vector<OptionValue>>> defaults = base.defaults;
+  FrameworkReadings readings = base.readings;
   std::vector<FrameworkVersionDefaults> conditional;
   for (const FrameworkVersionDefaults& block : base.since) {
     if (!profile.extends_version.empty() && compare_versions(block.version, profile.extends_version) > 0) continue;
@@ -112,6 +148,7 @@ void inherit_profile(FrameworkProfile& profile, const FrameworkProfile& base) {
                                 !block.gpu_name_excludes.empty();
     if (!has_conditions) {
       merge_defaults(defaults, block.defaults);
+      merge_defaults(readings, block.readings);
       continue;
     }
     // Still a condition on the scenario's GPU, from the profile's first version on.
@@ -122,6 +159,8 @@ void inherit_profile(FrameworkProfile& profile, const FrameworkProfile& base) {
   }
   merge_defaults(defaults, profile.defaults);
   profile.defaults = std::move(defaults);
+  merge_defaults(readings, profile.readings);
+  profile.readings = std::move(readings);
   conditional.insert(conditional.end(), profile.since.begin(), profile.since.end());
   profile.since = std::move(conditional);
   std::vector<ComponentSpec> strategies = base.strategies;
@@ -141,6 +180,16 @@ int compare_versions(const std::string& a, const std::string& b) {
     if (u != v) return u < v ? -1 : 1;
   }
   return 0;
+}
+
+FrameworkReadings FrameworkProfile::readings_for(const std::string& wanted, const std::string& gpu_names,
+                                                uint64_t gpu_memory_bytes) const {
+  FrameworkReadings result = readings;
+  for (const FrameworkVersionDefaults& block : since)
+    if ((wanted.empty() || compare_versions(block.version, wanted) <= 0) &&
+        block.applies_to(gpu_names, gpu_memory_bytes))
+      merge_defaults(result, block.readings);
+  return result;
 }
 
 std::vector<std::pair<std::string, std::vector<OptionValue>>> FrameworkProfile::defaults_for(
@@ -174,7 +223,7 @@ FrameworkProfile parse_framework_profile(std::string_view text, const std::strin
   profile.file = path;
   profile.name = std::filesystem::path(path).stem().string();
   TomlReader top(root, path, "framework profile '" + profile.name + "'");
-  top.reject_unknown_keys({"framework", "defaults", "strategy", "since"});
+  top.reject_unknown_keys({"framework", "defaults", "readings", "strategy", "since"});
   const toml::node* header = root.get("framework");
   if (header == nullptr || !header->is_table())
     fail_at(SourceLocation{path, 1, 1}, "a framework profile needs a [framework] table with name and summary");
@@ -222,13 +271,14 @@ FrameworkProfile parse_framework_profile(std::string_view text, const std::strin
     profile.default_for_mode = *mode == "train" ? MEMPLAN_MODE_TRAIN : MEMPLAN_MODE_INFER;
 
   profile.defaults = read_defaults(root.get("defaults"), path, "defaults");
+  profile.readings = read_readings(root.get("readings"), path, "readings");
   if (const toml::node* since = root.get("since")) {
     if (!since->is_array_of_tables())
       fail_at(location_of(path, since->source()), "'since' must be written as [[since]] tables");
     for (const toml::node& entry : *since->as_array()) {
       TomlReader block(*entry.as_table(), path, "[[since]]");
-      block.reject_unknown_keys({"version", "note", "defaults", "gpu_memory_gib_at_least", "gpu_name_contains",
-                                 "gpu_name_excludes"});
+      block.reject_unknown_keys({"version", "note", "defaults", "readings", "gpu_memory_gib_at_least",
+                                 "gpu_name_contains", "gpu_name_excludes"});
       FrameworkVersionDefaults version;
       const auto number = block.string("version");
       if (!number || version_numbers(*number).empty())
@@ -238,6 +288,7 @@ FrameworkProfile parse_framework_profile(std::string_view text, const std::strin
       if (!profile.since.empty() && compare_versions(profile.since.back().version, version.version) > 0)
         block.fail_key("version", "is older than the [[since]] block before it; list them oldest first");
       version.defaults = read_defaults(entry.as_table()->get("defaults"), path, "since.defaults");
+      version.readings = read_readings(entry.as_table()->get("readings"), path, "since.readings");
       version.gpu_memory_gib_at_least = block.positive_number("gpu_memory_gib_at_least").value_or(0);
       version.gpu_name_contains = read_gpu_names(*entry.as_table(), block, "gpu_name_contains");
       version.gpu_name_excludes = read_gpu_names(*entry.as_table(), block, "gpu_name_excludes");

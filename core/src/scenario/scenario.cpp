@@ -254,6 +254,25 @@ void apply_framework(const FrameworkProfile& profile, const std::string& version
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   const auto all_defaults = profile.defaults_for(version, gpu_names, scenario.hardware.memory_bytes);
   const size_t own = scenario.components.size();
+  // A generic value the scenario gives is read the framework's way, and the scenario is told.
+  const FrameworkReadings readings = profile.readings_for(version, gpu_names, scenario.hardware.memory_bytes);
+  for (size_t i = 0; i < own; ++i)
+    for (const auto& [plugin, entries] : readings) {
+      if (scenario.components[i].use != plugin) continue;
+      for (OptionValue& option : scenario.components[i].options) {
+        if (option.type != OptionValue::Type::string || option.list) continue;
+        for (const OptionValue& reading : entries) {
+          if (reading.key != option.key + "=" + option.text) continue;
+          scenario.warnings.push_back(
+              option.value_location.str() + ": warning: in " + scenario.components[i].section + ", " + option.key +
+              " = \"" + option.text + "\" is read as \"" + reading.text + "\", the way framework '" + profile.name +
+              "' " + (version.empty() ? profile.version : version) + " computes it (" + reading.value_location.str() +
+              "); write \"" + reading.text + "\" to say so");
+          option.text = reading.text;
+          break;
+        }
+      }
+    }
   for (size_t i = 0; i < own; ++i)
     for (const auto& [plugin, defaults] : all_defaults)
       if (scenario.components[i].use == plugin) add_missing_options(scenario.components[i], defaults);

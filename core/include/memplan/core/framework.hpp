@@ -23,10 +23,17 @@ namespace memplan {
 // Option defaults that changed in a framework version: applied, on top of the
 // profile's own, when the scenario's [framework] version is that version or
 // later (or names no version: the profile describes the latest it knows).
+// How a framework reads a generic option value: [readings.<plugin>] <option> =
+// { <generic value> = "<the framework's value>" }, kept as options whose key is
+// "<option>=<generic value>" and whose text is the framework's value (so that
+// later versions replace earlier ones like defaults do).
+using FrameworkReadings = std::vector<std::pair<std::string, std::vector<OptionValue>>>;
+
 struct FrameworkVersionDefaults {
   std::string version;  // e.g. "4.46"
   std::string note;     // what changed, with its source
   std::vector<std::pair<std::string, std::vector<OptionValue>>> defaults;
+  FrameworkReadings readings;
   // Optional conditions on the scenario's GPU (a framework whose defaults
   // depend on the device it runs on): the block applies only when all hold.
   // Names are matched, lower-case, as substrings of the catalog GPU's name or
@@ -61,6 +68,10 @@ struct FrameworkProfile {
   int32_t default_for_mode = -1;
   // Option defaults by plugin name, located in the profile's file.
   std::vector<std::pair<std::string, std::vector<OptionValue>>> defaults;
+  // Generic option values the framework computes its own way: a scenario that says
+  // the generic value (written before profiles existed, or for any framework) is
+  // estimated with the framework's, and told so in a warning.
+  FrameworkReadings readings;
   // Runtime components the framework brings (CUDA context, allocator, communication buffers, ...).
   std::vector<ComponentSpec> strategies;
   // [[since]] blocks, in file order (each version no older than the one before).
@@ -75,6 +86,9 @@ struct FrameworkProfile {
   std::vector<std::pair<std::string, std::vector<OptionValue>>> defaults_for(const std::string& version,
                                                                              const std::string& gpu_names,
                                                                              uint64_t gpu_memory_bytes) const;
+  // The readings for `version` (empty: the latest) on that GPU, merged like the defaults.
+  FrameworkReadings readings_for(const std::string& version, const std::string& gpu_names,
+                                 uint64_t gpu_memory_bytes) const;
 };
 
 // Makes `profile`, which names `base` in its extends, hold the base's behaviour at
