@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "memplan/core/validation.hpp"
 #include "test_support.hpp"
 
 namespace memplan::testing {
@@ -91,6 +92,11 @@ TEST(Validate, FrameworkLineChoosesTheProfile) {
   EXPECT_NE(result.out.find("+0.0 %"), std::string::npos) << result.out;
   EXPECT_EQ(result.err, named + ": note: no [framework] table: estimated under profile 'hf-transformers' 4.38, which "
                                 "its '# framework = transformers 4.38 (Trainer)' line names\n");
+  // A second word is a version only when it starts with a number (or v and a number).
+  EXPECT_EQ(read_validation_case(dir.write("v.toml", header("deepspeed v0.14.2 (ZeRO-3)") + body)).framework_version,
+            "0.14.2");
+  EXPECT_EQ(read_validation_case(dir.write("z.toml", header("deepspeed ZeRO-3") + body)).framework_version, "");
+  EXPECT_EQ(read_validation_case(dir.write("n.toml", header("fsdp_qlora") + body)).framework_name, "fsdp_qlora");
   // The scenario's own table decides; the line is then only a label.
   const std::string table = dir.write("table.toml", header("megatron") + "name = \"f\"\nmode = \"train\"\n" +
                                                         framework_table + body.substr(body.find("[model]")));

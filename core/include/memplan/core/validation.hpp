@@ -6,7 +6,8 @@
 //   # quantity = allocated | reserved | device
 //   # framework = NAME [VERSION]    the software that ran it: a case without a [framework]
 //                                   table is estimated under the profile NAME answers to
-//                                   (a profile's name or alias), at VERSION when given
+//                                   (a profile's name or alias), at VERSION when given (a second
+//                                   word that starts with a number, or v and a number)
 //   # tolerance_percent = T         optional; the |error| the case must stay within (default 10)
 // The estimate of the case's quantity is compared with the measurement.
 #pragma once
@@ -29,7 +30,7 @@ struct ValidationCase {
   std::string file;
   std::string framework;          // the framework line as written (after '=')
   std::string framework_name;     // its first word: the profile it names, if any answers to it
-  std::string framework_version;  // its second word when that holds a digit ("NAME 4.38")
+  std::string framework_version;  // its second word when that starts with a number ("NAME 4.38", "NAME v0.19")
   int quantity = 2;  // Quantity (breakdown.hpp)
   uint64_t measured = 0;
   double tolerance_percent = kDefaultTolerancePercent;
