@@ -2,6 +2,9 @@
 // and their errors (docs/validation.md).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "memplan/core/validation.hpp"
@@ -9,6 +12,13 @@
 
 namespace memplan::testing {
 namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 const std::string kScenario =
     "name = \"v\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\nuse = \"bf16\"\n"
@@ -116,6 +126,32 @@ TEST(Validate, FrameworkLineChoosesTheProfile) {
                             "ran it\n"),
             std::string::npos)
       << result.err;
+}
+
+// The shared calibration files as written (validation/as-written/: no
+// [framework] tables) run under the same profile as the project's own copy of
+// each run, which names it in its [framework] table: their framework lines
+// (megatron, fsdp_qlora, hf-transformers, torchtune, vllm) reach it through
+// the aliases and the name key, and the note on standard error says so.
+TEST(Validate, SharedFilesAsWrittenRunUnderTheirCopysProfile) {
+  const std::string folder = source_dir() + "/validation/as-written";
+  size_t checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+    if (entry.path().extension() != ".toml") continue;
+    const std::string id = entry.path().stem().string();
+    const std::string copy = read_text(source_dir() + "/validation/" + id + ".toml");
+    const size_t table = copy.find("\n[framework]\nuse = \"");
+    ASSERT_NE(table, std::string::npos) << id;
+    const size_t from = table + std::string("\n[framework]\nuse = \"").size();
+    const std::string profile = copy.substr(from, copy.find('"', from) - from);
+    const CommandResult result = run_cli("validate " + entry.path().string());
+    EXPECT_NE(result.out.find(id + "  " + profile + " "), std::string::npos) << result.out;
+    EXPECT_NE(result.err.find("note: no [framework] table: estimated under profile '" + profile + "'"),
+              std::string::npos)
+        << result.err;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 14u);
 }
 
 // The project's own suite runs: every case in validation/ is estimated (each is
