@@ -29,6 +29,21 @@ foreach(name ${english})
   list(REMOVE_ITEM words ${name})
   list(APPEND quoted ${name})
 endforeach()
+# The other names framework profiles answer to ([framework] aliases and
+# built_on_it): matched when quoted, since several are ordinary words in the
+# core's comments ("torch", "transformers") but a quoted one would be a
+# scenario value the core picks out.
+file(GLOB profile_files ${PLUGINS_DIR}/frameworks/*/profile.toml)
+foreach(profile ${profile_files})
+  file(STRINGS ${profile} alias_lines REGEX "^(aliases|built_on_it) = ")
+  foreach(line ${alias_lines})
+    string(REGEX MATCHALL "\"[a-z0-9._-]+\"" names "${line}")
+    foreach(name ${names})
+      string(REPLACE "\"" "" name ${name})
+      list(APPEND quoted ${name})
+    endforeach()
+  endforeach()
+endforeach()
 list(REMOVE_ITEM words ${ignored})
 
 file(GLOB_RECURSE sources ${CORE_DIR}/src/*.cpp ${CORE_DIR}/src/*.hpp ${CORE_DIR}/include/*.hpp ${CORE_DIR}/bundle/*.cpp

@@ -135,7 +135,7 @@ TEST(Profiles, AliasErrorsPointAtTheProfile) {
                                  "case, '-' for '_'): names are matched that way");
   dir.write("frameworks/team.toml", "[framework]\nname = \"team\"\nsummary = \"ours\"\naliases = [\"lab\"]\n");
   const std::string lab = dir.write("frameworks/lab.toml", "[framework]\nname = \"lab\"\nsummary = \"theirs\"\n");
-  EXPECT_EQ(load_error(), team + ":1:1: error: framework profile 'team' has the alias 'lab', which is the name of "
+  EXPECT_EQ(load_error(), team + ":4:12: error: framework profile 'team' has the alias 'lab', which is the name of "
                                  "profile 'lab' (" + lab + "); a framework name means one profile across the catalog "
                                  "and every installed bundle (rule: framework names are unique). Remove or rename the "
                                  "alias in one of them");
@@ -144,6 +144,26 @@ TEST(Profiles, AliasErrorsPointAtTheProfile) {
   EXPECT_NE(load_error().find("has the alias 'ours', which is an alias of profile"), std::string::npos) << load_error();
   dir.write("frameworks/team.toml", "[framework]\nname = \"team\"\nsummary = \"ours\"\naliases = [\"team\"]\n");
   EXPECT_EQ(load_error(), team + ":4:12: error: in [framework], alias 'team' is the profile's own name");
+  // Two built-in names that differ only in case or '_' are one name.
+  dir.write("frameworks/team.toml", "[framework]\nname = \"team\"\nsummary = \"ours\"\n");
+  dir.write("frameworks/lab.toml", "[framework]\nname = \"lab\"\nsummary = \"theirs\"\n");
+  const std::string upper = dir.write("frameworks/Team.toml", "[framework]\nname = \"Team\"\nsummary = \"x\"\n");
+  EXPECT_NE(load_error().find("differ only in case or '_' for '-'"), std::string::npos) << load_error();
+  std::filesystem::remove(upper);
+  EXPECT_EQ(load_error(), "(loaded)");
+}
+
+// An installed bundle's profile named like a built-in alias keeps its name (it
+// was a valid name before aliases): names are looked up before aliases.
+TEST(Profiles, AnInstalledNameWinsOverABuiltInAlias) {
+  CatalogSource bundle;
+  bundle.origin = "bundle team 1.0.0";
+  bundle.frameworks.push_back(CatalogFile{"/bundles/team/data/frameworks/peft.toml",
+                                          "[framework]\nname = \"peft\"\nsummary = \"our PEFT recipe\"\n"});
+  const Catalog with_bundle = Catalog::load(data_dir(), {bundle});
+  ASSERT_NE(with_bundle.find_framework("peft"), nullptr);
+  EXPECT_EQ(with_bundle.find_framework("peft")->origin, "bundle team 1.0.0");
+  EXPECT_EQ(with_bundle.find_framework("trl")->name, "hf-transformers");  // the other aliases still answer
 }
 
 // A profile can build on another ([framework] extends, at extends_version):
@@ -212,6 +232,21 @@ TEST(Profiles, ExtendsRulesAndErrors) {
     }
     return std::string("(loaded)");
   };
+  // The profile's own defaults win over every inherited block, a GPU-conditional one included.
+  dir.write("frameworks/top.toml", "[framework]\nname = \"top\"\nsummary = \"t\"\nextends = \"base\"\n"
+                                   "extends_version = \"3\"\n[defaults.sgd]\nmomentum = 0.6\n");
+  const Catalog own = Catalog::load(dir.path());
+  EXPECT_EQ(momentum(own.find_framework("top")->defaults_for("", "nvidia h100", 0)), 0.6);
+  EXPECT_EQ(momentum(own.find_framework("top")->defaults_for("")), 0.6);
+  // A chain resolves from its root, and a base may be named by an alias.
+  dir.write("frameworks/base.toml", "[framework]\nname = \"base\"\nsummary = \"b\"\naliases = [\"root\"]\n"
+                                    "[defaults.sgd]\nmomentum = 0.5\n");
+  dir.write("frameworks/mid.toml", "[framework]\nname = \"mid\"\nsummary = \"m\"\nextends = \"root\"\n");
+  dir.write("frameworks/top.toml", "[framework]\nname = \"top\"\nsummary = \"t\"\nextends = \"mid\"\n");
+  EXPECT_EQ(momentum(Catalog::load(dir.path()).find_framework("top")->defaults_for("")), 0.5);
+  std::filesystem::remove(dir.path() + "/frameworks/mid.toml");
+  dir.write("frameworks/top.toml", "[framework]\nname = \"top\"\nsummary = \"t\"\nextends = \"top\"\n");
+  EXPECT_EQ(load_error(), top + ":4:11: error: in [framework], a profile cannot extend itself");
   dir.write("frameworks/top.toml", "[framework]\nname = \"top\"\nsummary = \"t\"\nextends = \"bass\"\n");
   EXPECT_EQ(load_error(), top + ":4:11: error: in [framework], extends names no framework profile ('bass'); known "
                                 "profiles: base, top");
@@ -250,8 +285,34 @@ TEST(Profiles, GenericValuesAreReadTheFrameworksWay) {
   EXPECT_EQ(run("[framework]\nuse = \"hf-transformers\"\n", "unfused").item_bytes("activations.loss_forward",
                                                                                   MEMPLAN_ROLE_ACTIVATIONS),
             6 * kLogits);  // the latest: upcast-in-loss
-  EXPECT_EQ(run("[framework]\nuse = \"torchtune\"\n", "unfused").breakdown().quantities[kAllocated].peak,
-            run("[framework]\nuse = \"torchtune\"\n", "upcast").breakdown().quantities[kAllocated].peak);
+  // Each profile's reading, by the estimate it gives: the same as its value written out.
+  for (const auto& [framework, reading] : std::vector<std::pair<std::string, std::string>>{
+           {"[framework]\nuse = \"torchtune\"\n", "upcast"},
+           {"[framework]\nuse = \"torchtitan\"\n", "upcast-in-loss"},
+           {"[framework]\nuse = \"megatron-lm\"\n", "vocab-parallel"},
+           {"[framework]\nuse = \"fsdp-qlora\"\n", "upcast-shift-copy"},  // hf-transformers 4.38's, inherited
+           {"[framework]\nuse = \"hf-transformers\"\nversion = \"4.46\"\n", "upcast-in-loss-shift-copy"}}) {
+    Evaluation read = run(framework, "unfused");
+    EXPECT_EQ(read.breakdown().quantities[kAllocated].peak, run(framework, reading).breakdown().quantities[kAllocated].peak)
+        << framework;
+    ASSERT_EQ(read.scenario().warnings.size(), 1u) << framework;
+    EXPECT_NE(read.scenario().warnings[0].find("is read as \"" + reading + "\""), std::string::npos) << framework;
+  }
+  // The JSON report carries the warning (key `warnings`, docs/json-output.md).
+  TempDir dir;
+  const std::string file = dir.write("g.toml", "name = \"g\"\nmode = \"train\"\n" + hf438 +
+                                                   "[model]\npreset = \"llama-3.2-1b\"\n[batch]\nseq_len = 1024\n"
+                                                   "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n"
+                                                   "[activations]\nuse = \"megatron\"\ncross_entropy = \"unfused\"\n");
+  const CommandResult json = run_cli("run " + file + " --format json");
+  const nlohmann::json report = nlohmann::json::parse(json.out);
+  ASSERT_EQ(report["warnings"].size(), 1u) << json.out;
+  EXPECT_EQ(report["warnings"][0].get<std::string>().rfind(file + ":16:17: warning: in [activations], cross_entropy", 0),
+            0u);
+  // [framework] readings = false keeps the generic path under any profile.
+  Evaluation literal = run(hf438 + "readings = false\n", "unfused");
+  EXPECT_TRUE(literal.scenario().warnings.empty());
+  EXPECT_EQ(literal.item_bytes("activations.logits", MEMPLAN_ROLE_ACTIVATIONS), 4 * kLogits);
   // The default profile has no reading: the generic path, and no warning.
   Evaluation plain = run("", "unfused");
   EXPECT_TRUE(plain.scenario().warnings.empty());
@@ -260,6 +321,34 @@ TEST(Profiles, GenericValuesAreReadTheFrameworksWay) {
 }
 
 TEST(Profiles, ReadingsErrorsPointAtTheProfile) {
+  {
+    // A reading the plugin refuses is located in the profile, where it is written.
+    TempDir bad;
+    bad.write("gpus.toml", "");
+    std::filesystem::create_directories(bad.path() + "/frameworks");
+    const std::string typo = bad.write("frameworks/typo.toml",
+                                       "[framework]\nname = \"typo\"\nsummary = \"t\"\n[readings.megatron]\n"
+                                       "cross_entropy = { unfused = \"upcast-shfit-copy\" }\n");
+    const Catalog custom = Catalog::load(bad.path());
+    const Scenario scenario = parse_scenario(
+        "name = \"t\"\nmode = \"train\"\n[framework]\nuse = \"typo\"\n[model]\nlayers = 2\nhidden = 256\n"
+        "heads = 4\nffn_hidden = 512\nvocab = 1000\n[batch]\nseq_len = 128\n[precision]\nuse = \"bf16\"\n"
+        "[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\ncross_entropy = \"unfused\"\n",
+        "t.toml", custom);
+    ASSERT_EQ(scenario.warnings.size(), 1u);
+    EXPECT_EQ(scenario.warnings[0].rfind("t.toml:19:17: warning: in [activations], cross_entropy = \"unfused\" is "
+                                         "read as \"upcast-shfit-copy\", the way framework 'typo' computes it (" +
+                                             typo + ":5:29)",
+                                         0),
+              0u)
+        << scenario.warnings[0];
+    try {
+      Estimator estimator(scenario, builtin_plugins());
+      FAIL() << "the misspelt reading was accepted";
+    } catch (const Error& error) {
+      EXPECT_EQ(std::string(error.what()).rfind(typo + ":5:29: error:", 0), 0u) << error.what();
+    }
+  }
   TempDir dir;
   dir.write("gpus.toml", "");
   std::filesystem::create_directories(dir.path() + "/frameworks");

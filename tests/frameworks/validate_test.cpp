@@ -102,6 +102,26 @@ TEST(Validate, FrameworkLineChoosesTheProfile) {
   EXPECT_NE(result.out.find("+0.0 %"), std::string::npos) << result.out;
   EXPECT_EQ(result.err, named + ": note: no [framework] table: estimated under profile 'hf-transformers' 4.38, which "
                                 "its '# framework = transformers 4.38 (Trainer)' line names\n");
+  // A version written next to software built on the framework is that software's, not the
+  // profile's: it is dropped, and the note says so.
+  const std::string peft = dir.write("peft.toml", header("peft 0.10") + body);
+  result = run_cli("validate " + peft);
+  EXPECT_NE(result.err.find("estimated under profile 'hf-transformers', which its '# framework = peft 0.10' line "
+                            "names; the version '0.10' is peft's, not hf-transformers's, so the profile's latest "
+                            "stands"),
+            std::string::npos)
+      << result.err;
+  // The profile's own version spelling counts (Megatron-LM's core_r0.14.0).
+  const std::string mcore = dir.write("mcore.toml", header("megatron core_r0.13.0") + body);
+  EXPECT_NE(run_cli("validate " + mcore).err.find("profile 'megatron-lm' core_r0.13.0"), std::string::npos);
+  // The scenario's warnings are said too: a generic value read the framework's way.
+  const std::string unfused = dir.write(
+      "unfused.toml", header("hf-transformers 4.38") + body + "cross_entropy = \"unfused\"\n");
+  result = run_cli("validate " + unfused);
+  EXPECT_NE(result.err.find(unfused + ":17:17: warning: in [activations], cross_entropy = \"unfused\" is read as "
+                                      "\"upcast-shift-copy\""),
+            std::string::npos)
+      << result.err;
   // A second word is a version only when it starts with a number (or v and a number).
   EXPECT_EQ(read_validation_case(dir.write("v.toml", header("deepspeed v0.14.2 (ZeRO-3)") + body)).framework_version,
             "0.14.2");

@@ -139,24 +139,48 @@ void check_framework_defaults(const std::vector<FrameworkProfile>& frameworks) {
   }
 }
 
-// Every name a profile answers to (its own and its aliases) names that profile only, across the
-// catalog and the installed bundles: a name that meant two profiles would pick one by load order.
+// Where a profile comes from, for the end of an error about it.
+std::string profile_source(const FrameworkProfile& profile) {
+  return profile.origin.empty() ? std::string()
+                                : " (this profile is " + profile.origin + "'s: its publisher fixes the bundle, or "
+                                  "`memplan bundle remove` drops it)";
+}
+
+// Every name a profile answers to (its own and its aliases) names one profile across the catalog
+// and the installed bundles: a name that meant two would pick one by load order. Two built-in
+// profiles may not share a name key; an alias may not be another profile's alias, nor the name
+// of another built-in profile. An installed profile named like a built-in alias is allowed (it
+// was a valid name before aliases existed): names are looked up before aliases, so it keeps it.
 void check_framework_names(const std::vector<FrameworkProfile>& frameworks) {
   for (size_t i = 0; i < frameworks.size(); ++i)
-    for (const std::string& alias : frameworks[i].aliases)
+    for (size_t j = i + 1; j < frameworks.size(); ++j)
+      if (frameworks[i].origin.empty() && frameworks[j].origin.empty() &&
+          framework_key(frameworks[i].name) == framework_key(frameworks[j].name))
+        fail_at(SourceLocation{frameworks[j].file, 1, 1},
+                "framework profiles '" + frameworks[i].name + "' (" + frameworks[i].file + ") and '" +
+                    frameworks[j].name + "' differ only in case or '_' for '-', which framework names are "
+                    "matched without (rule: framework names are unique). Rename one of them");
+  for (size_t i = 0; i < frameworks.size(); ++i) {
+    const FrameworkProfile& profile = frameworks[i];
+    for (size_t a = 0; a < profile.aliases.size(); ++a) {
+      const std::string& alias = profile.aliases[a];
+      const SourceLocation where =
+          a < profile.alias_locations.size() ? profile.alias_locations[a] : SourceLocation{profile.file, 1, 1};
       for (size_t j = 0; j < frameworks.size(); ++j) {
         if (i == j) continue;
         const FrameworkProfile& other = frameworks[j];
-        const bool is_name = framework_key(other.name) == alias;
+        const bool is_name = framework_key(other.name) == alias && other.origin.empty();
         const bool is_alias = std::find(other.aliases.begin(), other.aliases.end(), alias) != other.aliases.end();
         if (!is_name && !is_alias) continue;
-        if (is_alias && j < i) continue;  // reported once, from the first of the two
-        fail_at(SourceLocation{frameworks[i].file, 1, 1},
-                "framework profile '" + frameworks[i].name + "' has the alias '" + alias + "', which is " +
-                    (is_name ? std::string("the name") : std::string("an alias")) + " of profile '" + other.name +
-                    "' (" + other.file + "); a framework name means one profile across the catalog and every "
-                    "installed bundle (rule: framework names are unique). Remove or rename the alias in one of them");
+        if (!is_name && j < i) continue;  // an alias both share: reported once, from the first of the two
+        fail_at(where, "framework profile '" + profile.name + "' has the alias '" + alias + "', which is " +
+                           (is_name ? std::string("the name") : std::string("an alias")) + " of profile '" +
+                           other.name + "' (" + other.file + "); a framework name means one profile across the "
+                           "catalog and every installed bundle (rule: framework names are unique). Remove or rename "
+                           "the alias in one of them" + profile_source(profile));
       }
+    }
+  }
 }
 
 // Profiles that extend another take its behaviour beneath their own, base first (a chain resolves
@@ -172,12 +196,14 @@ void resolve_extends(std::vector<FrameworkProfile>& frameworks, const Catalog& c
     }
     if (state[i] == 1)
       fail_at(profile.extends_location, "in [framework], extends = \"" + profile.extends + "\" closes a cycle of "
-                                        "profiles extending each other; one of them must stand on its own");
+                                        "profiles extending each other; one of them must stand on its own" +
+                                        profile_source(profile));
     state[i] = 1;
     const FrameworkProfile* base = catalog.find_framework(profile.extends);
     if (base == nullptr)
       fail_at(profile.extends_location, "in [framework], extends names no framework profile ('" + profile.extends +
-                                            "'); known profiles: " + join_alternatives(catalog.framework_names(), ", "));
+                                            "'); known profiles: " + join_alternatives(catalog.framework_names(), ", ") +
+                                            profile_source(profile));
     const size_t b = static_cast<size_t>(base - frameworks.data());
     if (b == i)
       fail_at(profile.extends_location, "in [framework], a profile cannot extend itself");
@@ -232,7 +258,10 @@ Catalog Catalog::load(const std::filesystem::path& data_dir, const std::vector<C
                 "the default of scenarios without [framework] (rule: the defaults are the built-in catalog's). Remove "
                 "the key from " + file.path + " (its publisher makes the bundle again)" +
                     (source.remedy.empty() ? "" : ", or " + source.remedy));
-      if (const FrameworkProfile* first = catalog.find_framework(profile.name))
+      // Clashes by exact name, as before aliases: a bundle's profile named like a built-in alias keeps its name.
+      const auto same_name = std::find_if(catalog.frameworks_.begin(), catalog.frameworks_.end(),
+                                          [&](const FrameworkProfile& known) { return known.name == profile.name; });
+      if (const FrameworkProfile* first = same_name == catalog.frameworks_.end() ? nullptr : &*same_name)
         fail_clash("framework profile", profile.name, SourceLocation{file.path, 0, 0}, source, SourceLocation{first->file, 0, 0},
                    first->origin, "A profile's name is its file name and its [framework] name: rename both in " +
                    file.path + " (its publisher makes the bundle again)");
@@ -249,12 +278,13 @@ Catalog Catalog::load(const std::filesystem::path& data_dir, const std::vector<C
 const FrameworkProfile* Catalog::find_framework(std::string_view name) const {
   for (const FrameworkProfile& profile : frameworks_)
     if (profile.name == name) return &profile;
-  // Then the other names a framework goes by, written in any case, '_' or '-'.
+  // Then the name written in any case, '_' or '-' (the built-in catalog first), then the other
+  // names a framework goes by: a name always wins over an alias.
   const std::string key = framework_key(name);
   for (const FrameworkProfile& profile : frameworks_)
-    if (framework_key(profile.name) == key ||
-        std::find(profile.aliases.begin(), profile.aliases.end(), key) != profile.aliases.end())
-      return &profile;
+    if (framework_key(profile.name) == key) return &profile;
+  for (const FrameworkProfile& profile : frameworks_)
+    if (std::find(profile.aliases.begin(), profile.aliases.end(), key) != profile.aliases.end()) return &profile;
   return nullptr;
 }
 

@@ -104,6 +104,11 @@ void write_json(std::ostream& out, const Estimate& estimate, const ScenarioLimit
         << json_string(framework.version) << ", \"profile\": " << json_string(framework.profile_file)
         << ", \"default\": " << (framework.from_scenario ? "false" : "true") << " },\n";
   }
+  // What the scenario reader warned about (a generic value read the framework's way, ...), as on
+  // standard error: a consumer of the JSON sees that its input was read differently than written.
+  out << "  \"warnings\": [";
+  for (size_t i = 0; i < scenario.warnings.size(); ++i) out << (i ? ", " : "") << json_string(scenario.warnings[i]);
+  out << "],\n";
   out << "  \"parameters\": { \"total\": " << std::llround(b.params_total)
       << ", \"trainable\": " << std::llround(b.params_trainable) << " },\n";
   out << "  \"per_gpu\": {\n";

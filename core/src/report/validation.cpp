@@ -1,6 +1,7 @@
 #include "memplan/core/validation.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include "memplan/core/breakdown.hpp"
 #include "memplan/core/error.hpp"
 #include "memplan/core/estimator.hpp"
+#include "memplan/core/framework.hpp"
 #include "memplan/core/plugin_registry.hpp"
 #include "memplan/core/scenario.hpp"
 #include "common/input_file.hpp"
@@ -104,6 +106,7 @@ ValidationCase read_validation_case(const std::string& file) {
       if (name_end != std::string::npos && value[name_end] != '(') {
         const std::string rest = trimmed(std::string_view(value).substr(name_end));
         const std::string word = rest.substr(0, rest.find_first_of(" \t("));
+        test.framework_word = word;
         // A version starts with its number ("4.38", "v0.19.5"); a word such as "Stage-3" is more of the name.
         const size_t digit = !word.empty() && (word[0] == 'v' || word[0] == 'V') ? 1 : 0;
         if (word.size() > digit && word[digit] >= '0' && word[digit] <= '9') test.framework_version = word.substr(digit);
@@ -133,19 +136,36 @@ ValidationResult validate_case(const ValidationCase& test, const Catalog& catalo
     // otherwise be estimated under the default profile, whatever ran it.
     if (!scenario.framework.from_scenario && !test.framework_name.empty()) {
       if (const FrameworkProfile* profile = catalog.find_framework(test.framework_name)) {
+        // A version counts on the profile's name or an alias of the same software; software built
+        // on it (a library, a recipe collection) numbers its versions its own way.
+        const bool own_name = profile->shares_versions(test.framework_name);
+        std::string version = test.framework_version;
+        const size_t digit = profile->version.find_first_of("0123456789");
+        const std::string prefix = digit == std::string::npos ? "" : profile->version.substr(0, digit);
+        if (version.empty() && !prefix.empty() && test.framework_word.rfind(prefix, 0) == 0 &&
+            test.framework_word.size() > prefix.size() && std::isdigit(static_cast<unsigned char>(test.framework_word[prefix.size()])))
+          version = test.framework_word;  // the profile's own spelling, e.g. core_r0.13.0
+        std::string dropped;
+        if (!own_name && !version.empty()) {
+          dropped = "; the version '" + version + "' is " + test.framework_name + "'s, not " + profile->name +
+                    "'s, so the profile's latest stands (write '# framework = " + profile->name +
+                    " <version>' or a [framework] table to give one)";
+          version.clear();
+        }
         std::vector<std::string> overrides{"framework.use=\"" + profile->name + "\""};
-        if (!test.framework_version.empty())
-          overrides.push_back("framework.version=\"" + test.framework_version + "\"");
+        if (!version.empty()) overrides.push_back("framework.version=\"" + version + "\"");
         scenario = load_scenario(test.file, catalog, overrides);
-        result.note = "no [framework] table: estimated under profile '" + profile->name + "'" +
-                      (test.framework_version.empty() ? "" : " " + test.framework_version) +
-                      ", which its '# framework = " + test.framework + "' line names";
+        result.notes.push_back("no [framework] table: estimated under profile '" + profile->name + "'" +
+                               (version.empty() ? "" : " " + version) + ", which its '# framework = " +
+                               test.framework + "' line names" + dropped);
       } else if (!scenario.framework.name.empty()) {
-        result.note = "'# framework = " + test.framework + "' names no framework profile (known: " +
-                      join_names(catalog.framework_names()) + "); estimated under the default profile '" +
-                      scenario.framework.name + "'. Add a [framework] table to say what ran it";
+        result.notes.push_back("'# framework = " + test.framework + "' names no framework profile (known: " +
+                               join_names(catalog.framework_names()) + "); estimated under the default profile '" +
+                               scenario.framework.name + "'. Add a [framework] table to say what ran it");
       }
     }
+    // What the scenario reader warns about (a generic value read the framework's way, ...) is said here too.
+    for (const std::string& warning : scenario.warnings) result.warnings.push_back(warning);
     PluginRegistry registry;
     load_plugins(registry, layout, &scenario, options);
     Estimator estimator(scenario, registry);
@@ -164,8 +184,10 @@ ValidationResult validate_case(const ValidationCase& test, const Catalog& catalo
 }
 
 void write_validation_notes(std::ostream& out, const std::vector<ValidationResult>& results) {
-  for (const ValidationResult& r : results)
-    if (!r.note.empty()) out << r.test.file << ": note: " << r.note << "\n";
+  for (const ValidationResult& r : results) {
+    for (const std::string& note : r.notes) out << r.test.file << ": note: " << note << "\n";
+    for (const std::string& warning : r.warnings) out << warning << "\n";
+  }
 }
 
 void write_validation_table(std::ostream& out, const std::vector<ValidationResult>& results) {

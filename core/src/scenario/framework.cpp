@@ -128,6 +128,14 @@ std::string framework_key(std::string_view name) {
   return key;
 }
 
+bool FrameworkProfile::shares_versions(std::string_view other) const {
+  const std::string key = framework_key(other);
+  if (key == framework_key(name)) return true;
+  for (size_t i = 0; i < aliases.size(); ++i)
+    if (aliases[i] == key) return i < alias_shares_versions.size() && alias_shares_versions[i];
+  return false;
+}
+
 bool FrameworkVersionDefaults::applies_to(const std::string& gpu_names, uint64_t gpu_memory_bytes) const {
   const auto named = [&](const std::string& part) { return gpu_names.find(part) != std::string::npos; };
   if (gpu_memory_gib_at_least > 0 &&
@@ -139,30 +147,27 @@ bool FrameworkVersionDefaults::applies_to(const std::string& gpu_names, uint64_t
 }
 
 void inherit_profile(FrameworkProfile& profile, const FrameworkProfile& base) {
-  std::vector<std::pair<std::string, std::vector<OptionValue>>> defaults = base.defaults;
-  FrameworkReadings readings = base.readings;
-  std::vector<FrameworkVersionDefaults> conditional;
+  // Every base block up to extends_version becomes a block of version "0" (so it applies at any
+  // version of this profile), in the base's order, conditions kept; then one unconditional block
+  // holds this profile's own defaults and readings, so they win over everything inherited.
+  std::vector<FrameworkVersionDefaults> since;
   for (const FrameworkVersionDefaults& block : base.since) {
     if (!profile.extends_version.empty() && compare_versions(block.version, profile.extends_version) > 0) continue;
-    const bool has_conditions = block.gpu_memory_gib_at_least > 0 || !block.gpu_name_contains.empty() ||
-                                !block.gpu_name_excludes.empty();
-    if (!has_conditions) {
-      merge_defaults(defaults, block.defaults);
-      merge_defaults(readings, block.readings);
-      continue;
-    }
-    // Still a condition on the scenario's GPU, from the profile's first version on.
     FrameworkVersionDefaults kept = block;
     kept.version = "0";
     kept.note = base.name + " " + block.version + ": " + block.note;
-    conditional.push_back(std::move(kept));
+    since.push_back(std::move(kept));
   }
-  merge_defaults(defaults, profile.defaults);
-  profile.defaults = std::move(defaults);
-  merge_defaults(readings, profile.readings);
-  profile.readings = std::move(readings);
-  conditional.insert(conditional.end(), profile.since.begin(), profile.since.end());
-  profile.since = std::move(conditional);
+  FrameworkVersionDefaults own_block;
+  own_block.version = "0";
+  own_block.note = profile.name + "'s own defaults over " + base.name;
+  own_block.defaults = std::move(profile.defaults);
+  own_block.readings = std::move(profile.readings);
+  since.push_back(std::move(own_block));
+  since.insert(since.end(), profile.since.begin(), profile.since.end());
+  profile.since = std::move(since);
+  profile.defaults = base.defaults;
+  profile.readings = base.readings;
   std::vector<ComponentSpec> strategies = base.strategies;
   for (const ComponentSpec& own : profile.strategies) {
     auto same = std::find_if(strategies.begin(), strategies.end(),
@@ -228,8 +233,8 @@ FrameworkProfile parse_framework_profile(std::string_view text, const std::strin
   if (header == nullptr || !header->is_table())
     fail_at(SourceLocation{path, 1, 1}, "a framework profile needs a [framework] table with name and summary");
   TomlReader reader(*header->as_table(), path, "[framework]");
-  reader.reject_unknown_keys({"name", "summary", "version", "source", "default", "default_for", "aliases", "extends",
-                              "extends_version"});
+  reader.reject_unknown_keys({"name", "summary", "version", "source", "default", "default_for", "aliases",
+                              "built_on_it", "extends", "extends_version"});
   const auto name = reader.string("name");
   if (!name || *name != profile.name)
     fail_at(reader.table_location(), "[framework] name must equal the file name without .toml ('" + profile.name +
@@ -250,21 +255,27 @@ FrameworkProfile parse_framework_profile(std::string_view text, const std::strin
     if (version_numbers(*at).empty()) reader.fail_key("extends_version", "must contain a version number, e.g. \"4.38\"");
     profile.extends_version = *at;
   }
-  if (const toml::node* aliases = header->as_table()->get("aliases")) {
-    const std::string form = "must be an array of other names the framework goes by, e.g. aliases = [\"" +
-                             profile.name + "-core\"]";
-    if (!aliases->is_array()) reader.fail_key("aliases", form);
+  for (const std::string_view key : {std::string_view("aliases"), std::string_view("built_on_it")}) {
+    const toml::node* aliases = header->as_table()->get(key);
+    if (aliases == nullptr) continue;
+    const std::string form = "must be an array of other names, e.g. " + std::string(key) + " = [\"" + profile.name +
+                             "-core\"]";
+    if (!aliases->is_array()) reader.fail_key(key, form);
     for (const toml::node& entry : *aliases->as_array()) {
       const SourceLocation where = location_of(path, entry.source());
-      if (!entry.is_string() || entry.as_string()->get().empty()) fail_at(where, "in [framework], 'aliases' " + form);
+      if (!entry.is_string() || entry.as_string()->get().empty())
+        fail_at(where, "in [framework], '" + std::string(key) + "' " + form);
       const std::string alias = entry.as_string()->get();
       if (alias != framework_key(alias))
         fail_at(where, "in [framework], alias '" + alias + "' must be written '" + framework_key(alias) +
                            "' (lower case, '-' for '_'): names are matched that way");
-      if (alias == profile.name) fail_at(where, "in [framework], alias '" + alias + "' is the profile's own name");
+      if (alias == framework_key(profile.name))
+        fail_at(where, "in [framework], alias '" + alias + "' is the profile's own name");
       if (std::find(profile.aliases.begin(), profile.aliases.end(), alias) != profile.aliases.end())
-        fail_at(where, "in [framework], alias '" + alias + "' is listed twice");
+        fail_at(where, "in [framework], alias '" + alias + "' is listed twice (aliases and built_on_it together)");
       profile.aliases.push_back(alias);
+      profile.alias_shares_versions.push_back(key == "aliases");
+      profile.alias_locations.push_back(where);
     }
   }
   if (auto mode = reader.choice("default_for", {"train", "infer"}))

@@ -246,7 +246,7 @@ void add_missing_options(ComponentSpec& component, const std::vector<OptionValue
 }
 
 void apply_framework(const FrameworkProfile& profile, const std::string& version,
-                     const std::vector<std::string>& excluded, Scenario& scenario) {
+                     const std::vector<std::string>& excluded, bool read_generic_values, Scenario& scenario) {
   // GPU-dependent defaults match the catalog GPU's name and label, lower-case.
   std::string gpu_names = scenario.hardware.gpu + " " + scenario.hardware.label;
   if (scenario.hardware.gpu.empty()) gpu_names.clear();
@@ -255,7 +255,9 @@ void apply_framework(const FrameworkProfile& profile, const std::string& version
   const auto all_defaults = profile.defaults_for(version, gpu_names, scenario.hardware.memory_bytes);
   const size_t own = scenario.components.size();
   // A generic value the scenario gives is read the framework's way, and the scenario is told.
-  const FrameworkReadings readings = profile.readings_for(version, gpu_names, scenario.hardware.memory_bytes);
+  const FrameworkReadings readings = read_generic_values
+                                         ? profile.readings_for(version, gpu_names, scenario.hardware.memory_bytes)
+                                         : FrameworkReadings{};
   for (size_t i = 0; i < own; ++i)
     for (const auto& [plugin, entries] : readings) {
       if (scenario.components[i].use != plugin) continue;
@@ -263,12 +265,15 @@ void apply_framework(const FrameworkProfile& profile, const std::string& version
         if (option.type != OptionValue::Type::string || option.list) continue;
         for (const OptionValue& reading : entries) {
           if (reading.key != option.key + "=" + option.text) continue;
+          const std::string at = version.empty() ? profile.version : version;
           scenario.warnings.push_back(
               option.value_location.str() + ": warning: in " + scenario.components[i].section + ", " + option.key +
               " = \"" + option.text + "\" is read as \"" + reading.text + "\", the way framework '" + profile.name +
-              "' " + (version.empty() ? profile.version : version) + " computes it (" + reading.value_location.str() +
-              "); write \"" + reading.text + "\" to say so");
+              "'" + (at.empty() ? "" : " " + at) + " computes it (" + reading.value_location.str() + "); write \"" +
+              reading.text + "\" to say so, or [framework] readings = false for the generic path");
+          // The value is the profile's now: an error about it points at the profile's line.
           option.text = reading.text;
+          option.value_location = reading.value_location;
           break;
         }
       }
@@ -297,13 +302,15 @@ void read_framework(const toml::table& root, const std::string& file, const Cata
   const FrameworkProfile* profile = nullptr;
   std::vector<std::string> excluded;
   std::string version;  // empty: the latest the profile knows
+  bool read_generic_values = true;  // [framework] readings: the profile reads generic values its framework's way
   if (table == nullptr) {
     profile = catalog.default_framework(scenario.mode);
     if (profile == nullptr) return;  // a catalog without profiles: the plan is what the scenario composes
     scenario.framework.version = profile->version;
   } else {
     TomlReader reader(*table, file, "[framework]");
-    reader.reject_unknown_keys({"use", "version", "exclude"});
+    reader.reject_unknown_keys({"use", "version", "exclude", "readings"});
+    read_generic_values = reader.boolean("readings").value_or(true);
     const auto use = reader.string("use");
     if (!use)
       fail_at(reader.table_location(), "[framework] needs 'use = \"<framework profile>\"'; known profiles: " +
@@ -346,7 +353,7 @@ void read_framework(const toml::table& root, const std::string& file, const Cata
   scenario.framework.name = profile->name;
   scenario.framework.profile_file = profile->file;
   scenario.framework.summary = profile->summary;
-  apply_framework(*profile, version, excluded, scenario);
+  apply_framework(*profile, version, excluded, read_generic_values, scenario);
 }
 
 bool has_component(const Scenario& scenario, int32_t kind) {

@@ -20,15 +20,15 @@
 
 namespace memplan {
 
-// Option defaults that changed in a framework version: applied, on top of the
-// profile's own, when the scenario's [framework] version is that version or
-// later (or names no version: the profile describes the latest it knows).
 // How a framework reads a generic option value: [readings.<plugin>] <option> =
 // { <generic value> = "<the framework's value>" }, kept as options whose key is
 // "<option>=<generic value>" and whose text is the framework's value (so that
 // later versions replace earlier ones like defaults do).
 using FrameworkReadings = std::vector<std::pair<std::string, std::vector<OptionValue>>>;
 
+// Option defaults that changed in a framework version: applied, on top of the
+// profile's own, when the scenario's [framework] version is that version or
+// later (or names no version: the profile describes the latest it knows).
 struct FrameworkVersionDefaults {
   std::string version;  // e.g. "4.46"
   std::string note;     // what changed, with its source
@@ -51,10 +51,17 @@ struct FrameworkProfile {
   std::string source;   // where that behaviour is documented (code, commits)
   std::string file;
   std::string origin;   // "" for the built-in catalog, else who provides it (CatalogSource::origin)
-  // Other names the framework goes by (a short or older name, a training
-  // script built on it): [framework] use and a validation case's framework line
-  // find the profile by any of them. Lower case, '-' for '_' (framework_key).
+  // Other names that find the profile in [framework] use and a validation
+  // case's framework line. Lower case, '-' for '_' (framework_key). From
+  // [framework] aliases (other names of the same software, whose versions are
+  // the profile's) and built_on_it (software on top of it that runs the same
+  // code, a library or a recipe collection, whose version numbers are its own).
   std::vector<std::string> aliases;
+  std::vector<bool> alias_shares_versions;      // per alias: from `aliases` (true) or `built_on_it` (false)
+  std::vector<SourceLocation> alias_locations;  // where each alias is written, for errors
+  // Whether a version written next to `name` (the profile's name or one of its
+  // aliases) is a version of this profile.
+  bool shares_versions(std::string_view name) const;
   // A profile may build on another ([framework] extends, at extends_version,
   // empty: its latest): the catalog resolves it once every profile is loaded
   // (inherit_profile), so that a script on top of a framework states only
@@ -92,10 +99,11 @@ struct FrameworkProfile {
 };
 
 // Makes `profile`, which names `base` in its extends, hold the base's behaviour at
-// profile.extends_version beneath its own: the base's defaults up to that version
-// (its GPU-conditional [[since]] blocks kept as conditions), then the profile's
-// defaults over them; the base's [[strategy]] tables, a profile table with the
-// same `use` replacing the base's. The profile's [[since]] blocks follow its own versions.
+// profile.extends_version beneath its own: the base's defaults, then each of its
+// [[since]] blocks up to that version in order (GPU-conditional ones still
+// conditions), then the profile's own defaults and readings over all of them;
+// the base's [[strategy]] tables, a profile table with the same `use` replacing
+// the base's. The profile's [[since]] blocks follow its own versions.
 void inherit_profile(FrameworkProfile& profile, const FrameworkProfile& base);
 
 // A framework name as profiles are looked up by it: lower case, '_' read as '-'

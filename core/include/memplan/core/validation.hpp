@@ -6,8 +6,9 @@
 //   # quantity = allocated | reserved | device
 //   # framework = NAME [VERSION]    the software that ran it: a case without a [framework]
 //                                   table is estimated under the profile NAME answers to
-//                                   (a profile's name or alias), at VERSION when given (a second
-//                                   word that starts with a number, or v and a number)
+//                                   (a profile's name or alias), at VERSION when given on the
+//                                   profile's own name (a second word that starts with a number,
+//                                   v and a number, or the profile's own version prefix)
 //   # tolerance_percent = T         optional; the |error| the case must stay within (default 10)
 // The estimate of the case's quantity is compared with the measurement.
 #pragma once
@@ -31,6 +32,7 @@ struct ValidationCase {
   std::string framework;          // the framework line as written (after '=')
   std::string framework_name;     // its first word: the profile it names, if any answers to it
   std::string framework_version;  // its second word when that starts with a number ("NAME 4.38", "NAME v0.19")
+  std::string framework_word;     // its second word as written (a version in the profile's own spelling, "core_r0.13")
   int quantity = 2;  // Quantity (breakdown.hpp)
   uint64_t measured = 0;
   double tolerance_percent = kDefaultTolerancePercent;
@@ -42,7 +44,8 @@ struct ValidationResult {
   double error_percent = 0;  // (estimate - measured) / measured x 100
   bool within = false;       // |error| <= tolerance
   std::string failure;       // non-empty when the case could not be estimated
-  std::string note;          // how the framework line was read, when it decided or could not decide the profile
+  std::vector<std::string> notes;     // how the framework line was read, when it decided or could not decide the profile
+  std::vector<std::string> warnings;  // the scenario reader's warnings ("file:line:column: warning: ...")
 };
 
 // The case files named by `paths`: files as given, folders' *.toml in name order.
@@ -53,7 +56,8 @@ ValidationCase read_validation_case(const std::string& file);
 // `options` adds installed packages (the command line passes the bundle store's).
 ValidationResult validate_case(const ValidationCase& test, const Catalog& catalog, const InstallLayout& layout,
                                const PluginLoadOptions& options = {});
-// Each result's note as "ID: note" lines, for standard error (the table and its last line stay parseable).
+// Each result's notes as "FILE: note: ..." lines and its scenario warnings as they are, for
+// standard error (the table and its last line stay parseable on standard output).
 void write_validation_notes(std::ostream& out, const std::vector<ValidationResult>& results);
 // The table, then one summary line; returns the results' summary figures through the stream only.
 void write_validation_table(std::ostream& out, const std::vector<ValidationResult>& results);
