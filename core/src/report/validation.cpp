@@ -104,7 +104,7 @@ ValidationCase read_validation_case(const std::string& file) {
       if (name_end != std::string::npos && value[name_end] != '(') {
         const std::string rest = trimmed(std::string_view(value).substr(name_end));
         const std::string word = rest.substr(0, rest.find_first_of(" \t("));
-        // A version starts with its number ("4.38", "v0.19.5"): "ZeRO-3" or "FSDP2" is more of the name.
+        // A version starts with its number ("4.38", "v0.19.5"); a word such as "Stage-3" is more of the name.
         const size_t digit = !word.empty() && (word[0] == 'v' || word[0] == 'V') ? 1 : 0;
         if (word.size() > digit && word[digit] >= '0' && word[digit] <= '9') test.framework_version = word.substr(digit);
       }
