@@ -6,7 +6,13 @@
 #               also reaches the config reader through the file it names;
 #   hf_config/  tests/catalog/fixtures/*/config.json (every model_type read);
 #   plugin_index/  an index of three libraries as the loader writes it, for
-#               the host's plugin ABI (read from plugin_abi.h).
+#               the host's plugin ABI (read from plugin_abi.h);
+#   framework_profile/  plugins/frameworks/*/profile.toml as a bundle may ship
+#               them: renamed "fuzz" (a profile's name is its file's stem, and
+#               the target reads each input as fuzz.toml), without default and
+#               default_for (a bundle's profile is never a default) and with
+#               their aliases renamed (the built-in profiles keep theirs); plus
+#               one profile per built-in that extends it and reads a value.
 # cmake -DSOURCE_DIR=<repository> -DSEEDS=<folder> -P make_seeds.cmake
 foreach(variable SOURCE_DIR SEEDS)
   if(NOT DEFINED ${variable})
@@ -14,8 +20,8 @@ foreach(variable SOURCE_DIR SEEDS)
   endif()
 endforeach()
 
-file(REMOVE_RECURSE ${SEEDS}/scenario ${SEEDS}/hf_config ${SEEDS}/plugin_index)
-file(MAKE_DIRECTORY ${SEEDS}/scenario ${SEEDS}/hf_config ${SEEDS}/plugin_index)
+file(REMOVE_RECURSE ${SEEDS}/scenario ${SEEDS}/hf_config ${SEEDS}/plugin_index ${SEEDS}/framework_profile)
+file(MAKE_DIRECTORY ${SEEDS}/scenario ${SEEDS}/hf_config ${SEEDS}/plugin_index ${SEEDS}/framework_profile)
 
 file(STRINGS ${SOURCE_DIR}/sdk/include/memplan/plugin_abi.h abi_lines REGEX "^#define MEMPLAN_ABI_M(AJ|IN)OR ")
 string(REGEX REPLACE ".*MEMPLAN_ABI_MAJOR ([0-9]+).*" "\\1" abi_major "${abi_lines}")
@@ -63,5 +69,43 @@ use = \"inference\"
 
 [hardware]
 gpu = \"h100-sxm-80gb\"
+")
+endforeach()
+
+file(GLOB profiles ${SOURCE_DIR}/plugins/frameworks/*/profile.toml)
+foreach(profile ${profiles})
+  get_filename_component(folder ${profile} DIRECTORY)
+  get_filename_component(framework ${folder} NAME)
+  file(READ ${profile} text)
+  # Keys of [framework], one a line in every built-in profile. A profile
+  # without a name line would make a seed that never loads: stop instead.
+  string(REGEX REPLACE "\nname = \"[^\"\n]*\"" "\nname = \"fuzz\"" text "${text}")
+  string(REGEX REPLACE "\n(default|default_for) = [^\n]*" "" text "${text}")
+  string(REGEX REPLACE "\naliases = \\[[^]\n]*\\]" "\naliases = [\"fuzz-${framework}\"]" text "${text}")
+  if(NOT text MATCHES "\nname = \"fuzz\"")
+    message(FATAL_ERROR "make_seeds.cmake: ${profile} has no line name = \"...\" in [framework] to rename")
+  endif()
+  file(WRITE ${SEEDS}/framework_profile/${framework}.toml "${text}")
+  file(WRITE ${SEEDS}/framework_profile/extends-${framework}.toml
+"[framework]
+name = \"fuzz\"
+aliases = [\"fuzz-on-${framework}\"]
+summary = \"a script on top of ${framework}\"
+version = \"1.0\"
+source = \"tests/fuzz/make_seeds.cmake\"
+extends = \"${framework}\"
+extends_version = \"4.46\"
+
+[readings.megatron]
+cross_entropy = { unfused = \"vocab-parallel\" }
+
+[defaults.lora]
+rank = 8
+
+[[since]]
+version = \"1.1\"
+gpu_name_contains = [\"h100\"]
+[since.readings.megatron]
+cross_entropy = { unfused = \"upcast-in-loss\" }
 ")
 endforeach()

@@ -1,0 +1,174 @@
+// Fuzz target: a framework profile's bytes, as an installed bundle ships
+// them in data/frameworks/<name>.toml (docs/frameworks.md, docs/bundles.md).
+// A bundle is signed by its publisher, not by whoever runs memplan, so its
+// profiles are someone else's file like a scenario; once installed they are
+// read at every command that loads the catalog. Per input, what
+// load_installed_catalog does with one such file (core/src/model/catalog.cpp):
+//
+//   1. parse_framework_profile: [framework] (name, aliases, extends,
+//      extends_version), [defaults.<plugin>], [readings.<plugin>],
+//      [[since]] with its GPU conditions and [since.readings.<plugin>], and
+//      [[strategy]] tables;
+//   2. what it accepts, Catalog::load of the fuzz build's catalog plus a
+//      bundle source holding that file: the rule that a bundle's profile is
+//      never a default, the name clash with the built-in profiles,
+//      check_framework_names on its aliases, resolve_extends against the
+//      built-in profiles (and itself) and inherit_profile;
+//   3. what loads, a fixed training scenario with [framework] use = "fuzz"
+//      (apply_framework: the profile's defaults, readings with their
+//      warnings, and strategies) and a fixed serving scenario at a version,
+//      both estimated with the built-in plugins.
+//
+// A memplan::Error is the normal answer to a bad profile or to a scenario the
+// profile's defaults make invalid. A defect: any other exception, a sanitizer
+// report, a loaded profile that its own name or an alias does not find, and
+// an estimate with a quantity that is not a finite number of at least 0.
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "defect.hpp"
+#include "fuzz_host.hpp"
+#include "memplan/core/catalog.hpp"
+#include "memplan/core/error.hpp"
+#include "memplan/core/estimator.hpp"
+#include "memplan/core/framework.hpp"
+#include "memplan/core/limits.hpp"
+#include "memplan/core/scenario.hpp"
+
+namespace {
+
+// A profile's name is its file's stem, so every accepted input is named "fuzz"
+// (the seeds are the built-in profiles renamed: tests/fuzz/make_seeds.cmake).
+constexpr const char* kProfileFile = "fuzz-bundle/data/frameworks/fuzz.toml";
+constexpr const char* kScenarioFile = MEMPLAN_FUZZ_SOURCE_DIR "/examples/fuzz-input.toml";
+
+// LoRA on a Llama under FSDP on two GPUs, with the generic cross-entropy
+// value that profiles read their framework's way ([readings.megatron]).
+constexpr const char* kTraining = R"(mode = "train"
+[framework]
+use = "fuzz"
+[model]
+preset = "llama-3.2-1b"
+[batch]
+micro_batch = 2
+seq_len = 2048
+[precision]
+use = "bf16"
+[optimizer]
+use = "adamw"
+[activations]
+use = "megatron"
+cross_entropy = "unfused"
+[[strategy]]
+use = "lora"
+rank = 16
+alpha = 32
+targets = "q,k,v,mlp"
+[[strategy]]
+use = "fsdp"
+[[strategy]]
+use = "data-parallel"
+size = 2
+[hardware]
+gpu = "h100-sxm-80gb"
+count = 2
+)";
+
+// The serving side of profiles ([defaults.inference], GPU-conditional
+// [[since]] blocks) at a named version.
+constexpr const char* kServing = R"(mode = "infer"
+[framework]
+use = "fuzz"
+version = "0.8.0"
+[model]
+preset = "llama-3.2-1b"
+[batch]
+micro_batch = 4
+seq_len = 4096
+[precision]
+use = "bf16"
+[activations]
+use = "inference"
+[hardware]
+gpu = "h100-sxm-80gb"
+)";
+
+void check_number(double value, const char* what) {
+  if (!std::isfinite(value) || value < 0)
+    memplan::fuzz::defect(std::string("the estimate's ") + what + " is " + std::to_string(value) +
+                          ", not a finite number of at least 0");
+}
+
+void check_breakdown(const memplan::Breakdown& breakdown) {
+  check_number(breakdown.params_total, "params_total");
+  check_number(breakdown.params_trainable, "params_trainable");
+  check_number(breakdown.memory_fraction, "memory_fraction");
+  const memplan::StepTime& time = breakdown.time;
+  for (double seconds : time.pass_seconds) check_number(seconds, "time.pass_seconds");
+  check_number(time.compute_seconds, "time.compute_seconds");
+  check_number(time.communication_seconds, "time.communication_seconds");
+  check_number(time.exposed_seconds, "time.exposed_seconds");
+  check_number(time.bubble_seconds, "time.bubble_seconds");
+  check_number(time.communication_bytes, "time.communication_bytes");
+  check_number(time.seconds, "time.seconds");
+  check_number(time.model_flops, "time.model_flops");
+  check_number(time.hardware_flops, "time.hardware_flops");
+  check_number(time.memory_bytes, "time.memory_bytes");
+  check_number(time.mfu, "time.mfu");
+  check_number(time.hfu, "time.hfu");
+  check_number(time.tokens_per_step, "time.tokens_per_step");
+  check_number(time.tokens_per_second, "time.tokens_per_second");
+}
+
+void estimate(std::string_view scenario_text, const memplan::Catalog& catalog, bool with_limits) {
+  const memplan::Scenario scenario = memplan::parse_scenario(scenario_text, kScenarioFile, catalog);
+  memplan::Estimator estimator(scenario, memplan::fuzz::fuzz_host().registry);
+  if (with_limits) memplan::evaluate_with_limits(estimator);
+  else estimator.evaluate();
+  check_breakdown(estimator.breakdown());
+}
+
+void load_and_use(std::string_view text) {
+  const memplan::FrameworkProfile parsed = memplan::parse_framework_profile(text, kProfileFile);
+
+  memplan::CatalogSource bundle;
+  bundle.origin = "bundle fuzz 1.0.0";
+  bundle.remedy = "remove it with `memplan bundle remove fuzz`";
+  bundle.frameworks.push_back(memplan::CatalogFile{kProfileFile, std::string(text)});
+  const memplan::Catalog catalog =
+      memplan::Catalog::load(memplan::fuzz::fuzz_host().catalog.data_dir(), {bundle});
+
+  // The catalog found no clash, so each name the profile answers to is its own.
+  const memplan::FrameworkProfile* loaded = catalog.find_framework(parsed.name);
+  if (loaded == nullptr || loaded->file != kProfileFile)
+    memplan::fuzz::defect("the catalog loaded the bundle's profile but find_framework(\"" + parsed.name +
+                          "\") does not find it");
+  for (const std::string& alias : parsed.aliases)
+    if (catalog.find_framework(alias) != loaded)
+      memplan::fuzz::defect("the catalog loaded the bundle's profile but its alias '" + alias +
+                            "' finds another profile or none");
+
+  estimate(kTraining, catalog, true);
+  estimate(kServing, catalog, false);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  memplan::fuzz::fuzz_host();  // fail at start, not at the first input, when the build is incomplete
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  try {
+    load_and_use(std::string_view(reinterpret_cast<const char*>(data), size));
+  } catch (const memplan::Error&) {
+    // Refused at file:line:column (and, for the bundle, how to remove it): what a bad profile should get.
+  } catch (const std::exception& error) {
+    memplan::fuzz::defect(std::string("an exception that is not a memplan::Error escaped: ") + error.what());
+  }
+  return 0;
+}
