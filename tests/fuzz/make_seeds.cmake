@@ -11,7 +11,7 @@
 #               them: renamed "fuzz" (a profile's name is its file's stem, and
 #               the target reads each input as fuzz.toml), without default and
 #               default_for (a bundle's profile is never a default) and with
-#               their aliases renamed (the built-in profiles keep theirs); plus
+#               their aliases and built_on_it names renamed (the built-in profiles keep theirs); plus
 #               one profile per built-in that extends it and reads a value.
 # cmake -DSOURCE_DIR=<repository> -DSEEDS=<folder> -P make_seeds.cmake
 foreach(variable SOURCE_DIR SEEDS)
@@ -82,6 +82,8 @@ foreach(profile ${profiles})
   string(REGEX REPLACE "\nname = \"[^\"\n]*\"" "\nname = \"fuzz\"" text "${text}")
   string(REGEX REPLACE "\n(default|default_for) = [^\n]*" "" text "${text}")
   string(REGEX REPLACE "\naliases = \\[[^]\n]*\\]" "\naliases = [\"fuzz-${framework}\"]" text "${text}")
+  string(REGEX REPLACE "\nbuilt_on_it = \\[[^]\n]*\\]" "\nbuilt_on_it = [\"fuzz-tool-on-${framework}\"]" text
+                       "${text}")
   if(NOT text MATCHES "\nname = \"fuzz\"")
     message(FATAL_ERROR "make_seeds.cmake: ${profile} has no line name = \"...\" in [framework] to rename")
   endif()
@@ -90,6 +92,7 @@ foreach(profile ${profiles})
 "[framework]
 name = \"fuzz\"
 aliases = [\"fuzz-on-${framework}\"]
+built_on_it = [\"fuzz-recipe-on-${framework}\"]
 summary = \"a script on top of ${framework}\"
 version = \"1.0\"
 source = \"tests/fuzz/make_seeds.cmake\"
