@@ -25,6 +25,16 @@ std::string llama7b_sgd(const std::string& framework, const std::string& hardwar
 
 constexpr uint64_t kWeights = 13'476'831'232;
 
+// The message Catalog::load throws for the catalog in `data_dir`, or "(loaded)".
+std::string catalog_load_error(const std::string& data_dir) {
+  try {
+    (void)Catalog::load(data_dir);
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "(loaded)";
+}
+
 // Without [framework] the default profile (pytorch) adds the runtime:
 //   allocated = weights + gradients + the 32 MiB cuBLAS workspace (a tensor of
 //               the caching allocator) = 26,987,216,896 at the optimizer step
@@ -123,14 +133,7 @@ TEST(Profiles, AliasErrorsPointAtTheProfile) {
   std::filesystem::create_directories(dir.path() + "/frameworks");
   const std::string team = dir.write("frameworks/team.toml",
                                      "[framework]\nname = \"team\"\nsummary = \"ours\"\naliases = [\"Our_Team\"]\n");
-  auto load_error = [&] {
-    try {
-      (void)Catalog::load(dir.path());
-    } catch (const Error& error) {
-      return std::string(error.what());
-    }
-    return std::string("(loaded)");
-  };
+  auto load_error = [&] { return catalog_load_error(dir.path()); };
   EXPECT_EQ(load_error(), team + ":4:12: error: in [framework], alias 'Our_Team' must be written 'our-team' (lower "
                                  "case, '-' for '_'): names are matched that way");
   dir.write("frameworks/team.toml", "[framework]\nname = \"team\"\nsummary = \"ours\"\naliases = [\"lab\"]\n");
@@ -224,14 +227,7 @@ TEST(Profiles, ExtendsRulesAndErrors) {
   };
   EXPECT_EQ(momentum(profile->defaults_for("")), 0.7);               // version 2 of the base, not 4
   EXPECT_EQ(momentum(profile->defaults_for("", "nvidia h100", 0)), 0.8);  // the condition still holds
-  auto load_error = [&] {
-    try {
-      (void)Catalog::load(dir.path());
-    } catch (const Error& error) {
-      return std::string(error.what());
-    }
-    return std::string("(loaded)");
-  };
+  auto load_error = [&] { return catalog_load_error(dir.path()); };
   // The profile's own defaults win over every inherited block, a GPU-conditional one included.
   dir.write("frameworks/top.toml", "[framework]\nname = \"top\"\nsummary = \"t\"\nextends = \"base\"\n"
                                    "extends_version = \"3\"\n[defaults.sgd]\nmomentum = 0.6\n");

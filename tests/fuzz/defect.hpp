@@ -4,11 +4,27 @@
 // changed when written and read again.
 #pragma once
 
+#include <exception>
+#include <string>
 #include <string_view>
+
+#include "memplan/core/error.hpp"
 
 namespace memplan::fuzz {
 
 // Prints `what` and aborts; libFuzzer records that as a crash and saves the input.
 [[noreturn]] void defect(std::string_view what);
+
+// Runs `check` on one input: a memplan::Error is the refusal bad input should
+// get (it says file:line:column and the fix); any other exception escaping is a defect.
+template <typename Check>
+void refusal_is_an_error(Check check, std::string_view text) {
+  try {
+    check(text);
+  } catch (const memplan::Error&) {
+  } catch (const std::exception& error) {
+    defect(std::string("an exception that is not a memplan::Error escaped: ") + error.what());
+  }
+}
 
 }  // namespace memplan::fuzz

@@ -163,12 +163,6 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  try {
-    load_and_use(std::string_view(reinterpret_cast<const char*>(data), size));
-  } catch (const memplan::Error&) {
-    // Refused at file:line:column (and, for the bundle, how to remove it): what a bad profile should get.
-  } catch (const std::exception& error) {
-    memplan::fuzz::defect(std::string("an exception that is not a memplan::Error escaped: ") + error.what());
-  }
+  memplan::fuzz::refusal_is_an_error(load_and_use, std::string_view(reinterpret_cast<const char*>(data), size));
   return 0;
 }

@@ -91,12 +91,6 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  try {
-    estimate(std::string_view(reinterpret_cast<const char*>(data), size));
-  } catch (const memplan::Error&) {
-    // Refused with the file, the field and the fix: what bad input should get.
-  } catch (const std::exception& error) {
-    memplan::fuzz::defect(std::string("an exception that is not a memplan::Error escaped: ") + error.what());
-  }
+  memplan::fuzz::refusal_is_an_error(estimate, std::string_view(reinterpret_cast<const char*>(data), size));
   return 0;
 }

@@ -72,13 +72,6 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string_view text(reinterpret_cast<const char*>(data), size);
-  try {
-    estimate_and_report(text);
-  } catch (const memplan::Error&) {
-    // A refusal with file:line:column: what bad input should get.
-  } catch (const std::exception& error) {
-    memplan::fuzz::defect(std::string("an exception that is not a memplan::Error escaped: ") + error.what());
-  }
+  memplan::fuzz::refusal_is_an_error(estimate_and_report, std::string_view(reinterpret_cast<const char*>(data), size));
   return 0;
 }
