@@ -222,6 +222,33 @@ TEST(ParamsOnly, TheSingleItemIsQuantizedWithANote) {
   EXPECT_EQ(detail(architecture, "quantized_note"), "");
 }
 
+// Lightning Fabric's BitsandbytesPrecision (lightning @ 71aed751,
+// src/lightning/fabric/plugins/precision/bitsandbytes.py: init_context replaces
+// every torch.nn.Linear, the LM head included) with bitsandbytes 0.41.0
+// (autograd/_functions.py: matmul_4bit takes gemv_4bit for one token only;
+// MatMul4Bit.forward holds dequantize_4bit(B, state).to(A.dtype): an fp16
+// copy, the quant_state's dtype, and a bf16 one). Llama-2-7B in nf4, by hand:
+// lm_head 32000 x 4096 = 131,072,000 weights x 0.5 = 65,536,000 B of values
+// + x 4/64 = 8,192,000 B of absmax; the embedding stays bf16 (262,144,000 B).
+// The largest quantized matrix is then the head: 2 copies x 2 B x
+// 131,072,000 = 524,288,000 B. With the head left in bf16 it is one MLP
+// matrix, 11008 x 4096 = 45,088,768 (the host's "mlp" item holds the three):
+// x 4 B = 180,355,072 B. Without dequantize_copies there is no such item.
+TEST(FabricBitsandbytes, LmHeadQuantizedAndThePrefillsDequantizedCopies) {
+  Evaluation evaluation = evaluate_paper(
+      scenario(kLlama2_7b, "format = \"nf4\"\nquantize = \"attention, mlp, lm_head\"\ndequantize_copies = 2\n"));
+  EXPECT_EQ(evaluation.item_bytes("lm_head", MEMPLAN_ROLE_WEIGHTS), 65'536'000u);
+  EXPECT_EQ(evaluation.item_bytes("lm_head.quant_state", MEMPLAN_ROLE_WEIGHTS), 8'192'000u);
+  EXPECT_EQ(weight_item(evaluation, "embed_tokens"), 262'144'000u);
+  EXPECT_EQ(evaluation.item_bytes("activations.dequantized_weight", MEMPLAN_ROLE_ACTIVATIONS), 524'288'000u);
+  Evaluation head_bf16 =
+      evaluate_paper(scenario(kLlama2_7b, "format = \"nf4\"\nquantize = \"attention, mlp\"\ndequantize_copies = 2\n"));
+  EXPECT_EQ(weight_item(head_bf16, "lm_head"), 262'144'000u);
+  EXPECT_EQ(head_bf16.item_bytes("activations.dequantized_weight", MEMPLAN_ROLE_ACTIVATIONS), 180'355'072u);
+  Evaluation plain = evaluate_paper(scenario(kLlama2_7b, "format = \"nf4\"\n"));
+  EXPECT_EQ(plain.item_bytes("activations.dequantized_weight", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+}
+
 // With tensor parallelism the quantized items split like any weight.
 TEST(Layout, TensorParallelSplitsQuantizedWeights) {
   Evaluation evaluation = evaluate_paper(scenario(kLlama2_7b, "format = \"int4\"\n") +
@@ -462,7 +489,7 @@ TEST(QuantizedErrors, TheConfigsFormatMustBeOneThePluginReads) {
             "with 8 bits only; set format (and group_size) yourself" + library());
   EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"int4\"\nquantize = \"attention, embeddings\"\n")),
             "scenario.toml:8:12: error: in [precision], precision plugin 'quantized', option 'quantize': names "
-            "\"embeddings\"; list the parts to quantize from attention, mlp, experts (comma-separated)" + library());
+            "\"embeddings\"; list the parts to quantize from attention, mlp, experts, lm_head (comma-separated)" + library());
 }
 
 TEST(QuantizedErrors, OptionsThatDoNotApplyToTheFormat) {
@@ -498,6 +525,16 @@ TEST(QuantizedErrors, BadValues) {
             "q.toml:7:10: error: in [precision], precision plugin 'quantized', option 'format': \"int8\" keeps one "
             "scale per row of model.hidden elements (LLM.int8()), but the model is known only by its parameter "
             "count; set group_size" + library());
+}
+
+TEST(QuantizedErrors, DequantizeCopies) {
+  EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"nf4\"\ndequantize_copies = -1\n"), "q.toml"),
+            "q.toml:8:21: error: in [precision], precision plugin 'quantized', option 'dequantize_copies': must be 0 "
+            "to 8 (copies of the largest quantized weight a forward holds dequantized; bitsandbytes' MatMul4Bit: 1 "
+            "or 2), got -1" + library());
+  EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"nf4\"\nquantize = \"mlp, head\"\n"), "q.toml"),
+            "q.toml:8:12: error: in [precision], precision plugin 'quantized', option 'quantize': names \"head\"; "
+            "list the parts to quantize from attention, mlp, experts, lm_head (comma-separated)" + library());
 }
 
 TEST(GgufBlocks, TheBlockFixesGroupScaleAndZeroPoint) {

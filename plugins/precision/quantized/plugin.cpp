@@ -29,8 +29,10 @@
 // under memory pressure; they are counted on the GPU.
 #include <memplan/dtypes.hpp>
 #include <memplan/sdk.hpp>
+#include <memplan/support/items.hpp>
 #include <memplan/support/parameter_shapes.hpp>
 
+#include <algorithm>
 #include <array>
 #include <initializer_list>
 #include <optional>
@@ -45,14 +47,15 @@ namespace sdk = memplan::sdk;
 namespace q = memplan::plugins::quantized;
 using sdk::ParamClass;
 
-constexpr std::array<memplan_option_spec, 16> kOptions{{
+constexpr std::array<memplan_option_spec, 17> kOptions{{
     {"format", MEMPLAN_OPTION_STRING,
      "quantized weight format: int8, int4, nf4, fp8, fp8-block (DeepSeek-V3), mxfp4, gptq, awq, or a llama.cpp GGUF "
      "type (q4_0, q4_1, q5_0, q5_1, q8_0, q2_k .. q6_k, iq1_s .. iq4_xs, iq4_nl); \"auto\": the format the model's "
      "config.json declares (quantization_config: mxfp4, fp8, gptq, awq, bitsandbytes)",
      "\"auto\""},
     {"quantize", MEMPLAN_OPTION_STRING,
-     "the parts whose linear weights are quantized: a comma-separated list of attention, mlp, experts",
+     "the parts whose linear weights are quantized: a comma-separated list of attention, mlp, experts, lm_head "
+     "(lm_head: the output head too, as Lightning Fabric's BitsandbytesPrecision replaces every nn.Linear)",
      "attention, mlp, experts; with format \"auto\", those the model's quantization_config does not keep "
      "unquantized (gpt-oss: experts)"},
     {"group_size", MEMPLAN_OPTION_INT, "elements that share one scale",
@@ -90,6 +93,12 @@ constexpr std::array<memplan_option_spec, 16> kOptions{{
     {"mxfp4_moe_bias_dtype", MEMPLAN_OPTION_STRING,
      "mxfp4 only: dtype of the MoE experts' biases (vLLM's Triton MoE path converts them to fp32)",
      "the unquantized dtype"},
+    {"dequantize_copies", MEMPLAN_OPTION_INT,
+     "inference: copies of the largest quantized weight, dequantized to the activation dtype, that a forward of "
+     "more than one token holds at once (bitsandbytes 0.41 MatMul4Bit: dequantize_4bit to the quant_state's "
+     "dtype, then .to(the input's dtype): 2 when they differ, 1 when they match); 0: kernels that dequantize in "
+     "registers",
+     "0"},
 }};
 
 constexpr std::array<std::string_view, 4> kScaleDtypes{"fp32", "fp16", "bf16", "fp8"};
@@ -118,9 +127,10 @@ std::string display_name(const sdk::ItemRef& item) {
 }
 
 // The parts `quantize` names, as bits.
-constexpr unsigned kAttention = 1, kMlp = 2, kExperts = 4, kAllParts = 7;
-constexpr std::array<std::pair<std::string_view, unsigned>, 3> kParts{
-    {{"attention", kAttention}, {"mlp", kMlp}, {"experts", kExperts}}};
+// kAllParts is the default (the LM head stays unquantized unless named).
+constexpr unsigned kAttention = 1, kMlp = 2, kExperts = 4, kAllParts = 7, kLmHead = 8;
+constexpr std::array<std::pair<std::string_view, unsigned>, 4> kParts{
+    {{"attention", kAttention}, {"mlp", kMlp}, {"experts", kExperts}, {"lm_head", kLmHead}}};
 
 bool is_quantized_class(ParamClass param_class, unsigned parts) {
   switch (param_class) {
@@ -129,6 +139,7 @@ bool is_quantized_class(ParamClass param_class, unsigned parts) {
     case ParamClass::attention_latent: return (parts & kAttention) != 0;
     case ParamClass::mlp: return (parts & kMlp) != 0;
     case ParamClass::expert: return (parts & kExperts) != 0;
+    case ParamClass::lm_head: return (parts & kLmHead) != 0;
     default: return false;
   }
 }
@@ -153,7 +164,7 @@ unsigned parse_parts(sdk::Options& options, std::string_view text) {
       if (name == field) bit = value;
     if (bit == 0)
       options.fail("quantize", "names \"" + std::string(field) +
-                                   "\"; list the parts to quantize from attention, mlp, experts (comma-separated)");
+                                   "\"; list the parts to quantize from attention, mlp, experts, lm_head (comma-separated)");
     parts |= bit;
     start = comma + 1;
   }
@@ -244,7 +255,7 @@ std::optional<Declared> declared_format(sdk::Options& options) {
 class QuantizedPrecision {
  public:
   static constexpr sdk::PluginInfo info{
-      "quantized", "1.5.0",
+      "quantized", "1.6.0",
       "Quantized weights (int8, int4, nf4, fp8, fp8-block, mxfp4, gptq, awq, GGUF types) with their block scales; frozen in training (QLoRA)",
       sdk::Kind::precision, sdk::Phase::precision};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -364,6 +375,17 @@ class QuantizedPrecision {
     skip_trainable_ = options.boolean("skip_trainable").value_or(false);
     scales_in_parameter_ = options.boolean("scales_in_parameter").value_or(false);
     whole_model_ = !model.has_architecture;
+    dequantize_copies_ = options.integer("dequantize_copies").value_or(0);
+    dequantized_ = options.intern("activations.dequantized_weight");
+    gated_mlp_ = model.gated_mlp != 0;
+    expert_matrix_ = static_cast<double>(model.hidden) * static_cast<double>(model.expert_ffn_hidden);
+    if (dequantize_copies_ < 0 || dequantize_copies_ > 8)
+      options.fail("dequantize_copies", "must be 0 to 8 (copies of the largest quantized weight a forward holds "
+                                        "dequantized; bitsandbytes' MatMul4Bit: 1 or 2), got " +
+                                            std::to_string(dequantize_copies_));
+    if (dequantize_copies_ > 0 && options.training())
+      options.fail("dequantize_copies", "models an inference forward (mode = \"infer\"); in training the "
+                                        "dequantized copies of forward and backward are not modelled: remove it");
     // vLLM's mxfp4 MoE on its Triton backend (README.md, "vLLM's mxfp4 experts").
     const int64_t copies = options.integer("mxfp4_moe_scale_copies").value_or(1);
     if (copies < 1)
@@ -403,6 +425,7 @@ class QuantizedPrecision {
     // in the order the weights come: collected in batch_ (kept between
     // evaluations) and added in one call once every weight is visited.
     batch_.clear();
+    largest_quantized_ = 0;
     for (sdk::ItemRef item : ctx.items()) {
       if (item.role() != sdk::Role::weights) continue;
       const bool trains = training && item.trainable();
@@ -419,11 +442,22 @@ class QuantizedPrecision {
                                                : (item.param_class() == ParamClass::adapter ? adapters_ : unquantized_));
       if (quantize && constants_ > 0 && !scales_in_parameter_)
         add_constants(ctx, item, expert ? expert_constants_ : constants_);
+      if (quantize) largest_quantized_ = std::max(largest_quantized_, one_matrix(item));
       if (!trains) continue;
       add_copy(item, sdk::Role::gradients, sdk::Lifetime::gradient, gradients_.value_or(item.bytes_per_element()));
       if (master_weights_) add_copy(item, sdk::Role::master_weights, sdk::Lifetime::persistent, *master_weights_);
     }
     ctx.add(batch_);
+    // bitsandbytes 0.41.1 (bitsandbytes/autograd/_functions.py): matmul_4bit
+    // takes gemv_4bit only for one token (A.numel() == A.shape[-1]); more
+    // tokens go through MatMul4Bit.forward, which computes
+    // linear(A, dequantize_4bit(B, state).to(A.dtype).t()): the whole weight
+    // in the quant_state's dtype, and a second copy when A's dtype differs.
+    // One layer runs at a time, so the largest quantized weight bounds it.
+    if (dequantize_copies_ > 0 && largest_quantized_ > 0)
+      memplan::support::add_bytes(
+          ctx, {.name = dequantized_, .role = sdk::Role::activations, .lifetime = sdk::Lifetime::transient_forward,
+                .bytes = static_cast<double>(dequantize_copies_) * largest_quantized_ * activations_});
   }
 
  private:
@@ -455,6 +489,18 @@ class QuantizedPrecision {
     constants.set_non_parameter(true);
   }
 
+  // Elements of one weight matrix of a quantized item: the host's "mlp" item
+  // holds the MLP's projections together (gate, up, down; up, down without a
+  // gate), an expert item every expert's: one matrix is hidden x the MLP width
+  // (split by tensor parallelism as the item is). Attention items (q, k, v, o)
+  // and the LM head are one matrix each.
+  double one_matrix(const sdk::ItemRef& item) const {
+    const double matrices = gated_mlp_ ? 3.0 : 2.0;
+    if (item.param_class() == ParamClass::mlp) return item.elements() / matrices;
+    if (item.param_class() == ParamClass::expert) return std::min(item.elements() / matrices, expert_matrix_);
+    return item.elements();
+  }
+
   [[noreturn]] static void fail_trainable(const sdk::Context& ctx, const sdk::ItemRef& item) {
     ctx.fail("'" + display_name(item) +
              "' is trainable, but quantized weights are frozen: no gradient updates them. Freeze them with a "
@@ -482,6 +528,11 @@ class QuantizedPrecision {
   bool skip_trainable_ = false;
   bool scales_in_parameter_ = false;  // torchao NF4Tensor: the scales travel with the values
   bool whole_model_ = false;
+  int64_t dequantize_copies_ = 0;   // dequantized copies of the largest quantized weight (bitsandbytes' MatMul4Bit)
+  double largest_quantized_ = 0;    // elements of the largest quantized weight matrix
+  bool gated_mlp_ = false;          // three MLP matrices (gate, up, down), else two
+  double expert_matrix_ = 0;        // hidden x expert_ffn_hidden: one expert matrix, unsplit
+  sdk::Name dequantized_{};  // "activations.dequantized_weight", interned in the constructor
   sdk::SuffixedNames quant_state_{".quant_state"};
   sdk::ItemBatch batch_;  // the items apply() appends, cleared each evaluation, its capacity kept
 };
