@@ -255,6 +255,12 @@ TEST(QuantizedBase, DequantizedWeightAtTheHighPoints) {
   EXPECT_EQ(nf4.item_bytes("activations.dequantized_weight", MEMPLAN_ROLE_ACTIVATIONS), 2u * 90'177'536);
   Evaluation bf16 = evaluate_paper(head + "[precision]\nuse = \"bf16\"\n" + tail);
   EXPECT_EQ(bf16.item_bytes("activations.dequantized_weight", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+  // A quantized LM head (Lightning Fabric's BitsandbytesPrecision replaces every nn.Linear,
+  // the head included) is the largest: 32,000 x 4,096 x 2 B = 262,144,000 B at each high point.
+  Evaluation head4 =
+      evaluate_paper(head + "[precision]\nuse = \"quantized\"\nformat = \"nf4\"\nquantize = \"attention,mlp,lm_head\"\n" +
+                     tail);
+  EXPECT_EQ(head4.item_bytes("activations.dequantized_weight", MEMPLAN_ROLE_ACTIVATIONS), 2u * 262'144'000);
 }
 
 // Activation offloading (torchtune's enable_activation_offloading): the layers'

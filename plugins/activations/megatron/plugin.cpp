@@ -143,7 +143,7 @@ constexpr std::array<LossMode, 12> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.12.0",
+      "megatron", "1.13.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -393,8 +393,16 @@ class MegatronActivations {
     // backward's input gradient (bitsandbytes autograd/_functions.py,
     // MatMul4Bit: dequantize_4bit before the matmul; the 16-bit weight is a
     // temporary, not saved): the largest such matrix is alive at both high points.
+    // A quantized LM head (vocabulary x h) is the largest, and it runs at the
+    // forward's end and backward's start, where every activation is alive.
+    const double head_matrix =
+        facts.packed_head ? static_cast<double>(model.vocab) * static_cast<double>(model.hidden) /
+                                settings.tensor_parallel
+                          : 0;
     const double dequantized =
-        facts.packed_linear ? largest_linear_matrix(model, settings.tensor_parallel) * settings.bytes : 0;
+        facts.packed_linear
+            ? std::max(largest_linear_matrix(model, settings.tensor_parallel), head_matrix) * settings.bytes
+            : 0;
     add_outside(ctx, names_.dequantized_weight, dequantized, memplan::sdk::Lifetime::transient_forward);
     add_outside(ctx, names_.dequantized_weight, dequantized, memplan::sdk::Lifetime::transient_backward);
 
@@ -639,6 +647,7 @@ class MegatronActivations {
     bool lm_head = false;        // the LM head,
     bool embedding = false;      // the token embedding,
     bool packed_linear = false;  // a linear layer's weights packed below one byte per element
+    bool packed_head = false;    // the LM head's among them (Lightning Fabric's bitsandbytes precision quantizes it)
     bool learned_positions = false;  // a learned position table (BERT, GPT-2, OPT): no rotary embedding
     double norm_bytes = 0;           // bytes per element of the layers' norm weights (0: none on the rank)
     bool final_norm_trainable = false;  // the final norm's weight trains
@@ -674,6 +683,7 @@ class MegatronActivations {
         facts.norm_bytes = item.bytes_per_element();
       facts.packed_linear = facts.packed_linear ||
                             (item.bytes_per_element() < 1 && memplan::support::sharding::is_linear(param_class));
+      facts.packed_head = facts.packed_head || (item.bytes_per_element() < 1 && param_class == ParamClass::lm_head);
     }
     return facts;
   }
