@@ -122,6 +122,16 @@ TEST(Validate, FrameworkLineChoosesTheProfile) {
                                       "\"upcast-shift-copy\""),
             std::string::npos)
       << result.err;
+  // A name of several words: the longest run of leading words, joined by '-', that a profile answers to.
+  const std::string words = dir.write("words.toml", header("Hugging Face Transformers 4.38 (Trainer)") + body);
+  result = run_cli("validate " + words);
+  EXPECT_NE(result.err.find("estimated under profile 'hf-transformers' 4.38, which its '# framework = Hugging Face "
+                            "Transformers 4.38 (Trainer)' line names"),
+            std::string::npos)
+      << result.err;
+  EXPECT_NE(result.out.find("+0.0 %"), std::string::npos) << result.out;
+  const std::string fsdp = dir.write("fsdp.toml", header("PyTorch FSDP") + body);
+  EXPECT_NE(run_cli("validate " + fsdp).err.find("estimated under profile 'pytorch-fsdp1'"), std::string::npos);
   // A second word is a version only when it starts with a number (or v and a number).
   EXPECT_EQ(read_validation_case(dir.write("v.toml", header("deepspeed v0.14.2 (ZeRO-3)") + body)).framework_version,
             "0.14.2");

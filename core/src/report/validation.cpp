@@ -100,6 +100,9 @@ ValidationCase read_validation_case(const std::string& file) {
       has_quantity = true;
     } else if (key == "framework") {
       test.framework = value;
+      // The words before any '(' (free text): a name of one to three words, then perhaps a version.
+      std::istringstream words(value.substr(0, value.find('(')));
+      for (std::string word; words >> word;) test.framework_words.push_back(word);
       // "NAME", "NAME VERSION" or "NAME (free text)": the name ends at a space or '('.
       const size_t name_end = value.find_first_of(" \t(");
       test.framework_name = value.substr(0, name_end);
@@ -135,19 +138,34 @@ ValidationResult validate_case(const ValidationCase& test, const Catalog& catalo
     // A case states the framework that ran it; a scenario without a [framework] table would
     // otherwise be estimated under the default profile, whatever ran it.
     if (!scenario.framework.from_scenario && !test.framework_name.empty()) {
-      if (const FrameworkProfile* profile = catalog.find_framework(test.framework_name)) {
-        // A version counts on the profile's name or an alias of the same software; software built
-        // on it (a library, a recipe collection) numbers its versions its own way.
-        const bool own_name = profile->shares_versions(test.framework_name);
-        std::string version = test.framework_version;
+      // The longest run of leading words, joined by '-', that a profile answers to: "Hugging Face
+      // Transformers 4.38" tries hugging-face-transformers, hugging-face, then hugging.
+      const FrameworkProfile* profile = nullptr;
+      std::string name;
+      std::string word;  // the word after the name: perhaps its version
+      for (size_t n = std::min<size_t>(3, test.framework_words.size()); n >= 1 && profile == nullptr; --n) {
+        name.clear();
+        for (size_t i = 0; i < n; ++i) name += (i ? "-" : "") + test.framework_words[i];
+        profile = catalog.find_framework(name);
+        word = n < test.framework_words.size() ? test.framework_words[n] : "";
+      }
+      if (profile != nullptr) {
+        // A version starts with its number ("4.38", "v0.19.5") or the profile's own spelling
+        // ("core_r0.13.0"); a word such as "Stage-3" is more of the name.
+        std::string version;
+        const size_t v = !word.empty() && (word[0] == 'v' || word[0] == 'V') ? 1 : 0;
         const size_t digit = profile->version.find_first_of("0123456789");
         const std::string prefix = digit == std::string::npos ? "" : profile->version.substr(0, digit);
-        if (version.empty() && !prefix.empty() && test.framework_word.rfind(prefix, 0) == 0 &&
-            test.framework_word.size() > prefix.size() && std::isdigit(static_cast<unsigned char>(test.framework_word[prefix.size()])))
-          version = test.framework_word;  // the profile's own spelling, e.g. core_r0.13.0
+        if (word.size() > v && std::isdigit(static_cast<unsigned char>(word[v])))
+          version = word.substr(v);
+        else if (!prefix.empty() && word.rfind(prefix, 0) == 0 && word.size() > prefix.size() &&
+                 std::isdigit(static_cast<unsigned char>(word[prefix.size()])))
+          version = word;
+        // A version counts on the profile's name or an alias of the same software; software built
+        // on it (a library, a recipe collection) numbers its versions its own way.
         std::string dropped;
-        if (!own_name && !version.empty()) {
-          dropped = "; the version '" + version + "' is " + test.framework_name + "'s, not " + profile->name +
+        if (!profile->shares_versions(name) && !version.empty()) {
+          dropped = "; the version '" + version + "' is " + name + "'s, not " + profile->name +
                     "'s, so the profile's latest stands (write '# framework = " + profile->name +
                     " <version>' or a [framework] table to give one)";
           version.clear();
