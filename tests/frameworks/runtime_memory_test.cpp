@@ -261,6 +261,10 @@ TEST(QuantizedBase, DequantizedWeightAtTheHighPoints) {
       evaluate_paper(head + "[precision]\nuse = \"quantized\"\nformat = \"nf4\"\nquantize = \"attention,mlp,lm_head\"\n" +
                      tail);
   EXPECT_EQ(head4.item_bytes("activations.dequantized_weight", MEMPLAN_ROLE_ACTIVATIONS), 2u * 262'144'000);
+  // The head alone quantized: still its dequantized copy.
+  Evaluation only_head =
+      evaluate_paper(head + "[precision]\nuse = \"quantized\"\nformat = \"nf4\"\nquantize = \"lm_head\"\n" + tail);
+  EXPECT_EQ(only_head.item_bytes("activations.dequantized_weight", MEMPLAN_ROLE_ACTIVATIONS), 2u * 262'144'000);
 }
 
 // Activation offloading (torchtune's enable_activation_offloading): the layers'

@@ -132,11 +132,15 @@ TEST(Validate, FrameworkLineChoosesTheProfile) {
   EXPECT_NE(result.out.find("+0.0 %"), std::string::npos) << result.out;
   const std::string fsdp = dir.write("fsdp.toml", header("PyTorch FSDP") + body);
   EXPECT_NE(run_cli("validate " + fsdp).err.find("estimated under profile 'pytorch-fsdp1'"), std::string::npos);
-  // A second word is a version only when it starts with a number (or v and a number).
-  EXPECT_EQ(read_validation_case(dir.write("v.toml", header("deepspeed v0.14.2 (ZeRO-3)") + body)).framework_version,
-            "0.14.2");
-  EXPECT_EQ(read_validation_case(dir.write("z.toml", header("deepspeed ZeRO-3") + body)).framework_version, "");
-  EXPECT_EQ(read_validation_case(dir.write("n.toml", header("fsdp_qlora") + body)).framework_name, "fsdp_qlora");
+  // The word after the name is a version only when it starts with a number (or v and a number).
+  EXPECT_NE(run_cli("validate " + dir.write("v.toml", header("deepspeed v0.14.2 (ZeRO-3)") + body))
+                .err.find("estimated under profile 'deepspeed' 0.14.2, which"),
+            std::string::npos);
+  EXPECT_NE(run_cli("validate " + dir.write("z.toml", header("deepspeed ZeRO-3") + body))
+                .err.find("estimated under profile 'deepspeed', which its '# framework = deepspeed ZeRO-3' line names\n"),
+            std::string::npos);
+  EXPECT_EQ(read_validation_case(dir.write("n.toml", header("fsdp_qlora (train.py)") + body)).framework_words,
+            std::vector<std::string>{"fsdp_qlora"});
   // The scenario's own table decides; the line is then only a label.
   const std::string table = dir.write("table.toml", header("megatron") + "name = \"f\"\nmode = \"train\"\n" +
                                                         framework_table + body.substr(body.find("[model]")));

@@ -532,9 +532,32 @@ TEST(QuantizedErrors, DequantizeCopies) {
             "q.toml:8:21: error: in [precision], precision plugin 'quantized', option 'dequantize_copies': must be 0 "
             "to 8 (copies of the largest quantized weight a forward holds dequantized; bitsandbytes' MatMul4Bit: 1 "
             "or 2), got -1" + library());
+  EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"nf4\"\ndequantize_copies = 9\n"), "q.toml"),
+            "q.toml:8:21: error: in [precision], precision plugin 'quantized', option 'dequantize_copies': must be 0 "
+            "to 8 (copies of the largest quantized weight a forward holds dequantized; bitsandbytes' MatMul4Bit: 1 "
+            "or 2), got 9" + library());
   EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"nf4\"\nquantize = \"mlp, head\"\n"), "q.toml"),
             "q.toml:8:12: error: in [precision], precision plugin 'quantized', option 'quantize': names \"head\"; "
             "list the parts to quantize from attention, mlp, experts, lm_head (comma-separated)" + library());
+  // Training: the megatron activation model counts the dequantized copy there.
+  std::string training = scenario(kLlama2_7b, "format = \"nf4\"\ndequantize_copies = 2\n");
+  training.replace(training.find("mode = \"infer\""), 14, "mode = \"train\"");
+  training += "[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"none\"\n";
+  EXPECT_NE(error_of(training, "q.toml").find("option 'dequantize_copies': models an inference forward (mode = "
+                                              "\"infer\"); in training the megatron activation model counts one "
+                                              "dequantized copy at each high point"),
+            std::string::npos)
+      << error_of(training, "q.toml");
+  // Sized before the layout splits the weights: one GPU only.
+  EXPECT_NE(error_of(scenario(kLlama2_7b, "format = \"nf4\"\ndequantize_copies = 2\n") +
+                         "[hardware]\ngpu = \"a100-sxm-40gb\"\ncount = 2\n",
+                     "q.toml")
+                .find("option 'dequantize_copies': is sized for one GPU holding the whole model; with 2 GPUs"),
+            std::string::npos);
+  // A parameter count alone has no largest matrix.
+  EXPECT_NE(error_of(scenario("params = 7e9\n", "format = \"nf4\"\ndequantize_copies = 2\n"), "q.toml")
+                .find("option 'dequantize_copies': needs the model's architecture"),
+            std::string::npos);
 }
 
 TEST(GgufBlocks, TheBlockFixesGroupScaleAndZeroPoint) {

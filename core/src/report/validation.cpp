@@ -103,17 +103,7 @@ ValidationCase read_validation_case(const std::string& file) {
       // The words before any '(' (free text): a name of one to three words, then perhaps a version.
       std::istringstream words(value.substr(0, value.find('(')));
       for (std::string word; words >> word;) test.framework_words.push_back(word);
-      // "NAME", "NAME VERSION" or "NAME (free text)": the name ends at a space or '('.
-      const size_t name_end = value.find_first_of(" \t(");
-      test.framework_name = value.substr(0, name_end);
-      if (name_end != std::string::npos && value[name_end] != '(') {
-        const std::string rest = trimmed(std::string_view(value).substr(name_end));
-        const std::string word = rest.substr(0, rest.find_first_of(" \t("));
-        test.framework_word = word;
-        // A version starts with its number ("4.38", "v0.19.5"); a word such as "Stage-3" is more of the name.
-        const size_t digit = !word.empty() && (word[0] == 'v' || word[0] == 'V') ? 1 : 0;
-        if (word.size() > digit && word[digit] >= '0' && word[digit] <= '9') test.framework_version = word.substr(digit);
-      }
+      test.framework_name = test.framework_words.empty() ? "" : test.framework_words.front();
     } else if (key == "tolerance_percent") {
       char* end = nullptr;
       const double tolerance = std::strtod(value.c_str(), &end);

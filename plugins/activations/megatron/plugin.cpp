@@ -400,9 +400,8 @@ class MegatronActivations {
                                 settings.tensor_parallel
                           : 0;
     const double dequantized =
-        facts.packed_linear
-            ? std::max(largest_linear_matrix(model, settings.tensor_parallel), head_matrix) * settings.bytes
-            : 0;
+        std::max(facts.packed_linear ? largest_linear_matrix(model, settings.tensor_parallel) : 0.0, head_matrix) *
+        settings.bytes;
     add_outside(ctx, names_.dequantized_weight, dequantized, memplan::sdk::Lifetime::transient_forward);
     add_outside(ctx, names_.dequantized_weight, dequantized, memplan::sdk::Lifetime::transient_backward);
 

@@ -5,8 +5,8 @@
 // Quantized: the projections of attention (q, o, and k, v), the dense MLP and
 // the MoE experts, which hold almost all weights; GPTQ, AWQ, bitsandbytes
 // (LLM.int8(), QLoRA) quantize exactly these linear layers. Kept in
-// `unquantized`: token and position embeddings, LM head, norms and the MoE
-// router. Adapters (class adapter, e.g. from 'lora') get `adapters`. A model
+// `unquantized`: token and position embeddings, norms, the MoE router, and
+// the LM head unless `quantize` names lm_head (Lightning Fabric quantizes it). Adapters (class adapter, e.g. from 'lora') get `adapters`. A model
 // known only by its parameter count is one item, quantized whole, and the
 // report says so. `quantize` narrows the quantized parts; biases stay
 // unquantized. With format "auto" (the default) the format, and the parts
@@ -384,8 +384,19 @@ class QuantizedPrecision {
                                         "dequantized; bitsandbytes' MatMul4Bit: 1 or 2), got " +
                                             std::to_string(dequantize_copies_));
     if (dequantize_copies_ > 0 && options.training())
-      options.fail("dequantize_copies", "models an inference forward (mode = \"infer\"); in training the "
-                                        "dequantized copies of forward and backward are not modelled: remove it");
+      options.fail("dequantize_copies", "models an inference forward (mode = \"infer\"); in training the megatron "
+                                        "activation model counts one dequantized copy at each high point "
+                                        "(activations.dequantized_weight): remove it");
+    // Sized here, before the layout splits the weights (tensor parallelism) or keeps a stage's
+    // (pipeline parallelism): right for one GPU holding the whole model only.
+    if (dequantize_copies_ > 0 && options.workload().gpu_count > 1)
+      options.fail("dequantize_copies", "is sized for one GPU holding the whole model; with " +
+                                            std::to_string(options.workload().gpu_count) +
+                                            " GPUs the layout splits the weights after it, which it does not "
+                                            "follow: remove it or run the scenario on one GPU");
+    if (dequantize_copies_ > 0 && whole_model_)
+      options.fail("dequantize_copies", "needs the model's architecture (its largest weight matrix), but the "
+                                        "scenario gives only params; use a preset or layers, hidden, heads");
     // vLLM's mxfp4 MoE on its Triton backend (README.md, "vLLM's mxfp4 experts").
     const int64_t copies = options.integer("mxfp4_moe_scale_copies").value_or(1);
     if (copies < 1)

@@ -30,9 +30,7 @@ struct ValidationCase {
   std::string id;  // the file name without .toml
   std::string file;
   std::string framework;          // the framework line as written (after '=')
-  std::string framework_name;     // its first word: the profile it names, if any answers to it
-  std::string framework_version;  // its second word when that starts with a number ("NAME 4.38", "NAME v0.19")
-  std::string framework_word;     // its second word as written (a version in the profile's own spelling, "core_r0.13")
+  std::string framework_name;     // its first word (validate_case tries up to three words, framework_words)
   std::vector<std::string> framework_words;  // its words before any '(': a name of up to three words, then a version
   int quantity = 2;  // Quantity (breakdown.hpp)
   uint64_t measured = 0;
