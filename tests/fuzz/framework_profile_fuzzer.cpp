@@ -146,9 +146,9 @@ void load_and_use(std::string_view text) {
   if (loaded == nullptr || loaded->file != kProfileFile)
     memplan::fuzz::defect("the catalog loaded the bundle's profile but find_framework(\"" + parsed.name +
                           "\") does not find it");
-  for (const std::string& alias : parsed.aliases)
-    if (catalog.find_framework(alias) != loaded)
-      memplan::fuzz::defect("the catalog loaded the bundle's profile but its alias '" + alias +
+  for (const memplan::FrameworkProfile::Alias& alias : parsed.aliases)
+    if (catalog.find_framework(alias.name) != loaded)
+      memplan::fuzz::defect("the catalog loaded the bundle's profile but its alias '" + alias.name +
                             "' finds another profile or none");
 
   estimate(kTraining, catalog, true);

@@ -162,18 +162,16 @@ void check_framework_names(const std::vector<FrameworkProfile>& frameworks) {
                     "matched without (rule: framework names are unique). Rename one of them");
   for (size_t i = 0; i < frameworks.size(); ++i) {
     const FrameworkProfile& profile = frameworks[i];
-    for (size_t a = 0; a < profile.aliases.size(); ++a) {
-      const std::string& alias = profile.aliases[a];
-      const SourceLocation where =
-          a < profile.alias_locations.size() ? profile.alias_locations[a] : SourceLocation{profile.file, 1, 1};
+    for (const FrameworkProfile::Alias& entry : profile.aliases) {
+      const std::string& alias = entry.name;
       for (size_t j = 0; j < frameworks.size(); ++j) {
         if (i == j) continue;
         const FrameworkProfile& other = frameworks[j];
         const bool is_name = framework_key(other.name) == alias && other.origin.empty();
-        const bool is_alias = std::find(other.aliases.begin(), other.aliases.end(), alias) != other.aliases.end();
+        const bool is_alias = other.has_alias(alias);
         if (!is_name && !is_alias) continue;
         if (!is_name && j < i) continue;  // an alias both share: reported once, from the first of the two
-        fail_at(where, "framework profile '" + profile.name + "' has the alias '" + alias + "', which is " +
+        fail_at(entry.location, "framework profile '" + profile.name + "' has the alias '" + alias + "', which is " +
                            (is_name ? std::string("the name") : std::string("an alias")) + " of profile '" +
                            other.name + "' (" + other.file + "); a framework name means one profile across the "
                            "catalog and every installed bundle (rule: framework names are unique). Remove or rename "
@@ -284,7 +282,7 @@ const FrameworkProfile* Catalog::find_framework(std::string_view name) const {
   for (const FrameworkProfile& profile : frameworks_)
     if (framework_key(profile.name) == key) return &profile;
   for (const FrameworkProfile& profile : frameworks_)
-    if (std::find(profile.aliases.begin(), profile.aliases.end(), key) != profile.aliases.end()) return &profile;
+    if (profile.has_alias(key)) return &profile;
   return nullptr;
 }
 

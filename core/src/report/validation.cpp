@@ -14,6 +14,7 @@
 #include "memplan/core/framework.hpp"
 #include "memplan/core/plugin_registry.hpp"
 #include "memplan/core/scenario.hpp"
+#include "memplan/core/text.hpp"
 #include "common/input_file.hpp"
 
 namespace memplan {
@@ -30,12 +31,6 @@ std::string percent(double value, bool sign) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, sign ? "%+.1f %%" : "%.1f %%", value);
   return buffer;
-}
-
-std::string join_names(const std::vector<std::string>& names) {
-  std::string joined;
-  for (const std::string& name : names) joined += (joined.empty() ? "" : ", ") + name;
-  return joined;
 }
 
 std::string gib(uint64_t bytes) {
@@ -168,7 +163,7 @@ ValidationResult validate_case(const ValidationCase& test, const Catalog& catalo
                                test.framework + "' line names" + dropped);
       } else if (!scenario.framework.name.empty()) {
         result.notes.push_back("'# framework = " + test.framework + "' names no framework profile (known: " +
-                               join_names(catalog.framework_names()) + "); estimated under the default profile '" +
+                               join_alternatives(catalog.framework_names(), ", ") + "); estimated under the default profile '" +
                                scenario.framework.name + "'. Add a [framework] table to say what ran it");
       }
     }

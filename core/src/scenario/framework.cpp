@@ -131,9 +131,13 @@ std::string framework_key(std::string_view name) {
 bool FrameworkProfile::shares_versions(std::string_view other) const {
   const std::string key = framework_key(other);
   if (key == framework_key(name)) return true;
-  for (size_t i = 0; i < aliases.size(); ++i)
-    if (aliases[i] == key) return i < alias_shares_versions.size() && alias_shares_versions[i];
+  for (const Alias& alias : aliases)
+    if (alias.name == key) return alias.shares_versions;
   return false;
+}
+
+bool FrameworkProfile::has_alias(std::string_view key) const {
+  return std::any_of(aliases.begin(), aliases.end(), [&](const Alias& alias) { return alias.name == key; });
 }
 
 bool FrameworkVersionDefaults::applies_to(const std::string& gpu_names, uint64_t gpu_memory_bytes) const {
@@ -271,11 +275,9 @@ FrameworkProfile parse_framework_profile(std::string_view text, const std::strin
                            "' (lower case, '-' for '_'): names are matched that way");
       if (alias == framework_key(profile.name))
         fail_at(where, "in [framework], alias '" + alias + "' is the profile's own name");
-      if (std::find(profile.aliases.begin(), profile.aliases.end(), alias) != profile.aliases.end())
+      if (profile.has_alias(alias))
         fail_at(where, "in [framework], alias '" + alias + "' is listed twice (aliases and built_on_it together)");
-      profile.aliases.push_back(alias);
-      profile.alias_shares_versions.push_back(key == "aliases");
-      profile.alias_locations.push_back(where);
+      profile.aliases.push_back({alias, key == "aliases", where});
     }
   }
   if (auto mode = reader.choice("default_for", {"train", "infer"}))

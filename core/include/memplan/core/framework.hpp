@@ -56,9 +56,14 @@ struct FrameworkProfile {
   // [framework] aliases (other names of the same software, whose versions are
   // the profile's) and built_on_it (software on top of it that runs the same
   // code, a library or a recipe collection, whose version numbers are its own).
-  std::vector<std::string> aliases;
-  std::vector<bool> alias_shares_versions;      // per alias: from `aliases` (true) or `built_on_it` (false)
-  std::vector<SourceLocation> alias_locations;  // where each alias is written, for errors
+  struct Alias {
+    std::string name;
+    bool shares_versions = true;  // from `aliases` (true) or `built_on_it` (false)
+    SourceLocation location;      // where it is written, for errors
+  };
+  std::vector<Alias> aliases;
+  // Whether `key` (a framework_key) is one of the aliases.
+  bool has_alias(std::string_view key) const;
   // Whether a version written next to `name` (the profile's name or one of its
   // aliases) is a version of this profile.
   bool shares_versions(std::string_view name) const;
