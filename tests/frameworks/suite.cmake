@@ -14,5 +14,6 @@ memplan_add_test(test_frameworks
   frameworks/stream_pools_test.cpp
   frameworks/loss_segments_test.cpp
   frameworks/validate_test.cpp
+  frameworks/run_dates_test.cpp
   frameworks/torchtune_readme_test.cpp)
 target_link_libraries(test_frameworks PRIVATE nlohmann_json::nlohmann_json)

@@ -17,7 +17,9 @@
 //   3. what loads, a fixed training scenario with [framework] use = "fuzz"
 //      (apply_framework: the profile's defaults, readings with their
 //      warnings, and strategies) and a fixed serving scenario at a version,
-//      both estimated with the built-in plugins.
+//      both estimated with the built-in plugins; then, for a profile whose
+//      [[since]] blocks give released days, version_on over a run of days
+//      (never older for a later day) and the serving scenario at a date.
 //
 // A memplan::Error is the normal answer to a bad profile or to a scenario the
 // profile's defaults make invalid. A defect: any other exception, a sanitizer
@@ -96,6 +98,25 @@ use = "inference"
 gpu = "h100-sxm-80gb"
 )";
 
+// The same serving scenario at a day ([framework] date): the version of that
+// day, from the profile's [[since]] released days (refused when a block has none).
+constexpr const char* kServingDated = R"(mode = "infer"
+[framework]
+use = "fuzz"
+date = 2025-06-01
+[model]
+preset = "llama-3.2-1b"
+[batch]
+micro_batch = 4
+seq_len = 4096
+[precision]
+use = "bf16"
+[activations]
+use = "inference"
+[hardware]
+gpu = "h100-sxm-80gb"
+)";
+
 void check_number(double value, const char* what) {
   if (!std::isfinite(value) || value < 0)
     memplan::fuzz::defect(std::string("the estimate's ") + what + " is " + std::to_string(value) +
@@ -153,6 +174,19 @@ void load_and_use(std::string_view text) {
 
   estimate(kTraining, catalog, true);
   estimate(kServing, catalog, false);
+
+  // A later day never gives an older version (released days are in version order).
+  if (loaded->undated_block() == nullptr) {
+    std::string earlier = loaded->version_on("1990-01-01");
+    for (const char* day : {"2020-06-30", "2023-01-01", "2025-06-01", "2099-12-31"}) {
+      const std::string version = loaded->version_on(day);
+      if (memplan::compare_versions(version, earlier) < 0)
+        memplan::fuzz::defect("version_on(\"" + std::string(day) + "\") is " + version +
+                              ", older than an earlier day's " + earlier);
+      earlier = version;
+    }
+  }
+  estimate(kServingDated, catalog, false);  // last: a profile with an undated block refuses the date
 }
 
 }  // namespace

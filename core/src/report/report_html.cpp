@@ -220,6 +220,7 @@ void write_section(std::ostream& out, const Estimate& estimate, const ScenarioLi
   if (!framework.name.empty())
     out << "<li><span class=\"label\">framework:</span> " << html_text(framework.name)
         << (framework.version.empty() || framework.version == "-" ? "" : " " + html_text(framework.version))
+        << (framework.date.empty() ? "" : " (as of " + html_text(framework.date) + ")")
         << (framework.from_scenario ? "" : " (the default profile; name the software with [framework])") << "</li>\n";
   out << "<li><span class=\"label\">plugins:</span>";
   for (const PluginUse& plugin : estimate.plugins)

@@ -101,7 +101,9 @@ void write_json(std::ostream& out, const Estimate& estimate, const ScenarioLimit
     out << "  \"framework\": null,\n";
   } else {
     out << "  \"framework\": { \"name\": " << json_string(framework.name) << ", \"version\": "
-        << json_string(framework.version) << ", \"profile\": " << json_string(framework.profile_file)
+        << json_string(framework.version)
+        << (framework.date.empty() ? "" : ", \"date\": " + json_string(framework.date))
+        << ", \"profile\": " << json_string(framework.profile_file)
         << ", \"default\": " << (framework.from_scenario ? "false" : "true") << " },\n";
   }
   // What the scenario reader warned about (a generic value read the framework's way, ...), as on

@@ -116,6 +116,7 @@ void write_table(std::ostream& out, const Estimate& estimate, const ScenarioLimi
   if (!scenario.framework.name.empty())
     out << "framework: " << scenario.framework.name
         << (scenario.framework.version.empty() || scenario.framework.version == "-" ? "" : " " + scenario.framework.version)
+        << (scenario.framework.date.empty() ? "" : " (as of " + scenario.framework.date + ")")
         << (scenario.framework.from_scenario ? "" : " (the default profile; name the software with [framework])") << "\n";
   out << "plugins:";
   for (const PluginUse& plugin : estimate.plugins) out << " " << plugin.name << "@" << terminal_text(plugin.version);

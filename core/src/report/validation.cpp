@@ -12,6 +12,7 @@
 #include "memplan/core/error.hpp"
 #include "memplan/core/estimator.hpp"
 #include "memplan/core/framework.hpp"
+#include "report/run_date.hpp"
 #include "memplan/core/plugin_registry.hpp"
 #include "memplan/core/scenario.hpp"
 #include "memplan/core/text.hpp"
@@ -77,8 +78,16 @@ ValidationCase read_validation_case(const std::string& file) {
     if (text[0] != '#') break;
     const std::string body = trimmed(std::string_view(text).substr(1));
     const size_t equals = body.find('=');
+    const std::string key = equals == std::string::npos ? "" : trimmed(std::string_view(body).substr(0, equals));
+    const bool machine_line = key == "measured_bytes" || key == "quantity" || key == "framework" ||
+                              key == "tolerance_percent" || key == "near_capacity";
+    if (!machine_line && test.run_date.empty())
+      if (const std::optional<RunDate> date = first_date_in(body)) {
+        test.run_date = date->day;
+        test.run_date_text = date->text;
+        test.run_date_line = number;
+      }
     if (equals == std::string::npos) continue;
-    const std::string key = trimmed(std::string_view(body).substr(0, equals));
     const std::string value = trimmed(std::string_view(body).substr(equals + 1));
     const SourceLocation where{file, static_cast<uint32_t>(number), 1};
     if (key == "measured_bytes") {
@@ -157,10 +166,20 @@ ValidationResult validate_case(const ValidationCase& test, const Catalog& catalo
         }
         std::vector<std::string> overrides{"framework.use=\"" + profile->name + "\""};
         if (!version.empty()) overrides.push_back("framework.version=\"" + version + "\"");
+        // No version: the run had the behaviour of its day, when the header dates it and the
+        // profile dates its versions; else the profile's latest.
+        const bool dated = version.empty() && !test.run_date.empty() && profile->has_dated_versions() &&
+                           profile->undated_block() == nullptr;
+        if (dated) overrides.push_back("framework.date=\"" + test.run_date + "\"");
         scenario = load_scenario(test.file, catalog, overrides);
-        result.notes.push_back("no [framework] table: estimated under profile '" + profile->name + "'" +
-                               (version.empty() ? "" : " " + version) + ", which its '# framework = " +
-                               test.framework + "' line names" + dropped);
+        result.notes.push_back(
+            "no [framework] table: estimated under profile '" + profile->name + "'" +
+            (version.empty() ? "" : " " + version) + ", which its '# framework = " + test.framework + "' line names" +
+            dropped +
+            (dated ? "; no version: as of " + test.run_date + ", the date its header gives first (line " +
+                         std::to_string(test.run_date_line) + ": '" + test.run_date_text + "'), so " +
+                         profile->name + " " + scenario.framework.version
+                   : ""));
       } else if (!scenario.framework.name.empty()) {
         result.notes.push_back("'# framework = " + test.framework + "' names no framework profile (known: " +
                                join_alternatives(catalog.framework_names(), ", ") + "); estimated under the default profile '" +

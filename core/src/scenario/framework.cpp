@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <filesystem>
 
 #include "scenario/component_reader.hpp"
@@ -159,6 +160,7 @@ void inherit_profile(FrameworkProfile& profile, const FrameworkProfile& base) {
     if (!profile.extends_version.empty() && compare_versions(block.version, profile.extends_version) > 0) continue;
     FrameworkVersionDefaults kept = block;
     kept.version = "0";
+    kept.released.clear();  // it holds at every version of this profile, so at every date
     kept.note = base.name + " " + block.version + ": " + block.note;
     since.push_back(std::move(kept));
   }
@@ -180,6 +182,38 @@ void inherit_profile(FrameworkProfile& profile, const FrameworkProfile& base) {
     else *same = own;
   }
   profile.strategies = std::move(strategies);
+}
+
+bool is_iso_date(std::string_view text) {
+  if (text.size() != 10 || text[4] != '-' || text[7] != '-') return false;
+  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9})
+    if (text[i] < '0' || text[i] > '9') return false;
+  const int year = std::stoi(std::string(text.substr(0, 4)));
+  const int month = std::stoi(std::string(text.substr(5, 2)));
+  const int day = std::stoi(std::string(text.substr(8, 2)));
+  if (month < 1 || month > 12 || day < 1) return false;
+  static constexpr int kDays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+  return day <= (month == 2 && !leap ? 28 : kDays[month - 1]);
+}
+
+const FrameworkVersionDefaults* FrameworkProfile::undated_block() const {
+  for (const FrameworkVersionDefaults& block : since)
+    if (block.version != "0" && block.released.empty()) return &block;
+  return nullptr;
+}
+
+bool FrameworkProfile::has_dated_versions() const {
+  return std::any_of(since.begin(), since.end(),
+                     [](const FrameworkVersionDefaults& block) { return !block.released.empty(); });
+}
+
+std::string FrameworkProfile::version_on(const std::string& date) const {
+  // ISO days order as text; [[since]] blocks are oldest first, their days too (the reader checks).
+  std::string version = "0";
+  for (const FrameworkVersionDefaults& block : since)
+    if (block.version != "0" && !block.released.empty() && block.released <= date) version = block.version;
+  return version;
 }
 
 int compare_versions(const std::string& a, const std::string& b) {
@@ -290,7 +324,7 @@ FrameworkProfile parse_framework_profile(std::string_view text, const std::strin
       fail_at(location_of(path, since->source()), "'since' must be written as [[since]] tables");
     for (const toml::node& entry : *since->as_array()) {
       TomlReader block(*entry.as_table(), path, "[[since]]");
-      block.reject_unknown_keys({"version", "note", "defaults", "readings", "gpu_memory_gib_at_least",
+      block.reject_unknown_keys({"version", "note", "released", "defaults", "readings", "gpu_memory_gib_at_least",
                                  "gpu_name_contains", "gpu_name_excludes"});
       FrameworkVersionDefaults version;
       const auto number = block.string("version");
@@ -300,6 +334,28 @@ FrameworkProfile parse_framework_profile(std::string_view text, const std::strin
       version.note = block.string("note").value_or("");
       if (!profile.since.empty() && compare_versions(profile.since.back().version, version.version) > 0)
         block.fail_key("version", "is older than the [[since]] block before it; list them oldest first");
+      if (const toml::node* released = entry.as_table()->get("released")) {
+        // A TOML date (released = 2024-10-24) or the same as a string.
+        std::string day;
+        if (const auto* date = released->as_date()) {
+          char text[16];
+          std::snprintf(text, sizeof text, "%04d-%02d-%02d", static_cast<int>(date->get().year),
+                        static_cast<int>(date->get().month), static_cast<int>(date->get().day));
+          day = text;
+        } else if (released->is_string()) {
+          day = released->as_string()->get();
+        }
+        if (!is_iso_date(day))
+          block.fail_key("released", "must be the day the version was first released, YYYY-MM-DD (e.g. 2024-10-24)");
+        for (auto previous = profile.since.rbegin(); previous != profile.since.rend(); ++previous)
+          if (!previous->released.empty()) {
+            if (previous->released > day)
+              block.fail_key("released", "is before the day of the [[since]] block of version " + previous->version +
+                                             " (" + previous->released + "); versions are released in order");
+            break;
+          }
+        version.released = day;
+      }
       version.defaults = read_defaults(entry.as_table()->get("defaults"), path, "since.defaults");
       version.readings = read_readings(entry.as_table()->get("readings"), path, "since.readings");
       version.gpu_memory_gib_at_least = block.positive_number("gpu_memory_gib_at_least").value_or(0);

@@ -1,6 +1,7 @@
 #include "memplan/core/scenario.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -309,7 +310,7 @@ void read_framework(const toml::table& root, const std::string& file, const Cata
     scenario.framework.version = profile->version;
   } else {
     TomlReader reader(*table, file, "[framework]");
-    reader.reject_unknown_keys({"use", "version", "exclude", "readings"});
+    reader.reject_unknown_keys({"use", "version", "date", "exclude", "readings"});
     read_generic_values = reader.boolean("readings").value_or(true);
     const auto use = reader.string("use");
     if (!use)
@@ -329,6 +330,38 @@ void read_framework(const toml::table& root, const std::string& file, const Cata
       version = *given;
     }
     scenario.framework.version = version.empty() ? profile->version : version;
+    if (const toml::node* node = table->get("date")) {
+      // The day of the run: the profile's dated [[since]] versions say which behaviour it had.
+      std::string day;
+      if (const auto* date = node->as_date()) {
+        char text[16];
+        std::snprintf(text, sizeof text, "%04d-%02d-%02d", static_cast<int>(date->get().year),
+                      static_cast<int>(date->get().month), static_cast<int>(date->get().day));
+        day = text;
+      } else if (node->is_string()) {
+        day = node->as_string()->get();
+      }
+      if (!is_iso_date(day))
+        reader.fail_key("date", "must be the day of the run, YYYY-MM-DD (e.g. date = 2024-03-14)");
+      if (!version.empty())
+        reader.fail_key("date", "and version both say which behaviour of '" + profile->name +
+                                    "' the run had; keep one of them");
+      if (const FrameworkVersionDefaults* undated = profile->undated_block())
+        reader.fail_key("date", "cannot choose among the versions of framework '" + profile->name + "': its [[since]] "
+                                "block of version " + undated->version + " gives no released day (" + profile->file +
+                                "); give version = \"<the run's version>\" instead");
+      version = profile->version_on(day);
+      scenario.framework.date = day;
+      if (version != "0") {
+        scenario.framework.version = version;
+      } else {
+        std::string first;
+        for (const FrameworkVersionDefaults& block : profile->since)
+          if (block.version != "0" && first.empty()) first = block.version;
+        scenario.framework.version = first.empty() ? profile->version : "before " + first;
+        if (first.empty()) version.clear();
+      }
+    }
     if (const toml::node* node = table->get("exclude")) {
       std::vector<std::string> brought;
       for (const ComponentSpec& component : profile->strategies) brought.push_back(component.use);

@@ -57,7 +57,8 @@ constexpr std::array<memplan_option_spec, 5> kOptions{{
     {"mib", MEMPLAN_OPTION_DOUBLE, "the CUDA context, in MiB (2^20 bytes)", "767 (lazy loading; 719 serving) or 1343 (eager)"},
     {"module_loading", MEMPLAN_OPTION_STRING,
      "\"lazy\" (CUDA >= 11.7 with PyTorch >= 1.13: kernels load when first used) or \"eager\" (every kernel of "
-     "the loaded libraries at start-up: older CUDA, CUDA_MODULE_LOADING=EAGER); sets the context's default size",
+     "the loaded libraries at start-up: older CUDA, CUDA_MODULE_LOADING=EAGER); sets the context's default size "
+     "(a given mib or bytes wins)",
      "\"lazy\""},
     {"bytes", MEMPLAN_OPTION_INT, "the CUDA context in bytes, instead of mib", "767 MiB (719 serving)"},
     {"cublas_workspace_mib", MEMPLAN_OPTION_DOUBLE,
@@ -74,7 +75,7 @@ double mebibytes(sdk::Options& options, const char* key, double fallback) {
 
 class CudaContextOverhead {
  public:
-  static constexpr sdk::PluginInfo info{"cuda-context", "1.2.0",
+  static constexpr sdk::PluginInfo info{"cuda-context", "1.3.0",
                                         "CUDA context and cuBLAS/cuDNN workspaces per GPU (PyTorch figures)",
                                         sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -86,16 +87,17 @@ class CudaContextOverhead {
     const std::optional<int64_t> bytes = options.integer("bytes");
     if (bytes && options.number("mib"))
       options.fail("bytes", "gives the context size a second time; set either mib or bytes");
-    if ((bytes || options.number("mib")) && options.string("module_loading"))
-      options.fail("module_loading", "chooses the context's default size, but the size is given (mib or bytes); "
-                                     "keep one of them");
+    // module_loading chooses the default size, so a size given (mib or bytes) wins over it: a
+    // framework profile sets module_loading by version (the PyTorch of its era), and a scenario
+    // that measured its own context says so with mib. Its value is still checked.
     if (bytes) {
       if (*bytes < 0) options.fail("bytes", "must not be negative, got " + std::to_string(*bytes));
       context_ = static_cast<double>(*bytes);
-    } else {
-      const std::string loading = options.string("module_loading").value_or("lazy");
-      if (loading != "lazy" && loading != "eager")
-        options.fail("module_loading", "must be \"lazy\" or \"eager\", not \"" + loading + "\"");
+    }
+    const std::string loading = options.string("module_loading").value_or("lazy");
+    if (loading != "lazy" && loading != "eager")
+      options.fail("module_loading", "must be \"lazy\" or \"eager\", not \"" + loading + "\"");
+    if (!bytes) {
       const double lazy = options.training() ? kLazyContextMiB : kLazyServingContextMiB;
       context_ = mebibytes(options, "mib", loading == "eager" ? kEagerContextMiB : lazy);
     }

@@ -32,6 +32,9 @@ using FrameworkReadings = std::vector<std::pair<std::string, std::vector<OptionV
 struct FrameworkVersionDefaults {
   std::string version;  // e.g. "4.46"
   std::string note;     // what changed, with its source
+  // The day that version was first released ("YYYY-MM-DD", `released`), so that a
+  // run known by its date finds the behaviour it had; empty when not given.
+  std::string released;
   std::vector<std::pair<std::string, std::vector<OptionValue>>> defaults;
   FrameworkReadings readings;
   // Optional conditions on the scenario's GPU (a framework whose defaults
@@ -101,7 +104,23 @@ struct FrameworkProfile {
   // The readings for `version` (empty: the latest) on that GPU, merged like the defaults.
   FrameworkReadings readings_for(const std::string& version, const std::string& gpu_names,
                                  uint64_t gpu_memory_bytes) const;
+
+  // A run of a known date ([framework] date, a validation case's header): the
+  // version whose behaviour it had is the newest [[since]] version released on
+  // or before that day, "0" when the day is before them all (the profile's own
+  // defaults alone). Blocks of version "0" (a base profile's, inherited) hold at
+  // any date. The first [[since]] block (version "0" ones aside) without a
+  // `released` day, or nullptr when every block has one: then a date can place
+  // a run among the versions.
+  const FrameworkVersionDefaults* undated_block() const;
+  // Whether the profile has [[since]] versions a date chooses among.
+  bool has_dated_versions() const;
+  // The version for `date` ("YYYY-MM-DD"); call only when undated_block() is nullptr.
+  std::string version_on(const std::string& date) const;
 };
+
+// Whether `text` is a calendar day written "YYYY-MM-DD" (a real month and day).
+bool is_iso_date(std::string_view text);
 
 // Makes `profile`, which names `base` in its extends, hold the base's behaviour at
 // profile.extends_version beneath its own: the base's defaults, then each of its

@@ -31,6 +31,10 @@ struct HardwareSpec {
 struct FrameworkSpec {
   std::string name;     // empty when the catalog has no profile at all
   std::string version;  // as the scenario gives it, or the profile's
+  // [framework] date ("YYYY-MM-DD"): the day of the run, whose behaviour the
+  // profile's dated [[since]] versions give (version then names that version,
+  // or "before <the first>"); empty when not given.
+  std::string date;
   std::string profile_file;
   std::string summary;
   bool from_scenario = false;  // false: the catalog's default profile

@@ -32,6 +32,12 @@ struct ValidationCase {
   std::string framework;          // the framework line as written (after '=')
   std::string framework_name;     // its first word (validate_case tries up to three words, framework_words)
   std::vector<std::string> framework_words;  // its words before any '(': a name of up to three words, then a version
+  // The first date its header's prose gives (first_date_in, report/run_date.hpp), the day the
+  // run is taken to be from when the framework line names no version: "YYYY-MM-DD", the text
+  // as written and its line; empty when the header gives none.
+  std::string run_date;
+  std::string run_date_text;
+  int run_date_line = 0;
   int quantity = 2;  // Quantity (breakdown.hpp)
   uint64_t measured = 0;
   double tolerance_percent = kDefaultTolerancePercent;

@@ -1,0 +1,25 @@
+// The day a published run was made, as its validation case's header states it
+// in prose ("run on 'Tue Jan 11 2022'", "runs Feb-Mar 2024", "@ 1814feb
+// (2024-11-18)"): a case whose framework line names no version is estimated
+// under the framework's behaviour of that day (docs/validation.md).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace memplan {
+
+struct RunDate {
+  std::string day;   // "YYYY-MM-DD"
+  std::string text;  // as written ("Jan 11 2022")
+};
+
+// The first date written in `line`: an ISO day (2024-11-18), a month name or
+// its three-letter abbreviation with an optional day and a year ("Jan 11 2022",
+// "January 11, 2022", "Mar 2024"), or a day before the month ("11 Jan 2022").
+// A month without a day reads as the month's last day: a run "in Jan 2025" may
+// have used a release of any day of it. Years outside 2000-2099 are not read.
+std::optional<RunDate> first_date_in(std::string_view line);
+
+}  // namespace memplan

@@ -1,0 +1,189 @@
+// A run known by its day: [[since]] `released` days in a profile, the
+// scenario's [framework] date, and `memplan validate` reading the date a
+// case's header gives when its framework line names no version
+// (docs/frameworks.md, docs/validation.md). The release days are those of
+// plugins/frameworks/hf-transformers/README.md ("Release days").
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "memplan/core/validation.hpp"
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+constexpr uint64_t kMiB = 1024 * 1024;
+
+// Llama-3.2-1B, 1,024 tokens, the eager layer of hf-transformers.
+std::string llama1b(const std::string& framework) {
+  return "name = \"d\"\nmode = \"train\"\n[framework]\nuse = \"hf-transformers\"\n" + framework +
+         "[model]\npreset = \"llama-3.2-1b\"\n[batch]\nseq_len = 1024\n[precision]\nuse = \"bf16\"\n"
+         "[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n";
+}
+
+// The loss path by day: 4.46 (released 2024-10-24) upcasts in the loss and
+// copies the shifted logits, 10 bytes per logit at the forward high point;
+// the day before, 4.39's path keeps 8 (Profiles.VersionPicksTheLossPath has
+// both figures by version). 1,024 x 128,256 logits.
+TEST(RunDates, TheDayPicksTheVersionReleasedByThen) {
+  constexpr uint64_t kLogits = 1024ull * 128'256;
+  const Evaluation on_release(llama1b("date = 2024-10-24\n"));
+  EXPECT_EQ(on_release.item_bytes("activations.loss_forward", MEMPLAN_ROLE_ACTIVATIONS), 10 * kLogits);
+  EXPECT_EQ(on_release.scenario().framework.version, "4.46");
+  EXPECT_EQ(on_release.scenario().framework.date, "2024-10-24");
+  const Evaluation day_before(llama1b("date = \"2024-10-23\"\n"));  // a string is read the same way
+  EXPECT_EQ(day_before.item_bytes("activations.loss_forward", MEMPLAN_ROLE_ACTIVATIONS), 8 * kLogits);
+  EXPECT_EQ(day_before.scenario().framework.version, "4.39");
+}
+
+// Before every dated version the profile's own defaults hold: in January 2022
+// (transformers 4.15 on torch 1.10) eager attention's softmax keeps its input
+// and the CUDA context loads every kernel, 1343 MiB (cuda-context's eager
+// figure, HF's model_memory_anatomy.md); the estimate is the one a scenario
+// naming version 4.16 gets. From 4.24 (2022-11-01, after torch 1.13) the
+// context is the lazy 767 MiB.
+TEST(RunDates, BeforeTheFirstVersionTheProfilesOwnDefaultsHold) {
+  const Evaluation early(llama1b("date = 2022-01-11\n"));
+  EXPECT_EQ(early.scenario().framework.version, "before 4.18");
+  EXPECT_EQ(early.item_bytes("cuda_context", MEMPLAN_ROLE_OVERHEAD), 1343 * kMiB);
+  const Evaluation named(llama1b("version = \"4.16\"\n"));
+  for (size_t q = 0; q < early.breakdown().quantities.size(); ++q)
+    EXPECT_EQ(early.breakdown().quantities[q].peak, named.breakdown().quantities[q].peak) << "quantity " << q;
+  EXPECT_EQ(Evaluation(llama1b("date = 2022-10-31\n")).item_bytes("cuda_context", MEMPLAN_ROLE_OVERHEAD), 1343 * kMiB);
+  EXPECT_EQ(Evaluation(llama1b("date = 2022-11-01\n")).item_bytes("cuda_context", MEMPLAN_ROLE_OVERHEAD), 767 * kMiB);
+  // A context size the scenario measured wins over the profile's module loading.
+  EXPECT_EQ(Evaluation(llama1b("date = 2022-01-11\n") + "[[strategy]]\nuse = \"cuda-context\"\nmib = 1100\n")
+                .item_bytes("cuda_context", MEMPLAN_ROLE_OVERHEAD),
+            1100 * kMiB);
+}
+
+TEST(RunDates, TheReportsNameTheDay) {
+  TempDir dir;
+  const std::string file = dir.write("d.toml", llama1b("date = 2022-01-11\n"));
+  const CommandResult json = run_cli("run " + file + " --format json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json report = nlohmann::json::parse(json.out);
+  EXPECT_EQ(report["framework"]["version"], "before 4.18");
+  EXPECT_EQ(report["framework"]["date"], "2022-01-11");
+  EXPECT_NE(run_cli("run " + file).out.find("framework: hf-transformers before 4.18 (as of 2022-01-11)"),
+            std::string::npos);
+  // Without a date the JSON has no date key (the contract only grows).
+  const std::string plain = dir.write("p.toml", llama1b(""));
+  EXPECT_FALSE(nlohmann::json::parse(run_cli("run " + plain + " --format json").out)["framework"].contains("date"));
+}
+
+TEST(RunDates, ScenarioDateErrorsAreLocated) {
+  EXPECT_EQ(error_of(llama1b("date = \"2022-13-01\"\n")),
+            "scenario.toml:5:8: error: in [framework], 'date' must be the day of the run, YYYY-MM-DD (e.g. date = "
+            "2024-03-14)");
+  EXPECT_NE(error_of(llama1b("date = \"Jan 2022\"\n")).find("'date' must be the day of the run"), std::string::npos);
+  EXPECT_NE(error_of(llama1b("version = \"4.46\"\ndate = 2024-10-24\n"))
+                .find("'date' and version both say which behaviour of 'hf-transformers' the run had; keep one of them"),
+            std::string::npos);
+  // A profile whose [[since]] block gives no day cannot place a date.
+  TempDir dir;
+  dir.write("gpus.toml", "");
+  std::filesystem::create_directories(dir.path() + "/frameworks");
+  const std::string team = dir.write("frameworks/team.toml",
+                                     "[framework]\nname = \"team\"\nsummary = \"t\"\n[[since]]\nversion = \"2\"\n"
+                                     "[since.defaults.sgd]\nmomentum = 0.9\n");
+  const Catalog custom = Catalog::load(dir.path());
+  try {
+    (void)parse_scenario("name = \"t\"\nmode = \"train\"\n[framework]\nuse = \"team\"\ndate = 2024-01-01\n"
+                         "[model]\nparams = 1e9\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n"
+                         "[activations]\nuse = \"none\"\n",
+                         "t.toml", custom);
+    FAIL() << "a date was placed among undated versions";
+  } catch (const Error& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "t.toml:5:8: error: in [framework], 'date' cannot choose among the versions of framework 'team': its "
+              "[[since]] block of version 2 gives no released day (" + team +
+                  "); give version = \"<the run's version>\" instead");
+  }
+}
+
+// `released` is a day, and versions are released in order.
+TEST(RunDates, ReleasedDaysAreCheckedWhenTheCatalogLoads) {
+  TempDir dir;
+  dir.write("gpus.toml", "");
+  std::filesystem::create_directories(dir.path() + "/frameworks");
+  auto load_error = [&](const std::string& since) {
+    const std::string file =
+        dir.write("frameworks/team.toml", "[framework]\nname = \"team\"\nsummary = \"t\"\n" + since);
+    try {
+      (void)Catalog::load(dir.path());
+    } catch (const Error& error) {
+      return std::string(error.what()).substr(file.size());
+    }
+    return std::string("(loaded)");
+  };
+  EXPECT_EQ(load_error("[[since]]\nversion = \"2\"\nreleased = \"2024-02-30\"\n"),
+            ":6:12: error: in [[since]], 'released' must be the day the version was first released, YYYY-MM-DD "
+            "(e.g. 2024-10-24)");
+  EXPECT_EQ(load_error("[[since]]\nversion = \"2\"\nreleased = 2024-03-01\n[[since]]\nversion = \"3\"\n"
+                       "released = 2024-02-01\n"),
+            ":9:12: error: in [[since]], 'released' is before the day of the [[since]] block of version 2 "
+            "(2024-03-01); versions are released in order");
+  EXPECT_EQ(load_error("[[since]]\nversion = \"2\"\nreleased = 2024-02-29\n"), "(loaded)");  // a leap day
+  // A profile extending a dated one holds the inherited blocks at any date: fsdp-qlora extends
+  // hf-transformers 4.38, so in 2022 it still has 4.38's behaviour (the lazy 767 MiB context).
+  const Evaluation aa("name = \"a\"\nmode = \"train\"\n[framework]\nuse = \"fsdp-qlora\"\ndate = 2022-01-11\n"
+                      "[model]\npreset = \"llama-3.2-1b\"\n[batch]\nseq_len = 1024\n[precision]\nuse = \"bf16\"\n"
+                      "[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n");
+  EXPECT_EQ(aa.item_bytes("cuda_context", MEMPLAN_ROLE_OVERHEAD), 767 * kMiB);
+}
+
+// The date a case's header gives first, in the spellings published runs use.
+TEST(RunDates, ValidationReadsTheFirstDateOfTheHeader) {
+  TempDir dir;
+  auto date_of = [&](const std::string& prose) {
+    const ValidationCase test = read_validation_case(
+        dir.write("c.toml", "# c: a run\n" + prose + "\n# measured_bytes = 1000\n# quantity = allocated\n"
+                            "# framework = hf-transformers\n\nname = \"c\"\n"));
+    return test.run_date.empty() ? std::string("-") : test.run_date + " " + std::to_string(test.run_date_line) + " " +
+                                                          test.run_date_text;
+  };
+  EXPECT_EQ(date_of("#   run on 'Tue Jan 11 2022', Tesla V100"), "2022-01-11 2 Jan 11 2022");
+  EXPECT_EQ(date_of("# source: README.md @ 1814feb (2024-11-18), \"Optimization flags\""),
+            "2024-11-18 2 2024-11-18");
+  EXPECT_EQ(date_of("# source: benchmarks (runs Feb-Mar 2024)"), "2024-03-31 2 Mar 2024");  // a month: its last day
+  EXPECT_EQ(date_of("# log of Feb 2024"), "2024-02-29 2 Feb 2024");
+  EXPECT_EQ(date_of("# posted January 11, 2022 by the team"), "2022-01-11 2 January 11, 2022");
+  EXPECT_EQ(date_of("# posted 11 Jan 2022"), "2022-01-11 2 11 Jan 2022");
+  EXPECT_EQ(date_of("# v4.27.2 docs, 1343 MiB context, May be 2x, 2024-13-01, commit 2024abc, Mark 2020"), "-");
+  EXPECT_EQ(date_of("# first 2023-05-01\n# then 2024-06-01"), "2023-05-01 2 2023-05-01");
+}
+
+// A case without a [framework] table whose framework line names no version is
+// estimated at the version of its header's date, and the note says which; a
+// version on the line wins; a profile without dated versions ignores the date.
+TEST(RunDates, ValidateEstimatesAnUndatedLineAtItsHeadersDate) {
+  const std::string body = llama1b("").substr(llama1b("").find("[model]"));
+  const uint64_t hf416 = Evaluation(llama1b("version = \"4.16\"\n")).breakdown().quantities[kDevice].peak;
+  TempDir dir;
+  auto header = [&](const std::string& prose, const std::string& line) {
+    return "# r: a run\n" + prose + "\n# measured_bytes = " + std::to_string(hf416) +
+           "\n# quantity = device\n# framework = " + line + "\n\nname = \"r\"\nmode = \"train\"\n";
+  };
+  const std::string dated = dir.write("dated.toml", header("#   run on 'Tue Jan 11 2022'", "hf-transformers") + body);
+  CommandResult result = run_cli("validate " + dated);
+  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_NE(result.out.find("+0.0 %"), std::string::npos) << result.out;
+  EXPECT_EQ(result.err, dated + ": note: no [framework] table: estimated under profile 'hf-transformers', which its "
+                                "'# framework = hf-transformers' line names; no version: as of 2022-01-11, the date "
+                                "its header gives first (line 2: 'Jan 11 2022'), so hf-transformers before 4.18\n");
+  const std::string versioned =
+      dir.write("versioned.toml", header("#   run on 'Tue Jan 11 2022'", "hf-transformers 4.46") + body);
+  result = run_cli("validate " + versioned);
+  EXPECT_EQ(result.err.find("as of"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("profile 'hf-transformers' 4.46, which"), std::string::npos) << result.err;
+  const std::string megatron = dir.write("megatron.toml", header("#   run on 'Tue Jan 11 2022'", "megatron") + body);
+  EXPECT_EQ(run_cli("validate " + megatron).err.find("as of"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace memplan::testing
