@@ -62,5 +62,38 @@ TEST(MegatronLayers, GroupedQueryAttentionSwiGluFlashAttention) {
   EXPECT_EQ(e.item_bytes("layers.0-79.activations", kAct), uint64_t{80} * 1'125'122'048u);
 }
 
+// layer = "legacy": Megatron-LM's layers before Megatron-Core
+// (megatron/model/transformer.py @ b35d061e). Llama-2-7B (h 4096, 32 heads,
+// SwiGLU 11008, RMSNorm) at s 4096, bf16, flash attention, no dropout. The
+// fused count per token and layer:
+//   norms' inputs and outputs 4 x 2 x 4096                   32,768
+//   Q, attention output, K, V 4 x 2 x 4096                   32,768
+//   SwiGLU: gate and up outputs and the product 3 x 2 x 11008 66,048
+//   FlashAttention's log-sum-exp 4 x 32                          128
+//   = 131,712.
+// The legacy ParallelMLP runs SwiGLU as F.silu(x[0]) * x[1]: silu's output is
+// kept besides its operands, 2 x 11008 = 22,016 more; at micro-batch 2 the
+// flash output's contiguous copy 's b (h d)' entering the dense projection is
+// another 2 x 4096 = 8,192 (at micro-batch 1 that rearrangement is a view).
+//   b 1: 153,728 x 4096 tokens = 629,669,888 per layer
+//   b 2: 161,920 x 8192 tokens = 1,326,448,640 per layer (fused: 131,712 x 8192 = 1,078,984,704)
+TEST(MegatronLegacy, EagerSwigluAndTheAttentionOutputCopy) {
+  auto layers = [](int batch, const std::string& layer) {
+    Evaluation e = evaluate_paper("name = \"l\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\n"
+                                  "micro_batch = " + std::to_string(batch) + "\nseq_len = 4096\n[precision]\n"
+                                  "use = \"mixed-bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n"
+                                  "flash_attention = true\ndropout = false\nlayer = \"" + layer + "\"\n");
+    return e.item_bytes("layers.0-31.activations", kAct);
+  };
+  EXPECT_EQ(layers(1, "legacy"), uint64_t{32} * 629'669'888u);
+  EXPECT_EQ(layers(2, "legacy"), uint64_t{32} * 1'326'448'640u);
+  EXPECT_EQ(layers(2, "fused"), uint64_t{32} * 1'078'984'704u);
+  EXPECT_NE(error_of("name = \"l\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nseq_len = 64\n"
+                     "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n"
+                     "layer = \"old\"\n")
+                .find("option 'layer': must be \"fused\", \"eager\", \"compiled\" or \"legacy\", not \"old\""),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace memplan::testing

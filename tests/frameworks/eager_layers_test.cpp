@@ -254,7 +254,7 @@ TEST(EagerLayers, OptionErrors) {
   const std::string library = " (plugin library " + plugin_dir() + "/memplan-megatron.so)";
   EXPECT_EQ(error_of(base + "layer = \"jit\"\n", "e.toml"),
             "e.toml:13:9: error: in [activations], activations plugin 'megatron', option 'layer': must be \"fused\", "
-            "\"eager\" or \"compiled\", not \"jit\"" + library);
+            "\"eager\", \"compiled\" or \"legacy\", not \"jit\"" + library);
   EXPECT_EQ(error_of(base + "repeat_kv = false\n", "e.toml"),
             "e.toml:13:13: error: in [activations], activations plugin 'megatron', option 'repeat_kv': describes eager "
             "layers; it needs layer = \"eager\"" + library);

@@ -56,7 +56,9 @@ constexpr std::array<memplan_option_spec, 18> kOptions{{
      "modules as Hugging Face Transformers and torchtune write them (fp32 RMSNorm inputs, K/V repeated to every "
      "query head, SwiGLU's product, inputs kept only for trained weights); \"compiled\": those modules under "
      "torch.compile, whose partitioner recomputes the pointwise ops and saves what fused kernels save (counted "
-     "as \"fused\")",
+     "as \"fused\"); \"legacy\": Megatron-LM's layers before Megatron-Core (megatron/model, "
+     "--use-legacy-models): \"fused\" plus SwiGLU's silu output (eager SwiGLU) and, with flash attention and a "
+     "micro-batch above 1, the attention output's contiguous copy",
      "\"fused\""},
     {"repeat_kv", MEMPLAN_OPTION_BOOL,
      "eager layers: K and V are copied to every query head before attention (transformers' repeat_kv, torchtune's "
@@ -143,7 +145,7 @@ constexpr std::array<LossMode, 12> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.13.0",
+      "megatron", "1.14.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -170,15 +172,17 @@ class MegatronActivations {
         cross_entropy_ != CrossEntropy::chunked_compiled)
       options.fail("loss_chunks", "applies to cross_entropy = \"chunked\" or \"chunked-compiled\" only");
     const std::string layer = options.string("layer").value_or("fused");
-    if (layer != "fused" && layer != "eager" && layer != "compiled")
-      options.fail("layer", "must be \"fused\", \"eager\" or \"compiled\", not \"" + layer + "\"");
+    if (layer != "fused" && layer != "eager" && layer != "compiled" && layer != "legacy")
+      options.fail("layer", "must be \"fused\", \"eager\", \"compiled\" or \"legacy\", not \"" + layer + "\"");
     // torch.compile'd eager modules save what fused kernels save: Inductor
     // trains through AOTAutograd with min_cut_rematerialization_partition
     // (torch/_inductor/compile_fx.py), which recomputes the pointwise ops in
     // backward (the RMSNorm's fp32 upcast, pow, mean and rsqrt, SwiGLU's
     // silu and product, RoPE's rotations) and saves only the inputs of the
     // fused regions (torch/_functorch/partitioners.py @ c28ba8e5).
-    layer_ = layer == "eager" ? LayerImplementation::eager : LayerImplementation::fused;
+    layer_ = layer == "eager"    ? LayerImplementation::eager
+             : layer == "legacy" ? LayerImplementation::legacy
+                                 : LayerImplementation::fused;
     compiled_ = layer == "compiled";
     repeat_kv_ = options.boolean("repeat_kv").value_or(true);
     offload_ = options.boolean("offload").value_or(false);

@@ -51,8 +51,9 @@ struct TransformerShape {
 
 // How a layer is written, which decides what autograd keeps (eager_layer_terms).
 enum class LayerImplementation {
-  fused,  // Megatron-LM with Transformer Engine: Korthikanti et al.'s tensors
-  eager,  // PyTorch modules as Hugging Face Transformers and torchtune write them
+  fused,   // Megatron-LM with Transformer Engine: Korthikanti et al.'s tensors
+  eager,   // PyTorch modules as Hugging Face Transformers and torchtune write them
+  legacy,  // Megatron-LM's own layers before Megatron-Core (megatron/model/transformer.py): fused, plus two copies
 };
 
 // What the eager implementation keeps depends on which weights train: an
@@ -319,6 +320,17 @@ inline LayerActivations layer_activation_terms(const TransformerShape& x, const 
     terms.split += x.top_k * (2 * p * sb * x.hidden + mlp) + p * sb * x.experts;
   else
     terms.split += mlp;
+  if (o.layer == LayerImplementation::legacy && !x.latent()) {
+    // Megatron-LM's legacy layers (megatron/model/transformer.py @ b35d061e, the ParallelTransformerLayer
+    // of --use-legacy-models; docs/formulas.md, "megatron: legacy layers"):
+    // - ParallelMLP runs SwiGLU as PyTorch ops, F.silu(x[0]) * x[1] after a separate bias add (bias_gelu_fusion
+    //   is GELU's only): the product keeps silu's output besides its operands, p f more than the fused kernel;
+    // - flash attention: FlashSelfAttention saves its output, and ParallelAttention rearranges it
+    //   'b s h d -> s b (h d)' with .contiguous() into the dense projection's input, a second p h_q (a copy
+    //   when the micro-batch is above 1; at 1 the rearranged view is already contiguous).
+    if (x.gated && x.top_k == 0) terms.split += p * sb * x.ffn;
+    if (o.flash_attention && x.batch > 1) terms.split += p * sb * x.q_width;
+  }
   const double scores = x.heads * x.seq * x.seq * x.batch;
   if (o.flash_attention)
     // FlashAttention keeps no s x s matrices, only the fp32 log-sum-exp per
