@@ -58,7 +58,8 @@ constexpr std::array<memplan_option_spec, 18> kOptions{{
      "torch.compile, whose partitioner recomputes the pointwise ops and saves what fused kernels save (counted "
      "as \"fused\"); \"legacy\": Megatron-LM's layers before Megatron-Core (megatron/model, "
      "--use-legacy-models): \"fused\" plus SwiGLU's silu output (eager SwiGLU) and, with flash attention and a "
-     "micro-batch above 1, the attention output's contiguous copy",
+     "micro-batch above 1, the attention output's contiguous copy; K and V repeated to every query head under "
+     "grouped-query attention",
      "\"fused\""},
     {"repeat_kv", MEMPLAN_OPTION_BOOL,
      "eager layers: K and V are copied to every query head before attention (transformers' repeat_kv, torchtune's "

@@ -328,8 +328,14 @@ inline LayerActivations layer_activation_terms(const TransformerShape& x, const 
     // - flash attention: FlashSelfAttention saves its output, and ParallelAttention rearranges it
     //   'b s h d -> s b (h d)' with .contiguous() into the dense projection's input, a second p h_q (a copy
     //   when the micro-batch is above 1; at 1 the rearranged view is already contiguous).
+    // - grouped-query attention: K and V are repeat_interleave'd to every query head before attention (flash or
+    //   not), and attention saves the repeated copies: at the query width, split like Q.
     if (x.gated && x.top_k == 0) terms.split += p * sb * x.ffn;
     if (o.flash_attention && x.batch > 1) terms.split += p * sb * x.q_width;
+    if (x.kv_width < x.q_width) {
+      terms.split += 2 * p * sb * x.q_width;
+      terms.split_kv = 0;
+    }
   }
   const double scores = x.heads * x.seq * x.seq * x.batch;
   if (o.flash_attention)
