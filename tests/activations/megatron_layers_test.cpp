@@ -63,20 +63,22 @@ TEST(MegatronLayers, GroupedQueryAttentionSwiGluFlashAttention) {
 }
 
 // layer = "legacy": Megatron-LM's layers before Megatron-Core
-// (megatron/model/transformer.py @ b35d061e). Llama-2-7B (h 4096, 32 heads,
-// SwiGLU 11008, RMSNorm) at s 4096, bf16, flash attention, no dropout. The
-// fused count per token and layer:
+// (megatron/model/transformer.py and rms_norm.py @ b35d061e). Llama-2-7B (h
+// 4096, 32 heads, SwiGLU 11008, RMSNorm) at s 4096, bf16, flash attention, no
+// dropout. The fused count per token and layer:
 //   norms' inputs and outputs 4 x 2 x 4096                   32,768
 //   Q, attention output, K, V 4 x 2 x 4096                   32,768
 //   SwiGLU: gate and up outputs and the product 3 x 2 x 11008 66,048
 //   FlashAttention's log-sum-exp 4 x 32                          128
 //   = 131,712.
-// The legacy ParallelMLP runs SwiGLU as F.silu(x[0]) * x[1]: silu's output is
-// kept besides its operands, 2 x 11008 = 22,016 more; at micro-batch 2 the
-// flash output's contiguous copy 's b (h d)' entering the dense projection is
-// another 2 x 4096 = 8,192 (at micro-batch 1 that rearrangement is a view).
-//   b 1: 153,728 x 4096 tokens = 629,669,888 per layer
-//   b 2: 161,920 x 8192 tokens = 1,326,448,640 per layer (fused: 131,712 x 8192 = 1,078,984,704)
+// Legacy adds: the two RMSNorms as PyTorch ops keep their fp32 input copies
+// and rsqrt, 2 x (4 x 4096 + 4) = 32,776; ParallelMLP runs SwiGLU as
+// F.silu(x[0]) * x[1], so silu's output is kept besides its operands,
+// 2 x 11008 = 22,016; at micro-batch 2 the flash output's contiguous copy
+// 's b (h d)' entering the dense projection is another 2 x 4096 = 8,192 (at
+// micro-batch 1 that rearrangement is a view).
+//   b 1: 186,504 x 4096 tokens = 763,920,384 per layer
+//   b 2: 194,696 x 8192 tokens = 1,594,949,632 per layer (fused: 131,712 x 8192 = 1,078,984,704)
 TEST(MegatronLegacy, EagerSwigluAndTheAttentionOutputCopy) {
   auto layers = [](int batch, const std::string& layer) {
     Evaluation e = evaluate_paper("name = \"l\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\n"
@@ -85,13 +87,14 @@ TEST(MegatronLegacy, EagerSwigluAndTheAttentionOutputCopy) {
                                   "flash_attention = true\ndropout = false\nlayer = \"" + layer + "\"\n");
     return e.item_bytes("layers.0-31.activations", kAct);
   };
-  EXPECT_EQ(layers(1, "legacy"), uint64_t{32} * 629'669'888u);
-  EXPECT_EQ(layers(2, "legacy"), uint64_t{32} * 1'326'448'640u);
+  EXPECT_EQ(layers(1, "legacy"), uint64_t{32} * 763'920'384u);
+  EXPECT_EQ(layers(2, "legacy"), uint64_t{32} * 1'594'949'632u);
   EXPECT_EQ(layers(2, "fused"), uint64_t{32} * 1'078'984'704u);
   // Grouped-query attention: legacy ParallelAttention repeat_interleaves K and V to every query head before
   // attention, which saves the repeated copies. Llama-3.1-8B (h 4096, 32 heads, 8 kv heads of 128, SwiGLU 14336)
   // at b 1, s 4096: the fused count keeps K and V at 2 x 2 x 1024 = 4,096 a token, legacy at 2 x 2 x 4096 =
-  // 16,384, plus silu's output 2 x 14336 = 28,672: 12,288 + 28,672 = 40,960 more a token, 167,772,160 a layer.
+  // 16,384, plus silu's output 2 x 14336 = 28,672 and the norms' 32,776: 12,288 + 28,672 + 32,776 = 73,736 more
+  // a token, 302,022,656 a layer.
   auto llama3 = [](const std::string& layer) {
     Evaluation e = evaluate_paper("name = \"l\"\nmode = \"train\"\n[model]\npreset = \"llama-3.1-8b\"\n[batch]\n"
                                   "seq_len = 4096\n[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adamw\"\n"
@@ -99,11 +102,39 @@ TEST(MegatronLegacy, EagerSwigluAndTheAttentionOutputCopy) {
                                   "layer = \"" + layer + "\"\n");
     return e.item_bytes("layers.0-31.activations", kAct);
   };
-  EXPECT_EQ(llama3("legacy") - llama3("fused"), uint64_t{32} * 167'772'160u);
+  EXPECT_EQ(llama3("legacy") - llama3("fused"), uint64_t{32} * 302'022'656u);
   EXPECT_NE(error_of("name = \"l\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nseq_len = 64\n"
                      "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n"
                      "layer = \"old\"\n")
                 .find("option 'layer': must be \"fused\", \"eager\", \"compiled\" or \"legacy\", not \"old\""),
+            std::string::npos);
+}
+
+// The legacy final RMSNorm (megatron/model/rms_norm.py) keeps its fp32 input copy, rsqrt and normalized copy,
+// and the output layer its input: Llama-2-7B at b 1, s 4096: 4096 x (4 x 4096 + 4 + 2 x 4096 + 2 x 4096)
+// = 4096 x 32,772 = 134,234,112 (the fused count: 4096 x 2 x 2 x 4096 = 67,108,864).
+// What the legacy layers do not run is refused, not counted as fused.
+TEST(MegatronLegacy, FinalNormAndWhatItRefuses) {
+  auto scenario = [](const std::string& preset, const std::string& more) {
+    return "name = \"l\"\nmode = \"train\"\n[model]\npreset = \"" + preset + "\"\n[batch]\nseq_len = 4096\n"
+           "[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n"
+           "flash_attention = true\ndropout = false\nlayer = \"legacy\"\n" + more;
+  };
+  EXPECT_EQ(evaluate_paper(scenario("llama-2-7b", "")).item_bytes("activations.final_norm", kAct), 134'234'112u);
+  EXPECT_NE(error_of(paper(scenario("mixtral-8x7b", ""))).find("the model has experts"), std::string::npos);
+  EXPECT_NE(error_of(paper(scenario("deepseek-v2-lite", ""))).find("multi-head latent attention"), std::string::npos);
+  EXPECT_NE(error_of(paper(scenario("llama-2-7b", "offload = true\n"))).find("option 'offload': is torchtune's"),
+            std::string::npos);
+  EXPECT_NE(error_of(paper(scenario("llama-2-7b", "[[strategy]]\nuse = \"context-parallel\"\nsize = 2\n[hardware]\n"
+                                                  "count = 2\n")))
+                .find("legacy layers have no context parallelism"),
+            std::string::npos);
+  EXPECT_NE(error_of(paper(scenario("llama-2-7b", "[[strategy]]\nuse = \"recompute\"\npolicy = \"op\"\n")))
+                .find("per-op activation checkpointing"),
+            std::string::npos);
+  EXPECT_NE(error_of(paper(scenario("llama-3.1-8b", "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 16\n[hardware]\n"
+                                                    "count = 16\n")))
+                .find("needs the 8 query groups to divide over the 16 tensor-parallel ranks"),
             std::string::npos);
 }
 

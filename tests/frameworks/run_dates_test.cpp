@@ -102,7 +102,7 @@ TEST(RunDates, ScenarioDateErrorsAreLocated) {
     EXPECT_EQ(std::string(error.what()),
               "t.toml:5:8: error: in [framework], 'date' cannot choose among the versions of framework 'team': its "
               "[[since]] block of version 2 gives no released day (" + team +
-                  "); give version = \"<the run's version>\" instead");
+                  ":4:1); give version = \"<the run's version>\" instead");
   }
 }
 
@@ -129,12 +129,20 @@ TEST(RunDates, ReleasedDaysAreCheckedWhenTheCatalogLoads) {
             ":9:12: error: in [[since]], 'released' is before the day of the [[since]] block of version 2 "
             "(2024-03-01); versions are released in order");
   EXPECT_EQ(load_error("[[since]]\nversion = \"2\"\nreleased = 2024-02-29\n"), "(loaded)");  // a leap day
-  // A profile extending a dated one holds the inherited blocks at any date: fsdp-qlora extends
-  // hf-transformers 4.38, so in 2022 it still has 4.38's behaviour (the lazy 767 MiB context).
-  const Evaluation aa("name = \"a\"\nmode = \"train\"\n[framework]\nuse = \"fsdp-qlora\"\ndate = 2022-01-11\n"
-                      "[model]\npreset = \"llama-3.2-1b\"\n[batch]\nseq_len = 1024\n[precision]\nuse = \"bf16\"\n"
-                      "[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n");
-  EXPECT_EQ(aa.item_bytes("cuda_context", MEMPLAN_ROLE_OVERHEAD), 767 * kMiB);
+  // One version, one day (vllm gives two GPU-conditional blocks of 0.9).
+  EXPECT_EQ(load_error("[[since]]\nversion = \"2\"\nreleased = 2024-03-01\n[[since]]\nversion = \"2\"\n"
+                       "released = 2024-03-02\n"),
+            ":9:12: error: in [[since]], 'released' is 2024-03-02, but the [[since]] block of the same version 2 says "
+            "2024-03-01; one version has one release day");
+  // A profile with no dated versions has one behaviour, so a date has nothing to choose: refused, not ignored.
+  // fsdp-qlora extends hf-transformers at 4.38; the blocks it inherits hold at every version of it.
+  const std::string aa = "name = \"a\"\nmode = \"train\"\n[framework]\nuse = \"fsdp-qlora\"\ndate = 2022-01-11\n"
+                         "[model]\npreset = \"llama-3.2-1b\"\n[batch]\nseq_len = 1024\n[precision]\nuse = \"bf16\"\n"
+                         "[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n";
+  EXPECT_EQ(error_of(aa), "scenario.toml:5:8: error: in [framework], 'date' has nothing to choose: framework "
+                          "'fsdp-qlora' describes one behaviour (version 2024.03.26), with no dated [[since]] versions; "
+                          "remove date (or give version, which the report names)");
+  EXPECT_EQ(catalog().find_framework("fsdp-qlora")->version_on("2022-01-11"), "0");
 }
 
 // The date a case's header gives first, in the spellings published runs use.
@@ -156,6 +164,24 @@ TEST(RunDates, ValidationReadsTheFirstDateOfTheHeader) {
   EXPECT_EQ(date_of("# posted 11 Jan 2022"), "2022-01-11 2 11 Jan 2022");
   EXPECT_EQ(date_of("# v4.27.2 docs, 1343 MiB context, May be 2x, 2024-13-01, commit 2024abc, Mark 2020"), "-");
   EXPECT_EQ(date_of("# first 2023-05-01\n# then 2024-06-01"), "2023-05-01 2 2023-05-01");
+  // Date-shaped text that is no day of a run is skipped whole: no month is read out of it.
+  EXPECT_EQ(date_of("# 31 Feb 2024, 32 Jan 2022, Apr 31 2024"), "-");
+  EXPECT_EQ(date_of("# May 2048 tokens, Dec 2050, v2024-01-01, 12024-01-01"), "-");  // after today, or inside a word
+  EXPECT_EQ(date_of("# 31 Feb 2024 then Mar 2024"), "2024-03-31 2 Mar 2024");
+  // A `# run_date` line wins over the prose, wherever it stands.
+  const ValidationCase stated = read_validation_case(
+      dir.write("r.toml", "# r: run on Jan 11 2022\n# measured_bytes = 1000\n# quantity = allocated\n"
+                          "# framework = hf-transformers\n# run_date = 2024-10-24\n\nname = \"r\"\n"));
+  EXPECT_EQ(stated.run_date, "2024-10-24");
+  EXPECT_EQ(stated.run_date_line, 5);
+  try {
+    (void)read_validation_case(dir.write("bad.toml", "# measured_bytes = 1000\n# quantity = allocated\n"
+                                                     "# run_date = Jan 2024\n\nname = \"b\"\n"));
+    FAIL() << "a run_date that is no day was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(std::string(error.what()), dir.path() + "/bad.toml:3:1: error: run_date must be the day of the run, "
+                                                      "YYYY-MM-DD, got 'Jan 2024'");
+  }
 }
 
 // A case without a [framework] table whose framework line names no version is
@@ -183,6 +209,12 @@ TEST(RunDates, ValidateEstimatesAnUndatedLineAtItsHeadersDate) {
   EXPECT_NE(result.err.find("profile 'hf-transformers' 4.46, which"), std::string::npos) << result.err;
   const std::string megatron = dir.write("megatron.toml", header("#   run on 'Tue Jan 11 2022'", "megatron") + body);
   EXPECT_EQ(run_cli("validate " + megatron).err.find("as of"), std::string::npos);
+  // A readings warning names the version of the day, not an internal one.
+  const std::string unfused =
+      dir.write("unfused.toml", header("#   run on 'Tue Jan 11 2022'", "hf-transformers") + body +
+                                    "cross_entropy = \"unfused\"\n");
+  EXPECT_NE(run_cli("validate " + unfused).err.find("the way framework 'hf-transformers' before 4.18 computes it"),
+            std::string::npos);
 }
 
 }  // namespace

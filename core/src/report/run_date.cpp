@@ -3,6 +3,7 @@
 #include <array>
 #include <cctype>
 #include <cstdio>
+#include <ctime>
 
 #include "memplan/core/framework.hpp"
 
@@ -57,6 +58,7 @@ size_t skip_spaces(std::string_view text, size_t i) {
 // A date starting at `at` (a digit or a capital letter), with `end` after it.
 std::optional<std::string> date_at(std::string_view text, size_t at, size_t& end) {
   if (is_digit(text[at])) {
+    if (at > 0 && (is_letter(text[at - 1]) || is_digit(text[at - 1]))) return std::nullopt;  // v2024-01-01, 12024
     size_t after = 0;
     // 2024-11-18
     if (auto year = number_at(text, at, 4, 4, after); year && after + 6 <= text.size() && text[after] == '-') {
@@ -75,9 +77,10 @@ std::optional<std::string> date_at(std::string_view text, size_t at, size_t& end
       if (month == 0) return std::nullopt;
       i = skip_spaces(text, word_end);
       if (auto year = i < text.size() ? number_at(text, i, 4, 4, after) : std::nullopt;
-          year && *year >= 2000 && *year <= 2099 && *day >= 1 && *day <= last_day(*year, month)) {
+          year && *year >= 2000 && *year <= 2099) {
         end = after;
-        return iso(*year, month, *day);
+        // "32 Jan 2022" is date-shaped but no day: skipped whole (its month is not read alone).
+        return *day >= 1 && *day <= last_day(*year, month) ? iso(*year, month, *day) : std::string();
       }
     }
     return std::nullopt;
@@ -102,22 +105,36 @@ std::optional<std::string> date_at(std::string_view text, size_t at, size_t& end
                                 text.substr(i, 2) == "th"))
       i = skip_spaces(text, i + 2);
     if (auto year = i < text.size() ? number_at(text, i, 4, 4, after) : std::nullopt;
-        year && *year >= 2000 && *year <= 2099 && *day >= 1 && *day <= last_day(*year, month)) {
+        year && *year >= 2000 && *year <= 2099) {
       end = after;
-      return iso(*year, month, *day);
+      return *day >= 1 && *day <= last_day(*year, month) ? iso(*year, month, *day) : std::string();
     }
   }
   return std::nullopt;
 }
 
+// Today, "YYYY-MM-DD" (UTC): a run is not dated after it ("May 2048 tokens" is no date).
+std::string today() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  return iso(utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday);
+}
+
 }  // namespace
 
 std::optional<RunDate> first_date_in(std::string_view line) {
+  const std::string latest = today();
   for (size_t at = 0; at < line.size(); ++at) {
     const char c = line[at];
     if (!is_digit(c) && !std::isupper(static_cast<unsigned char>(c))) continue;
     size_t end = 0;
-    if (auto day = date_at(line, at, end)) return RunDate{*day, std::string(line.substr(at, end - at))};
+    if (auto day = date_at(line, at, end)) {
+      // A month read as its last day, or a day later this month, is this month's run: today.
+      if (!day->empty() && *day > latest && day->compare(0, 7, latest, 0, 7) == 0) *day = latest;
+      if (!day->empty() && *day <= latest) return RunDate{*day, std::string(line.substr(at, end - at))};
+      at = end - 1;  // date-shaped but not a day of a run: read on after it
+    }
   }
   return std::nullopt;
 }

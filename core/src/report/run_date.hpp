@@ -19,7 +19,9 @@ struct RunDate {
 // its three-letter abbreviation with an optional day and a year ("Jan 11 2022",
 // "January 11, 2022", "Mar 2024"), or a day before the month ("11 Jan 2022").
 // A month without a day reads as the month's last day: a run "in Jan 2025" may
-// have used a release of any day of it. Years outside 2000-2099 are not read.
+// have used a release of any day of it. Years outside 2000-2099, days after
+// today, and date-shaped text that is no day ("31 Feb 2024") are not read, and
+// an ISO day must not follow a letter or digit ("v2024-01-01").
 std::optional<RunDate> first_date_in(std::string_view line);
 
 }  // namespace memplan

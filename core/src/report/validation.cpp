@@ -68,6 +68,8 @@ ValidationCase read_validation_case(const std::string& file) {
   test.file = file;
   test.id = std::filesystem::path(file).stem().string();
   bool has_measured = false, has_quantity = false;
+  std::string prose_date, prose_date_text;  // the first date the prose gives (a run_date line wins)
+  int prose_date_line = 0;
   std::string line;
   int number = 0;
   // The leading comment block only: the first non-comment line ends it.
@@ -80,12 +82,12 @@ ValidationCase read_validation_case(const std::string& file) {
     const size_t equals = body.find('=');
     const std::string key = equals == std::string::npos ? "" : trimmed(std::string_view(body).substr(0, equals));
     const bool machine_line = key == "measured_bytes" || key == "quantity" || key == "framework" ||
-                              key == "tolerance_percent" || key == "near_capacity";
-    if (!machine_line && test.run_date.empty())
+                              key == "tolerance_percent" || key == "near_capacity" || key == "run_date";
+    if (!machine_line && prose_date.empty())
       if (const std::optional<RunDate> date = first_date_in(body)) {
-        test.run_date = date->day;
-        test.run_date_text = date->text;
-        test.run_date_line = number;
+        prose_date = date->day;
+        prose_date_text = date->text;
+        prose_date_line = number;
       }
     if (equals == std::string::npos) continue;
     const std::string value = trimmed(std::string_view(body).substr(equals + 1));
@@ -108,6 +110,12 @@ ValidationCase read_validation_case(const std::string& file) {
       std::istringstream words(value.substr(0, value.find('(')));
       for (std::string word; words >> word;) test.framework_words.push_back(word);
       test.framework_name = test.framework_words.empty() ? "" : test.framework_words.front();
+    } else if (key == "run_date") {
+      // The run's day, stated: it wins over any date the prose gives.
+      if (!is_iso_date(value)) fail_at(where, "run_date must be the day of the run, YYYY-MM-DD, got '" + value + "'");
+      test.run_date = value;
+      test.run_date_text = value;
+      test.run_date_line = number;
     } else if (key == "tolerance_percent") {
       char* end = nullptr;
       const double tolerance = std::strtod(value.c_str(), &end);
@@ -115,6 +123,11 @@ ValidationCase read_validation_case(const std::string& file) {
         fail_at(where, "tolerance_percent must be a number in (0, 100], got '" + value + "'");
       test.tolerance_percent = tolerance;
     }
+  }
+  if (test.run_date.empty() && !prose_date.empty()) {
+    test.run_date = prose_date;
+    test.run_date_text = prose_date_text;
+    test.run_date_line = prose_date_line;
   }
   if (!has_measured || !has_quantity)
     fail_at(SourceLocation{file, 1, 1}, std::string("a validation case needs '# measured_bytes = N' and '# quantity = "
@@ -176,9 +189,12 @@ ValidationResult validate_case(const ValidationCase& test, const Catalog& catalo
             "no [framework] table: estimated under profile '" + profile->name + "'" +
             (version.empty() ? "" : " " + version) + ", which its '# framework = " + test.framework + "' line names" +
             dropped +
-            (dated ? "; no version: as of " + test.run_date + ", the date its header gives first (line " +
-                         std::to_string(test.run_date_line) + ": '" + test.run_date_text + "'), so " +
-                         profile->name + " " + scenario.framework.version
+            (dated ? "; no version: as of " + test.run_date +
+                         (test.run_date_text == test.run_date
+                              ? ", the date its header gives (line " + std::to_string(test.run_date_line) + ")"
+                              : ", the date its header gives first (line " + std::to_string(test.run_date_line) +
+                                    ": '" + test.run_date_text + "')") +
+                         ", so " + profile->name + " " + scenario.framework.version
                    : ""));
       } else if (!scenario.framework.name.empty()) {
         result.notes.push_back("'# framework = " + test.framework + "' names no framework profile (known: " +

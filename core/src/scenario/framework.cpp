@@ -331,6 +331,7 @@ FrameworkProfile parse_framework_profile(std::string_view text, const std::strin
       if (!number || version_numbers(*number).empty())
         fail_at(block.table_location(), "[[since]] needs version = \"<the version the defaults below start at>\"");
       version.version = *number;
+      version.location = block.table_location();
       version.note = block.string("note").value_or("");
       if (!profile.since.empty() && compare_versions(profile.since.back().version, version.version) > 0)
         block.fail_key("version", "is older than the [[since]] block before it; list them oldest first");
@@ -347,6 +348,10 @@ FrameworkProfile parse_framework_profile(std::string_view text, const std::strin
         }
         if (!is_iso_date(day))
           block.fail_key("released", "must be the day the version was first released, YYYY-MM-DD (e.g. 2024-10-24)");
+        for (const FrameworkVersionDefaults& other : profile.since)
+          if (!other.released.empty() && compare_versions(other.version, version.version) == 0 && other.released != day)
+            block.fail_key("released", "is " + day + ", but the [[since]] block of the same version " + other.version +
+                                           " says " + other.released + "; one version has one release day");
         for (auto previous = profile.since.rbegin(); previous != profile.since.rend(); ++previous)
           if (!previous->released.empty()) {
             if (previous->released > day)

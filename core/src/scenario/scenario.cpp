@@ -266,7 +266,8 @@ void apply_framework(const FrameworkProfile& profile, const std::string& version
         if (option.type != OptionValue::Type::string || option.list) continue;
         for (const OptionValue& reading : entries) {
           if (reading.key != option.key + "=" + option.text) continue;
-          const std::string at = version.empty() ? profile.version : version;
+          // The version as the report names it ("before 4.18" for a date before the first dated version).
+          const std::string& at = scenario.framework.version;
           scenario.warnings.push_back(
               option.value_location.str() + ": warning: in " + scenario.components[i].section + ", " + option.key +
               " = \"" + option.text + "\" is read as \"" + reading.text + "\", the way framework '" + profile.name +
@@ -348,8 +349,13 @@ void read_framework(const toml::table& root, const std::string& file, const Cata
                                     "' the run had; keep one of them");
       if (const FrameworkVersionDefaults* undated = profile->undated_block())
         reader.fail_key("date", "cannot choose among the versions of framework '" + profile->name + "': its [[since]] "
-                                "block of version " + undated->version + " gives no released day (" + profile->file +
-                                "); give version = \"<the run's version>\" instead");
+                                "block of version " + undated->version + " gives no released day (" +
+                                undated->location.str() + "); give version = \"<the run's version>\" instead");
+      if (!profile->has_dated_versions())
+        reader.fail_key("date", "has nothing to choose: framework '" + profile->name + "' describes one behaviour (" +
+                                (profile->version.empty() ? std::string("no version") : "version " + profile->version) +
+                                "), with no dated [[since]] versions; remove date (or give version, which the "
+                                "report names)");
       version = profile->version_on(day);
       scenario.framework.date = day;
       if (version != "0") {

@@ -212,6 +212,16 @@ class MegatronActivations {
         options.fail("buffer_dtype", "is \"" + *dtype + "\", not a known dtype; use " + memplan::sdk::dtype_names());
       buffer_bytes_ = *bytes;
     }
+    if (layer_ == LayerImplementation::legacy) {
+      if (options.model().kv_lora_rank > 0)
+        options.fail("layer", "is \"legacy\", but the model has multi-head latent attention (kv_lora_rank), which "
+                              "only Megatron-Core writes; use layer = \"fused\"");
+      if (options.model().experts > 0)
+        options.fail("layer", "is \"legacy\", but the model has experts: memplan models Megatron-LM's legacy layers "
+                              "for dense models only (its SwitchMLP routes top-1 with sinkhorn); use layer = \"fused\"");
+      if (offload_)
+        options.fail("offload", "is torchtune's activation offloading, which Megatron-LM's legacy layers do not have");
+    }
     if (options.boolean("repeat_kv") && layer_ != LayerImplementation::eager)
       options.fail("repeat_kv", "describes eager layers; it needs layer = \"eager\"");
     if (!options.model().has_architecture)
@@ -250,7 +260,23 @@ class MegatronActivations {
     settings.compiled = compiled_;
     // Compiled layers: the final norm outside them stays eager and reads the norm kind
     // (transformer_activations.hpp output_activations); the layers themselves are counted as fused.
-    if (compiled_) settings.eager.rms_norm = model.layer_norm == 0;
+    if (compiled_ || layer_ == LayerImplementation::legacy) settings.eager.rms_norm = model.layer_norm == 0;
+    if (layer_ == LayerImplementation::legacy) {
+      // What Megatron-LM's legacy layers cannot run, or memplan does not model for them, is refused rather
+      // than counted as fused: context parallelism and per-op checkpointing are Megatron-Core/torchtitan
+      // features; ParallelAttention needs the query groups to divide over the tensor-parallel ranks.
+      if (layout.context > 1)
+        ctx.fail("layer = \"legacy\": Megatron-LM's legacy layers have no context parallelism (Megatron-Core's "
+                 "TransformerLayer has); use layer = \"fused\"");
+      if (settings.recompute == RecomputePolicy::per_op)
+        ctx.fail("layer = \"legacy\": per-op activation checkpointing (recompute policy \"op\") is torchtitan's; "
+                 "Megatron-LM's legacy layers recompute \"full\" or \"selective\"");
+      const int64_t groups = model.kv_heads > 0 ? model.kv_heads : model.heads;
+      if (groups % layout.tensor != 0)
+        ctx.fail("layer = \"legacy\": Megatron-LM's legacy ParallelAttention needs the " + std::to_string(groups) +
+                 " query groups to divide over the " + std::to_string(layout.tensor) +
+                 " tensor-parallel ranks (it raises NotImplementedError otherwise)");
+    }
     if (layer_ == LayerImplementation::eager) {
       settings.eager = eager_layer(ctx, model);
       settings.eager.kv_in_cache = kv_cache_counted(settings) && output_held_;

@@ -330,6 +330,11 @@ inline LayerActivations layer_activation_terms(const TransformerShape& x, const 
     //   when the micro-batch is above 1; at 1 the rearranged view is already contiguous).
     // - grouped-query attention: K and V are repeat_interleave'd to every query head before attention (flash or
     //   not), and attention saves the repeated copies: at the query width, split like Q.
+    // - RMSNorm is PyTorch ops (megatron/model/rms_norm.py: self._norm(x.float()).type_as(x) * self.weight): each
+    //   of the two norms keeps its fp32 input copy and rsqrt (4h + 4) besides what the fused count keeps (its
+    //   input's place is taken by the normalized copy the weight multiply saves). LayerNorm is apex's
+    //   MixedFusedLayerNorm, as fused.
+    if (o.eager.rms_norm) terms.replicated += 2 * sb * (4 * x.hidden + 4);
     if (x.gated && x.top_k == 0) terms.split += p * sb * x.ffn;
     if (o.flash_attention && x.batch > 1) terms.split += p * sb * x.q_width;
     if (x.kv_width < x.q_width) {
@@ -629,7 +634,11 @@ inline OutputActivations output_activations(const OutputShape& x, const Activati
   // Compiled layers (layer = "compiled") leave the final norm and the LM head eager: torchtitan's
   // apply_compile and torchtune's compile_model compile the decoder blocks one by one, nothing outside them
   // (torchtitan models/llama3/infra/parallelize.py @ 9dec370 and @ 6fc499f6; torchtune training/_compile.py).
-  if ((o.layer == LayerImplementation::eager || o.compiled) && o.eager.rms_norm)
+  if (o.layer == LayerImplementation::legacy && o.eager.rms_norm)
+    // Megatron-LM's legacy RMSNorm (megatron/model/rms_norm.py) keeps the fp32 input copy, rsqrt and the
+    // normalized copy; the output layer keeps its input on the rank's tokens (as the fused path).
+    out.final_norm = sb * (4 * x.hidden + 4 + r * x.hidden + o.bytes * x.hidden) / replicated_divisor;
+  else if ((o.layer == LayerImplementation::eager || o.compiled) && o.eager.rms_norm)
     // The final RMSNorm's fp32 input copy and rsqrt and its normalized copy,
     // on the tokens the rank holds (a sequence-parallel norm: torchtitan's
     // "norm": SequenceParallel()), and the LM head's input, whole: DTensor's

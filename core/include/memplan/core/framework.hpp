@@ -35,6 +35,7 @@ struct FrameworkVersionDefaults {
   // The day that version was first released ("YYYY-MM-DD", `released`), so that a
   // run known by its date finds the behaviour it had; empty when not given.
   std::string released;
+  SourceLocation location;  // the [[since]] table in its profile, for errors
   std::vector<std::pair<std::string, std::vector<OptionValue>>> defaults;
   FrameworkReadings readings;
   // Optional conditions on the scenario's GPU (a framework whose defaults
