@@ -323,11 +323,17 @@ TEST(CommBuffers, ZeroStage3KeepsOneBucket) {
 // on one rank or on 8. Each flush goes through reduce_scatter_coalesced
 // (runtime/comm/coalesced_collectives.py, v0.7.0 to v0.18.3), which copies the
 // bucket's gradients into one interleaved flat tensor (torch.cat) in backward:
-// min(reduce_bucket_size, the trainable elements) x 2 bytes,
-// deepspeed.reduce_scatter_copy. One rank, 1e9 trainable: 5e8 x 2 = 1e9 B;
-// with a bucket of 2e9 elements the copy stops at the 1e9 trainable: 2e9 B.
+// reduce_bucket_size x 2 bytes, deepspeed.reduce_scatter_copy. One rank, 1e9
+// trainable: 5e8 x 2 = 1e9 B. A bucket flushes when a gradient would overflow
+// it (stage3.py reduce_independent_p_g_buckets_and_remove_grads, v0.14.0 to
+// v0.19.4): with a bucket of 2e9 elements the 1e9 trainable never fill it, and
+// the only flush is independent_gradient_partition_epilogue, after backward
+// (engine.py allreduce_gradients): no copy at the backward high point (0 B;
+// comm-buffers 1.3.3; validation DSX-mtb-medium-z3-8gpu, DSX-mtb-small-z3-8gpu).
 // Tensor parallel 2 x data parallel 8: the rank's shard of 5e8 elements fills
-// the default bucket: 1e9 B.
+// the default bucket of 5e8 without overflowing it: flushed by the epilogue
+// only, no copy (the kept bucket alone, 1e9 B); with reduce_bucket_size 2e8 the
+// gradients overflow it in backward: a copy of 2e8 x 2 = 4e8 B.
 TEST(CommBuffers, ZeroStage3BucketOnOneRank) {
   auto one_rank = [](int stage, const std::string& comm = "allgather_bucket_size = 2e8\n") {
     return "name = \"comm\"\nmode = \"train\"\n[model]\nparams = 1e9\n[precision]\nuse = \"mixed-bf16\"\n"
@@ -341,15 +347,19 @@ TEST(CommBuffers, ZeroStage3BucketOnOneRank) {
   EXPECT_EQ(three.item_bytes("deepspeed.reduce_scatter_copy", kBuffers), 1'000'000'000u);
   EXPECT_EQ(three.component(kBuffers), 2'000'000'000u);  // no communicator on one rank
   Evaluation large_bucket = evaluate_paper(one_rank(3, "reduce_bucket_size = 2e9\n"));
-  EXPECT_EQ(large_bucket.item_bytes("deepspeed.reduce_scatter_copy", kBuffers), 2'000'000'000u);
+  EXPECT_EQ(large_bucket.item_bytes("deepspeed.reduce_scatter_copy", kBuffers), 0u);
   EXPECT_EQ(large_bucket.item_bytes("deepspeed.reduce_bucket", kBuffers), 4'000'000'000u);
   Evaluation two = evaluate_paper(one_rank(2));
   EXPECT_EQ(two.component(kBuffers), 0u);
   Evaluation eight = evaluate_paper(parallel("nccl = false\nbuckets = \"deepspeed\"\nallgather_bucket_size = 2e8\n"
                                              "[[strategy]]\nuse = \"zero\"\nstage = 3\n"));
   EXPECT_EQ(eight.item_bytes("deepspeed.allgather_bucket", kBuffers), 0u);
-  EXPECT_EQ(eight.item_bytes("deepspeed.reduce_scatter_copy", kBuffers), 1'000'000'000u);
-  EXPECT_EQ(eight.component(kBuffers), 2'000'000'000u);
+  EXPECT_EQ(eight.item_bytes("deepspeed.reduce_scatter_copy", kBuffers), 0u);
+  EXPECT_EQ(eight.component(kBuffers), 1'000'000'000u);
+  Evaluation small_bucket = evaluate_paper(parallel("nccl = false\nbuckets = \"deepspeed\"\nreduce_bucket_size = 2e8\n"
+                                                    "[[strategy]]\nuse = \"zero\"\nstage = 3\n"));
+  EXPECT_EQ(small_bucket.item_bytes("deepspeed.reduce_scatter_copy", kBuffers), 400'000'000u);
+  EXPECT_EQ(small_bucket.component(kBuffers), 800'000'000u);
 }
 
 // 'zero' declares its bucketed reduce, so the default buckets = "auto" follows it; 'fsdp' declares none.

@@ -69,6 +69,56 @@ TEST(EagerLayers, SoftmaxInputKeptUpToTorch110) {
                    plugins::stored_bytes_per_layer(bert_large_layer(), without));
 }
 
+// OPT-1.3B's layer (h 2048, 32 heads, f 8192, ReLU, LayerNorm, biases) at s 512, b 1, fp16, eager attention,
+// every weight trained, no dropout: two LayerNorms 2 x (2h + 8) + the q/k/v and MLP inputs 2 x 2h + q, k, v and
+// o's input 4 x 2h + the fp32 softmax and fp16 probabilities (4 + 2) a s + GELU's input and output 2 x 2f
+// = 8,208 + 8,192 + 16,384 + 98,304 + 32,768 = 163,856 bytes a token.
+// transformers' OPTAttention (modeling_opt.py) clamps the masked fp16 scores with torch.max(scores, finfo.min)
+// before the softmax; maximum saves both inputs (derivatives.yaml), so the masked scores stay: + 2 a s = 32,768
+// (196,624). ReLU saves only its result, which fc2 keeps as its input: - 2f = 16,384 (147,472 alone; 180,240
+// with the clamp). OPT's dropout 0.1 with attention_dropout 0.0: the two residual masks 2h = 4,096 and no
+// attention mask: 184,336; with the probabilities dropped out as well (attention_dropout on, the default) the
+// 1-byte mask a s = 16,384 joins: 200,720. Validation: DSX-chat-opt-1.3b-sft-z2-16gpu-bs8.
+TEST(EagerLayers, OptClampReluAndResidualOnlyDropout) {
+  plugins::TransformerShape x = bert_large_layer();
+  x.hidden = 2048;
+  x.heads = 32;
+  x.q_width = 2048;
+  x.kv_width = 2048;
+  x.ffn = 8192;
+  ActivationSettings o = bert_eager(2);
+  o.dropout = false;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 163'856.0 * 512);
+  o.eager.masked_scores_kept = true;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 196'624.0 * 512);
+  o.eager.relu_mlp = true;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 180'240.0 * 512);
+  o.eager.masked_scores_kept = false;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 147'472.0 * 512);
+  o.eager.masked_scores_kept = true;
+  o.dropout = true;
+  o.eager.attention_dropout = false;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 184'336.0 * 512);
+  o.eager.attention_dropout = true;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 200'720.0 * 512);
+  // Flash attention keeps no scores: the clamp option changes nothing there.
+  o.flash_attention = true;
+  ActivationSettings without = o;
+  without.eager.masked_scores_kept = false;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), plugins::stored_bytes_per_layer(x, without));
+}
+
+// relu_mlp sizes a two-projection MLP: a gated (SwiGLU) model is refused.
+TEST(EagerLayers, ReluMlpRefusesAGatedMlp) {
+  const std::string scenario =
+      "name = \"r\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-1b\"\n[batch]\nseq_len = 512\n"
+      "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n"
+      "layer = \"eager\"\nrelu_mlp = true\n";
+  EXPECT_NE(error_of(scenario, "r.toml").find("option 'relu_mlp': sizes a two-projection MLP's activation, but the "
+                                              "model's MLP is gated (SwiGLU)"),
+            std::string::npos);
+}
+
 // The hf-transformers profile sets it for the runs before transformers 4.18
 // (the first release after torch 1.11): BERT-large, fp32, one sequence of 512,
 // eager attention with dropout: 24 layers x 174,096 x 512 bytes at 4.16,

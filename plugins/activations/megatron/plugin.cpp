@@ -34,7 +34,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 18> kOptions{{
+constexpr std::array<memplan_option_spec, 21> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true"},
@@ -87,6 +87,19 @@ constexpr std::array<memplan_option_spec, 18> kOptions{{
      "_softmax_backward_data took the input for its dtype; 1.11 passes the dtype); no effect with flash_attention "
      "or fused layers",
      "false"},
+    {"masked_scores_kept", MEMPLAN_OPTION_BOOL,
+     "eager attention: the masked 16-bit scores pass torch.max(scores, finfo.min) before the softmax, which keeps "
+     "them for backward (transformers' OPTAttention): p a s bytes per token and layer more; no effect with "
+     "flash_attention or fused layers",
+     "false"},
+    {"relu_mlp", MEMPLAN_OPTION_BOOL,
+     "eager layers: the two-projection MLP's activation is ReLU (OPT), which keeps only its output, the second "
+     "projection's input (GELU also keeps its input); not with a gated MLP",
+     "false"},
+    {"attention_dropout", MEMPLAN_OPTION_BOOL,
+     "eager attention: with dropout, the probabilities are dropped out too (a 1-byte mask and the dropped copy); "
+     "false for models whose attention dropout is 0 beside a residual dropout (OPT)",
+     "the value of dropout"},
     {"packed_linear_keeps_input", MEMPLAN_OPTION_BOOL,
      "eager layers: a linear layer whose weight is packed below one byte keeps its input for backward even when "
      "the weight is frozen (bitsandbytes' MatMul4Bit: ctx.tensors = (A, B)); the hf-transformers profile sets it",
@@ -146,7 +159,7 @@ constexpr std::array<LossMode, 12> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.14.0",
+      "megatron", "1.15.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -189,6 +202,12 @@ class MegatronActivations {
     offload_ = options.boolean("offload").value_or(false);
     rope_cache_ = options.boolean("rope_cache").value_or(false);
     softmax_keeps_input_ = options.boolean("softmax_keeps_input").value_or(false);
+    masked_scores_kept_ = options.boolean("masked_scores_kept").value_or(false);
+    relu_mlp_ = options.boolean("relu_mlp").value_or(false);
+    attention_dropout_ = options.boolean("attention_dropout").value_or(true);
+    if (relu_mlp_ && options.model().has_architecture && options.model().gated_mlp != 0)
+      options.fail("relu_mlp", "sizes a two-projection MLP's activation, but the model's MLP is gated (SwiGLU): "
+                               "remove relu_mlp or give the model mlp = \"gelu\"");
     packed_linear_keeps_input_ = options.boolean("packed_linear_keeps_input").value_or(false);
     rms_norm_upcast_ = options.boolean("rms_norm_upcast").value_or(true);
     fused_qkv_ = options.boolean("fused_qkv").value_or(false);
@@ -854,6 +873,9 @@ class MegatronActivations {
     eager.adapter_distinct_inputs = ctx.attr_double(attributes_.lora_distinct_inputs, 0);
     eager.adapter_dropout = ctx.attr_double(attributes_.lora_dropout, 0);
     eager.softmax_keeps_input = softmax_keeps_input_;
+    eager.masked_scores_kept = masked_scores_kept_;
+    eager.relu_mlp = relu_mlp_;
+    eager.attention_dropout = attention_dropout_;
     eager.rms_norm_upcast = rms_norm_upcast_;
     eager.fused_qkv = fused_qkv_;
     // A linear weight packed below one byte (a 4-bit base) under bitsandbytes keeps its input (MatMul4Bit).
@@ -1019,6 +1041,9 @@ class MegatronActivations {
   bool use_cache_ = false;            // the forward fills a KV cache the returned output holds
   bool output_held_ = false;
   bool softmax_keeps_input_ = false;
+  bool masked_scores_kept_ = false;   // eager attention keeps the clamped scores' input (OPTAttention's torch.max)
+  bool relu_mlp_ = false;             // ReLU MLP: only its output is kept
+  bool attention_dropout_ = true;     // eager attention's probabilities dropped out with dropout
   bool packed_linear_keeps_input_ = false;  // bitsandbytes' MatMul4Bit keeps A whatever trains
   bool rms_norm_upcast_ = true;   // EagerLayer::rms_norm_upcast
   bool fused_qkv_ = false;        // EagerLayer::fused_qkv (LitGPT's attention)

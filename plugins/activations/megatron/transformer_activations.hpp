@@ -108,6 +108,17 @@ struct EagerLayer {
   // b x s x s x p bytes per layer, whatever the heads (torch aten/src/ATen/native/transformers/attention.cpp,
   // convert_boolean_attn_mask; measured: validation/measured/h100-2026-11-26.jsonl).
   bool attention_bias = false;
+  // transformers' OPTAttention (models/opt/modeling_opt.py, from OPT's addition in v4.19 to the attention-interface
+  // refactor) adds the additive mask to the 16-bit scores and clamps them with torch.max(scores, finfo.min) before
+  // the softmax; maximum(self, other) saves both inputs (tools/autograd/derivatives.yaml), so eager attention also
+  // keeps the masked scores, p a s bytes per token.
+  bool masked_scores_kept = false;
+  // The two-projection MLP's activation is ReLU (OPT): relu saves its result (derivatives.yaml: threshold_backward
+  // (grad, result, 0)), the tensor the second projection keeps as its input; GELU also keeps its input (p f).
+  bool relu_mlp = false;
+  // Eager attention drops out its probabilities (a 1-byte mask and the dropped copy) when dropout is on; OPT's
+  // attention_dropout is 0.0 beside a residual dropout of 0.1 (F.dropout with p = 0 returns its input, no mask).
+  bool attention_dropout = true;
 };
 
 struct ActivationSettings {
@@ -262,6 +273,7 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
   if (e.attention_bias && o.flash_attention) terms.attention_mask = x.batch * x.seq * x.seq * p;
   auto mlp_of = [&](double ffn) {
     const bool down_input = e.down_trainable || e.packed_inputs_kept;
+    if (!x.gated && e.relu_mlp) return p * ffn;  // ReLU's result: also the second projection's input
     return x.gated ? 3 * p * ffn + (down_input ? p * ffn : 0) : p * ffn + (down_input ? p * ffn : 0);
   };
   const double mlp = mlp_of(x.ffn);
@@ -273,7 +285,9 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
     terms.attention_core = 4 * x.heads * sb;
   } else {
     const double scores = x.heads * x.seq * x.batch * x.seq;
-    terms.attention_core = scores * (4 + (p < 4 || o.dropout ? p : 0) + mask + (e.softmax_keeps_input ? 4 : 0));
+    const bool dropped = o.dropout && e.attention_dropout;
+    terms.attention_core = scores * (4 + (p < 4 || dropped ? p : 0) + (dropped ? 1.0 : 0.0) +
+                                     (e.softmax_keeps_input ? 4 : 0) + (e.masked_scores_kept ? p : 0));
   }
   return terms;
 }

@@ -282,7 +282,7 @@ void add_nvls_facts(const Layout& layout, Group group, int64_t node, GroupUse& u
 
 class CommBuffers {
  public:
-  static constexpr sdk::PluginInfo info{"comm-buffers", "1.3.2",
+  static constexpr sdk::PluginInfo info{"comm-buffers", "1.3.3",
                                         "NCCL communicators and buffers, data-parallel gradient buckets (DDP, DeepSpeed)",
                                         sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -360,11 +360,16 @@ class CommBuffers {
         if (stage3) {  // one flat bucket, allocated when the optimizer is built and kept
           add(ctx, names_.reduce_bucket, sdk::Lifetime::persistent, reduce_bucket_ * bytes);
           // Each flush hands the bucket's gradients to reduce_scatter_coalesced (runtime/comm/
-          // coalesced_collectives.py, v0.7.0 to v0.18.3), which interleaves them into one new flat tensor
-          // (torch.cat) before the reduce-scatter, on one rank too: a bucket's worth in backward, or all the
-          // trainable gradients when they fill less than a bucket.
-          add(ctx, names_.reduce_scatter_copy, sdk::Lifetime::transient_backward,
-              std::min(reduce_bucket_, trainable_elements(ctx) * static_cast<double>(layout_.data(ctx))) * bytes);
+          // coalesced_collectives.py, v0.7.0 to v0.19.4), which interleaves them into one new flat tensor
+          // (torch.cat) before the reduce-scatter, on one rank too: a bucket's worth in backward. A gradient
+          // flushes the bucket only when it would overflow it (stage3.py reduce_independent_p_g_buckets_and_
+          // remove_grads: bucket.elements + param.ds_numel > reduce_bucket_size, v0.14.0 to v0.19.4); trainable
+          // gradients that fill less than a bucket are flushed once, by independent_gradient_partition_epilogue,
+          // which the engine calls after loss.backward() returns (engine.py allreduce_gradients), when the
+          // backward's activations and gathered parameters are gone: that copy is at no high point.
+          const double trainable = trainable_elements(ctx) * static_cast<double>(layout_.data(ctx));
+          if (trainable > reduce_bucket_)
+            add(ctx, names_.reduce_scatter_copy, sdk::Lifetime::transient_backward, reduce_bucket_ * bytes);
           break;  // stage3.py never reads allgather_bucket_size (v0.7.0 to v0.18.3): the coordinator gathers
         } else
           add(ctx, names_.reduce_bucket, sdk::Lifetime::transient_backward,
