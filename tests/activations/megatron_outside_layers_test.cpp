@@ -151,7 +151,7 @@ TEST(MegatronOutsideLayers, CrossEntropyOptionIsChecked) {
             "m.toml:15:17: error: in [activations], activations plugin 'megatron', option 'cross_entropy': must be one of "
             "\"unfused\", \"vocab-parallel\", \"upcast-shift-copy\", \"shift-copy\", \"upcast-in-loss-shift-copy\", "
             "\"upcast-in-loss\", \"upcast\", \"chunked\", \"compiled\", \"loss-parallel\", \"upcast-compiled\", "
-            "\"chunked-compiled\", not \"fused\"" + library());
+            "\"chunked-compiled\", \"cut\", not \"fused\"" + library());
 }
 
 // Eager layers under tensor parallelism with a sequence-parallel final norm

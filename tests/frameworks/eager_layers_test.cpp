@@ -227,7 +227,7 @@ TEST(LossPaths, BytesPerLogitElement) {
                         Case{CrossEntropy::chunked, 4, 6.5, 5}, Case{CrossEntropy::unfused, 8, 8, 8},
                         Case{CrossEntropy::compiled, 2, 2, 4}, Case{CrossEntropy::loss_parallel, 4, 14, 16},
                         Case{CrossEntropy::upcast_compiled, 4, 6, 8}, Case{CrossEntropy::shift_copy, 2, 6, 6},
-                        Case{CrossEntropy::chunked_compiled, 2, 2, 2.25}}) {
+                        Case{CrossEntropy::chunked_compiled, 2, 2, 2.25}, Case{CrossEntropy::cut, 0, 0, 0}}) {
     const plugins::LossBytes b = plugins::loss_bytes(c.mode, 2, 8);
     const double saved = b.saved_logits + b.saved_loss;
     EXPECT_DOUBLE_EQ(saved, c.saved) << static_cast<int>(c.mode);
@@ -279,6 +279,30 @@ TEST(LossPaths, CompiledChunkedThroughThePlugin) {
   EXPECT_EQ(e.item_bytes("activations.logits", MEMPLAN_ROLE_ACTIVATIONS), 2ull * 1024 * 128'256);
   EXPECT_EQ(e.item_bytes("activations.loss_forward", MEMPLAN_ROLE_ACTIVATIONS), 0u);
   EXPECT_EQ(e.item_bytes("activations.loss_backward", MEMPLAN_ROLE_ACTIVATIONS), 1024ull * 128'256 / 4);
+}
+
+// Cut Cross-Entropy through the plugin (apple/ml-cross-entropy @ d42911f9 cut_cross_entropy/cce.py:
+// LinearCrossEntropyFunction saves e, c, bias, lse, targets, valids; the patched forward returns
+// logits=None): nothing of the logits' size, and on a frozen head (LoRA) the head's input e is still
+// kept. Llama-3.1-8B (untied head, h 4096), 1024 tokens, LoRA on the attention: the final norm's eager
+// activations are its fp32 input copy and rsqrt (4h + 4 = 16,388 bytes a token) plus, with "cut" only, the
+// head's 16-bit input (2h = 8,192): 1024 x 24,580 = 25,169,920 bytes against 1024 x 16,388 = 16,781,312 with
+// the framework's own loss, whose frozen head keeps no input.
+TEST(LossPaths, CutCrossEntropyThroughThePlugin) {
+  auto run = [](const std::string& loss) {
+    return evaluate_paper(
+        "name = \"e\"\nmode = \"train\"\n[model]\npreset = \"llama-3.1-8b\"\n[batch]\nseq_len = 1024\n"
+        "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n"
+        "layer = \"eager\"\nflash_attention = true\ndropout = false\ncross_entropy = \"" + loss +
+        "\"\n[[strategy]]\nuse = \"lora\"\nrank = 8\ntargets = \"attention\"\n");
+  };
+  const Evaluation cut = run("cut"), upcast = run("upcast-in-loss");
+  for (const char* item : {"activations.logits", "activations.cross_entropy", "activations.loss_forward",
+                           "activations.loss_backward"})
+    EXPECT_EQ(cut.item_bytes(item, MEMPLAN_ROLE_ACTIVATIONS), 0u) << item;
+  EXPECT_GT(upcast.item_bytes("activations.cross_entropy", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+  EXPECT_EQ(cut.item_bytes("activations.final_norm", MEMPLAN_ROLE_ACTIVATIONS), 1024ull * 24'580);
+  EXPECT_EQ(upcast.item_bytes("activations.final_norm", MEMPLAN_ROLE_ACTIVATIONS), 1024ull * 16'388);
 }
 
 // The norm kind comes from the model (memplan_model.layer_norm), not from the

@@ -48,7 +48,8 @@ constexpr std::array<memplan_option_spec, 21> kOptions{{
      "the 16-bit logits kept, no fp32 copies; torchtitan with compile), \"loss-parallel\" (PyTorch's DTensor "
      "loss_parallel() on vocabulary-sharded logits: torchtitan with tensor parallelism), "
      "\"upcast-compiled\" and \"chunked-compiled\" (the same losses under torch.compile, torchtune's compile: "
-     "True: the loss's input is saved, not its fp32 log-softmax)",
+     "True: the loss's input is saved, not its fp32 log-softmax), \"cut\" (Cut Cross-Entropy, axolotl's "
+     "CutCrossEntropyPlugin: no logits materialized)",
      "\"unfused\""},
     {"loss_chunks", MEMPLAN_OPTION_INT, "chunks of the chunked cross entropy", "8 (torchtune's num_output_chunks)"},
     {"layer", MEMPLAN_OPTION_STRING,
@@ -141,7 +142,7 @@ struct LossMode {
   const char* name;
   CrossEntropy mode;
 };
-constexpr std::array<LossMode, 12> kLossModes{{
+constexpr std::array<LossMode, 13> kLossModes{{
     {"unfused", CrossEntropy::unfused},
     {"vocab-parallel", CrossEntropy::vocab_parallel},
     {"upcast-shift-copy", CrossEntropy::upcast_shift_copy},
@@ -154,6 +155,7 @@ constexpr std::array<LossMode, 12> kLossModes{{
     {"loss-parallel", CrossEntropy::loss_parallel},
     {"upcast-compiled", CrossEntropy::upcast_compiled},
     {"chunked-compiled", CrossEntropy::chunked_compiled},
+    {"cut", CrossEntropy::cut},
 }};
 
 class MegatronActivations {
@@ -225,6 +227,9 @@ class MegatronActivations {
     if (output_held_ && cross_entropy_ == CrossEntropy::vocab_parallel)
       options.fail("output_held", "has nothing to hold under cross_entropy = \"vocab-parallel\": Megatron-LM "
                                   "computes the loss inside the model, which returns the loss, not the logits");
+    if (output_held_ && cross_entropy_ == CrossEntropy::cut)
+      options.fail("output_held", "has nothing to hold under cross_entropy = \"cut\": Cut Cross-Entropy's "
+                                  "forward returns the loss and no logits; remove output_held");
     if (const std::optional<std::string> dtype = options.string("buffer_dtype")) {
       const std::optional<double> bytes = memplan::sdk::dtype_bytes(*dtype);
       if (!bytes)
@@ -461,7 +466,9 @@ class MegatronActivations {
     const memplan::plugins::OutputActivations outside = memplan::plugins::output_activations(
         {shape.seq, shape.batch, shape.hidden, static_cast<double>(model.vocab)}, settings, cross_entropy_,
         loss_chunks_, output_held_, facts.final_norm && !facts.final_norm_trainable,
-        facts.lm_head && !facts.lm_head_trainable);
+        // Cut Cross-Entropy saves its input e for backward whether or not the head trains (cce.py
+        // ctx.save_for_backward(e, c, ...)): the head's input is kept as a trained head's would be.
+        facts.lm_head && !facts.lm_head_trainable && cross_entropy_ != CrossEntropy::cut);
     const double scale = static_cast<double>(inflight) * factor / context;
     double loss_forward = 0;  // the loss's forward transient, when the stage computes the loss
     double loss_segments = 0;  // the loss path's segments in the caching allocator (loss_requests.hpp)

@@ -496,6 +496,9 @@ enum class CrossEntropy {
   // input and its per-row reductions and recomputes the log-softmax in backward
   upcast_compiled,    // "upcast" with the loss compiled: the fp32 logits saved (4; 4 + p, 8)
   chunked_compiled,   // "chunked" with compute_cross_entropy compiled: the 16-bit chunks saved (p; p, p + p/n)
+  // Cut Cross-Entropy (Wijmans et al. 2024, arXiv 2411.09009; apple/ml-cross-entropy, axolotl's
+  // CutCrossEntropyPlugin): the loss from the head's input and weight, no logits in global memory (0; 0, 0)
+  cut,
 };
 
 // Bytes per logit element: saved, and the extra at the forward and backward
@@ -565,6 +568,12 @@ inline LossBytes loss_bytes(CrossEntropy mode, double p, double chunks) {
     // returned (saved_logits: a held output is that same tensor).
     case CrossEntropy::upcast_compiled: return {4, 0, p, 4};
     case CrossEntropy::chunked_compiled: return {p, 0, 0, p / chunks};
+    // Cut Cross-Entropy (apple/ml-cross-entropy @ d42911f9 cut_cross_entropy/cce.py, LinearCrossEntropyFunction):
+    // forward computes the target logit and the log-sum-exp over the vocabulary block by block in on-chip
+    // memory and saves (e, c, bias, lse, targets, valids): the head's input and weight, which exist anyway, and
+    // fp32 per-token statistics (not counted, as above); backward recomputes the blocks and writes only the
+    // gradients of e (and of c when it trains). Nothing of the logits' size in either pass.
+    case CrossEntropy::cut: return {0, 0, 0, 0};
   }
   return {};
 }
@@ -589,7 +598,10 @@ inline double returned_logit_bytes(CrossEntropy mode, double p) {
     case CrossEntropy::compiled:       // torchtitan: the model returns 16-bit logits, the compiled loss upcasts
     case CrossEntropy::loss_parallel:  // the 16-bit vocabulary shard (a DTensor)
       return p;
-    case CrossEntropy::vocab_parallel: return 0;
+    case CrossEntropy::vocab_parallel:
+    // Cut Cross-Entropy's patched forward returns logits=None when it computes the loss
+    // (apple/ml-cross-entropy @ d42911f9 cut_cross_entropy/transformers/llama.py, cce_forward).
+    case CrossEntropy::cut: return 0;
   }
   return 0;
 }
