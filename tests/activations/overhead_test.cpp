@@ -321,7 +321,7 @@ TEST(CommBuffers, ZeroStage3KeepsOneBucket) {
 // (the parameter coordinator gathers the weights; the engine passes the size
 // to stage 1/2 and the BF16 optimizer only): no all-gather bucket under ZeRO-3,
 // on one rank or on 8. Each flush goes through reduce_scatter_coalesced
-// (runtime/comm/coalesced_collectives.py, v0.7.0 to v0.18.3), which copies the
+// (runtime/comm/coalesced_collectives.py, v0.7.0 to v0.19.4), which copies the
 // bucket's gradients into one interleaved flat tensor (torch.cat) in backward:
 // reduce_bucket_size x 2 bytes, deepspeed.reduce_scatter_copy. One rank, 1e9
 // trainable: 5e8 x 2 = 1e9 B. A bucket flushes when a gradient would overflow

@@ -101,11 +101,34 @@ TEST(EagerLayers, OptClampReluAndResidualOnlyDropout) {
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 184'336.0 * 512);
   o.eager.attention_dropout = true;
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 200'720.0 * 512);
-  // Flash attention keeps no scores: the clamp option changes nothing there.
-  o.flash_attention = true;
-  ActivationSettings without = o;
-  without.eager.masked_scores_kept = false;
-  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), plugins::stored_bytes_per_layer(x, without));
+  // Flash attention keeps no scores: the plugin refuses the clamp option there (EagerLayers.OptOptionsRefused).
+}
+
+// OPT's options are refused where they would size nothing: outside eager layers, the clamp's scores under
+// flash attention, the attention dropout without dropout; a profile's output_held beside Cut Cross-Entropy
+// names where to turn it off.
+TEST(EagerLayers, OptOptionsRefused) {
+  const std::string base = "name = \"o\"\nmode = \"train\"\n[model]\npreset = \"gpt2-xl\"\n[batch]\n"
+                           "seq_len = 512\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n"
+                           "[activations]\nuse = \"megatron\"\n";
+  for (const char* key : {"masked_scores_kept", "relu_mlp", "attention_dropout"})
+    EXPECT_NE(error_of(base + key + " = true\n").find("option '" + std::string(key) +
+                                                       "': describes eager layers; it needs layer = \"eager\""),
+              std::string::npos)
+        << key;
+  EXPECT_NE(error_of(base + "layer = \"eager\"\nflash_attention = true\nmasked_scores_kept = true\n")
+                .find("option 'masked_scores_kept': sizes the explicit attention scores the clamp keeps, but "
+                      "flash_attention = true keeps none"),
+            std::string::npos);
+  EXPECT_NE(error_of(base + "layer = \"eager\"\ndropout = false\nattention_dropout = true\n")
+                .find("option 'attention_dropout': drops out the attention probabilities, but dropout = false"),
+            std::string::npos);
+  // attention_dropout = false with dropout: accepted (OPT: residual dropout only).
+  EXPECT_EQ(error_of(base + "layer = \"eager\"\ndropout = true\nattention_dropout = false\n"), "");
+  EXPECT_NE(error_of("name = \"c\"\nmode = \"train\"\n[framework]\nuse = \"fsdp-qlora\"\n" +
+                     base.substr(base.find("[model]")) + "cross_entropy = \"cut\"\n")
+                .find("set output_held = false in [activations] (a framework profile may set it: fsdp-qlora does)"),
+            std::string::npos);
 }
 
 // relu_mlp sizes a two-projection MLP: a gated (SwiGLU) model is refused.

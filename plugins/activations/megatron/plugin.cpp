@@ -213,9 +213,16 @@ class MegatronActivations {
     packed_linear_keeps_input_ = options.boolean("packed_linear_keeps_input").value_or(false);
     rms_norm_upcast_ = options.boolean("rms_norm_upcast").value_or(true);
     fused_qkv_ = options.boolean("fused_qkv").value_or(false);
-    for (const char* key : {"rms_norm_upcast", "fused_qkv"})
+    for (const char* key : {"rms_norm_upcast", "fused_qkv", "masked_scores_kept", "relu_mlp", "attention_dropout"})
       if (options.boolean(key) && layer_ != LayerImplementation::eager)
         options.fail(key, "describes eager layers; it needs layer = \"eager\"");
+    // OPT's options act only where they have something to size: explicit attention scores, a dropout to skip.
+    if (masked_scores_kept_ && flash_attention_)
+      options.fail("masked_scores_kept", "sizes the explicit attention scores the clamp keeps, but flash_attention = "
+                                         "true keeps none; remove masked_scores_kept or set flash_attention = false");
+    if (options.boolean("attention_dropout").value_or(false) && !dropout_)
+      options.fail("attention_dropout", "drops out the attention probabilities, but dropout = false: set dropout = "
+                                        "true, or remove attention_dropout");
     padding_mask_ = options.boolean("padding_mask").value_or(false);
     mask_bias_per_layer_ = options.boolean("mask_bias_per_layer").value_or(false);
     use_cache_ = options.boolean("use_cache").value_or(false);
@@ -229,7 +236,8 @@ class MegatronActivations {
                                   "computes the loss inside the model, which returns the loss, not the logits");
     if (output_held_ && cross_entropy_ == CrossEntropy::cut)
       options.fail("output_held", "has nothing to hold under cross_entropy = \"cut\": Cut Cross-Entropy's "
-                                  "forward returns the loss and no logits; remove output_held");
+                                  "forward returns the loss and no logits; set output_held = false in [activations] "
+                                  "(a framework profile may set it: fsdp-qlora does)");
     if (const std::optional<std::string> dtype = options.string("buffer_dtype")) {
       const std::optional<double> bytes = memplan::sdk::dtype_bytes(*dtype);
       if (!bytes)

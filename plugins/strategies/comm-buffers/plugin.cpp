@@ -365,8 +365,12 @@ class CommBuffers {
           // flushes the bucket only when it would overflow it (stage3.py reduce_independent_p_g_buckets_and_
           // remove_grads: bucket.elements + param.ds_numel > reduce_bucket_size, v0.14.0 to v0.19.4); trainable
           // gradients that fill less than a bucket are flushed once, by independent_gradient_partition_epilogue,
-          // which the engine calls after loss.backward() returns (engine.py allreduce_gradients), when the
-          // backward's activations and gathered parameters are gone: that copy is at no high point.
+          // at the end of backward: in the releases read here the engine calls it after loss.backward() returns
+          // (engine.py allreduce_gradients); later stage3.py runs it from the last gradient hook
+          // (update_hook_state_and_maybe_run_epilogue, once every expected hook has fired; the release that
+          // moved it is not pinned). Either way the last layer's recomputation and gathered parameters are
+          // released by then: that copy is at no high point. A rule from the code; the DSX cases agree with
+          // it but do not single it out (their one-bucket reading equals a smaller-coordinator reading).
           const double trainable = trainable_elements(ctx) * static_cast<double>(layout_.data(ctx));
           if (trainable > reduce_bucket_)
             add(ctx, names_.reduce_scatter_copy, sdk::Lifetime::transient_backward, reduce_bucket_ * bytes);
