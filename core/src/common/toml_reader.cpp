@@ -1,5 +1,7 @@
 #include "common/toml_reader.hpp"
 
+#include <cstdio>
+
 #include <cmath>
 #include <vector>
 
@@ -11,6 +13,16 @@ SourceLocation location_of(const std::string& file, const toml::source_region& r
   // A value set on the command line (--set) carries its own source: the override.
   const std::string& where = region.path && !region.path->empty() ? *region.path : file;
   return SourceLocation{where, static_cast<uint32_t>(region.begin.line), static_cast<uint32_t>(region.begin.column)};
+}
+
+std::string day_text(const toml::node& node) {
+  if (const auto* date = node.as_date()) {
+    char text[16];
+    std::snprintf(text, sizeof text, "%04d-%02d-%02d", static_cast<int>(date->get().year),
+                  static_cast<int>(date->get().month), static_cast<int>(date->get().day));
+    return text;
+  }
+  return node.is_string() ? node.as_string()->get() : std::string();
 }
 
 std::string_view describe_type(const toml::node& node) {

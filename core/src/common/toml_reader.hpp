@@ -59,4 +59,9 @@ class TomlReader {
 // "an integer", "a string", ... for messages.
 std::string_view describe_type(const toml::node& node);
 
+// A day as a TOML local date (2024-10-24) or a string, as "YYYY-MM-DD" text
+// (the string unchecked: is_iso_date says whether it is a day); "" for a value
+// of another type.
+std::string day_text(const toml::node& node);
+
 }  // namespace memplan

@@ -337,15 +337,7 @@ FrameworkProfile parse_framework_profile(std::string_view text, const std::strin
         block.fail_key("version", "is older than the [[since]] block before it; list them oldest first");
       if (const toml::node* released = entry.as_table()->get("released")) {
         // A TOML date (released = 2024-10-24) or the same as a string.
-        std::string day;
-        if (const auto* date = released->as_date()) {
-          char text[16];
-          std::snprintf(text, sizeof text, "%04d-%02d-%02d", static_cast<int>(date->get().year),
-                        static_cast<int>(date->get().month), static_cast<int>(date->get().day));
-          day = text;
-        } else if (released->is_string()) {
-          day = released->as_string()->get();
-        }
+        const std::string day = day_text(*released);
         if (!is_iso_date(day))
           block.fail_key("released", "must be the day the version was first released, YYYY-MM-DD (e.g. 2024-10-24)");
         for (const FrameworkVersionDefaults& other : profile.since)

@@ -333,15 +333,7 @@ void read_framework(const toml::table& root, const std::string& file, const Cata
     scenario.framework.version = version.empty() ? profile->version : version;
     if (const toml::node* node = table->get("date")) {
       // The day of the run: the profile's dated [[since]] versions say which behaviour it had.
-      std::string day;
-      if (const auto* date = node->as_date()) {
-        char text[16];
-        std::snprintf(text, sizeof text, "%04d-%02d-%02d", static_cast<int>(date->get().year),
-                      static_cast<int>(date->get().month), static_cast<int>(date->get().day));
-        day = text;
-      } else if (node->is_string()) {
-        day = node->as_string()->get();
-      }
+      const std::string day = day_text(*node);
       if (!is_iso_date(day))
         reader.fail_key("date", "must be the day of the run, YYYY-MM-DD (e.g. date = 2024-03-14)");
       if (!version.empty())
