@@ -101,6 +101,14 @@ TEST(EagerLayers, OptClampReluAndResidualOnlyDropout) {
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 184'336.0 * 512);
   o.eager.attention_dropout = true;
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 200'720.0 * 512);
+  // With the second projection frozen GELU keeps only its input (p f: its output, fc2's input, is kept for fc2's
+  // weight gradient only) and ReLU its result (p f): the two are equal.
+  ActivationSettings relu_frozen = o;
+  relu_frozen.eager.down_trainable = false;
+  ActivationSettings gelu_frozen = relu_frozen;
+  gelu_frozen.eager.relu_mlp = false;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, relu_frozen), plugins::stored_bytes_per_layer(x, gelu_frozen));
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o) - plugins::stored_bytes_per_layer(x, relu_frozen), 0.0);
   // Flash attention keeps no scores: the plugin refuses the clamp option there (EagerLayers.OptOptionsRefused).
 }
 
