@@ -3,7 +3,8 @@
 // which sends the text through parse_toml's guard before toml++ sees it (the
 // guard that keeps toml++ 3.3.0 from its unreachable branch on some Unicode
 // whitespace, toml_guard.hpp), the built-in plugins, evaluate_with_limits,
-// and every report format.
+// and every report format; then the same text as a validation case's header
+// (parse_validation_case, with its date reader, core/src/report/run_date.cpp).
 //
 // A memplan::Error is the normal answer to bad input (a refusal at
 // file:line:column, which the CLI prints with exit status 1). Any other
@@ -14,7 +15,10 @@
 // [plugins] search_path and installed bundles. The loader tests cover that
 // path, and a fuzzer that opened the libraries an input names would run
 // arbitrary code; the built-ins are loaded once (fuzz_host.hpp).
+#include <algorithm>
 #include <cstddef>
+#include <cstdio>
+#include <ctime>
 #include <cstdint>
 #include <sstream>
 #include <string>
@@ -29,6 +33,8 @@
 #include "memplan/core/limits.hpp"
 #include "memplan/core/report.hpp"
 #include "memplan/core/scenario.hpp"
+#include "memplan/core/framework.hpp"
+#include "memplan/core/validation.hpp"
 
 namespace {
 
@@ -71,7 +77,29 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   return 0;
 }
 
+// The same text as a validation case's header (memplan validate reads the leading comment block:
+// measured_bytes, quantity, framework, run_date, tolerance_percent, and the first date the prose gives).
+// A date it reads is a real day, not after today, on a line of the text.
+void read_as_validation_case(std::string_view text) {
+  const memplan::ValidationCase test = memplan::parse_validation_case(text, kScenarioFile);
+  if (test.run_date.empty()) return;
+  if (!memplan::is_iso_date(test.run_date))
+    memplan::fuzz::defect("the header's date '" + test.run_date + "' is not a day (from '" + test.run_date_text + "')");
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char today[16];
+  std::snprintf(today, sizeof today, "%04d-%02d-%02d", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday);
+  if (test.run_date > today) memplan::fuzz::defect("the header's date " + test.run_date + " is after today");
+  const auto lines = static_cast<int>(std::count(text.begin(), text.end(), '\n')) + 1;
+  if (test.run_date_line < 1 || test.run_date_line > lines)
+    memplan::fuzz::defect("the header's date is on line " + std::to_string(test.run_date_line) + " of " +
+                          std::to_string(lines));
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  memplan::fuzz::refusal_is_an_error(estimate_and_report, std::string_view(reinterpret_cast<const char*>(data), size));
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  memplan::fuzz::refusal_is_an_error(estimate_and_report, text);
+  memplan::fuzz::refusal_is_an_error(read_as_validation_case, text);
   return 0;
 }

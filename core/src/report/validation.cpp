@@ -63,7 +63,11 @@ std::vector<std::string> validation_files(const std::vector<std::string>& paths)
 }
 
 ValidationCase read_validation_case(const std::string& file) {
-  std::istringstream in(read_input_file(file, "validation case"));
+  return parse_validation_case(read_input_file(file, "validation case"), file);
+}
+
+ValidationCase parse_validation_case(std::string_view text, const std::string& file) {
+  std::istringstream in{std::string(text)};
   ValidationCase test;
   test.file = file;
   test.id = std::filesystem::path(file).stem().string();

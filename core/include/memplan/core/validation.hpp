@@ -17,6 +17,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "memplan/core/catalog.hpp"
@@ -57,6 +58,8 @@ struct ValidationResult {
 std::vector<std::string> validation_files(const std::vector<std::string>& paths);
 // Reads the header of one case; throws Error (file:line) when a required line is missing or malformed.
 ValidationCase read_validation_case(const std::string& file);
+// The same for a case's text read elsewhere; `file` names it in messages and gives its id.
+ValidationCase parse_validation_case(std::string_view text, const std::string& file);
 // Estimates one case through the plugins found from `layout` (and the scenario's own search path).
 // `options` adds installed packages (the command line passes the bundle store's).
 ValidationResult validate_case(const ValidationCase& test, const Catalog& catalog, const InstallLayout& layout,
