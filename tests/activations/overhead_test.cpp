@@ -80,6 +80,19 @@ TEST(Allocator, RoundingAndFragmentation) {
   EXPECT_EQ(e.breakdown().peak_phase, kBackward);
 }
 
+// expandable_segments = true: each block is round_size's multiple of 512 B
+// and no get_allocation_size segment (try_allocate_expandable_block maps pages
+// into the stream's one segment; should_split splits off any 512 B or more;
+// CUDACachingAllocator.cpp at maggiemoss/pytorch @ 2553b0a8). 2e9 B =
+// 3,906,250 x 512: no rounding for any of the three; the margin is the
+// user's knob, unchanged: 4e8 (without the option: 3 x 683,008 of rounding).
+TEST(Allocator, ExpandableSegmentsRoundTo512Bytes) {
+  Evaluation e = evaluate_paper(scenario("use = \"ratio\"\nfactor = 1\n[[strategy]]\nuse = \"allocator\"\n"
+                                         "expandable_segments = true\n"));
+  EXPECT_EQ(e.item_bytes("allocator.rounding", kOverhead), 0u);
+  EXPECT_EQ(e.item_bytes("allocator.fragmentation", kOverhead), 400'000'000u);
+}
+
 // Llama-2-7B's tensors are all multiples of 2 MiB (e.g. attn.q 4096 x 4096 x 2
 // = 16 x 2 MiB; the embedding 32000 x 4096 x 2 = 125 x 2 MiB) or of 512 bytes
 // (a layer's two RMSNorms, 16,384 bytes): rounding adds nothing.

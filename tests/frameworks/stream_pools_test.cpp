@@ -185,6 +185,31 @@ TEST(StreamPools, LogitsSizedRequestsKeepSegmentsOfTheirOwn) {
     if (item.name_view() == "allocator.stream_pools") EXPECT_NE(item.flags & MEMPLAN_ITEM_RELEASABLE, 0u);
 }
 
+// The same plan with expandable_segments = true (PYTORCH_ALLOC_CONF
+// expandable_segments:True). PyTorch c10/cuda/CUDACachingAllocator.cpp (read
+// at maggiemoss/pytorch @ 2553b0a80209b9395a17c37bad5fc0a728e88dd5):
+// find_expandable_block gives the stream's large pool one segment (address
+// space for 1 1/8 of the GPU's memory), map_block maps 20 MiB pages into it,
+// try_merge_blocks merges a freed block with its free neighbours, and
+// get_free_block counts a free block before the unmapped tail as the size it
+// can grow to. There are no separate cudaMalloc segments for a smaller tensor
+// to pin, so the logits-sized requests keep no pool of their own: with
+// neither rounding nor margin, reserved is the one pool's figure, what is
+// allocated, in every phase: forward 495,996,928, backward 738,238,464 (not
+// 794,861,568), and no allocator.stream_pools item (the one pool adds
+// nothing over the host's rule).
+TEST(StreamPools, ExpandableSegmentsKeepNoLogitsPool) {
+  std::string scenario = two_layers("");
+  scenario.replace(scenario.find("fragmentation = 0\n"), 18, "fragmentation = 0\nexpandable_segments = true\n");
+  Evaluation e = evaluate_paper(scenario);
+  const StepPeak& allocated = e.breakdown().quantities[kAllocated];
+  const StepPeak& reserved = e.breakdown().quantities[kReserved];
+  EXPECT_EQ(reserved.timeline[kForward], 495'996'928u);
+  EXPECT_EQ(reserved.timeline[kBackward], 738'238'464u);
+  EXPECT_EQ(reserved.timeline[kOptimizerStep], allocated.timeline[kOptimizerStep]);
+  EXPECT_EQ(e.item_bytes("allocator.stream_pools", MEMPLAN_ROLE_OVERHEAD), 0u);
+}
+
 // Where the device is full, cudaMalloc fails and the allocator frees its free
 // segments and retries: the host lowers the releasable reserve so that device
 // memory stays within the GPU's. The same plan with the CUDA context

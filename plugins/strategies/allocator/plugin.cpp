@@ -37,6 +37,13 @@
 //                  segment at the next loss: the compute stream keeps the
 //                  smaller requests' high point and the logits-sized ones'
 //                  side by side, as two pools (add_pools).
+//   expandable     expandable_segments = true (PYTORCH_ALLOC_CONF
+//                  expandable_segments:True): one segment per stream and
+//                  pool grows by mapped pages (find_expandable_block,
+//                  map_block), every block is a 512-byte multiple
+//                  (should_split), free blocks merge with their neighbours:
+//                  no 2 MiB rounding, no logits-sized pool, no loss-path
+//                  replay excess; fragmentation stays the user's knob.
 //   releasable     the pools' items are free segments, which the allocator
 //                  frees and retries when cudaMalloc fails
 //                  (release_cached_blocks): flagged MEMPLAN_ITEM_RELEASABLE,
@@ -69,19 +76,27 @@ constexpr double kMinBlockSize = 512;                  // kMinBlockSize
 constexpr double kMinLargeAlloc = 10.0 * 1024 * 1024;  // kMinLargeAlloc: own segment from here
 constexpr double kRoundLarge = 2.0 * 1024 * 1024;      // kRoundLarge
 
-constexpr std::array<memplan_option_spec, 2> kOptions{{
+constexpr std::array<memplan_option_spec, 3> kOptions{{
     {"fragmentation", MEMPLAN_OPTION_DOUBLE,
      "reserved-but-unused memory as a fraction of what the step allocates and frees (activations, gradients, "
      "transients), 0 to 1",
      "0.1"},
     {"rounding", MEMPLAN_OPTION_BOOL, "round every allocation as the caching allocator does (512 B; 2 MiB segments)",
      "true"},
+    {"expandable_segments", MEMPLAN_OPTION_BOOL,
+     "PYTORCH_ALLOC_CONF=expandable_segments:True: one growing segment per stream and pool, blocks rounded to "
+     "512 B only, no segments of their own for the logits-sized requests",
+     "false"},
 }};
 
 // Bytes the allocator reserves for one allocation of `bytes`, beyond them.
-double rounding_waste(double bytes) {
+// With expandable segments every block is round_size's 512-byte multiple:
+// alloc_block maps pages into the stream's one segment instead of a
+// get_allocation_size segment, and should_split splits any block that leaves
+// 512 B or more (CUDACachingAllocator.cpp, try_allocate_expandable_block).
+double rounding_waste(double bytes, bool expandable) {
   if (bytes <= 0) return 0;
-  const double granule = bytes >= kMinLargeAlloc ? kRoundLarge : kMinBlockSize;
+  const double granule = bytes >= kMinLargeAlloc && !expandable ? kRoundLarge : kMinBlockSize;
   // bytes > 0, so the quotient is non-negative: the inline ceiling, no libm call per item.
   return memplan::support::ceil_nonnegative(bytes / granule) * granule - bytes;
 }
@@ -89,7 +104,7 @@ double rounding_waste(double bytes) {
 
 class AllocatorOverhead {
  public:
-  static constexpr sdk::PluginInfo info{"allocator", "1.6.0",
+  static constexpr sdk::PluginInfo info{"allocator", "1.7.0",
                                         "PyTorch caching allocator: block rounding and fragmentation",
                                         sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -97,6 +112,7 @@ class AllocatorOverhead {
   explicit AllocatorOverhead(sdk::Options& options)
       : fragmentation_(options.number("fragmentation").value_or(0.1)),
         rounding_(options.boolean("rounding").value_or(true)),
+        expandable_(options.boolean("expandable_segments").value_or(false)),
         rounding_name_(options.intern("allocator.rounding")),
         fragmentation_name_(options.intern("allocator.fragmentation")),
         stream_pools_name_(options.intern("allocator.stream_pools")),
@@ -120,7 +136,7 @@ class AllocatorOverhead {
       if (item.device() != sdk::Device::gpu || item.count() == 0 || item.pool() != sdk::Pool::allocated) continue;
       const double bytes = memplan::support::instance_bytes(item);
       Group& group = find(groups_, item);
-      if (rounding_) group.rounding += rounding_waste(bytes);
+      if (rounding_) group.rounding += rounding_waste(bytes, expandable_);
       // A side stream's blocks are reused exactly: no fragmentation margin.
       // The set-up's allocations get it like the step's: its plugin counts the
       // blocks of the last unit and the root, not what the units before left
@@ -132,7 +148,9 @@ class AllocatorOverhead {
         group.fragmentation += fragmentation_ * bytes;
       side_streams = side_streams || item.stream() != MEMPLAN_STREAM_COMPUTE;
       setup = setup || item.lifetime() == sdk::Lifetime::setup;
-      logits = logits || (item.stream() == MEMPLAN_STREAM_COMPUTE && logits_sized(item));
+      // Expandable segments: one segment per stream and pool, whose free
+      // blocks merge across what were segment boundaries; no logits pool.
+      logits = logits || (!expandable_ && item.stream() == MEMPLAN_STREAM_COMPUTE && logits_sized(item));
     }
     for (const Group& group : groups_) {
       add(ctx, group, rounding_name_, group.rounding);
@@ -211,7 +229,13 @@ class AllocatorOverhead {
     const double larger_high = std::max({larger[0], larger[1], larger[2]});
     const double loss_segments = ctx.attr_double(loss_segments_attr_, 0);
     if (loss_segments > 0) ctx.set_attr(loss_segments_report_, loss_segments);
-    const double loss_excess = std::max(0.0, loss_segments - larger_high);
+    // The replay's settled segments and the two-pool figure rest on separate
+    // cudaMalloc segments; with expandable segments the compute stream's
+    // large pool is one segment (find_expandable_block) whose free blocks
+    // merge with their neighbours (try_merge_blocks) and whose free tail
+    // grows by mapping pages (get_free_block's expandable_size), so neither
+    // applies.
+    const double loss_excess = expandable_ ? 0.0 : std::max(0.0, loss_segments - larger_high);
     const PhaseTotals margin = loss_excess > 0 ? step_rule(ctx, accumulating, [this](const sdk::ItemRef& item) {
       return counted(item) && item.named(fragmentation_name_);
     })
@@ -237,7 +261,7 @@ class AllocatorOverhead {
       const double together = std::max(one_pool[phase], setup_floor) + side_pools;
       const double apart = std::max(smaller[phase], setup_floor) + larger_high +
                            std::max(0.0, loss_excess - margin[phase]) + side_pools;
-      wanted[phase] = std::max(together, apart);
+      wanted[phase] = expandable_ ? together : std::max(together, apart);
     }
     const PhaseTotals counted_now = step_rule(ctx, accumulating, counted);
     constexpr std::array<sdk::Lifetime, 3> kPhaseLifetimes{
@@ -360,6 +384,7 @@ class AllocatorOverhead {
 
   double fragmentation_;
   bool rounding_;
+  bool expandable_;  // expandable_segments
   sdk::Name rounding_name_;
   sdk::Name fragmentation_name_;
   sdk::Name stream_pools_name_;
