@@ -17,8 +17,6 @@
 // arbitrary code; the built-ins are loaded once (fuzz_host.hpp).
 #include <algorithm>
 #include <cstddef>
-#include <cstdio>
-#include <ctime>
 #include <cstdint>
 #include <sstream>
 #include <string>
@@ -35,6 +33,7 @@
 #include "memplan/core/scenario.hpp"
 #include "memplan/core/framework.hpp"
 #include "memplan/core/validation.hpp"
+#include "report/run_date.hpp"
 
 namespace {
 
@@ -85,12 +84,8 @@ void read_as_validation_case(std::string_view text) {
   if (test.run_date.empty()) return;
   if (!memplan::is_iso_date(test.run_date))
     memplan::fuzz::defect("the header's date '" + test.run_date + "' is not a day (from '" + test.run_date_text + "')");
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char today[16];
-  std::snprintf(today, sizeof today, "%04d-%02d-%02d", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday);
-  if (test.run_date > today) memplan::fuzz::defect("the header's date " + test.run_date + " is after today");
+  if (test.run_date > memplan::today_iso())
+    memplan::fuzz::defect("the header's date " + test.run_date + " is after today");
   const auto lines = static_cast<int>(std::count(text.begin(), text.end(), '\n')) + 1;
   if (test.run_date_line < 1 || test.run_date_line > lines)
     memplan::fuzz::defect("the header's date is on line " + std::to_string(test.run_date_line) + " of " +

@@ -44,11 +44,6 @@ std::string iso(int year, int month, int day) {
   return text;
 }
 
-int last_day(int year, int month) {
-  static constexpr int kDays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-  return month == 2 && !leap ? 28 : kDays[month - 1];
-}
 
 size_t skip_spaces(std::string_view text, size_t i) {
   while (i < text.size() && (text[i] == ' ' || text[i] == ',' || text[i] == '.')) ++i;
@@ -80,7 +75,7 @@ std::optional<std::string> date_at(std::string_view text, size_t at, size_t& end
           year && *year >= 2000 && *year <= 2099) {
         end = after;
         // "32 Jan 2022" is date-shaped but no day: skipped whole (its month is not read alone).
-        return *day >= 1 && *day <= last_day(*year, month) ? iso(*year, month, *day) : std::string();
+        return *day >= 1 && *day <= days_in_month(*year, month) ? iso(*year, month, *day) : std::string();
       }
     }
     return std::nullopt;
@@ -96,7 +91,7 @@ std::optional<std::string> date_at(std::string_view text, size_t at, size_t& end
   if (i < text.size() && is_digit(text[i])) {
     if (auto year = number_at(text, i, 4, 4, after); year && *year >= 2000 && *year <= 2099) {
       end = after;
-      return iso(*year, month, last_day(*year, month));
+      return iso(*year, month, days_in_month(*year, month));
     }
     day = number_at(text, i, 1, 2, after);
     if (!day) return std::nullopt;
@@ -107,24 +102,24 @@ std::optional<std::string> date_at(std::string_view text, size_t at, size_t& end
     if (auto year = i < text.size() ? number_at(text, i, 4, 4, after) : std::nullopt;
         year && *year >= 2000 && *year <= 2099) {
       end = after;
-      return *day >= 1 && *day <= last_day(*year, month) ? iso(*year, month, *day) : std::string();
+      return *day >= 1 && *day <= days_in_month(*year, month) ? iso(*year, month, *day) : std::string();
     }
   }
   return std::nullopt;
 }
 
-// Today, "YYYY-MM-DD" (UTC): a run is not dated after it ("May 2048 tokens" is no date).
-std::string today() {
+
+}  // namespace
+
+std::string today_iso() {
   const std::time_t now = std::time(nullptr);
   std::tm utc{};
   gmtime_r(&now, &utc);
   return iso(utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday);
 }
 
-}  // namespace
-
 std::optional<RunDate> first_date_in(std::string_view line) {
-  const std::string latest = today();
+  const std::string latest = today_iso();
   for (size_t at = 0; at < line.size(); ++at) {
     const char c = line[at];
     if (!is_digit(c) && !std::isupper(static_cast<unsigned char>(c))) continue;

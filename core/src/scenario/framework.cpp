@@ -191,10 +191,13 @@ bool is_iso_date(std::string_view text) {
   const int year = std::stoi(std::string(text.substr(0, 4)));
   const int month = std::stoi(std::string(text.substr(5, 2)));
   const int day = std::stoi(std::string(text.substr(8, 2)));
-  if (month < 1 || month > 12 || day < 1) return false;
+  return month >= 1 && month <= 12 && day >= 1 && day <= days_in_month(year, month);
+}
+
+int days_in_month(int year, int month) {
   static constexpr int kDays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
   const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-  return day <= (month == 2 && !leap ? 28 : kDays[month - 1]);
+  return month == 2 && !leap ? 28 : kDays[month - 1];
 }
 
 const FrameworkVersionDefaults* FrameworkProfile::undated_block() const {
@@ -203,9 +206,12 @@ const FrameworkVersionDefaults* FrameworkProfile::undated_block() const {
   return nullptr;
 }
 
-bool FrameworkProfile::has_dated_versions() const {
-  return std::any_of(since.begin(), since.end(),
-                     [](const FrameworkVersionDefaults& block) { return !block.released.empty(); });
+bool FrameworkProfile::has_dated_versions() const { return !first_dated_version().empty(); }
+
+std::string FrameworkProfile::first_dated_version() const {
+  for (const FrameworkVersionDefaults& block : since)
+    if (block.version != "0" && !block.released.empty()) return block.version;
+  return "";
 }
 
 std::string FrameworkProfile::version_on(const std::string& date) const {

@@ -348,17 +348,10 @@ void read_framework(const toml::table& root, const std::string& file, const Cata
                                 (profile->version.empty() ? std::string("no version") : "version " + profile->version) +
                                 "), with no dated [[since]] versions; remove date (or give version, which the "
                                 "report names)");
+      // The checks above leave a profile whose [[since]] versions all give a day, one at least.
       version = profile->version_on(day);
       scenario.framework.date = day;
-      if (version != "0") {
-        scenario.framework.version = version;
-      } else {
-        std::string first;
-        for (const FrameworkVersionDefaults& block : profile->since)
-          if (block.version != "0" && first.empty()) first = block.version;
-        scenario.framework.version = first.empty() ? profile->version : "before " + first;
-        if (first.empty()) version.clear();
-      }
+      scenario.framework.version = version != "0" ? version : "before " + profile->first_dated_version();
     }
     if (const toml::node* node = table->get("exclude")) {
       std::vector<std::string> brought;

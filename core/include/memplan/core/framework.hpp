@@ -114,14 +114,18 @@ struct FrameworkProfile {
   // `released` day, or nullptr when every block has one: then a date can place
   // a run among the versions.
   const FrameworkVersionDefaults* undated_block() const;
-  // Whether the profile has [[since]] versions a date chooses among.
+  // Whether the profile has [[since]] versions a date chooses among (version "0" blocks aside).
   bool has_dated_versions() const;
+  // The oldest of them ("4.18"): a day before it gets the profile's own defaults.
+  std::string first_dated_version() const;
   // The version for `date` ("YYYY-MM-DD"); call only when undated_block() is nullptr.
   std::string version_on(const std::string& date) const;
 };
 
 // Whether `text` is a calendar day written "YYYY-MM-DD" (a real month and day).
 bool is_iso_date(std::string_view text);
+// The days of `month` (1-12) in `year`, leap years counted.
+int days_in_month(int year, int month);
 
 // Makes `profile`, which names `base` in its extends, hold the base's behaviour at
 // profile.extends_version beneath its own: the base's defaults, then each of its
