@@ -499,21 +499,38 @@ class MegatronActivations {
         // The held output is the micro-batch's own logits kept into backward
         // where the model keeps them: counted once (the others in flight keep theirs).
         const double logits = outside.logits * head_scale - outside.held_overlap / context;
-        add_vocab_sized(ctx, names_.logits, logits);
-        freed_by_loss_backward += std::max(0.0, logits);
+        const double cross_entropy = outside.cross_entropy * head_scale;
+        // Autograd frees a node's saved tensors once the node has run (torch/csrc/autograd/engine.cpp,
+        // Engine::evaluate_function: release_variables() unless retain_graph), and backward runs the loss
+        // and the LM head before any layer's: the logits and the loss's saves of the micro-batch whose
+        // backward runs are gone before its last layer's backward (and that layer's recomputation) begins.
+        // They are alive at the forward's end and at backward's start only: a forward transient, and part of
+        // the loss's backward transient below (lifetime backward_start), not stored activations, which the
+        // host's step rule keeps beside the recompute working set and, at backward's end, beside every
+        // gradient. Those of other micro-batches in flight stay stored. Measured: torchtune's recomputed LoRA
+        // runs (validation TT31-70b-lora-fsdp8, TT31-8b-qlora-4090) peak below the saves plus the working set.
+        const double one_microbatch = head_scale > 0 ? 1.0 / head_scale / context : 0.0;
+        const double logits_released =
+            std::max(0.0, std::min(logits, (outside.logits - outside.held_overlap) / context));
+        const double ce_released = std::max(0.0, cross_entropy * one_microbatch);
+        add_vocab_sized(ctx, names_.logits, logits - logits_released);
+        add_vocab_sized(ctx, names_.logits, logits_released, memplan::sdk::Lifetime::transient_forward);
+        freed_by_loss_backward += std::max(0.0, logits - logits_released);
         // The loop holds one output, whatever the micro-batches in flight.
         add_vocab_sized(ctx, names_.held_output, outside.held_output / context, memplan::sdk::Lifetime::persistent);
-        const double cross_entropy = outside.cross_entropy * head_scale;
-        add_vocab_sized(ctx, names_.cross_entropy, cross_entropy);
-        freed_by_loss_backward += std::max(0.0, cross_entropy);
+        add_vocab_sized(ctx, names_.cross_entropy, cross_entropy - ce_released);
+        add_vocab_sized(ctx, names_.cross_entropy, ce_released, memplan::sdk::Lifetime::transient_forward);
+        freed_by_loss_backward += std::max(0.0, cross_entropy - ce_released);
+        const double saves_released = logits_released + ce_released;
         // The loss's transients belong to one micro-batch: the one whose loss is computed.
         add_vocab_sized(ctx, names_.loss_forward, outside.loss_forward / context,
                     memplan::sdk::Lifetime::transient_forward);
         loss_forward = outside.loss_forward / context;
-        // Backward runs the loss first and frees its fp32 gradients before the
-        // first layer is recomputed: the two transients never coexist, so the
-        // item is what the loss adds beyond the recompute working set (and a
-        // layer's ring attention buffers). In the eager losses that compute on
+        // Backward runs the loss first and frees its fp32 gradients and the
+        // saves above before the first layer is recomputed: the loss's moment
+        // and the recompute working set never coexist, so the item is what the
+        // loss's moment adds beyond the working set (and a layer's ring
+        // attention buffers). In the eager losses that compute on
         // whole logits, the loss's fp32 gradients are also freed before the LM
         // head's backward allocates its weight gradient, the first parameter
         // gradient of backward, which the host's step rule adds at backward's
@@ -528,13 +545,14 @@ class MegatronActivations {
         // The logits of the micro-batch whose loss is computed, on this rank.
         const double logit_elements =
             shape.batch * shape.seq * static_cast<double>(model.vocab) / settings.tensor_parallel / context;
-        double loss_backward = std::max(0.0, outside.loss_backward / context - working_set - ring_backward);
+        double loss_backward =
+            std::max(0.0, outside.loss_backward / context + saves_released - working_set - ring_backward);
         if (ctx.workload().grad_accum <= 1 && loss_frees_before_head()) {
           const double head_input_gradient = settings.bytes * logit_elements;
           loss_backward = std::min(loss_backward,
                                    std::max(loss_backward - facts.head_gradient, head_input_gradient));
         }
-        add_vocab_sized(ctx, names_.loss_backward, loss_backward, memplan::sdk::Lifetime::transient_backward);
+        add_vocab_sized(ctx, names_.loss_backward, loss_backward, memplan::sdk::Lifetime::backward_start);
         freed_by_loss_backward += std::max(0.0, loss_backward);
         // The shifted copy and what derives from it are replayed at the
         // logits' size, not b (s - 1) V: at its real size the 2 MiB rounding
