@@ -569,6 +569,23 @@ class MegatronActivations {
     // its requests is known (loss_requests.hpp), for the allocator's model
     // (attributes start unset each evaluation: absent elsewhere).
     if (loss_segments > 0) ctx.set_attr(attributes_.loss_segments, loss_segments);
+    // A tied embedding is used twice in one graph where the stage holds both ends: the LM head's backward
+    // (backward's start) leaves its gradient in .grad, and at backward's end the embedding's backward
+    // (embedding_dense_backward: a whole vocabulary x hidden gradient, in the dtype autograd computed the
+    // weight in: a sharding strategy's gathered dtype, else the weight's own) hands AccumulateGrad a second
+    // one, which it adds in place (torch/csrc/autograd/functions/accumulate_grad.h, accumulateGrad:
+    // variable_grad += new_grad) and then frees: one more weight-sized gradient beside all the others at that
+    // moment (vocabulary-parallel: the rank's rows).
+    if (layout.stage_has_embedding && layout.stage_has_lm_head && model.tied_embeddings != 0 &&
+        facts.trained_embedding_bytes > 0) {
+      const double gathered = ctx.attr_double(attributes_.gathered_weight_bytes, 0);
+      memplan::support::add_bytes(ctx, {.name = names_.tied_gradient,
+                                        .role = memplan::sdk::Role::gradients,
+                                        .lifetime = memplan::sdk::Lifetime::backward_end,
+                                        .bytes = static_cast<double>(model.vocab) * static_cast<double>(model.hidden) /
+                                                 settings.tensor_parallel *
+                                                 (gathered > 0 ? gathered : facts.trained_embedding_bytes)});
+    }
     add_outside(ctx, names_.ring_forward, std::max(0.0, ring_forward - loss_forward),
                 memplan::sdk::Lifetime::transient_forward);
     add_outside(ctx, names_.ring_backward, ring_backward, memplan::sdk::Lifetime::transient_backward);
@@ -681,11 +698,12 @@ class MegatronActivations {
           pipeline_merged_outputs(options.attribute(MEMPLAN_ATTR_PIPELINE_MERGED_OUTPUTS)),
           context_kv_allgather(options.attribute(MEMPLAN_ATTR_CONTEXT_KV_ALLGATHER)),
           loss_segments(options.attribute(MEMPLAN_ATTR_LOSS_SEGMENTS)),
-          kept_layer_inputs(options.attribute(MEMPLAN_ATTR_KEPT_LAYER_INPUTS)) {}
+          kept_layer_inputs(options.attribute(MEMPLAN_ATTR_KEPT_LAYER_INPUTS)),
+          gathered_weight_bytes(options.attribute(MEMPLAN_ATTR_GATHERED_WEIGHT_BYTES)) {}
     memplan::sdk::Attribute activation_dtype, activation_factor, residual_dtype, lora_rank_inputs, lora_inputs,
         lora_distinct_inputs, lora_dropout, recompute_policy, pipeline_input_buffers, pipeline_grad_buffers,
         pipeline_input_grads, pipeline_kept_outputs, pipeline_merged_outputs, context_kv_allgather, loss_segments,
-        kept_layer_inputs;
+        kept_layer_inputs, gathered_weight_bytes;
   };
 
   // The names of the items apply() adds, interned once.
@@ -702,6 +720,7 @@ class MegatronActivations {
           cross_entropy(options.intern("activations.cross_entropy")),
           loss_forward(options.intern("activations.loss_forward")),
           loss_backward(options.intern("activations.loss_backward")),
+          tied_gradient(options.intern("activations.tied_embedding_gradient")),
           kv_cache(options.intern("activations.kv_cache")),
           rope_cache(options.intern("rope_cache")),
           causal_mask(options.intern("causal_mask")),
@@ -716,7 +735,7 @@ class MegatronActivations {
           ring_backward(options.intern("context_parallel.ring_backward")),
           kept_layer_inputs(options.intern("activations.kept_layer_inputs")) {}
     memplan::sdk::Name stored, offload_window, recompute, dequantized_weight, embedding_dropout, final_norm, logits,
-        cross_entropy, loss_forward, loss_backward, kv_cache, held_output, rope_cache, causal_mask, expanded_causal_mask,
+        cross_entropy, loss_forward, loss_backward, tied_gradient, kv_cache, held_output, rope_cache, causal_mask, expanded_causal_mask,
         recompute_casts, pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
         pipeline_merged_outputs, ring_forward, ring_backward, kept_layer_inputs;
   };
@@ -735,6 +754,7 @@ class MegatronActivations {
     bool final_norm_trainable = false;  // the final norm's weight trains
     bool lm_head_trainable = false;     // the LM head's weight trains
     double head_gradient = 0;  // the LM head's gradient on the GPU (the tied embedding's when the head is tied)
+    double trained_embedding_bytes = 0;  // bytes per element of the token embedding where it trains (0: frozen)
   };
 
   static PlanFacts scan_plan(const memplan::sdk::Context& ctx) {
@@ -760,6 +780,8 @@ class MegatronActivations {
           facts.final_norm_trainable || (param_class == ParamClass::final_norm && item.trainable());
       facts.lm_head_trainable = facts.lm_head_trainable || (param_class == ParamClass::lm_head && item.trainable());
       facts.embedding = facts.embedding || param_class == ParamClass::embedding;
+      if (param_class == ParamClass::embedding && item.trainable() && item.device() == memplan::sdk::Device::gpu)
+        facts.trained_embedding_bytes = item.bytes_per_element();
       facts.learned_positions = facts.learned_positions || param_class == ParamClass::position_embedding;
       if (param_class == ParamClass::norm && item.layer() >= 0 && facts.norm_bytes == 0)
         facts.norm_bytes = item.bytes_per_element();

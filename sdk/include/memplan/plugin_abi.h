@@ -106,9 +106,15 @@ extern "C" {
  * is alive at backward's end beside all the gradients. Added after 1.3's
  * first landing, like setup: a host that predates it rejects the item. */
 #define MEMPLAN_LIFETIME_BACKWARD_START 7
+/* Alive at backward's end only, beside all the gradients: what the
+ * embedding's backward allocates there, such as the second gradient of a
+ * weight used twice (a tied embedding: autograd's AccumulateGrad adds the
+ * embedding's gradient to the LM head's, which .grad already holds). Added
+ * with backward_start. */
+#define MEMPLAN_LIFETIME_BACKWARD_END 8
 /* The number of lifetimes: arrays indexed by MEMPLAN_LIFETIME_* have this
  * many entries. */
-#define MEMPLAN_LIFETIME_COUNT 8
+#define MEMPLAN_LIFETIME_COUNT 9
 /* Whether a persistent item already exists while the job is set up: every
  * persistent item but the optimizer states (torch.optim creates them in the
  * first step) and activations kept from step to step (a loop's held
@@ -125,14 +131,16 @@ static inline int memplan_exists_at_setup(int32_t role, int32_t lifetime) {
  * every item (docs/estimate.md, section 4); the 'allocator' plugin to each
  * stream's pool. With G the gradients, A the activations, G1 and A1 the
  * largest single layer's, P the persistent items, T the pass's transients
- * and S what backward's start adds (lifetime backward_start):
+ * S what backward's start adds (lifetime backward_start) and E what its end
+ * adds (backward_end):
  *   forward   = P + A + T (+ G from the second micro-batch on: accumulating)
- *   backward  = P + T + max(min(G + A, A + G1) + S, min(G + A, G + A1)), or
- *               G + A + S when accumulating (backward walks the layers in
- *               reverse: gradients grow while activations are freed, so the
- *               high point is its start, where the loss's backward runs
- *               before any layer's, or its end; with accumulation every
- *               gradient is allocated from the start)
+ *   backward  = P + T + max(min(G + A, A + G1) + S, min(G + A, G + A1) + E),
+ *               or G + A + max(S, E) when accumulating (backward walks the
+ *               layers in reverse: gradients grow while activations are
+ *               freed, so the high point is its start, where the loss's
+ *               backward runs before any layer's, or its end, where the
+ *               embedding's does; with accumulation every gradient is
+ *               allocated from the start)
  *   optimizer = P + G + T
  * Sums below 2^53 bytes are exact in double. */
 static inline void memplan_step_high_points(const double* by_lifetime, double largest_gradient_layer,
@@ -147,6 +155,7 @@ static inline void memplan_step_high_points(const double* by_lifetime, double la
     if (gradients + largest_activation_layer < end) end = gradients + largest_activation_layer;
   }
   start += by_lifetime[MEMPLAN_LIFETIME_BACKWARD_START];
+  end += by_lifetime[MEMPLAN_LIFETIME_BACKWARD_END];
   out[0] = persistent + activations + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_FORWARD] + (accumulating ? gradients : 0);
   out[1] = persistent + (start > end ? start : end) + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_BACKWARD];
   out[2] = persistent + gradients + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER];
