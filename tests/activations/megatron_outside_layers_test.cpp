@@ -371,5 +371,61 @@ TEST(MegatronOutsideLayers, LossMomentAndRecomputationAreNotSummed) {
   EXPECT_EQ(loss.breakdown().timeline[kForward], 7'817'937'664u);
 }
 
+// A tied embedding is used twice in one graph: the LM head's backward leaves its
+// gradient in .grad at backward's start, and at backward's end the embedding's
+// backward (embedding_dense_backward, a whole vocabulary x hidden gradient) hands
+// AccumulateGrad a second one, which it adds in place and frees
+// (torch/csrc/autograd/functions/accumulate_grad.h, accumulateGrad). Llama-3.2-3B
+// (tied, 3,212,749,824 parameters: embedding 128,256 x 3,072 = 394,002,432, 28 layers
+// of 100,669,440, final norm 3,072), bf16 weights, gradients and AdamW states, one GPU,
+// b 1, s 512, no recompute:
+//   E (transient_backward_end) = 128,256 x 3,072 x 2 = 788,004,864;
+//   P = 6 x 3,212,749,824 = 19,276,498,944; G = 2 x 3,212,749,824 = 6,425,499,648;
+//   A1 = one layer's stored activations, 1,293,221,888 / 28 = 46,186,496 (above the
+//   final norm's 6,291,456; the logits and the loss's saves are forward transients);
+//   backward's end G + A1 + E = 7,259,691,008, above its start A + G1 + S =
+//   1,299,513,344 + 788,004,864 (the embedding's gradient) + 131,334,144 = 2,218,852,352:
+//   backward = P + 7,259,691,008 = 26,536,189,952 (25,748,185,088 without the second
+//   gradient). Untied, the embedding's gradient is .grad itself: no item.
+TEST(MegatronOutsideLayers, TiedEmbeddingsSecondGradientAtBackwardsEnd) {
+  const std::string scenario =
+      "name = \"tied\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nmicro_batch = 1\n"
+      "seq_len = 512\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n"
+      "flash_attention = true\ndropout = false\n";
+  Evaluation tied = evaluate_paper(scenario);
+  uint64_t second = 0;
+  for (const PlanItem& item : tied.estimator().plan().items)
+    if (item.name_view() == "activations.tied_embedding_gradient") {
+      EXPECT_EQ(item.lifetime, MEMPLAN_LIFETIME_BACKWARD_END);
+      EXPECT_EQ(item.role, MEMPLAN_ROLE_GRADIENTS);
+      second += item.bytes();
+    }
+  EXPECT_EQ(second, 788'004'864u);
+  EXPECT_EQ(tied.breakdown().timeline[kInit], 19'276'498'944u);
+  EXPECT_EQ(tied.breakdown().timeline[kBackward], 26'536'189'952u);
+
+  std::string untied = scenario;
+  untied.replace(untied.find("[batch]"), 7, "tied_embeddings = false\n[batch]");
+  Evaluation separate = evaluate_paper(untied);
+  EXPECT_EQ(separate.item_bytes("activations.tied_embedding_gradient", MEMPLAN_ROLE_GRADIENTS), 0u);
+}
+
+// FSDP's MixedPrecision param_dtype: autograd computes with the gathered bf16
+// parameters, so the second gradient is bf16 over fp32 weights: 788,004,864
+// again (128,256 x 3,072 x 2), not the fp32 weight's 1,576,009,728.
+TEST(MegatronOutsideLayers, TiedSecondGradientInTheGatheredDtype) {
+  Evaluation e = evaluate_paper(
+      "name = \"tied\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nmicro_batch = 1\n"
+      "seq_len = 512\n[precision]\nuse = \"fp32\"\nactivations = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n"
+      "[activations]\nuse = \"megatron\"\nflash_attention = true\ndropout = false\n[[strategy]]\n"
+      "use = \"data-parallel\"\nsize = 8\n[[strategy]]\nuse = \"fsdp\"\napi = \"fsdp2\"\nparam_dtype = \"bf16\"\n");
+  EXPECT_EQ(e.item_bytes("activations.tied_embedding_gradient", MEMPLAN_ROLE_GRADIENTS), 788'004'864u);
+  Evaluation own = evaluate_paper(
+      "name = \"tied\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nmicro_batch = 1\n"
+      "seq_len = 512\n[precision]\nuse = \"fp32\"\nactivations = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n"
+      "[activations]\nuse = \"megatron\"\nflash_attention = true\ndropout = false\n");
+  EXPECT_EQ(own.item_bytes("activations.tied_embedding_gradient", MEMPLAN_ROLE_GRADIENTS), 1'576'009'728u);
+}
+
 }  // namespace
 }  // namespace memplan::testing

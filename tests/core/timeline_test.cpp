@@ -111,6 +111,33 @@ TEST(Timeline, BackwardStartMeetsOnlyTheStart) {
   EXPECT_EQ(accumulating.timeline[kOptimizerStep], 330u);
 }
 
+// Lifetime backward_end: what backward's end adds beside all the gradients (a tied
+// embedding's second gradient), alive at the end only:
+//   backward = P + T_b + max(min(G + A, A + G1) + S, min(G + A, G + A1) + E),
+//   or P + T_b + G + A + max(S, E) with accumulation.
+// The plan above with S = 200 and E = 60: start 80 + 200 = 280; end 235 + 60 = 295:
+// 100 + 7 + 295 = 402. With accumulation: 100 + 7 + 280 + max(200, 60) = 587.
+TEST(Timeline, BackwardEndMeetsOnlyTheEnd) {
+  Plan plan;
+  plan.items.push_back(item(MEMPLAN_ROLE_WEIGHTS, MEMPLAN_LIFETIME_PERSISTENT, 100));
+  plan.items.push_back(item(MEMPLAN_ROLE_GRADIENTS, MEMPLAN_LIFETIME_GRADIENT, 20, 0, 10));
+  plan.items.push_back(item(MEMPLAN_ROLE_GRADIENTS, MEMPLAN_LIFETIME_GRADIENT, 30));
+  plan.items.push_back(item(MEMPLAN_ROLE_ACTIVATIONS, MEMPLAN_LIFETIME_ACTIVATION, 5, 0, 10));
+  plan.items.push_back(item(MEMPLAN_ROLE_ACTIVATIONS, MEMPLAN_LIFETIME_TRANSIENT_BACKWARD, 7));
+  plan.items.push_back(item(MEMPLAN_ROLE_ACTIVATIONS, MEMPLAN_LIFETIME_BACKWARD_START, 200));
+  plan.items.push_back(item(MEMPLAN_ROLE_GRADIENTS, MEMPLAN_LIFETIME_BACKWARD_END, 60));
+  Breakdown once;
+  summarize(plan, 1, once);
+  EXPECT_EQ(once.timeline[kBackward], 402u);
+  EXPECT_EQ(once.timeline[kOptimizerStep], 100u + 230);  // E is gone by the optimizer step
+  EXPECT_EQ(once.components[MEMPLAN_ROLE_GRADIENTS], 230u + 60);
+  Breakdown accumulating;
+  summarize(plan, 4, accumulating);
+  EXPECT_EQ(accumulating.timeline[kBackward], 587u);
+  EXPECT_EQ(lifetime_name(MEMPLAN_LIFETIME_BACKWARD_END), "transient_backward_end");
+  EXPECT_EQ(lifetime_name(MEMPLAN_LIFETIME_BACKWARD_START), "transient_backward_start");
+}
+
 TEST(Timeline, CpuItemsAreReportedApart) {
   Plan plan = layered_plan();
   plan.items.push_back(item(MEMPLAN_ROLE_OPTIMIZER_STATES, MEMPLAN_LIFETIME_PERSISTENT, 1000, -1, 1, MEMPLAN_DEVICE_CPU));

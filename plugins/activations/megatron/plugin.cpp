@@ -161,7 +161,7 @@ constexpr std::array<LossMode, 13> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.15.0",
+      "megatron", "1.16.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -575,9 +575,11 @@ class MegatronActivations {
     // weight in: a sharding strategy's gathered dtype, else the weight's own) hands AccumulateGrad a second
     // one, which it adds in place (torch/csrc/autograd/functions/accumulate_grad.h, accumulateGrad:
     // variable_grad += new_grad) and then frees: one more weight-sized gradient beside all the others at that
-    // moment (vocabulary-parallel: the rank's rows).
+    // moment (vocabulary-parallel: the rank's rows). Where a hook moves each gradient into a buffer of its own
+    // as it arrives (Megatron-LM's main_grad: the precision plugin's `<weight>.grad` transient), the second one
+    // is that transient again, already counted.
     if (layout.stage_has_embedding && layout.stage_has_lm_head && model.tied_embeddings != 0 &&
-        facts.trained_embedding_bytes > 0) {
+        facts.trained_embedding_bytes > 0 && facts.embedding_grad_accumulates) {
       const double gathered = ctx.attr_double(attributes_.gathered_weight_bytes, 0);
       memplan::support::add_bytes(ctx, {.name = names_.tied_gradient,
                                         .role = memplan::sdk::Role::gradients,
@@ -755,6 +757,8 @@ class MegatronActivations {
     bool lm_head_trainable = false;     // the LM head's weight trains
     double head_gradient = 0;  // the LM head's gradient on the GPU (the tied embedding's when the head is tied)
     double trained_embedding_bytes = 0;  // bytes per element of the token embedding where it trains (0: frozen)
+    bool embedding_grad_accumulates = false;  // its gradient is a .grad that backward accumulates into (lifetime
+                                              // gradient), not a copy a hook moves into a buffer of its own
   };
 
   static PlanFacts scan_plan(const memplan::sdk::Context& ctx) {
@@ -767,6 +771,9 @@ class MegatronActivations {
           (item.param_class() == ParamClass::lm_head ||
            (item.param_class() == ParamClass::embedding && ctx.model().tied_embeddings != 0)))
         facts.head_gradient += item.bytes();
+      if (item.role() == memplan::sdk::Role::gradients && item.device() == memplan::sdk::Device::gpu &&
+          item.lifetime() == memplan::sdk::Lifetime::gradient && item.param_class() == ParamClass::embedding)
+        facts.embedding_grad_accumulates = true;
       if (item.role() != memplan::sdk::Role::weights) continue;
       const ParamClass param_class = item.param_class();
       // The lowest layer of any layered weight, whatever the items' order.

@@ -214,7 +214,7 @@ constexpr std::array<memplan_option_spec, 15> kOptions{{
 class FsdpStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "fsdp", "1.8.0",
+      "fsdp", "1.9.0",
       "PyTorch FSDP: FULL_SHARD or HYBRID_SHARD (ZeRO-3 semantics) with the gathered units in flight",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding};
   static std::span<const memplan_option_spec> options() { return kOptions; }
