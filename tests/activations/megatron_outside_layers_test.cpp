@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <string_view>
 
 #include "test_support.hpp"
 
@@ -17,6 +18,15 @@ namespace memplan::testing {
 namespace {
 
 constexpr int32_t kAct = MEMPLAN_ROLE_ACTIVATIONS;
+
+// Bytes of the activation items with `lifetime` (MEMPLAN_LIFETIME_*), those named `name` or all when empty.
+uint64_t activation_bytes(const Evaluation& e, int32_t lifetime, std::string_view name = "") {
+  uint64_t bytes = 0;
+  for (const PlanItem& item : e.estimator().plan().items)
+    if (item.role == kAct && item.lifetime == lifetime && (name.empty() || item.name_view() == name))
+      bytes += item.bytes();
+  return bytes;
+}
 
 // GPT-3 175B (h 12288, v 51200, 96 layers) at s 2048, b 1, fp16, dropout on,
 // tensor parallel 8 with sequence parallelism.
@@ -63,15 +73,28 @@ const std::string kOneSequence = "micro_batch = 1\nseq_len = 8192\n";
 // output 2 x 2 x 4096 = 16,384; K and V 2 x 2 x 1024 = 4,096; SwiGLU
 // 3 x 2 x 14336 = 86,016; log-sum-exp 4 x 32 = 128: 139,392 x 8192 =
 // 1,141,899,264 per layer, 36,540,776,448 for 32 layers. The vocabulary adds
-// 23% to the layers' activations.
+// 23% to the layers' activations at the forward's end.
+// The logits and the softmax are this (only) micro-batch's: autograd frees them
+// once the loss and the LM head have run, before any layer's backward, so they
+// are forward transients, and backward's start holds them again as the loss's
+// moment (lifetime backward_start): 2 x 4,202,692,608 = 8,405,385,216, less the
+// head's weight gradient 2 x 4096 x 128256 = 1,050,673,152 (the loss's fp32
+// tensors are freed before it is allocated; floor: the head's input gradient
+// 2 x 8192 x 128256 = 2,101,346,304, smaller) = 7,354,712,064. The component
+// sums every activation item: 36,540,776,448 + 134,217,728 + 8,405,385,216 + 7,354,712,064.
 TEST(MegatronOutsideLayers, LargeVocabularyLogitsAreGigabytes) {
   Evaluation e = evaluate_paper(llama3_8b(kOneSequence, "dropout = false\n"));
   EXPECT_EQ(e.item_bytes("activations.logits", kAct), 4'202'692'608u);
   EXPECT_EQ(e.item_bytes("activations.cross_entropy", kAct), 4'202'692'608u);
+  EXPECT_EQ(activation_bytes(e, MEMPLAN_LIFETIME_TRANSIENT_FORWARD, "activations.logits"), 4'202'692'608u);
+  EXPECT_EQ(activation_bytes(e, MEMPLAN_LIFETIME_TRANSIENT_FORWARD, "activations.cross_entropy"), 4'202'692'608u);
+  EXPECT_EQ(activation_bytes(e, MEMPLAN_LIFETIME_BACKWARD_START, "activations.loss_backward"), 7'354'712'064u);
   EXPECT_EQ(e.item_bytes("activations.final_norm", kAct), 134'217'728u);
   EXPECT_EQ(e.item_bytes("activations.embedding_dropout", kAct), 0u);  // no dropout, no mask
   EXPECT_EQ(e.item_bytes("layers.0-31.activations", kAct), 36'540'776'448u);
-  EXPECT_EQ(e.component(kAct), uint64_t{36'540'776'448} + 134'217'728u + 2 * uint64_t{4'202'692'608});
+  EXPECT_EQ(activation_bytes(e, MEMPLAN_LIFETIME_ACTIVATION), uint64_t{36'540'776'448} + 134'217'728u);
+  EXPECT_EQ(e.component(kAct),
+            uint64_t{36'540'776'448} + 134'217'728u + 2 * uint64_t{4'202'692'608} + 7'354'712'064u);
 }
 
 // With dropout the embedding keeps a 1-byte mask per element: s b h = 33,554,432.
@@ -113,7 +136,9 @@ TEST(MegatronOutsideLayers, PipelineStagesHoldTheirOwnEnd) {
 }
 
 // Full recomputation checkpoints the transformer layers only; the embedding,
-// final norm and loss keep their activations.
+// final norm and loss keep their activations (the logits and the loss's saves
+// until the loss's and the head's backward have run: forward transients, see
+// LossMomentAndRecomputationAreNotSummed).
 TEST(MegatronOutsideLayers, FullRecomputeKeepsThem) {
   Evaluation e = evaluate_paper(llama3_8b(kOneSequence, "dropout = false\n",
                                     "[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\n"));
@@ -128,14 +153,24 @@ TEST(MegatronOutsideLayers, FullRecomputeKeepsThem) {
 // schedules hold several micro-batches at once), and doubling the micro-batch
 // doubles them. What accumulation changes is the timeline: the accumulated
 // gradients already exist while the next micro-batch runs forward.
+// At the forward's end: layers 36,540,776,448 + final norm 134,217,728 stored,
+// and the logits and softmax 2 x 4,202,692,608 (forward transients, freed by
+// the loss's and the head's backward). The loss's moment (backward_start) is
+// those saves, 8,405,385,216, less the head's weight gradient 1,050,673,152
+// without accumulation (7,354,712,064; see LargeVocabularyLogitsAreGigabytes);
+// with accumulation the head's gradient already exists, nothing is taken off:
+// 8,405,385,216, and 16,810,770,432 at micro-batch 2.
 TEST(MegatronOutsideLayers, ActivationsArePerMicroBatch) {
   Evaluation one = evaluate_paper(llama3_8b(kOneSequence + "grad_accum = 1\n", "dropout = false\n"));
   Evaluation eight = evaluate_paper(llama3_8b(kOneSequence + "grad_accum = 8\n", "dropout = false\n"));
   Evaluation doubled = evaluate_paper(llama3_8b("micro_batch = 2\nseq_len = 8192\ngrad_accum = 8\n", "dropout = false\n"));
   const uint64_t activations = uint64_t{36'540'776'448} + 134'217'728u + 2 * uint64_t{4'202'692'608};
-  EXPECT_EQ(one.component(kAct), activations);
-  EXPECT_EQ(eight.component(kAct), activations);
-  EXPECT_EQ(doubled.component(kAct), 2 * activations);
+  EXPECT_EQ(activation_bytes(one, MEMPLAN_LIFETIME_ACTIVATION), uint64_t{36'540'776'448} + 134'217'728u);
+  EXPECT_EQ(activation_bytes(eight, MEMPLAN_LIFETIME_ACTIVATION), uint64_t{36'540'776'448} + 134'217'728u);
+  EXPECT_EQ(activation_bytes(doubled, MEMPLAN_LIFETIME_ACTIVATION), 2 * (uint64_t{36'540'776'448} + 134'217'728u));
+  EXPECT_EQ(one.component(kAct), activations + 7'354'712'064u);
+  EXPECT_EQ(eight.component(kAct), activations + 8'405'385'216u);
+  EXPECT_EQ(doubled.component(kAct), 2 * activations + 16'810'770'432u);
   const auto& t1 = one.breakdown().timeline;
   const auto& t8 = eight.breakdown().timeline;
   EXPECT_EQ(t1[kForward] - t1[kInit], activations);
@@ -274,6 +309,122 @@ TEST(InferenceOutputHead, NoHeadNoLogits) {
       "[batch]\nmicro_batch = 64\nseq_len = 512\n[precision]\nuse = \"bf16\"\n[activations]\nuse = \"inference\"\n"
       "logits = \"all\"\n");
   EXPECT_EQ(encoder.item_bytes("activations.logits", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+}
+
+}  // namespace
+}  // namespace memplan::testing
+
+namespace memplan::testing {
+namespace {
+
+// Backward's start under full recomputation: the loss's moment and the last
+// layer's recomputation are max'ed, not summed. Autograd frees a node's saved
+// tensors once it has run (torch/csrc/autograd/engine.cpp, Engine::evaluate_function,
+// release_variables()), and backward runs the loss and the LM head before any
+// layer: the logits and the softmax of the micro-batch are gone when the first
+// layer is recomputed. GPT-3 175B at b 2, s 2048, fp16 + Adam, tensor parallel 8
+// with sequence parallelism, ZeRO-3 over 64 data-parallel ranks (so the
+// gradients, not the activations, are small), full recompute.
+//   P: 14 bytes (fp16 weight 2, fp32 master 4, Adam 8) x 341,455,488 parameters on this
+//      GPU (175B / 8 / 64) = 4,780,376,832.
+//   A (stored): each layer's input 2 x 2 x 2048 x 12288 / 8 = 12,582,912 x 96 =
+//      1,207,959,552, the embedding dropout mask 6,291,456, the final norm 25,165,824:
+//      1,239,416,832.
+//   Working set (transient_backward): one layer's Table 2 row at b 2, 2 x 358,612,992 = 717,225,984.
+//   Saves (transient_forward): fp32 logits 4 x 2 x 2048 x 51200 / 8 = 104,857,600 and
+//      the softmax as much: 209,715,200 < the working set, so the loss's moment adds
+//      nothing beyond it: S = max(0, 209,715,200 - 717,225,984) = 0.
+//   G1: one layer's fp16 gradients on this GPU: q, k, v, o 589,872 each (with
+//      biases), the MLP 4,718,832, the norms 1,536 = 7,079,856.
+//   backward = P + T_b + max(A + G1 + S, G + A1)
+//            = 4,780,376,832 + 717,225,984 + 1,239,416,832 + 7,079,856 = 6,744,099,504
+//   (G + A1 = 682,910,976 + 25,165,824 = 708,076,800 is smaller). Counting the saves
+//   as stored activations beside the working set would give 209,715,200 more.
+// With the vocabulary 8x larger (409,600: the same scenario, a larger loss) the saves
+// are 2 x 4 x 2 x 2048 x 409600 / 8 = 1,677,721,600 > the working set, and the loss's
+// moment is the high point: S = 1,677,721,600 - 717,225,984 - the tied embedding's
+// gradient 2 x 409600 x 12288 / 512 = 19,660,800 (the loss frees its fp32 tensors before
+// the head's weight gradient is allocated; floor: the head's input gradient
+// 2 x 2 x 2048 x 409600 / 8 = 419,430,400, smaller) = 940,834,816. The embedding's
+// gradient is now G1 (19,660,800 > 7,079,856), P = 14 x 350,057,088 = 4,900,799,232:
+//   backward = 4,900,799,232 + 717,225,984 + 1,239,416,832 + 19,660,800 + 940,834,816
+//            = 7,817,937,664 = P + A + saves, the forward's end: the working set is not added.
+TEST(MegatronOutsideLayers, LossMomentAndRecomputationAreNotSummed) {
+  const std::string zero3 = "[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\n"
+                            "[[strategy]]\nuse = \"data-parallel\"\nsize = 64\n[[strategy]]\nuse = \"zero\"\nstage = 3\n";
+  std::string scenario = gpt3("", zero3);
+  scenario.replace(scenario.find("micro_batch = 1"), 15, "micro_batch = 2");
+  Evaluation e = evaluate_paper(scenario);
+  EXPECT_EQ(activation_bytes(e, MEMPLAN_LIFETIME_ACTIVATION), 1'239'416'832u);
+  EXPECT_EQ(activation_bytes(e, MEMPLAN_LIFETIME_TRANSIENT_BACKWARD, "activations.recompute"), 717'225'984u);
+  EXPECT_EQ(activation_bytes(e, MEMPLAN_LIFETIME_TRANSIENT_FORWARD), 209'715'200u);
+  EXPECT_EQ(activation_bytes(e, MEMPLAN_LIFETIME_BACKWARD_START), 0u);
+  EXPECT_EQ(e.breakdown().timeline[kBackward], 6'744'099'504u);
+  EXPECT_EQ(e.breakdown().peak, 6'744'099'504u);
+
+  std::string larger = scenario;
+  larger.replace(larger.find("preset = \"gpt3-175b\"\n"), 21, "preset = \"gpt3-175b\"\nvocab = 409600\n");
+  Evaluation loss = evaluate_paper(larger);
+  EXPECT_EQ(activation_bytes(loss, MEMPLAN_LIFETIME_TRANSIENT_FORWARD), 1'677'721'600u);
+  EXPECT_EQ(activation_bytes(loss, MEMPLAN_LIFETIME_BACKWARD_START, "activations.loss_backward"), 940'834'816u);
+  EXPECT_EQ(loss.breakdown().timeline[kBackward], 7'817'937'664u);
+  EXPECT_EQ(loss.breakdown().timeline[kForward], 7'817'937'664u);
+}
+
+// A tied embedding is used twice in one graph: the LM head's backward leaves its
+// gradient in .grad at backward's start, and at backward's end the embedding's
+// backward (embedding_dense_backward, a whole vocabulary x hidden gradient) hands
+// AccumulateGrad a second one, which it adds in place and frees
+// (torch/csrc/autograd/functions/accumulate_grad.h, accumulateGrad). Llama-3.2-3B
+// (tied, 3,212,749,824 parameters: embedding 128,256 x 3,072 = 394,002,432, 28 layers
+// of 100,669,440, final norm 3,072), bf16 weights, gradients and AdamW states, one GPU,
+// b 1, s 512, no recompute:
+//   E (transient_backward_end) = 128,256 x 3,072 x 2 = 788,004,864;
+//   P = 6 x 3,212,749,824 = 19,276,498,944; G = 2 x 3,212,749,824 = 6,425,499,648;
+//   A1 = one layer's stored activations, 1,293,221,888 / 28 = 46,186,496 (above the
+//   final norm's 6,291,456; the logits and the loss's saves are forward transients);
+//   backward's end G + A1 + E = 7,259,691,008, above its start A + G1 + S =
+//   1,299,513,344 + 788,004,864 (the embedding's gradient) + 131,334,144 = 2,218,852,352:
+//   backward = P + 7,259,691,008 = 26,536,189,952 (25,748,185,088 without the second
+//   gradient). Untied, the embedding's gradient is .grad itself: no item.
+TEST(MegatronOutsideLayers, TiedEmbeddingsSecondGradientAtBackwardsEnd) {
+  const std::string scenario =
+      "name = \"tied\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nmicro_batch = 1\n"
+      "seq_len = 512\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n"
+      "flash_attention = true\ndropout = false\n";
+  Evaluation tied = evaluate_paper(scenario);
+  uint64_t second = 0;
+  for (const PlanItem& item : tied.estimator().plan().items)
+    if (item.name_view() == "activations.tied_embedding_gradient") {
+      EXPECT_EQ(item.lifetime, MEMPLAN_LIFETIME_BACKWARD_END);
+      EXPECT_EQ(item.role, MEMPLAN_ROLE_GRADIENTS);
+      second += item.bytes();
+    }
+  EXPECT_EQ(second, 788'004'864u);
+  EXPECT_EQ(tied.breakdown().timeline[kInit], 19'276'498'944u);
+  EXPECT_EQ(tied.breakdown().timeline[kBackward], 26'536'189'952u);
+
+  std::string untied = scenario;
+  untied.replace(untied.find("[batch]"), 7, "tied_embeddings = false\n[batch]");
+  Evaluation separate = evaluate_paper(untied);
+  EXPECT_EQ(separate.item_bytes("activations.tied_embedding_gradient", MEMPLAN_ROLE_GRADIENTS), 0u);
+}
+
+// FSDP's MixedPrecision param_dtype: autograd computes with the gathered bf16
+// parameters, so the second gradient is bf16 over fp32 weights: 788,004,864
+// again (128,256 x 3,072 x 2), not the fp32 weight's 1,576,009,728.
+TEST(MegatronOutsideLayers, TiedSecondGradientInTheGatheredDtype) {
+  Evaluation e = evaluate_paper(
+      "name = \"tied\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nmicro_batch = 1\n"
+      "seq_len = 512\n[precision]\nuse = \"fp32\"\nactivations = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n"
+      "[activations]\nuse = \"megatron\"\nflash_attention = true\ndropout = false\n[[strategy]]\n"
+      "use = \"data-parallel\"\nsize = 8\n[[strategy]]\nuse = \"fsdp\"\napi = \"fsdp2\"\nparam_dtype = \"bf16\"\n");
+  EXPECT_EQ(e.item_bytes("activations.tied_embedding_gradient", MEMPLAN_ROLE_GRADIENTS), 788'004'864u);
+  Evaluation own = evaluate_paper(
+      "name = \"tied\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nmicro_batch = 1\n"
+      "seq_len = 512\n[precision]\nuse = \"fp32\"\nactivations = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n"
+      "[activations]\nuse = \"megatron\"\nflash_attention = true\ndropout = false\n");
+  EXPECT_EQ(own.item_bytes("activations.tied_embedding_gradient", MEMPLAN_ROLE_GRADIENTS), 1'576'009'728u);
 }
 
 }  // namespace

@@ -168,12 +168,16 @@ TEST(HfMeasuredLayers, CacheLifetimes) {
 // gradients (2 x 1,576,009,728 B, "no python frame") alive and no parameter
 // gradient (zero_grad set them to None). Llama-3.2-3B full fine-tuning, 4 x 768
 // tokens: the loss's backward adds 2 x 4 x 3,072 x 128,256 = 3,152,019,456
-// bytes; the tied head's gradient is 128,256 x 3,072 x 2 = 788,004,864, which the
-// host's step rule adds at backward's start (the largest layer's gradients), so
-// the item is 2,364,014,592 (above the 16-bit logits gradient the head's
-// backward holds beside its own, 2 x 4 x 768 x 128,256 = 788,004,864, its floor).
-// With gradient accumulation every gradient is alive from the earlier
-// micro-batches: the whole 3,152,019,456.
+// bytes beside the loss's saved fp32 log-softmax, 4 x 3,072 x 128,256 =
+// 1,576,009,728, which autograd frees once the loss has run backward (a forward
+// transient; at backward's start part of the loss's moment, lifetime
+// backward_start): 4,728,029,184. The tied head's gradient is 128,256 x 3,072 x
+// 2 = 788,004,864, which the host's step rule adds at backward's start (the
+// largest layer's gradients), so the item is 4,728,029,184 - 788,004,864 =
+// 3,940,024,320 (above the 16-bit logits gradient the head's backward holds
+// beside its own, 2 x 4 x 768 x 128,256 = 788,004,864, its floor). With
+// gradient accumulation every gradient is alive from the earlier micro-batches:
+// the whole 4,728,029,184.
 TEST(HfMeasuredLayers, LossBackwardDoesNotMeetTheHeadsGradient) {
   const auto loss_backward = [](int accumulation) {
     return evaluate(hf_517("llama-3.2-3b",
@@ -181,8 +185,8 @@ TEST(HfMeasuredLayers, LossBackwardDoesNotMeetTheHeadsGradient) {
                            "use = \"bf16\"\n", "padding_mask = true\n"))
         .item_bytes("activations.loss_backward", MEMPLAN_ROLE_ACTIVATIONS);
   };
-  EXPECT_EQ(loss_backward(1), 3'152'019'456u - 788'004'864u);
-  EXPECT_EQ(loss_backward(2), 3'152'019'456u);
+  EXPECT_EQ(loss_backward(1), 3'152'019'456ull + 1'576'009'728u - 788'004'864u);
+  EXPECT_EQ(loss_backward(2), 3'152'019'456ull + 1'576'009'728u);
 }
 
 // The new options describe eager layers.

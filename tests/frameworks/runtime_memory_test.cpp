@@ -200,8 +200,10 @@ TEST(MegatronProfile, GradientBufferLivesFromStartUp) {
   // 50,304 x 1,600 x 2 = 160,972,800 and 1,024 x 1,600 x 2 = 3,276,800 bytes.
   EXPECT_EQ(e.item_bytes("embed_tokens.grad", MEMPLAN_ROLE_GRADIENTS), 160'972'800u);
   EXPECT_EQ(e.item_bytes("embed_positions.grad", MEMPLAN_ROLE_GRADIENTS), 3'276'800u);
-  // The gradients component: the buffer and the two transients.
+  // The gradients component: the buffer and the two transients. The tied embedding's second gradient
+  // (the head's and the embedding's backward) is that embed_tokens.grad transient again, not counted twice.
   EXPECT_EQ(e.component(MEMPLAN_ROLE_GRADIENTS), 6'230'745'600u + 160'972'800u + 3'276'800u);
+  EXPECT_EQ(e.item_bytes("activations.tied_embedding_gradient", MEMPLAN_ROLE_GRADIENTS), 0u);
 }
 
 // The allocator's reserve covers the buffers that are tensors of the

@@ -146,23 +146,30 @@ TEST(StreamPools, AccumulatedGradientsAreLiveInForward) {
 // margin; the plan's items, in bytes:
 //   persistent P: weights 184,569,856 + cuBLAS workspace 33,554,432 = 218,124,288
 //   gradients G 184,569,856 (the largest single one, the LM head's, 67,108,864)
-//   activations: the layers' checkpoints 4,194,304, embedding dropout 1,048,576,
-//     final norm 4,194,304 (smaller: 9,437,184); the saved log-softmax 134,217,728 (logits-sized)
-//   transients: the loss's forward 134,217,728 (logits-sized); backward the
-//     recomputed layer 119,537,664 (smaller) and the loss 81,788,928 (logits-sized:
-//     its two fp32 gradients 268,435,456 less the working set, which it never
-//     meets, and less the LM head's gradient 67,108,864, which it never meets either,
-//     but not below the 16-bit logits gradient the head's backward holds, 67,108,864)
+//   activations A: the layers' checkpoints 4,194,304, embedding dropout 1,048,576,
+//     final norm 4,194,304 (smaller: 9,437,184; the largest single one A1 4,194,304)
+//   transients: forward the saved log-softmax 134,217,728 (logits-sized; freed once
+//     the loss has run backward, before any layer's, so not a stored activation)
+//     and the loss's forward 134,217,728 (logits-sized); backward the recomputed
+//     layer 119,537,664 (smaller); at backward's start (lifetime backward_start)
+//     the loss's moment S 216,006,656 (logits-sized: its two fp32 gradients
+//     268,435,456 and the log-softmax 134,217,728, less the working set, which it
+//     never meets, and less the LM head's gradient 67,108,864, which it never meets
+//     either, but not below the 16-bit logits gradient the head's backward holds,
+//     67,108,864)
 // One pool (the host's rule, docs/estimate.md section 4), what is allocated:
-//   forward 218,124,288 + 143,654,912 + 134,217,728 = 495,996,928
-//   backward 218,124,288 + min(G + A, max(A + 67,108,864, G + 134,217,728)) + 201,326,592 = 738,238,464
+//   forward 218,124,288 + 9,437,184 + 268,435,456 = 495,996,928
+//   backward 218,124,288 + 119,537,664 + max(min(G + A, A + 67,108,864) + 216,006,656,
+//     min(G + A, G + 4,194,304)) = 218,124,288 + 119,537,664 + max(292,552,704, 188,764,160)
+//     = 630,214,656 (the loss's moment; backward's end no longer holds the log-softmax)
 // Logits-sized requests alone: forward 134,217,728 + 134,217,728 = 268,435,456,
-//   their high point; backward 134,217,728 + 81,788,928 = 216,006,656.
+//   their high point; backward 216,006,656.
 // Smaller requests alone: forward P + 9,437,184 = 227,561,472; backward
-//   P + min(194,007,040, max(76,546,048, 188,764,160)) + 119,537,664 = 526,426,112;
+//   P + 119,537,664 + max(min(194,007,040, 76,546,048), min(194,007,040, 188,764,160)) = 526,426,112;
 //   optimizer P + G = 402,694,144.
 // Reserved, each plus 268,435,456: forward 495,996,928 (the one pool's figure),
-//   backward 794,861,568, optimizer 671,129,600.
+//   backward 794,861,568 (allocator.stream_pools 794,861,568 - 630,214,656 = 164,646,912),
+//   optimizer 671,129,600.
 std::string two_layers(const std::string& extra) {
   return "name = \"t\"\nmode = \"train\"\n[model]\nlayers = 2\nhidden = 1024\nheads = 16\nffn_hidden = 4096\n"
          "vocab = 32768\nmlp = \"gelu\"\nnorm = \"layernorm\"\n[batch]\nmicro_batch = 1\nseq_len = 1024\n"
@@ -176,7 +183,7 @@ TEST(StreamPools, LogitsSizedRequestsKeepSegmentsOfTheirOwn) {
   const StepPeak& allocated = e.breakdown().quantities[kAllocated];
   const StepPeak& reserved = e.breakdown().quantities[kReserved];
   EXPECT_EQ(allocated.timeline[kForward], 495'996'928u);
-  EXPECT_EQ(allocated.timeline[kBackward], 738'238'464u);
+  EXPECT_EQ(allocated.timeline[kBackward], 630'214'656u);
   EXPECT_EQ(reserved.timeline[kForward], 495'996'928u);
   EXPECT_EQ(reserved.timeline[kBackward], 794'861'568u);
   EXPECT_EQ(reserved.timeline[kOptimizerStep], 671'129'600u);
@@ -195,7 +202,7 @@ TEST(StreamPools, LogitsSizedRequestsKeepSegmentsOfTheirOwn) {
 // can grow to. There are no separate cudaMalloc segments for a smaller tensor
 // to pin, so the logits-sized requests keep no pool of their own: with
 // neither rounding nor margin, reserved is the one pool's figure, what is
-// allocated, in every phase: forward 495,996,928, backward 738,238,464 (not
+// allocated, in every phase: forward 495,996,928, backward 630,214,656 (not
 // 794,861,568), and no allocator.stream_pools item (the one pool adds
 // nothing over the host's rule).
 TEST(StreamPools, ExpandableSegmentsKeepNoLogitsPool) {
@@ -205,7 +212,7 @@ TEST(StreamPools, ExpandableSegmentsKeepNoLogitsPool) {
   const StepPeak& allocated = e.breakdown().quantities[kAllocated];
   const StepPeak& reserved = e.breakdown().quantities[kReserved];
   EXPECT_EQ(reserved.timeline[kForward], 495'996'928u);
-  EXPECT_EQ(reserved.timeline[kBackward], 738'238'464u);
+  EXPECT_EQ(reserved.timeline[kBackward], 630'214'656u);
   EXPECT_EQ(reserved.timeline[kOptimizerStep], allocated.timeline[kOptimizerStep]);
   EXPECT_EQ(e.item_bytes("allocator.stream_pools", MEMPLAN_ROLE_OVERHEAD), 0u);
 }
@@ -216,17 +223,24 @@ TEST(StreamPools, ExpandableSegmentsKeepNoLogitsPool) {
 // (cuda-context set to 512 MiB: 536,870,912 B outside the allocator) on a GPU of 1.1875 GiB
 // (1,275,068,416 B): backward would need 794,861,568 + 536,870,912 =
 // 1,331,732,480, 56,664,064 more than the GPU; the backward pool's item
-// (794,861,568 - 738,238,464 = 56,623,104) gives way, all of it, and the
-// device stays 40,960 B above the GPU's memory (what holds tensors does not
-// give way): backward reserves 738,238,464 and the device shows
-// 1,275,109,376. The optimizer step's 671,129,600 + 536,870,912 =
-// 1,208,000,512 fits: unchanged.
+// (794,861,568 - 630,214,656 = 164,646,912) is larger, so 56,664,064 of it
+// gives way and the device reaches the GPU's memory exactly: backward
+// reserves 794,861,568 - 56,664,064 = 738,197,504 and the device shows
+// 1,275,068,416. The optimizer step's 671,129,600 + 536,870,912 =
+// 1,208,000,512 fits: unchanged. What holds tensors does not give way: on
+// a GPU of 1 GiB (1,073,741,824 B) backward would be 257,990,656 over; the
+// whole pool item (164,646,912) gives way, backward reserves what is
+// allocated, 630,214,656, and the device shows 630,214,656 + 536,870,912 =
+// 1,167,085,568, 93,343,744 B above the GPU's memory.
 TEST(StreamPools, FreeSegmentsGiveWayAtTheGpusMemory) {
   Evaluation e = evaluate_paper(two_layers("mib = 512\n[hardware]\nmemory_gib = 1.1875\n"));
   const StepPeak& reserved = e.breakdown().quantities[kReserved];
-  EXPECT_EQ(reserved.timeline[kBackward], 738'238'464u);
-  EXPECT_EQ(e.breakdown().quantities[kDevice].timeline[kBackward], 1'275'109'376u);
+  EXPECT_EQ(reserved.timeline[kBackward], 738'197'504u);
+  EXPECT_EQ(e.breakdown().quantities[kDevice].timeline[kBackward], 1'275'068'416u);
   EXPECT_EQ(reserved.timeline[kOptimizerStep], 671'129'600u);
+  Evaluation smaller = evaluate_paper(two_layers("mib = 512\n[hardware]\nmemory_gib = 1\n"));
+  EXPECT_EQ(smaller.breakdown().quantities[kReserved].timeline[kBackward], 630'214'656u);
+  EXPECT_EQ(smaller.breakdown().quantities[kDevice].timeline[kBackward], 1'167'085'568u);
 }
 
 // Lines 17 use = "fsdp", 18 param_dtype, 19 the option under test.

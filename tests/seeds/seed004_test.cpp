@@ -51,8 +51,14 @@ TEST(Seed004, QwenActivationTableFromTheSeedsOwnFormula) {
 // 2 x 2 x 896 = 3,584; K and V 2 x 2 x 128 = 512; SwiGLU 3 x 2 x 4864 =
 // 29,184; log-sum-exp 4 x 14 = 56: 40,504 x 4096 x 24 layers = 3,981,705,216.
 // Final norm 2 x 2 x 4096 x 896 = 14,680,064; fp32 logits and softmax
-// 2 x 4 x 4096 x 151936 = 4,978,638,848. In all 8,975,024,128 (8.98 GB): the
-// vocabulary's logits are more than the 24 layers.
+// 2 x 4 x 4096 x 151936 = 4,978,638,848. In all 8,975,024,128 (8.98 GB) at
+// the forward's end: the vocabulary's logits are more than the 24 layers.
+// The logits and the softmax are freed once the loss and the LM head have run
+// backward (forward transients); backward's start holds them as the loss's
+// moment (lifetime backward_start) less the tied head's gradient 151936 x 896
+// x 2 = 272,269,312: 4,706,369,536, an item of its own, so the activations
+// component (every activation item) is 8,975,024,128 + 4,706,369,536 =
+// 13,681,393,664.
 TEST(Seed004, QwenHalfBillionWithItsRealArchitecture) {
   Evaluation e = evaluate_paper(
       "name = \"qwen2-0.5b\"\nmode = \"train\"\n[model]\nlayers = 24\nhidden = 896\nheads = 14\nkv_heads = 2\n"
@@ -61,7 +67,14 @@ TEST(Seed004, QwenHalfBillionWithItsRealArchitecture) {
       "[activations]\nuse = \"megatron\"\nflash_attention = true\ndropout = false\n");
   EXPECT_DOUBLE_EQ(e.breakdown().params_total, 494'032'768);  // Qwen2-0.5B's published count, with q/k/v biases
   EXPECT_EQ(e.item_bytes("layers.0-23.activations", MEMPLAN_ROLE_ACTIVATIONS), 3'981'705'216u);
-  EXPECT_EQ(e.component(MEMPLAN_ROLE_ACTIVATIONS), 8'975'024'128u);
+  uint64_t forward_end = 0;
+  for (const PlanItem& item : e.estimator().plan().items)
+    if (item.role == MEMPLAN_ROLE_ACTIVATIONS &&
+        (item.lifetime == MEMPLAN_LIFETIME_ACTIVATION || item.lifetime == MEMPLAN_LIFETIME_TRANSIENT_FORWARD))
+      forward_end += item.bytes();
+  EXPECT_EQ(forward_end, 8'975'024'128u);
+  EXPECT_EQ(e.item_bytes("activations.loss_backward", MEMPLAN_ROLE_ACTIVATIONS), 4'706'369'536u);
+  EXPECT_EQ(e.component(MEMPLAN_ROLE_ACTIVATIONS), 13'681'393'664u);
 }
 
 }  // namespace

@@ -69,6 +69,12 @@ Evaluation seed_case(const std::string& precision, const std::string& strategy) 
 
 double gb(uint64_t bytes) { return static_cast<double>(bytes) / kGB; }
 
+// Every activation item (the seed's advice: 1 x 1024 tokens, full recomputation): layer inputs
+// 32 x 2 x 1024 x 4096 = 268,435,456, final norm 16,777,216, fp32 logits and softmax 2 x 131,072,000
+// (forward transients: autograd frees them once the loss and the LM head have run backward, before
+// the first layer is recomputed), the working set 264,388,608. Stored at backward's start: the layer
+// inputs and the final norm, A = 285,212,672; the loss's moment (262,144,000) is below the working
+// set, so it adds nothing; at backward's end the largest activation A_1 is the final norm's.
 constexpr uint64_t kActivations = 811'745'280;
 constexpr uint64_t kCapacity = 44ull << 30;  // 47,244,640,256
 
@@ -93,9 +99,9 @@ TEST(Seed000Mixtral, ExpertWeightsInDecimalGigabytes) {
 // ("MB level").
 // What the seed leaves out: the frozen rest. In bf16 all weights are
 // 46,702,792,704 x 2 = 93,405,585,408 bytes, of which 93,403,488,256 frozen.
-// Peak (backward): persistent 93,405,585,408 + 4,194,304 + 8,388,608 =
-// 93,418,168,320, + working set 264,388,608, + A + G_1 = 547,356,672 + 65,536
-// (one layer's router gradient) = 94,229,979,136: 87.8 GiB, no fit on 44
+// Peak (backward's start): persistent 93,405,585,408 + 4,194,304 + 8,388,608 =
+// 93,418,168,320, + working set 264,388,608, + A + G_1 = 285,212,672 + 65,536
+// (one layer's router gradient) = 93,967,835,136: 87.5 GiB, no fit on 44
 // GiB, against the seed's "Fully feasible on 44 GB".
 TEST(Seed000Mixtral, CaseARouterOnly) {
   Evaluation evaluation = seed_case(kMixedBf16, kCaseA);
@@ -106,7 +112,7 @@ TEST(Seed000Mixtral, CaseARouterOnly) {
   EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_OPTIMIZER_STATES), 8'388'608u);
   EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_WEIGHTS), 93'405'585'408u);
   EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_ACTIVATIONS), kActivations);
-  EXPECT_EQ(evaluation.breakdown().peak, 94'229'979'136u);
+  EXPECT_EQ(evaluation.breakdown().peak, 93'967'835'136u);
   EXPECT_FALSE(evaluation.estimator().fits());
 }
 
@@ -117,8 +123,8 @@ TEST(Seed000Mixtral, CaseARouterOnly) {
 //     final norm 8,192 = 526,917,632
 //   weights 24,483,536,896; the router trains with QLoRA's defaults (bf16
 //   gradients 2,097,152, no master, fp32 AdamW 8,388,608)
-//   peak (backward) 24,483,536,896 + 8,388,608 + 264,388,608 + 547,422,208 =
-//   25,303,736,320 (23.57 GiB).
+//   peak (backward) 24,483,536,896 + 8,388,608 + 264,388,608 + A + G_1 (285,212,672
+//   + 65,536 = 285,278,208) = 25,041,592,320 (23.32 GiB).
 // bitsandbytes dequantizes each 4-bit matrix to bf16 for its matmul, in forward
 // and in backward (MatMul4Bit): the largest, an expert's 4,096 x 14,336, is
 // 117,440,512 bytes at each high point (activations.dequantized_weight).
@@ -129,7 +135,7 @@ TEST(Seed000Mixtral, CaseARouterOnlyFitsWithAFourBitBase) {
   EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_WEIGHTS), 24'483'536'896u);
   EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_GRADIENTS), 2'097'152u);
   EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_OPTIMIZER_STATES), 8'388'608u);
-  EXPECT_EQ(evaluation.breakdown().peak, 25'303'736'320u + kDequantized);
+  EXPECT_EQ(evaluation.breakdown().peak, 25'041'592'320u + kDequantized);
   EXPECT_TRUE(evaluation.estimator().fits());
 }
 
@@ -179,14 +185,14 @@ TEST(Seed000Mixtral, SeedFiguresAreDecimalNotBinary) {
 //     89,177,333,760 bytes (89.2 GB), twice the card on their own;
 //   peak (backward): persistent 93,405,585,408 + 8,456,503,296 +
 //     16,913,006,592 = 118,775,095,296, + working set 264,388,608, +
-//     G + A_1 = 4,228,251,648 + 131,072,000 (more than A + G_1 =
-//     547,356,672 + 704,708,608 for one layer's gradients) =
-//     123,398,807,552 bytes (114.9 GiB).
+//     G + A_1 = 4,228,251,648 + 16,777,216 (the final norm; the logits are
+//     freed by then) (more than A + G_1 = 285,212,672 + 704,708,608 for one
+//     layer's gradients) = 123,284,512,768 bytes (114.8 GiB).
 TEST(Seed000Mixtral, CaseBDoesNotFitWithAFrozenBf16Base) {
   Evaluation evaluation = seed_case(kMixedBf16, kCaseB);
   EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_WEIGHTS) - 4'228'251'648u, 89'177'333'760u);
   EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_ACTIVATIONS), kActivations);
-  EXPECT_EQ(evaluation.breakdown().peak, 123'398'807'552u);
+  EXPECT_EQ(evaluation.breakdown().peak, 123'284'512'768u);
   EXPECT_FALSE(evaluation.estimator().fits());
 }
 
@@ -237,7 +243,8 @@ TEST(Seed000Mixtral, CaseCFourBitModelWithLoraOnExperts) {
 // (as in case A's nf4 base, the router now frozen: 24.48 GB, 22.80 GiB), and
 // the activations. Peak (backward): persistent 24,483,536,896 + 452,984,832
 // + 905,969,664 + 1,811,939,328 = 27,654,430,720, + working set 264,388,608,
-// + G + A_1 = 452,984,832 + 131,072,000 = 28,502,876,160 bytes (26.55 GiB):
+// + G + A_1 = 452,984,832 + 16,777,216 (the final norm; the logits are freed
+// by backward's end) = 28,388,581,376 bytes (26.44 GiB):
 // it fits 44 GiB, as the seed says, with about 17 GiB to spare; plus the
 // dequantized expert matrix (kDequantized) at the high point. With QLoRA's
 // defaults (no master copy) 905,969,664 bytes less.
@@ -245,10 +252,10 @@ TEST(Seed000Mixtral, CaseCFitsWithItsFourBitBase) {
   Evaluation evaluation = seed_case(kNf4 + "master_weights = \"fp32\"\n", kCaseC);
   EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_WEIGHTS) - 452'984'832u, 24'483'536'896u);
   EXPECT_EQ(role(evaluation, MEMPLAN_ROLE_ACTIVATIONS), kActivations + 2 * kDequantized);
-  EXPECT_EQ(evaluation.breakdown().peak, 28'502'876'160u + kDequantized);
+  EXPECT_EQ(evaluation.breakdown().peak, 28'388'581'376u + kDequantized);
   EXPECT_TRUE(evaluation.estimator().fits());
   Evaluation defaults = seed_case(kNf4, kCaseC);
-  EXPECT_EQ(defaults.breakdown().peak, 28'502'876'160u + kDequantized - 905'969'664u);
+  EXPECT_EQ(defaults.breakdown().peak, 28'388'581'376u + kDequantized - 905'969'664u);
 }
 
 }  // namespace

@@ -13,7 +13,8 @@ std::string_view role_name(int32_t role) {
 
 std::string_view lifetime_name(int32_t lifetime) {
   static constexpr std::array<std::string_view, kLifetimeCount> names{
-      "persistent", "gradient", "activation", "transient_forward", "transient_backward", "transient_optimizer", "setup"};
+      "persistent",          "gradient",           "activation", "transient_forward", "transient_backward",
+      "transient_optimizer", "setup", "transient_backward_start", "transient_backward_end"};
   return lifetime >= 0 && lifetime < kLifetimeCount ? names[static_cast<size_t>(lifetime)] : "unknown";
 }
 

@@ -66,7 +66,7 @@ std::optional<std::string> item_problem(const memplan_item& item, ItemCheck chec
     if (length > kMaxItemName) return "a name longer than " + std::to_string(kMaxItemName) + " characters";
   }
   if (item.role < 0 || item.role >= MEMPLAN_ROLE_COUNT) return "unknown role " + std::to_string(item.role);
-  if (item.lifetime < MEMPLAN_LIFETIME_PERSISTENT || item.lifetime > MEMPLAN_LIFETIME_SETUP)
+  if (item.lifetime < MEMPLAN_LIFETIME_PERSISTENT || item.lifetime >= MEMPLAN_LIFETIME_COUNT)
     return "unknown lifetime " + std::to_string(item.lifetime);
   if (item.device != MEMPLAN_DEVICE_GPU && item.device != MEMPLAN_DEVICE_CPU)
     return "unknown device " + std::to_string(item.device);

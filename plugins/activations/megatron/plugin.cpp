@@ -161,7 +161,7 @@ constexpr std::array<LossMode, 13> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.15.0",
+      "megatron", "1.16.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -499,21 +499,38 @@ class MegatronActivations {
         // The held output is the micro-batch's own logits kept into backward
         // where the model keeps them: counted once (the others in flight keep theirs).
         const double logits = outside.logits * head_scale - outside.held_overlap / context;
-        add_vocab_sized(ctx, names_.logits, logits);
-        freed_by_loss_backward += std::max(0.0, logits);
+        const double cross_entropy = outside.cross_entropy * head_scale;
+        // Autograd frees a node's saved tensors once the node has run (torch/csrc/autograd/engine.cpp,
+        // Engine::evaluate_function: release_variables() unless retain_graph), and backward runs the loss
+        // and the LM head before any layer's: the logits and the loss's saves of the micro-batch whose
+        // backward runs are gone before its last layer's backward (and that layer's recomputation) begins.
+        // They are alive at the forward's end and at backward's start only: a forward transient, and part of
+        // the loss's backward transient below (lifetime backward_start), not stored activations, which the
+        // host's step rule keeps beside the recompute working set and, at backward's end, beside every
+        // gradient. Those of other micro-batches in flight stay stored. Measured: torchtune's recomputed LoRA
+        // runs (validation TT31-70b-lora-fsdp8, TT31-8b-qlora-4090) peak below the saves plus the working set.
+        const double one_microbatch = head_scale > 0 ? 1.0 / head_scale / context : 0.0;
+        const double logits_released =
+            std::max(0.0, std::min(logits, (outside.logits - outside.held_overlap) / context));
+        const double ce_released = std::max(0.0, cross_entropy * one_microbatch);
+        add_vocab_sized(ctx, names_.logits, logits - logits_released);
+        add_vocab_sized(ctx, names_.logits, logits_released, memplan::sdk::Lifetime::transient_forward);
+        freed_by_loss_backward += std::max(0.0, logits - logits_released);
         // The loop holds one output, whatever the micro-batches in flight.
         add_vocab_sized(ctx, names_.held_output, outside.held_output / context, memplan::sdk::Lifetime::persistent);
-        const double cross_entropy = outside.cross_entropy * head_scale;
-        add_vocab_sized(ctx, names_.cross_entropy, cross_entropy);
-        freed_by_loss_backward += std::max(0.0, cross_entropy);
+        add_vocab_sized(ctx, names_.cross_entropy, cross_entropy - ce_released);
+        add_vocab_sized(ctx, names_.cross_entropy, ce_released, memplan::sdk::Lifetime::transient_forward);
+        freed_by_loss_backward += std::max(0.0, cross_entropy - ce_released);
+        const double saves_released = logits_released + ce_released;
         // The loss's transients belong to one micro-batch: the one whose loss is computed.
         add_vocab_sized(ctx, names_.loss_forward, outside.loss_forward / context,
                     memplan::sdk::Lifetime::transient_forward);
         loss_forward = outside.loss_forward / context;
-        // Backward runs the loss first and frees its fp32 gradients before the
-        // first layer is recomputed: the two transients never coexist, so the
-        // item is what the loss adds beyond the recompute working set (and a
-        // layer's ring attention buffers). In the eager losses that compute on
+        // Backward runs the loss first and frees its fp32 gradients and the
+        // saves above before the first layer is recomputed: the loss's moment
+        // and the recompute working set never coexist, so the item is what the
+        // loss's moment adds beyond the working set (and a layer's ring
+        // attention buffers). In the eager losses that compute on
         // whole logits, the loss's fp32 gradients are also freed before the LM
         // head's backward allocates its weight gradient, the first parameter
         // gradient of backward, which the host's step rule adds at backward's
@@ -528,13 +545,14 @@ class MegatronActivations {
         // The logits of the micro-batch whose loss is computed, on this rank.
         const double logit_elements =
             shape.batch * shape.seq * static_cast<double>(model.vocab) / settings.tensor_parallel / context;
-        double loss_backward = std::max(0.0, outside.loss_backward / context - working_set - ring_backward);
+        double loss_backward =
+            std::max(0.0, outside.loss_backward / context + saves_released - working_set - ring_backward);
         if (ctx.workload().grad_accum <= 1 && loss_frees_before_head()) {
           const double head_input_gradient = settings.bytes * logit_elements;
           loss_backward = std::min(loss_backward,
                                    std::max(loss_backward - facts.head_gradient, head_input_gradient));
         }
-        add_vocab_sized(ctx, names_.loss_backward, loss_backward, memplan::sdk::Lifetime::transient_backward);
+        add_vocab_sized(ctx, names_.loss_backward, loss_backward, memplan::sdk::Lifetime::backward_start);
         freed_by_loss_backward += std::max(0.0, loss_backward);
         // The shifted copy and what derives from it are replayed at the
         // logits' size, not b (s - 1) V: at its real size the 2 MiB rounding
@@ -551,6 +569,25 @@ class MegatronActivations {
     // its requests is known (loss_requests.hpp), for the allocator's model
     // (attributes start unset each evaluation: absent elsewhere).
     if (loss_segments > 0) ctx.set_attr(attributes_.loss_segments, loss_segments);
+    // A tied embedding is used twice in one graph where the stage holds both ends: the LM head's backward
+    // (backward's start) leaves its gradient in .grad, and at backward's end the embedding's backward
+    // (embedding_dense_backward: a whole vocabulary x hidden gradient, in the dtype autograd computed the
+    // weight in: a sharding strategy's gathered dtype, else the weight's own) hands AccumulateGrad a second
+    // one, which it adds in place (torch/csrc/autograd/functions/accumulate_grad.h, accumulateGrad:
+    // variable_grad += new_grad) and then frees: one more weight-sized gradient beside all the others at that
+    // moment (vocabulary-parallel: the rank's rows). Where a hook moves each gradient into a buffer of its own
+    // as it arrives (Megatron-LM's main_grad: the precision plugin's `<weight>.grad` transient), the second one
+    // is that transient again, already counted.
+    if (layout.stage_has_embedding && layout.stage_has_lm_head && model.tied_embeddings != 0 &&
+        facts.trained_embedding_bytes > 0 && facts.embedding_grad_accumulates) {
+      const double gathered = ctx.attr_double(attributes_.gathered_weight_bytes, 0);
+      memplan::support::add_bytes(ctx, {.name = names_.tied_gradient,
+                                        .role = memplan::sdk::Role::gradients,
+                                        .lifetime = memplan::sdk::Lifetime::backward_end,
+                                        .bytes = static_cast<double>(model.vocab) * static_cast<double>(model.hidden) /
+                                                 settings.tensor_parallel *
+                                                 (gathered > 0 ? gathered : facts.trained_embedding_bytes)});
+    }
     add_outside(ctx, names_.ring_forward, std::max(0.0, ring_forward - loss_forward),
                 memplan::sdk::Lifetime::transient_forward);
     add_outside(ctx, names_.ring_backward, ring_backward, memplan::sdk::Lifetime::transient_backward);
@@ -663,11 +700,12 @@ class MegatronActivations {
           pipeline_merged_outputs(options.attribute(MEMPLAN_ATTR_PIPELINE_MERGED_OUTPUTS)),
           context_kv_allgather(options.attribute(MEMPLAN_ATTR_CONTEXT_KV_ALLGATHER)),
           loss_segments(options.attribute(MEMPLAN_ATTR_LOSS_SEGMENTS)),
-          kept_layer_inputs(options.attribute(MEMPLAN_ATTR_KEPT_LAYER_INPUTS)) {}
+          kept_layer_inputs(options.attribute(MEMPLAN_ATTR_KEPT_LAYER_INPUTS)),
+          gathered_weight_bytes(options.attribute(MEMPLAN_ATTR_GATHERED_WEIGHT_BYTES)) {}
     memplan::sdk::Attribute activation_dtype, activation_factor, residual_dtype, lora_rank_inputs, lora_inputs,
         lora_distinct_inputs, lora_dropout, recompute_policy, pipeline_input_buffers, pipeline_grad_buffers,
         pipeline_input_grads, pipeline_kept_outputs, pipeline_merged_outputs, context_kv_allgather, loss_segments,
-        kept_layer_inputs;
+        kept_layer_inputs, gathered_weight_bytes;
   };
 
   // The names of the items apply() adds, interned once.
@@ -684,6 +722,7 @@ class MegatronActivations {
           cross_entropy(options.intern("activations.cross_entropy")),
           loss_forward(options.intern("activations.loss_forward")),
           loss_backward(options.intern("activations.loss_backward")),
+          tied_gradient(options.intern("activations.tied_embedding_gradient")),
           kv_cache(options.intern("activations.kv_cache")),
           rope_cache(options.intern("rope_cache")),
           causal_mask(options.intern("causal_mask")),
@@ -698,7 +737,7 @@ class MegatronActivations {
           ring_backward(options.intern("context_parallel.ring_backward")),
           kept_layer_inputs(options.intern("activations.kept_layer_inputs")) {}
     memplan::sdk::Name stored, offload_window, recompute, dequantized_weight, embedding_dropout, final_norm, logits,
-        cross_entropy, loss_forward, loss_backward, kv_cache, held_output, rope_cache, causal_mask, expanded_causal_mask,
+        cross_entropy, loss_forward, loss_backward, tied_gradient, kv_cache, held_output, rope_cache, causal_mask, expanded_causal_mask,
         recompute_casts, pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
         pipeline_merged_outputs, ring_forward, ring_backward, kept_layer_inputs;
   };
@@ -717,6 +756,9 @@ class MegatronActivations {
     bool final_norm_trainable = false;  // the final norm's weight trains
     bool lm_head_trainable = false;     // the LM head's weight trains
     double head_gradient = 0;  // the LM head's gradient on the GPU (the tied embedding's when the head is tied)
+    double trained_embedding_bytes = 0;  // bytes per element of the token embedding where it trains (0: frozen)
+    bool embedding_grad_accumulates = false;  // its gradient is a .grad that backward accumulates into (lifetime
+                                              // gradient), not a copy a hook moves into a buffer of its own
   };
 
   static PlanFacts scan_plan(const memplan::sdk::Context& ctx) {
@@ -729,6 +771,9 @@ class MegatronActivations {
           (item.param_class() == ParamClass::lm_head ||
            (item.param_class() == ParamClass::embedding && ctx.model().tied_embeddings != 0)))
         facts.head_gradient += item.bytes();
+      if (item.role() == memplan::sdk::Role::gradients && item.device() == memplan::sdk::Device::gpu &&
+          item.lifetime() == memplan::sdk::Lifetime::gradient && item.param_class() == ParamClass::embedding)
+        facts.embedding_grad_accumulates = true;
       if (item.role() != memplan::sdk::Role::weights) continue;
       const ParamClass param_class = item.param_class();
       // The lowest layer of any layered weight, whatever the items' order.
@@ -742,6 +787,8 @@ class MegatronActivations {
           facts.final_norm_trainable || (param_class == ParamClass::final_norm && item.trainable());
       facts.lm_head_trainable = facts.lm_head_trainable || (param_class == ParamClass::lm_head && item.trainable());
       facts.embedding = facts.embedding || param_class == ParamClass::embedding;
+      if (param_class == ParamClass::embedding && item.trainable() && item.device() == memplan::sdk::Device::gpu)
+        facts.trained_embedding_bytes = item.bytes_per_element();
       facts.learned_positions = facts.learned_positions || param_class == ParamClass::position_embedding;
       if (param_class == ParamClass::norm && item.layer() >= 0 && facts.norm_bytes == 0)
         facts.norm_bytes = item.bytes_per_element();

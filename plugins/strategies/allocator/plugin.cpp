@@ -294,7 +294,7 @@ class AllocatorOverhead {
   template <typename Selected>
   PhaseTotals step_rule(const sdk::Context& ctx, bool accumulating, Selected selected) {
     // By lifetime; set-up items are gone before the step this rule describes.
-    std::array<double, MEMPLAN_LIFETIME_SETUP + 1> lifetime{};
+    std::array<double, MEMPLAN_LIFETIME_COUNT> lifetime{};
     layers_.clear();
     double largest_gradient_layer = 0, largest_activation_layer = 0;
     for (const sdk::ItemRef item : ctx.items()) {
@@ -335,7 +335,7 @@ class AllocatorOverhead {
   // items and one over their layers).
   std::array<PhaseTotals, 3> compute_stream_classes(const sdk::Context& ctx, bool accumulating) {
     struct Sums {
-      std::array<double, MEMPLAN_LIFETIME_SETUP + 1> lifetime{};
+      std::array<double, MEMPLAN_LIFETIME_COUNT> lifetime{};
       double largest_gradient_layer = 0;
       double largest_activation_layer = 0;
     };

@@ -214,7 +214,7 @@ constexpr std::array<memplan_option_spec, 15> kOptions{{
 class FsdpStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "fsdp", "1.8.0",
+      "fsdp", "1.9.0",
       "PyTorch FSDP: FULL_SHARD or HYBRID_SHARD (ZeRO-3 semantics) with the gathered units in flight",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -313,6 +313,9 @@ class FsdpStrategy {
                             "expert-parallel size");
     ctx.set_attr(attributes_.gathers, 1);
     ctx.set_attr(attributes_.gradient_buckets, "none");
+    // MixedPrecision(Policy)'s param_dtype: the unsharded parameters autograd computes with, and so the
+    // dtype of the gradients it hands back before FSDP reduces them.
+    if (param_bytes_ > 0) ctx.set_attr(attributes_.gathered_weight_bytes, param_bytes_);
     add_working_set(ctx, static_cast<double>(shard));
     if (setup_units_ && ctx.training()) add_setup(ctx, static_cast<double>(shard));
     add_accumulated_gradients(ctx, groups.pipeline);
@@ -578,9 +581,10 @@ class FsdpStrategy {
           unit_parameters(options.attribute("report.fsdp_unit_parameters")),
           root_parameters(options.attribute("report.fsdp_root_parameters")),
           shard_group(options.attribute("report.fsdp_shard_group")),
-          kept_layer_inputs(options.attribute(MEMPLAN_ATTR_KEPT_LAYER_INPUTS)) {}
+          kept_layer_inputs(options.attribute(MEMPLAN_ATTR_KEPT_LAYER_INPUTS)),
+          gathered_weight_bytes(options.attribute(MEMPLAN_ATTR_GATHERED_WEIGHT_BYTES)) {}
     memplan::sdk::Attribute gathers, gradient_buckets, gradients_dtype, offload_staging, unit_parameters,
-        root_parameters, shard_group, kept_layer_inputs;
+        root_parameters, shard_group, kept_layer_inputs, gathered_weight_bytes;
   };
   // The working set's item names, interned once.
   struct Names {

@@ -84,6 +84,11 @@
 /* Whether the sharding plugin counts the weights it gathers back to the GPU
  * before use (int 0/1): ZeRO-3 and FSDP set it; offloading parameters needs it. */
 #define MEMPLAN_ATTR_GATHERS_PARAMETERS "sharding.gathers_parameters"
+/* Bytes per element of the weights a sharding strategy gathers for compute
+ * (FSDP's MixedPrecision param_dtype), where they differ from the weights'
+ * own dtype: the dtype autograd computes their gradients in. Absent: each
+ * weight's own. */
+#define MEMPLAN_ATTR_GATHERED_WEIGHT_BYTES "sharding.gathered_weight_bytes"
 
 /* Facts about the hardware, set by the host before the first plugin runs
  * (from the GPU catalog, core/data/gpus.toml); absent when not known.

@@ -98,6 +98,23 @@ extern "C" {
  * compute stream's pool). Added after the first landing of ABI 1.3: a host
  * that predates it rejects the item as an unknown lifetime. */
 #define MEMPLAN_LIFETIME_SETUP 6
+/* Alive at backward's start only: what the loss's and the LM head's backward
+ * allocate before any layer's backward runs (the loss's gradients, and the
+ * logits and the loss's saved tensors where they are freed there), beyond
+ * what backward's transients (transient_backward, alive throughout it) hold.
+ * Autograd frees a node's saved tensors once the node has run, so none of it
+ * is alive at backward's end beside all the gradients. Added after 1.3's
+ * first landing, like setup: a host that predates it rejects the item. */
+#define MEMPLAN_LIFETIME_BACKWARD_START 7
+/* Alive at backward's end only, beside all the gradients: what the
+ * embedding's backward allocates there, such as the second gradient of a
+ * weight used twice (a tied embedding: autograd's AccumulateGrad adds the
+ * embedding's gradient to the LM head's, which .grad already holds). Added
+ * with backward_start. */
+#define MEMPLAN_LIFETIME_BACKWARD_END 8
+/* The number of lifetimes: arrays indexed by MEMPLAN_LIFETIME_* have this
+ * many entries. */
+#define MEMPLAN_LIFETIME_COUNT 9
 /* Whether a persistent item already exists while the job is set up: every
  * persistent item but the optimizer states (torch.optim creates them in the
  * first step) and activations kept from step to step (a loop's held
@@ -109,16 +126,21 @@ static inline int memplan_exists_at_setup(int32_t role, int32_t lifetime) {
 }
 
 /* The step's high points by phase from the items' byte sums by lifetime
- * (indexed by MEMPLAN_LIFETIME_*, MEMPLAN_LIFETIME_SETUP + 1 entries; set-up
+ * (indexed by MEMPLAN_LIFETIME_*, MEMPLAN_LIFETIME_COUNT entries; set-up
  * items are gone before the step and do not count). The host applies it to
  * every item (docs/estimate.md, section 4); the 'allocator' plugin to each
  * stream's pool. With G the gradients, A the activations, G1 and A1 the
- * largest single layer's, P the persistent items and T the pass's transients:
+ * largest single layer's, P the persistent items, T the pass's transients
+ * S what backward's start adds (lifetime backward_start) and E what its end
+ * adds (backward_end):
  *   forward   = P + A + T (+ G from the second micro-batch on: accumulating)
- *   backward  = P + T + min(G + A, max(A + G1, G + A1)), or G + A when
- *               accumulating (backward walks the layers in reverse: gradients
- *               grow while activations are freed, so the high point is its
- *               start or its end)
+ *   backward  = P + T + max(min(G + A, A + G1) + S, min(G + A, G + A1) + E),
+ *               or G + A + max(S, E) when accumulating (backward walks the
+ *               layers in reverse: gradients grow while activations are
+ *               freed, so the high point is its start, where the loss's
+ *               backward runs before any layer's, or its end, where the
+ *               embedding's does; with accumulation every gradient is
+ *               allocated from the start)
  *   optimizer = P + G + T
  * Sums below 2^53 bytes are exact in double. */
 static inline void memplan_step_high_points(const double* by_lifetime, double largest_gradient_layer,
@@ -126,15 +148,16 @@ static inline void memplan_step_high_points(const double* by_lifetime, double la
   const double persistent = by_lifetime[MEMPLAN_LIFETIME_PERSISTENT];
   const double gradients = by_lifetime[MEMPLAN_LIFETIME_GRADIENT];
   const double activations = by_lifetime[MEMPLAN_LIFETIME_ACTIVATION];
-  double live = gradients + activations;
+  const double everything = gradients + activations;
+  double start = everything, end = everything;
   if (!accumulating) {
-    const double start = activations + largest_gradient_layer;
-    const double end = gradients + largest_activation_layer;
-    const double either = start > end ? start : end;
-    if (either < live) live = either;
+    if (activations + largest_gradient_layer < start) start = activations + largest_gradient_layer;
+    if (gradients + largest_activation_layer < end) end = gradients + largest_activation_layer;
   }
+  start += by_lifetime[MEMPLAN_LIFETIME_BACKWARD_START];
+  end += by_lifetime[MEMPLAN_LIFETIME_BACKWARD_END];
   out[0] = persistent + activations + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_FORWARD] + (accumulating ? gradients : 0);
-  out[1] = persistent + live + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_BACKWARD];
+  out[1] = persistent + (start > end ? start : end) + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_BACKWARD];
   out[2] = persistent + gradients + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER];
 }
 

@@ -78,6 +78,8 @@ enum class Lifetime : int32_t {
   transient_backward = MEMPLAN_LIFETIME_TRANSIENT_BACKWARD,
   transient_optimizer = MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER,
   setup = MEMPLAN_LIFETIME_SETUP,
+  backward_start = MEMPLAN_LIFETIME_BACKWARD_START,
+  backward_end = MEMPLAN_LIFETIME_BACKWARD_END,
 };
 
 enum class Device : int32_t { gpu = MEMPLAN_DEVICE_GPU, cpu = MEMPLAN_DEVICE_CPU };

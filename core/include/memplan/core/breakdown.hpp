@@ -16,8 +16,8 @@ namespace memplan {
 
 enum StepPhase : int { kInit = 0, kForward = 1, kBackward = 2, kOptimizerStep = 3, kStepPhaseCount = 4 };
 
-// Item lifetimes, MEMPLAN_LIFETIME_PERSISTENT (0) to MEMPLAN_LIFETIME_SETUP (6).
-inline constexpr int kLifetimeCount = MEMPLAN_LIFETIME_SETUP + 1;
+// Item lifetimes, MEMPLAN_LIFETIME_PERSISTENT (0) to MEMPLAN_LIFETIME_BACKWARD_END (8).
+inline constexpr int kLifetimeCount = MEMPLAN_LIFETIME_COUNT;
 
 // The three ways memory on a GPU is measured, each a superset of the one
 // before: what the framework's allocator hands out to tensors

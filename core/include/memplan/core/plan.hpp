@@ -94,7 +94,7 @@ inline bool item_values_valid(const memplan_item& item) {
   const double bytes = item.elements * item.bytes_per_element;
   // NaN fails every comparison; infinity fails the size bound.
   return item.name != nullptr && item.role >= 0 && item.role < MEMPLAN_ROLE_COUNT &&
-         item.lifetime >= MEMPLAN_LIFETIME_PERSISTENT && item.lifetime <= MEMPLAN_LIFETIME_SETUP &&
+         item.lifetime >= MEMPLAN_LIFETIME_PERSISTENT && item.lifetime < MEMPLAN_LIFETIME_COUNT &&
          (item.device == MEMPLAN_DEVICE_GPU || item.device == MEMPLAN_DEVICE_CPU) &&
          (item.flags & (MEMPLAN_ITEM_ALLOCATOR_RESERVE | MEMPLAN_ITEM_OUTSIDE_ALLOCATOR)) !=
              (MEMPLAN_ITEM_ALLOCATOR_RESERVE | MEMPLAN_ITEM_OUTSIDE_ALLOCATOR) &&
