@@ -371,11 +371,11 @@ TEST(MegatronOutsideLayers, LossMomentAndRecomputationAreNotSummed) {
   EXPECT_EQ(loss.breakdown().timeline[kForward], 7'817'937'664u);
 }
 
-// A tied embedding is used twice in one graph: the LM head's backward leaves its
-// gradient in .grad at backward's start, and at backward's end the embedding's
-// backward (embedding_dense_backward, a whole vocabulary x hidden gradient) hands
-// AccumulateGrad a second one, which it adds in place and frees
-// (torch/csrc/autograd/functions/accumulate_grad.h, accumulateGrad). Llama-3.2-3B
+// A tied embedding is one leaf used twice in one graph, with one AccumulateGrad
+// node: the LM head's gradient (backward's start) waits in that node's input
+// buffer, and at backward's end the embedding's backward (embedding_dense_backward,
+// a whole vocabulary x hidden gradient) arrives beside it and is added to it
+// (torch/csrc/autograd/input_buffer.cpp, InputBuffer::accumulate). Llama-3.2-3B
 // (tied, 3,212,749,824 parameters: embedding 128,256 x 3,072 = 394,002,432, 28 layers
 // of 100,669,440, final norm 3,072), bf16 weights, gradients and AdamW states, one GPU,
 // b 1, s 512, no recompute:
@@ -386,7 +386,7 @@ TEST(MegatronOutsideLayers, LossMomentAndRecomputationAreNotSummed) {
 //   backward's end G + A1 + E = 7,259,691,008, above its start A + G1 + S =
 //   1,299,513,344 + 788,004,864 (the embedding's gradient) + 131,334,144 = 2,218,852,352:
 //   backward = P + 7,259,691,008 = 26,536,189,952 (25,748,185,088 without the second
-//   gradient). Untied, the embedding's gradient is .grad itself: no item.
+//   gradient). Untied, the embedding's gradient meets no other: no item.
 TEST(MegatronOutsideLayers, TiedEmbeddingsSecondGradientAtBackwardsEnd) {
   const std::string scenario =
       "name = \"tied\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nmicro_batch = 1\n"

@@ -569,17 +569,16 @@ class MegatronActivations {
     // its requests is known (loss_requests.hpp), for the allocator's model
     // (attributes start unset each evaluation: absent elsewhere).
     if (loss_segments > 0) ctx.set_attr(attributes_.loss_segments, loss_segments);
-    // A tied embedding is used twice in one graph where the stage holds both ends: the LM head's backward
-    // (backward's start) leaves its gradient in .grad, and at backward's end the embedding's backward
-    // (embedding_dense_backward: a whole vocabulary x hidden gradient, in the dtype autograd computed the
-    // weight in: a sharding strategy's gathered dtype, else the weight's own) hands AccumulateGrad a second
-    // one, which it adds in place (torch/csrc/autograd/functions/accumulate_grad.h, accumulateGrad:
-    // variable_grad += new_grad) and then frees: one more weight-sized gradient beside all the others at that
-    // moment (vocabulary-parallel: the rank's rows). Where a hook moves each gradient into a buffer of its own
-    // as it arrives (Megatron-LM's main_grad: the precision plugin's `<weight>.grad` transient), the second one
-    // is that transient again, already counted.
+    // A tied embedding is one leaf used twice in one graph where the stage holds both ends, with one
+    // AccumulateGrad node: the LM head's gradient (backward's start) waits in that node's input buffer, and at
+    // backward's end the embedding's backward (embedding_dense_backward: a whole vocabulary x hidden
+    // gradient, in the dtype autograd computed the weight in: a sharding strategy's gathered dtype, else the
+    // weight's own) arrives beside it and is added to it (torch/csrc/autograd/input_buffer.cpp,
+    // InputBuffer::accumulate: in place into the waiting one when it can, else into a third tensor) before
+    // the node runs and hooks see one gradient: one more weight-sized gradient beside all the others at that
+    // moment (vocabulary-parallel: the rank's rows). Megatron-LM's main_grad hook too runs on the summed one.
     if (layout.stage_has_embedding && layout.stage_has_lm_head && model.tied_embeddings != 0 &&
-        facts.trained_embedding_bytes > 0 && facts.embedding_grad_accumulates) {
+        facts.trained_embedding_bytes > 0) {
       const double gathered = ctx.attr_double(attributes_.gathered_weight_bytes, 0);
       memplan::support::add_bytes(ctx, {.name = names_.tied_gradient,
                                         .role = memplan::sdk::Role::gradients,
@@ -757,8 +756,6 @@ class MegatronActivations {
     bool lm_head_trainable = false;     // the LM head's weight trains
     double head_gradient = 0;  // the LM head's gradient on the GPU (the tied embedding's when the head is tied)
     double trained_embedding_bytes = 0;  // bytes per element of the token embedding where it trains (0: frozen)
-    bool embedding_grad_accumulates = false;  // its gradient is a .grad that backward accumulates into (lifetime
-                                              // gradient), not a copy a hook moves into a buffer of its own
   };
 
   static PlanFacts scan_plan(const memplan::sdk::Context& ctx) {
@@ -771,9 +768,6 @@ class MegatronActivations {
           (item.param_class() == ParamClass::lm_head ||
            (item.param_class() == ParamClass::embedding && ctx.model().tied_embeddings != 0)))
         facts.head_gradient += item.bytes();
-      if (item.role() == memplan::sdk::Role::gradients && item.device() == memplan::sdk::Device::gpu &&
-          item.lifetime() == memplan::sdk::Lifetime::gradient && item.param_class() == ParamClass::embedding)
-        facts.embedding_grad_accumulates = true;
       if (item.role() != memplan::sdk::Role::weights) continue;
       const ParamClass param_class = item.param_class();
       // The lowest layer of any layered weight, whatever the items' order.

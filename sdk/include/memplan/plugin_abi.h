@@ -108,9 +108,9 @@ extern "C" {
 #define MEMPLAN_LIFETIME_BACKWARD_START 7
 /* Alive at backward's end only, beside all the gradients: what the
  * embedding's backward allocates there, such as the second gradient of a
- * weight used twice (a tied embedding: autograd's AccumulateGrad adds the
- * embedding's gradient to the LM head's, which .grad already holds). Added
- * with backward_start. */
+ * weight used twice (a tied embedding: the LM head's gradient waits in the
+ * leaf's input buffer until the embedding's arrives and is added to it,
+ * torch/csrc/autograd/input_buffer.cpp). Added with backward_start. */
 #define MEMPLAN_LIFETIME_BACKWARD_END 8
 /* The number of lifetimes: arrays indexed by MEMPLAN_LIFETIME_* have this
  * many entries. */
