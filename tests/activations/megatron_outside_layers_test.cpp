@@ -387,11 +387,15 @@ TEST(MegatronOutsideLayers, LossMomentAndRecomputationAreNotSummed) {
 //   1,299,513,344 + 788,004,864 (the embedding's gradient) + 131,334,144 = 2,218,852,352:
 //   backward = P + 7,259,691,008 = 26,536,189,952 (25,748,185,088 without the second
 //   gradient). Untied, the embedding's gradient meets no other: no item.
+// Llama-3.2-3B at b 1, s 512 with `precision` (a [precision] table's body) and `strategies`.
+std::string llama32_3b(const std::string& precision, const std::string& strategies = "") {
+  return "name = \"tied\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nmicro_batch = 1\n"
+         "seq_len = 512\n[precision]\n" + precision + "[optimizer]\nuse = \"adamw\"\n[activations]\n"
+         "use = \"megatron\"\nflash_attention = true\ndropout = false\n" + strategies;
+}
+
 TEST(MegatronOutsideLayers, TiedEmbeddingsSecondGradientAtBackwardsEnd) {
-  const std::string scenario =
-      "name = \"tied\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nmicro_batch = 1\n"
-      "seq_len = 512\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n"
-      "flash_attention = true\ndropout = false\n";
+  const std::string scenario = llama32_3b("use = \"bf16\"\n");
   Evaluation tied = evaluate_paper(scenario);
   uint64_t second = 0;
   for (const PlanItem& item : tied.estimator().plan().items)
@@ -414,16 +418,12 @@ TEST(MegatronOutsideLayers, TiedEmbeddingsSecondGradientAtBackwardsEnd) {
 // parameters, so the second gradient is bf16 over fp32 weights: 788,004,864
 // again (128,256 x 3,072 x 2), not the fp32 weight's 1,576,009,728.
 TEST(MegatronOutsideLayers, TiedSecondGradientInTheGatheredDtype) {
-  Evaluation e = evaluate_paper(
-      "name = \"tied\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nmicro_batch = 1\n"
-      "seq_len = 512\n[precision]\nuse = \"fp32\"\nactivations = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n"
-      "[activations]\nuse = \"megatron\"\nflash_attention = true\ndropout = false\n[[strategy]]\n"
-      "use = \"data-parallel\"\nsize = 8\n[[strategy]]\nuse = \"fsdp\"\napi = \"fsdp2\"\nparam_dtype = \"bf16\"\n");
+  const std::string autocast = "use = \"fp32\"\nactivations = \"bf16\"\n";
+  Evaluation e = evaluate_paper(llama32_3b(
+      autocast, "[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n[[strategy]]\nuse = \"fsdp\"\napi = \"fsdp2\"\n"
+                "param_dtype = \"bf16\"\n"));
   EXPECT_EQ(e.item_bytes("activations.tied_embedding_gradient", MEMPLAN_ROLE_GRADIENTS), 788'004'864u);
-  Evaluation own = evaluate_paper(
-      "name = \"tied\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nmicro_batch = 1\n"
-      "seq_len = 512\n[precision]\nuse = \"fp32\"\nactivations = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n"
-      "[activations]\nuse = \"megatron\"\nflash_attention = true\ndropout = false\n");
+  Evaluation own = evaluate_paper(llama32_3b(autocast));
   EXPECT_EQ(own.item_bytes("activations.tied_embedding_gradient", MEMPLAN_ROLE_GRADIENTS), 1'576'009'728u);
 }
 

@@ -76,36 +76,39 @@ TEST(Timeline, TransientsCountOnlyInTheirPhase) {
 //   or P + T_b + G + A + S with accumulation (every gradient exists from the start).
 // A plan whose gradients outweigh its activations: weights 100; 10 layers with 20
 // bytes of gradients and 5 of activations each; an LM head gradient of 30; a
-// backward transient of 7. G = 230, A = 50, G1 = 30 (the head), A1 = 5.
+// backward transient of 7. G = 230, A = 50, G1 = 30 (the head), A1 = 5. With
+// `start` bytes of lifetime backward_start and `end` of backward_end.
+Plan gradients_outweigh_activations(double start, double end = 0) {
+  Plan plan;
+  plan.items.push_back(item(MEMPLAN_ROLE_WEIGHTS, MEMPLAN_LIFETIME_PERSISTENT, 100));
+  plan.items.push_back(item(MEMPLAN_ROLE_GRADIENTS, MEMPLAN_LIFETIME_GRADIENT, 20, 0, 10));
+  plan.items.push_back(item(MEMPLAN_ROLE_GRADIENTS, MEMPLAN_LIFETIME_GRADIENT, 30));
+  plan.items.push_back(item(MEMPLAN_ROLE_ACTIVATIONS, MEMPLAN_LIFETIME_ACTIVATION, 5, 0, 10));
+  plan.items.push_back(item(MEMPLAN_ROLE_ACTIVATIONS, MEMPLAN_LIFETIME_TRANSIENT_BACKWARD, 7));
+  plan.items.push_back(item(MEMPLAN_ROLE_ACTIVATIONS, MEMPLAN_LIFETIME_BACKWARD_START, start));
+  if (end > 0) plan.items.push_back(item(MEMPLAN_ROLE_GRADIENTS, MEMPLAN_LIFETIME_BACKWARD_END, end));
+  return plan;
+}
+
 TEST(Timeline, BackwardStartMeetsOnlyTheStart) {
-  auto plan_with = [](double start) {
-    Plan plan;
-    plan.items.push_back(item(MEMPLAN_ROLE_WEIGHTS, MEMPLAN_LIFETIME_PERSISTENT, 100));
-    plan.items.push_back(item(MEMPLAN_ROLE_GRADIENTS, MEMPLAN_LIFETIME_GRADIENT, 20, 0, 10));
-    plan.items.push_back(item(MEMPLAN_ROLE_GRADIENTS, MEMPLAN_LIFETIME_GRADIENT, 30));
-    plan.items.push_back(item(MEMPLAN_ROLE_ACTIVATIONS, MEMPLAN_LIFETIME_ACTIVATION, 5, 0, 10));
-    plan.items.push_back(item(MEMPLAN_ROLE_ACTIVATIONS, MEMPLAN_LIFETIME_TRANSIENT_BACKWARD, 7));
-    plan.items.push_back(item(MEMPLAN_ROLE_ACTIVATIONS, MEMPLAN_LIFETIME_BACKWARD_START, start));
-    return plan;
-  };
   // S = 40, no accumulation: start min(280, 50 + 30) + 40 = 120; end min(280, 230 + 5) = 235.
   // The end is the high point and S is not in it: 100 + 7 + 235 = 342 (as a transient_backward
   // item, alive throughout backward, the 40 would have made it 382).
   Breakdown small;
-  summarize(plan_with(40), 1, small);
+  summarize(gradients_outweigh_activations(40), 1, small);
   EXPECT_EQ(small.timeline[kForward], 100u + 50);
   EXPECT_EQ(small.timeline[kBackward], 342u);
   EXPECT_EQ(small.timeline[kOptimizerStep], 100u + 230);
   EXPECT_EQ(small.sum, 100u + 230 + 50 + 7 + 40);
   // S = 200: start 80 + 200 = 280 > 235: 100 + 7 + 280 = 387.
   Breakdown large;
-  summarize(plan_with(200), 1, large);
+  summarize(gradients_outweigh_activations(200), 1, large);
   EXPECT_EQ(large.timeline[kBackward], 387u);
   EXPECT_EQ(large.peak_phase, kBackward);
   // With accumulation over 4 micro-batches: forward P + G + A = 380 (S is not in it);
   // backward P + T_b + G + A + S = 100 + 7 + 230 + 50 + 40 = 427; optimizer P + G = 330.
   Breakdown accumulating;
-  summarize(plan_with(40), 4, accumulating);
+  summarize(gradients_outweigh_activations(40), 4, accumulating);
   EXPECT_EQ(accumulating.timeline[kForward], 380u);
   EXPECT_EQ(accumulating.timeline[kBackward], 427u);
   EXPECT_EQ(accumulating.timeline[kOptimizerStep], 330u);
@@ -118,14 +121,7 @@ TEST(Timeline, BackwardStartMeetsOnlyTheStart) {
 // The plan above with S = 200 and E = 60: start 80 + 200 = 280; end 235 + 60 = 295:
 // 100 + 7 + 295 = 402. With accumulation: 100 + 7 + 280 + max(200, 60) = 587.
 TEST(Timeline, BackwardEndMeetsOnlyTheEnd) {
-  Plan plan;
-  plan.items.push_back(item(MEMPLAN_ROLE_WEIGHTS, MEMPLAN_LIFETIME_PERSISTENT, 100));
-  plan.items.push_back(item(MEMPLAN_ROLE_GRADIENTS, MEMPLAN_LIFETIME_GRADIENT, 20, 0, 10));
-  plan.items.push_back(item(MEMPLAN_ROLE_GRADIENTS, MEMPLAN_LIFETIME_GRADIENT, 30));
-  plan.items.push_back(item(MEMPLAN_ROLE_ACTIVATIONS, MEMPLAN_LIFETIME_ACTIVATION, 5, 0, 10));
-  plan.items.push_back(item(MEMPLAN_ROLE_ACTIVATIONS, MEMPLAN_LIFETIME_TRANSIENT_BACKWARD, 7));
-  plan.items.push_back(item(MEMPLAN_ROLE_ACTIVATIONS, MEMPLAN_LIFETIME_BACKWARD_START, 200));
-  plan.items.push_back(item(MEMPLAN_ROLE_GRADIENTS, MEMPLAN_LIFETIME_BACKWARD_END, 60));
+  const Plan plan = gradients_outweigh_activations(200, 60);
   Breakdown once;
   summarize(plan, 1, once);
   EXPECT_EQ(once.timeline[kBackward], 402u);
