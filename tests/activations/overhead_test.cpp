@@ -362,6 +362,16 @@ TEST(CommBuffers, ZeroStage3BucketOnOneRank) {
   Evaluation large_bucket = evaluate_paper(one_rank(3, "reduce_bucket_size = 2e9\n"));
   EXPECT_EQ(large_bucket.item_bytes("deepspeed.reduce_scatter_copy", kBuffers), 0u);
   EXPECT_EQ(large_bucket.item_bytes("deepspeed.reduce_bucket", kBuffers), 4'000'000'000u);
+  // The boundary on one rank: 1e9 trainable elements fill a bucket of exactly 1e9 without overflowing it
+  // (bucket.elements + param.ds_numel > reduce_bucket_size is false at the last one): the epilogue's flush
+  // only, no copy; one element less and the last gradient overflows it in backward: a copy of
+  // 999,999,999 x 2 = 1,999,999,998 B.
+  EXPECT_EQ(evaluate_paper(one_rank(3, "reduce_bucket_size = 1e9\n"))
+                .item_bytes("deepspeed.reduce_scatter_copy", kBuffers),
+            0u);
+  EXPECT_EQ(evaluate_paper(one_rank(3, "reduce_bucket_size = 999999999\n"))
+                .item_bytes("deepspeed.reduce_scatter_copy", kBuffers),
+            1'999'999'998u);
   Evaluation two = evaluate_paper(one_rank(2));
   EXPECT_EQ(two.component(kBuffers), 0u);
   Evaluation eight = evaluate_paper(parallel("nccl = false\nbuckets = \"deepspeed\"\nallgather_bucket_size = 2e8\n"

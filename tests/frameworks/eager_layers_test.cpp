@@ -359,6 +359,24 @@ TEST(LossPaths, CutCrossEntropyThroughThePlugin) {
   EXPECT_EQ(upcast.item_bytes("activations.final_norm", MEMPLAN_ROLE_ACTIVATIONS), 1024ull * 16'388);
 }
 
+// Cut Cross-Entropy on a trained tied head (Llama-3.2-1B full fine-tuning, h 2048, V 128,256, 1024 tokens):
+// still nothing of the logits' size; the final norm keeps its fp32 input copy and rsqrt (4h + 4), its
+// normalized copy for the trained norm weight (2h) and the head's 16-bit input e (2h): 8h + 4 = 16,388 bytes
+// a token, 16,781,312 in all. CCE's backward writes the gradient of c (the shared weight) at backward's start;
+// at backward's end the embedding's gradient joins it in the leaf's input buffer: 128,256 x 2048 x 2 =
+// 525,336,576 bytes (lifetime backward_end; docs/formulas.md, "Logits and loss").
+TEST(LossPaths, CutCrossEntropyOnATrainedTiedHead) {
+  const Evaluation e = evaluate_paper(
+      "name = \"e\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-1b\"\n[batch]\nseq_len = 1024\n"
+      "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n"
+      "layer = \"eager\"\nflash_attention = true\ndropout = false\ncross_entropy = \"cut\"\n");
+  for (const char* item : {"activations.logits", "activations.cross_entropy", "activations.loss_forward",
+                           "activations.loss_backward"})
+    EXPECT_EQ(e.item_bytes(item, MEMPLAN_ROLE_ACTIVATIONS), 0u) << item;
+  EXPECT_EQ(e.item_bytes("activations.final_norm", MEMPLAN_ROLE_ACTIVATIONS), 1024ull * 16'388);
+  EXPECT_EQ(e.item_bytes("activations.tied_embedding_gradient", MEMPLAN_ROLE_GRADIENTS), 525'336'576u);
+}
+
 // The norm kind comes from the model (memplan_model.layer_norm), not from the
 // norms' sizes, which FSDP has divided by the time activations are counted:
 // BERT-large's eager layers keep the same 141,328 bytes per token at s 512
