@@ -336,10 +336,12 @@ namespace {
 //      nothing beyond it: S = max(0, 209,715,200 - 717,225,984) = 0.
 //   G1: one layer's fp16 gradients on this GPU: q, k, v, o 589,872 each (with
 //      biases), the MLP 4,718,832, the norms 1,536 = 7,079,856.
-//   backward = P + T_b + max(A + G1 + S, G + A1)
+//   backward = P + T_b + max(A + G1 + S, G + A1 + E)
 //            = 4,780,376,832 + 717,225,984 + 1,239,416,832 + 7,079,856 = 6,744,099,504
-//   (G + A1 = 682,910,976 + 25,165,824 = 708,076,800 is smaller). Counting the saves
-//   as stored activations beside the working set would give 209,715,200 more.
+//   (the end, G + A1 + E = 682,910,976 + 25,165,824 + the tied embedding's second
+//   gradient 51200 x 12288 x 2 / 8 = 157,286,400: 865,363,200, is smaller than the start's
+//   1,246,496,688). Counting the saves as stored activations beside the working set would
+//   give 209,715,200 more.
 // With the vocabulary 8x larger (409,600: the same scenario, a larger loss) the saves
 // are 2 x 4 x 2 x 2048 x 409600 / 8 = 1,677,721,600 > the working set, and the loss's
 // moment is the high point: S = 1,677,721,600 - 717,225,984 - the tied embedding's
@@ -348,7 +350,10 @@ namespace {
 // 2 x 2 x 2048 x 409600 / 8 = 419,430,400, smaller) = 940,834,816. The embedding's
 // gradient is now G1 (19,660,800 > 7,079,856), P = 14 x 350,057,088 = 4,900,799,232:
 //   backward = 4,900,799,232 + 717,225,984 + 1,239,416,832 + 19,660,800 + 940,834,816
-//            = 7,817,937,664 = P + A + saves, the forward's end: the working set is not added.
+//            = 7,817,937,664 = P + A + saves, the forward's end: the working set is not added
+//   (the end: G 682,910,976 + the larger embedding's 358,400 x 12288 x 2 / 512 = 17,203,200
+//   more = 700,114,176, A1 25,165,824 and E 409600 x 12288 x 2 / 8 = 1,258,291,200 come to
+//   1,983,571,200, below the start's A + G1 + S = 2,199,912,448).
 TEST(MegatronOutsideLayers, LossMomentAndRecomputationAreNotSummed) {
   const std::string zero3 = "[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\n"
                             "[[strategy]]\nuse = \"data-parallel\"\nsize = 64\n[[strategy]]\nuse = \"zero\"\nstage = 3\n";

@@ -69,7 +69,7 @@ TEST(Timeline, TransientsCountOnlyInTheirPhase) {
   EXPECT_EQ(b.sum, 380u + 507);
 }
 
-// Lifetime backward_start (plugin_abi.h memplan_step_high_points): what backward's
+// Lifetime backward_start (plugin_abi.h memplan_step_high_points_n): what backward's
 // start adds before any layer's backward runs (the loss's moment), alive at the start
 // only. The step rule is
 //   backward = P + T_b + max(min(G + A, A + G1) + S, min(G + A, G + A1)),
@@ -132,6 +132,27 @@ TEST(Timeline, BackwardEndMeetsOnlyTheEnd) {
   EXPECT_EQ(accumulating.timeline[kBackward], 587u);
   EXPECT_EQ(lifetime_name(MEMPLAN_LIFETIME_BACKWARD_END), "transient_backward_end");
   EXPECT_EQ(lifetime_name(MEMPLAN_LIFETIME_BACKWARD_START), "transient_backward_start");
+}
+
+// Source compatibility: memplan_step_high_points reads the MEMPLAN_LIFETIME_SETUP + 1 entries ABI 1.3 first
+// wrote (an array sized so stays in bounds, and its backward_start and backward_end bytes count as none);
+// memplan_step_high_points_n reads as many as it is given. The plan above as sums by lifetime
+// (P 100, G 230, A 50, T_b 7, S 200, E 60; G1 30, A1 5): 100 + 7 + 235 = 342 against 402.
+TEST(Timeline, StepRuleOfSevenEntriesIgnoresTheLaterLifetimes) {
+  double sums[MEMPLAN_LIFETIME_COUNT] = {};
+  sums[MEMPLAN_LIFETIME_PERSISTENT] = 100;
+  sums[MEMPLAN_LIFETIME_GRADIENT] = 230;
+  sums[MEMPLAN_LIFETIME_ACTIVATION] = 50;
+  sums[MEMPLAN_LIFETIME_TRANSIENT_BACKWARD] = 7;
+  sums[MEMPLAN_LIFETIME_BACKWARD_START] = 200;
+  sums[MEMPLAN_LIFETIME_BACKWARD_END] = 60;
+  double seven[3], all[3];
+  memplan_step_high_points(sums, 30, 5, 0, seven);
+  memplan_step_high_points_n(sums, MEMPLAN_LIFETIME_COUNT, 30, 5, 0, all);
+  EXPECT_EQ(seven[1], 342.0);
+  EXPECT_EQ(all[1], 402.0);
+  EXPECT_EQ(seven[0], all[0]);
+  EXPECT_EQ(seven[2], all[2]);
 }
 
 TEST(Timeline, CpuItemsAreReportedApart) {

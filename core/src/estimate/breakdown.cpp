@@ -105,7 +105,7 @@ constexpr uint64_t kTooLarge = uint64_t{1} << 62;
 void cap_releasable(const std::array<double, kLifetimeCount>& releasable, bool accumulating, uint64_t gpu_memory,
                     Breakdown& breakdown) {
   double high[3];
-  memplan_step_high_points(releasable.data(), 0, 0, accumulating ? 1 : 0, high);
+  memplan_step_high_points_n(releasable.data(), releasable.size(), 0, 0, accumulating ? 1 : 0, high);
   const std::array<double, kStepPhaseCount> in_phase{releasable[MEMPLAN_LIFETIME_PERSISTENT], high[0], high[1],
                                                      high[2]};
   auto& device = breakdown.quantities[kDevice].timeline;
@@ -180,9 +180,10 @@ void summarize(const Plan& plan, int64_t grad_accum, Breakdown& breakdown, uint6
     std::array<double, kLifetimeCount> sums{};
     for (size_t kind = 0; kind < sums.size(); ++kind) sums[kind] = static_cast<double>(lifetime[kind]);
     double high[3];
-    memplan_step_high_points(sums.data(), static_cast<double>(largest_gradient_layer[static_cast<size_t>(quantity)]),
-                             static_cast<double>(largest_activation_layer[static_cast<size_t>(quantity)]),
-                             accumulating ? 1 : 0, high);
+    memplan_step_high_points_n(sums.data(), sums.size(),
+                               static_cast<double>(largest_gradient_layer[static_cast<size_t>(quantity)]),
+                               static_cast<double>(largest_activation_layer[static_cast<size_t>(quantity)]),
+                               accumulating ? 1 : 0, high);
     t[kForward] = static_cast<uint64_t>(high[0]);
     t[kBackward] = static_cast<uint64_t>(high[1]);
     t[kOptimizerStep] = static_cast<uint64_t>(high[2]);

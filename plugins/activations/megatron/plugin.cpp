@@ -417,9 +417,9 @@ class MegatronActivations {
       const double dense_set = memplan::plugins::recompute_working_set(dense, settings) / context;
       working_set = routed_layers > 0 ? std::max(working_set, dense_set) : dense_set;
     }
-    // On the stored activations' device (the host's with offload).
-    if (working_set > 0)
-      add_bytes(ctx, names_.recompute, working_set, memplan::sdk::Lifetime::transient_backward, stored_device);
+    // On the GPU, with offload too: the layer is recomputed where it runs, and torchtune offloads in forward
+    // only (full_finetune_single_device.py @ 1814feb17: backward runs outside activations_handling_ctx).
+    if (working_set > 0) add_bytes(ctx, names_.recompute, working_set, memplan::sdk::Lifetime::transient_backward);
     if (settings.recompute == RecomputePolicy::full) retime_cached_casts(ctx);
 
     // Context parallelism's ring attention with torch's "allgather" rotate
@@ -504,7 +504,10 @@ class MegatronActivations {
         // Autograd frees a node's saved tensors once the node has run (torch/csrc/autograd/engine.cpp,
         // Engine::evaluate_function: release_variables() unless retain_graph), and backward runs the loss
         // and the LM head before any layer's: the logits and the loss's saves of the micro-batch whose
-        // backward runs are gone before its last layer's backward (and that layer's recomputation) begins.
+        // backward runs are gone before its last layer's backward (and that layer's recomputation) begins,
+        // where autograd holds their last reference: the loops drop theirs before backward (torchtune's
+        // `del logits`, torchtitan's `del pred`, the Trainer's compute_loss returning the loss); a loop that
+        // keeps its output (output_held) keeps its logits, which held_overlap leaves stored.
         // They are alive at the forward's end and at backward's start only: a forward transient, and part of
         // the loss's backward transient below (lifetime backward_start), not stored activations, which the
         // host's step rule keeps beside the recompute working set and, at backward's end, beside every
@@ -535,7 +538,7 @@ class MegatronActivations {
         // whole logits, the loss's fp32 gradients are also freed before the LM
         // head's backward allocates its weight gradient, the first parameter
         // gradient of backward, which the host's step rule adds at backward's
-        // start (plugin_abi.h memplan_step_high_points, the largest layer's
+        // start (plugin_abi.h memplan_step_high_points_n, the largest layer's
         // gradients): the head's backward holds only the 16-bit logits gradient
         // beside it. Without gradient accumulation (whose earlier micro-batches'
         // gradients are all alive) the item is then the larger of what the loss
@@ -782,7 +785,8 @@ class MegatronActivations {
           facts.final_norm_trainable || (param_class == ParamClass::final_norm && item.trainable());
       facts.lm_head_trainable = facts.lm_head_trainable || (param_class == ParamClass::lm_head && item.trainable());
       facts.embedding = facts.embedding || param_class == ParamClass::embedding;
-      if (param_class == ParamClass::embedding && item.trainable() && item.device() == memplan::sdk::Device::gpu)
+      // On the GPU or, offloaded, gathered to it for compute: autograd's gradient is the GPU's either way.
+      if (param_class == ParamClass::embedding && item.trainable())
         facts.trained_embedding_bytes = item.bytes_per_element();
       facts.learned_positions = facts.learned_positions || param_class == ParamClass::position_embedding;
       if (param_class == ParamClass::norm && item.layer() >= 0 && facts.norm_bytes == 0)

@@ -288,7 +288,7 @@ class AllocatorOverhead {
   }
 
   // Forward, backward and optimizer-step high points of the items `selected`
-  // picks, by the host's rule (plugin_abi.h memplan_step_high_points), with
+  // picks, by the host's rule (plugin_abi.h memplan_step_high_points_n), with
   // the largest single layer's gradients and activations found here.
   using PhaseTotals = std::array<double, 3>;
   template <typename Selected>
@@ -324,8 +324,8 @@ class AllocatorOverhead {
       largest = std::max(largest, bytes);
     }
     PhaseTotals high{};
-    memplan_step_high_points(lifetime.data(), largest_gradient_layer, largest_activation_layer, accumulating ? 1 : 0,
-                             high.data());
+    memplan_step_high_points_n(lifetime.data(), lifetime.size(), largest_gradient_layer, largest_activation_layer,
+                               accumulating ? 1 : 0, high.data());
     return high;
   }
 
@@ -377,8 +377,9 @@ class AllocatorOverhead {
     }
     std::array<PhaseTotals, 3> high{};
     for (size_t view = 0; view < high.size(); ++view)
-      memplan_step_high_points(sums[view].lifetime.data(), sums[view].largest_gradient_layer,
-                               sums[view].largest_activation_layer, accumulating ? 1 : 0, high[view].data());
+      memplan_step_high_points_n(sums[view].lifetime.data(), sums[view].lifetime.size(),
+                                 sums[view].largest_gradient_layer, sums[view].largest_activation_layer,
+                                 accumulating ? 1 : 0, high[view].data());
     return high;
   }
 

@@ -126,13 +126,14 @@ static inline int memplan_exists_at_setup(int32_t role, int32_t lifetime) {
 }
 
 /* The step's high points by phase from the items' byte sums by lifetime
- * (indexed by MEMPLAN_LIFETIME_*, MEMPLAN_LIFETIME_COUNT entries; set-up
- * items are gone before the step and do not count). The host applies it to
- * every item (docs/estimate.md, section 4); the 'allocator' plugin to each
- * stream's pool. With G the gradients, A the activations, G1 and A1 the
- * largest single layer's, P the persistent items, T the pass's transients
- * S what backward's start adds (lifetime backward_start) and E what its end
- * adds (backward_end):
+ * (indexed by MEMPLAN_LIFETIME_*, `entries` of them: MEMPLAN_LIFETIME_COUNT
+ * for every lifetime this header knows; an array of fewer entries, written
+ * for an older header, reads as no bytes of the later lifetimes; set-up items
+ * are gone before the step and do not count). The host applies it to every
+ * item (docs/estimate.md, section 4); the 'allocator' plugin to each stream's
+ * pool. With G the gradients, A the activations, G1 and A1 the largest single
+ * layer's, P the persistent items, T the pass's transients, S what backward's
+ * start adds (lifetime backward_start) and E what its end adds (backward_end):
  *   forward   = P + A + T (+ G from the second micro-batch on: accumulating)
  *   backward  = P + T + max(min(G + A, A + G1) + S, min(G + A, G + A1) + E),
  *               or G + A + max(S, E) when accumulating (backward walks the
@@ -143,8 +144,9 @@ static inline int memplan_exists_at_setup(int32_t role, int32_t lifetime) {
  *               allocated from the start)
  *   optimizer = P + G + T
  * Sums below 2^53 bytes are exact in double. */
-static inline void memplan_step_high_points(const double* by_lifetime, double largest_gradient_layer,
-                                            double largest_activation_layer, int accumulating, double out[3]) {
+static inline void memplan_step_high_points_n(const double* by_lifetime, size_t entries,
+                                              double largest_gradient_layer, double largest_activation_layer,
+                                              int accumulating, double out[3]) {
   const double persistent = by_lifetime[MEMPLAN_LIFETIME_PERSISTENT];
   const double gradients = by_lifetime[MEMPLAN_LIFETIME_GRADIENT];
   const double activations = by_lifetime[MEMPLAN_LIFETIME_ACTIVATION];
@@ -154,11 +156,20 @@ static inline void memplan_step_high_points(const double* by_lifetime, double la
     if (activations + largest_gradient_layer < start) start = activations + largest_gradient_layer;
     if (gradients + largest_activation_layer < end) end = gradients + largest_activation_layer;
   }
-  start += by_lifetime[MEMPLAN_LIFETIME_BACKWARD_START];
-  end += by_lifetime[MEMPLAN_LIFETIME_BACKWARD_END];
+  if (entries > MEMPLAN_LIFETIME_BACKWARD_START) start += by_lifetime[MEMPLAN_LIFETIME_BACKWARD_START];
+  if (entries > MEMPLAN_LIFETIME_BACKWARD_END) end += by_lifetime[MEMPLAN_LIFETIME_BACKWARD_END];
   out[0] = persistent + activations + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_FORWARD] + (accumulating ? gradients : 0);
   out[1] = persistent + (start > end ? start : end) + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_BACKWARD];
   out[2] = persistent + gradients + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER];
+}
+
+/* The same over MEMPLAN_LIFETIME_SETUP + 1 entries, as ABI 1.3 first wrote
+ * it: code that sizes its array so keeps reading inside it (and sees no
+ * backward_start or backward_end bytes). */
+static inline void memplan_step_high_points(const double* by_lifetime, double largest_gradient_layer,
+                                            double largest_activation_layer, int accumulating, double out[3]) {
+  memplan_step_high_points_n(by_lifetime, MEMPLAN_LIFETIME_SETUP + 1, largest_gradient_layer,
+                             largest_activation_layer, accumulating, out);
 }
 
 #define MEMPLAN_DEVICE_GPU 0
