@@ -34,7 +34,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 21> kOptions{{
+constexpr std::array<memplan_option_spec, 22> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true"},
@@ -69,6 +69,12 @@ constexpr std::array<memplan_option_spec, 21> kOptions{{
     {"offload", MEMPLAN_OPTION_BOOL,
      "move the layers' stored activations to host memory during forward and back in backward (torchtune's "
      "enable_activation_offloading): the GPU keeps two layers' worth, the one in flight and the next",
+     "false"},
+    {"offload_recompute_on_gpu", MEMPLAN_OPTION_BOOL,
+     "with offload and recompute: the layer recomputed in backward keeps its working set on the GPU (Unsloth's "
+     "use_gradient_checkpointing = \"unsloth\": unsloth_zoo gradient_checkpointing.py UnslothCheckpointFunction "
+     "reloads the layer's input into a GPU buffer and reruns the layer there); false: on the host with the "
+     "stored activations",
      "false"},
     {"rope_cache", MEMPLAN_OPTION_BOOL,
      "every attention layer's rotary embedding keeps cos and sin tables of max_context x head_dim as module "
@@ -161,7 +167,7 @@ constexpr std::array<LossMode, 13> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.16.0",
+      "megatron", "1.17.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -202,6 +208,10 @@ class MegatronActivations {
     compiled_ = layer == "compiled";
     repeat_kv_ = options.boolean("repeat_kv").value_or(true);
     offload_ = options.boolean("offload").value_or(false);
+    offload_recompute_on_gpu_ = options.boolean("offload_recompute_on_gpu").value_or(false);
+    if (offload_recompute_on_gpu_ && !offload_)
+      options.fail("offload_recompute_on_gpu", "says where an offloaded job recomputes its layers; set offload = true "
+                                               "or remove the option");
     rope_cache_ = options.boolean("rope_cache").value_or(false);
     softmax_keeps_input_ = options.boolean("softmax_keeps_input").value_or(false);
     masked_scores_kept_ = options.boolean("masked_scores_kept").value_or(false);
@@ -416,9 +426,12 @@ class MegatronActivations {
       const double dense_set = memplan::plugins::recompute_working_set(dense, settings) / context;
       working_set = routed_layers > 0 ? std::max(working_set, dense_set) : dense_set;
     }
-    // On the stored activations' device (the host's with offload).
+    // On the stored activations' device (the host's with offload), unless the
+    // recomputed layer runs on the GPU (offload_recompute_on_gpu: Unsloth's
+    // offloaded checkpoint reloads the input and reruns the layer on the GPU).
     if (working_set > 0)
-      add_bytes(ctx, names_.recompute, working_set, memplan::sdk::Lifetime::transient_backward, stored_device);
+      add_bytes(ctx, names_.recompute, working_set, memplan::sdk::Lifetime::transient_backward,
+                offload_recompute_on_gpu_ ? memplan::sdk::Device::gpu : stored_device);
     if (settings.recompute == RecomputePolicy::full) retime_cached_casts(ctx);
 
     // Context parallelism's ring attention with torch's "allgather" rotate
@@ -1091,6 +1104,7 @@ class MegatronActivations {
   bool compiled_ = false;  // layer = "compiled" (ActivationSettings::compiled)
   bool repeat_kv_ = true;
   bool offload_ = false;
+  bool offload_recompute_on_gpu_ = false;  // the recomputed layer on the GPU under offload (Unsloth)
   // The last replay of the loss path's requests (loss_requests.hpp) and its
   // key: a search that keeps the batch, the sequence and the dtype replays once.
   struct LossSegmentsMemo {
