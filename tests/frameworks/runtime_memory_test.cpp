@@ -336,5 +336,27 @@ TEST(OptimizerInBackward, TemporariesFollowTheImplementation) {
   EXPECT_EQ(fused.breakdown().timeline[kBackward], 40'430'493'696u + 262'144'000u);
 }
 
+
+// Unsloth's offloaded gradient checkpointing (use_gradient_checkpointing =
+// "unsloth"; unslothai/unsloth-zoo @ ce232d6cef unsloth_zoo/gradient_checkpointing.py,
+// UnslothCheckpointFunction: forward copies each layer's input to pinned host
+// memory, backward copies it back into a GPU buffer and reruns the layer on the
+// GPU), as torchtune's offload: the one-layer recompute working set is a GPU item
+// of the same size as without offload, and the host holds only the checkpointed
+// inputs: Llama-3.2-3B at 1024 tokens, 28 layers x 1024 x h 3072 x 2 B.
+TEST(ActivationOffload, UnslothRecomputesOnTheGpu) {
+  const std::string base =
+      "name = \"u\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nseq_len = 1024\n"
+      "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n"
+      "flash_attention = true\ndropout = false\ncross_entropy = \"cut\"\n";
+  const std::string recompute = "[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\n";
+  Evaluation plain = evaluate_paper(base + recompute);
+  Evaluation offloaded = evaluate_paper(base + "offload = true\n" + recompute);
+  const auto working_set = plain.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS);
+  ASSERT_GT(working_set, 0u);
+  EXPECT_EQ(offloaded.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS), working_set);
+  EXPECT_EQ(offloaded.breakdown().cpu_components[MEMPLAN_ROLE_ACTIVATIONS], 28ull * 1024 * 3072 * 2);
+}
+
 }  // namespace
 }  // namespace memplan::testing
