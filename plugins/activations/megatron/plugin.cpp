@@ -740,9 +740,9 @@ class MegatronActivations {
           ring_backward(options.intern("context_parallel.ring_backward")),
           kept_layer_inputs(options.intern("activations.kept_layer_inputs")) {}
     memplan::sdk::Name stored, offload_window, recompute, dequantized_weight, embedding_dropout, final_norm, logits,
-        cross_entropy, loss_forward, loss_backward, tied_gradient, kv_cache, held_output, rope_cache, causal_mask, expanded_causal_mask,
-        recompute_casts, pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
-        pipeline_merged_outputs, ring_forward, ring_backward, kept_layer_inputs;
+        held_output, cross_entropy, loss_forward, loss_backward, tied_gradient, kv_cache, rope_cache, causal_mask,
+        expanded_causal_mask, recompute_casts, pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads,
+        pipeline_kept_outputs, pipeline_merged_outputs, ring_forward, ring_backward, kept_layer_inputs;
   };
 
   // What apply() needs to know of the reported rank's weights, from one pass
