@@ -299,8 +299,7 @@ class MegatronActivations {
       // features; ParallelAttention needs the query groups to divide over the tensor-parallel ranks.
       if (layout.context > 1)
         ctx.fail("layer = \"legacy\": Megatron-LM's legacy layers have no context parallelism (Megatron-Core's "
-                 "TransformerLayer has); use layer = \"fused\" (the megatron-lm profile sets \"legacy\" for runs "
-                 "dated before core_r0.6.0; a run of that time with context parallelism passed --use-mcore-models)");
+                 "TransformerLayer has); use layer = \"fused\"");
       if (settings.recompute == RecomputePolicy::per_op)
         ctx.fail("layer = \"legacy\": per-op activation checkpointing (recompute policy \"op\") is torchtitan's; "
                  "Megatron-LM's legacy layers recompute \"full\" or \"selective\"");
