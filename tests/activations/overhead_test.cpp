@@ -364,8 +364,9 @@ TEST(CommBuffers, ZeroStage3BucketOnOneRank) {
   EXPECT_EQ(large_bucket.item_bytes("deepspeed.reduce_bucket", kBuffers), 4'000'000'000u);
   // The boundary on one rank: 1e9 trainable elements fill a bucket of exactly 1e9 without overflowing it
   // (bucket.elements + param.ds_numel > reduce_bucket_size is false at the last one): the epilogue's flush
-  // only, no copy; one element less and the last gradient overflows it in backward: a copy of
-  // 999,999,999 x 2 = 1,999,999,998 B.
+  // only, no copy; one element less and a gradient overflows it in backward: the plugin's bound for the
+  // copy, a whole bucket, 999,999,999 x 2 = 1,999,999,998 B (DeepSpeed copies the gradients then in the
+  // bucket, at most that).
   EXPECT_EQ(evaluate_paper(one_rank(3, "reduce_bucket_size = 1e9\n"))
                 .item_bytes("deepspeed.reduce_scatter_copy", kBuffers),
             0u);

@@ -126,9 +126,10 @@ static inline int memplan_exists_at_setup(int32_t role, int32_t lifetime) {
 }
 
 /* The step's high points by phase from the items' byte sums by lifetime
- * (indexed by MEMPLAN_LIFETIME_*, `entries` of them: MEMPLAN_LIFETIME_COUNT
- * for every lifetime this header knows; an array of fewer entries, written
- * for an older header, reads as no bytes of the later lifetimes; set-up items
+ * (indexed by MEMPLAN_LIFETIME_*, `entries` of them, at least
+ * MEMPLAN_LIFETIME_SETUP + 1: MEMPLAN_LIFETIME_COUNT for every lifetime this
+ * header knows; an array of fewer entries, written for the first 1.3 header,
+ * reads as no bytes of the later lifetimes; set-up items
  * are gone before the step and do not count). The host applies it to every
  * item (docs/estimate.md, section 4); the 'allocator' plugin to each stream's
  * pool. With G the gradients, A the activations, G1 and A1 the largest single
