@@ -512,10 +512,10 @@ class MegatronActivations {
         // host's step rule keeps beside the recompute working set and, at backward's end, beside every
         // gradient. Those of other micro-batches in flight stay stored. Measured: torchtune's recomputed LoRA
         // runs (validation TT31-70b-lora-fsdp8, TT31-8b-qlora-4090) peak below the saves plus the working set.
-        const double one_microbatch = head_scale > 0 ? 1.0 / head_scale / context : 0.0;
+        // One micro-batch's share of each (all of it when one is in flight).
         const double logits_released =
             std::max(0.0, std::min(logits, (outside.logits - outside.held_overlap) / context));
-        const double ce_released = std::max(0.0, cross_entropy * one_microbatch);
+        const double ce_released = std::max(0.0, std::min(cross_entropy, outside.cross_entropy / context));
         add_vocab_sized(ctx, names_.logits, logits - logits_released);
         add_vocab_sized(ctx, names_.logits, logits_released, memplan::sdk::Lifetime::transient_forward);
         freed_by_loss_backward += std::max(0.0, logits - logits_released);
