@@ -6,6 +6,10 @@
 // the hand count written beside it.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+#include <string>
+
 #include "../../plugins/activations/megatron/transformer_activations.hpp"
 #include "layer_shapes.hpp"
 #include "test_support.hpp"
@@ -237,6 +241,66 @@ TEST(EagerLayers, PerOpSelectiveCheckpointing) {
   EXPECT_DOUBLE_EQ(plugins::recompute_working_set(x, o), plugins::stored_bytes_per_layer(x, none));
 }
 
+// A recomputed layer with LoRA on its MLP (Llama-3.2-3B: h 3072, f 8192; base
+// bf16 and frozen, adapters fp32 on every linear, no dropout). At the up
+// projection's adapter (PEFT Linear.forward: lora_B's fp32 output and its
+// scaled copy, 2 x 4f) the layer holds the residual and the MLP's normed input
+// (2 x 2h), and has not yet saved down's fp32 input cast (4f):
+// 4h + 8f - 4f = 12,288 + 32,768 = 45,056 bytes a token above its saves.
+// With 16-bit adapters (a = p): 4h + 2 x 2f - 2f = 28,672; with lora_dropout
+// (down keeps a dropped fp32 copy and a mask, 5f): 4h + 8f - 5f = 36,864;
+// with a 4-bit base (bitsandbytes keeps the MLP's input: only the residual is a
+// local): 2h + 4f = 38,912; without an MLP adapter, nothing.
+TEST(EagerLayers, AdaptedMlpRecomputationHoldsTwoAdapterOutputs) {
+  ActivationSettings o = eager_bf16_flash_frozen();
+  o.recompute = RecomputePolicy::full;
+  const TransformerShape x = llama(3072, 24, 8, 8192);
+  o.eager.adapter_inputs = 6 * 3072 + 8192;
+  o.eager.adapter_distinct_inputs = 3 * 3072 + 8192;
+  o.eager.adapter_rank = 16 * 7;
+  o.eager.adapter_bytes = 4;
+  o.eager.adapter_mlp = true;
+  ActivationSettings saved = o;
+  saved.recompute = RecomputePolicy::none;
+  const double saves = plugins::stored_bytes_per_layer(x, saved);
+  EXPECT_DOUBLE_EQ(plugins::adapted_mlp_forward_excess(x, saved), 45'056.0);
+  EXPECT_DOUBLE_EQ(plugins::recompute_working_set(x, o), saves + 45'056.0);
+  o.eager.adapter_bytes = 2;
+  EXPECT_DOUBLE_EQ(plugins::adapted_mlp_forward_excess(x, o), 28'672.0);
+  o.eager.adapter_bytes = 4;
+  o.eager.adapter_dropout = 0.05;
+  EXPECT_DOUBLE_EQ(plugins::adapted_mlp_forward_excess(x, o), 36'864.0);
+  o.eager.adapter_dropout = 0;
+  o.eager.packed_inputs_kept = true;
+  EXPECT_DOUBLE_EQ(plugins::adapted_mlp_forward_excess(x, o), 38'912.0);
+  o.eager.adapter_mlp = false;
+  EXPECT_DOUBLE_EQ(plugins::adapted_mlp_forward_excess(x, o), 0.0);
+  ActivationSettings unadapted = o;
+  unadapted.recompute = RecomputePolicy::none;
+  EXPECT_DOUBLE_EQ(plugins::recompute_working_set(x, o), plugins::stored_bytes_per_layer(x, unadapted));
+}
+
+// The measured job (validation/H100-llama-3.2-3b-lora-r16-all-gc-bs8-s2048, its
+// snapshot in validation/measured): 8 x 2048 = 16,384 tokens. Replaying the
+// snapshot's alloc / free_completed events, the last layer's recomputation
+// starts at 7,424,983,048 B (event 7941), reaches 11,392,401,432 B at the up
+// projection's adapter (event 8100) and holds 10,655,449,112 B of saves when
+// backward takes over (event 8123): the working set's high point is
+// 3,967,418,384 B, of which 736,952,320 above the saves. memplan: 45,056 x
+// 16,384 = 738,197,504 B above the saves, 3,968,466,944 B in all (+0.03 %).
+TEST(EagerLayers, TheMeasuredRecomputationOfAnAdaptedLayer) {
+  const std::string id = "H100-llama-3.2-3b-lora-r16-all-gc-bs8-s2048";
+  std::ifstream in(source_dir() + "/validation/" + id + ".toml");
+  std::ostringstream text;
+  text << in.rdbuf();
+  ASSERT_NE(text.str().find("targets = \"all-linear\"\ndropout = 0.0\n"), std::string::npos);
+  const Evaluation e = evaluate(text.str(), id + ".toml");
+  const uint64_t working_set =
+      with_lifetime(e, "activations.recompute", MEMPLAN_LIFETIME_TRANSIENT_BACKWARD);
+  EXPECT_EQ(working_set, 3'968'466'944ull);
+  EXPECT_NEAR(static_cast<double>(working_set), 3'967'418'384.0, 0.001 * 3'967'418'384.0);
+}
+
 // Bytes per logit element (saved; extra at the forward and backward high
 // points), p = 2: Megatron-LM 4; +2, +2 (its 16-bit logits beside the fp32
 // copy, its 16-bit gradient beside the fp32 one); transformers <= 4.45 4;
@@ -441,7 +505,11 @@ TEST(EagerLayers, CompiledLayersCountAsFused) {
 //   the recomputed layer (frozen base linears and norms keep no input; each
 //   adapted matrix keeps PEFT's dropout mask and dropped copy, lora_B its
 //   r-wide input): 16h + 6f + 4a + 8 + 3 (5h + f) + 2 x 6r
-//   = 31h + 9f + 12r + 136 = 226,952 bytes a token, 464,797,696 a sample;
+//   = 31h + 9f + 12r + 136 = 226,952 bytes a token; its high point, at the up
+//   projection's adapter (EagerLayers.AdaptedMlpRecomputationHoldsTwoAdapter-
+//   Outputs), adds the residual and the MLP's input (4h) and two bf16 adapter
+//   outputs (4f) before down keeps its dropped copy and mask (3f): 4h + f =
+//   27,392, so 254,344 bytes a token, 520,896,512 a sample;
 //   the loss (logits.float() kept in `output`; log_softmax's saved output,
 //   nll_loss_backward's zeros and _log_softmax_backward_data's result, all
 //   fp32): 4 x 4sV = 1,048,576,000, which covers the recomputed layer;
@@ -463,7 +531,7 @@ TEST(EagerLayers, FsdpQloraLoraSampleAtTheLossBackward) {
         "sync_module_states = true\n[hardware]\ngpu = \"rtx-3090-24gb\"\ncount = 2\n");
   };
   const Evaluation one = run(1), two = run(2);
-  EXPECT_EQ(one.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS), 226'952ull * 2048);
+  EXPECT_EQ(one.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS), 254'344ull * 2048);
   const uint64_t growth = two.breakdown().quantities[kAllocated].timeline[kBackward] -
                           one.breakdown().quantities[kAllocated].timeline[kBackward];
   const uint64_t final_norm = two.item_bytes("activations.final_norm", MEMPLAN_ROLE_ACTIVATIONS) -

@@ -161,7 +161,7 @@ constexpr std::array<LossMode, 13> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.16.0",
+      "megatron", "1.17.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -694,6 +694,7 @@ class MegatronActivations {
           lora_inputs(options.attribute(MEMPLAN_ATTR_LORA_INPUTS)),
           lora_distinct_inputs(options.attribute(MEMPLAN_ATTR_LORA_DISTINCT_INPUTS)),
           lora_dropout(options.attribute(MEMPLAN_ATTR_LORA_DROPOUT)),
+          lora_mlp(options.attribute(MEMPLAN_ATTR_LORA_MLP)),
           recompute_policy(options.attribute(MEMPLAN_ATTR_RECOMPUTE_POLICY)),
           pipeline_input_buffers(options.attribute(MEMPLAN_ATTR_PIPELINE_INPUT_BUFFERS)),
           pipeline_grad_buffers(options.attribute(MEMPLAN_ATTR_PIPELINE_GRAD_BUFFERS)),
@@ -705,7 +706,7 @@ class MegatronActivations {
           kept_layer_inputs(options.attribute(MEMPLAN_ATTR_KEPT_LAYER_INPUTS)),
           gathered_weight_bytes(options.attribute(MEMPLAN_ATTR_GATHERED_WEIGHT_BYTES)) {}
     memplan::sdk::Attribute activation_dtype, activation_factor, residual_dtype, lora_rank_inputs, lora_inputs,
-        lora_distinct_inputs, lora_dropout, recompute_policy, pipeline_input_buffers, pipeline_grad_buffers,
+        lora_distinct_inputs, lora_dropout, lora_mlp, recompute_policy, pipeline_input_buffers, pipeline_grad_buffers,
         pipeline_input_grads, pipeline_kept_outputs, pipeline_merged_outputs, context_kv_allgather, loss_segments,
         kept_layer_inputs, gathered_weight_bytes;
   };
@@ -932,6 +933,7 @@ class MegatronActivations {
     eager.adapter_inputs = ctx.attr_double(attributes_.lora_inputs, 0);
     eager.adapter_distinct_inputs = ctx.attr_double(attributes_.lora_distinct_inputs, 0);
     eager.adapter_dropout = ctx.attr_double(attributes_.lora_dropout, 0);
+    eager.adapter_mlp = ctx.attr_int(attributes_.lora_mlp, 0) != 0;
     eager.softmax_keeps_input = softmax_keeps_input_;
     eager.masked_scores_kept = masked_scores_kept_;
     eager.relu_mlp = relu_mlp_;

@@ -142,7 +142,7 @@ struct Adapter {
 
 class LoraStrategy {
  public:
-  static constexpr sdk::PluginInfo info{"lora", "1.4.0",
+  static constexpr sdk::PluginInfo info{"lora", "1.5.0",
                                         "LoRA adapters r (d_in + d_out) on frozen weights (Hu et al. 2021)",
                                         sdk::Kind::strategy, sdk::Phase::trainability};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -155,6 +155,7 @@ class LoraStrategy {
         distinct_inputs_attr_(options.attribute(MEMPLAN_ATTR_LORA_DISTINCT_INPUTS)),
         rank_inputs_attr_(options.attribute(MEMPLAN_ATTR_LORA_RANK_INPUTS)),
         dropout_attr_(options.attribute(MEMPLAN_ATTR_LORA_DROPOUT)),
+        mlp_attr_(options.attribute(MEMPLAN_ATTR_LORA_MLP)),
         rank_attr_(options.attribute(MEMPLAN_ATTR_LORA_RANK)),
         scaling_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "lora_scaling")) {
     const memplan_model& model = options.model();
@@ -222,6 +223,7 @@ class LoraStrategy {
       }
     // q, k and v read the same normed hidden state: count it once among the distinct inputs.
     const bool shared_qkv = (wanted & (kQ | kK | kV)) != 0;
+    mlp_adapted_ = (wanted & kMlp) != 0;
     for (size_t a = 0; a < adapter_count_; ++a) {
       inputs_ += adapters_[a].inputs;
       rank_inputs_ += r * adapters_[a].matrices;
@@ -272,6 +274,7 @@ class LoraStrategy {
     ctx.set_attr(distinct_inputs_attr_, distinct_inputs_);
     ctx.set_attr(rank_inputs_attr_, rank_inputs_);
     ctx.set_attr(dropout_attr_, dropout_);
+    ctx.set_attr(mlp_attr_, static_cast<int64_t>(mlp_adapted_ ? 1 : 0));
     ctx.set_attr(rank_attr_, rank_);
     if (scaling_) ctx.set_attr(scaling_attr_, *scaling_);
   }
@@ -305,8 +308,8 @@ class LoraStrategy {
     return bits;
   }
 
-  sdk::Attribute parameters_attr_, inputs_attr_, distinct_inputs_attr_, rank_inputs_attr_, dropout_attr_, rank_attr_,
-      scaling_attr_;
+  sdk::Attribute parameters_attr_, inputs_attr_, distinct_inputs_attr_, rank_inputs_attr_, dropout_attr_, mlp_attr_,
+      rank_attr_, scaling_attr_;
   std::array<Adapter, 8> adapters_{};
   std::array<sdk::Name, 8> names_{};  // adapters_[i]'s interned name
   size_t adapter_count_ = 0;
@@ -317,6 +320,7 @@ class LoraStrategy {
   double inputs_ = 0;
   double distinct_inputs_ = 0;
   double rank_inputs_ = 0;
+  bool mlp_adapted_ = false;  // the dense MLP's matrices are adapted (lora.mlp)
 };
 
 }  // namespace

@@ -179,6 +179,11 @@
 #define MEMPLAN_ATTR_LORA_DISTINCT_INPUTS "lora.distinct_inputs"
 #define MEMPLAN_ATTR_LORA_RANK_INPUTS "lora.rank_inputs"
 #define MEMPLAN_ATTR_LORA_DROPOUT "lora.dropout"
+/* Whether the dense MLP's matrices carry adapters (int, 1 or 0), set by
+ * 'lora': an adapted first projection adds its adapter's output to the base
+ * output, transients of the projection's output width that a recomputed
+ * layer's working set meets (docs/formulas.md, "Eager layers"). */
+#define MEMPLAN_ATTR_LORA_MLP "lora.mlp"
 /* The adapters' rank r (double), set by 'lora': each adapted d_in x d_out
  * matrix gets lora_A of r x d_in and lora_B of d_out x r elements. Read by
  * 'zero', which keeps the adapter matrices at most
