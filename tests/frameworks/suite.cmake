@@ -10,6 +10,7 @@ memplan_add_test(test_frameworks
   frameworks/module_buffers_test.cpp
   frameworks/packed_linear_inputs_test.cpp
   frameworks/litgpt_layers_test.cpp
+  frameworks/lora_kernels_test.cpp
   frameworks/hf_measured_layers_test.cpp
   frameworks/stream_pools_test.cpp
   frameworks/loss_segments_test.cpp

@@ -233,5 +233,44 @@ TEST(LoraErrors, Targets) {
                 "params; use a preset or an inline architecture in [model]" + library("lora"));
 }
 
+// kernels (axolotl's or Unsloth's fused LoRA functions) do not combine with
+// LitGPT's fused q/k/v adapter, cover whole groups, and name one of the two
+// implementations.
+TEST(LoraErrors, Kernels) {
+  EXPECT_EQ(lora_error(kLlama, "rank = 8\ntargets = \"q,v\"\nkernels = \"unsloth\"\n"),
+            "l.toml:15:11: " + kPrefix +
+                ", option 'kernels': applies to q, k and v adapted together, to o and to a gated MLP, and targets "
+                "\"q,v\" adapts none of them; drop kernels or adapt such a group" + library("lora"));
+  EXPECT_EQ(lora_error(kLlama, "rank = 8\ntargets = \"all-linear\"\nkernels = \"liger\"\n"),
+            "l.toml:15:11: " + kPrefix +
+                ", option 'kernels': is \"liger\"; use \"axolotl\" or \"unsloth\" (their fused LoRA functions), or "
+                "\"none\" (PEFT's forward)" + library("lora"));
+  EXPECT_EQ(lora_error(kLlama, "rank = 8\ntargets = \"q,k,v\"\nfused_qkv = true\nkernels = \"axolotl\"\n"),
+            "l.toml:16:11: " + kPrefix +
+                ", option 'kernels': and fused_qkv describe two different q, k, v adapters (axolotl's LoRA_QKV "
+                "function, LitGPT's LoRAQKVLinear); keep one of them" + library("lora"));
+}
+
+// At lora_dropout above 0 axolotl and Unsloth keep PEFT's forward (their
+// runtime patch checks: axolotl monkeypatch/lora_kernels.py @ 8c6a6ea6e
+// can_patch, unsloth/models/llama.py @ 015bdef0d9 line 3695), and so does
+// memplan, saying so under details: the adapters keep PEFT's inputs (each
+// adapted matrix its dropped copy and mask).
+TEST(Lora, KernelsNeedNoDropout) {
+  const auto run = [](const std::string& options) {
+    return evaluate(lora(kLlama, "rank = 8\ntargets = \"all-linear\"\n" + options));
+  };
+  const auto detail = [](const Evaluation& e) {
+    for (const auto& [key, value] : e.estimator().report_details())
+      if (key == "lora_kernels") return value;
+    return std::string("(absent)");
+  };
+  // String details come quoted, as the report's JSON writes them.
+  EXPECT_EQ(detail(run("kernels = \"unsloth\"\n")), "\"unsloth\"");
+  EXPECT_EQ(detail(run("dropout = 0.05\nkernels = \"axolotl\"\n")),
+            "\"none: lora_dropout is not 0, where axolotl keeps PEFT's forward (its runtime patch check)\"");
+  EXPECT_EQ(detail(run("dropout = 0.05\n")), "(absent)");
+}
+
 }  // namespace
 }  // namespace memplan::testing::trainability

@@ -695,6 +695,7 @@ class MegatronActivations {
           lora_distinct_inputs(options.attribute(MEMPLAN_ATTR_LORA_DISTINCT_INPUTS)),
           lora_dropout(options.attribute(MEMPLAN_ATTR_LORA_DROPOUT)),
           lora_mlp(options.attribute(MEMPLAN_ATTR_LORA_MLP)),
+          lora_kernels(options.attribute(MEMPLAN_ATTR_LORA_KERNELS)),
           recompute_policy(options.attribute(MEMPLAN_ATTR_RECOMPUTE_POLICY)),
           pipeline_input_buffers(options.attribute(MEMPLAN_ATTR_PIPELINE_INPUT_BUFFERS)),
           pipeline_grad_buffers(options.attribute(MEMPLAN_ATTR_PIPELINE_GRAD_BUFFERS)),
@@ -706,9 +707,9 @@ class MegatronActivations {
           kept_layer_inputs(options.attribute(MEMPLAN_ATTR_KEPT_LAYER_INPUTS)),
           gathered_weight_bytes(options.attribute(MEMPLAN_ATTR_GATHERED_WEIGHT_BYTES)) {}
     memplan::sdk::Attribute activation_dtype, activation_factor, residual_dtype, lora_rank_inputs, lora_inputs,
-        lora_distinct_inputs, lora_dropout, lora_mlp, recompute_policy, pipeline_input_buffers, pipeline_grad_buffers,
-        pipeline_input_grads, pipeline_kept_outputs, pipeline_merged_outputs, context_kv_allgather, loss_segments,
-        kept_layer_inputs, gathered_weight_bytes;
+        lora_distinct_inputs, lora_dropout, lora_mlp, lora_kernels, recompute_policy, pipeline_input_buffers,
+        pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs, pipeline_merged_outputs,
+        context_kv_allgather, loss_segments, kept_layer_inputs, gathered_weight_bytes;
   };
 
   // The names of the items apply() adds, interned once.
@@ -934,6 +935,11 @@ class MegatronActivations {
     eager.adapter_distinct_inputs = ctx.attr_double(attributes_.lora_distinct_inputs, 0);
     eager.adapter_dropout = ctx.attr_double(attributes_.lora_dropout, 0);
     eager.adapter_mlp = ctx.attr_int(attributes_.lora_mlp, 0) != 0;
+    const int64_t kernels = ctx.attr_int(attributes_.lora_kernels, 0);
+    eager.kernel_qkv = (kernels & MEMPLAN_LORA_KERNEL_QKV) != 0;
+    eager.kernel_o = (kernels & MEMPLAN_LORA_KERNEL_O) != 0;
+    eager.kernel_mlp = (kernels & MEMPLAN_LORA_KERNEL_MLP) != 0;
+    eager.kernel_adds_in_place = (kernels & MEMPLAN_LORA_KERNEL_ADD_IN_PLACE) != 0;
     eager.softmax_keeps_input = softmax_keeps_input_;
     eager.masked_scores_kept = masked_scores_kept_;
     eager.relu_mlp = relu_mlp_;

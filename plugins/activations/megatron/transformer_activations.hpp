@@ -76,6 +76,14 @@ struct EagerLayer {
   double adapter_bytes = 2;          // the adapters' dtype
   double adapter_dropout = 0;        // lora_dropout: > 0 keeps a 1-byte mask and a dropped copy per adapted matrix
   bool adapter_mlp = false;          // the dense MLP's matrices are adapted (lora.mlp): see adapted_mlp_forward_excess
+  // Fused LoRA autograd functions (lora.kernels: axolotl's kernels/lora.py @ 8c6a6ea6e LoRA_QKV, LoRA_O,
+  // LoRA_MLP, after Unsloth's fast_lora.py): each keeps its input in the activations' dtype, whatever trains;
+  // LoRA_MLP keeps X, gate and up (save_for_backward(X, gate, up, ...)) and recomputes the SwiGLU product in
+  // backward, so neither silu's output nor down's input is kept. Their adapters keep nothing of their own.
+  bool kernel_qkv = false;
+  bool kernel_o = false;
+  bool kernel_mlp = false;
+  bool kernel_adds_in_place = false;  // Unsloth's matmul_lora (out.addmm_); axolotl's adds a temporary (p x d_out)
   // PyTorch up to 1.10 saves the softmax's input (fp32, a s per token) beside its output: derivatives.yaml's
   // `_softmax: self: _softmax_backward_data(grad, result, dim, self)` passed the input for its dtype only;
   // pytorch PR #65242 / #66018 (relanded 2021-10-01, first released in 1.11) passes the dtype instead.
@@ -210,8 +218,8 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
   const double mlp_copies = autocast && x.gated ? 2 : 1;
   LayerActivations terms;
   // Two norms, the norm outputs the trained projections keep, the residual dropout masks, and the adapters.
-  const bool attention_input = e.attention_trainable || e.packed_inputs_kept;
-  const bool mlp_input = e.mlp_trainable || e.packed_inputs_kept;
+  const bool attention_input = e.attention_trainable || e.packed_inputs_kept || e.kernel_qkv;
+  const bool mlp_input = e.mlp_trainable || e.packed_inputs_kept || e.kernel_mlp;
   terms.replicated = sb * (2 * norm + (attention_input ? attention_copies * p * x.hidden : 0) +
                            (mlp_input ? mlp_copies * p * x.hidden : 0) + 2 * mask * x.hidden);
   if (e.adapter_rank > 0) {
@@ -247,7 +255,8 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
     const double kv_width = e.repeat_kv ? x.q_width : x.kv_width;
     // q and the attention output at the query width; K and V at the width attention sees them (at the kv heads
     // and held by a KV cache object: counted with the cache, EagerLayer::kv_in_cache).
-    terms.split = sb * p * x.q_width * (o.flash_attention || e.output_trainable || e.packed_inputs_kept ? 2 : 1);
+    terms.split =
+        sb * p * x.q_width * (o.flash_attention || e.output_trainable || e.packed_inputs_kept || e.kernel_o ? 2 : 1);
     terms.split_kv = e.kv_in_cache && !e.repeat_kv ? 0 : sb * 2 * p * kv_width;
     if (e.repeat_kv) {  // the repeated copies have as many heads as q: split like q
       terms.split += terms.split_kv;
@@ -273,6 +282,7 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
   }
   if (e.attention_bias && o.flash_attention) terms.attention_mask = x.batch * x.seq * x.seq * p;
   auto mlp_of = [&](double ffn) {
+    if (e.kernel_mlp && x.gated) return 2 * p * ffn;  // LoRA_MLP: gate and up (X is the MLP input above)
     const bool down_input = e.down_trainable || e.packed_inputs_kept;
     if (!x.gated && e.relu_mlp) return p * ffn;  // ReLU's result: also the second projection's input
     return x.gated ? 3 * p * ffn + (down_input ? p * ffn : 0) : p * ffn + (down_input ? p * ffn : 0);
@@ -476,12 +486,25 @@ inline double stored_bytes_per_layer(const TransformerShape& x, const Activation
 // dropout): 16,384 tokens x (2 x 2 h + 2 x 4 f - 4 f) B = 704 MiB above the
 // recomputed saves (3.010 GiB), the snapshot 702.8 MiB (events 8100 and 8123).
 // Under autocast the adapters compute in the activations' dtype.
+//
+// Under a fused LoRA_MLP (EagerLayer::kernel_mlp) the function's forward makes
+// the SwiGLU product h (p f), which it does not keep, then down's output, and
+// with axolotl's matmul_lora (out += (X @ A) @ (s B)) the adapter's p h
+// temporary it adds, beside the residual: r h + p f + 2 p h a token above the
+// saves (Unsloth's matmul_lora adds in place, out.addmm_: r h + p f + p h). Its
+// backward holds no more: DW = dY @ down^T (p f), turned into h and the gate's
+// and up's gradients in place, beside dY (p h).
 inline double adapted_mlp_forward_excess(const TransformerShape& x, const ActivationSettings& o) {
   const EagerLayer& e = o.eager;
-  if (o.layer != LayerImplementation::eager || !e.adapter_mlp || e.adapter_rank <= 0 || x.top_k > 0) return 0;
+  if (o.layer != LayerImplementation::eager || x.top_k > 0) return 0;
   const double p = o.bytes;
   const double r = residual_dtype_bytes(o);
   const double t = o.tensor_parallel;
+  if (e.kernel_mlp && x.gated) {
+    const double outputs = e.kernel_adds_in_place ? p : 2 * p;  // down's output [and the adapter's temporary]
+    return x.seq * x.batch * ((r + outputs) * x.hidden / (o.sequence_parallel ? t : 1) + p * x.ffn / t);
+  }
+  if (!e.adapter_mlp || e.adapter_rank <= 0) return 0;
   const bool autocast = r > p;
   const double adapter_output_bytes = autocast ? p : e.adapter_bytes;
   const bool mlp_input_saved = e.mlp_trainable || e.packed_inputs_kept;
@@ -709,8 +732,11 @@ inline OutputActivations output_activations(const OutputShape& x, const Activati
     // ColwiseParallel all-gathers Shard(1) to Replicate before the matmul,
     // which saves the gathered input for the weight's gradient
     // (torchtitan models/llama3/infra/parallelize.py @ v0.2.2; Megatron-LM's
-    // fused path saves the sharded input and gathers again in backward).
-    out.final_norm = sb * (4 * x.hidden + 4 + (frozen_norm ? 0 : r * x.hidden)) / replicated_divisor +
+    // fused path saves the sharded input and gathers again in backward). A norm that computes in its input's
+    // dtype (rms_norm_upcast = false: LitGPT's RMSNorm, Unsloth's Triton kernel) keeps that input and its
+    // rsqrt, as the layers' norms do (eager_layer_terms).
+    out.final_norm = sb * ((o.eager.rms_norm_upcast ? 4 * x.hidden + 4 : r * x.hidden + r) +
+                           (frozen_norm ? 0 : r * x.hidden)) / replicated_divisor +
                      (frozen_head ? 0 : sb * o.bytes * x.hidden);
   else
     out.final_norm = (r + o.bytes) * sb * x.hidden / replicated_divisor;

@@ -38,7 +38,7 @@ using sdk::ParamClass;
 // PEFT's LoraConfig names (huggingface/peft src/peft/tuners/lora/config.py:
 // r, lora_alpha, lora_dropout, target_modules) are accepted beside memplan's,
 // so a config can be copied over; giving both names of one option is an error.
-constexpr std::array<memplan_option_spec, 9> kOptions{{
+constexpr std::array<memplan_option_spec, 10> kOptions{{
     {"rank", MEMPLAN_OPTION_INT, "adapter rank r (positive)", "required"},
     {"alpha", MEMPLAN_OPTION_DOUBLE, "scaling numerator: the update is (alpha / r) B A; no memory effect",
      "not reported"},
@@ -54,6 +54,14 @@ constexpr std::array<memplan_option_spec, 9> kOptions{{
      "lora_dropout and one lora_A read the shared input (kept once), and when not all of q, k, v are adapted "
      "zero_pad's index_copy keeps its source, the adapted outputs' width",
      "false"},
+    {"kernels", MEMPLAN_OPTION_STRING,
+     "fused LoRA autograd functions in place of PEFT's forward: \"axolotl\" (lora_qkv_kernel, lora_o_kernel, "
+     "lora_mlp_kernel: src/axolotl/kernels/lora.py @ 8c6a6ea6e, which axolotl turns on when lora_dropout is 0) or "
+     "\"unsloth\" (unsloth/kernels/fast_lora.py @ 015bdef0d9): q, k and v adapted together, o, and a gated MLP are "
+     "one function each, which keeps its input (the MLP also its gate and up outputs), adds the adapters in the "
+     "activations' dtype (axolotl through a temporary of the output's width, Unsloth in place) and recomputes the "
+     "SwiGLU product in backward; at lora_dropout above 0 both keep PEFT's forward (reported as lora_kernels)",
+     "\"none\" (PEFT's LoRA Linear.forward)"},
     {"r", MEMPLAN_OPTION_INT, "PEFT's name for rank", "rank"},
     {"lora_alpha", MEMPLAN_OPTION_DOUBLE, "PEFT's name for alpha", "alpha"},
     {"lora_dropout", MEMPLAN_OPTION_DOUBLE, "PEFT's name for dropout", "dropout"},
@@ -156,6 +164,8 @@ class LoraStrategy {
         rank_inputs_attr_(options.attribute(MEMPLAN_ATTR_LORA_RANK_INPUTS)),
         dropout_attr_(options.attribute(MEMPLAN_ATTR_LORA_DROPOUT)),
         mlp_attr_(options.attribute(MEMPLAN_ATTR_LORA_MLP)),
+        kernels_attr_(options.attribute(MEMPLAN_ATTR_LORA_KERNELS)),
+        kernels_report_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "lora_kernels")),
         rank_attr_(options.attribute(MEMPLAN_ATTR_LORA_RANK)),
         scaling_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "lora_scaling")) {
     const memplan_model& model = options.model();
@@ -221,10 +231,42 @@ class LoraStrategy {
         names_[adapter_count_] = options.intern(adapter.name);
         adapters_[adapter_count_++] = adapter;
       }
+    // The fused LoRA functions cover whole groups: q, k and v adapted together, o, a gated MLP. A covered
+    // adapter keeps nothing of its own (the function keeps its input in the activations' dtype, which the
+    // activation model counts as the group's input: lora.kernels).
+    const std::string kernels = options.string("kernels").value_or("none");
+    if (kernels != "none" && kernels != "axolotl" && kernels != "unsloth")
+      options.fail("kernels", "is \"" + kernels + "\"; use \"axolotl\" or \"unsloth\" (their fused LoRA functions), or "
+                              "\"none\" (PEFT's forward)");
+    // Both frameworks keep PEFT's forward when lora_dropout is not 0 (axolotl monkeypatch/lora_kernels.py @
+    // 8c6a6ea6e: can_patch = lora_dropout == 0 and bias == "none", else a warning; unsloth/models/llama.py @
+    // 015bdef0d9 line 3695: patches only if lora_dropout == 0, line 3244 warns): so does memplan, and says so.
+    if (kernels != "none" && dropout_ > 0) kernels_report_ = "none: lora_dropout is not 0, where " + kernels +
+                                                             " keeps PEFT's forward (its runtime patch check)";
+    if (kernels != "none" && dropout_ == 0) {
+      kernels_report_ = kernels;
+      if (options.boolean("fused_qkv").value_or(false))
+        options.fail("kernels", "and fused_qkv describe two different q, k, v adapters (axolotl's LoRA_QKV "
+                                "function, LitGPT's LoRAQKVLinear); keep one of them");
+      if ((wanted & (kQ | kK | kV)) == (kQ | kK | kV)) kernel_groups_ |= MEMPLAN_LORA_KERNEL_QKV;
+      if ((wanted & kO) != 0) kernel_groups_ |= MEMPLAN_LORA_KERNEL_O;
+      if ((wanted & kMlp) != 0 && model.gated_mlp) kernel_groups_ |= MEMPLAN_LORA_KERNEL_MLP;
+      if (kernel_groups_ == 0)
+        options.fail("kernels", "applies to q, k and v adapted together, to o and to a gated MLP, and targets \"" +
+                                    *targets + "\" adapts none of them; drop kernels or adapt such a group");
+      if (kernels == "unsloth") kernel_groups_ |= MEMPLAN_LORA_KERNEL_ADD_IN_PLACE;
+    }
+    const auto covered = [&](uint32_t target) {
+      if ((target & (kQ | kK | kV)) != 0) return (kernel_groups_ & MEMPLAN_LORA_KERNEL_QKV) != 0;
+      if (target == kO) return (kernel_groups_ & MEMPLAN_LORA_KERNEL_O) != 0;
+      if (target == kMlp) return (kernel_groups_ & MEMPLAN_LORA_KERNEL_MLP) != 0;
+      return false;
+    };
     // q, k and v read the same normed hidden state: count it once among the distinct inputs.
-    const bool shared_qkv = (wanted & (kQ | kK | kV)) != 0;
-    mlp_adapted_ = (wanted & kMlp) != 0;
+    const bool shared_qkv = (wanted & (kQ | kK | kV)) != 0 && (kernel_groups_ & MEMPLAN_LORA_KERNEL_QKV) == 0;
+    mlp_adapted_ = (wanted & kMlp) != 0 && (kernel_groups_ & MEMPLAN_LORA_KERNEL_MLP) == 0;
     for (size_t a = 0; a < adapter_count_; ++a) {
+      if (covered(adapters_[a].target)) continue;
       inputs_ += adapters_[a].inputs;
       rank_inputs_ += r * adapters_[a].matrices;
       if ((adapters_[a].target & (kQ | kK | kV)) == 0) distinct_inputs_ += adapters_[a].distinct_inputs;
@@ -275,6 +317,8 @@ class LoraStrategy {
     ctx.set_attr(rank_inputs_attr_, rank_inputs_);
     ctx.set_attr(dropout_attr_, dropout_);
     ctx.set_attr(mlp_attr_, static_cast<int64_t>(mlp_adapted_ ? 1 : 0));
+    ctx.set_attr(kernels_attr_, static_cast<int64_t>(kernel_groups_));
+    if (!kernels_report_.empty()) ctx.set_attr(kernels_report_attr_, kernels_report_.c_str());
     ctx.set_attr(rank_attr_, rank_);
     if (scaling_) ctx.set_attr(scaling_attr_, *scaling_);
   }
@@ -309,7 +353,7 @@ class LoraStrategy {
   }
 
   sdk::Attribute parameters_attr_, inputs_attr_, distinct_inputs_attr_, rank_inputs_attr_, dropout_attr_, mlp_attr_,
-      rank_attr_, scaling_attr_;
+      kernels_attr_, kernels_report_attr_, rank_attr_, scaling_attr_;
   std::array<Adapter, 8> adapters_{};
   std::array<sdk::Name, 8> names_{};  // adapters_[i]'s interned name
   size_t adapter_count_ = 0;
@@ -320,7 +364,9 @@ class LoraStrategy {
   double inputs_ = 0;
   double distinct_inputs_ = 0;
   double rank_inputs_ = 0;
-  bool mlp_adapted_ = false;  // the dense MLP's matrices are adapted (lora.mlp)
+  bool mlp_adapted_ = false;  // the dense MLP's matrices are adapted through PEFT's forward (lora.mlp)
+  uint32_t kernel_groups_ = 0;  // MEMPLAN_LORA_KERNEL_* groups the fused functions cover (lora.kernels)
+  std::string kernels_report_;  // report.lora_kernels: which forward the adapters run, when kernels is asked for
 };
 
 }  // namespace

@@ -184,6 +184,19 @@
  * output, transients of the projection's output width that a recomputed
  * layer's working set meets (docs/formulas.md, "Eager layers"). */
 #define MEMPLAN_ATTR_LORA_MLP "lora.mlp"
+/* The adapter groups computed by fused LoRA autograd functions instead of
+ * PEFT's forward (int, a sum of MEMPLAN_LORA_KERNEL_*), set by 'lora' with
+ * kernels = true (axolotl's lora_*_kernel, Unsloth's fast_lora): each
+ * function keeps its input in the activations' dtype (the MLP's also its gate
+ * and up outputs) and the covered adapters keep nothing of their own; they are
+ * left out of lora.inputs, lora.distinct_inputs, lora.rank_inputs and lora.mlp. */
+#define MEMPLAN_ATTR_LORA_KERNELS "lora.kernels"
+#define MEMPLAN_LORA_KERNEL_QKV 1 /* q, k and v, adapted together */
+#define MEMPLAN_LORA_KERNEL_O 2   /* the attention output projection */
+#define MEMPLAN_LORA_KERNEL_MLP 4 /* a gated MLP's gate, up and down */
+#define MEMPLAN_LORA_KERNEL_ADD_IN_PLACE 8 /* the adapters' product added in place (Unsloth's
+                                            * matmul_lora: out.addmm_), not through a temporary of
+                                            * the output's width (axolotl's: out += (X @ A) @ (s B)) */
 /* The adapters' rank r (double), set by 'lora': each adapted d_in x d_out
  * matrix gets lora_A of r x d_in and lora_B of d_out x r elements. Read by
  * 'zero', which keeps the adapter matrices at most

@@ -1,0 +1,93 @@
+// Fused LoRA autograd functions in eager layers (the lora plugin's `kernels`):
+// axolotl's LoRA_QKV, LoRA_O and LoRA_MLP (src/axolotl/kernels/lora.py @
+// 8c6a6ea6e) and Unsloth's (unsloth/kernels/fast_lora.py @ 015bdef0d9), which
+// keep their inputs in the activations' dtype, the MLP's gate and up outputs,
+// and recompute the SwiGLU product in backward (docs/formulas.md, "Fused LoRA
+// functions"). Every figure is the hand count written beside it.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "../../plugins/activations/megatron/transformer_activations.hpp"
+#include "layer_shapes.hpp"
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+using plugins::ActivationSettings;
+using plugins::RecomputePolicy;
+using plugins::TransformerShape;
+
+// Llama 3.1 8B's layer (h 4096, q 4096, kv 1024, f 14336, 32 heads), bf16,
+// flash attention (K and V at the kv heads), every base weight frozen, LoRA on
+// every linear through the fused functions, per token:
+//   two RMSNorms computing in bf16 (Unsloth's Triton kernel: input and rstd,
+//   rms_norm_upcast = false)            2 x (2h + 2)       = 16,388
+//   LoRA_QKV's X and LoRA_MLP's X       2 x 2h             = 16,384
+//   q and SDPA's output                 2 x 2q             = 16,384
+//   k and v                             2 x 2kv            =  4,096
+//   LoRA_MLP's gate and up              2 x 2f             = 57,344
+//   the log-sum-exp                     4a                 =    128
+// = 110,724 bytes (the fused layer's count is 139,392: its MLP keeps silu's
+// output too, p f = 28,672, and its norms p h each without the rstd).
+// HF's RMSNorm (upcast): 2 x (4h + 4) = 32,776 instead, 127,112 in all.
+ActivationSettings kernel_layer() {
+  ActivationSettings o = eager_bf16_flash_frozen();
+  o.eager.repeat_kv = false;
+  o.eager.rms_norm_upcast = false;
+  o.eager.kernel_qkv = o.eager.kernel_o = o.eager.kernel_mlp = true;
+  return o;
+}
+
+TEST(LoraKernels, WhatTheFusedFunctionsKeep) {
+  const TransformerShape x = llama(4096, 32, 8, 14336);
+  ActivationSettings o = kernel_layer();
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 110'724.0);
+  o.eager.rms_norm_upcast = true;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 127'112.0);
+  // A 4-bit base changes nothing: the functions dequantize and keep their inputs anyway (no MatMul4Bit).
+  o.eager.packed_inputs_kept = true;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 127'112.0);
+}
+
+// The recomputed layer's high point: LoRA_MLP's forward makes the SwiGLU
+// product (2f = 28,672), which it does not keep, and down's output (2h =
+// 8,192), beside the layer's residual (2h = 8,192): 45,056 bytes a token above
+// the saves with Unsloth's in-place addmm_; axolotl's matmul_lora adds the
+// adapters through a temporary of down's output width (2h more): 53,248.
+TEST(LoraKernels, TheRecomputedLayersHighPoint) {
+  const TransformerShape x = llama(4096, 32, 8, 14336);
+  ActivationSettings o = kernel_layer();
+  o.recompute = RecomputePolicy::full;
+  o.eager.kernel_adds_in_place = true;
+  EXPECT_DOUBLE_EQ(plugins::recompute_working_set(x, o), 110'724.0 + 45'056.0);
+  o.eager.kernel_adds_in_place = false;
+  EXPECT_DOUBLE_EQ(plugins::recompute_working_set(x, o), 110'724.0 + 53'248.0);
+}
+
+// Through the plugins: the unsloth profile (eager layers with its Triton
+// RMSNorm, flash attention without repeated K and V, kernels = "unsloth") on a
+// Llama 3.1 8B QLoRA r 32 run of 4096 tokens: the working set is
+// (110,724 + 45,056) x 4096 = 638,074,880 bytes; the final norm keeps its
+// bf16 input and rstd (2h + 2) and Cut Cross-Entropy the head's input (2h):
+// 16,386 x 4096 = 67,117,056 bytes. The covered adapters keep nothing of
+// their own, so axolotl's kernels on the same run differ only by down's
+// temporary: 8,192 x 4096 = 33,554,432 bytes more.
+TEST(LoraKernels, ThroughTheUnslothProfile) {
+  const auto scenario = [](const std::string& lora) {
+    return "name = \"u\"\nmode = \"train\"\n[framework]\nuse = \"unsloth\"\n[model]\npreset = \"llama-3.1-8b\"\n"
+           "[batch]\nmicro_batch = 1\nseq_len = 4096\n[precision]\nuse = \"quantized\"\nunquantized = \"bf16\"\n"
+           "adapters = \"fp32\"\n[optimizer]\nuse = \"adam-8bit\"\n[activations]\nuse = \"megatron\"\n"
+           "[[strategy]]\nuse = \"lora\"\nrank = 32\ntargets = \"all-linear\"\n" + lora +
+           "[hardware]\ngpu = \"h100-sxm-80gb\"\n";
+  };
+  const Evaluation unsloth = evaluate(scenario(""));
+  EXPECT_EQ(unsloth.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS), 638'074'880u);
+  EXPECT_EQ(unsloth.item_bytes("activations.final_norm", MEMPLAN_ROLE_ACTIVATIONS), 67'117'056u);
+  const Evaluation axolotl = evaluate(scenario("kernels = \"axolotl\"\n"));
+  EXPECT_EQ(axolotl.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS), 638'074'880u + 33'554'432u);
+}
+
+}  // namespace
+}  // namespace memplan::testing
