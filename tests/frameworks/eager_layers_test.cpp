@@ -465,9 +465,15 @@ TEST(EagerLayers, OptionErrors) {
   EXPECT_EQ(error_of(base + "layer = \"jit\"\n", "e.toml"),
             "e.toml:13:9: error: in [activations], activations plugin 'megatron', option 'layer': must be \"fused\", "
             "\"eager\", \"compiled\" or \"legacy\", not \"jit\"" + library);
-  EXPECT_EQ(error_of(base + "repeat_kv = false\n", "e.toml"),
+  EXPECT_EQ(error_of(base + "repeat_kv = true\n", "e.toml"),
             "e.toml:13:13: error: in [activations], activations plugin 'megatron', option 'repeat_kv': describes eager "
             "layers; it needs layer = \"eager\"" + library);
+  EXPECT_EQ(error_of(base + "rms_norm_upcast = true\n", "e.toml"),
+            "e.toml:13:19: error: in [activations], activations plugin 'megatron', option 'rms_norm_upcast': describes "
+            "eager layers; it needs layer = \"eager\"" + library);
+  // false says what fused layers do anyway (K and V at the kv heads, the norm in its input's dtype): accepted, so
+  // a profile that sets them for its eager layers (unsloth) still lets a scenario choose layer = "fused".
+  EXPECT_EQ(error_of(base + "repeat_kv = false\nrms_norm_upcast = false\n", "e.toml"), "");
   EXPECT_EQ(error_of(base + "loss_chunks = 4\n", "e.toml"),
             "e.toml:13:15: error: in [activations], activations plugin 'megatron', option 'loss_chunks': applies to "
             "cross_entropy = \"chunked\" or \"chunked-compiled\" only" + library);

@@ -213,9 +213,14 @@ class MegatronActivations {
     packed_linear_keeps_input_ = options.boolean("packed_linear_keeps_input").value_or(false);
     rms_norm_upcast_ = options.boolean("rms_norm_upcast").value_or(true);
     fused_qkv_ = options.boolean("fused_qkv").value_or(false);
-    for (const char* key : {"rms_norm_upcast", "fused_qkv", "masked_scores_kept", "relu_mlp", "attention_dropout"})
+    for (const char* key : {"fused_qkv", "masked_scores_kept", "relu_mlp", "attention_dropout"})
       if (options.boolean(key) && layer_ != LayerImplementation::eager)
         options.fail(key, "describes eager layers; it needs layer = \"eager\"");
+    // rms_norm_upcast = false and repeat_kv = false say what fused layers do anyway (a norm in the input's dtype,
+    // K and V at the kv heads): a profile that sets them for its eager layers (unsloth) still lets a scenario
+    // choose layer = "fused". Only the eager-only behaviour (true) needs eager layers.
+    if (options.boolean("rms_norm_upcast").value_or(false) && layer_ != LayerImplementation::eager)
+      options.fail("rms_norm_upcast", "describes eager layers; it needs layer = \"eager\"");
     // OPT's options act only where they have something to size: explicit attention scores, a dropout to skip.
     if (masked_scores_kept_ && flash_attention_)
       options.fail("masked_scores_kept", "sizes the explicit attention scores the clamp keeps, but flash_attention = "
@@ -254,7 +259,7 @@ class MegatronActivations {
       if (offload_)
         options.fail("offload", "is torchtune's activation offloading, which Megatron-LM's legacy layers do not have");
     }
-    if (options.boolean("repeat_kv") && layer_ != LayerImplementation::eager)
+    if (options.boolean("repeat_kv").value_or(false) && layer_ != LayerImplementation::eager)
       options.fail("repeat_kv", "describes eager layers; it needs layer = \"eager\"");
     if (!options.model().has_architecture)
       options.fail("needs the model's architecture (layers, hidden, heads) but the scenario gives only params; use "
