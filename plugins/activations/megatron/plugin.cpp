@@ -34,7 +34,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 21> kOptions{{
+constexpr std::array<memplan_option_spec, 22> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true"},
@@ -109,6 +109,11 @@ constexpr std::array<memplan_option_spec, 21> kOptions{{
      "eager layers: RMSNorm upcasts its input to fp32 and keeps it (4h + 4 bytes a token); false: it computes in the "
      "input's dtype and keeps the input and rsqrt (LitGPT's lit_gpt/rmsnorm.py @ 8641822)",
      "true"},
+    {"fused_swiglu", MEMPLAN_OPTION_BOOL,
+     "eager layers: SwiGLU is one autograd function that keeps its inputs (the gate and up outputs) and recomputes "
+     "silu in backward, so silu's output (p f a token) is not kept: Liger's LigerSiLUMulFunction "
+     "(liger_kernel/ops/swiglu.py @ ead96b61, HF's use_liger_kernel)",
+     "false"},
     {"fused_qkv", MEMPLAN_OPTION_BOOL,
      "eager layers written as LitGPT's CausalSelfAttention (lit_gpt/model.py @ 8641822): q, k, v are views of the "
      "fused qkv output and SDPA's saved v holds all of it (MHA), and o's input is a copy of SDPA's output at micro-batch 1",
@@ -213,7 +218,11 @@ class MegatronActivations {
     packed_linear_keeps_input_ = options.boolean("packed_linear_keeps_input").value_or(false);
     rms_norm_upcast_ = options.boolean("rms_norm_upcast").value_or(true);
     fused_qkv_ = options.boolean("fused_qkv").value_or(false);
-    for (const char* key : {"fused_qkv", "masked_scores_kept", "relu_mlp", "attention_dropout"})
+    fused_swiglu_ = options.boolean("fused_swiglu").value_or(false);
+    if (fused_swiglu_ && options.model().has_architecture && options.model().gated_mlp == 0)
+      options.fail("fused_swiglu", "sizes a gated MLP's SwiGLU, but the model's MLP has two projections; remove "
+                                   "fused_swiglu");
+    for (const char* key : {"fused_qkv", "fused_swiglu", "masked_scores_kept", "relu_mlp", "attention_dropout"})
       if (options.boolean(key) && layer_ != LayerImplementation::eager)
         options.fail(key, "describes eager layers; it needs layer = \"eager\"");
     // rms_norm_upcast = false and repeat_kv = false say what fused layers do anyway (a norm in the input's dtype,
@@ -951,6 +960,7 @@ class MegatronActivations {
     eager.attention_dropout = attention_dropout_;
     eager.rms_norm_upcast = rms_norm_upcast_;
     eager.fused_qkv = fused_qkv_;
+    eager.fused_swiglu = fused_swiglu_;
     // A linear weight packed below one byte (a 4-bit base) under bitsandbytes keeps its input (MatMul4Bit).
     if (packed_linear_keeps_input_)
       for (memplan::sdk::ItemRef item : ctx.items())
@@ -1120,6 +1130,7 @@ class MegatronActivations {
   bool packed_linear_keeps_input_ = false;  // bitsandbytes' MatMul4Bit keeps A whatever trains
   bool rms_norm_upcast_ = true;   // EagerLayer::rms_norm_upcast
   bool fused_qkv_ = false;        // EagerLayer::fused_qkv (LitGPT's attention)
+  bool fused_swiglu_ = false;     // EagerLayer::fused_swiglu (Liger's SwiGLU)
   double buffer_bytes_ = 0;  // 0: the layers' norm weights' dtype
   struct CastRange {
     int64_t begin = 0;  // first layer

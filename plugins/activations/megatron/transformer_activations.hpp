@@ -125,6 +125,10 @@ struct EagerLayer {
   // The two-projection MLP's activation is ReLU (OPT): relu saves its result (derivatives.yaml: threshold_backward
   // (grad, result, 0)), the tensor the second projection keeps as its input; GELU also keeps its input (p f).
   bool relu_mlp = false;
+  // SwiGLU as one autograd function that keeps its inputs (gate and up) and recomputes silu in backward (Liger's
+  // LigerSiLUMulFunction: ctx.save_for_backward(a, b), liger_kernel/ops/swiglu.py @ ead96b61): silu's output is
+  // not kept; the product still is where down keeps its input.
+  bool fused_swiglu = false;
   // Eager attention drops out its probabilities (a 1-byte mask and the dropped copy) when dropout is on; OPT's
   // attention_dropout is 0.0 beside a residual dropout of 0.1 (F.dropout with p = 0 returns its input, no mask).
   bool attention_dropout = true;
@@ -285,7 +289,8 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
     if (e.kernel_mlp && x.gated) return 2 * p * ffn;  // LoRA_MLP: gate and up (X is the MLP input above)
     const bool down_input = e.down_trainable || e.packed_inputs_kept;
     if (!x.gated && e.relu_mlp) return p * ffn;  // ReLU's result: also the second projection's input
-    return x.gated ? 3 * p * ffn + (down_input ? p * ffn : 0) : p * ffn + (down_input ? p * ffn : 0);
+    return x.gated ? (e.fused_swiglu ? 2 : 3) * p * ffn + (down_input ? p * ffn : 0)
+                   : p * ffn + (down_input ? p * ffn : 0);
   };
   const double mlp = mlp_of(x.ffn);
   terms.split += sb * (x.top_k > 0 ? x.top_k * (2 * p * x.hidden + mlp) + p * x.experts : mlp);
