@@ -241,16 +241,23 @@ TEST(EagerLayers, PerOpSelectiveCheckpointing) {
   EXPECT_DOUBLE_EQ(plugins::recompute_working_set(x, o), plugins::stored_bytes_per_layer(x, none));
 }
 
-// A recomputed layer with LoRA on its MLP (Llama-3.2-3B: h 3072, f 8192; base
-// bf16 and frozen, adapters fp32 on every linear, no dropout). At the up
-// projection's adapter (PEFT Linear.forward: lora_B's fp32 output and its
-// scaled copy, 2 x 4f) the layer holds the residual and the MLP's normed input
-// (2 x 2h), and has not yet saved down's fp32 input cast (4f):
-// 4h + 8f - 4f = 12,288 + 32,768 = 45,056 bytes a token above its saves.
-// With 16-bit adapters (a = p): 4h + 2 x 2f - 2f = 28,672; with lora_dropout
-// (down keeps a dropped fp32 copy and a mask, 5f): 4h + 8f - 5f = 36,864;
-// with a 4-bit base (bitsandbytes keeps the MLP's input: only the residual is a
-// local): 2h + 4f = 38,912; without an MLP adapter, nothing.
+// A recomputed layer with PEFT's LoRA on its MLP (Llama-3.2-3B: h 3072, f
+// 8192; base bf16 and frozen, HF's upcasting RMSNorm, adapters fp32 on every
+// linear, no dropout, non-reentrant checkpointing). Beside its saves the
+// layer's forward holds the residual (its norm saves an fp32 copy) and the
+// MLP's normed input (nothing saves it): 2 x 2h = 12,288 bytes a token.
+//   up's adapter: lora_B's fp32 output and its scaled copy (8f), down's fp32
+//   input cast (4f) not saved yet: 4h + 8f - 4f = 45,056;
+//   down's adapter (the recomputation stops at down's lora_A): the SwiGLU
+//   product, which nothing keeps (2f), and down's base output (2h): 6h + 2f =
+//   34,816; reentrant (down runs to its end): + lora_B's two fp32 outputs (8h):
+//   14h + 2f = 59,392.
+// 16-bit adapters (a = p; down's lora_A keeps the product itself): up 4h + 4f -
+// 2f = 28,672, down 6h = 18,432. lora_dropout (down keeps a dropped fp32 copy
+// and a mask, 5f; its fp32 cast copy is a local): up 4h + 8f - 5f = 36,864,
+// down 6h + 2f + 4f = 67,584. A 4-bit base (bitsandbytes keeps the MLP's input
+// and the product): up 2h + 8f - 2f - 4f = 22,528, down 4h = 12,288. Without
+// an MLP adapter, nothing.
 TEST(EagerLayers, AdaptedMlpRecomputationHoldsTwoAdapterOutputs) {
   ActivationSettings o = eager_bf16_flash_frozen();
   o.recompute = RecomputePolicy::full;
@@ -263,37 +270,41 @@ TEST(EagerLayers, AdaptedMlpRecomputationHoldsTwoAdapterOutputs) {
   ActivationSettings saved = o;
   saved.recompute = RecomputePolicy::none;
   const double saves = plugins::stored_bytes_per_layer(x, saved);
-  EXPECT_DOUBLE_EQ(plugins::adapted_mlp_forward_excess(x, saved), 45'056.0);
+  EXPECT_DOUBLE_EQ(plugins::peft_mlp_excess(x, saved), 45'056.0);
   EXPECT_DOUBLE_EQ(plugins::recompute_working_set(x, o), saves + 45'056.0);
+  o.reentrant = true;
+  EXPECT_DOUBLE_EQ(plugins::peft_mlp_excess(x, o), 59'392.0);
+  o.reentrant = false;
   o.eager.adapter_bytes = 2;
-  EXPECT_DOUBLE_EQ(plugins::adapted_mlp_forward_excess(x, o), 28'672.0);
+  EXPECT_DOUBLE_EQ(plugins::peft_mlp_excess(x, o), 28'672.0);
   o.eager.adapter_bytes = 4;
   o.eager.adapter_dropout = 0.05;
-  EXPECT_DOUBLE_EQ(plugins::adapted_mlp_forward_excess(x, o), 36'864.0);
+  EXPECT_DOUBLE_EQ(plugins::peft_mlp_excess(x, o), 67'584.0);
   o.eager.adapter_dropout = 0;
   o.eager.packed_inputs_kept = true;
-  EXPECT_DOUBLE_EQ(plugins::adapted_mlp_forward_excess(x, o), 38'912.0);
+  EXPECT_DOUBLE_EQ(plugins::peft_mlp_excess(x, o), 22'528.0);
   o.eager.adapter_mlp = false;
-  EXPECT_DOUBLE_EQ(plugins::adapted_mlp_forward_excess(x, o), 0.0);
+  EXPECT_DOUBLE_EQ(plugins::peft_mlp_excess(x, o), 0.0);
   ActivationSettings unadapted = o;
   unadapted.recompute = RecomputePolicy::none;
   EXPECT_DOUBLE_EQ(plugins::recompute_working_set(x, o), plugins::stored_bytes_per_layer(x, unadapted));
 }
 
 // The measured job (validation/H100-llama-3.2-3b-lora-r16-all-gc-bs8-s2048, its
-// snapshot in validation/measured): 8 x 2048 = 16,384 tokens. Replaying the
-// snapshot's alloc / free_completed events, the last layer's recomputation
-// starts at 7,424,983,048 B (event 7941), reaches 11,392,401,432 B at the up
-// projection's adapter (event 8100) and holds 10,655,449,112 B of saves when
-// backward takes over (event 8123): the working set's high point is
-// 3,967,418,384 B, of which 736,952,320 above the saves. memplan: 45,056 x
-// 16,384 = 738,197,504 B above the saves, 3,968,466,944 B in all (+0.03 %).
+// snapshot in validation/measured; non-reentrant checkpointing): 8 x 2048 =
+// 16,384 tokens. Replaying the snapshot's alloc / free_completed events, the
+// last layer's recomputation rises 3,967,418,384 B above its start (event 7941)
+// at the up projection's adapter (event 8100), and holds 3,230,269,456 B of
+// saves when backward takes over (event 8122, before backward's first
+// allocation): 737,148,928 above the saves. memplan: saves 3,230,269,440 B,
+// 45,056 x 16,384 = 738,197,504 B above them, 3,968,466,944 B in all (+0.03 %).
 TEST(EagerLayers, TheMeasuredRecomputationOfAnAdaptedLayer) {
   const std::string id = "H100-llama-3.2-3b-lora-r16-all-gc-bs8-s2048";
   std::ifstream in(source_dir() + "/validation/" + id + ".toml");
   std::ostringstream text;
   text << in.rdbuf();
   ASSERT_NE(text.str().find("targets = \"all-linear\"\ndropout = 0.0\n"), std::string::npos);
+  ASSERT_NE(text.str().find("policy = \"full\"\nreentrant = false\n"), std::string::npos);
   const Evaluation e = evaluate(text.str(), id + ".toml");
   const uint64_t working_set =
       with_lifetime(e, "activations.recompute", MEMPLAN_LIFETIME_TRANSIENT_BACKWARD);
@@ -511,11 +522,12 @@ TEST(EagerLayers, CompiledLayersCountAsFused) {
 //   the recomputed layer (frozen base linears and norms keep no input; each
 //   adapted matrix keeps PEFT's dropout mask and dropped copy, lora_B its
 //   r-wide input): 16h + 6f + 4a + 8 + 3 (5h + f) + 2 x 6r
-//   = 31h + 9f + 12r + 136 = 226,952 bytes a token; its high point, at the up
-//   projection's adapter (EagerLayers.AdaptedMlpRecomputationHoldsTwoAdapter-
-//   Outputs), adds the residual and the MLP's input (4h) and two bf16 adapter
-//   outputs (4f) before down keeps its dropped copy and mask (3f): 4h + f =
-//   27,392, so 254,344 bytes a token, 520,896,512 a sample;
+//   = 31h + 9f + 12r + 136 = 226,952 bytes a token; its high point, at down's
+//   adapter under the profile's reentrant checkpointing
+//   (EagerLayers.AdaptedMlpRecomputationHoldsTwoAdapterOutputs), adds the
+//   residual and the MLP's input (4h), the SwiGLU product nothing keeps (2f),
+//   down's base output (2h) and lora_B's two bf16 outputs (4h): 10h + 2f =
+//   62,976, so 289,928 bytes a token, 593,772,544 a sample;
 //   the loss (logits.float() kept in `output`; log_softmax's saved output,
 //   nll_loss_backward's zeros and _log_softmax_backward_data's result, all
 //   fp32): 4 x 4sV = 1,048,576,000, which covers the recomputed layer;
@@ -537,7 +549,7 @@ TEST(EagerLayers, FsdpQloraLoraSampleAtTheLossBackward) {
         "sync_module_states = true\n[hardware]\ngpu = \"rtx-3090-24gb\"\ncount = 2\n");
   };
   const Evaluation one = run(1), two = run(2);
-  EXPECT_EQ(one.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS), 254'344ull * 2048);
+  EXPECT_EQ(one.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS), 289'928ull * 2048);
   const uint64_t growth = two.breakdown().quantities[kAllocated].timeline[kBackward] -
                           one.breakdown().quantities[kAllocated].timeline[kBackward];
   const uint64_t final_norm = two.item_bytes("activations.final_norm", MEMPLAN_ROLE_ACTIVATIONS) -

@@ -52,29 +52,43 @@ TEST(LoraKernels, WhatTheFusedFunctionsKeep) {
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 127'112.0);
 }
 
-// The recomputed layer's high point: LoRA_MLP's forward makes the SwiGLU
-// product (2f = 28,672), which it does not keep, and down's output (2h =
-// 8,192), beside the layer's residual (2h = 8,192): 45,056 bytes a token above
-// the saves with Unsloth's in-place addmm_; axolotl's matmul_lora adds the
-// adapters through a temporary of down's output width (2h more): 53,248.
+// The recomputed layer's high point, per token, the larger of LoRA_MLP's
+// forward (the SwiGLU product 2f = 28,672, which it does not keep, and down's
+// output 2h = 8,192; the residual is what the norm keeps, no local) and its
+// backward (DW = dY @ down^T, 2f, beside dY, 2h): 36,864 both with Unsloth's
+// in-place addmm_; reentrant checkpointing holds the layer's output too (2h):
+// 45,056. axolotl's matmul_lora adds through a temporary of the output's width:
+// forward + 2h = 45,056, backward + 2f = 65,536 (73,728 reentrant). With HF's
+// upcasting RMSNorm the residual is a local besides (2h): axolotl's forward
+// 53,248, still below its backward.
 TEST(LoraKernels, TheRecomputedLayersHighPoint) {
   const TransformerShape x = llama(4096, 32, 8, 14336);
   ActivationSettings o = kernel_layer();
   o.recompute = RecomputePolicy::full;
   o.eager.kernel_adds_in_place = true;
-  EXPECT_DOUBLE_EQ(plugins::recompute_working_set(x, o), 110'724.0 + 45'056.0);
+  EXPECT_DOUBLE_EQ(plugins::kernel_mlp_excess(x, o), 36'864.0);
+  EXPECT_DOUBLE_EQ(plugins::recompute_working_set(x, o), 110'724.0 + 36'864.0);
+  o.reentrant = true;
+  EXPECT_DOUBLE_EQ(plugins::kernel_mlp_excess(x, o), 45'056.0);
   o.eager.kernel_adds_in_place = false;
-  EXPECT_DOUBLE_EQ(plugins::recompute_working_set(x, o), 110'724.0 + 53'248.0);
+  EXPECT_DOUBLE_EQ(plugins::kernel_mlp_excess(x, o), 73'728.0);
+  o.reentrant = false;
+  EXPECT_DOUBLE_EQ(plugins::kernel_mlp_excess(x, o), 65'536.0);
+  o.eager.rms_norm_upcast = true;
+  EXPECT_DOUBLE_EQ(plugins::kernel_mlp_excess(x, o), 65'536.0);
+  o.eager.kernel_adds_in_place = true;
+  EXPECT_DOUBLE_EQ(plugins::kernel_mlp_excess(x, o), 8'192.0 + 36'864.0);
 }
 
 // Through the plugins: the unsloth profile (eager layers with its Triton
 // RMSNorm, flash attention without repeated K and V, kernels = "unsloth") on a
-// Llama 3.1 8B QLoRA r 32 run of 4096 tokens: the working set is
-// (110,724 + 45,056) x 4096 = 638,074,880 bytes; the final norm keeps its
-// bf16 input and rstd (2h + 2) and Cut Cross-Entropy the head's input (2h):
-// 16,386 x 4096 = 67,117,056 bytes. The covered adapters keep nothing of
-// their own, so axolotl's kernels on the same run differ only by down's
-// temporary: 8,192 x 4096 = 33,554,432 bytes more.
+// Llama 3.1 8B QLoRA r 32 run of 4096 tokens, the profile's checkpoint
+// reentrant: the working set is (110,724 + 45,056) x 4096 = 638,074,880
+// bytes; the final norm keeps its bf16 input and rstd (2h + 2, the rstd priced
+// at the input's bytes) and Cut Cross-Entropy the head's input (2h): 16,386 x
+// 4096 = 67,117,056 bytes. The covered adapters keep nothing of their own, so
+// axolotl's kernels on the same run differ only by their temporaries: the
+// backward's 73,728 against 45,056, 28,672 x 4096 = 117,440,512 bytes more.
 TEST(LoraKernels, ThroughTheUnslothProfile) {
   const auto scenario = [](const std::string& lora) {
     return "name = \"u\"\nmode = \"train\"\n[framework]\nuse = \"unsloth\"\n[model]\npreset = \"llama-3.1-8b\"\n"
@@ -87,7 +101,7 @@ TEST(LoraKernels, ThroughTheUnslothProfile) {
   EXPECT_EQ(unsloth.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS), 638'074'880u);
   EXPECT_EQ(unsloth.item_bytes("activations.final_norm", MEMPLAN_ROLE_ACTIVATIONS), 67'117'056u);
   const Evaluation axolotl = evaluate(scenario("kernels = \"axolotl\"\n"));
-  EXPECT_EQ(axolotl.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS), 638'074'880u + 33'554'432u);
+  EXPECT_EQ(axolotl.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS), 638'074'880u + 117'440'512u);
 }
 
 // Liger's SwiGLU (fused_swiglu; LigerSiLUMulFunction, liger_kernel/ops/swiglu.py

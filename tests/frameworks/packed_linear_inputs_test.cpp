@@ -50,10 +50,11 @@ TEST(PackedLinearInputs, FourBitLayersKeepTheirInputs) {
 // profile's default (packed_linear_keeps_input = true) adds to the layer's
 // saves one layer's three inputs:
 //   (2 x 4096 + 2 x 4096 + 2 x 11008) x 2048 = 38,400 x 2048 = 78,643,200 bytes.
-// The working set (activations.recompute) peaks at the up projection's
-// adapter, where the MLP's input is alive either way, as a save or as a local
-// of the layer's forward (EagerLayers.AdaptedMlpRecomputationHoldsTwoAdapter-
-// Outputs): it grows by 78,643,200 - 2 x 4096 x 2048 = 61,865,984 bytes.
+// The working set (activations.recompute) peaks in the MLP (at down's
+// adapter under the profile's reentrant checkpointing), where the MLP's input
+// is alive either way, as a save or as a local of the layer's forward
+// (EagerLayers.AdaptedMlpRecomputationHoldsTwoAdapterOutputs): it grows by
+// 78,643,200 - 2 x 4096 x 2048 = 61,865,984 bytes.
 // A bf16 LoRA base (not packed) is unaffected.
 std::string llama7b(const std::string& precision, const std::string& activations) {
   return "name = \"q\"\nmode = \"train\"\n[framework]\nuse = \"hf-transformers\"\nversion = \"4.39\"\n[model]\n"

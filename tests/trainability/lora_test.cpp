@@ -234,13 +234,8 @@ TEST(LoraErrors, Targets) {
 }
 
 // kernels (axolotl's or Unsloth's fused LoRA functions) do not combine with
-// LitGPT's fused q/k/v adapter, cover whole groups, and name one of the two
-// implementations.
+// LitGPT's fused q/k/v adapter, and name one of the two implementations.
 TEST(LoraErrors, Kernels) {
-  EXPECT_EQ(lora_error(kLlama, "rank = 8\ntargets = \"q,v\"\nkernels = \"unsloth\"\n"),
-            "l.toml:15:11: " + kPrefix +
-                ", option 'kernels': applies to q, k and v adapted together, to o and to a gated MLP, and targets "
-                "\"q,v\" adapts none of them; drop kernels or adapt such a group" + library("lora"));
   EXPECT_EQ(lora_error(kLlama, "rank = 8\ntargets = \"all-linear\"\nkernels = \"liger\"\n"),
             "l.toml:15:11: " + kPrefix +
                 ", option 'kernels': is \"liger\"; use \"axolotl\" or \"unsloth\" (their fused LoRA functions), or "
@@ -251,11 +246,10 @@ TEST(LoraErrors, Kernels) {
                 "function, LitGPT's LoRAQKVLinear); keep one of them" + library("lora"));
 }
 
-// At lora_dropout above 0 axolotl and Unsloth keep PEFT's forward (their
-// runtime patch checks: axolotl monkeypatch/lora_kernels.py @ 8c6a6ea6e
-// can_patch, unsloth/models/llama.py @ 015bdef0d9 line 3695), and so does
-// memplan, saying so under details: the adapters keep PEFT's inputs (each
-// adapted matrix its dropped copy and mask).
+// At lora_dropout above 0, and for targets no function covers, axolotl and
+// Unsloth keep PEFT's forward (their patch checks: axolotl
+// monkeypatch/lora_kernels.py @ 8c6a6ea6e can_patch, unsloth/models/llama.py @
+// 015bdef0d9 line 3695), and so does memplan, saying so under details.
 TEST(Lora, KernelsNeedNoDropout) {
   const auto run = [](const std::string& options) {
     return evaluate(lora(kLlama, "rank = 8\ntargets = \"all-linear\"\n" + options));
@@ -268,8 +262,12 @@ TEST(Lora, KernelsNeedNoDropout) {
   // String details come quoted, as the report's JSON writes them.
   EXPECT_EQ(detail(run("kernels = \"unsloth\"\n")), "\"unsloth\"");
   EXPECT_EQ(detail(run("dropout = 0.05\nkernels = \"axolotl\"\n")),
-            "\"none: lora_dropout is not 0, where axolotl keeps PEFT's forward (its runtime patch check)\"");
+            "\"none: lora_dropout is not 0, where axolotl keeps PEFT's forward (its patch check)\"");
   EXPECT_EQ(detail(run("dropout = 0.05\n")), "(absent)");
+  // Targets no function covers (q and v without k) keep PEFT's forward too.
+  const Evaluation qv = evaluate(lora(kLlama, "rank = 8\ntargets = \"q,v\"\nkernels = \"unsloth\"\n"));
+  EXPECT_EQ(detail(qv), "\"none: targets \\\"q,v\\\" adapt no group the fused functions cover (q, k and v together, "
+                        "o, a gated MLP); unsloth keeps PEFT's forward\"");
 }
 
 }  // namespace

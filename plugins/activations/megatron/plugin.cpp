@@ -166,7 +166,7 @@ constexpr std::array<LossMode, 13> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.17.0",
+      "megatron", "1.18.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -302,6 +302,7 @@ class MegatronActivations {
                          : policy == "selective" ? RecomputePolicy::selective
                          : policy == "op"        ? RecomputePolicy::per_op
                                                  : RecomputePolicy::none;
+    settings.reentrant = ctx.attr_int(a.recompute_reentrant, 0) != 0;
     settings.layer = layer_;
     settings.compiled = compiled_;
     // Compiled layers: the final norm outside them stays eager and reads the norm kind
@@ -711,6 +712,7 @@ class MegatronActivations {
           lora_mlp(options.attribute(MEMPLAN_ATTR_LORA_MLP)),
           lora_kernels(options.attribute(MEMPLAN_ATTR_LORA_KERNELS)),
           recompute_policy(options.attribute(MEMPLAN_ATTR_RECOMPUTE_POLICY)),
+          recompute_reentrant(options.attribute(MEMPLAN_ATTR_RECOMPUTE_REENTRANT)),
           pipeline_input_buffers(options.attribute(MEMPLAN_ATTR_PIPELINE_INPUT_BUFFERS)),
           pipeline_grad_buffers(options.attribute(MEMPLAN_ATTR_PIPELINE_GRAD_BUFFERS)),
           pipeline_input_grads(options.attribute(MEMPLAN_ATTR_PIPELINE_INPUT_GRADS)),
@@ -721,9 +723,9 @@ class MegatronActivations {
           kept_layer_inputs(options.attribute(MEMPLAN_ATTR_KEPT_LAYER_INPUTS)),
           gathered_weight_bytes(options.attribute(MEMPLAN_ATTR_GATHERED_WEIGHT_BYTES)) {}
     memplan::sdk::Attribute activation_dtype, activation_factor, residual_dtype, lora_rank_inputs, lora_inputs,
-        lora_distinct_inputs, lora_dropout, lora_mlp, lora_kernels, recompute_policy, pipeline_input_buffers,
-        pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs, pipeline_merged_outputs,
-        context_kv_allgather, loss_segments, kept_layer_inputs, gathered_weight_bytes;
+        lora_distinct_inputs, lora_dropout, lora_mlp, lora_kernels, recompute_policy, recompute_reentrant,
+        pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
+        pipeline_merged_outputs, context_kv_allgather, loss_segments, kept_layer_inputs, gathered_weight_bytes;
   };
 
   // The names of the items apply() adds, interned once.

@@ -14,6 +14,7 @@
 
 #include <memplan/support/kv_heads.hpp>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace memplan::plugins {
@@ -75,7 +76,7 @@ struct EagerLayer {
   double adapter_rank = 0;           // r x adapted matrices per layer: lora_B's inputs
   double adapter_bytes = 2;          // the adapters' dtype
   double adapter_dropout = 0;        // lora_dropout: > 0 keeps a 1-byte mask and a dropped copy per adapted matrix
-  bool adapter_mlp = false;          // the dense MLP's matrices are adapted (lora.mlp): see adapted_mlp_forward_excess
+  bool adapter_mlp = false;          // the dense MLP's matrices are adapted through PEFT (lora.mlp): peft_mlp_excess
   // Fused LoRA autograd functions (lora.kernels: axolotl's kernels/lora.py @ 8c6a6ea6e LoRA_QKV, LoRA_O,
   // LoRA_MLP, after Unsloth's fast_lora.py): each keeps its input in the activations' dtype, whatever trains;
   // LoRA_MLP keeps X, gate and up (save_for_backward(X, gate, up, ...)) and recomputes the SwiGLU product in
@@ -141,6 +142,7 @@ struct ActivationSettings {
   double tensor_parallel = 1;  // t
   bool sequence_parallel = false;
   RecomputePolicy recompute = RecomputePolicy::none;
+  bool reentrant = false;      // recompute.reentrant: the whole layer is rerun and its output held in its backward
   LayerImplementation layer = LayerImplementation::fused;
   // The layers run under torch.compile (layer = "compiled"): AOTAutograd's partitioner saves only the tensors
   // the backward graph reads, so under the per_op policy a must-save output backward never reads is not kept
@@ -153,6 +155,10 @@ struct ActivationSettings {
   // compute in `bytes`. 0 (or not wider than `bytes`): no autocast.
   double residual_bytes = 0;
 };
+
+// Whether an eager layer keeps its MLP's normed input: a trained first projection, bitsandbytes' MatMul4Bit
+// (packed_inputs_kept), or a fused LoRA_MLP function (its X).
+inline bool mlp_input_kept(const EagerLayer& e) { return e.mlp_trainable || e.packed_inputs_kept || e.kernel_mlp; }
 
 // The residual stream's bytes per element: `residual_bytes` under autocast,
 // else the activations' (docs/formulas.md, "Eager layers under autocast").
@@ -223,7 +229,7 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
   LayerActivations terms;
   // Two norms, the norm outputs the trained projections keep, the residual dropout masks, and the adapters.
   const bool attention_input = e.attention_trainable || e.packed_inputs_kept || e.kernel_qkv;
-  const bool mlp_input = e.mlp_trainable || e.packed_inputs_kept || e.kernel_mlp;
+  const bool mlp_input = mlp_input_kept(e);
   terms.replicated = sb * (2 * norm + (attention_input ? attention_copies * p * x.hidden : 0) +
                            (mlp_input ? mlp_copies * p * x.hidden : 0) + 2 * mask * x.hidden);
   if (e.adapter_rank > 0) {
@@ -471,53 +477,81 @@ inline double stored_bytes_per_layer(const TransformerShape& x, const Activation
   }
 }
 
-// What an eager layer with LoRA on its dense MLP holds, beyond all it saves,
-// while it computes the MLP's adapted first projection (the up projection of
-// a gated MLP, the later of gate and up; the only one of a plain MLP): per
-// micro-batch, 0 where that moment stays below the saved set. PEFT's
-// LoRA Linear.forward (peft src/peft/tuners/lora/layer.py @ d787f51b:
-// result = self.base_layer(x); result = result + lora_B(lora_A(dropout(x))) *
-// scaling; result.to(torch_result_dtype)) and torchtune's LoRALinear (out +
-// scaled lora_b output) hold two temporaries of the output's width in the
-// adapters' dtype at once (lora_B's output and its scaled copy, then the
-// scaled copy and the sum), while the base output stands where the saved
-// output will be. The layer's forward also holds, as Python locals, the
-// residual (transformers' LlamaDecoderLayer: residual = hidden_states) and
-// the MLP's normed input where no projection saves it (a frozen 16-bit base).
-// What the layer saves after that moment is not alive yet: the down
-// projection adapter's kept input (its cast copy, or its dropped copy and
-// mask). Measured (validation/measured, snapshot-llama-3.2-3b-lora-r16-all-gc-
-// bs8-s2048, the recomputation of a layer: fp32 adapters on a bf16 base, no
-// dropout): 16,384 tokens x (2 x 2 h + 2 x 4 f - 4 f) B = 704 MiB above the
-// recomputed saves (3.010 GiB), the snapshot 702.8 MiB (events 8100 and 8123).
-// Under autocast the adapters compute in the activations' dtype.
-//
-// Under a fused LoRA_MLP (EagerLayer::kernel_mlp) the function's forward makes
-// the SwiGLU product h (p f), which it does not keep, then down's output, and
-// with axolotl's matmul_lora (out += (X @ A) @ (s B)) the adapter's p h
-// temporary it adds, beside the residual: r h + p f + 2 p h a token above the
-// saves (Unsloth's matmul_lora adds in place, out.addmm_: r h + p f + p h). Its
-// backward holds no more: DW = dY @ down^T (p f), turned into h and the gate's
-// and up's gradients in place, beside dY (p h).
-inline double adapted_mlp_forward_excess(const TransformerShape& x, const ActivationSettings& o) {
+// The residual as the layer's forward holds it in a Python local (transformers' LlamaDecoderLayer: residual =
+// hidden_states) beyond what the layer saves: only where the post-attention norm keeps a copy of its own rather
+// than the residual tensor itself. Hugging Face's RMSNorm saves hidden_states.to(float32), a new tensor for a
+// 16-bit residual; LayerNorm, a norm in its input's dtype (Unsloth's, Liger's, LitGPT's: rms_norm_upcast =
+// false) and an fp32 residual (.to(float32) returns it) keep the residual itself.
+inline double residual_local_bytes(const TransformerShape& x, const ActivationSettings& o) {
   const EagerLayer& e = o.eager;
-  if (o.layer != LayerImplementation::eager || x.top_k > 0) return 0;
-  const double p = o.bytes;
   const double r = residual_dtype_bytes(o);
+  const bool own_copy = e.rms_norm && e.rms_norm_upcast && r < 4;
+  return own_copy ? r * x.hidden / (o.sequence_parallel ? o.tensor_parallel : 1) : 0;
+}
+
+// What an eager layer with PEFT's LoRA on its dense MLP holds beyond all it
+// saves while it computes the MLP (in forward, or recomputing it), per token;
+// 0 where that stays below the saves. PEFT's LoRA Linear.forward (peft
+// src/peft/tuners/lora/layer.py @ d787f51b; bnb.py's Linear4bit the same after
+// a defensive clone) computes result = base_layer(x), casts x to the adapters'
+// dtype p_a where it differs, then result + lora_B(lora_A(dropout(x))) *
+// scaling: lora_B's output and its scaled copy (then the scaled copy and the
+// sum) at once, while the base output stands where the saved output will be.
+// Beside them the forward holds the residual (residual_local_bytes) and the
+// MLP's normed input where nothing saves it (mlp_input_kept). Two moments:
+//   up (the later of gate and up): + 2 p_a f, less what the layer saves only
+//     later: SwiGLU's product where something keeps it (down training,
+//     MatMul4Bit, or down's lora_A reading it uncast and undropped: p f) and
+//     the down adapter's own kept input (its cast copy p_a f, or its dropped
+//     copy and mask (p_a + 1) f);
+//   down: + the product where nothing keeps it (p f), the cast copy where
+//     dropout keeps a dropped one instead (p_a f), down's base output (p h),
+//     and, when the recomputation is reentrant (it runs down to its end rather
+//     than stopping at the last saved tensor), lora_B's two outputs (2 p_a h).
+// Measured (validation/measured, snapshot-llama-3.2-3b-lora-r16-all-gc-bs8-
+// s2048: fp32 adapters on every linear of a bf16 base, no dropout,
+// non-reentrant): the up moment, 16,384 tokens x (2 x 2h + 2 x 4f - 4f) B =
+// 738,197,504 B above the saves, the snapshot 737,148,928 (events 8100 and
+// 8122); the down moment, stopped at down's lora_A (event 8114), 6h + 2f a
+// token. Under autocast (an fp32 residual) the adapters compute in the
+// activations' dtype and save autocast's copies: not modelled (0).
+inline double peft_mlp_excess(const TransformerShape& x, const ActivationSettings& o) {
+  const EagerLayer& e = o.eager;
+  if (o.layer != LayerImplementation::eager || !e.adapter_mlp || e.adapter_rank <= 0 || x.top_k > 0) return 0;
+  const double p = o.bytes;
+  if (residual_dtype_bytes(o) > p) return 0;
+  const double a = e.adapter_bytes;
   const double t = o.tensor_parallel;
-  if (e.kernel_mlp && x.gated) {
-    const double outputs = e.kernel_adds_in_place ? p : 2 * p;  // down's output [and the adapter's temporary]
-    return x.seq * x.batch * ((r + outputs) * x.hidden / (o.sequence_parallel ? t : 1) + p * x.ffn / t);
-  }
-  if (!e.adapter_mlp || e.adapter_rank <= 0) return 0;
-  const bool autocast = r > p;
-  const double adapter_output_bytes = autocast ? p : e.adapter_bytes;
-  const bool mlp_input_saved = e.mlp_trainable || e.packed_inputs_kept;
-  const double locals = r * x.hidden + (mlp_input_saved ? 0 : (autocast ? r : p) * x.hidden);
-  const double later_saves = x.ffn * (e.adapter_bytes + (e.adapter_dropout > 0 ? 1 : 0));
-  const double excess = locals / (o.sequence_parallel ? t : 1) +
-                        (2 * adapter_output_bytes * x.ffn - later_saves) / t;
-  return excess > 0 ? x.seq * x.batch * excess : 0;
+  const double whole = o.sequence_parallel ? t : 1;
+  const bool cast = a != p;
+  const bool dropped = e.adapter_dropout > 0;
+  const bool product_kept = e.down_trainable || e.packed_inputs_kept || (!cast && !dropped);
+  const double down_adapter_kept = dropped ? a + 1 : (cast ? a : 0);  // per f, beside the product
+  const double locals = residual_local_bytes(x, o) + (mlp_input_kept(e) ? 0 : p * x.hidden / whole);
+  const double up = locals + (2 * a - (product_kept ? p : 0) - down_adapter_kept) * x.ffn / t;
+  const double down = locals + ((product_kept ? 0 : p) + (cast && dropped ? a : 0)) * x.ffn / t +
+                      (p + (o.reentrant ? 2 * a : 0)) * x.hidden;
+  const double excess = std::max({0.0, up, down});
+  return x.seq * x.batch * excess;
+}
+
+// The same for a fused LoRA_MLP (EagerLayer::kernel_mlp: axolotl's kernels/lora.py @ 8c6a6ea6e, Unsloth's
+// kernels/fast_lora.py @ 015bdef0d9), per token, the larger of:
+//   forward: the SwiGLU product h (p f), which the function does not keep, and down's output (p h), beside the
+//     residual; axolotl's matmul_lora adds the adapters through a temporary of the output's width (out += (X @ A)
+//     @ (s B): p h more), Unsloth's in place (out.addmm_);
+//   backward: DW = dY @ down^T (p f; with axolotl's matmul_lora a temporary as wide, p f more) beside dY (p h),
+//     and the layer's output (p h) where the recomputation is reentrant (it holds the rerun layer's output; so
+//     does Unsloth's checkpoint function).
+inline double kernel_mlp_excess(const TransformerShape& x, const ActivationSettings& o) {
+  const EagerLayer& e = o.eager;
+  if (o.layer != LayerImplementation::eager || !e.kernel_mlp || !x.gated || x.top_k > 0) return 0;
+  const double p = o.bytes;
+  const double t = o.tensor_parallel;
+  const double temporary = e.kernel_adds_in_place ? 0 : 1;  // axolotl's adapter temporary, in outputs' widths
+  const double forward = residual_local_bytes(x, o) + p * x.ffn / t + (1 + temporary) * p * x.hidden;
+  const double backward = (1 + temporary) * p * x.ffn / t + (1 + (o.reentrant ? 1 : 0)) * p * x.hidden;
+  return x.seq * x.batch * std::max(forward, backward);
 }
 
 // Extra bytes alive while backward recomputes one layer: what the layer saves,
@@ -530,7 +564,7 @@ inline double recompute_working_set(const TransformerShape& x, const ActivationS
     case RecomputePolicy::full: {
       ActivationSettings stored = o;
       stored.recompute = RecomputePolicy::none;
-      return stored_bytes_per_layer(x, stored) + adapted_mlp_forward_excess(x, stored);
+      return stored_bytes_per_layer(x, stored) + peft_mlp_excess(x, stored) + kernel_mlp_excess(x, stored);
     }
     case RecomputePolicy::selective: return terms.attention_core / t;
     default: return 0;

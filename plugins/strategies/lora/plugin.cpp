@@ -60,7 +60,8 @@ constexpr std::array<memplan_option_spec, 10> kOptions{{
      "\"unsloth\" (unsloth/kernels/fast_lora.py @ 015bdef0d9): q, k and v adapted together, o, and a gated MLP are "
      "one function each, which keeps its input (the MLP also its gate and up outputs), adds the adapters in the "
      "activations' dtype (axolotl through a temporary of the output's width, Unsloth in place) and recomputes the "
-     "SwiGLU product in backward; at lora_dropout above 0 both keep PEFT's forward (reported as lora_kernels)",
+     "SwiGLU product in backward; at lora_dropout above 0, and for targets no function covers, both keep PEFT's "
+     "forward (reported as lora_kernels)",
      "\"none\" (PEFT's LoRA Linear.forward)"},
     {"r", MEMPLAN_OPTION_INT, "PEFT's name for rank", "rank"},
     {"lora_alpha", MEMPLAN_OPTION_DOUBLE, "PEFT's name for alpha", "alpha"},
@@ -238,23 +239,24 @@ class LoraStrategy {
     if (kernels != "none" && kernels != "axolotl" && kernels != "unsloth")
       options.fail("kernels", "is \"" + kernels + "\"; use \"axolotl\" or \"unsloth\" (their fused LoRA functions), or "
                               "\"none\" (PEFT's forward)");
-    // Both frameworks keep PEFT's forward when lora_dropout is not 0 (axolotl monkeypatch/lora_kernels.py @
-    // 8c6a6ea6e: can_patch = lora_dropout == 0 and bias == "none", else a warning; unsloth/models/llama.py @
-    // 015bdef0d9 line 3695: patches only if lora_dropout == 0, line 3244 warns): so does memplan, and says so.
-    if (kernels != "none" && dropout_ > 0) kernels_report_ = "none: lora_dropout is not 0, where " + kernels +
-                                                             " keeps PEFT's forward (its runtime patch check)";
+    // Both frameworks patch only what their functions cover and keep PEFT's forward otherwise, with a warning
+    // (axolotl monkeypatch/lora_kernels.py @ 8c6a6ea6e: can_patch = lora_dropout == 0 and bias == "none", then
+    // per group; unsloth/models/llama.py @ 015bdef0d9 line 3695: lora_dropout == 0 and bias == "none", line 3244
+    // warns): so does memplan, and reports which forward the adapters run (details.lora_kernels).
+    if (kernels != "none" && options.boolean("fused_qkv").value_or(false))
+      options.fail("kernels", "and fused_qkv describe two different q, k, v adapters (axolotl's LoRA_QKV "
+                              "function, LitGPT's LoRAQKVLinear); keep one of them");
+    if (kernels != "none" && dropout_ > 0)
+      kernels_report_ = "none: lora_dropout is not 0, where " + kernels + " keeps PEFT's forward (its patch check)";
     if (kernels != "none" && dropout_ == 0) {
-      kernels_report_ = kernels;
-      if (options.boolean("fused_qkv").value_or(false))
-        options.fail("kernels", "and fused_qkv describe two different q, k, v adapters (axolotl's LoRA_QKV "
-                                "function, LitGPT's LoRAQKVLinear); keep one of them");
       if ((wanted & (kQ | kK | kV)) == (kQ | kK | kV)) kernel_groups_ |= MEMPLAN_LORA_KERNEL_QKV;
       if ((wanted & kO) != 0) kernel_groups_ |= MEMPLAN_LORA_KERNEL_O;
       if ((wanted & kMlp) != 0 && model.gated_mlp) kernel_groups_ |= MEMPLAN_LORA_KERNEL_MLP;
-      if (kernel_groups_ == 0)
-        options.fail("kernels", "applies to q, k and v adapted together, to o and to a gated MLP, and targets \"" +
-                                    *targets + "\" adapts none of them; drop kernels or adapt such a group");
-      if (kernels == "unsloth") kernel_groups_ |= MEMPLAN_LORA_KERNEL_ADD_IN_PLACE;
+      kernels_report_ = kernel_groups_ != 0
+                            ? kernels
+                            : "none: targets \"" + *targets + "\" adapt no group the fused functions cover (q, k "
+                                  "and v together, o, a gated MLP); " + kernels + " keeps PEFT's forward";
+      if (kernels == "unsloth" && kernel_groups_ != 0) kernel_groups_ |= MEMPLAN_LORA_KERNEL_ADD_IN_PLACE;
     }
     const auto covered = [&](uint32_t target) {
       if ((target & (kQ | kK | kV)) != 0) return (kernel_groups_ & MEMPLAN_LORA_KERNEL_QKV) != 0;

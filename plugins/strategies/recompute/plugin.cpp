@@ -8,6 +8,12 @@
 // checkpointed layer it saves the outputs of every other matrix multiply (the
 // 1st, 3rd, ...) and of scaled_dot_product_attention, and recomputes every
 // other op in backward.
+// `reentrant` says how the checkpoint recomputes (torch/utils/checkpoint.py
+// @ v2.4: CheckpointFunction, use_reentrant=True, reruns the layer's whole
+// forward in backward and runs backward on its output, which it holds until
+// the layer's backward ends; the non-reentrant _checkpoint_without_reentrant_
+// generator stops recomputing once the last saved tensor is made,
+// _StopRecomputationError, the early stop of torch >= 2.1).
 // The activation model reads the policy; this plugin only declares it.
 #include <memplan/sdk.hpp>
 
@@ -16,35 +22,47 @@
 
 namespace {
 
-constexpr std::array<memplan_option_spec, 1> kOptions{{
+constexpr std::array<memplan_option_spec, 2> kOptions{{
     {"policy", MEMPLAN_OPTION_STRING,
      "\"none\", \"selective\", \"full\" or \"op\" (torchtitan's per-op selective checkpointing)", "required",
      "selective,op,full"},
+    {"reentrant", MEMPLAN_OPTION_BOOL,
+     "torch.utils.checkpoint(use_reentrant=True) (Hugging Face's gradient_checkpointing default, the hf-transformers "
+     "and unsloth profiles): the whole layer is rerun and its output held through its backward; false: the "
+     "non-reentrant checkpoint, which stops recomputing once the last saved tensor is made",
+     "false"},
 }};
 
 class RecomputeStrategy {
  public:
-  static constexpr memplan::sdk::PluginInfo info{"recompute", "1.2.0",
+  static constexpr memplan::sdk::PluginInfo info{"recompute", "1.3.0",
                                                  "Activation recomputation policy: none, selective, full or per-op",
                                                  memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout,
                                                  memplan::sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
   explicit RecomputeStrategy(memplan::sdk::Options& options)
-      : policy_attr_(options.attribute(MEMPLAN_ATTR_RECOMPUTE_POLICY)) {
+      : policy_attr_(options.attribute(MEMPLAN_ATTR_RECOMPUTE_POLICY)),
+        reentrant_attr_(options.attribute(MEMPLAN_ATTR_RECOMPUTE_REENTRANT)) {
     auto policy = options.string("policy");
     if (!policy) options.fail("policy", "is required: \"none\", \"selective\", \"full\" or \"op\"");
     if (*policy != "none" && *policy != "selective" && *policy != "full" && *policy != "op")
       options.fail("policy", "must be \"none\", \"selective\", \"full\" or \"op\", not \"" + *policy + "\"");
     policy_ = *policy;
+    reentrant_ = options.boolean("reentrant").value_or(false);
   }
 
   // By handle: a warm set reuses the attribute's storage, no key compared.
-  void apply(memplan::sdk::Context& ctx) { ctx.set_attr(policy_attr_, policy_.c_str()); }
+  void apply(memplan::sdk::Context& ctx) {
+    ctx.set_attr(policy_attr_, policy_.c_str());
+    ctx.set_attr(reentrant_attr_, static_cast<int64_t>(reentrant_ ? 1 : 0));
+  }
 
  private:
   memplan::sdk::Attribute policy_attr_;
+  memplan::sdk::Attribute reentrant_attr_;
   std::string policy_;
+  bool reentrant_ = false;
 };
 
 }  // namespace

@@ -179,14 +179,16 @@
 #define MEMPLAN_ATTR_LORA_DISTINCT_INPUTS "lora.distinct_inputs"
 #define MEMPLAN_ATTR_LORA_RANK_INPUTS "lora.rank_inputs"
 #define MEMPLAN_ATTR_LORA_DROPOUT "lora.dropout"
-/* Whether the dense MLP's matrices carry adapters (int, 1 or 0), set by
- * 'lora': an adapted first projection adds its adapter's output to the base
- * output, transients of the projection's output width that a recomputed
- * layer's working set meets (docs/formulas.md, "Eager layers"). */
+/* Whether the dense MLP's matrices carry adapters through PEFT's forward (int,
+ * 1 or 0; 0 where lora.kernels covers the MLP), set by 'lora': an adapted
+ * projection adds its adapter's output to the base output, transients of the
+ * projection's output width that a recomputed layer's working set meets
+ * (docs/formulas.md, "The recomputed layer's high point with LoRA on its MLP"). */
 #define MEMPLAN_ATTR_LORA_MLP "lora.mlp"
 /* The adapter groups computed by fused LoRA autograd functions instead of
  * PEFT's forward (int, a sum of MEMPLAN_LORA_KERNEL_*), set by 'lora' with
- * kernels = true (axolotl's lora_*_kernel, Unsloth's fast_lora): each
+ * kernels = "axolotl" or "unsloth" (axolotl's lora_*_kernel, Unsloth's
+ * fast_lora), where lora_dropout is 0 and a group is adapted whole: each
  * function keeps its input in the activations' dtype (the MLP's also its gate
  * and up outputs) and the covered adapters keep nothing of their own; they are
  * left out of lora.inputs, lora.distinct_inputs, lora.rank_inputs and lora.mlp. */
@@ -219,6 +221,12 @@
 
 /* Recomputation policy (string): "none", "selective", "full" or "op". */
 #define MEMPLAN_ATTR_RECOMPUTE_POLICY "recompute.policy"
+/* Whether the recomputation is reentrant (int, 1 or 0), set by 'recompute':
+ * torch.utils.checkpoint with use_reentrant=True reruns the layer's whole
+ * forward and holds its output through the layer's backward; the
+ * non-reentrant checkpoint stops recomputing once the last tensor backward
+ * needs is made (torch >= 2.1's early stop). */
+#define MEMPLAN_ATTR_RECOMPUTE_REENTRANT "recompute.reentrant"
 
 /* KV cache layout, set by the plugin that adds kv_cache items (int/double):
  * tokens per allocation block (1 when not paged) and bytes of one block on
