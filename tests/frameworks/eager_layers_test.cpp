@@ -290,6 +290,40 @@ TEST(EagerLayers, AdaptedMlpRecomputationHoldsTwoAdapterOutputs) {
   EXPECT_DOUBLE_EQ(plugins::recompute_working_set(x, o), plugins::stored_bytes_per_layer(x, unadapted));
 }
 
+// Under autocast over the bf16 base (the Trainer with bf16: megatron's
+// autocast) fp32 adapters compute in bf16 (Llama-3.2-3B, frozen base, r 16 on
+// every linear: inputs 6h + f = 26,624 a token, 7 matrices x 16 = 112 rank
+// inputs). The Linear casts x to fp32 and lora_A keeps autocast's bf16 copy,
+// one per matrix: 2 x 26,624 + 2 x 112 = 53,472 beside the frozen layer's
+// 98,408 (without autocast the fp32 copies, 4 x 26,624 + 4 x 112 = 106,944).
+// A 4-bit base's Linear4bit casts nothing and lora_A keeps x itself, the
+// tensor MatMul4Bit keeps (127,080 with the base's inputs): + 224 only. With
+// dropout each matrix keeps its dropped bf16 copy and mask: 3 x 26,624.
+// The recomputed MLP's high point (non-reentrant, no dropout): the Linear path
+// at down's adapter holds the product (2f) and its fp32 cast (4f) beside the
+// residual, the MLP's input (4h) and down's output (2h): 6h + 6f = 67,584; the
+// 4-bit path at up's adapter lora_B's two bf16 outputs (4f) less the product
+// MatMul4Bit keeps later (2f), beside the residual (2h): 22,528.
+TEST(EagerLayers, AutocastAdaptersComputeInTheActivationsDtype) {
+  ActivationSettings o = eager_bf16_flash_frozen();
+  const TransformerShape x = llama(3072, 24, 8, 8192);
+  o.eager.adapter_inputs = 6 * 3072 + 8192;
+  o.eager.adapter_distinct_inputs = 3 * 3072 + 8192;
+  o.eager.adapter_rank = 16 * 7;
+  o.eager.adapter_bytes = 4;
+  o.eager.adapter_mlp = true;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 98'408.0 + 106'944.0);
+  o.eager.adapter_autocast = true;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 98'408.0 + 53'472.0);
+  EXPECT_DOUBLE_EQ(plugins::peft_mlp_excess(x, o), 67'584.0);
+  o.eager.adapter_dropout = 0.1;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 98'408.0 + 3 * 26'624.0 + 224.0);
+  o.eager.adapter_dropout = 0;
+  o.eager.packed_inputs_kept = true;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 127'080.0 + 224.0);
+  EXPECT_DOUBLE_EQ(plugins::peft_mlp_excess(x, o), 22'528.0);
+}
+
 // The measured job (validation/H100-llama-3.2-3b-lora-r16-all-gc-bs8-s2048, its
 // snapshot in validation/measured; non-reentrant checkpointing): 8 x 2048 =
 // 16,384 tokens. Replaying the snapshot's alloc / free_completed events, the
@@ -482,6 +516,9 @@ TEST(EagerLayers, OptionErrors) {
   EXPECT_EQ(error_of(base + "rms_norm_upcast = true\n", "e.toml"),
             "e.toml:13:19: error: in [activations], activations plugin 'megatron', option 'rms_norm_upcast': describes "
             "eager layers; it needs layer = \"eager\"" + library);
+  EXPECT_EQ(error_of(base + "autocast = true\n", "e.toml"),
+            "e.toml:13:12: error: in [activations], activations plugin 'megatron', option 'autocast': describes eager "
+            "layers; it needs layer = \"eager\"" + library);
   // false says what fused layers do anyway (K and V at the kv heads, the norm in its input's dtype): accepted, so
   // a profile that sets them for its eager layers (unsloth) still lets a scenario choose layer = "fused".
   EXPECT_EQ(error_of(base + "repeat_kv = false\nrms_norm_upcast = false\n", "e.toml"), "");

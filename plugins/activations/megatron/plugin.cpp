@@ -34,7 +34,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 22> kOptions{{
+constexpr std::array<memplan_option_spec, 23> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true"},
@@ -109,6 +109,12 @@ constexpr std::array<memplan_option_spec, 22> kOptions{{
      "eager layers: RMSNorm upcasts its input to fp32 and keeps it (4h + 4 bytes a token); false: it computes in the "
      "input's dtype and keeps the input and rsqrt (LitGPT's lit_gpt/rmsnorm.py @ 8641822)",
      "true"},
+    {"autocast", MEMPLAN_OPTION_BOOL,
+     "eager layers: the forward runs under torch.autocast in the activations' dtype over 16-bit weights (the "
+     "Hugging Face Trainer and accelerate with bf16/fp16 on a model loaded in that dtype): adapters in a wider "
+     "dtype compute in the activations' (PEFT's Linear4bit skips its cast; the Linear's lora_A keeps autocast's "
+     "16-bit copy); the autocast precision recipe (fp32 weights) says it by itself",
+     "false"},
     {"fused_swiglu", MEMPLAN_OPTION_BOOL,
      "eager layers: SwiGLU is one autograd function that keeps its inputs (the gate and up outputs) and recomputes "
      "silu in backward, so silu's output (p f a token) is not kept: Liger's LigerSiLUMulFunction "
@@ -166,7 +172,7 @@ constexpr std::array<LossMode, 13> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.18.0",
+      "megatron", "1.19.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -219,10 +225,14 @@ class MegatronActivations {
     rms_norm_upcast_ = options.boolean("rms_norm_upcast").value_or(true);
     fused_qkv_ = options.boolean("fused_qkv").value_or(false);
     fused_swiglu_ = options.boolean("fused_swiglu").value_or(false);
+    autocast_ = options.boolean("autocast").value_or(false);
     if (fused_swiglu_ && options.model().has_architecture && options.model().gated_mlp == 0)
       options.fail("fused_swiglu", "sizes a gated MLP's SwiGLU, but the model's MLP has two projections; remove "
                                    "fused_swiglu");
-    for (const char* key : {"fused_qkv", "fused_swiglu", "masked_scores_kept", "relu_mlp", "attention_dropout"})
+    for (const char* key : {"fused_swiglu", "autocast"})
+      if (options.boolean(key).value_or(false) && layer_ != LayerImplementation::eager)
+        options.fail(key, "describes eager layers; it needs layer = \"eager\"");
+    for (const char* key : {"fused_qkv", "masked_scores_kept", "relu_mlp", "attention_dropout"})
       if (options.boolean(key) && layer_ != LayerImplementation::eager)
         options.fail(key, "describes eager layers; it needs layer = \"eager\"");
     // rms_norm_upcast = false and repeat_kv = false say what fused layers do anyway (a norm in the input's dtype,
@@ -963,6 +973,7 @@ class MegatronActivations {
     eager.rms_norm_upcast = rms_norm_upcast_;
     eager.fused_qkv = fused_qkv_;
     eager.fused_swiglu = fused_swiglu_;
+    eager.adapter_autocast = autocast_;
     // A linear weight packed below one byte (a 4-bit base) under bitsandbytes keeps its input (MatMul4Bit).
     if (packed_linear_keeps_input_)
       for (memplan::sdk::ItemRef item : ctx.items())
@@ -1133,6 +1144,7 @@ class MegatronActivations {
   bool rms_norm_upcast_ = true;   // EagerLayer::rms_norm_upcast
   bool fused_qkv_ = false;        // EagerLayer::fused_qkv (LitGPT's attention)
   bool fused_swiglu_ = false;     // EagerLayer::fused_swiglu (Liger's SwiGLU)
+  bool autocast_ = false;         // EagerLayer::adapter_autocast (autocast over 16-bit weights)
   double buffer_bytes_ = 0;  // 0: the layers' norm weights' dtype
   struct CastRange {
     int64_t begin = 0;  // first layer

@@ -77,6 +77,10 @@ struct EagerLayer {
   double adapter_bytes = 2;          // the adapters' dtype
   double adapter_dropout = 0;        // lora_dropout: > 0 keeps a 1-byte mask and a dropped copy per adapted matrix
   bool adapter_mlp = false;          // the dense MLP's matrices are adapted through PEFT (lora.mlp): peft_mlp_excess
+  // The forward runs under torch.autocast in the activations' dtype over 16-bit weights (the HF Trainer and
+  // accelerate with bf16/fp16 on a model loaded in that dtype: megatron's autocast): adapters in a wider dtype
+  // compute in the activations' (eager_layer_terms, peft_mlp_excess).
+  bool adapter_autocast = false;
   // Fused LoRA autograd functions (lora.kernels: axolotl's kernels/lora.py @ 8c6a6ea6e LoRA_QKV, LoRA_O,
   // LoRA_MLP, after Unsloth's fast_lora.py): each keeps its input in the activations' dtype, whatever trains;
   // LoRA_MLP keeps X, gate and up (save_for_backward(X, gate, up, ...)) and recomputes the SwiGLU product in
@@ -238,11 +242,27 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
     // match and x.to(dtype), a new tensor, otherwise): adapters in another dtype than the activations (fp32 adapters
     // on a bf16 base, PEFT's autocast_adapter_dtype) keep one cast copy per adapted matrix, a shared input included.
     // Under autocast (residual wider than the activations) the old count stands.
-    const bool cast_per_matrix = e.adapter_bytes != p && !autocast;
-    const double kept_inputs =
-        e.adapter_dropout > 0 ? e.adapter_inputs * (e.adapter_bytes + 1)
-                              : (cast_per_matrix ? e.adapter_inputs : e.adapter_distinct_inputs) * e.adapter_bytes;
-    terms.replicated += sb * (kept_inputs + e.adapter_rank * e.adapter_bytes);
+    // Under autocast over 16-bit weights (EagerLayer::adapter_autocast: the HF Trainer with bf16/fp16) the
+    // adapters compute in the activations' dtype: bitsandbytes' Linear4bit skips the cast (bnb.py:
+    // requires_conversion = not torch.is_autocast_enabled()), so lora_A keeps its input itself, the tensor
+    // MatMul4Bit keeps already (nothing more), or with dropout its own dropped copy and mask (p + 1 per matrix);
+    // the 16-bit Linear casts x to fp32 and autocast casts that back for lora_A, which keeps the 16-bit copy,
+    // one per matrix (p, with dropout p + 1); lora_B's inputs are 16-bit.
+    if (e.adapter_autocast && !autocast) {
+      const bool bnb = e.packed_inputs_kept;
+      const double kept_inputs = e.adapter_dropout > 0 ? e.adapter_inputs * (p + 1) : (bnb ? 0 : e.adapter_inputs * p);
+      terms.replicated += sb * (kept_inputs + e.adapter_rank * p);
+    } else {
+      const bool cast_per_matrix = e.adapter_bytes != p && !autocast;
+      // Uncast and undropped, lora_A keeps x itself: under a 4-bit base the very tensor MatMul4Bit keeps, which
+      // the layer's inputs above count already.
+      const bool shares_base_input = !cast_per_matrix && e.adapter_dropout == 0 && e.packed_inputs_kept && !autocast;
+      const double kept_inputs =
+          e.adapter_dropout > 0 ? e.adapter_inputs * (e.adapter_bytes + 1)
+          : shares_base_input   ? 0
+                                : (cast_per_matrix ? e.adapter_inputs : e.adapter_distinct_inputs) * e.adapter_bytes;
+      terms.replicated += sb * (kept_inputs + e.adapter_rank * e.adapter_bytes);
+    }
   }
   if (x.latent()) {
     // Multi-head latent attention as transformers' DeepseekV3Attention writes it (docs/formulas.md,
@@ -513,24 +533,39 @@ inline double residual_local_bytes(const TransformerShape& x, const ActivationSe
 // non-reentrant): the up moment, 16,384 tokens x (2 x 2h + 2 x 4f - 4f) B =
 // 738,197,504 B above the saves, the snapshot 737,148,928 (events 8100 and
 // 8122); the down moment, stopped at down's lora_A (event 8114), 6h + 2f a
-// token. Under autocast (an fp32 residual) the adapters compute in the
-// activations' dtype and save autocast's copies: not modelled (0).
+// token. Under autocast over 16-bit weights (adapter_autocast) the adapters'
+// outputs are 16-bit and bitsandbytes' path casts nothing (the branch below);
+// under autocast over fp32 weights (an fp32 residual): not modelled (0).
 inline double peft_mlp_excess(const TransformerShape& x, const ActivationSettings& o) {
   const EagerLayer& e = o.eager;
   if (o.layer != LayerImplementation::eager || !e.adapter_mlp || e.adapter_rank <= 0 || x.top_k > 0) return 0;
   const double p = o.bytes;
   if (residual_dtype_bytes(o) > p) return 0;
-  const double a = e.adapter_bytes;
   const double t = o.tensor_parallel;
   const double whole = o.sequence_parallel ? t : 1;
-  const bool cast = a != p;
   const bool dropped = e.adapter_dropout > 0;
-  const bool product_kept = e.down_trainable || e.packed_inputs_kept || (!cast && !dropped);
-  const double down_adapter_kept = dropped ? a + 1 : (cast ? a : 0);  // per f, beside the product
   const double locals = residual_local_bytes(x, o) + (mlp_input_kept(e) ? 0 : p * x.hidden / whole);
-  const double up = locals + (2 * a - (product_kept ? p : 0) - down_adapter_kept) * x.ffn / t;
-  const double down = locals + ((product_kept ? 0 : p) + (cast && dropped ? a : 0)) * x.ffn / t +
-                      (p + (o.reentrant ? 2 * a : 0)) * x.hidden;
+  double up = 0, down = 0;
+  if (e.adapter_autocast) {
+    // Autocast over 16-bit weights: lora_B's outputs in p. bitsandbytes' Linear4bit casts nothing and lora_A
+    // keeps x itself (or its dropped copy); the 16-bit Linear's fp32 cast of x (p_a) is a local beside the
+    // 16-bit copy autocast makes and lora_A keeps.
+    const bool bnb = e.packed_inputs_kept;
+    const double fp32_cast = bnb || e.adapter_bytes == p ? 0 : e.adapter_bytes;  // per input element, a local
+    const bool product_kept = e.down_trainable || bnb || (!dropped && fp32_cast == 0);
+    const double down_adapter_kept = dropped ? p + 1 : (fp32_cast > 0 ? p : 0);
+    up = locals + fp32_cast * x.hidden / whole + (2 * p - (product_kept ? p : 0) - down_adapter_kept) * x.ffn / t;
+    down = locals + ((product_kept ? 0 : p) + fp32_cast * (dropped ? 2 : 1)) * x.ffn / t +
+           (p + (o.reentrant ? 2 * p : 0)) * x.hidden;
+  } else {
+    const double a = e.adapter_bytes;
+    const bool cast = a != p;
+    const bool product_kept = e.down_trainable || e.packed_inputs_kept || (!cast && !dropped);
+    const double down_adapter_kept = dropped ? a + 1 : (cast ? a : 0);  // per f, beside the product
+    up = locals + (2 * a - (product_kept ? p : 0) - down_adapter_kept) * x.ffn / t;
+    down = locals + ((product_kept ? 0 : p) + (cast && dropped ? a : 0)) * x.ffn / t +
+           (p + (o.reentrant ? 2 * a : 0)) * x.hidden;
+  }
   const double excess = std::max({0.0, up, down});
   return x.seq * x.batch * excess;
 }
