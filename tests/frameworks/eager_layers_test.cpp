@@ -6,8 +6,6 @@
 // the hand count written beside it.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "../../plugins/activations/megatron/transformer_activations.hpp"
@@ -241,6 +239,21 @@ TEST(EagerLayers, PerOpSelectiveCheckpointing) {
   EXPECT_DOUBLE_EQ(plugins::recompute_working_set(x, o), plugins::stored_bytes_per_layer(x, none));
 }
 
+// Llama-3.2-3B's frozen bf16 layer with PEFT's fp32 LoRA r 16 on every linear:
+// the adapted inputs q, k, v, gate, up (h each), o (q = h) and down (f), the
+// distinct ones h (q, k, v), h (o), h (gate, up) and f, and 7 lora_B inputs of
+// r = 16.
+ActivationSettings llama_32_3b_fp32_lora_everywhere() {
+  ActivationSettings o = eager_bf16_flash_frozen();
+  o.eager.adapter_inputs = 6 * 3072 + 8192;
+  o.eager.adapter_distinct_inputs = 3 * 3072 + 8192;
+  o.eager.adapter_rank = 16 * 7;
+  o.eager.adapter_bytes = 4;
+  o.eager.adapter_mlp = true;
+  o.eager.adapter_o = true;
+  return o;
+}
+
 // A recomputed layer with PEFT's LoRA on its MLP (Llama-3.2-3B: h 3072, f
 // 8192; base bf16 and frozen, HF's upcasting RMSNorm, adapters fp32 on every
 // linear, no dropout, non-reentrant checkpointing). Beside its saves the
@@ -252,21 +265,17 @@ TEST(EagerLayers, PerOpSelectiveCheckpointing) {
 //   product, which nothing keeps (2f), and down's base output (2h): 6h + 2f =
 //   34,816; reentrant (down runs to its end): + lora_B's two fp32 outputs (8h):
 //   14h + 2f = 59,392.
-// 16-bit adapters (a = p; down's lora_A keeps the product itself): up 4h + 4f -
-// 2f = 28,672, down 6h = 18,432. lora_dropout (down keeps a dropped fp32 copy
-// and a mask, 5f; its fp32 cast copy is a local): up 4h + 8f - 5f = 36,864,
-// down 6h + 2f + 4f = 67,584. A 4-bit base (bitsandbytes keeps the MLP's input
-// and the product): up 2h + 8f - 2f - 4f = 22,528, down 4h = 12,288. Without
-// an MLP adapter, nothing.
+// 16-bit adapters (a = p; gate's and up's lora_A keep the MLP's input itself,
+// down's the product, so neither is a local): up 2h + 4f - 2f = 22,528, down
+// 4h = 12,288. lora_dropout (down keeps a dropped fp32 copy and a mask, 5f; the
+// fp32 cast copies are locals, h wide at up, f wide at down): up 4h + 4h + 8f -
+// 5f = 49,152, down 6h + 2f + 4f = 67,584. A 4-bit base (bitsandbytes keeps
+// the MLP's input and the product): up 2h + 8f - 2f - 4f = 22,528, down 4h =
+// 12,288. Without an MLP adapter, nothing.
 TEST(EagerLayers, AdaptedMlpRecomputationHoldsTwoAdapterOutputs) {
-  ActivationSettings o = eager_bf16_flash_frozen();
+  ActivationSettings o = llama_32_3b_fp32_lora_everywhere();
   o.recompute = RecomputePolicy::full;
   const TransformerShape x = llama(3072, 24, 8, 8192);
-  o.eager.adapter_inputs = 6 * 3072 + 8192;
-  o.eager.adapter_distinct_inputs = 3 * 3072 + 8192;
-  o.eager.adapter_rank = 16 * 7;
-  o.eager.adapter_bytes = 4;
-  o.eager.adapter_mlp = true;
   ActivationSettings saved = o;
   saved.recompute = RecomputePolicy::none;
   const double saves = plugins::stored_bytes_per_layer(x, saved);
@@ -276,7 +285,7 @@ TEST(EagerLayers, AdaptedMlpRecomputationHoldsTwoAdapterOutputs) {
   EXPECT_DOUBLE_EQ(plugins::peft_mlp_excess(x, o), 59'392.0);
   o.reentrant = false;
   o.eager.adapter_bytes = 2;
-  EXPECT_DOUBLE_EQ(plugins::peft_mlp_excess(x, o), 28'672.0);
+  EXPECT_DOUBLE_EQ(plugins::peft_mlp_excess(x, o), 22'528.0);
   o.eager.adapter_bytes = 4;
   o.eager.adapter_dropout = 0.05;
   EXPECT_DOUBLE_EQ(plugins::peft_mlp_excess(x, o), 67'584.0);
@@ -285,9 +294,6 @@ TEST(EagerLayers, AdaptedMlpRecomputationHoldsTwoAdapterOutputs) {
   EXPECT_DOUBLE_EQ(plugins::peft_mlp_excess(x, o), 22'528.0);
   o.eager.adapter_mlp = false;
   EXPECT_DOUBLE_EQ(plugins::peft_mlp_excess(x, o), 0.0);
-  ActivationSettings unadapted = o;
-  unadapted.recompute = RecomputePolicy::none;
-  EXPECT_DOUBLE_EQ(plugins::recompute_working_set(x, o), plugins::stored_bytes_per_layer(x, unadapted));
 }
 
 // Under autocast over the bf16 base (the Trainer with bf16: megatron's
@@ -296,32 +302,41 @@ TEST(EagerLayers, AdaptedMlpRecomputationHoldsTwoAdapterOutputs) {
 // inputs). The Linear casts x to fp32 and lora_A keeps autocast's bf16 copy,
 // one per matrix: 2 x 26,624 + 2 x 112 = 53,472 beside the frozen layer's
 // 98,408 (without autocast the fp32 copies, 4 x 26,624 + 4 x 112 = 106,944).
-// A 4-bit base's Linear4bit casts nothing and lora_A keeps x itself, the
-// tensor MatMul4Bit keeps (127,080 with the base's inputs): + 224 only. With
-// dropout each matrix keeps its dropped bf16 copy and mask: 3 x 26,624.
-// The recomputed MLP's high point (non-reentrant, no dropout): the Linear path
-// at down's adapter holds the product (2f) and its fp32 cast (4f) beside the
-// residual, the MLP's input (4h) and down's output (2h): 6h + 6f = 67,584; the
-// 4-bit path at up's adapter lora_B's two bf16 outputs (4f) less the product
-// MatMul4Bit keeps later (2f), beside the residual (2h): 22,528.
+// With dropout each matrix keeps a bf16 copy of its dropped input and the
+// mask: 3 x 26,624. A 4-bit base's Linear4bit casts nothing and lora_A keeps x
+// itself, the tensor MatMul4Bit keeps (the frozen layer with the 4-bit base's
+// inputs 2h + 2h + 2f: 98,408 + 28,672 = 127,080): + 224 only. bf16 adapters
+// are cast by neither: lora_A keeps the distinct inputs themselves, q/k/v's,
+// the MLP's and down's (o's is SDPA's saved output): 2 x (2h + f) = 28,672.
+// The recomputed MLP's high point (non-reentrant, no dropout), the Linear path
+// at down's adapter: the product (2f) and its fp32 cast (4f) beside the
+// residual, the MLP's input (4h) and down's output (2h): 6h + 6f = 67,584;
+// reentrant: + lora_B's two bf16 outputs (4h), 79,872; with dropout instead:
+// + the fp32 dropped copy (4f), 6h + 10f = 100,352. The 4-bit path at up's
+// adapter: lora_B's two bf16 outputs (4f) less the product MatMul4Bit keeps
+// later (2f), beside the residual (2h): 22,528; with dropout down's adapter
+// (4h: the residual and down's output; up's 2h + 4f - 2f - 3f is below it).
 TEST(EagerLayers, AutocastAdaptersComputeInTheActivationsDtype) {
-  ActivationSettings o = eager_bf16_flash_frozen();
+  ActivationSettings o = llama_32_3b_fp32_lora_everywhere();
   const TransformerShape x = llama(3072, 24, 8, 8192);
-  o.eager.adapter_inputs = 6 * 3072 + 8192;
-  o.eager.adapter_distinct_inputs = 3 * 3072 + 8192;
-  o.eager.adapter_rank = 16 * 7;
-  o.eager.adapter_bytes = 4;
-  o.eager.adapter_mlp = true;
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 98'408.0 + 106'944.0);
   o.eager.adapter_autocast = true;
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 98'408.0 + 53'472.0);
   EXPECT_DOUBLE_EQ(plugins::peft_mlp_excess(x, o), 67'584.0);
+  o.reentrant = true;
+  EXPECT_DOUBLE_EQ(plugins::peft_mlp_excess(x, o), 79'872.0);
+  o.reentrant = false;
   o.eager.adapter_dropout = 0.1;
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 98'408.0 + 3 * 26'624.0 + 224.0);
-  o.eager.adapter_dropout = 0;
+  EXPECT_DOUBLE_EQ(plugins::peft_mlp_excess(x, o), 100'352.0);
   o.eager.packed_inputs_kept = true;
+  EXPECT_DOUBLE_EQ(plugins::peft_mlp_excess(x, o), 12'288.0);
+  o.eager.adapter_dropout = 0;
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 127'080.0 + 224.0);
   EXPECT_DOUBLE_EQ(plugins::peft_mlp_excess(x, o), 22'528.0);
+  o.eager.packed_inputs_kept = false;
+  o.eager.adapter_bytes = 2;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 98'408.0 + 28'672.0 + 224.0);
 }
 
 // The measured job (validation/H100-llama-3.2-3b-lora-r16-all-gc-bs8-s2048, its
@@ -334,12 +349,10 @@ TEST(EagerLayers, AutocastAdaptersComputeInTheActivationsDtype) {
 // 45,056 x 16,384 = 738,197,504 B above them, 3,968,466,944 B in all (+0.03 %).
 TEST(EagerLayers, TheMeasuredRecomputationOfAnAdaptedLayer) {
   const std::string id = "H100-llama-3.2-3b-lora-r16-all-gc-bs8-s2048";
-  std::ifstream in(source_dir() + "/validation/" + id + ".toml");
-  std::ostringstream text;
-  text << in.rdbuf();
-  ASSERT_NE(text.str().find("targets = \"all-linear\"\ndropout = 0.0\n"), std::string::npos);
-  ASSERT_NE(text.str().find("policy = \"full\"\nreentrant = false\n"), std::string::npos);
-  const Evaluation e = evaluate(text.str(), id + ".toml");
+  const std::string text = validation_case(id);
+  ASSERT_NE(text.find("targets = \"all-linear\"\ndropout = 0.0\n"), std::string::npos);
+  ASSERT_NE(text.find("policy = \"full\"\nreentrant = false\n"), std::string::npos);
+  const Evaluation e = evaluate(text, id + ".toml");
   const uint64_t working_set =
       with_lifetime(e, "activations.recompute", MEMPLAN_LIFETIME_TRANSIENT_BACKWARD);
   EXPECT_EQ(working_set, 3'968'466'944ull);

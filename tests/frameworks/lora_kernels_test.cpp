@@ -32,7 +32,8 @@ using plugins::TransformerShape;
 //   the log-sum-exp                     4a                 =    128
 // = 110,724 bytes (the fused layer's count is 139,392: its MLP keeps silu's
 // output too, p f = 28,672, and its norms p h each without the rstd).
-// HF's RMSNorm (upcast): 2 x (4h + 4) = 32,776 instead, 127,112 in all.
+// HF's RMSNorm (upcast): 2 x (4h + 4) = 32,776 instead, 127,112 in all; a
+// 4-bit base adds nothing (the functions keep their inputs anyway).
 ActivationSettings kernel_layer() {
   ActivationSettings o = eager_bf16_flash_frozen();
   o.eager.repeat_kv = false;
@@ -60,7 +61,8 @@ TEST(LoraKernels, WhatTheFusedFunctionsKeep) {
 // 45,056. axolotl's matmul_lora adds through a temporary of the output's width:
 // forward + 2h = 45,056, backward + 2f = 65,536 (73,728 reentrant). With HF's
 // upcasting RMSNorm the residual is a local besides (2h): axolotl's forward
-// 53,248, still below its backward.
+// 53,248, still below its backward; Unsloth's non-reentrant forward 8,192 +
+// 36,864 = 45,056, above its backward (36,864).
 TEST(LoraKernels, TheRecomputedLayersHighPoint) {
   const TransformerShape x = llama(4096, 32, 8, 14336);
   ActivationSettings o = kernel_layer();
@@ -122,17 +124,18 @@ TEST(LigerKernels, SwigluKeepsItsInputsOnly) {
 // Through the plugin (Llama-3.2-3B, 1024 tokens, 28 layers): 28 x 122,984 x
 // 1024 bytes; refused on a two-projection MLP and outside eager layers.
 TEST(LigerKernels, FusedSwigluThroughThePlugin) {
-  const std::string base = "name = \"l\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\n"
-                           "seq_len = 1024\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n"
-                           "[activations]\nuse = \"megatron\"\nflash_attention = true\ndropout = false\n";
+  const auto scenario = [](const std::string& preset, int seq_len, const std::string& activations) {
+    return "name = \"l\"\nmode = \"train\"\n[model]\npreset = \"" + preset + "\"\n[batch]\nseq_len = " +
+           std::to_string(seq_len) + "\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n" +
+           "[activations]\nuse = \"megatron\"\n" + activations;
+  };
+  const std::string base = scenario("llama-3.2-3b", 1024, "flash_attention = true\ndropout = false\n");
   EXPECT_EQ(evaluate_paper(base + "layer = \"eager\"\nfused_swiglu = true\n")
                 .item_bytes("layers.0-27.activations", MEMPLAN_ROLE_ACTIVATIONS),
             28ull * 122'984 * 1024);
   EXPECT_NE(error_of(base + "fused_swiglu = true\n").find("option 'fused_swiglu': describes eager layers"),
             std::string::npos);
-  const std::string gpt2 = "name = \"l\"\nmode = \"train\"\n[model]\npreset = \"gpt2-xl\"\n[batch]\n"
-                           "seq_len = 512\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n"
-                           "[activations]\nuse = \"megatron\"\nlayer = \"eager\"\nfused_swiglu = true\n";
+  const std::string gpt2 = scenario("gpt2-xl", 512, "layer = \"eager\"\nfused_swiglu = true\n");
   EXPECT_NE(error_of(gpt2).find("option 'fused_swiglu': sizes a gated MLP's SwiGLU, but the model's MLP has two "
                                 "projections; remove fused_swiglu"),
             std::string::npos)

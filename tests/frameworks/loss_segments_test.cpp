@@ -13,8 +13,6 @@
 #include <memplan/support/caching_allocator.hpp>
 
 #include <array>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -177,11 +175,9 @@ TEST(LossSegments, UnknownOrdersPublishNothing) {
 // 36,072 MiB = 37,824,233,472 B), reported under details.
 TEST(LossSegments, TheMeasuredJobsSegmentsAreReported) {
   const std::string id = "H100-llama-3.2-3b-lora-r16-all-gc-bs8-s2048";
-  std::ifstream in(source_dir() + "/validation/" + id + ".toml");
-  std::ostringstream text;
-  text << in.rdbuf();
-  ASSERT_NE(text.str().find("micro_batch = 8\nseq_len = 2048\n"), std::string::npos);
-  const Evaluation e = evaluate(text.str(), id + ".toml");
+  const std::string text = validation_case(id);
+  ASSERT_NE(text.find("micro_batch = 8\nseq_len = 2048\n"), std::string::npos);
+  const Evaluation e = evaluate(text, id + ".toml");
   double figure = 0;
   for (const auto& [key, value] : e.estimator().report_details())
     if (key == "allocator_loss_segments") figure = std::stod(value);

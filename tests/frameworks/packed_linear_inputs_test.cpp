@@ -45,20 +45,21 @@ TEST(PackedLinearInputs, FourBitLayersKeepTheirInputs) {
 }
 
 // Through the plugin and the hf-transformers profile: Llama-2-7B QLoRA (nf4
-// base, r 8 on q,k,v,o and the MLP, bf16 adapters, lora dropout 0),
-// micro-batch 1 x 2048 tokens, full recomputation. One layer is recomputed at a
-// time, so the profile's default (packed_linear_keeps_input = true) adds to
-// the layer's saves one layer's three inputs,
-//   (2 x 4096 + 2 x 4096 + 2 x 11008) x 2048 = 38,400 x 2048 = 78,643,200 bytes,
-// which are the very tensors the uncast, undropped adapters' lora_A keep (x
-// itself: bnb.py casts nothing when the dtypes match), so the adapters' own
-// copies leave the count: their distinct inputs, q/k/v's h, o's q, the MLP's h
-// and down's f, 2 x 23,296 x 2048 = 95,420,416 bytes. The working set peaks in
-// the MLP, where the MLP's input is alive either way, as a save or as a local
-// of the layer's forward (EagerLayers.AdaptedMlpRecomputationHoldsTwoAdapter-
-// Outputs): 2 x 4096 x 2048 = 16,777,216 bytes less in the high point's locals.
-// In all the flag lowers the working set by 95,420,416 - 78,643,200 +
-// 16,777,216 = 33,554,432 bytes. A bf16 LoRA base (not packed) is unaffected.
+// base, r 8 on q,k,v,o and the MLP, lora dropout 0), micro-batch 1 x 2048
+// tokens, full recomputation (the profile's reentrant checkpointing). The
+// profile's default (packed_linear_keeps_input = true) adds to the layer's
+// saves one layer's three inputs,
+//   (2 x 4096 + 2 x 4096 + 2 x 11008) x 2048 = 38,400 x 2048 = 78,643,200 bytes.
+// bf16 adapters: those are the very tensors the uncast, undropped adapters'
+// lora_A keep (bnb.py casts nothing when the dtypes match; o's input is SDPA's
+// saved output either way), so the flag changes nothing.
+// fp32 adapters: their cast copies stay theirs, and the flag adds the 78,643,200
+// bytes to the saves; the working set's high point (at down's adapter, reentrant)
+// holds the residual (2h), the MLP's input unless MatMul4Bit keeps it (2h), the
+// product unless MatMul4Bit keeps it (2f), down's output (2h) and lora_B's two
+// fp32 outputs (8h): 14h + 2f = 79,360 a token without the flag, 12h = 49,152
+// with it (up's moment, 2h + 8f - 2f - 4f = 30,208, stays below). In all the flag
+// adds 78,643,200 - (79,360 - 49,152) x 2048 = 16,777,216 bytes.
 std::string llama7b(const std::string& precision, const std::string& activations) {
   return "name = \"q\"\nmode = \"train\"\n[framework]\nuse = \"hf-transformers\"\nversion = \"4.39\"\n[model]\n"
          "preset = \"llama-2-7b\"\n[batch]\nmicro_batch = 1\nseq_len = 2048\n[precision]\n" +
@@ -68,15 +69,17 @@ std::string llama7b(const std::string& precision, const std::string& activations
 }
 
 TEST(PackedLinearInputs, ThroughTheHfTransformersProfile) {
-  const std::string nf4 = "use = \"quantized\"\nformat = \"nf4\"\ndouble_quant = true\nunquantized = \"bf16\"\n";
-  const uint64_t kept = evaluate(llama7b(nf4, "")).item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS);
-  const uint64_t not_kept = evaluate(llama7b(nf4, "packed_linear_keeps_input = false\n"))
-                                .item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS);
-  EXPECT_EQ(not_kept - kept, 95'420'416u - 78'643'200u + 16'777'216u);
+  const auto working_set = [](const std::string& adapters, const std::string& activations) {
+    const std::string nf4 = "use = \"quantized\"\nformat = \"nf4\"\ndouble_quant = true\nunquantized = \"bf16\"\n" +
+                            adapters;
+    return evaluate(llama7b(nf4, activations)).item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS);
+  };
+  const std::string off = "packed_linear_keeps_input = false\n";
+  EXPECT_EQ(working_set("adapters = \"bf16\"\n", ""), working_set("adapters = \"bf16\"\n", off));
+  EXPECT_EQ(working_set("adapters = \"fp32\"\n", "") - working_set("adapters = \"fp32\"\n", off), 16'777'216u);
   const std::string bf16 = "use = \"bf16\"\n";
   EXPECT_EQ(evaluate(llama7b(bf16, "")).item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS),
-            evaluate(llama7b(bf16, "packed_linear_keeps_input = false\n"))
-                .item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS));
+            evaluate(llama7b(bf16, off)).item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS));
 }
 
 }  // namespace

@@ -29,8 +29,6 @@
 //   sum at 1 sample (the inputs halved)                  = 44,279,027,712 B
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "test_support.hpp"
@@ -39,13 +37,6 @@ namespace memplan::testing {
 namespace {
 
 constexpr uint64_t kMeasured = 48'103'633'715;  // 44.8 x 2^30, the row as printed
-
-std::string read_case(const std::string& id) {
-  std::ifstream in(source_dir() + "/validation/" + id + ".toml");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 uint64_t floor_at_end_of_forward(const Evaluation& e) {
   uint64_t nf4 = 0;
@@ -75,7 +66,7 @@ uint64_t floor_at_end_of_forward(const Evaluation& e) {
 }
 
 TEST(TorchtuneReadme, Qlora405bAtTwoSamplesExceedsTheRow) {
-  const std::string case_text = read_case("TT31-405b-qlora-fsdp8");
+  const std::string case_text = validation_case("TT31-405b-qlora-fsdp8");
   const std::string one = "micro_batch = 1\n";
   ASSERT_NE(case_text.find(one), std::string::npos);
   ASSERT_NE(case_text.find("# measured_bytes = 48103633715\n"), std::string::npos);
@@ -115,7 +106,7 @@ TEST(TorchtuneReadme, Qlora405bAtTwoSamplesExceedsTheRow) {
 //   the 80 checkpointed inputs 80 x 2 x 2048 x 8192 x 2 B =  5,368,709,120 B
 //   sum                                                   = 30,668,113,920 B
 TEST(TorchtuneReadme, Lora70bBackwardBeforeRecomputationExceedsTheRow) {
-  const std::string case_text = read_case("TT31-70b-lora-fsdp8");
+  const std::string case_text = validation_case("TT31-70b-lora-fsdp8");
   ASSERT_NE(case_text.find("micro_batch = 2\nseq_len = 2048\n"), std::string::npos);
   ASSERT_NE(case_text.find("# measured_bytes = 29635274342\n"), std::string::npos);
   const Evaluation e = evaluate(case_text, "TT31-70b-lora-fsdp8.toml");

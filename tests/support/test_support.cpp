@@ -15,6 +15,13 @@ namespace memplan::testing {
 std::string plugin_dir() { return MEMPLAN_TEST_PLUGIN_DIR; }
 std::string data_dir() { return MEMPLAN_TEST_DATA_DIR; }
 std::string source_dir() { return MEMPLAN_TEST_SOURCE_DIR; }
+
+std::string validation_case(const std::string& id) {
+  std::ifstream in(source_dir() + "/validation/" + id + ".toml");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 std::string cli_path() { return MEMPLAN_TEST_CLI; }
 
 const Catalog& catalog() {

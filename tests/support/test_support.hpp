@@ -18,6 +18,7 @@ namespace memplan::testing {
 std::string plugin_dir();  // build/lib/memplan/plugins
 std::string data_dir();    // build/share/memplan
 std::string source_dir();  // the repository
+std::string validation_case(const std::string& id);  // the text of validation/<id>.toml
 std::string cli_path();    // build/bin/memplan
 
 const Catalog& catalog();

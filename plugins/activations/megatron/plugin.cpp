@@ -235,11 +235,15 @@ class MegatronActivations {
     for (const char* key : {"fused_qkv", "masked_scores_kept", "relu_mlp", "attention_dropout"})
       if (options.boolean(key) && layer_ != LayerImplementation::eager)
         options.fail(key, "describes eager layers; it needs layer = \"eager\"");
-    // rms_norm_upcast = false and repeat_kv = false say what fused layers do anyway (a norm in the input's dtype,
-    // K and V at the kv heads): a profile that sets them for its eager layers (unsloth) still lets a scenario
-    // choose layer = "fused". Only the eager-only behaviour (true) needs eager layers.
-    if (options.boolean("rms_norm_upcast").value_or(false) && layer_ != LayerImplementation::eager)
-      options.fail("rms_norm_upcast", "describes eager layers; it needs layer = \"eager\"");
+    // rms_norm_upcast = false and repeat_kv = false say what fused (and compiled) layers do anyway (a norm in
+    // the input's dtype, K and V at the kv heads): a profile that sets them for its eager layers (unsloth) still
+    // lets a scenario choose layer = "fused". Legacy layers upcast and repeat: there either value is refused.
+    const auto eager_only = [&](const char* key) {
+      const std::optional<bool> value = options.boolean(key);
+      if (value && ((*value && layer_ != LayerImplementation::eager) || layer_ == LayerImplementation::legacy))
+        options.fail(key, "describes eager layers; it needs layer = \"eager\"");
+    };
+    eager_only("rms_norm_upcast");
     // OPT's options act only where they have something to size: explicit attention scores, a dropout to skip.
     if (masked_scores_kept_ && flash_attention_)
       options.fail("masked_scores_kept", "sizes the explicit attention scores the clamp keeps, but flash_attention = "
@@ -278,7 +282,8 @@ class MegatronActivations {
       if (offload_)
         options.fail("offload", "is torchtune's activation offloading, which Megatron-LM's legacy layers do not have");
     }
-    if (options.boolean("repeat_kv").value_or(false) && layer_ != LayerImplementation::eager)
+    if (const std::optional<bool> repeat = options.boolean("repeat_kv");
+        repeat && ((*repeat && layer_ != LayerImplementation::eager) || layer_ == LayerImplementation::legacy))
       options.fail("repeat_kv", "describes eager layers; it needs layer = \"eager\"");
     if (!options.model().has_architecture)
       options.fail("needs the model's architecture (layers, hidden, heads) but the scenario gives only params; use "
@@ -720,6 +725,7 @@ class MegatronActivations {
           lora_distinct_inputs(options.attribute(MEMPLAN_ATTR_LORA_DISTINCT_INPUTS)),
           lora_dropout(options.attribute(MEMPLAN_ATTR_LORA_DROPOUT)),
           lora_mlp(options.attribute(MEMPLAN_ATTR_LORA_MLP)),
+          lora_o(options.attribute(MEMPLAN_ATTR_LORA_O)),
           lora_kernels(options.attribute(MEMPLAN_ATTR_LORA_KERNELS)),
           recompute_policy(options.attribute(MEMPLAN_ATTR_RECOMPUTE_POLICY)),
           recompute_reentrant(options.attribute(MEMPLAN_ATTR_RECOMPUTE_REENTRANT)),
@@ -733,7 +739,7 @@ class MegatronActivations {
           kept_layer_inputs(options.attribute(MEMPLAN_ATTR_KEPT_LAYER_INPUTS)),
           gathered_weight_bytes(options.attribute(MEMPLAN_ATTR_GATHERED_WEIGHT_BYTES)) {}
     memplan::sdk::Attribute activation_dtype, activation_factor, residual_dtype, lora_rank_inputs, lora_inputs,
-        lora_distinct_inputs, lora_dropout, lora_mlp, lora_kernels, recompute_policy, recompute_reentrant,
+        lora_distinct_inputs, lora_dropout, lora_mlp, lora_o, lora_kernels, recompute_policy, recompute_reentrant,
         pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
         pipeline_merged_outputs, context_kv_allgather, loss_segments, kept_layer_inputs, gathered_weight_bytes;
   };
@@ -961,6 +967,7 @@ class MegatronActivations {
     eager.adapter_distinct_inputs = ctx.attr_double(attributes_.lora_distinct_inputs, 0);
     eager.adapter_dropout = ctx.attr_double(attributes_.lora_dropout, 0);
     eager.adapter_mlp = ctx.attr_int(attributes_.lora_mlp, 0) != 0;
+    eager.adapter_o = ctx.attr_int(attributes_.lora_o, 0) != 0;
     const int64_t kernels = ctx.attr_int(attributes_.lora_kernels, 0);
     eager.kernel_qkv = (kernels & MEMPLAN_LORA_KERNEL_QKV) != 0;
     eager.kernel_o = (kernels & MEMPLAN_LORA_KERNEL_O) != 0;

@@ -77,6 +77,7 @@ struct EagerLayer {
   double adapter_bytes = 2;          // the adapters' dtype
   double adapter_dropout = 0;        // lora_dropout: > 0 keeps a 1-byte mask and a dropped copy per adapted matrix
   bool adapter_mlp = false;          // the dense MLP's matrices are adapted through PEFT (lora.mlp): peft_mlp_excess
+  bool adapter_o = false;            // o is adapted through PEFT (lora.o): its lora_A reads the attention output
   // The forward runs under torch.autocast in the activations' dtype over 16-bit weights (the HF Trainer and
   // accelerate with bf16/fp16 on a model loaded in that dtype: megatron's autocast): adapters in a wider dtype
   // compute in the activations' (eager_layer_terms, peft_mlp_excess).
@@ -247,8 +248,9 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
     // requires_conversion = not torch.is_autocast_enabled()), so lora_A keeps its input itself, the tensor
     // MatMul4Bit keeps already (nothing more), or with dropout its own dropped copy and mask (p + 1 per matrix);
     // the 16-bit Linear casts x to fp32 and autocast casts that back for lora_A, which keeps the 16-bit copy,
-    // one per matrix (p, with dropout p + 1); lora_B's inputs are 16-bit.
-    if (e.adapter_autocast && !autocast) {
+    // one per matrix (p, with dropout p + 1); lora_B's inputs are 16-bit. Adapters already in the activations'
+    // dtype are cast by neither: the count below.
+    if (e.adapter_autocast && !autocast && e.adapter_bytes != p) {
       const bool bnb = e.packed_inputs_kept;
       const double kept_inputs = e.adapter_dropout > 0 ? e.adapter_inputs * (p + 1) : (bnb ? 0 : e.adapter_inputs * p);
       terms.replicated += sb * (kept_inputs + e.adapter_rank * p);
@@ -257,10 +259,15 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
       // Uncast and undropped, lora_A keeps x itself: under a 4-bit base the very tensor MatMul4Bit keeps, which
       // the layer's inputs above count already.
       const bool shares_base_input = !cast_per_matrix && e.adapter_dropout == 0 && e.packed_inputs_kept && !autocast;
+      // Uncast and undropped, o's lora_A keeps the attention output itself, which the layer keeps already where
+      // SDPA saves it (flash) or o keeps its input (the split terms below): not again.
+      const bool o_input_kept =
+          e.adapter_o && !x.latent() && (o.flash_attention || e.output_trainable || e.packed_inputs_kept);
+      const double distinct = e.adapter_distinct_inputs - (o_input_kept ? x.q_width : 0);
       const double kept_inputs =
           e.adapter_dropout > 0 ? e.adapter_inputs * (e.adapter_bytes + 1)
           : shares_base_input   ? 0
-                                : (cast_per_matrix ? e.adapter_inputs : e.adapter_distinct_inputs) * e.adapter_bytes;
+                                : (cast_per_matrix ? e.adapter_inputs : distinct) * e.adapter_bytes;
       terms.replicated += sb * (kept_inputs + e.adapter_rank * e.adapter_bytes);
     }
   }
@@ -544,25 +551,31 @@ inline double peft_mlp_excess(const TransformerShape& x, const ActivationSetting
   const double t = o.tensor_parallel;
   const double whole = o.sequence_parallel ? t : 1;
   const bool dropped = e.adapter_dropout > 0;
-  const double locals = residual_local_bytes(x, o) + (mlp_input_kept(e) ? 0 : p * x.hidden / whole);
+  // Whether PEFT casts x to the adapters' dtype: where they differ, except bitsandbytes' Linear4bit under
+  // autocast over 16-bit weights (it casts nothing then).
+  const bool bnb = e.packed_inputs_kept;
+  const double a = e.adapter_bytes;
+  const bool cast = a != p && !(e.adapter_autocast && bnb);
+  // The MLP's normed input is a local unless a save holds it: a trained first projection, MatMul4Bit, or gate's
+  // and up's lora_A reading it uncast and undropped.
+  const bool mlp_input_saved = mlp_input_kept(e) || (!cast && !dropped);
+  const double locals = residual_local_bytes(x, o) + (mlp_input_saved ? 0 : p * x.hidden / whole);
+  const bool product_kept = e.down_trainable || bnb || (!cast && !dropped);
   double up = 0, down = 0;
   if (e.adapter_autocast) {
-    // Autocast over 16-bit weights: lora_B's outputs in p. bitsandbytes' Linear4bit casts nothing and lora_A
-    // keeps x itself (or its dropped copy); the 16-bit Linear's fp32 cast of x (p_a) is a local beside the
-    // 16-bit copy autocast makes and lora_A keeps.
-    const bool bnb = e.packed_inputs_kept;
-    const double fp32_cast = bnb || e.adapter_bytes == p ? 0 : e.adapter_bytes;  // per input element, a local
-    const bool product_kept = e.down_trainable || bnb || (!dropped && fp32_cast == 0);
-    const double down_adapter_kept = dropped ? p + 1 : (fp32_cast > 0 ? p : 0);
+    // Autocast over 16-bit weights: lora_B's outputs in p. The 16-bit Linear's fp32 cast of x (p_a) is a local
+    // beside the 16-bit copy autocast makes of it and lora_A keeps (with dropout: the fp32 dropped copy too, at
+    // lora_A's call, and the mask).
+    const double fp32_cast = cast ? a : 0;  // per input element
+    const double down_adapter_kept = dropped ? p + 1 : (cast ? p : 0);
     up = locals + fp32_cast * x.hidden / whole + (2 * p - (product_kept ? p : 0) - down_adapter_kept) * x.ffn / t;
     down = locals + ((product_kept ? 0 : p) + fp32_cast * (dropped ? 2 : 1)) * x.ffn / t +
            (p + (o.reentrant ? 2 * p : 0)) * x.hidden;
   } else {
-    const double a = e.adapter_bytes;
-    const bool cast = a != p;
-    const bool product_kept = e.down_trainable || e.packed_inputs_kept || (!cast && !dropped);
     const double down_adapter_kept = dropped ? a + 1 : (cast ? a : 0);  // per f, beside the product
-    up = locals + (2 * a - (product_kept ? p : 0) - down_adapter_kept) * x.ffn / t;
+    // With dropout the cast copy is a local at up's moment too (the dropped copy is what lora_A keeps).
+    up = locals + (cast && dropped ? a : 0) * x.hidden / whole +
+         (2 * a - (product_kept ? p : 0) - down_adapter_kept) * x.ffn / t;
     down = locals + ((product_kept ? 0 : p) + (cast && dropped ? a : 0)) * x.ffn / t +
            (p + (o.reentrant ? 2 * a : 0)) * x.hidden;
   }

@@ -165,6 +165,7 @@ class LoraStrategy {
         rank_inputs_attr_(options.attribute(MEMPLAN_ATTR_LORA_RANK_INPUTS)),
         dropout_attr_(options.attribute(MEMPLAN_ATTR_LORA_DROPOUT)),
         mlp_attr_(options.attribute(MEMPLAN_ATTR_LORA_MLP)),
+        o_attr_(options.attribute(MEMPLAN_ATTR_LORA_O)),
         kernels_attr_(options.attribute(MEMPLAN_ATTR_LORA_KERNELS)),
         kernels_report_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "lora_kernels")),
         rank_attr_(options.attribute(MEMPLAN_ATTR_LORA_RANK)),
@@ -267,6 +268,7 @@ class LoraStrategy {
     // q, k and v read the same normed hidden state: count it once among the distinct inputs.
     const bool shared_qkv = (wanted & (kQ | kK | kV)) != 0 && (kernel_groups_ & MEMPLAN_LORA_KERNEL_QKV) == 0;
     mlp_adapted_ = (wanted & kMlp) != 0 && (kernel_groups_ & MEMPLAN_LORA_KERNEL_MLP) == 0;
+    o_adapted_ = (wanted & kO) != 0 && (kernel_groups_ & MEMPLAN_LORA_KERNEL_O) == 0;
     for (size_t a = 0; a < adapter_count_; ++a) {
       if (covered(adapters_[a].target)) continue;
       inputs_ += adapters_[a].inputs;
@@ -319,6 +321,7 @@ class LoraStrategy {
     ctx.set_attr(rank_inputs_attr_, rank_inputs_);
     ctx.set_attr(dropout_attr_, dropout_);
     ctx.set_attr(mlp_attr_, static_cast<int64_t>(mlp_adapted_ ? 1 : 0));
+    ctx.set_attr(o_attr_, static_cast<int64_t>(o_adapted_ ? 1 : 0));
     ctx.set_attr(kernels_attr_, static_cast<int64_t>(kernel_groups_));
     if (!kernels_report_.empty()) ctx.set_attr(kernels_report_attr_, kernels_report_.c_str());
     ctx.set_attr(rank_attr_, rank_);
@@ -355,7 +358,7 @@ class LoraStrategy {
   }
 
   sdk::Attribute parameters_attr_, inputs_attr_, distinct_inputs_attr_, rank_inputs_attr_, dropout_attr_, mlp_attr_,
-      kernels_attr_, kernels_report_attr_, rank_attr_, scaling_attr_;
+      o_attr_, kernels_attr_, kernels_report_attr_, rank_attr_, scaling_attr_;
   std::array<Adapter, 8> adapters_{};
   std::array<sdk::Name, 8> names_{};  // adapters_[i]'s interned name
   size_t adapter_count_ = 0;
@@ -367,6 +370,7 @@ class LoraStrategy {
   double distinct_inputs_ = 0;
   double rank_inputs_ = 0;
   bool mlp_adapted_ = false;  // the dense MLP's matrices are adapted through PEFT's forward (lora.mlp)
+  bool o_adapted_ = false;    // o is adapted through PEFT's forward (lora.o)
   uint32_t kernel_groups_ = 0;  // MEMPLAN_LORA_KERNEL_* groups the fused functions cover (lora.kernels)
   std::string kernels_report_;  // report.lora_kernels: which forward the adapters run, when kernels is asked for
 };

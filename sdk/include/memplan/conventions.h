@@ -185,6 +185,10 @@
  * projection's output width that a recomputed layer's working set meets
  * (docs/formulas.md, "The recomputed layer's high point with LoRA on its MLP"). */
 #define MEMPLAN_ATTR_LORA_MLP "lora.mlp"
+/* Whether o, the attention output projection, carries an adapter through
+ * PEFT's forward (int, 1 or 0), set by 'lora': its lora_A reads the attention
+ * output, which the layer may keep already (SDPA saves it under flash). */
+#define MEMPLAN_ATTR_LORA_O "lora.o"
 /* The adapter groups computed by fused LoRA autograd functions instead of
  * PEFT's forward (int, a sum of MEMPLAN_LORA_KERNEL_*), set by 'lora' with
  * kernels = "axolotl" or "unsloth" (axolotl's lora_*_kernel, Unsloth's
