@@ -237,7 +237,8 @@ class MegatronActivations {
         options.fail(key, "describes eager layers; it needs layer = \"eager\"");
     // rms_norm_upcast = false and repeat_kv = false say what fused (and compiled) layers do anyway (a norm in
     // the input's dtype, K and V at the kv heads): a profile that sets them for its eager layers (unsloth) still
-    // lets a scenario choose layer = "fused". Legacy layers upcast and repeat: there either value is refused.
+    // lets a scenario choose layer = "fused". Legacy layers upcast and repeat: there either value is refused
+    // (repeat_kv is checked below, after the legacy layers' own checks).
     const auto eager_only = [&](const char* key) {
       const std::optional<bool> value = options.boolean(key);
       if (value && ((*value && layer_ != LayerImplementation::eager) || layer_ == LayerImplementation::legacy))
@@ -282,9 +283,7 @@ class MegatronActivations {
       if (offload_)
         options.fail("offload", "is torchtune's activation offloading, which Megatron-LM's legacy layers do not have");
     }
-    if (const std::optional<bool> repeat = options.boolean("repeat_kv");
-        repeat && ((*repeat && layer_ != LayerImplementation::eager) || layer_ == LayerImplementation::legacy))
-      options.fail("repeat_kv", "describes eager layers; it needs layer = \"eager\"");
+    eager_only("repeat_kv");
     if (!options.model().has_architecture)
       options.fail("needs the model's architecture (layers, hidden, heads) but the scenario gives only params; use "
                    "a preset or an inline architecture in [model], or [activations] use = \"none\"");

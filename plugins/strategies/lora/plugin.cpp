@@ -244,19 +244,22 @@ class LoraStrategy {
     // (axolotl monkeypatch/lora_kernels.py @ 8c6a6ea6e: can_patch = lora_dropout == 0 and bias == "none", then
     // per group; unsloth/models/llama.py @ 015bdef0d9 line 3695: lora_dropout == 0 and bias == "none", line 3244
     // warns): so does memplan, and reports which forward the adapters run (details.lora_kernels).
-    if (kernels != "none" && options.boolean("fused_qkv").value_or(false))
-      options.fail("kernels", "and fused_qkv describe two different q, k, v adapters (axolotl's LoRA_QKV "
-                              "function, LitGPT's LoRAQKVLinear); keep one of them");
-    if (kernels != "none" && dropout_ > 0)
-      kernels_report_ = "none: lora_dropout is not 0, where " + kernels + " keeps PEFT's forward (its patch check)";
-    if (kernels != "none" && dropout_ == 0) {
-      if ((wanted & (kQ | kK | kV)) == (kQ | kK | kV)) kernel_groups_ |= MEMPLAN_LORA_KERNEL_QKV;
-      if ((wanted & kO) != 0) kernel_groups_ |= MEMPLAN_LORA_KERNEL_O;
-      if ((wanted & kMlp) != 0 && model.gated_mlp) kernel_groups_ |= MEMPLAN_LORA_KERNEL_MLP;
-      kernels_report_ = kernel_groups_ != 0
-                            ? kernels
-                            : "none: targets \"" + *targets + "\" adapt no group the fused functions cover (q, k "
-                                  "and v together, o, a gated MLP); " + kernels + " keeps PEFT's forward";
+    if (kernels != "none") {
+      if (options.boolean("fused_qkv").value_or(false))
+        options.fail("kernels", "and fused_qkv describe two different q, k, v adapters (axolotl's LoRA_QKV "
+                                "function, LitGPT's LoRAQKVLinear); keep one of them");
+      if (dropout_ == 0) {
+        if ((wanted & (kQ | kK | kV)) == (kQ | kK | kV)) kernel_groups_ |= MEMPLAN_LORA_KERNEL_QKV;
+        if ((wanted & kO) != 0) kernel_groups_ |= MEMPLAN_LORA_KERNEL_O;
+        if ((wanted & kMlp) != 0 && model.gated_mlp) kernel_groups_ |= MEMPLAN_LORA_KERNEL_MLP;
+      }
+      if (dropout_ > 0)
+        kernels_report_ = "none: lora_dropout is not 0, where " + kernels + " keeps PEFT's forward (its patch check)";
+      else if (kernel_groups_ == 0)
+        kernels_report_ = "none: targets \"" + *targets + "\" adapt no group the fused functions cover (q, k and v "
+                          "together, o, a gated MLP); " + kernels + " keeps PEFT's forward";
+      else
+        kernels_report_ = kernels;
       if (kernels == "unsloth" && kernel_groups_ != 0) kernel_groups_ |= MEMPLAN_LORA_KERNEL_ADD_IN_PLACE;
     }
     const auto covered = [&](uint32_t target) {
@@ -266,9 +269,9 @@ class LoraStrategy {
       return false;
     };
     // q, k and v read the same normed hidden state: count it once among the distinct inputs.
-    const bool shared_qkv = (wanted & (kQ | kK | kV)) != 0 && (kernel_groups_ & MEMPLAN_LORA_KERNEL_QKV) == 0;
-    mlp_adapted_ = (wanted & kMlp) != 0 && (kernel_groups_ & MEMPLAN_LORA_KERNEL_MLP) == 0;
-    o_adapted_ = (wanted & kO) != 0 && (kernel_groups_ & MEMPLAN_LORA_KERNEL_O) == 0;
+    const bool shared_qkv = (wanted & (kQ | kK | kV)) != 0 && !covered(kQ);
+    mlp_adapted_ = (wanted & kMlp) != 0 && !covered(kMlp);
+    o_adapted_ = (wanted & kO) != 0 && !covered(kO);
     for (size_t a = 0; a < adapter_count_; ++a) {
       if (covered(adapters_[a].target)) continue;
       inputs_ += adapters_[a].inputs;
