@@ -41,7 +41,9 @@ import traceback
 
 # config.json shapes (architecture fields only), as published on the Hub:
 # meta-llama/Llama-3.2-1B, meta-llama/Llama-3.2-3B, meta-llama/Llama-3.1-8B,
-# Qwen/Qwen3-0.6B. memplan's presets carry the same shapes.
+# Qwen/Qwen3-0.6B, allenai/Olmo-3-7B-Instruct-SFT (OLMo 2 7B's shape with q/k norms over the
+# projections, post-norms, three sliding-window layers in four; dolma2's 100,278 entries).
+# memplan's presets carry the same shapes.
 SHAPES = {
     "llama-3.2-1b": dict(arch="llama", vocab_size=128256, hidden_size=2048, intermediate_size=8192,
                          num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8, head_dim=64,
@@ -55,7 +57,15 @@ SHAPES = {
     "qwen3-0.6b": dict(arch="qwen3", vocab_size=151936, hidden_size=1024, intermediate_size=3072,
                        num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
                        tie_word_embeddings=True, max_position_embeddings=40960, rms_norm_eps=1e-6),
+    "olmo3-7b": dict(arch="olmo3", vocab_size=100278, hidden_size=4096, intermediate_size=11008,
+                     num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=32,
+                     tie_word_embeddings=False, max_position_embeddings=65536, rms_norm_eps=1e-6,
+                     sliding_window=4096),
 }
+
+# transformers' config and model classes per architecture.
+CLASSES = {"llama": ("LlamaConfig", "LlamaForCausalLM"), "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+           "olmo3": ("Olmo3Config", "Olmo3ForCausalLM")}
 
 # The jobs. kind "train": PEFT MetaMathQA's loop (method_comparison/MetaMathQA/run.py):
 # zero_grad (set_to_none), outputs = model(**batch, num_items_in_batch=n) kept until the
@@ -93,6 +103,23 @@ JOBS = [
          bf16=True, batch=8, seq=2048),
     dict(name="llama-3.2-3b-trainer-lora-r16-all-gc-bs8-s2048", shape="llama-3.2-3b", kind="trainer",
          method="lora", r=16, alpha=32, targets="all-linear", batch=8, seq=2048, gc=True, bf16=True),
+    # The Trainer as most LoRA scripts run it (2026-11-27): gradient_checkpointing with the Trainer's own
+    # kwargs (gc_kwargs None: whatever gradient_checkpointing_enable defaults to, reentrant in transformers
+    # 4.35+), PEFT's lora_dropout 0.05, bf16 (accelerate's autocast over the 16-bit model). The olmo3 job is
+    # axolotl's examples/olmo3 run (HFX-axolotl-olmo3-7b-qlora-r32) without the 4-bit base, flash-attn,
+    # packing and the 8-bit optimizer, none of which this machine has.
+    dict(name="olmo3-7b-trainer-lora-r32-all-d0.05-gcdefault-bs1-s4096", shape="olmo3-7b", kind="trainer",
+         method="lora", r=32, alpha=16, dropout=0.05, targets="all-linear", batch=1, seq=4096, gc=True,
+         gc_kwargs=None, bf16=True, snapshot=True),
+    dict(name="llama-3.2-3b-trainer-lora-r16-all-d0.05-gcdefault-bs8-s2048", shape="llama-3.2-3b",
+         kind="trainer", method="lora", r=16, alpha=32, dropout=0.05, targets="all-linear", batch=8, seq=2048,
+         gc=True, gc_kwargs=None, bf16=True, snapshot=True),
+    dict(name="llama-3.2-3b-trainer-lora-r16-all-gcdefault-bs8-s2048", shape="llama-3.2-3b", kind="trainer",
+         method="lora", r=16, alpha=32, targets="all-linear", batch=8, seq=2048, gc=True, gc_kwargs=None,
+         bf16=True, snapshot=True),
+    dict(name="llama-3.1-8b-trainer-lora-r16-all-d0.05-gcdefault-bs4-s2048", shape="llama-3.1-8b",
+         kind="trainer", method="lora", r=16, alpha=32, dropout=0.05, targets="all-linear", batch=4, seq=2048,
+         gc=True, gc_kwargs=None, bf16=True),
 ]
 
 MARKS = ["forward", "loss_ready", "backward_done", "clipped", "stepped"]
@@ -140,8 +167,7 @@ def make_model(shape, path):
     import transformers
     spec = dict(SHAPES[shape])
     arch = spec.pop("arch")
-    config_cls = transformers.LlamaConfig if arch == "llama" else transformers.Qwen3Config
-    model_cls = transformers.LlamaForCausalLM if arch == "llama" else transformers.Qwen3ForCausalLM
+    config_cls, model_cls = (getattr(transformers, name) for name in CLASSES[arch])
     config = config_cls(**spec)
     torch.set_default_dtype(torch.bfloat16)
     with torch.device("cuda"):
@@ -227,6 +253,25 @@ def analyze(snapshot, baseline):
             "alive_at_peak": [{"site": k, **g} for k, g in ranked[:80]]}
 
 
+def save_snapshot(job, snap, baseline, out_dir, rec):
+    """The peak analysis into the job's record, the raw history beside it (dropped over 15 MiB)."""
+    try:
+        rec["peak_analysis"] = analyze(snap, baseline)
+    except Exception:
+        rec["peak_analysis_error"] = traceback.format_exc()
+    try:
+        raw = os.path.join(out_dir, f"snapshot-{job['name']}.pickle.gz")
+        with gzip.open(raw, "wb", compresslevel=3) as fh:
+            pickle.dump(snap, fh)
+        if os.path.getsize(raw) > 15 * 1024 * 1024:
+            os.remove(raw)
+            rec["snapshot_file"] = "dropped: over 15 MiB"
+        else:
+            rec["snapshot_file"] = os.path.basename(raw)
+    except Exception:
+        rec["snapshot_file_error"] = traceback.format_exc()
+
+
 def train(job, model, out_dir, rec):
     import torch
     if job.get("gc"):
@@ -282,21 +327,7 @@ def train(job, model, out_dir, rec):
         if recording:
             snap = torch.cuda.memory._snapshot()
             torch.cuda.memory._record_memory_history(enabled=None)
-            try:
-                rec["peak_analysis"] = analyze(snap, baseline)
-            except Exception:
-                rec["peak_analysis_error"] = traceback.format_exc()
-            try:
-                raw = os.path.join(out_dir, f"snapshot-{job['name']}.pickle.gz")
-                with gzip.open(raw, "wb", compresslevel=3) as fh:
-                    pickle.dump(snap, fh)
-                if os.path.getsize(raw) > 15 * 1024 * 1024:
-                    os.remove(raw)
-                    rec["snapshot_file"] = "dropped: over 15 MiB"
-                else:
-                    rec["snapshot_file"] = os.path.basename(raw)
-            except Exception:
-                rec["snapshot_file_error"] = traceback.format_exc()
+            save_snapshot(job, snap, baseline, out_dir, rec)
     rec["steps"] = steps
     rec["outputs_held_logits"] = list(outputs.logits.shape) + [str(outputs.logits.dtype)]
 
@@ -307,7 +338,7 @@ def trainer(job, model, out_dir, rec):
     import transformers
     if job["method"] == "lora":
         import peft
-        cfg = peft.LoraConfig(r=job["r"], lora_alpha=job["alpha"], lora_dropout=0.0,
+        cfg = peft.LoraConfig(r=job["r"], lora_alpha=job["alpha"], lora_dropout=job.get("dropout", 0.0),
                               target_modules=job["targets"], task_type="CAUSAL_LM")
         model = peft.get_peft_model(model, cfg)
     rec["trainable_params"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -323,11 +354,16 @@ def trainer(job, model, out_dir, rec):
             return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids.clone()}
 
     steps = []
+    recorded = {}
 
     class Memory(transformers.TrainerCallback):
         def on_step_begin(self, args, state, control, **kwargs):
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
+            if job.get("snapshot") and len(steps) == 2:  # the third (last) step, as the train kind records
+                recorded["baseline"] = torch.cuda.memory_allocated()
+                torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python",
+                                                         max_entries=400000)
 
         def on_step_end(self, args, state, control, **kwargs):
             torch.cuda.synchronize()
@@ -335,16 +371,27 @@ def trainer(job, model, out_dir, rec):
                           "max_reserved": torch.cuda.max_memory_reserved(),
                           "allocated": torch.cuda.memory_allocated(), "reserved": torch.cuda.memory_reserved(),
                           "device_used": device_used()})
+            if "baseline" in recorded and "done" not in recorded:
+                recorded["done"] = True
+                snap = torch.cuda.memory._snapshot()
+                torch.cuda.memory._record_memory_history(enabled=None)
+                save_snapshot(job, snap, recorded["baseline"], out_dir, rec)
 
+    # gc_kwargs absent: non-reentrant, as this script's first trainer job ran; None: the Trainer's default.
+    gc_kwargs = job.get("gc_kwargs", {"use_reentrant": False}) if job.get("gc") else None
     args = transformers.TrainingArguments(
         output_dir="/tmp/memplan-trainer", per_device_train_batch_size=job["batch"], max_steps=3,
         bf16=bool(job.get("bf16")), gradient_checkpointing=bool(job.get("gc")), logging_steps=1,
-        gradient_checkpointing_kwargs={"use_reentrant": False} if job.get("gc") else None,
+        gradient_checkpointing_kwargs=gc_kwargs,
         save_strategy="no", report_to=[], dataloader_num_workers=0, disable_tqdm=True)
     rec["trainer_optim"] = str(args.optim)
     rec["gradient_checkpointing_kwargs"] = str(args.gradient_checkpointing_kwargs)
     t = transformers.Trainer(model=model, args=args, train_dataset=Random(), callbacks=[Memory()])
     t.train()
+    gc_func = getattr(t.model, "_gradient_checkpointing_func", None)
+    for module in t.model.modules():  # the layers hold the partial that gradient_checkpointing_enable built
+        gc_func = getattr(module, "_gradient_checkpointing_func", None) or gc_func
+    rec["gradient_checkpointing_func"] = repr(getattr(gc_func, "keywords", gc_func))
     rec["use_cache_after"] = str(getattr(getattr(t.model, "config", None), "use_cache", None))
     rec["steps"] = steps
 
