@@ -380,6 +380,35 @@ TEST(Profiles, VersionPicksTheLossPath) {
   EXPECT_EQ(compare_versions("core_r0.14.0", "0.14"), 0);
 }
 
+// The checkpoint variant by version: transformers' gradient_checkpointing_enable
+// passes use_reentrant=True without kwargs up to 4.x and use_reentrant=False
+// from 5.0 (PR #43203; measured: the Trainer on 5.17.0 built its checkpoint
+// function with {'use_reentrant': False}, validation/measured/
+// h100-2026-11-27-trainer.jsonl). Llama-3.2-3B with PEFT's fp32 LoRA r 16 on
+// every linear, 2,048 tokens: the recomputed layer's high point beside its
+// saves is up's adapter, 45,056 bytes a token, non-reentrant, and down's
+// adapter, 59,392, reentrant (EagerLayers.AdaptedMlpRecomputationHoldsTwo-
+// AdapterOutputs): 14,336 a token apart. A scenario's own `reentrant` wins.
+TEST(Profiles, VersionPicksTheCheckpointVariant) {
+  auto recompute = [](const std::string& version, const std::string& reentrant) {
+    Evaluation e = evaluate("name = \"c\"\nmode = \"train\"\n[framework]\nuse = \"hf-transformers\"\nversion = \"" +
+                            version +
+                            "\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nseq_len = 2048\n[precision]\nuse = "
+                            "\"bf16\"\nadapters = \"fp32\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = "
+                            "\"megatron\"\nuse_cache = false\n[[strategy]]\nuse = \"lora\"\nrank = 16\nalpha = 32\n"
+                            "targets = \"all-linear\"\n[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\n" +
+                            reentrant);
+    return e.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS);
+  };
+  constexpr uint64_t kTokens = 2048;
+  const uint64_t v4 = recompute("4.57", "");
+  const uint64_t v5 = recompute("5.17", "");
+  EXPECT_EQ(v4 - v5, (59'392 - 45'056) * kTokens);
+  EXPECT_EQ(recompute("5.0", ""), v5);
+  EXPECT_EQ(recompute("5.17", "reentrant = true\n"), v4);
+  EXPECT_EQ(recompute("4.57", "reentrant = false\n"), v5);
+}
+
 // An option a profile gives is validated by its plugin like the scenario's
 // own, and the error points at the profile's file.
 TEST(Profiles, ProfileErrorsPointAtTheProfile) {
