@@ -117,6 +117,66 @@ TEST(HfMeasuredLayers, VersionsBeforeEnableGqaAndBooleanMasks) {
   EXPECT_EQ(layers("padding_mask = true\n"), 28 * (124'776 - 1'536) * tokens);
 }
 
+// OLMo 3 7B's shape (olmo-2-7b with dolma2's 100,278 entries, three windowed
+// layers in four, window 4,096) under the 5.17 Trainer with gradient
+// checkpointing, one unpadded 4,096-token row (snapshot-olmo3-7b-trainer-lora-
+// r32-all-d0.05-gcdefault-bs1-s4096). masking_utils builds no mask for the
+// full-attention layers (SDPA runs is_causal) but one for the windowed layers,
+// whose keys are not fewer than the window: and_mask's 4,096 x 4,096 bool =
+// 16,777,216 bytes, alive at the loss's backward (the checkpointed layers'
+// arguments hold it). Recomputing layer 30 (windowed) rises 1,602,027,536
+// bytes, layer 31 (full attention) 1,568,473,104: 33,554,432 apart, SDPA's
+// bf16 bias of the mask (4,096 x 4,096 x 2). At 4,095 tokens, fewer than the
+// window, transformers skips the mask: neither is counted. Without
+// recomputation each of the 24 windowed layers keeps its bias, and the mask is
+// freed when the forward returns (the padded 3B snapshot frees its mask after
+// the last layer's forward). A padded batch gives every layer a mask (the bias
+// in the layer's stored bytes, above) and builds one per kind: 2 x 16,777,216.
+TEST(HfMeasuredLayers, WindowedLayersMaskFromTheWindowOn) {
+  const auto olmo3 = [](int seq, const std::string& activations, bool recompute, bool window = true) {
+    return evaluate("name = \"o\"\nmode = \"train\"\n[framework]\nuse = \"hf-transformers\"\nversion = \"5.17\"\n"
+                    "[model]\npreset = \"olmo-2-7b\"\nvocab = 100278\nmax_context = 65536\n" +
+                    std::string(window ? "sliding_window = 4096\nglobal_attention_every = 4\n" : "") +
+                    "[batch]\nseq_len = " + std::to_string(seq) +
+                    "\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = "
+                    "\"megatron\"\nuse_cache = false\n" + activations +
+                    (recompute ? "[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\n" : ""));
+  };
+  const auto item = [](const Evaluation& e, std::string_view name) {
+    const PlanItem* found = nullptr;
+    for (const PlanItem& it : e.estimator().plan().items)
+      if (it.name_view() == name) found = &it;
+    return found;
+  };
+  const Evaluation windowed = olmo3(4096, "", true);
+  const PlanItem* mask = item(windowed, "activations.sdpa_masks");
+  ASSERT_NE(mask, nullptr);
+  EXPECT_EQ(mask->bytes(), 16'777'216u);
+  EXPECT_EQ(mask->lifetime, MEMPLAN_LIFETIME_ACTIVATION);
+  const Evaluation unwindowed = olmo3(4096, "", true, false);
+  EXPECT_EQ(windowed.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS) -
+                unwindowed.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS),
+            1'602'027'536u - 1'568'473'104u);
+  EXPECT_EQ(item(unwindowed, "activations.sdpa_masks"), nullptr);
+  const Evaluation short_row = olmo3(4095, "", true);
+  EXPECT_EQ(item(short_row, "activations.sdpa_masks"), nullptr);
+  EXPECT_EQ(short_row.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS),
+            olmo3(4095, "", true, false).item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS));
+
+  const Evaluation saved = olmo3(4096, "", false);
+  const PlanItem* bias = item(saved, "activations.window_bias");
+  ASSERT_NE(bias, nullptr);
+  EXPECT_EQ(bias->count, 24u);
+  EXPECT_EQ(bias->bytes(), 24u * 33'554'432u);
+  EXPECT_EQ(item(saved, "activations.sdpa_masks")->lifetime, MEMPLAN_LIFETIME_TRANSIENT_FORWARD);
+
+  const Evaluation padded = olmo3(4096, "padding_mask = true\n", false);
+  EXPECT_EQ(item(padded, "activations.sdpa_masks")->bytes(), 2u * 16'777'216u);
+  EXPECT_EQ(item(padded, "activations.window_bias"), nullptr);
+  // flash_attention_2 takes no mask (and transformers before 4.53 built none per layer): mask_bias_per_layer false.
+  EXPECT_EQ(item(olmo3(4096, "mask_bias_per_layer = false\n", false), "activations.sdpa_masks"), nullptr);
+}
+
 // Gradient checkpointing turns use_cache off (transformers: "`use_cache=True`
 // is incompatible with gradient checkpointing"): no cache under recompute.
 // Without a held output the cache lives until the loop drops the output after

@@ -132,9 +132,11 @@ constexpr std::array<memplan_option_spec, 23> kOptions{{
      "(fixed length, packing) and the mask is None. SDPA only: flash_attention_2 unpads the batch (leave it false)",
      "false"},
     {"mask_bias_per_layer", MEMPLAN_OPTION_BOOL,
-     "eager layers with padding_mask: the model hands SDPA a boolean mask, which every attention call converts into "
-     "a b x s x s bias in the activations' dtype and keeps for backward (transformers >= 4.53's masking_utils; the "
-     "hf-transformers profile sets it from 4.53)",
+     "eager layers under SDPA: where attention needs a mask (padding_mask; or, without padding, the model's "
+     "windowed layers once seq_len reaches sliding_window) the model builds a b x s x s boolean mask per kind of "
+     "layer, which every attention call converts into a b x s x s bias in the activations' dtype and keeps for "
+     "backward (transformers >= 4.53's masking_utils; the hf-transformers profile sets it from 4.53). "
+     "flash_attention_2 takes no mask: set it false for those runs",
      "false"},
     {"use_cache", MEMPLAN_OPTION_BOOL,
      "eager layers of a decoder: the forward fills a KV cache (Hugging Face use_cache, on by default in decoder "
@@ -172,7 +174,7 @@ constexpr std::array<LossMode, 13> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.19.0",
+      "megatron", "1.20.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -439,12 +441,30 @@ class MegatronActivations {
         add_outside(ctx, names_.kv_cache, cache, memplan::sdk::Lifetime::transient_forward);
     }
 
-    // One layer is recomputed at a time: the largest of the stage's kinds.
+    // SDPA's masks (sdpa_masks_of): the boolean masks, kept by the checkpointed layers' arguments through
+    // backward when layers are recomputed, else freed when the forward returns (measured: the padded
+    // H100 snapshot frees its mask after the last layer's forward; the OLMo 3 one, recomputed, holds it at
+    // the loss's backward); the windowed layers' biases, saved by SDPA like the layer's other tensors.
+    const SdpaMasks masks = sdpa_masks_of(facts.first_layer, stage_layers, workload.seq_len);
+    const double mask_elements = shape.batch * shape.seq * shape.seq * static_cast<double>(inflight) / context;
+    const bool recomputed = settings.recompute == RecomputePolicy::full || settings.recompute == RecomputePolicy::per_op;
+    add_outside(ctx, names_.sdpa_masks, masks.kinds * mask_elements,
+                recomputed ? memplan::sdk::Lifetime::activation : memplan::sdk::Lifetime::transient_forward);
+    const double window_bias = masks.windowed_biased > 0 ? mask_elements * factor * settings.bytes : 0;
+    if (window_bias > 0 && !recomputed)
+      memplan::support::add_bytes(ctx, {.name = names_.window_bias,
+                                        .role = memplan::sdk::Role::activations,
+                                        .lifetime = memplan::sdk::Lifetime::activation,
+                                        .count = static_cast<uint32_t>(masks.windowed_biased),
+                                        .bytes = window_bias});
+
+    // One layer is recomputed at a time: the largest of the stage's kinds (a windowed layer's with its bias).
     double working_set = memplan::plugins::recompute_working_set(shape, settings) / context;
     if (dense_layers > 0) {
       const double dense_set = memplan::plugins::recompute_working_set(dense, settings) / context;
       working_set = routed_layers > 0 ? std::max(working_set, dense_set) : dense_set;
     }
+    if (working_set > 0 && recomputed) working_set += window_bias / factor;
     // On the GPU, with offload too: the layer is recomputed where it runs, and torchtune offloads in forward
     // only (full_finetune_single_device.py @ 1814feb17: backward runs outside activations_handling_ctx).
     if (working_set > 0) add_bytes(ctx, names_.recompute, working_set, memplan::sdk::Lifetime::transient_backward);
@@ -759,6 +779,8 @@ class MegatronActivations {
           loss_backward(options.intern("activations.loss_backward")),
           tied_gradient(options.intern("activations.tied_embedding_gradient")),
           kv_cache(options.intern("activations.kv_cache")),
+          sdpa_masks(options.intern("activations.sdpa_masks")),
+          window_bias(options.intern("activations.window_bias")),
           rope_cache(options.intern("rope_cache")),
           causal_mask(options.intern("causal_mask")),
           expanded_causal_mask(options.intern("activations.causal_mask")),
@@ -772,7 +794,8 @@ class MegatronActivations {
           ring_backward(options.intern("context_parallel.ring_backward")),
           kept_layer_inputs(options.intern("activations.kept_layer_inputs")) {}
     memplan::sdk::Name stored, offload_window, recompute, dequantized_weight, embedding_dropout, final_norm, logits,
-        held_output, cross_entropy, loss_forward, loss_backward, tied_gradient, kv_cache, rope_cache, causal_mask,
+        held_output, cross_entropy, loss_forward, loss_backward, tied_gradient, kv_cache, sdpa_masks, window_bias,
+        rope_cache, causal_mask,
         expanded_causal_mask, recompute_casts, pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads,
         pipeline_kept_outputs, pipeline_merged_outputs, ring_forward, ring_backward, kept_layer_inputs;
   };
@@ -897,6 +920,35 @@ class MegatronActivations {
   // recomputed (transformers turns use_cache off under gradient checkpointing: modeling_llama.py,
   // LlamaModel.forward, "`use_cache=True` is incompatible with gradient checkpointing"). Multi-head latent
   // attention's cache (K at the q/k head width, V at v_head_dim, beside the latent terms) is left out.
+  // The boolean attention masks transformers >= 4.53 builds for SDPA (mask_bias_per_layer; masking_utils.py
+  // sdpa_mask @ 5.17): none where _ignore_causal_mask_sdpa lets SDPA run is_causal, which needs no padding and,
+  // for a windowed layer, fewer keys than the window (`kv_length < local_attention_size`); else one b x s x s
+  // bool mask per kind of layer that needs one (the model's causal_mask_mapping: "full_attention",
+  // "sliding_attention"), which each SDPA call turns into a bias in the activations' dtype that it keeps for
+  // backward (torch's memory-efficient kernel saves attn_bias). With padding_mask every layer's bias is counted
+  // in its stored bytes (EagerLayer::attention_bias); without, the windowed layers' biases are counted here.
+  // Measured (validation/measured/snapshot-olmo3-7b-trainer-lora-r32-all-d0.05-gcdefault-bs1-s4096: 4,096 tokens,
+  // window 4,096): the 16,777,216-byte mask from and_mask, and a windowed layer's recomputation 33,554,432 bytes
+  // (2 s a token) above the full-attention layer's, at sdpa_attention_forward.
+  struct SdpaMasks {
+    int kinds = 0;                // boolean masks built per forward
+    int64_t windowed_biased = 0;  // windowed layers of the stage whose bias is not in their stored bytes
+  };
+  SdpaMasks sdpa_masks_of(int32_t first_layer, uint32_t stage_layers, int64_t seq_len) const {
+    SdpaMasks masks;
+    if (layer_ != LayerImplementation::eager || !flash_attention_ || !mask_bias_per_layer_) return masks;
+    const int64_t window = model_.sliding_window;
+    const int64_t every = model_.global_attention_every;
+    int64_t windowed = 0;
+    for (int64_t i = first_layer; i < first_layer + static_cast<int64_t>(stage_layers); ++i)
+      if (window > 0 && !(every > 0 && (i + 1) % every == 0)) ++windowed;
+    const int64_t global = static_cast<int64_t>(stage_layers) - windowed;
+    const bool window_masked = window > 0 && (padding_mask_ || seq_len >= window);
+    masks.kinds = (global > 0 && padding_mask_ ? 1 : 0) + (windowed > 0 && window_masked ? 1 : 0);
+    masks.windowed_biased = window_masked && !padding_mask_ ? windowed : 0;
+    return masks;
+  }
+
   bool kv_cache_counted(const ActivationSettings& settings) const {
     return use_cache_ && layer_ == LayerImplementation::eager && model_.kv_lora_rank == 0 &&
            settings.recompute == RecomputePolicy::none;
