@@ -42,7 +42,9 @@ import traceback
 # config.json shapes (architecture fields only), as published on the Hub:
 # meta-llama/Llama-3.2-1B, meta-llama/Llama-3.2-3B, meta-llama/Llama-3.1-8B,
 # Qwen/Qwen3-0.6B, allenai/Olmo-3-7B-Instruct-SFT (OLMo 2 7B's shape with q/k norms over the
-# projections, post-norms, three sliding-window layers in four; dolma2's 100,278 entries).
+# projections, post-norms, three sliding-window layers in four; dolma2's 100,278 entries),
+# google/gemma-3-12b-it's text_config (four norms a layer, per-head q/k norms, five windowed
+# layers of 1,024 tokens in six).
 # memplan's presets carry the same shapes.
 SHAPES = {
     "llama-3.2-1b": dict(arch="llama", vocab_size=128256, hidden_size=2048, intermediate_size=8192,
@@ -61,11 +63,15 @@ SHAPES = {
                      num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=32,
                      tie_word_embeddings=False, max_position_embeddings=65536, rms_norm_eps=1e-6,
                      sliding_window=4096),
+    "gemma3-12b": dict(arch="gemma3_text", vocab_size=262208, hidden_size=3840, intermediate_size=15360,
+                       num_hidden_layers=48, num_attention_heads=16, num_key_value_heads=8, head_dim=256,
+                       tie_word_embeddings=True, max_position_embeddings=131072, rms_norm_eps=1e-6,
+                       sliding_window=1024, query_pre_attn_scalar=256),
 }
 
 # transformers' config and model classes per architecture.
 CLASSES = {"llama": ("LlamaConfig", "LlamaForCausalLM"), "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
-           "olmo3": ("Olmo3Config", "Olmo3ForCausalLM")}
+           "olmo3": ("Olmo3Config", "Olmo3ForCausalLM"), "gemma3_text": ("Gemma3TextConfig", "Gemma3ForCausalLM")}
 
 # The jobs. kind "train": PEFT MetaMathQA's loop (method_comparison/MetaMathQA/run.py):
 # zero_grad (set_to_none), outputs = model(**batch, num_items_in_batch=n) kept until the
@@ -120,6 +126,13 @@ JOBS = [
     dict(name="llama-3.1-8b-trainer-lora-r16-all-d0.05-gcdefault-bs4-s2048", shape="llama-3.1-8b",
          kind="trainer", method="lora", r=16, alpha=32, dropout=0.05, targets="all-linear", batch=4, seq=2048,
          gc=True, gc_kwargs=None, bf16=True),
+    # Gemma 3 12B's text layers (2026-11-27): the Trainer with LoRA and checkpointing, and PEFT's loop
+    # without checkpointing (every windowed layer keeps its SDPA mask bias at 2,048 tokens > the window).
+    dict(name="gemma3-12b-trainer-lora-r16-all-gcdefault-bs2-s2048", shape="gemma3-12b", kind="trainer",
+         method="lora", r=16, alpha=32, targets="all-linear", batch=2, seq=2048, gc=True, gc_kwargs=None,
+         bf16=True, snapshot=True),
+    dict(name="gemma3-12b-lora-r16-all-bs1-s2048", shape="gemma3-12b", kind="train", method="lora",
+         r=16, alpha=32, targets="all-linear", batch=1, seq=2048, snapshot=True),
 ]
 
 MARKS = ["forward", "loss_ready", "backward_done", "clipped", "stepped"]
