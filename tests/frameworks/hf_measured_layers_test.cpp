@@ -128,7 +128,8 @@ TEST(HfMeasuredLayers, VersionsBeforeEnableGqaAndBooleanMasks) {
 // bytes, layer 31 (full attention) 1,568,473,104: 33,554,432 apart, SDPA's
 // bf16 bias of the mask (4,096 x 4,096 x 2). At 4,095 tokens, fewer than the
 // window, transformers skips the mask: neither is counted. Without
-// recomputation each of the 24 windowed layers keeps its bias, and the mask is
+// recomputation each of the 24 windowed layers keeps its bias
+// (`activations.windowed_attention`), and the mask is
 // freed when the forward returns (the padded 3B snapshot frees its mask after
 // the last layer's forward). A padded batch gives every layer a mask (the bias
 // in the layer's stored bytes, above) and builds one per kind: 2 x 16,777,216.
@@ -164,17 +165,59 @@ TEST(HfMeasuredLayers, WindowedLayersMaskFromTheWindowOn) {
             olmo3(4095, "", true, false).item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS));
 
   const Evaluation saved = olmo3(4096, "", false);
-  const PlanItem* bias = item(saved, "activations.window_bias");
+  const PlanItem* bias = item(saved, "activations.windowed_attention");
   ASSERT_NE(bias, nullptr);
   EXPECT_EQ(bias->count, 24u);
-  EXPECT_EQ(bias->bytes(), 24u * 33'554'432u);
+  EXPECT_EQ(bias->bytes(), 24u * 33'554'432u);  // OLMo's 32 kv heads: nothing to repeat
   EXPECT_EQ(item(saved, "activations.sdpa_masks")->lifetime, MEMPLAN_LIFETIME_TRANSIENT_FORWARD);
 
   const Evaluation padded = olmo3(4096, "padding_mask = true\n", false);
   EXPECT_EQ(item(padded, "activations.sdpa_masks")->bytes(), 2u * 16'777'216u);
-  EXPECT_EQ(item(padded, "activations.window_bias"), nullptr);
+  EXPECT_EQ(item(padded, "activations.windowed_attention"), nullptr);
   // flash_attention_2 takes no mask (and transformers before 4.53 built none per layer): mask_bias_per_layer false.
   EXPECT_EQ(item(olmo3(4096, "mask_bias_per_layer = false\n", false), "activations.sdpa_masks"), nullptr);
+}
+
+// Gemma 3 12B's text layers (h 3840, 16 heads and 8 kv heads of 256: q 4096,
+// kv 2048; five windowed layers of 1,024 tokens in six), LoRA r 16 on every
+// linear, 2,048 tokens: a windowed layer's mask rules out enable_gqa, so its
+// SDPA call repeats K and V to 16 heads (sdpa_attention.py:24 repeat_kv,
+// 2 x 8,192 bytes a token) and keeps the bias (4,096). Measured
+// (snapshot-gemma3-12b-lora-r16-all-bs1-s2048, PEFT's loop, no
+// checkpointing, the output held: K and V at the kv heads are the cache's):
+// 40 layers x 671,088,640 x 2 repeat_kv copies, and the 40 biases among SDPA's
+// allocations: 40 x (33,554,432 + 8,388,608) beyond what the full-attention
+// layers keep. The Trainer's job at 2 x 2,048 tokens with checkpointing
+// (snapshot-gemma3-12b-trainer-lora-r16-all-gcdefault-bs2-s2048): recomputing
+// a windowed layer rises 1,673,731,088 bytes, the full-attention layer 47
+// 1,623,399,440: 50,331,648 apart, 12,288 a token (the bias 4,096 and the
+// repeated copies 16,384 in place of K and V at the kv heads, 8,192).
+TEST(HfMeasuredLayers, Gemma3WindowedLayersRepeatKvUnderTheirMask) {
+  const auto gemma3 = [](const std::string& batch, const std::string& activations, const std::string& strategies) {
+    return evaluate("name = \"g\"\nmode = \"train\"\n[framework]\nuse = \"hf-transformers\"\nversion = \"5.17\"\n"
+                    "[model]\npreset = \"gemma-3-12b-text\"\n[batch]\n" + batch +
+                    "[precision]\nuse = \"bf16\"\nadapters = \"fp32\"\n[optimizer]\nuse = \"adamw\"\n"
+                    "[activations]\nuse = \"megatron\"\n" + activations +
+                    "[[strategy]]\nuse = \"lora\"\nrank = 16\nalpha = 32\ntargets = \"all-linear\"\n" + strategies);
+  };
+  const auto windowed = [](const Evaluation& e) -> uint64_t {
+    for (const PlanItem& it : e.estimator().plan().items)
+      if (it.name_view() == "activations.windowed_attention") {
+        EXPECT_EQ(it.count, 40u);
+        return it.bytes();
+      }
+    return 0;
+  };
+  const Evaluation loop = gemma3("seq_len = 2048\n", "output_held = true\n", "");
+  EXPECT_EQ(windowed(loop), 40u * (2u * 671'088'640u / 40u + 8'388'608u));
+  const std::string trainer = "autocast = true\nuse_cache = false\n";
+  const std::string recompute = "[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\n";
+  const Evaluation masked = gemma3("micro_batch = 2\nseq_len = 2048\n", trainer, recompute);
+  const Evaluation unmasked = gemma3("micro_batch = 2\nseq_len = 2048\n", trainer + "mask_bias_per_layer = false\n", recompute);
+  EXPECT_EQ(masked.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS) -
+                unmasked.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS),
+            1'673'731'088u - 1'623'399'440u);
+  EXPECT_EQ(windowed(masked), 0u);  // recomputed: only the layer in backward holds it
 }
 
 // Gradient checkpointing turns use_cache off (transformers: "`use_cache=True`

@@ -79,6 +79,7 @@ memplan_model to_abi_model(const ModelSpec& spec, double total_params) {
   model.v_head_dim = spec.latent_attention() ? spec.v_head_dim : 0;
   model.dense_layers = spec.dense_layers;
   model.shared_expert_ffn_hidden = spec.shared_expert_ffn_hidden;
+  model.layer_norms = spec.layer_norms;
   return model;
 }
 

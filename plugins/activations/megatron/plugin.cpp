@@ -444,27 +444,40 @@ class MegatronActivations {
     // SDPA's masks (sdpa_masks_of): the boolean masks, kept by the checkpointed layers' arguments through
     // backward when layers are recomputed, else freed when the forward returns (measured: the padded
     // H100 snapshot frees its mask after the last layer's forward; the OLMo 3 one, recomputed, holds it at
-    // the loss's backward); the windowed layers' biases, saved by SDPA like the layer's other tensors.
+    // the loss's backward).
     const SdpaMasks masks = sdpa_masks_of(facts.first_layer, stage_layers, workload.seq_len);
     const double mask_elements = shape.batch * shape.seq * shape.seq * static_cast<double>(inflight) / context;
     const bool recomputed = settings.recompute == RecomputePolicy::full || settings.recompute == RecomputePolicy::per_op;
     add_outside(ctx, names_.sdpa_masks, masks.kinds * mask_elements,
                 recomputed ? memplan::sdk::Lifetime::activation : memplan::sdk::Lifetime::transient_forward);
-    const double window_bias = masks.windowed_biased > 0 ? mask_elements * factor * settings.bytes : 0;
-    if (window_bias > 0 && !recomputed)
-      memplan::support::add_bytes(ctx, {.name = names_.window_bias,
-                                        .role = memplan::sdk::Role::activations,
-                                        .lifetime = memplan::sdk::Lifetime::activation,
-                                        .count = static_cast<uint32_t>(masks.windowed_biased),
-                                        .bytes = window_bias});
+    // A windowed layer that gets a mask keeps more than the stage's other layers: SDPA's bias
+    // (EagerLayer::attention_bias) and, the mask ruling out enable_gqa (transformers' use_gqa_in_sdpa), K and V
+    // repeated to every query head. Measured (snapshot-gemma3-12b-lora-r16-all-bs1-s2048, 40 windowed layers of
+    // 48): each windowed layer's repeat_kv copies, 2 x 8,192 bytes a token, and its 4,096-byte bias.
+    ActivationSettings windowed = settings;
+    windowed.eager.attention_bias = true;
+    windowed.eager.repeat_kv = model.kv_heads > 0 && model.kv_heads < model.heads;
+    if (masks.windowed_biased > 0 && !recomputed) {
+      const double extra = (memplan::plugins::stored_bytes_per_layer(shape, windowed) -
+                            memplan::plugins::stored_bytes_per_layer(shape, settings)) *
+                           static_cast<double>(inflight) * factor / context;
+      if (extra > 0)
+        memplan::support::add_bytes(ctx, {.name = names_.windowed_attention,
+                                          .role = memplan::sdk::Role::activations,
+                                          .lifetime = memplan::sdk::Lifetime::activation,
+                                          .device = stored_device,
+                                          .count = static_cast<uint32_t>(masks.windowed_biased),
+                                          .bytes = extra});
+    }
 
-    // One layer is recomputed at a time: the largest of the stage's kinds (a windowed layer's with its bias).
+    // One layer is recomputed at a time: the largest of the stage's kinds (a windowed layer with its mask).
     double working_set = memplan::plugins::recompute_working_set(shape, settings) / context;
+    if (masks.windowed_biased > 0)
+      working_set = std::max(working_set, memplan::plugins::recompute_working_set(shape, windowed) / context);
     if (dense_layers > 0) {
       const double dense_set = memplan::plugins::recompute_working_set(dense, settings) / context;
       working_set = routed_layers > 0 ? std::max(working_set, dense_set) : dense_set;
     }
-    if (working_set > 0 && recomputed) working_set += window_bias / factor;
     // On the GPU, with offload too: the layer is recomputed where it runs, and torchtune offloads in forward
     // only (full_finetune_single_device.py @ 1814feb17: backward runs outside activations_handling_ctx).
     if (working_set > 0) add_bytes(ctx, names_.recompute, working_set, memplan::sdk::Lifetime::transient_backward);
@@ -780,7 +793,7 @@ class MegatronActivations {
           tied_gradient(options.intern("activations.tied_embedding_gradient")),
           kv_cache(options.intern("activations.kv_cache")),
           sdpa_masks(options.intern("activations.sdpa_masks")),
-          window_bias(options.intern("activations.window_bias")),
+          windowed_attention(options.intern("activations.windowed_attention")),
           rope_cache(options.intern("rope_cache")),
           causal_mask(options.intern("causal_mask")),
           expanded_causal_mask(options.intern("activations.causal_mask")),
@@ -794,7 +807,7 @@ class MegatronActivations {
           ring_backward(options.intern("context_parallel.ring_backward")),
           kept_layer_inputs(options.intern("activations.kept_layer_inputs")) {}
     memplan::sdk::Name stored, offload_window, recompute, dequantized_weight, embedding_dropout, final_norm, logits,
-        held_output, cross_entropy, loss_forward, loss_backward, tied_gradient, kv_cache, sdpa_masks, window_bias,
+        held_output, cross_entropy, loss_forward, loss_backward, tied_gradient, kv_cache, sdpa_masks, windowed_attention,
         rope_cache, causal_mask,
         expanded_causal_mask, recompute_casts, pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads,
         pipeline_kept_outputs, pipeline_merged_outputs, ring_forward, ring_backward, kept_layer_inputs;
@@ -925,14 +938,14 @@ class MegatronActivations {
   // for a windowed layer, fewer keys than the window (`kv_length < local_attention_size`); else one b x s x s
   // bool mask per kind of layer that needs one (the model's causal_mask_mapping: "full_attention",
   // "sliding_attention"), which each SDPA call turns into a bias in the activations' dtype that it keeps for
-  // backward (torch's memory-efficient kernel saves attn_bias). With padding_mask every layer's bias is counted
-  // in its stored bytes (EagerLayer::attention_bias); without, the windowed layers' biases are counted here.
+  // backward (torch's memory-efficient kernel saves attn_bias). With padding_mask every layer's bias (and K and V
+  // repeated) is counted in its stored bytes (EagerLayer::attention_bias); without, the windowed layers' apart.
   // Measured (validation/measured/snapshot-olmo3-7b-trainer-lora-r32-all-d0.05-gcdefault-bs1-s4096: 4,096 tokens,
   // window 4,096): the 16,777,216-byte mask from and_mask, and a windowed layer's recomputation 33,554,432 bytes
   // (2 s a token) above the full-attention layer's, at sdpa_attention_forward.
   struct SdpaMasks {
     int kinds = 0;                // boolean masks built per forward
-    int64_t windowed_biased = 0;  // windowed layers of the stage whose bias is not in their stored bytes
+    int64_t windowed_biased = 0;  // windowed layers of the stage that get a mask their stored bytes do not count
   };
   SdpaMasks sdpa_masks_of(int32_t first_layer, uint32_t stage_layers, int64_t seq_len) const {
     SdpaMasks masks;
@@ -972,6 +985,7 @@ class MegatronActivations {
     eager.attention_bias = padding_mask_ && mask_bias_per_layer_;
     // From the model, not from the norms' sizes, which sharding plugins (phase 500) have already divided.
     eager.rms_norm = model.layer_norm == 0;
+    if (model.layer_norms > 0) eager.layer_norms = static_cast<double>(model.layer_norms);
     bool any_attention = false, any_mlp = false, any_norm = false, any_adapter = false;
     eager.norms_trainable = eager.attention_trainable = eager.output_trainable = false;
     eager.mlp_trainable = eager.down_trainable = false;

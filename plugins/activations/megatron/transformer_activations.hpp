@@ -64,6 +64,10 @@ enum class LayerImplementation {
 // tools/autograd/gen_variable_type.py, guard_for; derivatives.yaml).
 struct EagerLayer {
   bool rms_norm = true;              // RMSNorm upcasts its input to fp32; LayerNorm keeps its input and mean/rstd
+  // Norms of width h per layer: 2, or 4 where each block also has a norm after it (Gemma 2 and 3's
+  // post_attention_layernorm and post_feedforward_layernorm, which read the block's output): each keeps what a
+  // norm keeps; only the two before the blocks feed projections.
+  double layer_norms = 2;
   bool norms_trainable = true;
   bool attention_trainable = true;   // q, k, v projections
   bool output_trainable = true;      // o projection
@@ -232,10 +236,10 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
   const double attention_copies = autocast && !x.latent() ? 3 : 1;
   const double mlp_copies = autocast && x.gated ? 2 : 1;
   LayerActivations terms;
-  // Two norms, the norm outputs the trained projections keep, the residual dropout masks, and the adapters.
+  // The norms, the norm outputs the trained projections keep, the residual dropout masks, and the adapters.
   const bool attention_input = e.attention_trainable || e.packed_inputs_kept || e.kernel_qkv;
   const bool mlp_input = mlp_input_kept(e);
-  terms.replicated = sb * (2 * norm + (attention_input ? attention_copies * p * x.hidden : 0) +
+  terms.replicated = sb * (e.layer_norms * norm + (attention_input ? attention_copies * p * x.hidden : 0) +
                            (mlp_input ? mlp_copies * p * x.hidden : 0) + 2 * mask * x.hidden);
   if (e.adapter_rank > 0) {
     // PEFT casts each adapted layer's input to its adapters' dtype (peft src/peft/tuners/lora/layer.py @ d787f51b,

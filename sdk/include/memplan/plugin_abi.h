@@ -331,6 +331,8 @@ typedef struct memplan_model {
   int64_t v_head_dim;
   int64_t dense_layers;             /* MoE: the first dense_layers layers have a dense MLP of ffn_hidden */
   int64_t shared_expert_ffn_hidden; /* MoE: width of the shared expert(s) every token passes; 0: none */
+  int64_t layer_norms; /* norms of width hidden per layer (2; Gemma 2 and 3: 4, before and after each block).
+                          Added after the first landing of ABI 1.3: a smaller struct_size means 0, read as 2 */
 } memplan_model;
 
 /* What the scenario runs: mode, batch and hardware. */
