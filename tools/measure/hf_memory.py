@@ -44,7 +44,9 @@ import traceback
 # Qwen/Qwen3-0.6B, allenai/Olmo-3-7B-Instruct-SFT (OLMo 2 7B's shape with q/k norms over the
 # projections, post-norms, three sliding-window layers in four; dolma2's 100,278 entries),
 # google/gemma-3-12b-it's text_config (four norms a layer, per-head q/k norms, five windowed
-# layers of 1,024 tokens in six).
+# layers of 1,024 tokens in six), google/gemma-2-9b (four norms a layer, every other layer windowed
+# to 4,096 tokens, attention and final logits soft-capped: its eager attention is the one that
+# applies the cap).
 # memplan's presets carry the same shapes.
 SHAPES = {
     "llama-3.2-1b": dict(arch="llama", vocab_size=128256, hidden_size=2048, intermediate_size=8192,
@@ -67,11 +69,17 @@ SHAPES = {
                        num_hidden_layers=48, num_attention_heads=16, num_key_value_heads=8, head_dim=256,
                        tie_word_embeddings=True, max_position_embeddings=131072, rms_norm_eps=1e-6,
                        sliding_window=1024, query_pre_attn_scalar=256),
+    "gemma2-9b": dict(arch="gemma2", vocab_size=256000, hidden_size=3584, intermediate_size=14336,
+                      num_hidden_layers=42, num_attention_heads=16, num_key_value_heads=8, head_dim=256,
+                      tie_word_embeddings=True, max_position_embeddings=8192, rms_norm_eps=1e-6,
+                      sliding_window=4096, query_pre_attn_scalar=256, attn_logit_softcapping=50.0,
+                      final_logit_softcapping=30.0),
 }
 
 # transformers' config and model classes per architecture.
 CLASSES = {"llama": ("LlamaConfig", "LlamaForCausalLM"), "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
-           "olmo3": ("Olmo3Config", "Olmo3ForCausalLM"), "gemma3_text": ("Gemma3TextConfig", "Gemma3ForCausalLM")}
+           "olmo3": ("Olmo3Config", "Olmo3ForCausalLM"), "gemma3_text": ("Gemma3TextConfig", "Gemma3ForCausalLM"),
+           "gemma2": ("Gemma2Config", "Gemma2ForCausalLM")}
 
 # The jobs. kind "train": PEFT MetaMathQA's loop (method_comparison/MetaMathQA/run.py):
 # zero_grad (set_to_none), outputs = model(**batch, num_items_in_batch=n) kept until the
@@ -133,6 +141,15 @@ JOBS = [
          bf16=True, snapshot=True),
     dict(name="gemma3-12b-lora-r16-all-bs1-s2048", shape="gemma3-12b", kind="train", method="lora",
          r=16, alpha=32, targets="all-linear", batch=1, seq=2048, snapshot=True),
+    # Gemma 2 9B under the Trainer with LoRA and checkpointing, eager attention (the soft-capping path
+    # its model card asks for), one 4,096-token row; and the 3B Trainer job run for 20 steps, to see
+    # whether its reserve still grows after the third.
+    dict(name="gemma2-9b-trainer-lora-r16-all-gcdefault-eager-bs1-s4096", shape="gemma2-9b", kind="trainer",
+         method="lora", r=16, alpha=32, targets="all-linear", batch=1, seq=4096, gc=True, gc_kwargs=None,
+         bf16=True, attn="eager", snapshot=True),
+    dict(name="llama-3.2-3b-trainer-lora-r16-all-gcdefault-bs8-s2048-20steps", shape="llama-3.2-3b",
+         kind="trainer", method="lora", r=16, alpha=32, targets="all-linear", batch=8, seq=2048, gc=True,
+         gc_kwargs=None, bf16=True, steps=20),
 ]
 
 MARKS = ["forward", "loss_ready", "backward_done", "clipped", "stepped"]
@@ -393,7 +410,7 @@ def trainer(job, model, out_dir, rec):
     # gc_kwargs absent: non-reentrant, as this script's first trainer job ran; None: the Trainer's default.
     gc_kwargs = job.get("gc_kwargs", {"use_reentrant": False}) if job.get("gc") else None
     args = transformers.TrainingArguments(
-        output_dir="/tmp/memplan-trainer", per_device_train_batch_size=job["batch"], max_steps=3,
+        output_dir="/tmp/memplan-trainer", per_device_train_batch_size=job["batch"], max_steps=job.get("steps", 3),
         bf16=bool(job.get("bf16")), gradient_checkpointing=bool(job.get("gc")), logging_steps=1,
         gradient_checkpointing_kwargs=gc_kwargs,
         save_strategy="no", report_to=[], dataloader_num_workers=0, disable_tqdm=True)
