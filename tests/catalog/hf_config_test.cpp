@@ -419,6 +419,17 @@ TEST(HfConfig, Gemma2) {
                                .model;
   EXPECT_EQ(global.sliding_window, 0);
   EXPECT_EQ(global.global_attention_every, 0);
+  // Soft-capping: the config's 50.0 and 30.0; absent, Gemma2Config's defaults (the same); null, none.
+  EXPECT_EQ(gemma.attn_logit_softcapping, 50.0);
+  EXPECT_EQ(gemma.final_logit_softcapping, 30.0);
+  const auto capped = [&](const std::string& from, const std::string& to) {
+    return ConfigFile(replaced(text, from, to)).evaluation().estimator().scenario().model;
+  };
+  EXPECT_EQ(capped("\"final_logit_softcapping\": 30.0,", "").final_logit_softcapping, 30.0);
+  EXPECT_EQ(capped("\"final_logit_softcapping\": 30.0,", "\"final_logit_softcapping\": null,").final_logit_softcapping,
+            0.0);
+  EXPECT_EQ(capped("\"attn_logit_softcapping\": 50.0,", "\"attn_logit_softcapping\": null,").attn_logit_softcapping,
+            0.0);
   // layer_types (newer transformers write it): Gemma 2's alternation is read,
   // another pattern is an error naming the first layer that differs (the
   // rule read_layer_types applies to gpt-oss too).

@@ -190,13 +190,17 @@ TEST(ModelKeys, Errors) {
             "s.toml:4:14: error: in [model], 'type_vocab' must be zero or positive");
   EXPECT_EQ(error_of(with("pooler = 1"), "s.toml"),
             "s.toml:4:10: error: in [model], 'pooler' must be a boolean (true or false), not an integer");
+  EXPECT_EQ(error_of(with("final_logit_softcapping = -30.0"), "s.toml"),
+            "s.toml:4:27: error: in [model], 'final_logit_softcapping' must be zero (no soft-capping) or a positive "
+            "cap up to 1e6");
   EXPECT_EQ(error_of(with("final_nrom = false"), "s.toml"),
             "s.toml:4:1: error: unknown key 'final_nrom' in [model]. Did you mean 'final_norm'? Accepted keys: "
             "params, layers, hidden, heads, kv_heads, head_dim, ffn_hidden, vocab, mlp, norm, tied_embeddings, "
             "qkv_bias, output_bias, mlp_bias, position_embeddings, type_vocab, embedding_norm, final_norm, pooler, "
             "output_head, moe, sliding_window, global_attention_every, max_context, qk_norm, layer_norms, "
             "shared_expert_ffn_hidden, shared_expert_gate, dense_layers, attention_sinks, router_bias, expert_bias, "
-            "q_lora_rank, kv_lora_rank, qk_rope_head_dim, v_head_dim, mtp_layers, preset, hf_config.");
+            "q_lora_rank, kv_lora_rank, qk_rope_head_dim, v_head_dim, mtp_layers, attn_logit_softcapping, "
+            "final_logit_softcapping, preset, hf_config.");
 }
 
 }  // namespace

@@ -220,6 +220,45 @@ TEST(HfMeasuredLayers, Gemma3WindowedLayersRepeatKvUnderTheirMask) {
   EXPECT_EQ(windowed(masked), 0u);  // recomputed: only the layer in backward holds it
 }
 
+// Gemma 2 9B (16 heads, vocabulary 256,000, soft-capping 50 and 30) under
+// the Trainer with LoRA on every linear, gradient checkpointing and eager
+// attention (its model card's), one 4,096-token row
+// (snapshot-gemma2-9b-trainer-lora-r16-all-gcdefault-eager-bs1-s4096):
+// - the logits' capping keeps tanh's bf16 output from the head's forward to
+//   its backward: 2,097,152,000 bytes (4,096 x 256,000 x 2) from
+//   modeling_gemma2.py alive at the loss's backward;
+// - the scores' capping keeps tanh's bf16 scores in the recomputed layer:
+//   16 x 4,096 x 4,096 x 2 = 536,870,912 bytes (the layer's recomputation rose
+//   3,577,128,960 bytes; memplan's working set 3,574,530,048 with it);
+// - eager attention's float masks, full and windowed: 2 x 33,554,432 bytes
+//   (4,096^2 x 2) from masking_utils' eager_mask, alive at the loss's backward.
+TEST(HfMeasuredLayers, Gemma2SoftCappingAndEagerMasks) {
+  const auto gemma2 = [](const std::string& model) {
+    return evaluate("name = \"g\"\nmode = \"train\"\n[framework]\nuse = \"hf-transformers\"\nversion = \"5.17\"\n"
+                    "[model]\npreset = \"gemma-2-9b\"\n" + model +
+                    "[batch]\nseq_len = 4096\n[precision]\nuse = \"bf16\"\nadapters = \"fp32\"\n[optimizer]\nuse = "
+                    "\"adamw\"\n[activations]\nuse = \"megatron\"\nautocast = true\nflash_attention = false\n"
+                    "use_cache = false\n[[strategy]]\nuse = \"lora\"\nrank = 16\nalpha = 32\ntargets = \"all-linear\"\n"
+                    "[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\n");
+  };
+  const Evaluation capped = gemma2("");
+  uint64_t softcap = 0, masks = 0;
+  for (const PlanItem& it : capped.estimator().plan().items) {
+    if (it.name_view() == "activations.logit_softcap") {
+      EXPECT_EQ(it.bytes(), 2'097'152'000u);
+      softcap += 1;
+    }
+    if (it.name_view() == "activations.sdpa_masks") masks += it.bytes();
+  }
+  EXPECT_EQ(softcap, 2u);  // at the forward's end and at the loss's moment in backward
+  EXPECT_EQ(masks, 2u * 33'554'432u);
+  const Evaluation uncapped = gemma2("attn_logit_softcapping = 0\nfinal_logit_softcapping = 0\n");
+  EXPECT_EQ(capped.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS) -
+                uncapped.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS),
+            16ull * 4096 * 4096 * 2);
+  EXPECT_EQ(uncapped.item_bytes("activations.logit_softcap", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+}
+
 // Gradient checkpointing turns use_cache off (transformers: "`use_cache=True`
 // is incompatible with gradient checkpointing"): no cache under recompute.
 // Without a held output the cache lives until the loop drops the output after

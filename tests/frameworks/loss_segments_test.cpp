@@ -120,6 +120,27 @@ TEST(LossSegments, UpcastInLoss) {
   EXPECT_DOUBLE_EQ(settled(CrossEntropy::upcast_in_loss, 4, false), 12);
 }
 
+// Gemma 2's soft-capped logits (final_logit_softcapping), upcast_in_loss,
+// p = 2, the output dropped (the Trainer): forward the head's L [s1], the
+// division L [s2], s1 freed, tanh's L -> s1 (saved), s2 freed, the product L
+// -> s2 (the logits), copy F [s3], log-softmax F [s4], the copy and the
+// product freed (s3, s2); backward nll's F -> s3, log_softmax's F: s2 is too
+// small -> new s5; s3, s4 freed; the cast back L -> s2; then the product's
+// gradient L splits s3, tanh's L and the division's L take the L blocks freed
+// before them: 2L + 3F = 16 (alive at most L + 3F = 14: tanh's saved output
+// beside the loss's three F), 2 more than without the capping. With the
+// output held, the uncapped path's L + 4F (UpcastInLoss) and tanh's L in a
+// block of its own: 2L + 4F = 20.
+TEST(LossSegments, SoftCappedLogits) {
+  constexpr double kElements = 1024.0 * 1024 * 1024;
+  const auto capped = [&](bool held) {
+    return plugins::loss_segments(plugins::CrossEntropy::upcast_in_loss, 2, held, kElements, kElements, true) /
+           kElements;
+  };
+  EXPECT_DOUBLE_EQ(capped(false), 16);
+  EXPECT_DOUBLE_EQ(capped(true), 20);
+}
+
 // transformers <= 4.45 (the model upcasts and the loss copies the shifted
 // logits), p = 2: the head's L [s1] is freed once upcast to the returned F
 // [s2]; shifted copy F [s3]; log-softmax F [s4]; the copy freed (s3);

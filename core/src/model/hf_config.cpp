@@ -91,6 +91,14 @@ class ConfigReader {
     missing(key, meaning);
   }
 
+  // A number >= 0 (integer or float), or absent (null too).
+  std::optional<double> non_negative_number(std::string_view key) const {
+    const json* value = find(key);
+    if (value == nullptr) return std::nullopt;
+    if (!value->is_number() || !(value->get<double>() >= 0)) mistyped(key, "a number >= 0", *value);
+    return value->get<double>();
+  }
+
   std::optional<bool> boolean(std::string_view key) const {
     const json* value = find(key);
     if (value == nullptr) return std::nullopt;
@@ -294,6 +302,8 @@ void read_llama_family(const ConfigReader& config, const std::string& type, Mode
 // sliding_window_pattern-th layer is global, the others windowed.
 // `multimodal` (gemma3's text_config) takes Gemma3TextConfig's defaults for
 // the fields such a text_config may leave out.
+void read_softcapping(const ConfigReader& config, ModelSpec& spec, double attention_default, double final_default);
+
 void read_gemma3(const ConfigReader& config, ModelSpec& spec, bool multimodal) {
   auto sized = [&](std::string_view key, std::string_view meaning, int64_t fallback) {
     return multimodal ? config.positive(key).value_or(fallback) : config.required(key, meaning);
@@ -320,10 +330,22 @@ void read_gemma3(const ConfigReader& config, ModelSpec& spec, bool multimodal) {
     spec.sliding_window = *window;
     spec.global_attention_every = config.positive("sliding_window_pattern").value_or(6);
   }
+  read_softcapping(config, spec, 0, 0);
 }
 
 // transformers' layer_types in memplan's terms (defined below, with gpt-oss).
 void read_layer_types(const ConfigReader& config, ModelSpec& spec);
+
+// Soft-capping of the attention scores and of the logits (Gemma2Config: 50.0 and 30.0 when absent; Gemma 3's
+// configs: null, none): absent takes the class's default, null none.
+void read_softcapping(const ConfigReader& config, ModelSpec& spec, double attention_default, double final_default) {
+  spec.attn_logit_softcapping = config.present("attn_logit_softcapping")
+                                    ? config.non_negative_number("attn_logit_softcapping").value_or(0)
+                                    : attention_default;
+  spec.final_logit_softcapping = config.present("final_logit_softcapping")
+                                     ? config.non_negative_number("final_logit_softcapping").value_or(0)
+                                     : final_default;
+}
 
 // Gemma (GemmaForCausalLM) and Gemma 2 (Gemma2ForCausalLM), transformers'
 // modeling_gemma.py / modeling_gemma2.py: RMSNorm decoders with a gated GELU MLP
@@ -333,8 +355,9 @@ void read_layer_types(const ConfigReader& config, ModelSpec& spec);
 // 4 (input, post-attention, pre- and post-feedforward) and alternates windowed
 // and global layers: Gemma2DecoderLayer's is_sliding = not bool(layer_idx % 2),
 // so layer i is global when (i + 1) % 2 == 0 (global_attention_every = 2).
-// Gemma 2's logit soft-capping and query_pre_attn_scalar are scalars, not
-// weights.
+// Gemma 2's logit soft-capping (attn_logit_softcapping, final_logit_softcapping)
+// and query_pre_attn_scalar are scalars, not weights; the soft-capping changes
+// what training keeps.
 void read_gemma(const ConfigReader& config, ModelSpec& spec, bool gemma2) {
   // GemmaConfig and Gemma2Config default num_key_value_heads to the default model's (16, 4), not to the heads.
   read_gated_decoder(config, spec, {.kv_heads_required = true, .head_dim = 256, .tied = true});
@@ -342,6 +365,7 @@ void read_gemma(const ConfigReader& config, ModelSpec& spec, bool gemma2) {
   config.string("hidden_activation");
   if (!gemma2) return;
   spec.layer_norms = 4;
+  read_softcapping(config, spec, 50.0, 30.0);
   // Absent: Gemma2Config's default window of 4096 tokens; null: none.
   const int64_t window =
       config.present("sliding_window") ? config.positive("sliding_window").value_or(0) : 4096;

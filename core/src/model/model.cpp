@@ -80,6 +80,8 @@ memplan_model to_abi_model(const ModelSpec& spec, double total_params) {
   model.dense_layers = spec.dense_layers;
   model.shared_expert_ffn_hidden = spec.shared_expert_ffn_hidden;
   model.layer_norms = spec.layer_norms;
+  model.attn_logit_softcapping = spec.attn_logit_softcapping;
+  model.final_logit_softcapping = spec.final_logit_softcapping;
   return model;
 }
 

@@ -60,6 +60,12 @@ void read_model_keys(const TomlReader& reader, const toml::table& table, ModelSp
   non_negative("qk_rope_head_dim", "no latent attention", spec.qk_rope_head_dim);
   non_negative("v_head_dim", "no latent attention", spec.v_head_dim);
   if (auto v = reader.boolean("attention_sinks")) spec.attention_sinks = *v;
+  for (auto [key, field] : {std::pair{"attn_logit_softcapping", &spec.attn_logit_softcapping},
+                            std::pair{"final_logit_softcapping", &spec.final_logit_softcapping}})
+    if (auto v = reader.number(key)) {
+      if (!(*v >= 0) || *v > 1e6) reader.fail_key(key, "must be zero (no soft-capping) or a positive cap up to 1e6");
+      *field = *v;
+    }
   if (auto v = reader.boolean("expert_bias")) spec.expert_bias = *v;
   if (const toml::node* moe = table.get("moe")) {
     if (!moe->is_table()) reader.fail_key("moe", "must be a table ([model.moe])");

@@ -26,6 +26,12 @@
 //   upcast_shift_copy (<= 4.45, LlamaForCausalLM.forward: logits.float() in
 //     the model, the shifted copy and CrossEntropyLoss there): the head's
 //     output p freed once upcast; the model returns the fp32 logits
+// With the logits soft-capped (Gemma 2's final_logit_softcapping: the model
+// computes cap x tanh(head / cap) before returning them): in forward the head's
+// output p, the division p (the head's output freed), tanh's p (saved), the
+// product p (the logits the loss reads; the division freed); in backward,
+// after the loss's gradient of the logits, the product's p, tanh's p (its
+// saved output freed) and the division's p, each freeing the one before.
 // The returned logits (p, or 4 for upcast_shift_copy) are freed when the
 // loop drops the output: after the loss when it does not hold it (the
 // Trainer's compute_loss returns the loss only), else when the next
@@ -66,7 +72,7 @@ inline bool loss_order_known(CrossEntropy mode) {
 // known, or `out` is too small).
 template <size_t N>
 size_t loss_path_requests(CrossEntropy mode, double p, bool output_held, int steps, double elements, double shifted,
-                          std::array<support::AllocatorRequest, N>& out) {
+                          std::array<support::AllocatorRequest, N>& out, bool softcap = false) {
   using Request = support::AllocatorRequest;
   if (!loss_order_known(mode)) return 0;
   size_t count = 0;
@@ -89,17 +95,33 @@ size_t loss_path_requests(CrossEntropy mode, double p, bool output_held, int ste
   const auto release = [&](uint32_t id) { push(Request::Kind::free, id, 0); };
   const bool cast = p < 4;  // .float() of fp32 logits returns them: no copy, no cast back
   const bool model_upcasts = mode == CrossEntropy::upcast_shift_copy;
-  enum Tensor : uint32_t { head, returned, upcast, shift, log_softmax, nll_grad, softmax_grad, slice_grad, cast_grad };
-  constexpr uint32_t kTensors = 9;
+  enum Tensor : uint32_t {
+    head, returned, upcast, shift, log_softmax, nll_grad, softmax_grad, slice_grad, cast_grad,
+    capped, divided, tanh_out, product_grad, tanh_grad, divided_grad
+  };
+  constexpr uint32_t kTensors = 15;
   for (int step = 0; step < steps; ++step) {
     const auto id = [&](Tensor tensor, int at) { return static_cast<uint32_t>(at) * kTensors + tensor; };
+    // The head's output in p: with soft-capping, the product of the capping chain (tanh's output saved).
+    const auto head_output = [&](Tensor as) {
+      if (!softcap) {
+        allocate(id(as, step), p);
+        return;
+      }
+      allocate(id(capped, step), p);
+      allocate(id(divided, step), p);
+      release(id(capped, step));
+      allocate(id(tanh_out, step), p);
+      release(id(divided, step));
+      allocate(id(as, step), p);
+    };
     // Forward: the returned logits, then the loss's own copies.
     if (model_upcasts && cast) {
-      allocate(id(head, step), p);
+      head_output(head);
       allocate(id(returned, step), 4);
       release(id(head, step));
     } else {
-      allocate(id(returned, step), p);
+      head_output(returned);
       if (!model_upcasts && cast) allocate(id(upcast, step), 4);
     }
     if (shifted_path) allocate_derived(id(shift, step), 4);
@@ -127,6 +149,16 @@ size_t loss_path_requests(CrossEntropy mode, double p, bool output_held, int ste
       release(last);
       last = id(cast_grad, step);
     }
+    if (softcap) {
+      allocate(id(product_grad, step), p);
+      release(last);
+      allocate(id(tanh_grad, step), p);
+      release(id(product_grad, step));
+      release(id(tanh_out, step));
+      allocate(id(divided_grad, step), p);
+      release(id(tanh_grad, step));
+      last = id(divided_grad, step);
+    }
     release(last);
   }
   return overflow ? 0 : count;
@@ -137,9 +169,10 @@ size_t loss_path_requests(CrossEntropy mode, double p, bool output_held, int ste
 // where the order is not known or the replay cannot take it (a request of
 // 1 MiB or less: the small pool). Four steps are replayed: every sequence
 // above settles from its second.
-inline double loss_segments(CrossEntropy mode, double p, bool output_held, double elements, double shifted) {
-  std::array<support::AllocatorRequest, 72> requests{};
-  const size_t count = loss_path_requests(mode, p, output_held, 4, elements, shifted, requests);
+inline double loss_segments(CrossEntropy mode, double p, bool output_held, double elements, double shifted,
+                            bool softcap = false) {
+  std::array<support::AllocatorRequest, 128> requests{};
+  const size_t count = loss_path_requests(mode, p, output_held, 4, elements, shifted, requests, softcap);
   if (count == 0) return 0;
   const support::AllocatorReplay replay =
       support::replay_caching_allocator(std::span<const support::AllocatorRequest>(requests.data(), count));

@@ -319,6 +319,7 @@ class MegatronActivations {
                          : policy == "op"        ? RecomputePolicy::per_op
                                                  : RecomputePolicy::none;
     settings.reentrant = ctx.attr_int(a.recompute_reentrant, 0) != 0;
+    settings.logit_softcap = model.final_logit_softcapping > 0;
     settings.layer = layer_;
     settings.compiled = compiled_;
     // Compiled layers: the final norm outside them stays eager and reads the norm kind
@@ -448,7 +449,7 @@ class MegatronActivations {
     const SdpaMasks masks = sdpa_masks_of(facts.first_layer, stage_layers, workload.seq_len);
     const double mask_elements = shape.batch * shape.seq * shape.seq * static_cast<double>(inflight) / context;
     const bool recomputed = settings.recompute == RecomputePolicy::full || settings.recompute == RecomputePolicy::per_op;
-    add_outside(ctx, names_.sdpa_masks, masks.kinds * mask_elements,
+    add_outside(ctx, names_.sdpa_masks, masks.kinds * mask_elements * (masks.eager ? settings.bytes : 1),
                 recomputed ? memplan::sdk::Lifetime::activation : memplan::sdk::Lifetime::transient_forward);
     // A windowed layer that gets a mask keeps more than the stage's other layers: SDPA's bias
     // (EagerLayer::attention_bias) and, the mask ruling out enable_gqa (transformers' use_gqa_in_sdpa), K and V
@@ -585,6 +586,13 @@ class MegatronActivations {
         add_vocab_sized(ctx, names_.held_output, outside.held_output / context, memplan::sdk::Lifetime::persistent);
         add_vocab_sized(ctx, names_.cross_entropy, cross_entropy - ce_released);
         add_vocab_sized(ctx, names_.cross_entropy, ce_released, memplan::sdk::Lifetime::transient_forward);
+        // The soft-capping's tanh output (logit_softcap): saved from the head's forward to its backward, which
+        // runs after the loss's: alive at the forward's end and at the loss's moment in backward. Measured
+        // (snapshot-gemma2-9b-trainer-lora-r16-all-gcdefault-eager-bs1-s4096): 2,097,152,000 B from
+        // modeling_gemma2.py's capping alive at the loss's backward, 4,096 x 256,000 x 2.
+        const double softcap = outside.softcap * head_scale;
+        add_vocab_sized(ctx, names_.logit_softcap, softcap, memplan::sdk::Lifetime::transient_forward);
+        add_vocab_sized(ctx, names_.logit_softcap, softcap, memplan::sdk::Lifetime::backward_start);
         freed_by_loss_backward += std::max(0.0, cross_entropy - ce_released);
         const double saves_released = logits_released + ce_released;
         // The loss's transients belong to one micro-batch: the one whose loss is computed.
@@ -698,7 +706,9 @@ class MegatronActivations {
     if (!memplan::plugins::loss_order_known(cross_entropy_)) return 0;
     LossSegmentsMemo& memo = loss_segments_memo_;
     if (bytes != memo.bytes || elements != memo.elements)
-      memo = {bytes, elements, memplan::plugins::loss_segments(cross_entropy_, bytes, output_held_, elements, elements)};
+      memo = {bytes, elements,
+              memplan::plugins::loss_segments(cross_entropy_, bytes, output_held_, elements, elements,
+                                              model_.final_logit_softcapping > 0)};
     return memo.segments;
   }
 
@@ -794,6 +804,7 @@ class MegatronActivations {
           kv_cache(options.intern("activations.kv_cache")),
           sdpa_masks(options.intern("activations.sdpa_masks")),
           windowed_attention(options.intern("activations.windowed_attention")),
+          logit_softcap(options.intern("activations.logit_softcap")),
           rope_cache(options.intern("rope_cache")),
           causal_mask(options.intern("causal_mask")),
           expanded_causal_mask(options.intern("activations.causal_mask")),
@@ -807,7 +818,7 @@ class MegatronActivations {
           ring_backward(options.intern("context_parallel.ring_backward")),
           kept_layer_inputs(options.intern("activations.kept_layer_inputs")) {}
     memplan::sdk::Name stored, offload_window, recompute, dequantized_weight, embedding_dropout, final_norm, logits,
-        held_output, cross_entropy, loss_forward, loss_backward, tied_gradient, kv_cache, sdpa_masks, windowed_attention,
+        held_output, cross_entropy, loss_forward, loss_backward, tied_gradient, kv_cache, sdpa_masks, windowed_attention, logit_softcap,
         rope_cache, causal_mask,
         expanded_causal_mask, recompute_casts, pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads,
         pipeline_kept_outputs, pipeline_merged_outputs, ring_forward, ring_backward, kept_layer_inputs;
@@ -946,10 +957,23 @@ class MegatronActivations {
   struct SdpaMasks {
     int kinds = 0;                // boolean masks built per forward
     int64_t windowed_biased = 0;  // windowed layers of the stage that get a mask their stored bytes do not count
+    bool eager = false;           // eager attention's float masks (the activations' dtype), not SDPA's booleans
   };
+  // Eager attention (flash_attention = false) gets no boolean mask but masking_utils' eager_mask: a float mask
+  // in the activations' dtype (0 and the dtype's minimum) per kind of layer, always built (eager attention has no
+  // is_causal), b x s x s x p; no per-layer bias (the scores add it). Measured (snapshot-gemma2-9b-trainer-lora-
+  // r16-all-gcdefault-eager-bs1-s4096): create_causal_mask's and create_sliding_window_causal_mask's 33,554,432
+  // bytes each (4,096^2 x 2), alive at the loss's backward under checkpointing.
   SdpaMasks sdpa_masks_of(int32_t first_layer, uint32_t stage_layers, int64_t seq_len) const {
     SdpaMasks masks;
-    if (layer_ != LayerImplementation::eager || !flash_attention_ || !mask_bias_per_layer_) return masks;
+    if (layer_ != LayerImplementation::eager || !mask_bias_per_layer_) return masks;
+    if (!flash_attention_) {
+      const bool windowed_layers = model_.sliding_window > 0;
+      const bool global_layers = !windowed_layers || model_.global_attention_every > 0;
+      masks.kinds = (global_layers ? 1 : 0) + (windowed_layers ? 1 : 0);
+      masks.eager = true;
+      return masks;
+    }
     const int64_t window = model_.sliding_window;
     const int64_t every = model_.global_attention_every;
     int64_t windowed = 0;
@@ -986,6 +1010,7 @@ class MegatronActivations {
     // From the model, not from the norms' sizes, which sharding plugins (phase 500) have already divided.
     eager.rms_norm = model.layer_norm == 0;
     if (model.layer_norms > 0) eager.layer_norms = static_cast<double>(model.layer_norms);
+    eager.attention_softcap = model.attn_logit_softcapping > 0;
     bool any_attention = false, any_mlp = false, any_norm = false, any_adapter = false;
     eager.norms_trainable = eager.attention_trainable = eager.output_trainable = false;
     eager.mlp_trainable = eager.down_trainable = false;

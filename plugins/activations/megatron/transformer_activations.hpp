@@ -132,6 +132,10 @@ struct EagerLayer {
   // the softmax; maximum(self, other) saves both inputs (tools/autograd/derivatives.yaml), so eager attention also
   // keeps the masked scores, p a s bytes per token.
   bool masked_scores_kept = false;
+  // Eager attention soft-caps its scores (Gemma 2's attn_logit_softcapping: transformers' eager_attention_forward
+  // divides by the cap, takes tanh and multiplies back before the mask and softmax): tanh saves its output, p a s
+  // bytes per token. SDPA has no soft-capping (transformers runs it without).
+  bool attention_softcap = false;
   // The two-projection MLP's activation is ReLU (OPT): relu saves its result (derivatives.yaml: threshold_backward
   // (grad, result, 0)), the tensor the second projection keeps as its input; GELU also keeps its input (p f).
   bool relu_mlp = false;
@@ -152,6 +156,9 @@ struct ActivationSettings {
   bool sequence_parallel = false;
   RecomputePolicy recompute = RecomputePolicy::none;
   bool reentrant = false;      // recompute.reentrant: the whole layer is rerun and its output held in its backward
+  // The model soft-caps its logits (Gemma 2's final_logit_softcapping: cap x tanh(logits / cap) before returning
+  // them): tanh saves its output, p per logit, from the head's forward to its backward (output_activations).
+  bool logit_softcap = false;
   LayerImplementation layer = LayerImplementation::fused;
   // The layers run under torch.compile (layer = "compiled"): AOTAutograd's partitioner saves only the tensors
   // the backward graph reads, so under the per_op policy a must-save output backward never reads is not kept
@@ -340,7 +347,8 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
     const double scores = x.heads * x.seq * x.batch * x.seq;
     const bool dropped = o.dropout && e.attention_dropout;
     terms.attention_core = scores * (4 + (p < 4 || dropped ? p : 0) + (dropped ? 1.0 : 0.0) +
-                                     (e.softmax_keeps_input ? 4 : 0) + (e.masked_scores_kept ? p : 0));
+                                     (e.softmax_keeps_input ? 4 : 0) + (e.masked_scores_kept ? p : 0) +
+                                     (e.attention_softcap ? p : 0));
   }
   return terms;
 }
@@ -774,6 +782,7 @@ struct OutputActivations {
   double loss_backward = 0;      // transient at the loss's backward high point
   double held_output = 0;        // the returned logits a loop keeps until the next output replaces them
   double held_overlap = 0;       // of which the logits kept into backward (the same tensor), per micro-batch
+  double softcap = 0;            // the soft-capping's saved tanh output, p sbv / t (logit_softcap)
 };
 
 // The embedding output itself is the first layer's input, which the layer
@@ -840,6 +849,13 @@ inline OutputActivations output_activations(const OutputShape& x, const Activati
   out.cross_entropy = bytes.saved_loss * logit_elements;
   out.loss_forward = bytes.forward_extra * logit_elements;
   out.loss_backward = bytes.backward_extra * logit_elements;
+  // The soft-capping runs in the model on its whole logits: in the eager losses that read them whole (not the
+  // chunked, compiled or fused ones, which take the head's input; Megatron-LM's vocabulary-parallel loss has no
+  // soft-capping).
+  const bool whole_logits = loss == CrossEntropy::unfused || loss == CrossEntropy::upcast_shift_copy ||
+                            loss == CrossEntropy::shift_copy || loss == CrossEntropy::upcast_in_loss_shift_copy ||
+                            loss == CrossEntropy::upcast_in_loss || loss == CrossEntropy::upcast;
+  if (o.logit_softcap && whole_logits) out.softcap = o.bytes * logit_elements;
   return out;
 }
 

@@ -333,6 +333,8 @@ typedef struct memplan_model {
   int64_t shared_expert_ffn_hidden; /* MoE: width of the shared expert(s) every token passes; 0: none */
   int64_t layer_norms; /* norms of width hidden per layer (2; Gemma 2 and 3: 4, before and after each block).
                           Added after the first landing of ABI 1.3: a smaller struct_size means 0, read as 2 */
+  double attn_logit_softcapping;  /* Gemma 2: attention scores capped as cap x tanh(x / cap); 0: none. Added with */
+  double final_logit_softcapping; /* layer_norms; likewise the logits; 0: none (also from an older host) */
 } memplan_model;
 
 /* What the scenario runs: mode, batch and hardware. */

@@ -94,6 +94,10 @@ struct ModelSpec {
   std::string hf_note;                 // what reading the config left out, said as a warning (a vision tower)
   // gpt-oss (transformers' GptOssAttention, GptOssTopKRouter, GptOssExperts):
   bool attention_sinks = false;  // a learned sink logit per query head per layer (GptOssAttention.sinks)
+  // Gemma 2's soft-capping (Gemma2Config attn_logit_softcapping, final_logit_softcapping): scores and logits
+  // pass cap x tanh(x / cap); 0: none. Scalars, not weights: they change what training keeps (tanh's output).
+  double attn_logit_softcapping = 0;
+  double final_logit_softcapping = 0;
   bool expert_bias = false;      // MoE: each expert's projections have biases (gate_up 2 x f, down h)
   WeightFormat weight_format;    // the checkpoint's quantization_config, if its config.json declares one
 
