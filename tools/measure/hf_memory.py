@@ -150,6 +150,10 @@ JOBS = [
     dict(name="llama-3.2-3b-trainer-lora-r16-all-gcdefault-bs8-s2048-20steps", shape="llama-3.2-3b",
          kind="trainer", method="lora", r=16, alpha=32, targets="all-linear", batch=8, seq=2048, gc=True,
          gc_kwargs=None, bf16=True, steps=20),
+    # Full fine-tuning under the Trainer with checkpointing (every weight trains: the recomputed layer keeps
+    # the linears' inputs for their weight gradients), bf16 weights and AdamW states.
+    dict(name="llama-3.2-3b-trainer-full-gcdefault-bs4-s2048", shape="llama-3.2-3b", kind="trainer",
+         method="full", batch=4, seq=2048, gc=True, gc_kwargs=None, bf16=True, snapshot=True),
 ]
 
 MARKS = ["forward", "loss_ready", "backward_done", "clipped", "stepped"]
