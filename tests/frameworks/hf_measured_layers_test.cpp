@@ -185,9 +185,9 @@ TEST(HfMeasuredLayers, WindowedLayersMaskFromTheWindowOn) {
 // 2 x 8,192 bytes a token) and keeps the bias (4,096). Measured
 // (snapshot-gemma3-12b-lora-r16-all-bs1-s2048, PEFT's loop, no
 // checkpointing, the output held: K and V at the kv heads are the cache's):
-// 40 layers x 671,088,640 x 2 repeat_kv copies, and the 40 biases among SDPA's
-// allocations: 40 x (33,554,432 + 8,388,608) beyond what the full-attention
-// layers keep. The Trainer's job at 2 x 2,048 tokens with checkpointing
+// repeat_kv's two copies, 2 x 671,088,640 bytes over the 40 windowed layers
+// (2 x 16,777,216 a layer), and the 40 biases among SDPA's allocations:
+// 40 x (33,554,432 + 8,388,608) beyond what the full-attention layers keep. The Trainer's job at 2 x 2,048 tokens with checkpointing
 // (snapshot-gemma3-12b-trainer-lora-r16-all-gcdefault-bs2-s2048): recomputing
 // a windowed layer rises 1,673,731,088 bytes, the full-attention layer 47
 // 1,623,399,440: 50,331,648 apart, 12,288 a token (the bias 4,096 and the

@@ -119,7 +119,7 @@ JOBS = [
          method="lora", r=16, alpha=32, targets="all-linear", batch=8, seq=2048, gc=True, bf16=True),
     # The Trainer as most LoRA scripts run it (2026-11-27): gradient_checkpointing with the Trainer's own
     # kwargs (gc_kwargs None: whatever gradient_checkpointing_enable defaults to, reentrant in transformers
-    # 4.35+), PEFT's lora_dropout 0.05, bf16 (accelerate's autocast over the 16-bit model). The olmo3 job is
+    # 4.35 to 4.x, non-reentrant from 5.0: 5.17 built {'use_reentrant': False}), PEFT's lora_dropout 0.05, bf16 (accelerate's autocast over the 16-bit model). The olmo3 job is
     # axolotl's examples/olmo3 run (HFX-axolotl-olmo3-7b-qlora-r32) without the 4-bit base, flash-attn,
     # packing and the 8-bit optimizer, none of which this machine has.
     dict(name="olmo3-7b-trainer-lora-r32-all-d0.05-gcdefault-bs1-s4096", shape="olmo3-7b", kind="trainer",
