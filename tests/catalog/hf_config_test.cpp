@@ -86,6 +86,10 @@ void expect_same_model(const ModelSpec& a, const ModelSpec& b) {
   EXPECT_EQ(x.sliding_window, y.sliding_window);
   EXPECT_EQ(x.global_attention_every, y.global_attention_every);
   EXPECT_EQ(x.max_context, y.max_context);
+  EXPECT_EQ(x.layer_norm, y.layer_norm);
+  EXPECT_EQ(x.layer_norms, y.layer_norms);
+  EXPECT_EQ(x.attn_logit_softcapping, y.attn_logit_softcapping);
+  EXPECT_EQ(x.final_logit_softcapping, y.final_logit_softcapping);
 }
 
 void expect_same_estimate(const Evaluation& a, const Evaluation& b) {

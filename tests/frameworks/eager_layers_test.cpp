@@ -229,8 +229,9 @@ TEST(EagerLayers, LoraAdaptersInAnotherDtypeCastTheirInputEach) {
 // 32 heads): the layer input 2h, the odd matmuls' outputs q (h), v (kv), gate
 // (f), down (h) at 2 bytes, SDPA's output 2h and lse 4a:
 // 8,192 + 2 x 23,552 + 8,192 + 128 = 63,616 bytes; backward recomputes one
-// whole layer, beside which its forward holds the residual, 2h
-// (HfMeasuredLayers.TheRecomputedLayerHoldsItsResidual).
+// whole layer, beside which its forward holds the residual, 2h: the per-op
+// checkpoint reruns the block's forward as the full one does (measured under
+// full recomputation: HfMeasuredLayers.TheRecomputedLayerHoldsItsResidual).
 TEST(EagerLayers, PerOpSelectiveCheckpointing) {
   ActivationSettings o = eager_bf16_flash();
   o.recompute = RecomputePolicy::per_op;

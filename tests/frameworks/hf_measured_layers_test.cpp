@@ -169,10 +169,14 @@ TEST(HfMeasuredLayers, WindowedLayersMaskFromTheWindowOn) {
   ASSERT_NE(bias, nullptr);
   EXPECT_EQ(bias->count, 24u);
   EXPECT_EQ(bias->bytes(), 24u * 33'554'432u);  // OLMo's 32 kv heads: nothing to repeat
-  EXPECT_EQ(item(saved, "activations.sdpa_masks")->lifetime, MEMPLAN_LIFETIME_TRANSIENT_FORWARD);
+  const PlanItem* saved_mask = item(saved, "activations.sdpa_masks");
+  ASSERT_NE(saved_mask, nullptr);
+  EXPECT_EQ(saved_mask->lifetime, MEMPLAN_LIFETIME_TRANSIENT_FORWARD);
 
   const Evaluation padded = olmo3(4096, "padding_mask = true\n", false);
-  EXPECT_EQ(item(padded, "activations.sdpa_masks")->bytes(), 2u * 16'777'216u);
+  const PlanItem* padded_masks = item(padded, "activations.sdpa_masks");
+  ASSERT_NE(padded_masks, nullptr);
+  EXPECT_EQ(padded_masks->bytes(), 2u * 16'777'216u);
   EXPECT_EQ(item(padded, "activations.windowed_attention"), nullptr);
   // flash_attention_2 takes no mask (and transformers before 4.53 built none per layer): mask_bias_per_layer false.
   EXPECT_EQ(item(olmo3(4096, "mask_bias_per_layer = false\n", false), "activations.sdpa_masks"), nullptr);
@@ -218,6 +222,15 @@ TEST(HfMeasuredLayers, Gemma3WindowedLayersRepeatKvUnderTheirMask) {
                 unmasked.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS),
             1'673'731'088u - 1'623'399'440u);
   EXPECT_EQ(windowed(masked), 0u);  // recomputed: only the layer in backward holds it
+  // Without checkpointing and with the output dropped after the loss (the Trainer), the cache's K and V at the
+  // kv heads (2 x 4,096 bytes a token and layer) are beside what attention saves at the forward's end only in
+  // the 40 windowed layers, whose SDPA saved repeated copies: 40 x 8,192 x 2,048.
+  uint64_t beside = 0;
+  const Evaluation dropped = gemma3("seq_len = 2048\n", "", "");
+  for (const PlanItem& it : dropped.estimator().plan().items)
+    if (it.name_view() == "activations.kv_cache" && it.lifetime == MEMPLAN_LIFETIME_TRANSIENT_FORWARD)
+      beside += it.bytes();
+  EXPECT_EQ(beside, 40u * 8'192u * 2'048u);
 }
 
 // Gemma 2 9B (16 heads, vocabulary 256,000, soft-capping 50 and 30) under

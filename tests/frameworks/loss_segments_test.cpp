@@ -139,6 +139,17 @@ TEST(LossSegments, SoftCappedLogits) {
   };
   EXPECT_DOUBLE_EQ(capped(false), 16);
   EXPECT_DOUBLE_EQ(capped(true), 20);
+  // Every known order replays with the capping's requests (the request table holds the longest, the shifted
+  // paths' 28 a step, for the four steps replayed): never the 0 of an overflow, and never below the path
+  // without the capping, whose requests are a subset.
+  for (plugins::CrossEntropy mode : {plugins::CrossEntropy::upcast_in_loss, plugins::CrossEntropy::upcast_in_loss_shift_copy,
+                                     plugins::CrossEntropy::upcast_shift_copy})
+    for (double p : {2.0, 4.0})
+      for (bool held : {false, true}) {
+        const double with = plugins::loss_segments(mode, p, held, kElements, kElements, true);
+        EXPECT_GE(with, plugins::loss_segments(mode, p, held, kElements, kElements)) << p << held;
+        EXPECT_GT(with, 0) << p << held;
+      }
 }
 
 // transformers <= 4.45 (the model upcasts and the loss copies the shifted

@@ -295,6 +295,8 @@ void read_llama_family(const ConfigReader& config, const std::string& type, Mode
   }
 }
 
+void read_softcapping(const ConfigReader& config, ModelSpec& spec, double attention_default, double final_default);
+
 // Gemma 3 (Gemma3ForCausalLM): an RMSNorm decoder with a gated GELU MLP
 // (gate, up and down projections), a head_dim of its own (default 256),
 // per-head q/k norms, 4 norms per layer (input, post-attention, pre- and
@@ -302,8 +304,6 @@ void read_llama_family(const ConfigReader& config, const std::string& type, Mode
 // sliding_window_pattern-th layer is global, the others windowed.
 // `multimodal` (gemma3's text_config) takes Gemma3TextConfig's defaults for
 // the fields such a text_config may leave out.
-void read_softcapping(const ConfigReader& config, ModelSpec& spec, double attention_default, double final_default);
-
 void read_gemma3(const ConfigReader& config, ModelSpec& spec, bool multimodal) {
   auto sized = [&](std::string_view key, std::string_view meaning, int64_t fallback) {
     return multimodal ? config.positive(key).value_or(fallback) : config.required(key, meaning);
@@ -339,12 +339,17 @@ void read_layer_types(const ConfigReader& config, ModelSpec& spec);
 // Soft-capping of the attention scores and of the logits (Gemma2Config: 50.0 and 30.0 when absent; Gemma 3's
 // configs: null, none): absent takes the class's default, null none.
 void read_softcapping(const ConfigReader& config, ModelSpec& spec, double attention_default, double final_default) {
-  spec.attn_logit_softcapping = config.present("attn_logit_softcapping")
-                                    ? config.non_negative_number("attn_logit_softcapping").value_or(0)
-                                    : attention_default;
-  spec.final_logit_softcapping = config.present("final_logit_softcapping")
-                                     ? config.non_negative_number("final_logit_softcapping").value_or(0)
-                                     : final_default;
+  // The bound a [model] table applies too (model_reader.cpp), so that a scenario can copy the value.
+  const auto cap = [&](std::string_view key, double fallback) {
+    if (!config.present(key)) return fallback;
+    const std::optional<double> value = config.non_negative_number(key);
+    if (value && *value > 1e6) config.fail("\"" + std::string(key) + "\" is " + std::to_string(*value) +
+                                          ", above 1e6; a soft-capping cap is a small positive number (Gemma 2: 50 "
+                                          "and 30): correct it in the file");
+    return value.value_or(0);
+  };
+  spec.attn_logit_softcapping = cap("attn_logit_softcapping", attention_default);
+  spec.final_logit_softcapping = cap("final_logit_softcapping", final_default);
 }
 
 // Gemma (GemmaForCausalLM) and Gemma 2 (Gemma2ForCausalLM), transformers'

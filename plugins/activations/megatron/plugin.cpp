@@ -132,7 +132,8 @@ constexpr std::array<memplan_option_spec, 23> kOptions{{
      "(fixed length, packing) and the mask is None. SDPA only: flash_attention_2 unpads the batch (leave it false)",
      "false"},
     {"mask_bias_per_layer", MEMPLAN_OPTION_BOOL,
-     "eager layers under SDPA: where attention needs a mask (padding_mask; or, without padding, the model's "
+     "eager layers on transformers >= 4.53's masking_utils. Eager attention (flash_attention = false): a float "
+     "b x s x s mask in the activations' dtype per kind of layer, always. SDPA: where attention needs a mask (padding_mask; or, without padding, the model's "
      "windowed layers once seq_len reaches sliding_window) the model builds a b x s x s boolean mask per kind of "
      "layer, which every attention call converts into a b x s x s bias in the activations' dtype and keeps for "
      "backward (transformers >= 4.53's masking_utils; the hf-transformers profile sets it from 4.53). "
@@ -433,20 +434,24 @@ class MegatronActivations {
     //   then the cache's, not the layers' (EagerLayer::kv_in_cache);
     //   otherwise until the loop drops the output after the loss (the Trainer's compute_loss returns the
     //   loss only): at the forward's end, beyond what attention saves only where attention saved repeated
-    //   copies instead (repeat_kv).
+    //   copies instead (repeat_kv; and the windowed layers that get a mask, which repeat theirs).
+    const SdpaMasks masks = sdpa_masks_of(facts.first_layer, stage_layers, workload.seq_len);
     if (kv_cache_counted(settings) && stage_layers > 0) {
       const double cache = static_cast<double>(stage_layers) * 2 * settings.bytes * shape.batch * shape.seq *
                            shape.kv_width / memplan::plugins::kv_divisor(shape, settings) / context;
       if (output_held_) add_outside(ctx, names_.kv_cache, cache, memplan::sdk::Lifetime::persistent);
-      if (output_held_ || settings.eager.repeat_kv)
-        add_outside(ctx, names_.kv_cache, cache, memplan::sdk::Lifetime::transient_forward);
+      const double repeated_layers =
+          settings.eager.repeat_kv ? static_cast<double>(stage_layers)
+          : model.kv_heads > 0 && model.kv_heads < model.heads ? static_cast<double>(masks.windowed_biased)
+                                                                : 0.0;
+      const double beside = output_held_ ? cache : cache * repeated_layers / static_cast<double>(stage_layers);
+      add_outside(ctx, names_.kv_cache, beside, memplan::sdk::Lifetime::transient_forward);
     }
 
     // SDPA's masks (sdpa_masks_of): the boolean masks, kept by the checkpointed layers' arguments through
     // backward when layers are recomputed, else freed when the forward returns (measured: the padded
     // H100 snapshot frees its mask after the last layer's forward; the OLMo 3 one, recomputed, holds it at
     // the loss's backward).
-    const SdpaMasks masks = sdpa_masks_of(facts.first_layer, stage_layers, workload.seq_len);
     const double mask_elements = shape.batch * shape.seq * shape.seq * static_cast<double>(inflight) / context;
     const bool recomputed = settings.recompute == RecomputePolicy::full || settings.recompute == RecomputePolicy::per_op;
     add_outside(ctx, names_.sdpa_masks, masks.kinds * mask_elements * (masks.eager ? settings.bytes : 1),
@@ -476,7 +481,9 @@ class MegatronActivations {
     if (masks.windowed_biased > 0)
       working_set = std::max(working_set, memplan::plugins::recompute_working_set(shape, windowed) / context);
     if (dense_layers > 0) {
-      const double dense_set = memplan::plugins::recompute_working_set(dense, settings) / context;
+      double dense_set = memplan::plugins::recompute_working_set(dense, settings) / context;
+      if (masks.windowed_biased > 0)
+        dense_set = std::max(dense_set, memplan::plugins::recompute_working_set(dense, windowed) / context);
       working_set = routed_layers > 0 ? std::max(working_set, dense_set) : dense_set;
     }
     // On the GPU, with offload too: the layer is recomputed where it runs, and torchtune offloads in forward
@@ -590,9 +597,13 @@ class MegatronActivations {
         // runs after the loss's: alive at the forward's end and at the loss's moment in backward. Measured
         // (snapshot-gemma2-9b-trainer-lora-r16-all-gcdefault-eager-bs1-s4096): 2,097,152,000 B from
         // modeling_gemma2.py's capping alive at the loss's backward, 4,096 x 256,000 x 2.
+        // One micro-batch's (the one whose loss runs) is alive at those two moments, the others' in flight stay
+        // stored, as the logits' above.
         const double softcap = outside.softcap * head_scale;
-        add_vocab_sized(ctx, names_.logit_softcap, softcap, memplan::sdk::Lifetime::transient_forward);
-        add_vocab_sized(ctx, names_.logit_softcap, softcap, memplan::sdk::Lifetime::backward_start);
+        const double softcap_released = std::min(softcap, outside.softcap / context);
+        add_vocab_sized(ctx, names_.logit_softcap, softcap - softcap_released);
+        add_vocab_sized(ctx, names_.logit_softcap, softcap_released, memplan::sdk::Lifetime::transient_forward);
+        add_vocab_sized(ctx, names_.logit_softcap, softcap_released, memplan::sdk::Lifetime::backward_start);
         freed_by_loss_backward += std::max(0.0, cross_entropy - ce_released);
         const double saves_released = logits_released + ce_released;
         // The loss's transients belong to one micro-batch: the one whose loss is computed.
@@ -928,22 +939,8 @@ class MegatronActivations {
   // the LM head's backward (not the chunked or compiled ones, whose head
   // gradient meets a chunk's or the 16-bit gradient, nor Megatron's and
   // DTensor's vocabulary-parallel ones).
-  bool loss_frees_before_head() const {
-    switch (cross_entropy_) {
-      case CrossEntropy::unfused:
-      case CrossEntropy::upcast_shift_copy:
-      case CrossEntropy::shift_copy:
-      case CrossEntropy::upcast_in_loss_shift_copy:
-      case CrossEntropy::upcast_in_loss:
-      case CrossEntropy::upcast: return true;
-      default: return false;
-    }
-  }
+  bool loss_frees_before_head() const { return memplan::plugins::eager_whole_logits_loss(cross_entropy_); }
 
-  // Whether the forward fills a KV cache this plugin counts: use_cache on eager layers that are not
-  // recomputed (transformers turns use_cache off under gradient checkpointing: modeling_llama.py,
-  // LlamaModel.forward, "`use_cache=True` is incompatible with gradient checkpointing"). Multi-head latent
-  // attention's cache (K at the q/k head width, V at v_head_dim, beside the latent terms) is left out.
   // The boolean attention masks transformers >= 4.53 builds for SDPA (mask_bias_per_layer; masking_utils.py
   // sdpa_mask @ 5.17): none where _ignore_causal_mask_sdpa lets SDPA run is_causal, which needs no padding and,
   // for a windowed layer, fewer keys than the window (`kv_length < local_attention_size`); else one b x s x s
@@ -967,25 +964,27 @@ class MegatronActivations {
   SdpaMasks sdpa_masks_of(int32_t first_layer, uint32_t stage_layers, int64_t seq_len) const {
     SdpaMasks masks;
     if (layer_ != LayerImplementation::eager || !mask_bias_per_layer_) return masks;
-    if (!flash_attention_) {
-      const bool windowed_layers = model_.sliding_window > 0;
-      const bool global_layers = !windowed_layers || model_.global_attention_every > 0;
-      masks.kinds = (global_layers ? 1 : 0) + (windowed_layers ? 1 : 0);
-      masks.eager = true;
-      return masks;
-    }
     const int64_t window = model_.sliding_window;
     const int64_t every = model_.global_attention_every;
     int64_t windowed = 0;
     for (int64_t i = first_layer; i < first_layer + static_cast<int64_t>(stage_layers); ++i)
       if (window > 0 && !(every > 0 && (i + 1) % every == 0)) ++windowed;
     const int64_t global = static_cast<int64_t>(stage_layers) - windowed;
+    if (!flash_attention_) {
+      masks.kinds = (global > 0 ? 1 : 0) + (windowed > 0 ? 1 : 0);
+      masks.eager = true;
+      return masks;
+    }
     const bool window_masked = window > 0 && (padding_mask_ || seq_len >= window);
     masks.kinds = (global > 0 && padding_mask_ ? 1 : 0) + (windowed > 0 && window_masked ? 1 : 0);
     masks.windowed_biased = window_masked && !padding_mask_ ? windowed : 0;
     return masks;
   }
 
+  // Whether the forward fills a KV cache this plugin counts: use_cache on eager layers that are not
+  // recomputed (transformers turns use_cache off under gradient checkpointing: modeling_llama.py,
+  // LlamaModel.forward, "`use_cache=True` is incompatible with gradient checkpointing"). Multi-head latent
+  // attention's cache (K at the q/k head width, V at v_head_dim, beside the latent terms) is left out.
   bool kv_cache_counted(const ActivationSettings& settings) const {
     return use_cache_ && layer_ == LayerImplementation::eager && model_.kv_lora_rank == 0 &&
            settings.recompute == RecomputePolicy::none;

@@ -671,6 +671,21 @@ enum class CrossEntropy {
   cut,
 };
 
+// The eager losses that compute on the whole logits the model returns (not chunked, compiled, fused or
+// vocabulary-parallel): their fp32 gradients are freed before the LM head's backward, and a model's soft-capping
+// (logit_softcap) runs on those logits.
+inline bool eager_whole_logits_loss(CrossEntropy loss) {
+  switch (loss) {
+    case CrossEntropy::unfused:
+    case CrossEntropy::upcast_shift_copy:
+    case CrossEntropy::shift_copy:
+    case CrossEntropy::upcast_in_loss_shift_copy:
+    case CrossEntropy::upcast_in_loss:
+    case CrossEntropy::upcast: return true;
+    default: return false;
+  }
+}
+
 // Bytes per logit element: saved, and the extra at the forward and backward
 // high points of the loss (beyond the saved bytes).
 struct LossBytes {
@@ -862,10 +877,7 @@ inline OutputActivations output_activations(const OutputShape& x, const Activati
   // The soft-capping runs in the model on its whole logits: in the eager losses that read them whole (not the
   // chunked, compiled or fused ones, which take the head's input; Megatron-LM's vocabulary-parallel loss has no
   // soft-capping).
-  const bool whole_logits = loss == CrossEntropy::unfused || loss == CrossEntropy::upcast_shift_copy ||
-                            loss == CrossEntropy::shift_copy || loss == CrossEntropy::upcast_in_loss_shift_copy ||
-                            loss == CrossEntropy::upcast_in_loss || loss == CrossEntropy::upcast;
-  if (o.logit_softcap && whole_logits) out.softcap = o.bytes * logit_elements;
+  if (o.logit_softcap && eager_whole_logits_loss(loss)) out.softcap = o.bytes * logit_elements;
   return out;
 }
 
