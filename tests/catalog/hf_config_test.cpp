@@ -490,6 +490,40 @@ TEST(HfConfig, Olmo2) {
   EXPECT_EQ(13'716'198'400.0 - count_parameters(parameter_inventory(per_head)), 40 * (10240.0 - 256));
 }
 
+// OLMo 3 7B (allenai/Olmo-3-7B-*): OLMo 2 7B's shape with dolma2's 100,278
+// entries and a 65,536-token context, three windowed layers of 4,096 tokens
+// in four (Olmo3Config's defaults). Written here from the OLMo 2 fixture: the
+// parameters are 7,298,617,344 - 2 x 74 x 4096 = 7,298,011,136, the count
+// transformers 5.17's Olmo3ForCausalLM gave on the H100
+// (validation/measured/h100-2026-11-27-trainer.jsonl line 2, param_count).
+TEST(HfConfig, Olmo3) {
+  std::string text = replaced(fixture_text("olmo-2-7b"), "\"olmo2\"", "\"olmo3\"");
+  text = replaced(text, "\"vocab_size\": 100352", "\"vocab_size\": 100278");
+  text = replaced(text, "\"max_position_embeddings\": 4096", "\"max_position_embeddings\": 65536");
+  const Evaluation olmo3 = ConfigFile(text).evaluation();
+  EXPECT_EQ(olmo3.breakdown().params_total, 7'298'011'136.0);
+  const ModelSpec& spec = olmo3.estimator().scenario().model;
+  EXPECT_EQ(spec.sliding_window, 4096);  // absent: Olmo3Config's default
+  EXPECT_EQ(spec.global_attention_every, 4);
+  EXPECT_EQ(spec.qk_norm, QkNorm::full);
+  EXPECT_EQ(spec.max_context, 65536);
+  // The layer_types list spelled out reads the same; a null window leaves every layer global.
+  std::string types = "\"layer_types\": [";
+  for (int i = 0; i < 32; ++i)
+    types += std::string(i ? ", " : "") + ((i + 1) % 4 ? "\"sliding_attention\"" : "\"full_attention\"");
+  types += "],";
+  const ModelSpec listed =
+      ConfigFile(replaced(text, "\"hidden_act\"", types + " \"sliding_window\": 4096, \"hidden_act\""))
+          .evaluation().estimator().scenario().model;
+  EXPECT_EQ(listed.global_attention_every, 4);
+  EXPECT_EQ(listed.sliding_window, 4096);
+  const ModelSpec global =
+      ConfigFile(replaced(text, "\"hidden_act\"", "\"sliding_window\": null, \"hidden_act\""))
+          .evaluation().estimator().scenario().model;
+  EXPECT_EQ(global.sliding_window, 0);
+  EXPECT_EQ(global.global_attention_every, 0);
+}
+
 TEST(HfConfig, MistralExplicitHeadDim) {
   // mistralai/Mistral-Nemo-Base-2407: head_dim 128 with hidden 5120 and 32
   // heads (not 5120 / 32 = 160): q and o are 5120 x 4096. Hand count beside
@@ -978,7 +1012,7 @@ TEST(HfConfig, UnsupportedModelType) {
             path +
                 ": error: Hugging Face config: model_type \"opt\" is not supported; memplan reads \"bert\", "
                 "\"deepseek_v2\", \"deepseek_v3\", \"gemma\", \"gemma2\", \"gemma3\", \"gemma3_text\", \"gpt2\", "
-                "\"gpt_oss\", \"llama\", \"llama4\", \"llama4_text\", \"mistral\", \"mixtral\", \"olmo2\", \"phi3\", "
+                "\"gpt_oss\", \"llama\", \"llama4\", \"llama4_text\", \"mistral\", \"mixtral\", \"olmo2\", \"olmo3\", \"phi3\", "
                 "\"qwen2\", \"qwen2_moe\", "
                 "\"qwen3\" and \"qwen3_moe\" configs. For another model, remove 'hf_config' "
                 "and describe the architecture with [model] keys (layers, hidden, heads, ...)");

@@ -19,10 +19,10 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::string_view, 20> kModelTypes = {
+constexpr std::array<std::string_view, 21> kModelTypes = {
     "bert",   "deepseek_v2", "deepseek_v3", "gemma",     "gemma2",    "gemma3", "gemma3_text",
     "gpt2",   "gpt_oss",     "llama",       "llama4",    "llama4_text", "mistral", "mixtral",
-    "olmo2",  "phi3",        "qwen2",       "qwen2_moe", "qwen3",     "qwen3_moe"};
+    "olmo2",  "olmo3",       "phi3",        "qwen2",     "qwen2_moe", "qwen3",  "qwen3_moe"};
 
 // "the string \"4096\"", "null", ... for messages.
 std::string describe(const json& value) {
@@ -394,6 +394,20 @@ void read_olmo2(const ConfigReader& config, ModelSpec& spec) {
   spec.ffn_hidden = config.required("intermediate_size", "the MLP's inner width");
   spec.qk_norm = QkNorm::full;
   spec.layer_norms = 2;
+}
+
+// OLMo 3 (Olmo3ForCausalLM, transformers' modular_olmo3.py, 4.57): OLMo 2's layer with three windowed layers
+// in four (Olmo3Config: sliding_window 4096 when absent, layer_types by default "sliding_attention" but
+// "full_attention" where (i + 1) % 4 == 0); `null` window: every layer global.
+void read_olmo3(const ConfigReader& config, ModelSpec& spec) {
+  read_olmo2(config, spec);
+  const int64_t window =
+      config.present("sliding_window") ? config.positive("sliding_window").value_or(0) : 4096;
+  if (window > 0) {
+    spec.sliding_window = window;
+    spec.global_attention_every = 4;
+  }
+  read_layer_types(config, spec);
 }
 
 // DeepSeek-V2 and V3 (transformers' DeepseekV2ForCausalLM and
@@ -802,6 +816,8 @@ ModelSpec read_hf_config(std::string_view json_text, const std::string& path) {
     read_gemma(config, spec, *type == "gemma2");
   else if (*type == "olmo2")
     read_olmo2(config, spec);
+  else if (*type == "olmo3")
+    read_olmo3(config, spec);
   else if (*type == "deepseek_v2" || *type == "deepseek_v3")
     read_deepseek(config, *type, spec);
   else if (*type == "gpt2")
