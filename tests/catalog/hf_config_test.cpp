@@ -90,6 +90,7 @@ void expect_same_model(const ModelSpec& a, const ModelSpec& b) {
   EXPECT_EQ(x.layer_norms, y.layer_norms);
   EXPECT_EQ(x.attn_logit_softcapping, y.attn_logit_softcapping);
   EXPECT_EQ(x.final_logit_softcapping, y.final_logit_softcapping);
+  EXPECT_EQ(x.norm_scale_fp32, y.norm_scale_fp32);
 }
 
 void expect_same_estimate(const Evaluation& a, const Evaluation& b) {

@@ -692,5 +692,36 @@ TEST(EagerLayers, CompiledLayersLeaveTheFinalNormEager) {
   EXPECT_DOUBLE_EQ(plugins::output_activations(big, fused, CrossEntropy::loss_parallel).final_norm, 536'870'912.0);
 }
 
+// Gemma's RMSNorm (transformers modeling_gemma.py GemmaRMSNorm, and Gemma 2's
+// and 3's: output = self._norm(x.float()); output * (1.0 + self.weight.float());
+// then type_as(x)) multiplies by its weight in fp32: a trained norm's weight
+// gradient reads the fp32 normalized tensor, 4h, where Llama's reads the 16-bit
+// cast, 2h (the model's norm_scale_fp32). Gemma 3 12B's text layers, full
+// fine-tuning in bf16, 1,024 tokens: per token and layer the four norms 4 x 2h
+// = 30,720 more and the per-head q/k norms 2 (q + kv) = 2 x (4,096 + 2,048) =
+// 12,288 more; the final norm 2h = 7,680. Frozen norms (LoRA) keep no
+// normalized tensor either way.
+TEST(EagerLayers, GemmaNormsMultiplyInFp32) {
+  const auto gemma3 = [](const std::string& model, const std::string& lora) {
+    return evaluate("name = \"g\"\nmode = \"train\"\n[framework]\nuse = \"hf-transformers\"\nversion = \"5.17\"\n"
+                    "[model]\npreset = \"gemma-3-12b-text\"\n" + model +
+                    "[batch]\nseq_len = 1024\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n"
+                    "[activations]\nuse = \"megatron\"\nuse_cache = false\n" + lora);
+  };
+  constexpr uint64_t kTokens = 1024;
+  const auto layers = [](const Evaluation& e) {
+    return e.item_bytes("layers.0-47.activations", MEMPLAN_ROLE_ACTIVATIONS);
+  };
+  const auto final_norm = [](const Evaluation& e) {
+    return e.item_bytes("activations.final_norm", MEMPLAN_ROLE_ACTIVATIONS);
+  };
+  const Evaluation gemma = gemma3("", "");
+  const Evaluation llama_like = gemma3("norm_scale_fp32 = false\n", "");
+  EXPECT_EQ(layers(gemma) - layers(llama_like), 48 * (30'720 + 12'288) * kTokens);
+  EXPECT_EQ(final_norm(gemma) - final_norm(llama_like), 7'680 * kTokens);
+  const std::string lora = "[[strategy]]\nuse = \"lora\"\nrank = 16\nalpha = 32\ntargets = \"all-linear\"\n";
+  EXPECT_EQ(layers(gemma3("", lora)), layers(gemma3("norm_scale_fp32 = false\n", lora)));
+}
+
 }  // namespace
 }  // namespace memplan::testing

@@ -325,6 +325,7 @@ void read_gemma3(const ConfigReader& config, ModelSpec& spec, bool multimodal) {
   spec.qkv_bias = spec.output_bias = attention_bias;
   spec.layer_norms = 4;
   spec.qk_norm = QkNorm::head;
+  spec.norm_scale_fp32 = true;  // Gemma3RMSNorm: output * (1.0 + self.weight.float())
   // Gemma3: layer i is global when (i + 1) % sliding_window_pattern == 0 (default 6).
   if (const auto window = config.positive("sliding_window")) {
     spec.sliding_window = *window;
@@ -368,6 +369,7 @@ void read_gemma(const ConfigReader& config, ModelSpec& spec, bool gemma2) {
   read_gated_decoder(config, spec, {.kv_heads_required = true, .head_dim = 256, .tied = true});
   spec.ffn_hidden = config.required("intermediate_size", "the MLP's inner width");
   config.string("hidden_activation");
+  spec.norm_scale_fp32 = true;  // GemmaRMSNorm, Gemma2RMSNorm: output * (1.0 + self.weight.float())
   if (!gemma2) return;
   spec.layer_norms = 4;
   read_softcapping(config, spec, 50.0, 30.0);

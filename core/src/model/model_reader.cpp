@@ -60,6 +60,7 @@ void read_model_keys(const TomlReader& reader, const toml::table& table, ModelSp
   non_negative("qk_rope_head_dim", "no latent attention", spec.qk_rope_head_dim);
   non_negative("v_head_dim", "no latent attention", spec.v_head_dim);
   if (auto v = reader.boolean("attention_sinks")) spec.attention_sinks = *v;
+  if (auto v = reader.boolean("norm_scale_fp32")) spec.norm_scale_fp32 = *v;
   for (auto [key, field] : {std::pair{"attn_logit_softcapping", &spec.attn_logit_softcapping},
                             std::pair{"final_logit_softcapping", &spec.final_logit_softcapping}})
     if (auto v = reader.number(key)) {

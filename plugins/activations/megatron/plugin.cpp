@@ -1009,6 +1009,7 @@ class MegatronActivations {
     // From the model, not from the norms' sizes, which sharding plugins (phase 500) have already divided.
     eager.rms_norm = model.layer_norm == 0;
     if (model.layer_norms > 0) eager.layer_norms = static_cast<double>(model.layer_norms);
+    eager.norm_scale_fp32 = model.norm_scale_fp32 != 0;
     eager.attention_softcap = model.attn_logit_softcapping > 0;
     bool any_attention = false, any_mlp = false, any_norm = false, any_adapter = false;
     eager.norms_trainable = eager.attention_trainable = eager.output_trainable = false;

@@ -68,6 +68,9 @@ struct EagerLayer {
   // post_attention_layernorm and post_feedforward_layernorm, which read the block's output): each keeps what a
   // norm keeps; only the two before the blocks feed projections.
   double layer_norms = 2;
+  // RMSNorm multiplies by its weight in fp32 (Gemma's output * (1 + weight.float()), then the cast back): a trained
+  // norm's weight gradient reads the fp32 normalized tensor, 4h, not its 16-bit cast (memplan_model.norm_scale_fp32).
+  bool norm_scale_fp32 = false;
   bool norms_trainable = true;
   bool attention_trainable = true;   // q, k, v projections
   bool output_trainable = true;      // o projection
@@ -237,7 +240,8 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
   const bool autocast = r > p;
   const double mask = o.dropout ? 1.0 : 0.0;
   const double rms_kept = e.rms_norm_upcast ? 4 * x.hidden + 4 : r * x.hidden + r;  // input (+ fp32 upcast), rsqrt
-  const double norm = e.rms_norm ? rms_kept + (e.norms_trainable ? r * x.hidden : 0) : r * x.hidden + 8;
+  const double normalized = e.norm_scale_fp32 && e.rms_norm_upcast ? 4 : r;  // the weight multiply's other input
+  const double norm = e.rms_norm ? rms_kept + (e.norms_trainable ? normalized * x.hidden : 0) : r * x.hidden + 8;
   // Copies of a norm's output the projections after it keep: one shared, or under autocast one per projection
   // (multi-head latent attention's down-projections are left at one).
   const double attention_copies = autocast && !x.latent() ? 3 : 1;
@@ -323,7 +327,8 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
     // q_norm and k_norm: the fp32 upcast input (or the input itself without the upcast) and one rsqrt per head,
     // and the normalized copy cast back when the norm weights train; RoPE after them saves only cos and sin.
     const auto norm_kept = [&](double width, double heads) {
-      return (e.rms_norm_upcast ? 4 * width + 4 * heads : p * width + p * heads) + (e.norms_trainable ? p * width : 0);
+      return (e.rms_norm_upcast ? 4 * width + 4 * heads : p * width + p * heads) +
+             (e.norms_trainable ? (e.norm_scale_fp32 && e.rms_norm_upcast ? 4 : p) * width : 0);
     };
     terms.split += sb * norm_kept(x.q_width, x.heads);
     terms.split_kv += sb * norm_kept(x.kv_width, x.kv_heads > 0 ? x.kv_heads : x.heads);
@@ -861,7 +866,8 @@ inline OutputActivations output_activations(const OutputShape& x, const Activati
     // dtype (rms_norm_upcast = false: LitGPT's RMSNorm, Unsloth's Triton kernel) keeps that input and its
     // rsqrt, as the layers' norms do (eager_layer_terms).
     out.final_norm = sb * ((o.eager.rms_norm_upcast ? 4 * x.hidden + 4 : r * x.hidden + r) +
-                           (frozen_norm ? 0 : r * x.hidden)) / replicated_divisor +
+                           (frozen_norm ? 0 : (o.eager.norm_scale_fp32 && o.eager.rms_norm_upcast ? 4 : r) * x.hidden)) /
+                         replicated_divisor +
                      (frozen_head ? 0 : sb * o.bytes * x.hidden);
   else
     out.final_norm = (r + o.bytes) * sb * x.hidden / replicated_divisor;

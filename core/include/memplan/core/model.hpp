@@ -98,6 +98,9 @@ struct ModelSpec {
   // pass cap x tanh(x / cap); 0: none. Scalars, not weights: they change what training keeps (tanh's output).
   double attn_logit_softcapping = 0;
   double final_logit_softcapping = 0;
+  // RMSNorm multiplies the normalized input by its weight in single precision before casting back (Gemma's
+  // output * (1 + weight.float()), modeling_gemma.py GemmaRMSNorm): a trained norm keeps that 4-byte input.
+  bool norm_scale_fp32 = false;
   bool expert_bias = false;      // MoE: each expert's projections have biases (gate_up 2 x f, down h)
   WeightFormat weight_format;    // the checkpoint's quantization_config, if its config.json declares one
 
