@@ -10,6 +10,9 @@
 // SDPA with a padding mask).
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "test_support.hpp"
 
 namespace memplan::testing {
@@ -293,6 +296,22 @@ TEST(HfMeasuredLayers, TheRecomputedLayerHoldsItsResidual) {
                                   .item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS);
   EXPECT_EQ(recomputed, 137'320 * kTokens);
   EXPECT_EQ(recomputed - saves, 2 * 3072 * kTokens);
+}
+
+// The example examples/train-framework-hf-trainer-gemma2-9b-lora.toml is the
+// measured Gemma 2 job's scenario: its allocated peak within 0.1 % of the
+// H100's max_memory_allocated, 35,242,418,176 bytes
+// (validation/measured/h100-2026-11-27-gemma2.jsonl line 2).
+TEST(HfMeasuredLayers, TheGemma2ExampleAsMeasured) {
+  const std::string path = source_dir() + "/examples/train-framework-hf-trainer-gemma2-9b-lora.toml";
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << path;
+  std::ostringstream text;
+  text << in.rdbuf();
+  const Evaluation e = evaluate(text.str(), path);
+  constexpr double kMeasured = 35'242'418'176.0;
+  const double estimate = static_cast<double>(e.breakdown().quantities[kAllocated].peak);
+  EXPECT_NEAR(estimate / kMeasured, 1.0, 0.001);
 }
 
 // Gradient checkpointing turns use_cache off (transformers: "`use_cache=True`

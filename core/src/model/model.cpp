@@ -83,6 +83,7 @@ memplan_model to_abi_model(const ModelSpec& spec, double total_params) {
   model.attn_logit_softcapping = spec.attn_logit_softcapping;
   model.final_logit_softcapping = spec.final_logit_softcapping;
   model.norm_scale_fp32 = spec.norm_scale_fp32 ? 1 : 0;
+  model.reserved_zero = 0;
   return model;
 }
 

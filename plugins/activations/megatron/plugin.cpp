@@ -604,6 +604,7 @@ class MegatronActivations {
         add_vocab_sized(ctx, names_.logit_softcap, softcap - softcap_released);
         add_vocab_sized(ctx, names_.logit_softcap, softcap_released, memplan::sdk::Lifetime::transient_forward);
         add_vocab_sized(ctx, names_.logit_softcap, softcap_released, memplan::sdk::Lifetime::backward_start);
+        freed_by_loss_backward += std::max(0.0, softcap);
         freed_by_loss_backward += std::max(0.0, cross_entropy - ce_released);
         const double saves_released = logits_released + ce_released;
         // The loss's transients belong to one micro-batch: the one whose loss is computed.

@@ -325,7 +325,8 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
   }
   if (e.qk_norm && !x.latent()) {
     // q_norm and k_norm: the fp32 upcast input (or the input itself without the upcast) and one rsqrt per head,
-    // and the normalized copy cast back when the norm weights train; RoPE after them saves only cos and sin.
+    // and the normalized copy cast back when the norm weights train (in fp32 where the norm multiplies by its
+    // weight in fp32: norm_scale_fp32); RoPE after them saves only cos and sin.
     const auto norm_kept = [&](double width, double heads) {
       return (e.rms_norm_upcast ? 4 * width + 4 * heads : p * width + p * heads) +
              (e.norms_trainable ? (e.norm_scale_fp32 && e.rms_norm_upcast ? 4 : p) * width : 0);

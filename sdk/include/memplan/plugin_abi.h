@@ -335,7 +335,10 @@ typedef struct memplan_model {
                           Added after the first landing of ABI 1.3: a smaller struct_size means 0, read as 2 */
   double attn_logit_softcapping;  /* Gemma 2: attention scores capped as cap x tanh(x / cap); 0: none. Added with */
   double final_logit_softcapping; /* layer_norms; likewise the logits; 0: none (also from an older host) */
-  int32_t norm_scale_fp32;        /* 1: RMSNorm multiplies by its weight in fp32 (Gemma's (1 + w)); same landing */
+  int32_t norm_scale_fp32; /* 1: RMSNorm multiplies by its weight in fp32 (Gemma's (1 + w)). Added after the
+                              soft-capping fields: a smaller struct_size means 0 */
+  int32_t reserved_zero;   /* 0: the padding after norm_scale_fp32 made explicit, so that a later field gets a
+                              struct_size of its own */
 } memplan_model;
 
 /* What the scenario runs: mode, batch and hardware. */
