@@ -337,6 +337,19 @@ void read_gemma3(const ConfigReader& config, ModelSpec& spec, bool multimodal) {
 // transformers' layer_types in memplan's terms (defined below, with gpt-oss).
 void read_layer_types(const ConfigReader& config, ModelSpec& spec);
 
+// A config class's windowed layers: `sliding_window` (absent: the class's `default_window`; null: no window),
+// every `default_every`th layer global unless `layer_types` spells the pattern out (read_layer_types).
+void read_window_pattern(const ConfigReader& config, ModelSpec& spec, int64_t default_window,
+                         int64_t default_every) {
+  const int64_t window =
+      config.present("sliding_window") ? config.positive("sliding_window").value_or(0) : default_window;
+  if (window > 0) {
+    spec.sliding_window = window;
+    spec.global_attention_every = default_every;
+  }
+  read_layer_types(config, spec);
+}
+
 // Soft-capping of the attention scores and of the logits (Gemma2Config: 50.0 and 30.0 when absent; Gemma 3's
 // configs: null, none): absent takes the class's default, null none.
 void read_softcapping(const ConfigReader& config, ModelSpec& spec, double attention_default, double final_default) {
@@ -373,15 +386,9 @@ void read_gemma(const ConfigReader& config, ModelSpec& spec, bool gemma2) {
   if (!gemma2) return;
   spec.layer_norms = 4;
   read_softcapping(config, spec, 50.0, 30.0);
-  // Absent: Gemma2Config's default window of 4096 tokens; null: none.
-  const int64_t window =
-      config.present("sliding_window") ? config.positive("sliding_window").value_or(0) : 4096;
-  if (window > 0) {
-    spec.sliding_window = window;
-    spec.global_attention_every = 2;
-  }
-  // Newer configs spell the alternation out (the rule gpt-oss's layer_types share).
-  read_layer_types(config, spec);
+  // Gemma2Config's default window of 4096 tokens, every other layer global; newer configs spell the alternation
+  // out in layer_types.
+  read_window_pattern(config, spec, 4096, 2);
 }
 
 // OLMo 2 (Olmo2ForCausalLM), transformers' modular_olmo2.py: a Llama-shaped
@@ -403,13 +410,7 @@ void read_olmo2(const ConfigReader& config, ModelSpec& spec) {
 // "full_attention" where (i + 1) % 4 == 0); `null` window: every layer global.
 void read_olmo3(const ConfigReader& config, ModelSpec& spec) {
   read_olmo2(config, spec);
-  const int64_t window =
-      config.present("sliding_window") ? config.positive("sliding_window").value_or(0) : 4096;
-  if (window > 0) {
-    spec.sliding_window = window;
-    spec.global_attention_every = 4;
-  }
-  read_layer_types(config, spec);
+  read_window_pattern(config, spec, 4096, 4);
 }
 
 // DeepSeek-V2 and V3 (transformers' DeepseekV2ForCausalLM and
