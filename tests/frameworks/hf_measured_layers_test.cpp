@@ -194,7 +194,8 @@ TEST(HfMeasuredLayers, WindowedLayersMaskFromTheWindowOn) {
 // checkpointing, the output held: K and V at the kv heads are the cache's):
 // repeat_kv's two copies, 2 x 671,088,640 bytes over the 40 windowed layers
 // (2 x 16,777,216 a layer), and the 40 biases among SDPA's allocations:
-// 40 x (33,554,432 + 8,388,608) beyond what the full-attention layers keep. The Trainer's job at 2 x 2,048 tokens with checkpointing
+// 40 x (33,554,432 + 8,388,608) beyond what the full-attention layers keep.
+// The Trainer's job at 2 x 2,048 tokens with checkpointing
 // (snapshot-gemma3-12b-trainer-lora-r16-all-gcdefault-bs2-s2048): recomputing
 // a windowed layer rises 1,673,731,088 bytes, the full-attention layer 47
 // 1,623,399,440: 50,331,648 apart, 12,288 a token (the bias 4,096 and the
@@ -220,7 +221,8 @@ TEST(HfMeasuredLayers, Gemma3WindowedLayersRepeatKvUnderTheirMask) {
   const std::string trainer = "autocast = true\nuse_cache = false\n";
   const std::string recompute = "[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\n";
   const Evaluation masked = gemma3("micro_batch = 2\nseq_len = 2048\n", trainer, recompute);
-  const Evaluation unmasked = gemma3("micro_batch = 2\nseq_len = 2048\n", trainer + "mask_bias_per_layer = false\n", recompute);
+  const Evaluation unmasked =
+      gemma3("micro_batch = 2\nseq_len = 2048\n", trainer + "mask_bias_per_layer = false\n", recompute);
   EXPECT_EQ(masked.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS) -
                 unmasked.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS),
             1'673'731'088u - 1'623'399'440u);

@@ -133,11 +133,11 @@ constexpr std::array<memplan_option_spec, 23> kOptions{{
      "false"},
     {"mask_bias_per_layer", MEMPLAN_OPTION_BOOL,
      "eager layers on transformers >= 4.53's masking_utils. Eager attention (flash_attention = false): a float "
-     "b x s x s mask in the activations' dtype per kind of layer, always. SDPA: where attention needs a mask (padding_mask; or, without padding, the model's "
-     "windowed layers once seq_len reaches sliding_window) the model builds a b x s x s boolean mask per kind of "
-     "layer, which every attention call converts into a b x s x s bias in the activations' dtype and keeps for "
-     "backward (transformers >= 4.53's masking_utils; the hf-transformers profile sets it from 4.53). "
-     "flash_attention_2 takes no mask: set it false for those runs",
+     "b x s x s mask in the activations' dtype per kind of layer, always. SDPA: where attention needs a mask "
+     "(padding_mask; or, without padding, the model's windowed layers once seq_len reaches sliding_window) the "
+     "model builds a b x s x s boolean mask per kind of layer, which every attention call converts into a "
+     "b x s x s bias in the activations' dtype and keeps for backward (the hf-transformers profile sets it from "
+     "4.53). flash_attention_2 takes no mask: set it false for those runs",
      "false"},
     {"use_cache", MEMPLAN_OPTION_BOOL,
      "eager layers of a decoder: the forward fills a KV cache (Hugging Face use_cache, on by default in decoder "
@@ -453,7 +453,8 @@ class MegatronActivations {
     // H100 snapshot frees its mask after the last layer's forward; the OLMo 3 one, recomputed, holds it at
     // the loss's backward).
     const double mask_elements = shape.batch * shape.seq * shape.seq * static_cast<double>(inflight) / context;
-    const bool recomputed = settings.recompute == RecomputePolicy::full || settings.recompute == RecomputePolicy::per_op;
+    const bool recomputed =
+        settings.recompute == RecomputePolicy::full || settings.recompute == RecomputePolicy::per_op;
     add_outside(ctx, names_.sdpa_masks, masks.kinds * mask_elements * (masks.eager ? settings.bytes : 1),
                 recomputed ? memplan::sdk::Lifetime::activation : memplan::sdk::Lifetime::transient_forward);
     // A windowed layer that gets a mask keeps more than the stage's other layers: SDPA's bias
@@ -830,10 +831,10 @@ class MegatronActivations {
           ring_backward(options.intern("context_parallel.ring_backward")),
           kept_layer_inputs(options.intern("activations.kept_layer_inputs")) {}
     memplan::sdk::Name stored, offload_window, recompute, dequantized_weight, embedding_dropout, final_norm, logits,
-        held_output, cross_entropy, loss_forward, loss_backward, tied_gradient, kv_cache, sdpa_masks, windowed_attention, logit_softcap,
-        rope_cache, causal_mask,
-        expanded_causal_mask, recompute_casts, pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads,
-        pipeline_kept_outputs, pipeline_merged_outputs, ring_forward, ring_backward, kept_layer_inputs;
+        held_output, cross_entropy, loss_forward, loss_backward, tied_gradient, kv_cache, sdpa_masks,
+        windowed_attention, logit_softcap, rope_cache, causal_mask, expanded_causal_mask, recompute_casts,
+        pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
+        pipeline_merged_outputs, ring_forward, ring_backward, kept_layer_inputs;
   };
 
   // What apply() needs to know of the reported rank's weights, from one pass

@@ -866,8 +866,9 @@ inline OutputActivations output_activations(const OutputShape& x, const Activati
     // fused path saves the sharded input and gathers again in backward). A norm that computes in its input's
     // dtype (rms_norm_upcast = false: LitGPT's RMSNorm, Unsloth's Triton kernel) keeps that input and its
     // rsqrt, as the layers' norms do (eager_layer_terms).
-    out.final_norm = sb * ((o.eager.rms_norm_upcast ? 4 * x.hidden + 4 : r * x.hidden + r) +
-                           (frozen_norm ? 0 : (o.eager.norm_scale_fp32 && o.eager.rms_norm_upcast ? 4 : r) * x.hidden)) /
+    out.final_norm = sb *
+                         ((o.eager.rms_norm_upcast ? 4 * x.hidden + 4 : r * x.hidden + r) +
+                          (frozen_norm ? 0 : (o.eager.norm_scale_fp32 && o.eager.rms_norm_upcast ? 4 : r) * x.hidden)) /
                          replicated_divisor +
                      (frozen_head ? 0 : sb * o.bytes * x.hidden);
   else
