@@ -26,6 +26,14 @@ uint64_t cache_bytes(const Evaluation& e, int32_t lifetime) {
   return bytes;
 }
 
+// The plan's item named `name` (the last one added), or null.
+const PlanItem* plan_item(const Evaluation& e, std::string_view name) {
+  const PlanItem* found = nullptr;
+  for (const PlanItem& it : e.estimator().plan().items)
+    if (it.name_view() == name) found = &it;
+  return found;
+}
+
 std::string hf_517(const std::string& model, const std::string& batch, const std::string& precision,
                    const std::string& extra_activations, const std::string& strategies = "") {
   return "name = \"m\"\nmode = \"train\"\n[framework]\nuse = \"hf-transformers\"\nversion = \"5.17\"\n[model]\npreset = \"" +
@@ -146,12 +154,7 @@ TEST(HfMeasuredLayers, WindowedLayersMaskFromTheWindowOn) {
                     "\"megatron\"\nuse_cache = false\n" + activations +
                     (recompute ? "[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\n" : ""));
   };
-  const auto item = [](const Evaluation& e, std::string_view name) {
-    const PlanItem* found = nullptr;
-    for (const PlanItem& it : e.estimator().plan().items)
-      if (it.name_view() == name) found = &it;
-    return found;
-  };
+  const auto item = plan_item;
   const Evaluation windowed = olmo3(4096, "", true);
   const PlanItem* mask = item(windowed, "activations.sdpa_masks");
   ASSERT_NE(mask, nullptr);
@@ -209,12 +212,10 @@ TEST(HfMeasuredLayers, Gemma3WindowedLayersRepeatKvUnderTheirMask) {
                     "[[strategy]]\nuse = \"lora\"\nrank = 16\nalpha = 32\ntargets = \"all-linear\"\n" + strategies);
   };
   const auto windowed = [](const Evaluation& e) -> uint64_t {
-    for (const PlanItem& it : e.estimator().plan().items)
-      if (it.name_view() == "activations.windowed_attention") {
-        EXPECT_EQ(it.count, 40u);
-        return it.bytes();
-      }
-    return 0;
+    const PlanItem* found = plan_item(e, "activations.windowed_attention");
+    if (found == nullptr) return 0;
+    EXPECT_EQ(found->count, 40u);
+    return found->bytes();
   };
   const Evaluation loop = gemma3("seq_len = 2048\n", "output_held = true\n", "");
   EXPECT_EQ(windowed(loop), 40u * (2u * 671'088'640u / 40u + 8'388'608u));

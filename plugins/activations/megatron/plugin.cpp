@@ -436,14 +436,15 @@ class MegatronActivations {
     //   loss only): at the forward's end, beyond what attention saves only where attention saved repeated
     //   copies instead (repeat_kv; and the windowed layers that get a mask, which repeat theirs).
     const SdpaMasks masks = sdpa_masks_of(facts.first_layer, stage_layers, workload.seq_len);
+    const bool grouped_query = model.kv_heads > 0 && model.kv_heads < model.heads;  // K and V fewer than the queries
     if (kv_cache_counted(settings) && stage_layers > 0) {
       const double cache = static_cast<double>(stage_layers) * 2 * settings.bytes * shape.batch * shape.seq *
                            shape.kv_width / memplan::plugins::kv_divisor(shape, settings) / context;
       if (output_held_) add_outside(ctx, names_.kv_cache, cache, memplan::sdk::Lifetime::persistent);
       const double repeated_layers =
           settings.eager.repeat_kv ? static_cast<double>(stage_layers)
-          : model.kv_heads > 0 && model.kv_heads < model.heads ? static_cast<double>(masks.windowed_biased)
-                                                                : 0.0;
+          : grouped_query ? static_cast<double>(masks.windowed_biased)
+                          : 0.0;
       const double beside = output_held_ ? cache : cache * repeated_layers / static_cast<double>(stage_layers);
       add_outside(ctx, names_.kv_cache, beside, memplan::sdk::Lifetime::transient_forward);
     }
@@ -463,7 +464,7 @@ class MegatronActivations {
     // 48): each windowed layer's repeat_kv copies, 2 x 8,192 bytes a token, and its 4,096-byte bias.
     ActivationSettings windowed = settings;
     windowed.eager.attention_bias = true;
-    windowed.eager.repeat_kv = model.kv_heads > 0 && model.kv_heads < model.heads;
+    windowed.eager.repeat_kv = grouped_query;
     if (masks.windowed_biased > 0 && !recomputed) {
       const double extra = (memplan::plugins::stored_bytes_per_layer(shape, windowed) -
                             memplan::plugins::stored_bytes_per_layer(shape, settings)) *
@@ -966,12 +967,14 @@ class MegatronActivations {
   SdpaMasks sdpa_masks_of(int32_t first_layer, uint32_t stage_layers, int64_t seq_len) const {
     SdpaMasks masks;
     if (layer_ != LayerImplementation::eager || !mask_bias_per_layer_) return masks;
+    // Layer i is global where (i + 1) % every == 0: the stage's [first, first + n) holds as many global layers
+    // as multiples of `every` in (first, first + n] (a closed form: apply() runs per evaluation).
     const int64_t window = model_.sliding_window;
     const int64_t every = model_.global_attention_every;
-    int64_t windowed = 0;
-    for (int64_t i = first_layer; i < first_layer + static_cast<int64_t>(stage_layers); ++i)
-      if (window > 0 && !(every > 0 && (i + 1) % every == 0)) ++windowed;
-    const int64_t global = static_cast<int64_t>(stage_layers) - windowed;
+    const int64_t n = static_cast<int64_t>(stage_layers);
+    const int64_t first = first_layer;
+    const int64_t global = window <= 0 ? n : every > 0 ? (first + n) / every - first / every : 0;
+    const int64_t windowed = n - global;
     if (!flash_attention_) {
       masks.kinds = (global > 0 ? 1 : 0) + (windowed > 0 ? 1 : 0);
       masks.eager = true;
