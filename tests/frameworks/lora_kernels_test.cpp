@@ -89,21 +89,51 @@ TEST(LoraKernels, TheRecomputedLayersHighPoint) {
 // bytes; the final norm keeps its bf16 input and rstd (2h + 2, the rstd priced
 // at the input's bytes) and Cut Cross-Entropy the head's input (2h): 16,386 x
 // 4096 = 67,117,056 bytes. The covered adapters keep nothing of their own, so
-// axolotl's kernels on the same run differ only by their temporaries: the
-// backward's 73,728 against 45,056, 28,672 x 4096 = 117,440,512 bytes more.
+// adding through a temporary differs only by it: the backward's 73,728 against
+// 45,056, 28,672 x 4096 = 117,440,512 bytes more.
+//
+// Unsloth before 2025.3.2 (the profile's base, version "2025.1.5") added that
+// way (unsloth/kernels/utils.py @ e3162dc5bf: out += (X @ A.to(dtype)) @
+// (s * B.to(dtype))), as axolotl does; and its
+// Unsloth_Offloaded_Gradient_Checkpointer.backward copied each layer's input
+// back when the layer's backward began (unsloth_zoo, called from
+// models/llama.py 816-829 @ e3162dc5bf): backward holds the layer in flight
+// only. The stored layer is its input, 2h = 8,192 bytes a token, 33,554,432 at
+// 4096 tokens: the offload window is 2 x that in forward and in 2026.8's
+// backward, 1 x in the old backward (134,217,728 -> 100,663,296 over both
+// passes). lora_kernels reports the addition where it is not the
+// implementation's own. kernels = "axolotl" adds through the temporary unless
+// told otherwise, as the profile of 2026.8 tells it (its [[since]] 2025.3.2
+// block sets kernels_add_in_place for whichever kernels run).
 TEST(LoraKernels, ThroughTheUnslothProfile) {
-  const auto scenario = [](const std::string& lora) {
-    return "name = \"u\"\nmode = \"train\"\n[framework]\nuse = \"unsloth\"\n[model]\npreset = \"llama-3.1-8b\"\n"
-           "[batch]\nmicro_batch = 1\nseq_len = 4096\n[precision]\nuse = \"quantized\"\nunquantized = \"bf16\"\n"
-           "adapters = \"fp32\"\n[optimizer]\nuse = \"adam-8bit\"\n[activations]\nuse = \"megatron\"\n"
-           "[[strategy]]\nuse = \"lora\"\nrank = 32\ntargets = \"all-linear\"\n" + lora +
-           "[hardware]\ngpu = \"h100-sxm-80gb\"\n";
+  const auto scenario = [](const std::string& framework, const std::string& lora) {
+    return "name = \"u\"\nmode = \"train\"\n[framework]\nuse = \"unsloth\"\n" + framework +
+           "[model]\npreset = \"llama-3.1-8b\"\n[batch]\nmicro_batch = 1\nseq_len = 4096\n[precision]\n"
+           "use = \"quantized\"\nunquantized = \"bf16\"\nadapters = \"fp32\"\n[optimizer]\nuse = \"adam-8bit\"\n"
+           "[activations]\nuse = \"megatron\"\n[[strategy]]\nuse = \"lora\"\nrank = 32\ntargets = \"all-linear\"\n" +
+           lora + "[hardware]\ngpu = \"h100-sxm-80gb\"\n";
   };
-  const Evaluation unsloth = evaluate(scenario(""));
+  const auto detail = [](const Evaluation& e) {
+    for (const auto& [key, value] : e.estimator().report_details())
+      if (key == "lora_kernels") return value;
+    return std::string("(absent)");
+  };
+  const Evaluation unsloth = evaluate(scenario("", ""));
   EXPECT_EQ(unsloth.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS), 638'074'880u);
   EXPECT_EQ(unsloth.item_bytes("activations.final_norm", MEMPLAN_ROLE_ACTIVATIONS), 67'117'056u);
-  const Evaluation axolotl = evaluate(scenario("kernels = \"axolotl\"\n"));
+  EXPECT_EQ(unsloth.item_bytes("activations.offload_window", MEMPLAN_ROLE_ACTIVATIONS), 134'217'728u);
+  EXPECT_EQ(detail(unsloth), "\"unsloth\"");
+
+  const Evaluation old = evaluate(scenario("version = \"2025.1.5\"\n", ""));
+  EXPECT_EQ(old.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS), 638'074'880u + 117'440'512u);
+  EXPECT_EQ(old.item_bytes("activations.offload_window", MEMPLAN_ROLE_ACTIVATIONS), 100'663'296u);
+  EXPECT_EQ(detail(old), "\"unsloth (adapters added through a temporary)\"");
+
+  const Evaluation axolotl = evaluate(scenario("", "kernels = \"axolotl\"\nkernels_add_in_place = false\n"));
   EXPECT_EQ(axolotl.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS), 638'074'880u + 117'440'512u);
+  EXPECT_EQ(detail(axolotl), "\"axolotl\"");
+  const Evaluation told = evaluate(scenario("version = \"2025.1.5\"\n", "kernels_add_in_place = true\n"));
+  EXPECT_EQ(told.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS), 638'074'880u);
 }
 
 // Liger's SwiGLU (fused_swiglu; LigerSiLUMulFunction, liger_kernel/ops/swiglu.py

@@ -34,7 +34,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 23> kOptions{{
+constexpr std::array<memplan_option_spec, 24> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true"},
@@ -70,6 +70,12 @@ constexpr std::array<memplan_option_spec, 23> kOptions{{
      "move the layers' stored activations to host memory during forward and back in backward (torchtune's "
      "enable_activation_offloading): the GPU keeps two layers' worth, the one in flight and the next",
      "false"},
+    {"offload_prefetch", MEMPLAN_OPTION_BOOL,
+     "with offload: backward brings the next layer's stored activations back while the current one runs, so the "
+     "GPU holds two layers' worth in backward too (torchtune's OffloadActivations; Unsloth's offloaded "
+     "checkpointing from 2025.3.2); false: each layer's come back when its backward starts and only the layer in "
+     "flight is on the GPU in backward (Unsloth's Unsloth_Offloaded_Gradient_Checkpointer before 2025.3.2)",
+     "true"},
     {"rope_cache", MEMPLAN_OPTION_BOOL,
      "every attention layer's rotary embedding keeps cos and sin tables of max_context x head_dim as module "
      "buffers (Hugging Face transformers up to 4.38); a model with learned positions has none",
@@ -175,7 +181,7 @@ constexpr std::array<LossMode, 13> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.20.0",
+      "megatron", "1.21.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -216,6 +222,7 @@ class MegatronActivations {
     compiled_ = layer == "compiled";
     repeat_kv_ = options.boolean("repeat_kv").value_or(true);
     offload_ = options.boolean("offload").value_or(false);
+    offload_prefetch_ = options.boolean("offload_prefetch").value_or(true);
     rope_cache_ = options.boolean("rope_cache").value_or(false);
     softmax_keeps_input_ = options.boolean("softmax_keeps_input").value_or(false);
     masked_scores_kept_ = options.boolean("masked_scores_kept").value_or(false);
@@ -394,7 +401,13 @@ class MegatronActivations {
                              stored_bytes * std::min<double>(2, static_cast<double>(routed_layers))});
       }
       add_bytes(ctx, names_.offload_window, window, memplan::sdk::Lifetime::transient_forward);
-      add_bytes(ctx, names_.offload_window, window, memplan::sdk::Lifetime::transient_backward);
+      // Without prefetching, a layer's stored activations come back when its backward starts (Unsloth before
+      // 2025.3.2: Unsloth_Offloaded_Gradient_Checkpointer.backward copies its input to the GPU and frees it on
+      // return): backward holds the layer in flight only, the largest of the stage's kinds of layer.
+      const double backward_window =
+          offload_prefetch_ ? window
+                            : std::max(dense_layers > 0 ? dense_bytes : 0.0, routed_layers > 0 ? stored_bytes : 0.0);
+      add_bytes(ctx, names_.offload_window, backward_window, memplan::sdk::Lifetime::transient_backward);
       stored_device = memplan::sdk::Device::cpu;
     }
     if (dense_layers == 0) {
@@ -1227,6 +1240,7 @@ class MegatronActivations {
   bool compiled_ = false;  // layer = "compiled" (ActivationSettings::compiled)
   bool repeat_kv_ = true;
   bool offload_ = false;
+  bool offload_prefetch_ = true;  // backward brings the next layer's stored activations back early (offload_prefetch)
   // The last replay of the loss path's requests (loss_requests.hpp) and its
   // key: a search that keeps the batch, the sequence and the dtype replays once.
   struct LossSegmentsMemo {

@@ -38,7 +38,7 @@ using sdk::ParamClass;
 // PEFT's LoraConfig names (huggingface/peft src/peft/tuners/lora/config.py:
 // r, lora_alpha, lora_dropout, target_modules) are accepted beside memplan's,
 // so a config can be copied over; giving both names of one option is an error.
-constexpr std::array<memplan_option_spec, 10> kOptions{{
+constexpr std::array<memplan_option_spec, 11> kOptions{{
     {"rank", MEMPLAN_OPTION_INT, "adapter rank r (positive)", "required"},
     {"alpha", MEMPLAN_OPTION_DOUBLE, "scaling numerator: the update is (alpha / r) B A; no memory effect",
      "not reported"},
@@ -63,6 +63,12 @@ constexpr std::array<memplan_option_spec, 10> kOptions{{
      "SwiGLU product in backward; at lora_dropout above 0, and for targets no function covers, both keep PEFT's "
      "forward (reported as lora_kernels)",
      "\"none\" (PEFT's LoRA Linear.forward)"},
+    {"kernels_add_in_place", MEMPLAN_OPTION_BOOL,
+     "with kernels: whether matmul_lora adds the adapters' product to the base output in place (out.addmm_, "
+     "Unsloth from 2025.3.2: unsloth/kernels/utils.py @ 3e5f061133) or through a temporary of the output's width "
+     "(out += (X @ A) @ (s B): axolotl, and Unsloth before 2025.3.2 @ e3162dc5bf), which the recomputed layer "
+     "holds beside its saves",
+     "true for \"unsloth\", false for \"axolotl\""},
     {"r", MEMPLAN_OPTION_INT, "PEFT's name for rank", "rank"},
     {"lora_alpha", MEMPLAN_OPTION_DOUBLE, "PEFT's name for alpha", "alpha"},
     {"lora_dropout", MEMPLAN_OPTION_DOUBLE, "PEFT's name for dropout", "dropout"},
@@ -151,7 +157,7 @@ struct Adapter {
 
 class LoraStrategy {
  public:
-  static constexpr sdk::PluginInfo info{"lora", "1.5.0",
+  static constexpr sdk::PluginInfo info{"lora", "1.6.0",
                                         "LoRA adapters r (d_in + d_out) on frozen weights (Hu et al. 2021)",
                                         sdk::Kind::strategy, sdk::Phase::trainability};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -260,7 +266,13 @@ class LoraStrategy {
                           "together, o, a gated MLP); " + kernels + " keeps PEFT's forward";
       else
         kernels_report_ = kernels;
-      if (kernels == "unsloth" && kernel_groups_ != 0) kernel_groups_ |= MEMPLAN_LORA_KERNEL_ADD_IN_PLACE;
+      // How matmul_lora adds the adapters: in place in Unsloth since 2025.3.2 (3e5f061133, 2025-03-04:
+      // out.addmm_), through a temporary of the output's width in axolotl and in Unsloth before (e3162dc5bf:
+      // out += (X @ A) @ (s * B)); the unsloth profile sets it by version.
+      const bool in_place = options.boolean("kernels_add_in_place").value_or(kernels == "unsloth");
+      if (in_place && kernel_groups_ != 0) kernel_groups_ |= MEMPLAN_LORA_KERNEL_ADD_IN_PLACE;
+      if (kernel_groups_ != 0 && in_place != (kernels == "unsloth"))
+        kernels_report_ += in_place ? " (adapters added in place)" : " (adapters added through a temporary)";
     }
     const auto covered = [&](uint32_t target) {
       if ((target & (kQ | kK | kV)) != 0) return (kernel_groups_ & MEMPLAN_LORA_KERNEL_QKV) != 0;
