@@ -134,6 +134,57 @@ TEST(Timeline, BackwardEndMeetsOnlyTheEnd) {
   EXPECT_EQ(lifetime_name(MEMPLAN_LIFETIME_BACKWARD_START), "transient_backward_start");
 }
 
+// Lifetime backward_layers: what the layers' backward holds from the first layer's backward to backward's
+// end, but not at the loss's backward before it (FSDP2's reduce-scatter input, kept until the next unit's
+// post-backward):
+//   backward = P + T_b + max(min(G + A, A + G1) + max(S, L), min(G + A, G + A1) + E + L),
+//   or P + T_b + G + A + max(S, E + L) with accumulation.
+// The plan above with S = 200, E = 60: start 80 + 200 = 280, end 235 + 60 = 295 (402 in all). L = 30: start
+// 80 + max(200, 30) = 280, end 295 + 30 = 325: 100 + 7 + 325 = 432. With S = 40, E = 0 and L = 30: start
+// 80 + max(40, 30) = 120, end 235 + 30 = 265: 100 + 7 + 265 = 372. Neither is in forward or the optimizer
+// step. With accumulation (S = 200, E = 60, L = 30): 100 + 7 + 280 + max(200, 60 + 30) = 587. Where the start
+// is the high point, L and S do not meet: Timeline.BackwardLayersReplaceTheLossAtTheStart.
+TEST(Timeline, BackwardLayersMeetTheEndAndTheFirstLayer) {
+  Plan plan = gradients_outweigh_activations(200, 60);
+  plan.items.push_back(item(MEMPLAN_ROLE_BUFFERS, MEMPLAN_LIFETIME_BACKWARD_LAYERS, 30));
+  Breakdown once;
+  summarize(plan, 1, once);
+  EXPECT_EQ(once.timeline[kBackward], 432u);
+  EXPECT_EQ(once.timeline[kForward], 100u + 50);        // not in forward
+  EXPECT_EQ(once.timeline[kOptimizerStep], 100u + 230);  // nor in the optimizer step
+  Breakdown accumulating;
+  summarize(plan, 4, accumulating);
+  EXPECT_EQ(accumulating.timeline[kBackward], 587u);
+  Plan small = gradients_outweigh_activations(40);
+  small.items.push_back(item(MEMPLAN_ROLE_BUFFERS, MEMPLAN_LIFETIME_BACKWARD_LAYERS, 30));
+  Breakdown s;
+  summarize(small, 1, s);
+  EXPECT_EQ(s.timeline[kBackward], 372u);
+  EXPECT_EQ(lifetime_name(MEMPLAN_LIFETIME_BACKWARD_LAYERS), "transient_backward_layers");
+}
+
+// Activations outweigh gradients (weights 100; 10 layers of 2 bytes of gradients and 50 of activations:
+// G = 20, A = 500, G1 = 2, A1 = 50; no other transients): the start is the high point, min(520, 502) = 502.
+// The loss's S = 40 and the layers' L = 30 do not meet there: 100 + 502 + max(40, 30) = 642, not 672; with
+// L = 60 the first layer's moment is the higher: 100 + 502 + 60 = 662. The end, 20 + 50 + L, stays below.
+TEST(Timeline, BackwardLayersReplaceTheLossAtTheStart) {
+  const auto plan = [](double start, double layers) {
+    Plan p;
+    p.items.push_back(item(MEMPLAN_ROLE_WEIGHTS, MEMPLAN_LIFETIME_PERSISTENT, 100));
+    p.items.push_back(item(MEMPLAN_ROLE_GRADIENTS, MEMPLAN_LIFETIME_GRADIENT, 2, 0, 10));
+    p.items.push_back(item(MEMPLAN_ROLE_ACTIVATIONS, MEMPLAN_LIFETIME_ACTIVATION, 50, 0, 10));
+    p.items.push_back(item(MEMPLAN_ROLE_ACTIVATIONS, MEMPLAN_LIFETIME_BACKWARD_START, start));
+    p.items.push_back(item(MEMPLAN_ROLE_BUFFERS, MEMPLAN_LIFETIME_BACKWARD_LAYERS, layers));
+    return p;
+  };
+  Breakdown loss_higher;
+  summarize(plan(40, 30), 1, loss_higher);
+  EXPECT_EQ(loss_higher.timeline[kBackward], 642u);
+  Breakdown layers_higher;
+  summarize(plan(40, 60), 1, layers_higher);
+  EXPECT_EQ(layers_higher.timeline[kBackward], 662u);
+}
+
 // Source compatibility: memplan_step_high_points reads the MEMPLAN_LIFETIME_SETUP + 1 entries ABI 1.3 first
 // wrote (an array sized so stays in bounds, and its backward_start and backward_end bytes count as none);
 // memplan_step_high_points_n reads as many as it is given. The plan above as sums by lifetime

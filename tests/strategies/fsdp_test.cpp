@@ -147,6 +147,28 @@ TEST(Fsdp, SeparateEmbeddingsLeaveTheRootTheFinalNorm) {
   EXPECT_EQ(big.item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), 2'101'362'688u);
 }
 
+// fully_shard's gradients (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py, post_backward;
+// _fsdp_collectives.py, foreach_reduce): autograd computes each unit's unsharded gradients in the gathered
+// parameters' dtype (param_dtype bf16), and foreach_reduce packs them into a reduce-scatter input in
+// reduce_dtype (fp32), which comm_ctx.reduce_scatter_state keeps until the next unit's post-backward, after
+// that unit's backward: lifetime backward_layers. Llama-2-7B, 8 ranks, as at the top:
+//   fsdp.unsharded_gradients  (R + U) x 2 B = 464,531,456 x 2 =   929,062,912 B
+//   fsdp.reduce_scatter_input  U x 4 B      = 202,383,360 x 4 =   809,533,440 B
+// Without activations backward's end is the high point: persistent + T_b + G + L = 11,792,227,328 +
+// (1,333,829,632 + 929,062,912) + 1,684,603,904 + 809,533,440 = 16,549,257,216 B. FSDP1 with the same policy
+// casts the flat gradient to reduce_dtype before its reduce-scatter: (R + U) x 4 B = 1,858,125,824, no input
+// kept after it.
+TEST(Fsdp, Fsdp2KeepsTheReduceScatterInputThroughTheNextUnit) {
+  const std::string policy = "param_dtype = \"bf16\"\nreduce_dtype = \"fp32\"\nsetup = \"none\"\n";
+  Evaluation two = evaluate_paper(llama7b(8, "api = \"fsdp2\"\n" + policy));
+  EXPECT_EQ(two.item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), 929'062'912u);
+  EXPECT_EQ(two.item_bytes("fsdp.reduce_scatter_input", MEMPLAN_ROLE_BUFFERS), 809'533'440u);
+  EXPECT_EQ(two.breakdown().peak, 16'549'257'216u);
+  Evaluation one = evaluate_paper(llama7b(8, policy));
+  EXPECT_EQ(one.item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), 1'858'125'824u);
+  EXPECT_EQ(one.item_bytes("fsdp.reduce_scatter_input", MEMPLAN_ROLE_BUFFERS), 0u);
+}
+
 // Mixtral 8x7B with 8 expert-parallel ranks out of 8 data-parallel ranks:
 // experts are sharded over 8 / 8 = 1 rank, the dense weights over 8.
 // Weights per GPU: 2 x (1,605,636,096 / 8 + 32 x 176,160,768) = 11,675,698,176.

@@ -214,7 +214,7 @@ constexpr std::array<memplan_option_spec, 15> kOptions{{
 class FsdpStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "fsdp", "1.9.0",
+      "fsdp", "1.10.0",
       "PyTorch FSDP: FULL_SHARD or HYBRID_SHARD (ZeRO-3 semantics) with the gathered units in flight",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -520,12 +520,23 @@ class FsdpStrategy {
       if (units > 1)
         sharding::add_buffer(ctx, names_.gathered_forward, Lifetime::transient_forward, unit_bytes, 1);
     }
-    if (ctx.training())
+    if (ctx.training()) {
+      const double gradient_bytes = ctx.required_attr_double(attributes_.gradients_dtype, MEMPLAN_ATTR_DTYPE_GRADIENTS);
+      const double reduce_bytes = reduce_bytes_ > 0 ? reduce_bytes_ : gradient_bytes;
+      // FSDP1 casts the flat gradient to reduce_dtype before its reduce-scatter (that copy is the unit's
+      // working gradient); fully_shard's autograd gradients stay in the gathered parameters' dtype and only the
+      // reduce-scatter input is in reduce_dtype (foreach_reduce's copy-in).
+      const double unsharded_bytes = fsdp1_ ? reduce_bytes : (param_bytes_ > 0 ? param_bytes_ : gradient_bytes);
       sharding::add_buffer(ctx, names_.unsharded_gradients, Lifetime::transient_backward,
-                           root.trainable + gradient_unit,
-                           reduce_bytes_ > 0 ? reduce_bytes_
-                                             : ctx.required_attr_double(attributes_.gradients_dtype,
-                                                                        MEMPLAN_ATTR_DTYPE_GRADIENTS));
+                           root.trainable + gradient_unit, unsharded_bytes);
+      // fully_shard keeps a unit's reduce-scatter input in comm_ctx.reduce_scatter_state until the next unit's
+      // post_backward, after that unit's backward has run (FSDPParamGroup.post_backward): one unit's worth in
+      // reduce_dtype beside the next unit's gathered parameters and gradients, from the first unit's
+      // post-backward on (not at the loss's backward before it: lifetime backward_layers).
+      if (!fsdp1_ && units > 1)
+        sharding::add_buffer(ctx, names_.reduce_scatter_input, Lifetime::backward_layers, gradient_unit,
+                             reduce_bytes);
+    }
     // The staged shard copies of the root and of one unit, in the dtype they are gathered in.
     ctx.set_attr(attributes_.offload_staging, (root.bytes + (units > 0 ? gathered_unit : 0.0)) / shard);
     ctx.set_attr(attributes_.unit_parameters, unit);
@@ -594,6 +605,7 @@ class FsdpStrategy {
           unsharded_parameters(options.intern("fsdp.unsharded_parameters")),
           unsharded_gradients(options.intern("fsdp.unsharded_gradients")),
           accumulated_gradients(options.intern("fsdp.accumulated_gradients")),
+          reduce_scatter_input(options.intern("fsdp.reduce_scatter_input")),
           gather(options.intern("fsdp.all_gather")),
           gradient_reduction(options.intern(MEMPLAN_WORK_GRADIENT_REDUCTION)),
           optimizer_step(options.intern(MEMPLAN_WORK_OPTIMIZER_STEP)),
@@ -602,7 +614,7 @@ class FsdpStrategy {
           setup_transient(options.intern("fsdp.setup_unshard")),
           setup_cache(options.intern("fsdp.setup_cache")) {}
     memplan::sdk::Name gathered_forward, gathered_backward, unsharded_parameters, unsharded_gradients,
-        accumulated_gradients;
+        accumulated_gradients, reduce_scatter_input;
     memplan::sdk::Name gather, gradient_reduction, optimizer_step, optimizer_step_experts, replica_reduction;
     memplan::sdk::Name setup_transient, setup_cache;
   };

@@ -112,9 +112,17 @@ extern "C" {
  * leaf's input buffer until the embedding's arrives and is added to it,
  * torch/csrc/autograd/input_buffer.cpp). Added with backward_start. */
 #define MEMPLAN_LIFETIME_BACKWARD_END 8
+/* Alive while the layers' backward runs, from the first layer's backward to
+ * backward's end, but not yet at the loss's backward before it: what one
+ * layer's backward leaves for the next, such as FSDP2's reduce-scatter input,
+ * kept until the next unit's post-backward. At backward's start it counts as
+ * the first layer's moment, beside that layer's gradients instead of the
+ * loss's backward_start bytes. Added with backward_start and backward_end;
+ * a host that predates it rejects the item. */
+#define MEMPLAN_LIFETIME_BACKWARD_LAYERS 9
 /* The number of lifetimes: arrays indexed by MEMPLAN_LIFETIME_* have this
  * many entries. */
-#define MEMPLAN_LIFETIME_COUNT 9
+#define MEMPLAN_LIFETIME_COUNT 10
 /* Whether a persistent item already exists while the job is set up: every
  * persistent item but the optimizer states (torch.optim creates them in the
  * first step) and activations kept from step to step (a loop's held
@@ -134,10 +142,11 @@ static inline int memplan_exists_at_setup(int32_t role, int32_t lifetime) {
  * item (docs/estimate.md, section 4); the 'allocator' plugin to each stream's
  * pool. With G the gradients, A the activations, G1 and A1 the largest single
  * layer's, P the persistent items, T the pass's transients, S what backward's
- * start adds (lifetime backward_start) and E what its end adds (backward_end):
+ * start adds (lifetime backward_start), E what its end adds (backward_end)
+ * and L what the layers' backward holds (backward_layers):
  *   forward   = P + A + T (+ G from the second micro-batch on: accumulating)
- *   backward  = P + T + max(min(G + A, A + G1) + S, min(G + A, G + A1) + E),
- *               or G + A + max(S, E) when accumulating (backward walks the
+ *   backward  = P + T + max(min(G + A, A + G1) + max(S, L), min(G + A, G + A1) + E + L),
+ *               or G + A + max(S, E + L) when accumulating (backward walks the
  *               layers in reverse: gradients grow while activations are
  *               freed, so the high point is its start, where the loss's
  *               backward runs before any layer's, or its end, where the
@@ -157,8 +166,11 @@ static inline void memplan_step_high_points_n(const double* by_lifetime, size_t 
     if (activations + largest_gradient_layer < start) start = activations + largest_gradient_layer;
     if (gradients + largest_activation_layer < end) end = gradients + largest_activation_layer;
   }
-  if (entries > MEMPLAN_LIFETIME_BACKWARD_START) start += by_lifetime[MEMPLAN_LIFETIME_BACKWARD_START];
+  const double layers = entries > MEMPLAN_LIFETIME_BACKWARD_LAYERS ? by_lifetime[MEMPLAN_LIFETIME_BACKWARD_LAYERS] : 0;
+  const double loss = entries > MEMPLAN_LIFETIME_BACKWARD_START ? by_lifetime[MEMPLAN_LIFETIME_BACKWARD_START] : 0;
+  start += loss > layers ? loss : layers;
   if (entries > MEMPLAN_LIFETIME_BACKWARD_END) end += by_lifetime[MEMPLAN_LIFETIME_BACKWARD_END];
+  end += layers;
   out[0] = persistent + activations + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_FORWARD] + (accumulating ? gradients : 0);
   out[1] = persistent + (start > end ? start : end) + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_BACKWARD];
   out[2] = persistent + gradients + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER];
