@@ -117,8 +117,8 @@ extern "C" {
  * layer's backward leaves for the next, such as FSDP2's reduce-scatter input,
  * kept until the next unit's post-backward. At backward's start it counts as
  * the first layer's moment, beside that layer's gradients instead of the
- * loss's backward_start bytes. Added with backward_start and backward_end;
- * a host that predates it rejects the item. */
+ * loss's backward_start bytes. Added after backward_start and backward_end
+ * (the same day); a host that predates it rejects the item. */
 #define MEMPLAN_LIFETIME_BACKWARD_LAYERS 9
 /* The number of lifetimes: arrays indexed by MEMPLAN_LIFETIME_* have this
  * many entries. */
