@@ -142,7 +142,8 @@ TEST(Timeline, BackwardEndMeetsOnlyTheEnd) {
 // The plan above with S = 200, E = 60: start 80 + 200 = 280, end 235 + 60 = 295 (402 in all). L = 30: start
 // 80 + max(200, 30) = 280, end 295 + 30 = 325: 100 + 7 + 325 = 432. With S = 40, E = 0 and L = 30: start
 // 80 + max(40, 30) = 120, end 235 + 30 = 265: 100 + 7 + 265 = 372. Neither is in forward or the optimizer
-// step. With accumulation (S = 200, E = 60, L = 30): 100 + 7 + 280 + max(200, 60 + 30) = 587. Where the start
+// step. With accumulation (S = 200, E = 60, L = 30): 100 + 7 + 280 + max(200, 60 + 30) = 587; (S = 40, E = 60,
+// L = 30): 100 + 7 + 280 + max(40, 90) = 477. Where the start
 // is the high point, L and S do not meet: Timeline.BackwardLayersReplaceTheLossAtTheStart.
 TEST(Timeline, BackwardLayersMeetTheEndAndTheFirstLayer) {
   Plan plan = gradients_outweigh_activations(200, 60);
@@ -155,6 +156,12 @@ TEST(Timeline, BackwardLayersMeetTheEndAndTheFirstLayer) {
   Breakdown accumulating;
   summarize(plan, 4, accumulating);
   EXPECT_EQ(accumulating.timeline[kBackward], 587u);
+  // Accumulating where E + L passes S: S = 40, E = 60, L = 30: 100 + 7 + 280 + max(40, 90) = 477.
+  Plan end_heavy = gradients_outweigh_activations(40, 60);
+  end_heavy.items.push_back(item(MEMPLAN_ROLE_BUFFERS, MEMPLAN_LIFETIME_BACKWARD_LAYERS, 30));
+  Breakdown end_accumulating;
+  summarize(end_heavy, 4, end_accumulating);
+  EXPECT_EQ(end_accumulating.timeline[kBackward], 477u);
   Plan small = gradients_outweigh_activations(40);
   small.items.push_back(item(MEMPLAN_ROLE_BUFFERS, MEMPLAN_LIFETIME_BACKWARD_LAYERS, 30));
   Breakdown s;

@@ -92,19 +92,20 @@ TEST(LoraKernels, TheRecomputedLayersHighPoint) {
 // adding through a temporary differs only by it: the backward's 73,728 against
 // 45,056, 28,672 x 4096 = 117,440,512 bytes more.
 //
-// Unsloth before 2025.3.2 (the profile's base, version "2025.1.5") added that
+// Unsloth before 2025.3.1 (the profile's base; version "2025.1.5") added that
 // way (unsloth/kernels/utils.py @ e3162dc5bf: out += (X @ A.to(dtype)) @
-// (s * B.to(dtype))), as axolotl does; and its
-// Unsloth_Offloaded_Gradient_Checkpointer.backward copied each layer's input
-// back when the layer's backward began (unsloth_zoo, called from
-// models/llama.py 816-829 @ e3162dc5bf): backward holds the layer in flight
-// only. The stored layer is its input, 2h = 8,192 bytes a token, 33,554,432 at
-// 4096 tokens: the offload window is 2 x that in forward and in 2026.8's
+// (s * B.to(dtype))), as axolotl does, until 4f166026d7 (2025-03-01); and
+// before 2025.3.2 its Unsloth_Offloaded_Gradient_Checkpointer.backward copied
+// each layer's input back when the layer's backward began (unsloth_zoo, called
+// from models/llama.py 816-829 @ e3162dc5bf): backward holds the layer in
+// flight only (offload_backward_layers = 1), where 2025.3.2's
+// UnslothCheckpointFunction keeps a reload buffer and the last layer's input
+// (2). The stored layer is its input, 2h = 8,192 bytes a token, 33,554,432 at
+// 4096 tokens: the offload window is 2 x that in forward and in the later
 // backward, 1 x in the old backward (134,217,728 -> 100,663,296 over both
-// passes). lora_kernels reports the addition where it is not the
-// implementation's own. kernels = "axolotl" adds through the temporary unless
-// told otherwise, as the profile of 2026.8 tells it (its [[since]] 2025.3.2
-// block sets kernels_add_in_place for whichever kernels run).
+// passes). lora_kernels says when Unsloth's kernels add through the
+// temporary. axolotl's kernels add through it whatever the profile says of
+// Unsloth's (unsloth_adds_in_place is read for kernels = "unsloth" only).
 TEST(LoraKernels, ThroughTheUnslothProfile) {
   const auto scenario = [](const std::string& framework, const std::string& lora) {
     return "name = \"u\"\nmode = \"train\"\n[framework]\nuse = \"unsloth\"\n" + framework +
@@ -127,12 +128,16 @@ TEST(LoraKernels, ThroughTheUnslothProfile) {
   const Evaluation old = evaluate(scenario("version = \"2025.1.5\"\n", ""));
   EXPECT_EQ(old.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS), 638'074'880u + 117'440'512u);
   EXPECT_EQ(old.item_bytes("activations.offload_window", MEMPLAN_ROLE_ACTIVATIONS), 100'663'296u);
-  EXPECT_EQ(detail(old), "\"unsloth (adapters added through a temporary)\"");
+  EXPECT_EQ(detail(old), "\"unsloth (adapters added through a temporary, as before 2025.3.1)\"");
+  // 2025.3.1: the addition in place, the old checkpointer still.
+  const Evaluation between = evaluate(scenario("version = \"2025.3.1\"\n", ""));
+  EXPECT_EQ(between.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS), 638'074'880u);
+  EXPECT_EQ(between.item_bytes("activations.offload_window", MEMPLAN_ROLE_ACTIVATIONS), 100'663'296u);
 
-  const Evaluation axolotl = evaluate(scenario("", "kernels = \"axolotl\"\nkernels_add_in_place = false\n"));
+  const Evaluation axolotl = evaluate(scenario("", "kernels = \"axolotl\"\n"));
   EXPECT_EQ(axolotl.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS), 638'074'880u + 117'440'512u);
   EXPECT_EQ(detail(axolotl), "\"axolotl\"");
-  const Evaluation told = evaluate(scenario("version = \"2025.1.5\"\n", "kernels_add_in_place = true\n"));
+  const Evaluation told = evaluate(scenario("version = \"2025.1.5\"\n", "unsloth_adds_in_place = true\n"));
   EXPECT_EQ(told.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS), 638'074'880u);
 }
 

@@ -292,17 +292,18 @@ TEST(ActivationOffload, TwoLayersStayOnTheGpu) {
   EXPECT_EQ(e.item_bytes("activations.offload_window", MEMPLAN_ROLE_ACTIVATIONS), 2ull * 2 * 139'368 * 1024);
 }
 
-// Without prefetching (offload_prefetch = false: Unsloth's offloaded
-// checkpointing before 2025.3.2 copies a layer's stored activations back when
-// its backward starts) backward holds only the layer in flight: the same
-// scenario keeps two layers in forward and one in backward, 3 x 142,712,832 =
-// 428,138,496 B over both passes; the host copy is unchanged.
-TEST(ActivationOffload, WithoutPrefetchBackwardHoldsOneLayer) {
+// offload_backward_layers = 1 (Unsloth's offloaded checkpointing before
+// 2025.3.2 copies a layer's stored activations back when its backward starts)
+// holds only the layer in flight in backward: the same scenario keeps two
+// layers in forward and one in backward, 3 x 142,712,832 = 428,138,496 B over
+// both passes; the host copy is unchanged. With 3 (a reload double buffer
+// beside the last layer's input) backward holds three: 5 x 142,712,832.
+TEST(ActivationOffload, BackwardHoldsTheLayersItIsTold) {
   Evaluation e = evaluate_paper(
       "name = \"a\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nseq_len = 1024\n"
       "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n"
       "layer = \"eager\"\nflash_attention = true\ndropout = false\ncross_entropy = \"upcast\"\noffload = true\n"
-      "offload_prefetch = false\n");
+      "offload_backward_layers = 1\n");
   EXPECT_EQ(e.breakdown().cpu_components[MEMPLAN_ROLE_ACTIVATIONS], 28ull * 139'368 * 1024);
   EXPECT_EQ(e.item_bytes("activations.offload_window", MEMPLAN_ROLE_ACTIVATIONS), 3ull * 139'368 * 1024);
   uint64_t backward = 0;
@@ -310,6 +311,15 @@ TEST(ActivationOffload, WithoutPrefetchBackwardHoldsOneLayer) {
     if (item.name_view() == "activations.offload_window" && item.lifetime == MEMPLAN_LIFETIME_TRANSIENT_BACKWARD)
       backward += item.bytes();
   EXPECT_EQ(backward, 139'368ull * 1024);
+  const std::string three =
+      "name = \"a\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nseq_len = 1024\n"
+      "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n"
+      "layer = \"eager\"\nflash_attention = true\ndropout = false\ncross_entropy = \"upcast\"\noffload = true\n"
+      "offload_backward_layers = ";
+  EXPECT_EQ(evaluate_paper(three + "3\n").item_bytes("activations.offload_window", MEMPLAN_ROLE_ACTIVATIONS),
+            5ull * 139'368 * 1024);
+  EXPECT_NE(error_of(paper(three + "0\n")).find("option 'offload_backward_layers': must be a positive integer, got 0"),
+            std::string::npos);
 }
 
 // Optimizer in backward (torchtune's optimizer_in_bwd): each parameter steps

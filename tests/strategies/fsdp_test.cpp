@@ -167,6 +167,11 @@ TEST(Fsdp, Fsdp2KeepsTheReduceScatterInputThroughTheNextUnit) {
   Evaluation one = evaluate_paper(llama7b(8, policy));
   EXPECT_EQ(one.item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), 1'858'125'824u);
   EXPECT_EQ(one.item_bytes("fsdp.reduce_scatter_input", MEMPLAN_ROLE_BUFFERS), 0u);
+  // Without reduce_dtype fully_shard reduces in the gradients' own dtype, param_dtype's bf16 here over fp32
+  // weights (foreach_reduce: reduce_dtype or grad_dtype): U x 2 B = 404,766,720.
+  std::string fp32 = llama7b(8, "api = \"fsdp2\"\nparam_dtype = \"bf16\"\nsetup = \"none\"\n");
+  fp32.replace(fp32.find("mixed-bf16"), 10, "fp32");
+  EXPECT_EQ(evaluate_paper(fp32).item_bytes("fsdp.reduce_scatter_input", MEMPLAN_ROLE_BUFFERS), 404'766'720u);
 }
 
 // Mixtral 8x7B with 8 expert-parallel ranks out of 8 data-parallel ranks:

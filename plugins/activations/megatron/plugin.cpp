@@ -70,12 +70,12 @@ constexpr std::array<memplan_option_spec, 24> kOptions{{
      "move the layers' stored activations to host memory during forward and back in backward (torchtune's "
      "enable_activation_offloading): the GPU keeps two layers' worth, the one in flight and the next",
      "false"},
-    {"offload_prefetch", MEMPLAN_OPTION_BOOL,
-     "with offload: backward brings the next layer's stored activations back while the current one runs, so the "
-     "GPU holds two layers' worth in backward too (torchtune's OffloadActivations; Unsloth's offloaded "
-     "checkpointing from 2025.3.2); false: each layer's come back when its backward starts and only the layer in "
-     "flight is on the GPU in backward (Unsloth's Unsloth_Offloaded_Gradient_Checkpointer before 2025.3.2)",
-     "true"},
+    {"offload_backward_layers", MEMPLAN_OPTION_INT,
+     "with offload: how many layers' stored activations the GPU holds in backward: 2 (torchtune's "
+     "OffloadActivations: the layer in flight and the next one brought back; Unsloth from 2025.3.2: its reload "
+     "buffer and the last layer's input, which it does not offload) or 1 (Unsloth before 2025.3.2: "
+     "Unsloth_Offloaded_Gradient_Checkpointer copies each layer's input back when that layer's backward starts)",
+     "2"},
     {"rope_cache", MEMPLAN_OPTION_BOOL,
      "every attention layer's rotary embedding keeps cos and sin tables of max_context x head_dim as module "
      "buffers (Hugging Face transformers up to 4.38); a model with learned positions has none",
@@ -222,7 +222,7 @@ class MegatronActivations {
     compiled_ = layer == "compiled";
     repeat_kv_ = options.boolean("repeat_kv").value_or(true);
     offload_ = options.boolean("offload").value_or(false);
-    offload_prefetch_ = options.boolean("offload_prefetch").value_or(true);
+    offload_backward_layers_ = static_cast<double>(options.positive_integer("offload_backward_layers", 2));
     rope_cache_ = options.boolean("rope_cache").value_or(false);
     softmax_keeps_input_ = options.boolean("softmax_keeps_input").value_or(false);
     masked_scores_kept_ = options.boolean("masked_scores_kept").value_or(false);
@@ -401,12 +401,18 @@ class MegatronActivations {
                              stored_bytes * std::min<double>(2, static_cast<double>(routed_layers))});
       }
       add_bytes(ctx, names_.offload_window, window, memplan::sdk::Lifetime::transient_forward);
-      // Without prefetching, a layer's stored activations come back when its backward starts (Unsloth before
-      // 2025.3.2: Unsloth_Offloaded_Gradient_Checkpointer.backward copies its input to the GPU and frees it on
-      // return): backward holds the layer in flight only, the largest of the stage's kinds of layer.
-      const double backward_window =
-          offload_prefetch_ ? window
-                            : std::max(dense_layers > 0 ? dense_bytes : 0.0, routed_layers > 0 ? stored_bytes : 0.0);
+      // Backward holds offload_backward_layers layers' worth: two where the next layer comes back while one runs
+      // (torchtune) or a reload buffer stands beside the last layer's input (Unsloth from 2025.3.2); one where
+      // each layer's input comes back when its backward starts and goes on return (Unsloth before 2025.3.2:
+      // Unsloth_Offloaded_Gradient_Checkpointer.backward), the largest of the stage's kinds of layer.
+      double backward_window = window;
+      if (offload_backward_layers_ < 2) {
+        backward_window = std::max(dense_layers > 0 ? dense_bytes : 0.0, routed_layers > 0 ? stored_bytes : 0.0);
+      } else if (offload_backward_layers_ > 2) {
+        const double largest = std::max(dense_layers > 0 ? dense_bytes : 0.0, routed_layers > 0 ? stored_bytes : 0.0);
+        backward_window = window + largest * (std::min(offload_backward_layers_, static_cast<double>(stage_layers)) -
+                                              std::min<double>(2, static_cast<double>(stage_layers)));
+      }
       add_bytes(ctx, names_.offload_window, backward_window, memplan::sdk::Lifetime::transient_backward);
       stored_device = memplan::sdk::Device::cpu;
     }
@@ -1240,7 +1246,7 @@ class MegatronActivations {
   bool compiled_ = false;  // layer = "compiled" (ActivationSettings::compiled)
   bool repeat_kv_ = true;
   bool offload_ = false;
-  bool offload_prefetch_ = true;  // backward brings the next layer's stored activations back early (offload_prefetch)
+  double offload_backward_layers_ = 2;  // layers' stored activations on the GPU in backward (offload_backward_layers)
   // The last replay of the loss path's requests (loss_requests.hpp) and its
   // key: a search that keeps the batch, the sequence and the dtype replays once.
   struct LossSegmentsMemo {

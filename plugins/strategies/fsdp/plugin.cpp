@@ -19,10 +19,15 @@
 //             backward_prefetch = "pre" (BACKWARD_PRE, FSDP's default), else 0
 //             + the unsharded gradients of the unit being reduced and of the
 //             root (reduce-scattered when the root's backward ends)
+//             + with api = "fsdp2", the previous unit's reduce-scatter input,
+//             kept until the next unit's post-backward (lifetime
+//             backward_layers)
 // in the weights' own dtypes (each item's: under 'quantized' the 4-bit linear
 // layers and the 16-bit embeddings and head; or MixedPrecision's param_dtype
-// when given; Float8 all-gather prices the linear layers at 1 byte) and the
-// gradients' dtype (or reduce_dtype), as transient items.
+// when given; Float8 all-gather prices the linear layers at 1 byte) and, for
+// the gradients, FSDP1's reduce_dtype (its cast copy) or FSDP2's param_dtype
+// (autograd's own; the reduce-scatter input in reduce_dtype), as transient
+// items.
 //
 // With CPU offload of the parameters, every gather starts with a GPU copy of
 // the unit's CPU shard, made on the pre-unshard stream (FSDP1
@@ -166,8 +171,10 @@ constexpr std::array<memplan_option_spec, 15> kOptions{{
      "\"pre\" (BACKWARD_PRE), \"post\" (BACKWARD_POST) or \"none\"", "\"pre\""},
     {"param_dtype", MEMPLAN_OPTION_STRING,
      "MixedPrecision(Policy) param_dtype: the dtype units are gathered in", "each weight's own dtype"},
-    {"reduce_dtype", MEMPLAN_OPTION_STRING, "MixedPrecision(Policy) reduce_dtype: the unsharded gradients' dtype",
-     "the gradients' dtype"},
+    {"reduce_dtype", MEMPLAN_OPTION_STRING,
+     "MixedPrecision(Policy) reduce_dtype: FSDP1's unsharded gradients' dtype (its cast copy before the "
+     "reduce-scatter), FSDP2's reduce-scatter input's (its autograd gradients stay in param_dtype)",
+     "the gradients' dtype (FSDP2: param_dtype when given)"},
     {"reshard_after_forward", MEMPLAN_OPTION_BOOL,
      "free each unit's gathered weights after its forward (false: keep them until its backward)", "true"},
     {"communication_overlap", MEMPLAN_OPTION_DOUBLE,
@@ -522,11 +529,13 @@ class FsdpStrategy {
     }
     if (ctx.training()) {
       const double gradient_bytes = ctx.required_attr_double(attributes_.gradients_dtype, MEMPLAN_ATTR_DTYPE_GRADIENTS);
-      const double reduce_bytes = reduce_bytes_ > 0 ? reduce_bytes_ : gradient_bytes;
       // FSDP1 casts the flat gradient to reduce_dtype before its reduce-scatter (that copy is the unit's
       // working gradient); fully_shard's autograd gradients stay in the gathered parameters' dtype and only the
-      // reduce-scatter input is in reduce_dtype (foreach_reduce's copy-in).
-      const double unsharded_bytes = fsdp1_ ? reduce_bytes : (param_bytes_ > 0 ? param_bytes_ : gradient_bytes);
+      // reduce-scatter input is in reduce_dtype, which defaults to the gradients' own (foreach_reduce:
+      // reduce_dtype = reduce_dtype or grad_dtype).
+      const double autograd_bytes = param_bytes_ > 0 ? param_bytes_ : gradient_bytes;
+      const double reduce_bytes = reduce_bytes_ > 0 ? reduce_bytes_ : (fsdp1_ ? gradient_bytes : autograd_bytes);
+      const double unsharded_bytes = fsdp1_ ? reduce_bytes : autograd_bytes;
       sharding::add_buffer(ctx, names_.unsharded_gradients, Lifetime::transient_backward,
                            root.trainable + gradient_unit, unsharded_bytes);
       // fully_shard keeps a unit's reduce-scatter input in comm_ctx.reduce_scatter_state until the next unit's

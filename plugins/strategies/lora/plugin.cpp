@@ -63,12 +63,12 @@ constexpr std::array<memplan_option_spec, 11> kOptions{{
      "SwiGLU product in backward; at lora_dropout above 0, and for targets no function covers, both keep PEFT's "
      "forward (reported as lora_kernels)",
      "\"none\" (PEFT's LoRA Linear.forward)"},
-    {"kernels_add_in_place", MEMPLAN_OPTION_BOOL,
-     "with kernels: whether matmul_lora adds the adapters' product to the base output in place (out.addmm_, "
-     "Unsloth from 2025.3.2: unsloth/kernels/utils.py @ 3e5f061133) or through a temporary of the output's width "
-     "(out += (X @ A) @ (s B): axolotl, and Unsloth before 2025.3.2 @ e3162dc5bf), which the recomputed layer "
-     "holds beside its saves",
-     "true for \"unsloth\", false for \"axolotl\""},
+    {"unsloth_adds_in_place", MEMPLAN_OPTION_BOOL,
+     "with kernels = \"unsloth\": whether its matmul_lora adds the adapters' product to the base output in place "
+     "(out.addmm_, from 2025.3.1: unsloth 4f166026d7) or through a temporary of the output's width (out += (X @ A) @ "
+     "(s B), before: unsloth/kernels/utils.py @ e3162dc5bf), which the recomputed layer holds beside its saves; "
+     "axolotl's kernels always add through the temporary",
+     "true"},
     {"r", MEMPLAN_OPTION_INT, "PEFT's name for rank", "rank"},
     {"lora_alpha", MEMPLAN_OPTION_DOUBLE, "PEFT's name for alpha", "alpha"},
     {"lora_dropout", MEMPLAN_OPTION_DOUBLE, "PEFT's name for dropout", "dropout"},
@@ -266,13 +266,13 @@ class LoraStrategy {
                           "together, o, a gated MLP); " + kernels + " keeps PEFT's forward";
       else
         kernels_report_ = kernels;
-      // How matmul_lora adds the adapters: in place in Unsloth since 2025.3.2 (3e5f061133, 2025-03-04:
+      // How matmul_lora adds the adapters: in place in Unsloth from 2025.3.1 (4f166026d7, 2025-03-01:
       // out.addmm_), through a temporary of the output's width in axolotl and in Unsloth before (e3162dc5bf:
-      // out += (X @ A) @ (s * B)); the unsloth profile sets it by version.
-      const bool in_place = options.boolean("kernels_add_in_place").value_or(kernels == "unsloth");
+      // out += (X @ A) @ (s * B)); the unsloth profile sets unsloth_adds_in_place by version.
+      const bool in_place = kernels == "unsloth" && options.boolean("unsloth_adds_in_place").value_or(true);
       if (in_place && kernel_groups_ != 0) kernel_groups_ |= MEMPLAN_LORA_KERNEL_ADD_IN_PLACE;
-      if (kernel_groups_ != 0 && in_place != (kernels == "unsloth"))
-        kernels_report_ += in_place ? " (adapters added in place)" : " (adapters added through a temporary)";
+      if (kernel_groups_ != 0 && kernels == "unsloth" && !in_place)
+        kernels_report_ += " (adapters added through a temporary, as before 2025.3.1)";
     }
     const auto covered = [&](uint32_t target) {
       if ((target & (kQ | kK | kV)) != 0) return (kernel_groups_ & MEMPLAN_LORA_KERNEL_QKV) != 0;

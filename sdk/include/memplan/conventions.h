@@ -201,10 +201,10 @@
 #define MEMPLAN_LORA_KERNEL_O 2   /* the attention output projection */
 #define MEMPLAN_LORA_KERNEL_MLP 4 /* a gated MLP's gate, up and down */
 #define MEMPLAN_LORA_KERNEL_ADD_IN_PLACE 8 /* the adapters' product added in place (Unsloth's
-                                            * matmul_lora since 2025.3.2: out.addmm_), not through a
+                                            * matmul_lora from 2025.3.1: out.addmm_), not through a
                                             * temporary of the output's width (axolotl's, and Unsloth's
                                             * before: out += (X @ A) @ (s B)); lora's
-                                            * kernels_add_in_place */
+                                            * unsloth_adds_in_place */
 /* The adapters' rank r (double), set by 'lora': each adapted d_in x d_out
  * matrix gets lora_A of r x d_in and lora_B of d_out x r elements. Read by
  * 'zero', which keeps the adapter matrices at most

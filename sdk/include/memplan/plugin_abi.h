@@ -149,9 +149,9 @@ static inline int memplan_exists_at_setup(int32_t role, int32_t lifetime) {
  *               or G + A + max(S, E + L) when accumulating (backward walks the
  *               layers in reverse: gradients grow while activations are
  *               freed, so the high point is its start, where the loss's
- *               backward runs before any layer's, or its end, where the
- *               embedding's does; with accumulation every gradient is
- *               allocated from the start)
+ *               backward runs before any layer's (S) or the first layer's
+ *               right after it (L), or its end, where the embedding's does;
+ *               with accumulation every gradient is allocated from the start)
  *   optimizer = P + G + T
  * Sums below 2^53 bytes are exact in double. */
 static inline void memplan_step_high_points_n(const double* by_lifetime, size_t entries,
@@ -178,7 +178,7 @@ static inline void memplan_step_high_points_n(const double* by_lifetime, size_t 
 
 /* The same over MEMPLAN_LIFETIME_SETUP + 1 entries, as ABI 1.3 first wrote
  * it: code that sizes its array so keeps reading inside it (and sees no
- * backward_start or backward_end bytes). */
+ * backward_start, backward_end or backward_layers bytes). */
 static inline void memplan_step_high_points(const double* by_lifetime, double largest_gradient_layer,
                                             double largest_activation_layer, int accumulating, double out[3]) {
   memplan_step_high_points_n(by_lifetime, MEMPLAN_LIFETIME_SETUP + 1, largest_gradient_layer,
