@@ -37,7 +37,8 @@ using memplan::plugins::TransformerShape;
 constexpr std::array<memplan_option_spec, 24> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
-    {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true"},
+    {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true",
+     nullptr},
     {"cross_entropy", MEMPLAN_OPTION_STRING,
      "the loss path: \"unfused\" (fp32 logits and the loss's fp32 softmax both kept), \"vocab-parallel\" "
      "(Megatron-LM: softmax in place in an fp32 copy of the logits), \"upcast-shift-copy\" (Hugging Face "
@@ -50,8 +51,9 @@ constexpr std::array<memplan_option_spec, 24> kOptions{{
      "\"upcast-compiled\" and \"chunked-compiled\" (the same losses under torch.compile, torchtune's compile: "
      "True: the loss's input is saved, not its fp32 log-softmax), \"cut\" (Cut Cross-Entropy, axolotl's "
      "CutCrossEntropyPlugin: no logits materialized)",
-     "\"unfused\""},
-    {"loss_chunks", MEMPLAN_OPTION_INT, "chunks of the chunked cross entropy", "8 (torchtune's num_output_chunks)"},
+     "\"unfused\"", nullptr},
+    {"loss_chunks", MEMPLAN_OPTION_INT, "chunks of the chunked cross entropy", "8 (torchtune's num_output_chunks)",
+     nullptr},
     {"layer", MEMPLAN_OPTION_STRING,
      "\"fused\": Megatron-LM / Transformer Engine layers (Korthikanti et al.'s tensors); \"eager\": PyTorch "
      "modules as Hugging Face Transformers and torchtune write them (fp32 RMSNorm inputs, K/V repeated to every "
@@ -61,82 +63,82 @@ constexpr std::array<memplan_option_spec, 24> kOptions{{
      "--use-legacy-models): \"fused\" plus SwiGLU's silu output (eager SwiGLU) and, with flash attention and a "
      "micro-batch above 1, the attention output's contiguous copy; K and V repeated to every query head under "
      "grouped-query attention",
-     "\"fused\""},
+     "\"fused\"", nullptr},
     {"repeat_kv", MEMPLAN_OPTION_BOOL,
      "eager layers: K and V are copied to every query head before attention (transformers' repeat_kv, torchtune's "
      "expand; false where SDPA's enable_gqa reads the kv heads directly)",
-     "true"},
+     "true", nullptr},
     {"offload", MEMPLAN_OPTION_BOOL,
      "move the layers' stored activations to host memory during forward and back in backward (torchtune's "
      "enable_activation_offloading): the GPU keeps two layers' worth, the one in flight and the next",
-     "false"},
+     "false", nullptr},
     {"offload_backward_layers", MEMPLAN_OPTION_INT,
      "with offload: how many layers' stored activations the GPU holds in backward: 2 (torchtune's "
      "OffloadActivations: the layer in flight and the next one brought back; Unsloth from 2025.3.2: its reload "
      "buffer and the last layer's input, which it does not offload) or 1 (Unsloth before 2025.3.2: "
      "Unsloth_Offloaded_Gradient_Checkpointer copies each layer's input back when that layer's backward starts)",
-     "2"},
+     "2", nullptr},
     {"rope_cache", MEMPLAN_OPTION_BOOL,
      "every attention layer's rotary embedding keeps cos and sin tables of max_context x head_dim as module "
      "buffers (Hugging Face transformers up to 4.38); a model with learned positions has none",
-     "false"},
+     "false", nullptr},
     {"causal_mask_buffer", MEMPLAN_OPTION_BOOL,
      "the model keeps a max_context x max_context bool causal mask as a buffer and expands it each forward to "
      "micro_batch x max_context^2 in the activations' dtype (transformers 4.38's LlamaModel)",
-     "false"},
+     "false", nullptr},
     {"output_held", MEMPLAN_OPTION_BOOL,
      "the training loop keeps the model's output object (its logits) after the loss, until the next forward's "
      "output replaces it (`output = model(...); loss = output.loss; loss.backward()`): the returned logits are "
      "alive in every phase",
-     "false"},
+     "false", nullptr},
     {"softmax_keeps_input", MEMPLAN_OPTION_BOOL,
      "eager attention: the softmax also keeps its fp32 input for backward, as PyTorch up to 1.10 did (its "
      "_softmax_backward_data took the input for its dtype; 1.11 passes the dtype); no effect with flash_attention "
      "or fused layers",
-     "false"},
+     "false", nullptr},
     {"masked_scores_kept", MEMPLAN_OPTION_BOOL,
      "eager attention: the masked 16-bit scores pass torch.max(scores, finfo.min) before the softmax, which keeps "
      "them for backward (transformers' OPTAttention): p a s bytes per token and layer more; no effect with "
      "flash_attention or fused layers",
-     "false"},
+     "false", nullptr},
     {"relu_mlp", MEMPLAN_OPTION_BOOL,
      "eager layers: the two-projection MLP's activation is ReLU (OPT), which keeps only its output, the second "
      "projection's input (GELU also keeps its input); not with a gated MLP",
-     "false"},
+     "false", nullptr},
     {"attention_dropout", MEMPLAN_OPTION_BOOL,
      "eager attention: with dropout, the probabilities are dropped out too (a 1-byte mask and the dropped copy); "
      "false for models whose attention dropout is 0 beside a residual dropout (OPT)",
-     "the value of dropout"},
+     "the value of dropout", nullptr},
     {"packed_linear_keeps_input", MEMPLAN_OPTION_BOOL,
      "eager layers: a linear layer whose weight is packed below one byte keeps its input for backward even when "
      "the weight is frozen (bitsandbytes' MatMul4Bit: ctx.tensors = (A, B)); the hf-transformers profile sets it",
-     "false"},
+     "false", nullptr},
     {"rms_norm_upcast", MEMPLAN_OPTION_BOOL,
      "eager layers: RMSNorm upcasts its input to fp32 and keeps it (4h + 4 bytes a token); false: it computes in the "
      "input's dtype and keeps the input and rsqrt (LitGPT's lit_gpt/rmsnorm.py @ 8641822)",
-     "true"},
+     "true", nullptr},
     {"autocast", MEMPLAN_OPTION_BOOL,
      "eager layers: the forward runs under torch.autocast in the activations' dtype over 16-bit weights (the "
      "Hugging Face Trainer and accelerate with bf16/fp16 on a model loaded in that dtype): adapters in a wider "
      "dtype compute in the activations' (PEFT's Linear4bit skips its cast; the Linear's lora_A keeps autocast's "
      "16-bit copy); the autocast precision recipe (fp32 weights) says it by itself",
-     "false"},
+     "false", nullptr},
     {"fused_swiglu", MEMPLAN_OPTION_BOOL,
      "eager layers: SwiGLU is one autograd function that keeps its inputs (the gate and up outputs) and recomputes "
      "silu in backward, so silu's output (p f a token) is not kept: Liger's LigerSiLUMulFunction "
      "(liger_kernel/ops/swiglu.py @ ead96b61, HF's use_liger_kernel)",
-     "false"},
+     "false", nullptr},
     {"fused_qkv", MEMPLAN_OPTION_BOOL,
      "eager layers written as LitGPT's CausalSelfAttention (lit_gpt/model.py @ 8641822): q, k, v are views of the "
      "fused qkv output and SDPA's saved v holds all of it (MHA), and o's input is a copy of SDPA's output at micro-batch 1",
-     "false"},
+     "false", nullptr},
     {"padding_mask", MEMPLAN_OPTION_BOOL,
      "eager layers: the batches are padded to their longest sample and carry an attention mask (dynamic padding), "
      "so attention runs with an explicit mask: SDPA's memory-efficient kernel, which reads K and V at every query "
      "head whatever repeat_kv says (transformers' use_gqa_in_sdpa: enable_gqa only without a mask), and with "
      "mask_bias_per_layer the bias in the activations' dtype it keeps per layer; false: every sample fills seq_len "
      "(fixed length, packing) and the mask is None. SDPA only: flash_attention_2 unpads the batch (leave it false)",
-     "false"},
+     "false", nullptr},
     {"mask_bias_per_layer", MEMPLAN_OPTION_BOOL,
      "eager layers on transformers >= 4.53's masking_utils. Eager attention (flash_attention = false): a float "
      "b x s x s mask in the activations' dtype per kind of layer, always. SDPA: where attention needs a mask "
@@ -144,18 +146,18 @@ constexpr std::array<memplan_option_spec, 24> kOptions{{
      "model builds a b x s x s boolean mask per kind of layer, which every attention call converts into a "
      "b x s x s bias in the activations' dtype and keeps for backward (the hf-transformers profile sets it from "
      "4.53). flash_attention_2 takes no mask: set it false for those runs",
-     "false"},
+     "false", nullptr},
     {"use_cache", MEMPLAN_OPTION_BOOL,
      "eager layers of a decoder: the forward fills a KV cache (Hugging Face use_cache, on by default in decoder "
      "configs and off under gradient checkpointing) that the returned output holds: each layer's K and V at the kv "
      "heads stay alive while the output does (with output_held, into the next forward); no effect with recompute or "
      "latent attention. Encoders (BERT) have none, and the 5.17 Trainer, TRL >= 0.22 and fsdp_qlora turn it off: "
      "set false there",
-     "false"},
+     "false", nullptr},
     {"buffer_dtype", MEMPLAN_OPTION_STRING,
      "the rotary tables' dtype: torch's default dtype when the model was built (fp32 unless from_pretrained or "
      "from_config got torch_dtype), or the dtype of a later model.to()",
-     "the layers' norm weights' dtype"},
+     "the layers' norm weights' dtype", nullptr},
 }};
 
 struct LossMode {

@@ -8,7 +8,7 @@
 namespace {
 
 constexpr memplan_option_spec kOptions[] = {
-    {"states", MEMPLAN_OPTION_INT, "state tensors per trainable weight, 0 to 4", "1"},
+    {"states", MEMPLAN_OPTION_INT, "state tensors per trainable weight, 0 to 4", "1", nullptr},
 };
 
 class LoaderCreateError {
