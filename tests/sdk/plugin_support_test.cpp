@@ -16,6 +16,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <limits>
@@ -107,6 +108,43 @@ memplan_item raw_item(sdk::Role role, sdk::Device device, double elements, doubl
   item.elements = elements;
   item.bytes_per_element = bytes_per_element;
   return item;
+}
+
+// ------------------------------------------------------------------ sdk.hpp: the host's structs
+
+// A host built before a field of memplan_model existed hands a smaller struct
+// (struct_size up to the fields it knows); the SDK copies that much and
+// zero-fills the rest, so a plugin reads 0 for every later field, whatever
+// lies in memory past it (sdk.hpp HostView::sized_copy; plugin_abi.h: "a
+// smaller struct_size means 0"). The FakeHost's struct holds nonzero values
+// past the cut to show they are not read.
+TEST(SdkHostStructs, AnOlderHostsSmallerModelReadsAsZeroPastIt) {
+  FakeHost host;
+  host.model.layers = 32;
+  host.model.shared_expert_ffn_hidden = 2048;
+  host.model.layer_norms = 4;
+  host.model.attn_logit_softcapping = 50;
+  host.model.final_logit_softcapping = 30;
+  host.model.norm_scale_fp32 = 1;
+  // A host of the first ABI 1.3 landing: its struct ends after shared_expert_ffn_hidden.
+  host.model.struct_size = static_cast<uint32_t>(offsetof(memplan_model, layer_norms));
+  const memplan_model first = host.options().model();
+  EXPECT_EQ(first.struct_size, sizeof(memplan_model));
+  EXPECT_EQ(first.layers, 32);
+  EXPECT_EQ(first.shared_expert_ffn_hidden, 2048);
+  EXPECT_EQ(first.layer_norms, 0);
+  EXPECT_EQ(first.attn_logit_softcapping, 0.0);
+  EXPECT_EQ(first.final_logit_softcapping, 0.0);
+  EXPECT_EQ(first.norm_scale_fp32, 0);
+  // A host with the soft-capping fields but not norm_scale_fp32.
+  host.model.struct_size = static_cast<uint32_t>(offsetof(memplan_model, norm_scale_fp32));
+  const memplan_model capped = host.options().model();
+  EXPECT_EQ(capped.layer_norms, 4);
+  EXPECT_EQ(capped.final_logit_softcapping, 30.0);
+  EXPECT_EQ(capped.norm_scale_fp32, 0);
+  // The whole struct: every field as the host wrote it.
+  host.model.struct_size = sizeof(memplan_model);
+  EXPECT_EQ(host.options().model().norm_scale_fp32, 1);
 }
 
 // ------------------------------------------------------------------ kv_heads.hpp
