@@ -41,38 +41,40 @@ using memplan::sdk::Role;
 
 constexpr std::array<memplan_option_spec, 10> kOptions{{
     {"kv_dtype", MEMPLAN_OPTION_STRING, "dtype of the cached keys and values: fp32, fp16, bf16, fp8 or int8",
-     "the activation dtype of [precision]"},
+     "the activation dtype of [precision]", nullptr},
     {"block_size", MEMPLAN_OPTION_INT,
      "tokens per paged KV block (PagedAttention); each sequence rounds up to whole blocks; 1 = no paging",
-     "16 (vLLM's default)"},
+     "16 (vLLM's default)", nullptr},
     {"sliding_window", MEMPLAN_OPTION_INT, "tokens a windowed layer caches, overriding the model's; 0 = no window",
-     "the model's sliding_window"},
+     "the model's sliding_window", nullptr},
     {"prefill_chunk", MEMPLAN_OPTION_INT,
      "tokens one forward pass processes at once (vLLM's max_num_batched_tokens)",
-     "micro_batch x seq_len (whole prompts); the vllm profile, the default of serving, sets vLLM's 8192 or 2048 by GPU"},
+     "micro_batch x seq_len (whole prompts); the vllm profile, the default of serving, sets vLLM's 8192 or 2048 by GPU",
+     nullptr},
     {"logits", MEMPLAN_OPTION_STRING,
      "fp32 logits kept: \"last\" (the last position of each sequence, as vLLM's sampler) or \"all\" (every token "
      "of the chunk)",
-     "\"last\""},
-    {"flash_attention", MEMPLAN_OPTION_BOOL, "attention materializes no score matrix (FlashAttention)", "true"},
+     "\"last\"", nullptr},
+    {"flash_attention", MEMPLAN_OPTION_BOOL, "attention materializes no score matrix (FlashAttention)", "true",
+     nullptr},
     {"sampler_rows", MEMPLAN_OPTION_INT,
      "requests of the serving engine's start-up sampler run (vLLM's max_num_seqs; the run samples "
      "min(sampler_rows, prefill_chunk) rows over the whole vocabulary on every tensor-parallel rank); 0 = none",
-     "0 (no sampler run: the papers' view); the vllm profile sets vLLM's max_num_seqs, 1024 or 256 by GPU"},
+     "0 (no sampler run: the papers' view); the vllm profile sets vLLM's max_num_seqs, 1024 or 256 by GPU", nullptr},
     {"sampler_path", MEMPLAN_OPTION_STRING,
      "how the sampler run masks top-k/top-p: \"sort\" (PyTorch's sort, 38 bytes per row x vocabulary entry) or "
      "\"triton\" (vLLM 0.17's in-place Triton kernel, 14 bytes, for 8 rows or more)",
-     "\"sort\"; the vllm profile sets \"triton\" from version 0.17"},
+     "\"sort\"; the vllm profile sets \"triton\" from version 0.17", nullptr},
     {"moe_workspace", MEMPLAN_OPTION_STRING,
      "how a MoE layer's routed-expert temporaries live when the experts are unquantized: \"transient\" (freed "
      "after each layer, counted in the layer's transient) or \"persistent\" (vLLM's fused-MoE workspace, kept by "
      "its WorkspaceManager from the first MoE layer through the sampler run; item activations.moe_workspace)",
-     "\"transient\"; the vllm profile sets \"persistent\" from version 0.12"},
+     "\"transient\"; the vllm profile sets \"persistent\" from version 0.12", nullptr},
     {"rope_cache", MEMPLAN_OPTION_BOOL,
      "the serving engine's rotary table: one cos/sin cache of max_context x the rotary width in the activation "
      "dtype, whole on every rank (vLLM's RotaryEmbedding.cos_sin_cache, one instance shared by the layers through "
      "get_rope's cache; item rope_cache)",
-     "false; the vllm profile sets true"},
+     "false; the vllm profile sets true", nullptr},
 }};
 
 // The KV cache dtypes a serving engine stores (vLLM's kv_cache_dtype: auto,

@@ -70,7 +70,8 @@ constexpr std::array<memplan_option_spec, 24> kOptions{{
      "true", nullptr},
     {"offload", MEMPLAN_OPTION_BOOL,
      "move the layers' stored activations to host memory during forward and back in backward (torchtune's "
-     "enable_activation_offloading): the GPU keeps two layers' worth, the one in flight and the next",
+     "enable_activation_offloading): the GPU keeps two layers' worth in forward and offload_backward_layers' in "
+     "backward",
      "false", nullptr},
     {"offload_backward_layers", MEMPLAN_OPTION_INT,
      "with offload: how many layers' stored activations the GPU holds in backward: 2 (torchtune's "

@@ -29,17 +29,17 @@ namespace support = memplan::support;
 constexpr std::array<memplan_option_spec, 4> kOptions{{
     {"factor", MEMPLAN_OPTION_DOUBLE,
      "activations as a multiple of the weights' bytes (seed 000: 0.7 to 1.0; seed 001: about 1 or a little more)",
-     "none: required"},
+     "none: required", nullptr},
     {"of", MEMPLAN_OPTION_STRING,
      "whose weights: \"model\" (all parameters x the weights' dtype, whatever the parallelism) or \"rank\" (the "
      "weights on this GPU)",
-     "\"model\""},
+     "\"model\"", nullptr},
     {"reference_micro_batch", MEMPLAN_OPTION_INT,
      "the micro-batch the factor was observed at; activations then scale with [batch] micro_batch",
-     "none: no scaling with the batch"},
+     "none: no scaling with the batch", nullptr},
     {"reference_seq_len", MEMPLAN_OPTION_INT,
      "the sequence length the factor was observed at; activations then scale with [batch] seq_len",
-     "none: no scaling with the sequence"},
+     "none: no scaling with the sequence", nullptr},
 }};
 
 class RatioActivations {

@@ -59,13 +59,15 @@ using memplan::support::StepTemporaries;
 constexpr StepTemporaries kTemporaries{2, 1, false};
 
 constexpr std::array<memplan_option_spec, 3> kOptions{{
-    {"first_moment", MEMPLAN_OPTION_BOOL, "keep a full first moment (exp_avg) per weight", "false, or true when beta1 is set"},
+    {"first_moment", MEMPLAN_OPTION_BOOL, "keep a full first moment (exp_avg) per weight", "false, or true when beta1 is set",
+     nullptr},
     {"beta1", MEMPLAN_OPTION_DOUBLE,
-     "first-moment decay in [0, 1); setting it keeps a first moment, as Hugging Face's Adafactor does", "not set"},
+     "first-moment decay in [0, 1); setting it keeps a first moment, as Hugging Face's Adafactor does", "not set",
+     nullptr},
     {"implementation", MEMPLAN_OPTION_STRING,
      "\"for-loop\" (torch.optim.Adafactor's default: one tensor at a time) or \"foreach\" (temporaries as large as all "
      "parameters); the step's memory traffic is Hugging Face's Adafactor loop whichever is chosen (README)",
-     "\"for-loop\""},
+     "\"for-loop\"", nullptr},
 }};
 
 class AdafactorOptimizer {

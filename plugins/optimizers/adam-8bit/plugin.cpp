@@ -72,18 +72,18 @@ constexpr std::array<memplan_option_spec, 4> kOptions{{
     {"block_size", MEMPLAN_OPTION_INT,
      "elements per quantization block, each with one fp32 absmax per state (bitsandbytes >= 0.44: 256; the paper "
      "and bitsandbytes <= 0.43: 2048)",
-     "256"},
+     "256", nullptr},
     {"min_8bit_size", MEMPLAN_OPTION_INT, "tensors with fewer elements keep fp32 states (bitsandbytes' min_8bit_size)",
-     "4096"},
+     "4096", nullptr},
     {"in_backward", MEMPLAN_OPTION_BOOL,
      "step each parameter inside backward as soon as its gradient exists, then free the gradient (torchtune's "
      "optimizer_in_bwd); needs grad_accum = 1",
-     "false"},
+     "false", nullptr},
     {"library", MEMPLAN_OPTION_STRING,
      "whose 8-bit AdamW: \"bitsandbytes\" (one in-place CUDA kernel per tensor, no temporaries) or \"torchao\" "
      "(torchao.prototype.low_bit_optim: a compiled step per tensor that keeps both new moments in fp32, 8 bytes per "
      "element of the tensor being stepped; tensors not a multiple of block_size keep states in the weight's dtype)",
-     "bitsandbytes"},
+     "bitsandbytes", nullptr},
 }};
 
 class Adam8bitOptimizer {

@@ -58,9 +58,9 @@ class Fp8WeightCopies {
        "keep each linear layer's fp8 weight (and transpose) for the whole step, as Transformer Engine does with "
        "is_first_microbatch (Megatron-LM's default); false: cast in every forward and keep the transpose until "
        "backward",
-       "true"},
+       "true", nullptr},
       {"fp8_transpose", MEMPLAN_OPTION_BOOL,
-       "keep an fp8 transpose of each linear weight for the backward pass (Hopper fp8 GEMMs need it)", "true"},
+       "keep an fp8 transpose of each linear weight for the backward pass (Hopper fp8 GEMMs need it)", "true", nullptr},
   }};
 
   Fp8WeightCopies(sdk::Options& options, const memplan::support::RecipeDtypes& dtypes)

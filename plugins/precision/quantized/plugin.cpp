@@ -52,53 +52,54 @@ constexpr std::array<memplan_option_spec, 17> kOptions{{
      "quantized weight format: int8, int4, nf4, fp8, fp8-block (DeepSeek-V3), mxfp4, gptq, awq, or a llama.cpp GGUF "
      "type (q4_0, q4_1, q5_0, q5_1, q8_0, q2_k .. q6_k, iq1_s .. iq4_xs, iq4_nl); \"auto\": the format the model's "
      "config.json declares (quantization_config: mxfp4, fp8, gptq, awq, bitsandbytes)",
-     "\"auto\""},
+     "\"auto\"", nullptr},
     {"quantize", MEMPLAN_OPTION_STRING,
      "the parts whose linear weights are quantized: a comma-separated list of attention, mlp, experts, lm_head "
      "(lm_head: the output head too, as Lightning Fabric's BitsandbytesPrecision replaces every nn.Linear)",
      "attention, mlp, experts; with format \"auto\", those the model's quantization_config does not keep "
-     "unquantized (gpt-oss: experts)"},
+     "unquantized (gpt-oss: experts)", nullptr},
     {"group_size", MEMPLAN_OPTION_INT, "elements that share one scale",
-     "int4 128 (GPTQ, AWQ), nf4 64 (QLoRA), int8 one row = model.hidden (LLM.int8()), fp8 per tensor (not counted)"},
+     "int4 128 (GPTQ, AWQ), nf4 64 (QLoRA), int8 one row = model.hidden (LLM.int8()), fp8 per tensor (not counted)",
+     nullptr},
     {"scale_dtype", MEMPLAN_OPTION_STRING, "dtype of each group's scale: fp32, fp16, bf16 or fp8",
-     "fp32 for nf4 (QLoRA's absmax), fp16 otherwise"},
+     "fp32 for nf4 (QLoRA's absmax), fp16 otherwise", nullptr},
     {"zero_point", MEMPLAN_OPTION_BOOL,
      "asymmetric quantization: one zero point per group, as wide as the format's values (AWQ stores 4-bit zeros)",
-     "false"},
+     "false", nullptr},
     {"double_quant", MEMPLAN_OPTION_BOOL,
-     "nf4 only: QLoRA's double quantization, 8-bit scales with one fp32 constant per 256 of them", "false"},
-    {"unquantized", MEMPLAN_OPTION_STRING, "dtype of the embeddings, LM head, norms and router", "\"bf16\""},
+     "nf4 only: QLoRA's double quantization, 8-bit scales with one fp32 constant per 256 of them", "false", nullptr},
+    {"unquantized", MEMPLAN_OPTION_STRING, "dtype of the embeddings, LM head, norms and router", "\"bf16\"", nullptr},
     {"activations", MEMPLAN_OPTION_STRING, "dtype of activations (and the KV cache an inference plugin adds)",
-     "\"bf16\""},
+     "\"bf16\"", nullptr},
     {"adapters", MEMPLAN_OPTION_STRING, "dtype of adapter weights (class adapter, e.g. from 'lora')",
-     "the unquantized dtype (QLoRA's LoRA layers in bf16)"},
+     "the unquantized dtype (QLoRA's LoRA layers in bf16)", nullptr},
     {"gradients", MEMPLAN_OPTION_STRING, "training: dtype of the gradients of trainable weights",
-     "each trainable weight's own dtype"},
+     "each trainable weight's own dtype", nullptr},
     {"master_weights", MEMPLAN_OPTION_STRING, "training: dtype of a master copy of trainable weights, or \"none\"",
-     "\"none\" (QLoRA updates its bf16 adapters in place)"},
+     "\"none\" (QLoRA updates its bf16 adapters in place)", nullptr},
     {"optimizer_states", MEMPLAN_OPTION_STRING, "training: dtype of the optimizer states",
-     "\"fp32\" (QLoRA's paged_adamw_32bit)"},
+     "\"fp32\" (QLoRA's paged_adamw_32bit)", nullptr},
     {"skip_trainable", MEMPLAN_OPTION_BOOL,
      "training: keep trainable linear weights (e.g. experts a 'freeze' trains) in the unquantized dtype instead of "
      "failing",
-     "false"},
+     "false", nullptr},
     {"scales_in_parameter", MEMPLAN_OPTION_BOOL,
      "the scales are part of the parameter tensor (torchao's NF4Tensor, torchtune's QLoRA), so sharding, gathering "
      "and offload move them with the values; false: a separate quant_state kept whole on every rank (bitsandbytes)",
-     "false"},
+     "false", nullptr},
     {"mxfp4_moe_scale_copies", MEMPLAN_OPTION_INT,
      "mxfp4 only: copies of the MoE experts' E8M0 scales the framework keeps (vLLM's Triton MoE path keeps the "
      "checkpoint-layout scales as parameters and a swizzled copy in its PrecisionConfig: 2)",
-     "1"},
+     "1", nullptr},
     {"mxfp4_moe_bias_dtype", MEMPLAN_OPTION_STRING,
      "mxfp4 only: dtype of the MoE experts' biases (vLLM's Triton MoE path converts them to fp32)",
-     "the unquantized dtype"},
+     "the unquantized dtype", nullptr},
     {"dequantize_copies", MEMPLAN_OPTION_INT,
      "inference: copies of the largest quantized weight, dequantized to the activation dtype, that a forward of "
      "more than one token holds at once (bitsandbytes 0.41 MatMul4Bit: dequantize_4bit to the quant_state's "
      "dtype, then .to(the input's dtype): 2 when they differ, 1 when they match); 0: kernels that dequantize in "
      "registers",
-     "0"},
+     "0", nullptr},
 }};
 
 constexpr std::array<std::string_view, 4> kScaleDtypes{"fp32", "fp16", "bf16", "fp8"};

@@ -25,8 +25,8 @@ namespace {
 namespace sdk = memplan::sdk;
 
 constexpr std::array<memplan_option_spec, 2> kOptions{{
-    {"bits", MEMPLAN_OPTION_INT, "Q, the bits each parameter is loaded in: 4, 8, 16 or 32", "16"},
-    {"overhead", MEMPLAN_OPTION_DOUBLE, "factor on the weights for everything else (1.2 = 20%)", "1.2"},
+    {"bits", MEMPLAN_OPTION_INT, "Q, the bits each parameter is loaded in: 4, 8, 16 or 32", "16", nullptr},
+    {"overhead", MEMPLAN_OPTION_DOUBLE, "factor on the weights for everything else (1.2 = 20%)", "1.2", nullptr},
 }};
 
 class RuleOfThumbPrecision {

@@ -80,13 +80,13 @@ constexpr std::array<memplan_option_spec, 3> kOptions{{
     {"fragmentation", MEMPLAN_OPTION_DOUBLE,
      "reserved-but-unused memory as a fraction of what the step allocates and frees (activations, gradients, "
      "transients), 0 to 1",
-     "0.1"},
+     "0.1", nullptr},
     {"rounding", MEMPLAN_OPTION_BOOL, "round every allocation as the caching allocator does (512 B; 2 MiB segments)",
-     "true"},
+     "true", nullptr},
     {"expandable_segments", MEMPLAN_OPTION_BOOL,
      "PYTORCH_ALLOC_CONF=expandable_segments:True: one growing segment per stream and pool, blocks rounded to "
      "512 B only, no segments of their own for the logits-sized requests",
-     "false"},
+     "false", nullptr},
 }};
 
 // Bytes the allocator reserves for one allocation of `bytes`, beyond them.

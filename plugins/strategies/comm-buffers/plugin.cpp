@@ -132,50 +132,51 @@ constexpr int64_t kNvlsMinLocalGpus = 3;         // nvls.cc: no NVLS at 2 GPUs o
 constexpr int64_t kNvlsAllReduceLocalGpus = 5;   // tuning.cc: below 5 GPUs ring Simple beats NVLS
 
 constexpr std::array<memplan_option_spec, 18> kOptions{{
-    {"nccl_channels", MEMPLAN_OPTION_INT, "channels per NCCL communicator", "16"},
-    {"nccl_peers", MEMPLAN_OPTION_INT, "connections with buffers per channel", "2 (ring and tree)"},
+    {"nccl_channels", MEMPLAN_OPTION_INT, "channels per NCCL communicator", "16", nullptr},
+    {"nccl_peers", MEMPLAN_OPTION_INT, "connections with buffers per channel", "2 (ring and tree)", nullptr},
     {"nccl_buffsize", MEMPLAN_OPTION_INT, "NCCL_BUFFSIZE: the Simple protocol's buffer per connection, bytes",
-     "4194304 (4 MiB)"},
+     "4194304 (4 MiB)", nullptr},
     {"nccl_protocols", MEMPLAN_OPTION_STRING,
-     "\"all\" (Simple, LL128 and LL buffers) or \"simple\" (NCCL_PROTO=Simple)", "\"all\""},
+     "\"all\" (Simple, LL128 and LL buffers) or \"simple\" (NCCL_PROTO=Simple)", "\"all\"", nullptr},
     {"communicators", MEMPLAN_OPTION_INT, "NCCL communicators on each GPU",
-     "one per parallel group of more than one rank"},
+     "one per parallel group of more than one rank", nullptr},
     {"buckets", MEMPLAN_OPTION_STRING,
      "gradient buckets: \"ddp\", \"deepspeed\", \"none\", or \"auto\" (what the sharding plugin declares, else "
      "\"ddp\")",
-     "\"auto\""},
-    {"gradient_as_bucket_view", MEMPLAN_OPTION_BOOL, "ddp: gradients are views of the buckets (no copy)", "false"},
-    {"reduce_bucket_size", MEMPLAN_OPTION_DOUBLE, "deepspeed: elements reduced at a time", "5e8"},
+     "\"auto\"", nullptr},
+    {"gradient_as_bucket_view", MEMPLAN_OPTION_BOOL, "ddp: gradients are views of the buckets (no copy)", "false",
+     nullptr},
+    {"reduce_bucket_size", MEMPLAN_OPTION_DOUBLE, "deepspeed: elements reduced at a time", "5e8", nullptr},
     {"allgather_bucket_size", MEMPLAN_OPTION_DOUBLE,
      "deepspeed: elements all-gathered at a time through a bucket, during the optimizer step (only PyTorch without "
      "all_gather_into_tensor uses one)",
-     "none"},
+     "none", nullptr},
     {"overlap_comm", MEMPLAN_OPTION_BOOL, "deepspeed: overlap gradient reduction with backward (a second reduce bucket)",
-     "false"},
+     "false", nullptr},
     {"nvls", MEMPLAN_OPTION_BOOL,
      "the GPUs sit on an NVSwitch with NVLink SHARP, so NCCL sets up NVLS memory per communicator of more than 2 "
      "GPUs on a node",
-     "the GPU catalog's nvlink_sharp (hardware.nvlink_sharp)"},
-    {"gpus_per_node", MEMPLAN_OPTION_INT, "GPUs per node, for which ranks of a group share NVLS", "8"},
+     "the GPU catalog's nvlink_sharp (hardware.nvlink_sharp)", nullptr},
+    {"gpus_per_node", MEMPLAN_OPTION_INT, "GPUs per node, for which ranks of a group share NVLS", "8", nullptr},
     {"nvls_mib", MEMPLAN_OPTION_DOUBLE,
      "a fixed NVLS buffer per communicator of more than 2 ranks that runs collectives, MiB (older NCCLs: 768 with "
      "2.21)",
-     "NCCL 2.27's: 32 MiB per local GPU, for groups that all-reduce large tensors"},
-    {"nccl", MEMPLAN_OPTION_BOOL, "count NCCL's buffers", "true"},
+     "NCCL 2.27's: 32 MiB per local GPU, for groups that all-reduce large tensors", nullptr},
+    {"nccl", MEMPLAN_OPTION_BOOL, "count NCCL's buffers", "true", nullptr},
     {"groups", MEMPLAN_OPTION_STRING,
      "the process groups with an NCCL communicator, comma-separated: world, data, tensor, pipeline, context, expert, "
      "model (tensor x pipeline), embedding (first and last pipeline stage), data-context (data x context), "
      "gradient-norm (tensor x pipeline; every rank when the optimizer is sharded)",
-     "\"data, tensor, pipeline, context, expert\""},
+     "\"data, tensor, pipeline, context, expert\"", nullptr},
     {"one_rank_groups", MEMPLAN_OPTION_BOOL,
      "groups of one rank get a communicator too (the framework runs collectives on every group whatever its size)",
-     "false"},
+     "false", nullptr},
     {"nccl_cumem", MEMPLAN_OPTION_BOOL,
      "NCCL allocates through cuMem (NCCL 2.19+ on CUDA 12 drivers): each communicator holds (3 x p2p channels + 2) "
      "x 2 MiB from its creation",
-     "true"},
+     "true", nullptr},
     {"nccl_p2p_channels", MEMPLAN_OPTION_INT, "NCCL's p2p channels per communicator and per send/receive peer",
-     "32"},
+     "32", nullptr},
 }};
 
 enum class Buckets { automatic, ddp, deepspeed, none };

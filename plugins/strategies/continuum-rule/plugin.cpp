@@ -35,12 +35,12 @@ namespace sdk = memplan::sdk;
 namespace support = memplan::support;
 
 constexpr std::array<memplan_option_spec, 3> kOptions{{
-    {"training_factor", MEMPLAN_OPTION_DOUBLE, "M_train / M_inf (the seed: 3 to 4, conservatively 4)", "4"},
-    {"margin", MEMPLAN_OPTION_DOUBLE, "safety margin on the training total (the seed: 0.1 to 0.2)", "0.2"},
+    {"training_factor", MEMPLAN_OPTION_DOUBLE, "M_train / M_inf (the seed: 3 to 4, conservatively 4)", "4", nullptr},
+    {"margin", MEMPLAN_OPTION_DOUBLE, "safety margin on the training total (the seed: 0.1 to 0.2)", "0.2", nullptr},
     {"gradients_and_states", MEMPLAN_OPTION_STRING,
      "\"added\": on top of training_factor x the weights, as the seed's 13B example; \"included\": within it, as its "
      "7B example",
-     "\"added\""},
+     "\"added\"", nullptr},
 }};
 
 class ContinuumRule {

@@ -54,16 +54,17 @@ constexpr double kLazyServingContextMiB = 719;
 constexpr double kEagerContextMiB = 1343;  // HF model_memory_anatomy.md, V100, CUDA 11.2, eager loading
 
 constexpr std::array<memplan_option_spec, 5> kOptions{{
-    {"mib", MEMPLAN_OPTION_DOUBLE, "the CUDA context, in MiB (2^20 bytes)", "767 (lazy loading; 719 serving) or 1343 (eager)"},
+    {"mib", MEMPLAN_OPTION_DOUBLE, "the CUDA context, in MiB (2^20 bytes)", "767 (lazy loading; 719 serving) or 1343 (eager)",
+     nullptr},
     {"module_loading", MEMPLAN_OPTION_STRING,
      "\"lazy\" (CUDA >= 11.7 with PyTorch >= 1.13: kernels load when first used) or \"eager\" (every kernel of "
      "the loaded libraries at start-up: older CUDA, CUDA_MODULE_LOADING=EAGER); sets the context's default size "
      "(a given mib or bytes wins)",
-     "\"lazy\""},
-    {"bytes", MEMPLAN_OPTION_INT, "the CUDA context in bytes, instead of mib", "767 MiB (719 serving)"},
+     "\"lazy\"", nullptr},
+    {"bytes", MEMPLAN_OPTION_INT, "the CUDA context in bytes, instead of mib", "767 MiB (719 serving)", nullptr},
     {"cublas_workspace_mib", MEMPLAN_OPTION_DOUBLE,
-     "cuBLAS workspace per GPU, in MiB (PyTorch: 32 on Hopper, 8.125 on other GPUs, per stream)", "32"},
-    {"cudnn_workspace_mib", MEMPLAN_OPTION_DOUBLE, "cuDNN workspace per GPU, in MiB", "0"},
+     "cuBLAS workspace per GPU, in MiB (PyTorch: 32 on Hopper, 8.125 on other GPUs, per stream)", "32", nullptr},
+    {"cudnn_workspace_mib", MEMPLAN_OPTION_DOUBLE, "cuDNN workspace per GPU, in MiB", "0", nullptr},
 }};
 
 double mebibytes(sdk::Options& options, const char* key, double fallback) {

@@ -22,7 +22,7 @@ namespace {
 using memplan::sdk::ParamClass;
 
 constexpr std::array<memplan_option_spec, 1> kOptions{{
-    {"size", MEMPLAN_OPTION_INT, "expert-parallel ranks ep (Megatron-LM's expert_model_parallel_size)", "1"},
+    {"size", MEMPLAN_OPTION_INT, "expert-parallel ranks ep (Megatron-LM's expert_model_parallel_size)", "1", nullptr},
 }};
 
 constexpr auto kAfterLayout = static_cast<memplan::sdk::Phase>(MEMPLAN_PHASE_LAYOUT + 50);

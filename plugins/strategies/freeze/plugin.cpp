@@ -34,13 +34,15 @@ using sdk::ParamClass;
 constexpr std::array<memplan_option_spec, 5> kOptions{{
     {"train", MEMPLAN_OPTION_STRING,
      "parts that train, comma-separated: layers, attention, mlp, experts, router, norms, embeddings, lm_head, all",
-     "\"layers\" when a layer or expert selection is given; otherwise required"},
+     "\"layers\" when a layer or expert selection is given; otherwise required", nullptr},
     {"layers", MEMPLAN_OPTION_STRING, "layers whose selected parts train: inclusive ranges such as \"0-5\" or \"0-5,30-31\"",
-     "all layers"},
-    {"first_layers", MEMPLAN_OPTION_INT, "train the N layers nearest the input (layers 0 to N-1)", "all layers"},
-    {"last_layers", MEMPLAN_OPTION_INT, "train the N layers nearest the output (layers L-N to L-1)", "all layers"},
+     "all layers", nullptr},
+    {"first_layers", MEMPLAN_OPTION_INT, "train the N layers nearest the input (layers 0 to N-1)", "all layers",
+     nullptr},
+    {"last_layers", MEMPLAN_OPTION_INT, "train the N layers nearest the output (layers L-N to L-1)", "all layers",
+     nullptr},
     {"experts", MEMPLAN_OPTION_INT, "MoE experts per trained layer that train (1 to the model's experts)",
-     "all experts"},
+     "all experts", nullptr},
 }};
 
 // Parts of the model a scenario can name, as bits.

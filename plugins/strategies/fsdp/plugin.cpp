@@ -165,57 +165,59 @@ using memplan::sdk::Role;
 
 constexpr std::array<memplan_option_spec, 15> kOptions{{
     {"shard_size", MEMPLAN_OPTION_INT,
-     "ranks in one shard group; fewer than the data-parallel ranks is HYBRID_SHARD", "all data-parallel ranks (FULL_SHARD)"},
-    {"unit_layers", MEMPLAN_OPTION_INT, "transformer layers per FSDP unit (wrapped module)", "1"},
+     "ranks in one shard group; fewer than the data-parallel ranks is HYBRID_SHARD", "all data-parallel ranks (FULL_SHARD)",
+     nullptr},
+    {"unit_layers", MEMPLAN_OPTION_INT, "transformer layers per FSDP unit (wrapped module)", "1", nullptr},
     {"backward_prefetch", MEMPLAN_OPTION_STRING,
-     "\"pre\" (BACKWARD_PRE), \"post\" (BACKWARD_POST) or \"none\"", "\"pre\""},
+     "\"pre\" (BACKWARD_PRE), \"post\" (BACKWARD_POST) or \"none\"", "\"pre\"", nullptr},
     {"param_dtype", MEMPLAN_OPTION_STRING,
-     "MixedPrecision(Policy) param_dtype: the dtype units are gathered in", "each weight's own dtype"},
+     "MixedPrecision(Policy) param_dtype: the dtype units are gathered in", "each weight's own dtype", nullptr},
     {"reduce_dtype", MEMPLAN_OPTION_STRING,
      "MixedPrecision(Policy) reduce_dtype: FSDP1's unsharded gradients' dtype (its cast copy before the "
      "reduce-scatter), FSDP2's reduce-scatter input's (its autograd gradients stay in param_dtype)",
-     "the gradients' dtype (FSDP2: param_dtype when given)"},
+     "the gradients' dtype (FSDP2: param_dtype when given)", nullptr},
     {"reshard_after_forward", MEMPLAN_OPTION_BOOL,
-     "free each unit's gathered weights after its forward (false: keep them until its backward)", "true"},
+     "free each unit's gathered weights after its forward (false: keep them until its backward)", "true", nullptr},
     {"communication_overlap", MEMPLAN_OPTION_DOUBLE,
      "the fraction of the all-gathers and reduce-scatters that may hide behind the compute of their pass "
      "(prefetching), in [0, 1]",
-     "1: as far as the compute lasts"},
+     "1: as far as the compute lasts", nullptr},
     {"float8_all_gather", MEMPLAN_OPTION_BOOL,
-     "gather the linear layers' weights in fp8 (torchao Float8Linear with enable_fsdp_float8_all_gather)", "false"},
+     "gather the linear layers' weights in fp8 (torchao Float8Linear with enable_fsdp_float8_all_gather)", "false",
+     nullptr},
     {"api", MEMPLAN_OPTION_STRING,
      "\"fsdp1\" (FullyShardedDataParallel: gathered parameters in the unshard stream's allocator pool, sharded "
      "gradients in the post-backward stream's) or \"fsdp2\" (fully_shard: its streams not modelled)",
-     "\"fsdp1\""},
+     "\"fsdp1\"", nullptr},
     {"setup", MEMPLAN_OPTION_STRING,
      "what wrapping leaves cached before the first step: \"unit\" (FSDP1 brings each unit's parameters to the GPU, "
      "flattens and shards them in turn; the blocks stay cached) or \"none\" (the model is built sharded: FSDP2 "
      "on the meta device)",
-     "\"unit\" with api = \"fsdp1\", \"none\" with \"fsdp2\""},
+     "\"unit\" with api = \"fsdp1\", \"none\" with \"fsdp2\"", nullptr},
     {"sync_module_states", MEMPLAN_OPTION_BOOL,
      "rank 0 broadcasts each unit's parameters while wrapping (FSDP1's sync_module_states, accelerate's "
      "fsdp_sync_module_states / cpu_ram_efficient_loading): buckets of up to 250 MiB copied",
-     "false"},
+     "false", nullptr},
     {"gradient_sync", MEMPLAN_OPTION_STRING,
      "when gradients are reduce-scattered: \"every-micro-batch\", \"last-micro-batch\" (FSDP2's "
      "set_requires_gradient_sync(False) on the others: the stage's unsharded gradients accumulate in reduce_dtype "
      "through backward) or \"auto\" (last-micro-batch for api \"fsdp2\" under pipeline parallelism, as "
      "torch.distributed.pipelining does)",
-     "\"auto\""},
+     "\"auto\"", nullptr},
     {"separate_embeddings", MEMPLAN_OPTION_BOOL,
      "the embeddings and the LM head are FSDP units of their own, gathered only while used (torchtune's "
      "custom_sharded_layers = ['tok_embeddings', 'output']), not part of the root kept gathered through backward",
-     "false"},
+     "false", nullptr},
     {"frozen_gradients", MEMPLAN_OPTION_BOOL,
      "FSDP1 with use_orig_params=True: a unit holding any trainable parameter gets a gradient over its whole flat "
      "parameter, frozen ones included (the use_orig_params docstring: gradient memory 'equivalent to not freezing "
      "those parameters'); the unsharded gradients count them",
-     "false"},
+     "false", nullptr},
     {"reentrant_checkpoint_around_units", MEMPLAN_OPTION_BOOL,
      "FSDP1: reentrant checkpointing wraps each unit's call from outside (Hugging Face gradient_checkpointing on "
      "FSDP-wrapped decoder layers): units whose flat parameter needs no gradient (LoRA's leaves wrapped apart) hook "
      "their recomputed inputs, which keeps each layer's input and its gradient until backward ends",
-     "false"},
+     "false", nullptr},
 }};
 
 class FsdpStrategy {

@@ -39,43 +39,43 @@ using sdk::ParamClass;
 // r, lora_alpha, lora_dropout, target_modules) are accepted beside memplan's,
 // so a config can be copied over; giving both names of one option is an error.
 constexpr std::array<memplan_option_spec, 11> kOptions{{
-    {"rank", MEMPLAN_OPTION_INT, "adapter rank r (positive)", "required"},
+    {"rank", MEMPLAN_OPTION_INT, "adapter rank r (positive)", "required", nullptr},
     {"alpha", MEMPLAN_OPTION_DOUBLE, "scaling numerator: the update is (alpha / r) B A; no memory effect",
-     "not reported"},
+     "not reported", nullptr},
     {"targets", MEMPLAN_OPTION_STRING,
      "adapted matrices, comma-separated: q, k, v, o, attention, mlp, experts, router, lm_head, all-linear",
-     "required"},
+     "required", nullptr},
     {"dropout", MEMPLAN_OPTION_DOUBLE,
      "lora_dropout, 0 to < 1: above 0 each adapted matrix keeps a 1-byte mask and its own dropped copy of its input "
      "for backward (PEFT LoRA Linear.forward)",
-     "0 (PEFT's default)"},
+     "0 (PEFT's default)", nullptr},
     {"fused_qkv", MEMPLAN_OPTION_BOOL,
      "q, k and v adapters on one fused qkv linear, as LitGPT's LoRAQKVLinear (lit_gpt/lora.py @ 8641822): one "
      "lora_dropout and one lora_A read the shared input (kept once), and when not all of q, k, v are adapted "
      "zero_pad's index_copy keeps its source, the adapted outputs' width",
-     "false"},
+     "false", nullptr},
     {"kernels", MEMPLAN_OPTION_STRING,
      "fused LoRA autograd functions in place of PEFT's forward: \"axolotl\" (lora_qkv_kernel, lora_o_kernel, "
      "lora_mlp_kernel: src/axolotl/kernels/lora.py @ 8c6a6ea6e, which axolotl turns on when lora_dropout is 0) or "
      "\"unsloth\" (unsloth/kernels/fast_lora.py @ 015bdef0d9): q, k and v adapted together, o, and a gated MLP are "
      "one function each, which keeps its input (the MLP also its gate and up outputs), adds the adapters in the "
-     "activations' dtype (axolotl through a temporary of the output's width, Unsloth in place) and recomputes the "
-     "SwiGLU product in backward; at lora_dropout above 0, and for targets no function covers, both keep PEFT's "
-     "forward (reported as lora_kernels)",
-     "\"none\" (PEFT's LoRA Linear.forward)"},
+     "activations' dtype (axolotl through a temporary of the output's width, Unsloth in place from 2025.3.1: "
+     "unsloth_adds_in_place) and recomputes the SwiGLU product in backward; at lora_dropout above 0, and for "
+     "targets no function covers, both keep PEFT's forward (reported as lora_kernels)",
+     "\"none\" (PEFT's LoRA Linear.forward)", nullptr},
     {"unsloth_adds_in_place", MEMPLAN_OPTION_BOOL,
      "with kernels = \"unsloth\": whether its matmul_lora adds the adapters' product to the base output in place "
      "(out.addmm_, from 2025.3.1: unsloth 4f166026d7) or through a temporary of the output's width (out += (X @ A) @ "
      "(s B), before: unsloth/kernels/utils.py @ e3162dc5bf), which the recomputed layer holds beside its saves; "
      "axolotl's kernels always add through the temporary",
-     "true"},
-    {"r", MEMPLAN_OPTION_INT, "PEFT's name for rank", "rank"},
-    {"lora_alpha", MEMPLAN_OPTION_DOUBLE, "PEFT's name for alpha", "alpha"},
-    {"lora_dropout", MEMPLAN_OPTION_DOUBLE, "PEFT's name for dropout", "dropout"},
+     "true", nullptr},
+    {"r", MEMPLAN_OPTION_INT, "PEFT's name for rank", "rank", nullptr},
+    {"lora_alpha", MEMPLAN_OPTION_DOUBLE, "PEFT's name for alpha", "alpha", nullptr},
+    {"lora_dropout", MEMPLAN_OPTION_DOUBLE, "PEFT's name for dropout", "dropout", nullptr},
     {"target_modules", MEMPLAN_OPTION_STRING,
      "PEFT's name for targets: module names (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head) "
      "or \"all-linear\", a string or a list",
-     "targets"},
+     "targets", nullptr},
 }};
 
 // The comma-separated fields of a list option (a TOML list of strings arrives

@@ -30,7 +30,7 @@ constexpr std::array<memplan_option_spec, 2> kOptions{{
      "torch.utils.checkpoint(use_reentrant=True) (Hugging Face's gradient_checkpointing default, the hf-transformers "
      "and unsloth profiles): the whole layer is rerun and its output held through its backward; false: the "
      "non-reentrant checkpoint, which stops recomputing once the last saved tensor is made",
-     "false"},
+     "false", nullptr},
 }};
 
 class RecomputeStrategy {

@@ -40,7 +40,7 @@ using memplan::sdk::Role;
 
 constexpr std::array<memplan_option_spec, 1> kOptions{{
     {"gpu_memory_utilization", MEMPLAN_OPTION_DOUBLE,
-     "fraction u of GPU memory the engine may use (0 < u <= 1), as vLLM's gpu_memory_utilization", "0.9"},
+     "fraction u of GPU memory the engine may use (0 < u <= 1), as vLLM's gpu_memory_utilization", "0.9", nullptr},
 }};
 
 class ServingBudget {

@@ -102,33 +102,33 @@ constexpr std::array<memplan_option_spec, 9> kOptions{{
     {"efficiency", MEMPLAN_OPTION_DOUBLE,
      "the fraction of the GPU's peak the step's FLOPs reach, in (0, 1] (a published model FLOPs utilisation of the "
      "framework on the GPU, or your measurement)",
-     "not stated: the FLOPs are reported, the time is not"},
+     "not stated: the FLOPs are reported, the time is not", nullptr},
     {"math", MEMPLAN_OPTION_STRING, "the arithmetic of the matrix multiplies: fp32, tf32, bf16, fp16 or fp8",
-     "from the activations' bytes per element: 4 fp32, 2 bf16, 1 fp8"},
+     "from the activations' bytes per element: 4 fp32, 2 bf16, 1 fp8", nullptr},
     {"causal", MEMPLAN_OPTION_BOOL,
      "count the attention core over the query-key pairs a causal mask keeps (false: every pair, as Korthikanti et "
      "al. 2022 count)",
-     "true"},
+     "true", nullptr},
     {"link_efficiency", MEMPLAN_OPTION_DOUBLE,
      "the fraction of the links' peak bandwidth the collectives reach, in (0, 1] (NCCL's measured bus bandwidth / "
      "the link's)",
-     "1: the datasheet's bandwidth"},
+     "1: the datasheet's bandwidth", nullptr},
     {"gradient_reduce_overlap", MEMPLAN_OPTION_DOUBLE,
-     "the fraction of the data-parallel gradient reduction hidden behind backward, in [0, 1]", "0"},
+     "the fraction of the data-parallel gradient reduction hidden behind backward, in [0, 1]", "0", nullptr},
     {"tensor_comm_overlap", MEMPLAN_OPTION_DOUBLE,
      "the fraction of the tensor-parallel collectives hidden behind the GEMMs, in [0, 1] (Megatron-Core's "
      "tp_comm_overlap with Transformer Engine's userbuffers)",
-     "0 (tp_comm_overlap is off unless asked for)"},
+     "0 (tp_comm_overlap is off unless asked for)", nullptr},
     {"context_comm_overlap", MEMPLAN_OPTION_DOUBLE,
-     "the fraction of the context-parallel K/V exchanges hidden behind attention, in [0, 1]", "0"},
+     "the fraction of the context-parallel K/V exchanges hidden behind attention, in [0, 1]", "0", nullptr},
     {"expert_comm_overlap", MEMPLAN_OPTION_DOUBLE,
      "the fraction of the expert-parallel all-to-alls hidden behind other micro-batches' compute, in [0, 1] "
      "(Megatron-Core's overlap_moe_expert_parallel_comm)",
-     "0 (off unless asked for)"},
+     "0 (off unless asked for)", nullptr},
     {"pipeline_comm_overlap", MEMPLAN_OPTION_DOUBLE,
      "the fraction of the pipeline's send/receive hidden behind compute, in [0, 1] (Megatron-LM's overlap_p2p_comm)",
      "the schedule's: under the interleaved 1F1B schedule (pipeline-parallel virtual_stages > 1) its steady state's "
-     "share of the transfers, as Megatron-LM overlaps them by default; 0 otherwise"},
+     "share of the transfers, as Megatron-LM overlaps them by default; 0 otherwise", nullptr},
 }};
 
 // The math of a dtype name (the activations' dtype), or nullopt.

@@ -97,27 +97,28 @@ constexpr std::array<memplan_option_spec, 9> kOptions{{
     {"communication_overlap", MEMPLAN_OPTION_DOUBLE,
      "stage 3: the fraction of the parameter all-gathers and gradient reduce-scatters that may hide behind the "
      "compute of their pass (prefetching), in [0, 1]",
-     "1: as far as the compute lasts"},
+     "1: as far as the compute lasts", nullptr},
     {"gathered_parameters", MEMPLAN_OPTION_BOOL,
      "stage 3: count the parameters DeepSpeed's coordinator keeps gathered on the GPU",
-     "true with stage 3 when the architecture is known"},
+     "true with stage 3 when the architecture is known", nullptr},
     {"prefetch_bucket_size", MEMPLAN_OPTION_INT,
-     "stage 3: parameter elements fetched ahead of use (DeepSpeed stage3_prefetch_bucket_size)", "50000000"},
+     "stage 3: parameter elements fetched ahead of use (DeepSpeed stage3_prefetch_bucket_size)", "50000000", nullptr},
     {"max_live_parameters", MEMPLAN_OPTION_INT,
-     "stage 3: gathered parameter elements resident at most (DeepSpeed stage3_max_live_parameters)", "1000000000"},
+     "stage 3: gathered parameter elements resident at most (DeepSpeed stage3_max_live_parameters)", "1000000000",
+     nullptr},
     {"max_reuse_distance", MEMPLAN_OPTION_INT,
      "stage 3: a parameter used again within this many elements of the trace stays gathered (DeepSpeed "
      "stage3_max_reuse_distance)",
-     "1000000000"},
+     "1000000000", nullptr},
     {"param_persistence_threshold", MEMPLAN_OPTION_INT,
      "stage 3: parameters of at most this many elements stay gathered for good (DeepSpeed "
      "stage3_param_persistence_threshold)",
-     "100000"},
+     "100000", nullptr},
     {"setup", MEMPLAN_OPTION_STRING,
      "stage 3: \"partitioned\" (the model is built under deepspeed.zero.Init, each parameter partitioned as it is "
      "created) or \"whole\" (the module reaches deepspeed.initialize whole, as transformers' quantized models do: "
      "the engine moves it onto the GPU and partitions it parameter by parameter)",
-     "\"partitioned\""},
+     "\"partitioned\"", nullptr},
     {"sub_group_size", MEMPLAN_OPTION_INT,
      "stage 3: partition elements per optimizer sub-group (DeepSpeed sub_group_size): the step flattens and casts "
      "one sub-group's gradients at a time",
@@ -165,11 +166,12 @@ class ZeroShardingStrategy {
     if (*stage < 0 || *stage > 3) options.fail("stage", "must be 0, 1, 2 or 3, got " + std::to_string(*stage));
     stage_ = static_cast<int>(*stage);
     // DeepSpeed gathers every stage-3 module before use: counted unless the scenario (or the paper view) says not.
-    gathered_ = options.boolean("gathered_parameters").value_or(stage_ == 3 && options.model().has_architecture);
+    const bool has_architecture = options.model().has_architecture != 0;
+    gathered_ = options.boolean("gathered_parameters").value_or(stage_ == 3 && has_architecture);
     if (gathered_ && stage_ != 3)
       options.fail("gathered_parameters", "counts the parameters ZeRO stage 3 gathers; stage " +
                                               std::to_string(stage_) + " keeps whole weights on every rank");
-    if (gathered_ && !options.model().has_architecture)
+    if (gathered_ && !has_architecture)
       options.fail("gathered_parameters", "needs the model's architecture to size the gathered modules, but the "
                                           "scenario gives only params; give a preset or the architecture in [model]");
     for (const char* key :

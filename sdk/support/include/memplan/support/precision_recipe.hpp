@@ -75,27 +75,27 @@ struct RecipeDefaults {
 };
 
 inline constexpr std::array<memplan_option_spec, 9> kPrecisionOptions{{
-    {"weights", MEMPLAN_OPTION_STRING, "dtype of the weights used in forward and backward", "the recipe's"},
-    {"gradients", MEMPLAN_OPTION_STRING, "dtype of the gradients backward produces", "the recipe's"},
+    {"weights", MEMPLAN_OPTION_STRING, "dtype of the weights used in forward and backward", "the recipe's", nullptr},
+    {"gradients", MEMPLAN_OPTION_STRING, "dtype of the gradients backward produces", "the recipe's", nullptr},
     {"master_weights", MEMPLAN_OPTION_STRING, "dtype of the master copy the optimizer updates, or \"none\"",
-     "the recipe's"},
-    {"optimizer_states", MEMPLAN_OPTION_STRING, "dtype of the optimizer states", "the recipe's"},
-    {"activations", MEMPLAN_OPTION_STRING, "dtype of stored activations", "the recipe's"},
+     "the recipe's", nullptr},
+    {"optimizer_states", MEMPLAN_OPTION_STRING, "dtype of the optimizer states", "the recipe's", nullptr},
+    {"activations", MEMPLAN_OPTION_STRING, "dtype of stored activations", "the recipe's", nullptr},
     {"grad_accumulation", MEMPLAN_OPTION_STRING,
-     "dtype of a separate gradient accumulation buffer (Megatron main_grad), or \"none\"", "\"none\""},
+     "dtype of a separate gradient accumulation buffer (Megatron main_grad), or \"none\"", "\"none\"", nullptr},
     {"main_grads", MEMPLAN_OPTION_STRING,
      "dtype of the gradient copy the optimizer steps from, made at the step and sharded with the master weights "
      "(Megatron-LM's fp32 main grads for 16-bit gradients), or \"none\"",
-     "\"none\""},
+     "\"none\"", nullptr},
     {"gradient_buffer", MEMPLAN_OPTION_STRING,
      "when the gradients' memory exists: \"backward\" (allocated as backward produces them, as PyTorch's .grad) or "
      "\"persistent\" (one contiguous buffer allocated when the model is built and kept, as Megatron-LM's "
      "DistributedDataParallel grad buffer)",
-     "\"backward\""},
+     "\"backward\"", nullptr},
     {"adapters", MEMPLAN_OPTION_STRING,
      "dtype of the adapter weights (class adapter, e.g. from 'lora') and of their gradients (PyTorch's .grad takes "
      "its parameter's dtype); master copies and optimizer states keep the recipe's",
-     "the weights'"},
+     "the weights'", nullptr},
 }};
 
 // The dtypes a recipe resolved, for extensions.
