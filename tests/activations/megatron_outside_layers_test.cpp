@@ -241,7 +241,9 @@ TEST(MegatronOutsideLayers, HeldOutputIsPersistent) {
   Evaluation upcast = evaluate_paper(llama3_8b(kOneSequence, "cross_entropy = \"upcast-shift-copy\"\noutput_held = true\n"));
   EXPECT_EQ(upcast.item_bytes("activations.held_output", kAct), 4'202'692'608u);
   for (const PlanItem& item : upcast.estimator().plan().items)
-    if (item.name_view() == "activations.held_output") EXPECT_EQ(item.lifetime, MEMPLAN_LIFETIME_PERSISTENT);
+    if (item.name_view() == "activations.held_output") {
+      EXPECT_EQ(item.lifetime, MEMPLAN_LIFETIME_PERSISTENT);
+    }
   Evaluation in_loss = evaluate_paper(llama3_8b(kOneSequence, "cross_entropy = \"upcast-in-loss\"\noutput_held = true\n"));
   EXPECT_EQ(in_loss.item_bytes("activations.held_output", kAct), 2'101'346'304u);
   Evaluation unfused = evaluate_paper(llama3_8b(kOneSequence, "output_held = true\n"));

@@ -774,9 +774,15 @@ TEST(HfConfig, GptOss) {
 
   // The sinks are per head (split with the heads), the expert biases belong to the experts.
   for (const PlanItem& item : parameter_inventory(big)) {
-    if (item.name_view() == "attn.sinks") EXPECT_EQ(item.param_class, MEMPLAN_CLASS_ATTENTION);
-    if (item.name_view() == "moe.experts_bias") EXPECT_EQ(item.param_class, MEMPLAN_CLASS_EXPERT);
-    if (item.name_view() == "moe.router") EXPECT_EQ(item.param_class, MEMPLAN_CLASS_ROUTER);
+    if (item.name_view() == "attn.sinks") {
+      EXPECT_EQ(item.param_class, MEMPLAN_CLASS_ATTENTION);
+    }
+    if (item.name_view() == "moe.experts_bias") {
+      EXPECT_EQ(item.param_class, MEMPLAN_CLASS_EXPERT);
+    }
+    if (item.name_view() == "moe.router") {
+      EXPECT_EQ(item.param_class, MEMPLAN_CLASS_ROUTER);
+    }
   }
 }
 

@@ -100,7 +100,9 @@ TEST(reconfigure, EstimatesOutliveTheirEstimator) {
     for (const ReportFormat format : {ReportFormat::json, ReportFormat::table, ReportFormat::csv}) {
       std::ostringstream out;
       write_report(out, kept[i].first, kept[i].second, format);
-      if (format == ReportFormat::json) EXPECT_EQ(out.str(), fresh_report(layouts[i]));
+      if (format == ReportFormat::json) {
+        EXPECT_EQ(out.str(), fresh_report(layouts[i]));
+      }
       EXPECT_NE(out.str().find("llama2-70b-tp8-pp4-dp4-zero1"), std::string::npos);
     }
     EXPECT_EQ(kept[i].first.scenario.hardware.count, layouts[i].tp * layouts[i].pp * layouts[i].dp);

@@ -189,7 +189,9 @@ TEST(StreamPools, LogitsSizedRequestsKeepSegmentsOfTheirOwn) {
   EXPECT_EQ(reserved.timeline[kOptimizerStep], 671'129'600u);
   // The cached free segments are releasable (plugin_abi.h MEMPLAN_ITEM_RELEASABLE).
   for (const PlanItem& item : e.estimator().plan().items)
-    if (item.name_view() == "allocator.stream_pools") EXPECT_NE(item.flags & MEMPLAN_ITEM_RELEASABLE, 0u);
+    if (item.name_view() == "allocator.stream_pools") {
+      EXPECT_NE(item.flags & MEMPLAN_ITEM_RELEASABLE, 0u);
+    }
 }
 
 // The same plan with expandable_segments = true (PYTORCH_ALLOC_CONF

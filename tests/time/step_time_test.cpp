@@ -117,7 +117,9 @@ TEST(StepTime, CatalogFigures) {
   EXPECT_EQ(h100->performance.gpus_per_node, 8);
   for (const std::string& name : catalog.gpu_names()) {
     const GpuEntry* gpu = catalog.find_gpu(name);
-    if (gpu->performance.any()) EXPECT_FALSE(gpu->performance.source.empty()) << name;
+    if (gpu->performance.any()) {
+      EXPECT_FALSE(gpu->performance.source.empty()) << name;
+    }
   }
   // No bf16 matrix units on a V100.
   EXPECT_EQ(catalog.find_gpu("v100-sxm-32gb")->performance.peak_flops[MEMPLAN_MATH_BF16], 0);

@@ -19,7 +19,8 @@ namespace {
 namespace sdk = memplan::sdk;
 
 constexpr std::array<memplan_option_spec, 1> kOptions{{
-    {"fault", MEMPLAN_OPTION_STRING, "the rule to break: none, nan, nan-from-second, foreign-name", "\"none\""},
+    {"fault", MEMPLAN_OPTION_STRING, "the rule to break: none, nan, nan-from-second, foreign-name", "\"none\"",
+     nullptr},
 }};
 
 class LoaderInPlace {
