@@ -114,11 +114,7 @@ TEST(LoraKernels, ThroughTheUnslothProfile) {
            "[activations]\nuse = \"megatron\"\n[[strategy]]\nuse = \"lora\"\nrank = 32\ntargets = \"all-linear\"\n" +
            lora + "[hardware]\ngpu = \"h100-sxm-80gb\"\n";
   };
-  const auto detail = [](const Evaluation& e) {
-    for (const auto& [key, value] : e.estimator().report_details())
-      if (key == "lora_kernels") return value;
-    return std::string("(absent)");
-  };
+  const auto detail = [](const Evaluation& e) { return report_detail(e, "lora_kernels"); };
   const Evaluation unsloth = evaluate(scenario("", ""));
   EXPECT_EQ(unsloth.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS), 638'074'880u);
   EXPECT_EQ(unsloth.item_bytes("activations.final_norm", MEMPLAN_ROLE_ACTIVATIONS), 67'117'056u);

@@ -29,12 +29,6 @@ uint64_t weight_item(const Evaluation& evaluation, const std::string& name) {
          evaluation.item_bytes(name + ".quant_state", MEMPLAN_ROLE_WEIGHTS);
 }
 
-std::string detail(const Evaluation& evaluation, const std::string& key) {
-  for (const auto& [name, value] : evaluation.estimator().report_details())
-    if (name == key) return value;
-  return "";
-}
-
 // Bits per parameter of a params-only model: all of it is one quantized item.
 double bits_per_parameter(const std::string& precision_options, double params) {
   Evaluation evaluation = evaluate_paper(scenario("params = " + std::to_string(params) + "\n", precision_options));
@@ -53,7 +47,7 @@ TEST(QloraNf4, FourAndAHalfBitsWithoutDoubleQuantization) {
   Evaluation evaluation = evaluate_paper(scenario("params = 6553600000\n", "format = \"nf4\"\n"));
   EXPECT_EQ(weights(evaluation), 3'686'400'000u);  // 6.5536e9 x 0.5625
   EXPECT_DOUBLE_EQ(bits_per_parameter("format = \"nf4\"\n", kBlockAligned), 4.5);
-  EXPECT_EQ(detail(evaluation, "quantized_bits_per_weight"), "4.5");
+  EXPECT_EQ(report_detail(evaluation, "quantized_bits_per_weight"), "4.5");
 }
 
 // Same section: double quantization stores the absmax constants in 8 bits
@@ -91,10 +85,10 @@ TEST(QloraNf4, DoubleQuantizationSavesAboutThreeGigabytesOnA65BModel) {
 TEST(Int4Groupwise, Group128WithFp16ScalesAndOptionalFourBitZeros) {
   Evaluation gptq = evaluate_paper(scenario(kLlama2_7b, "format = \"int4\"\n"));
   EXPECT_EQ(weight_item(gptq, "layers.0-31.attn.q"), 276'824'064u);
-  EXPECT_EQ(detail(gptq, "quantized_bits_per_weight"), "4.125");
+  EXPECT_EQ(report_detail(gptq, "quantized_bits_per_weight"), "4.125");
   Evaluation awq = evaluate_paper(scenario(kLlama2_7b, "format = \"int4\"\nzero_point = true\n"));
   EXPECT_EQ(weight_item(awq, "layers.0-31.attn.q"), 278'921'216u);
-  EXPECT_EQ(detail(awq, "quantized_bits_per_weight"), "4.15625");
+  EXPECT_EQ(report_detail(awq, "quantized_bits_per_weight"), "4.15625");
   // group_size and scale_dtype override the defaults: 0.5 + 4/32 = 0.625 bytes.
   Evaluation g32 = evaluate_paper(scenario(kLlama2_7b, "format = \"int4\"\ngroup_size = 32\nscale_dtype = \"fp32\"\n"));
   EXPECT_EQ(weight_item(g32, "layers.0-31.attn.q"), 16'777'216u * 5 / 8 * 32);
@@ -121,7 +115,7 @@ TEST(Int8RowWise, OneFp16ScalePerRowOfHiddenElements) {
 TEST(Fp8, PerTensorScaleIsNegligibleUnlessGrouped) {
   Evaluation per_tensor = evaluate_paper(scenario(kLlama2_7b, "format = \"fp8\"\n"));
   EXPECT_EQ(weight_item(per_tensor, "layers.0-31.attn.q"), 536'870'912u);
-  EXPECT_EQ(detail(per_tensor, "quantized_bits_per_weight"), "8");
+  EXPECT_EQ(report_detail(per_tensor, "quantized_bits_per_weight"), "8");
   Evaluation blocked = evaluate_paper(scenario(kLlama2_7b, "format = \"fp8\"\ngroup_size = 128\nscale_dtype = \"fp32\"\n"));
   EXPECT_EQ(weight_item(blocked, "layers.0-31.attn.q"), 553'648'128u);
 }
@@ -171,7 +165,7 @@ TEST(GgufBlocks, BitsPerWeightFromTheBlockStructs) {
         << format;
   // The report's figure: Q4_K's 4.5 bits.
   Evaluation q4k = evaluate_paper(scenario(kLlama2_7b, "format = \"q4_k\"\n"));
-  EXPECT_EQ(detail(q4k, "quantized_bits_per_weight"), "4.5");
+  EXPECT_EQ(report_detail(q4k, "quantized_bits_per_weight"), "4.5");
   // layers.0-31.attn.q: 32 x 4096 x 4096 weights x 144/256 bytes = 301,989,888.
   EXPECT_EQ(weight_item(q4k, "layers.0-31.attn.q"), 301'989'888u);
 }
@@ -217,9 +211,9 @@ TEST(Llama2SevenBillion, Int4WeightsByHand) {
 TEST(ParamsOnly, TheSingleItemIsQuantizedWithANote) {
   Evaluation evaluation = evaluate_paper(scenario("params = 7e9\n", "format = \"int4\"\n"));
   EXPECT_EQ(weight_item(evaluation, "parameters"), 3'609'375'000u);  // 7e9 x 0.515625
-  EXPECT_NE(detail(evaluation, "quantized_note").find("known only by its parameter count"), std::string::npos);
+  EXPECT_NE(report_detail(evaluation, "quantized_note").find("known only by its parameter count"), std::string::npos);
   Evaluation architecture = evaluate_paper(scenario(kLlama2_7b, "format = \"int4\"\n"));
-  EXPECT_EQ(detail(architecture, "quantized_note"), "");
+  EXPECT_EQ(report_detail(architecture, "quantized_note"), "");
 }
 
 // Lightning Fabric's BitsandbytesPrecision (lightning @ 71aed751,
@@ -299,11 +293,11 @@ TEST(FromModelConfig, GptOss120bKeepsAllButTheExpertsInBf16) {
   EXPECT_EQ(weight_item(evaluation, "layers.0-35.moe.experts_bias"), 36u * 128 * 8640 * 2);  // biases stay bf16
   EXPECT_EQ(weight_item(evaluation, "layers.0-35.attn.q"), 36u * 11'800'576 * 2);
   EXPECT_EQ(weight_item(evaluation, "layers.0-35.moe.router"), 36u * 368'768 * 2);
-  EXPECT_EQ(detail(evaluation, "quantized_bits_per_weight"), "4.25");
-  EXPECT_NE(detail(evaluation, "quantized_format")
+  EXPECT_EQ(report_detail(evaluation, "quantized_bits_per_weight"), "4.25");
+  EXPECT_NE(report_detail(evaluation, "quantized_format")
                 .find("mxfp4 from the model's quantization_config (quant_method mxfp4); quantized parts: mlp, experts"),
             std::string::npos)
-      << detail(evaluation, "quantized_format");
+      << report_detail(evaluation, "quantized_format");
   // format = "auto" says the same; the preset with the format named gives the same bytes.
   EXPECT_EQ(weights(evaluate_paper(scenario(fixture_config("gpt-oss-120b"), "format = \"auto\"\n"))),
             65'248'815'744u);
@@ -362,7 +356,7 @@ TEST(FromModelConfig, ANamedFormatOverridesTheConfig) {
   EXPECT_EQ(weights(named), weights(preset));
   EXPECT_EQ(weight_item(named, "layers.0-35.attn.q"), weight_item(preset, "layers.0-35.attn.q"));
   EXPECT_LT(weight_item(named, "layers.0-35.attn.q"), 36u * 11'800'576 * 2);  // attention quantized too
-  EXPECT_EQ(detail(named, "quantized_format"), "");
+  EXPECT_EQ(report_detail(named, "quantized_format"), "");
 }
 
 // GPTQ, AWQ and block-scaled 8-bit configs on Llama 2 7B: 6,476,005,376
@@ -386,7 +380,7 @@ TEST(FromModelConfig, GptqAwqAndBlockScaled) {
                             R"("version": "gemm"})");
   Evaluation awq_evaluation = evaluate_paper(scenario(awq.model(), ""));
   EXPECT_EQ(weights(awq_evaluation), 4'015'792'128u);
-  EXPECT_EQ(detail(awq_evaluation, "quantized_bits_per_weight"), "4.3125");
+  EXPECT_EQ(report_detail(awq_evaluation, "quantized_bits_per_weight"), "4.3125");
   // DeepSeek-V3's: 8-bit floats with one fp32 scale per 128 x 128 block:
   // 1 + 4/16384 bytes; 6,476,005,376 + 1,581,056 + 524,820,480.
   const QuantizedConfig blocks(

@@ -54,6 +54,12 @@ uint64_t Evaluation::item_bytes(std::string_view display_name, int32_t role) con
 
 Evaluation evaluate(std::string_view toml, const std::string& file_name) { return Evaluation(toml, file_name); }
 
+std::string report_detail(const Evaluation& evaluation, std::string_view key) {
+  for (const auto& [name, value] : evaluation.estimator().report_details())
+    if (name == key) return value;
+  return "";
+}
+
 Evaluation evaluate_paper(std::string_view toml, const std::string& file_name) {
   return Evaluation(paper(toml), file_name);
 }

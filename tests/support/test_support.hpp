@@ -43,6 +43,10 @@ class Evaluation {
 
 Evaluation evaluate(std::string_view toml, const std::string& file_name = "scenario.toml");
 
+// The value the report's details give for `key` (strings come quoted, as the
+// JSON writes them), or "" when the plugins report none.
+std::string report_detail(const Evaluation& evaluation, std::string_view key);
+
 // The scenario as the papers and seeds count it: `toml` with [framework] use =
 // "paper" inserted before its first table. Tests that reproduce a published
 // table or a hand derivation of the model's tensors use it, and so state what

@@ -255,9 +255,8 @@ TEST(Lora, KernelsNeedNoDropout) {
     return evaluate(lora(kLlama, "rank = 8\ntargets = \"all-linear\"\n" + options));
   };
   const auto detail = [](const Evaluation& e) {
-    for (const auto& [key, value] : e.estimator().report_details())
-      if (key == "lora_kernels") return value;
-    return std::string("(absent)");
+    const std::string value = report_detail(e, "lora_kernels");
+    return value.empty() ? std::string("(absent)") : value;
   };
   // String details come quoted, as the report's JSON writes them.
   EXPECT_EQ(detail(run("kernels = \"unsloth\"\n")), "\"unsloth\"");

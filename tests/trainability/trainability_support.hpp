@@ -19,9 +19,7 @@ inline std::string train_scenario(const std::string& model, const std::string& r
 inline uint64_t role(const Evaluation& evaluation, int32_t role) { return evaluation.component(role); }
 
 inline std::string detail(const Evaluation& evaluation, const std::string& key) {
-  for (const auto& [name, value] : evaluation.estimator().report_details())
-    if (name == key) return value;
-  return "";
+  return report_detail(evaluation, key);
 }
 
 inline Evaluation example(const std::string& name) {

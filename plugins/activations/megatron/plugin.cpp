@@ -408,14 +408,12 @@ class MegatronActivations {
       // (torchtune) or a reload buffer stands beside the last layer's input (Unsloth from 2025.3.2); one where
       // each layer's input comes back when its backward starts and goes on return (Unsloth before 2025.3.2:
       // Unsloth_Offloaded_Gradient_Checkpointer.backward), the largest of the stage's kinds of layer.
-      double backward_window = window;
-      if (offload_backward_layers_ < 2) {
-        backward_window = std::max(dense_layers > 0 ? dense_bytes : 0.0, routed_layers > 0 ? stored_bytes : 0.0);
-      } else if (offload_backward_layers_ > 2) {
-        const double largest = std::max(dense_layers > 0 ? dense_bytes : 0.0, routed_layers > 0 ? stored_bytes : 0.0);
-        backward_window = window + largest * (std::min(offload_backward_layers_, static_cast<double>(stage_layers)) -
-                                              std::min<double>(2, static_cast<double>(stage_layers)));
-      }
+      const double largest = std::max(dense_layers > 0 ? dense_bytes : 0.0, routed_layers > 0 ? stored_bytes : 0.0);
+      const double layers = static_cast<double>(stage_layers);
+      const double backward_window =
+          offload_backward_layers_ < 2
+              ? largest
+              : window + largest * (std::min(offload_backward_layers_, layers) - std::min(2.0, layers));
       add_bytes(ctx, names_.offload_window, backward_window, memplan::sdk::Lifetime::transient_backward);
       stored_device = memplan::sdk::Device::cpu;
     }
