@@ -386,6 +386,53 @@ TEST(CommBuffers, ZeroStage3BucketOnOneRank) {
   EXPECT_EQ(small_bucket.component(kBuffers), 800'000'000u);
 }
 
+// Where ZeRO-3's bucket flushes (comm-buffers 1.4.0 with zero 1.9.0's record of
+// the backward, sharding.backward_gradients). A gradient that would overflow a
+// non-empty bucket flushes it first (stage3.py
+// reduce_independent_p_g_buckets_and_remove_grads, v0.7.0 line 1074, v0.19.4),
+// and reduce_scatter_coalesced's copy is of what the bucket holds then, beside
+// the parameters gathered at that moment. Model: 4 layers, h 1024, 8 heads,
+// ffn 4096 (gelu: two 4,194,304-element projections), RMSNorm, vocab 32,000
+// untied (32,768,000 elements each for the embedding and the head), mixed bf16
+// (2-byte gradients and gathered weights), 8 data ranks; no prefetch and no
+// reuse distance, so each step holds only its own module gathered (the norms,
+// 1,024 elements, persist and are not counted): the high point's gathered set
+// is the head, 65,536,000 B. Gradients in backward order: head 32,768,000,
+// final norm 1,024, then per layer from the last: the two projections, norm,
+// o, v, k, q (1,048,576 each), norm; the embedding's at the end. Bucket
+// 4e7 elements:
+//   layer 3's first projection: 32,769,024 + 4,194,304 = 36,963,328 fits;
+//   its second would make 41,157,632: flush of 36,963,328 (73,926,656 B)
+//   beside that projection (8,388,608 B): 82,315,264;
+//   then 4,194,304 + layer 3's rest (4,196,352) + layers 2 and 1 (12,584,960
+//   each) + layer 0's first projection = 37,754,880; its second flushes it:
+//   8,388,608 + 75,509,760 = 83,898,368;
+//   then 8,390,656 (layer 0 from that projection on); the embedding's
+//   32,768,000 would pass 4e7: flush of 16,781,312 B beside the embedding's
+//   65,536,000 = 82,317,312; the embedding's own goes at the epilogue.
+// The worst flush exceeds the high point's gathered set by 83,898,368 -
+// 65,536,000 = 18,362,368 B: the copy item. Before (no record) the whole
+// bucket, 4e7 x 2 = 80,000,000 B, counted at the high point: it still is when
+// the gathered set is not replayed (gathered_parameters = false).
+TEST(CommBuffers, ZeroStage3FlushesWhereTheGradientsOverflowTheBucket) {
+  auto scenario = [](bool gathered) {
+    return std::string("name = \"flush\"\nmode = \"train\"\n[model]\nlayers = 4\nhidden = 1024\nheads = 8\n"
+                       "ffn_hidden = 4096\nvocab = 32000\nmlp = \"gelu\"\nnorm = \"rmsnorm\"\n"
+                       "tied_embeddings = false\n[batch]\nmicro_batch = 1\nseq_len = 128\n[precision]\n"
+                       "use = \"mixed-bf16\"\n[optimizer]\nuse = \"adam\"\n[activations]\nuse = \"none\"\n"
+                       "[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n[[strategy]]\nuse = \"zero\"\nstage = 3\n"
+                       "gathered_parameters = ") +
+           (gathered ? "true\nprefetch_bucket_size = 0\nmax_reuse_distance = 0\n" : "false\n") +
+           "[[strategy]]\nuse = \"comm-buffers\"\nnccl = false\nreduce_bucket_size = 40000000\n";
+  };
+  Evaluation replayed = evaluate_paper(scenario(true));
+  EXPECT_EQ(replayed.item_bytes("zero3.gathered_backward", kBuffers), 65'536'000u);
+  EXPECT_EQ(replayed.item_bytes("deepspeed.reduce_scatter_copy", kBuffers), 18'362'368u);
+  EXPECT_EQ(replayed.item_bytes("deepspeed.reduce_bucket", kBuffers), 80'000'000u);
+  Evaluation unreplayed = evaluate_paper(scenario(false));
+  EXPECT_EQ(unreplayed.item_bytes("deepspeed.reduce_scatter_copy", kBuffers), 80'000'000u);
+}
+
 // 'zero' declares its bucketed reduce, so the default buckets = "auto" follows it; 'fsdp' declares none.
 TEST(CommBuffers, AutomaticBucketsFollowTheShardingPlugin) {
   Evaluation zero = evaluate_paper(parallel("nccl = false\n[[strategy]]\nuse = \"zero\"\nstage = 2\n"));

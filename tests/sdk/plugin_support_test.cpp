@@ -5,6 +5,7 @@
 // element-wise optimizer, precision recipes, sharding) keep their own tests
 // through the built-in plugins that use them (tests/optimizers,
 // tests/precision, tests/strategies), with unchanged figures.
+#include <memplan/support/backward_gradients.hpp>
 #include <memplan/support/format.hpp>
 #include <memplan/support/items.hpp>
 #include <memplan/support/kv_heads.hpp>
@@ -186,6 +187,45 @@ TEST(SupportKvHeads, UnknownKvHeadsSplitLikeEveryProjectionAndUnevenSizesRoundUp
   // 12 kv heads at tp 8 (the tensor-parallel plugin refuses it): vLLM's floor
   // would give 12 // 8 = 1 and lose 4 heads; rounded up, ceil(1.5) = 2.
   EXPECT_EQ(support::kv_heads_per_rank(12, 8), 2);
+}
+
+// -------------------------------------------------------- backward_gradients.hpp
+
+// The text 'zero' writes and 'comm-buffers' reads: the high point's gathered
+// bytes, then "elements bytes" per step; doubles round-trip exactly
+// (std::to_chars' shortest form), a capacity kept between records.
+TEST(SupportBackwardGradients, RoundTripsTheRecordExactly) {
+  using support::backward_gradients::Step;
+  const std::vector<Step> steps{{28'325'376, 1'461'854'208}, {0.1, 2.5e-3}, {4'194'304, 0}};
+  std::string text;
+  support::backward_gradients::encode(65'536'000, steps, text);
+  EXPECT_EQ(text, "65536000 28325376 1461854208 0.1 0.0025 4194304 0");
+  support::backward_gradients::Record record;
+  ASSERT_TRUE(support::backward_gradients::decode(text, record));
+  EXPECT_EQ(record.peak_gathered_bytes, 65'536'000);
+  ASSERT_EQ(record.steps.size(), 3u);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(record.steps[i].elements, steps[i].elements) << i;
+    EXPECT_EQ(record.steps[i].gathered_bytes, steps[i].gathered_bytes) << i;
+  }
+  support::backward_gradients::encode(7, std::vector<Step>{}, text);  // no gradient (a frozen model)
+  ASSERT_TRUE(support::backward_gradients::decode(text, record));
+  EXPECT_EQ(record.peak_gathered_bytes, 7);
+  EXPECT_TRUE(record.steps.empty());
+}
+
+// What is not a record reads as none (false, the record empty), never as a
+// partial one: an unpaired step, a word, a negative or non-finite number,
+// nothing at all.
+TEST(SupportBackwardGradients, RejectsWhatIsNotARecord) {
+  support::backward_gradients::Record record;
+  for (const char* bad : {"", "5 1", "5 1 2 3", "5 1 x", "-1", "5 1 -2", "5 inf 1", "5 nan 1", "5,1,2", "5 1 2 z"}) {
+    record.peak_gathered_bytes = 99;
+    record.steps.assign(2, {1, 1});
+    EXPECT_FALSE(support::backward_gradients::decode(bad, record)) << bad;
+    EXPECT_EQ(record.peak_gathered_bytes, 0) << bad;
+    EXPECT_TRUE(record.steps.empty()) << bad;
+  }
 }
 
 // ------------------------------------------------------------------- format.hpp

@@ -61,6 +61,34 @@ TEST(ZeroStage3Coordinator, HandTracedSteps) {
   EXPECT_EQ(module_only.gathered_bytes[1], 80);
 }
 
+// The replay's record of the backward's gradients (Workspace::gradients, for
+// comm-buffers' flushes): the trace above, where backward's C, B and N ready
+// gradients of 40, 40 and 5 elements (A, frozen, none). With B = 50, M = 1000,
+// R = 100 (the hand trace above) step 4 holds B C A, 360 bytes, and releases
+// C after its record; step 5 holds B and A, 280, and releases B; step 6 holds
+// A alone, 200 (A stays for step 7; N is persistent and not counted). With
+// B = 0 and R = 0 each step holds its own module only: 80, 80 and 0.
+TEST(ZeroStage3Coordinator, RecordsTheGatheredSetAtEachGradient) {
+  const std::vector<zero3::Parameter> parameters{{100, 200}, {5, 10}, {40, 80}, {40, 80}};
+  using W = zero3::Window;
+  const std::vector<zero3::TraceStep> trace{
+      {0, W::none},         {1, W::forward},      {2, W::forward},     {3, W::forward},
+      {3, W::backward, 40}, {2, W::backward, 40}, {1, W::backward, 5}, {0, W::none}};
+  zero3::Workspace workspace;
+  zero3::replay(parameters, trace, zero3::Settings{50, 1000, 100, 10}, workspace);
+  ASSERT_EQ(workspace.gradients.size(), 3u);
+  EXPECT_EQ(workspace.gradients[0].elements, 40);
+  EXPECT_EQ(workspace.gradients[0].gathered_bytes, 360);
+  EXPECT_EQ(workspace.gradients[1].gathered_bytes, 280);
+  EXPECT_EQ(workspace.gradients[2].elements, 5);
+  EXPECT_EQ(workspace.gradients[2].gathered_bytes, 200);
+  zero3::replay(parameters, trace, zero3::Settings{0, 1000, 0, 10}, workspace);
+  ASSERT_EQ(workspace.gradients.size(), 3u);  // cleared by each replay
+  EXPECT_EQ(workspace.gradients[0].gathered_bytes, 80);
+  EXPECT_EQ(workspace.gradients[1].gathered_bytes, 80);
+  EXPECT_EQ(workspace.gradients[2].gathered_bytes, 0);
+}
+
 // The staging copies of all_gather_coalesced (partition_parameters.py,
 // v0.7.0 lines 836-880: each rank's partition copied from host memory to the
 // GPU before the gather, beside the call's flat buffer). The trace above with

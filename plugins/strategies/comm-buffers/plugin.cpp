@@ -105,10 +105,12 @@
 // communicator of more than 2 ranks that runs collectives (older NCCLs: 768
 // MiB in 2.21.5, 2,304 MiB on 8x H200 in vllm-project/vllm issue #9699).
 #include <memplan/sdk.hpp>
+#include <memplan/support/backward_gradients.hpp>
 #include <memplan/support/format.hpp>
 #include <memplan/support/items.hpp>
 #include <memplan/support/layout.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <optional>
@@ -283,7 +285,7 @@ void add_nvls_facts(const Layout& layout, Group group, int64_t node, GroupUse& u
 
 class CommBuffers {
  public:
-  static constexpr sdk::PluginInfo info{"comm-buffers", "1.3.3",
+  static constexpr sdk::PluginInfo info{"comm-buffers", "1.4.0",
                                         "NCCL communicators and buffers, data-parallel gradient buckets (DDP, DeepSpeed)",
                                         sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -304,6 +306,7 @@ class CommBuffers {
         nvlink_sharp_attr_(options.attribute(MEMPLAN_ATTR_HARDWARE_NVLINK_SHARP)),
         gradients_dtype_attr_(options.attribute(MEMPLAN_ATTR_DTYPE_GRADIENTS)),
         gradient_buckets_attr_(options.attribute(MEMPLAN_ATTR_GRADIENT_BUCKETS)),
+        backward_gradients_attr_(options.attribute(MEMPLAN_ATTR_BACKWARD_GRADIENTS)),
         names_(options) {
     read_groups(options);
     const std::string protocols = options.string("nccl_protocols").value_or("all");
@@ -370,11 +373,13 @@ class CommBuffers {
           // (engine.py allreduce_gradients); later stage3.py runs it from the last gradient hook
           // (update_hook_state_and_maybe_run_epilogue, once every expected hook has fired; the release that
           // moved it is not pinned). Either way the last layer's recomputation and gathered parameters are
-          // released by then: that copy is at no high point. A rule from the code; the DSX cases agree with
-          // it but do not single it out (their one-bucket reading equals a smaller-coordinator reading).
+          // released by then: that copy is at no high point. The flushes before it come where the gradients
+          // ready so far overflow the bucket; 'zero' publishes which gathered parameters are held then
+          // (sharding.backward_gradients): the copy counts by what its flush exceeds the gathered set at the
+          // backward's high point with (flush_excess).
           const double trainable = trainable_elements(ctx) * static_cast<double>(layout_.data(ctx));
           if (trainable > reduce_bucket_)
-            add(ctx, names_.reduce_scatter_copy, sdk::Lifetime::transient_backward, reduce_bucket_ * bytes);
+            add(ctx, names_.reduce_scatter_copy, sdk::Lifetime::transient_backward, flush_excess(ctx, trainable, bytes));
           break;  // stage3.py never reads allgather_bucket_size (v0.7.0 to v0.18.3): the coordinator gathers
         } else
           add(ctx, names_.reduce_bucket, sdk::Lifetime::transient_backward,
@@ -480,6 +485,34 @@ class CommBuffers {
     });
   }
 
+  // DeepSpeed ZeRO-3's flushes of its reduce bucket in backward, placed on the sharding plugin's record of
+  // the backward (support/backward_gradients.hpp): a gradient that would overflow a non-empty bucket flushes
+  // it first (stage3.py reduce_independent_p_g_buckets_and_remove_grads, v0.14.0 to v0.19.4), and the flush's
+  // copy of the bucket (reduce_scatter_coalesced's torch.cat) stands beside the parameters gathered then. The
+  // gathered set shrinks as backward releases the modules it has passed, so a flush late in backward need not
+  // be at the high point: returned is the most the copy and the parameters gathered at a flush exceed the
+  // gathered set counted at the backward's high point with (nothing when they never do). Without a record,
+  // or with trainable gradients the record does not see (adapters are not traced), the whole bucket's copy
+  // is taken to meet the high point, as the first flush does in a model of many buckets. The other tensors
+  // at a later flush (fewer checkpoints, no loss) are taken as at the high point: an upper bound.
+  double flush_excess(const sdk::Context& ctx, double trainable, double bytes) {
+    const double whole_bucket = reduce_bucket_ * bytes;
+    const std::string_view text = ctx.attr_string(backward_gradients_attr_, "");
+    if (text.empty() || !support::backward_gradients::decode(text, record_)) return whole_bucket;
+    double traced = 0;
+    for (const support::backward_gradients::Step& step : record_.steps) traced += step.elements;
+    if (traced < trainable * (1 - 1e-9)) return whole_bucket;
+    double bucket = 0, worst = 0;
+    for (const support::backward_gradients::Step& step : record_.steps) {
+      if (bucket > 0 && bucket + step.elements > reduce_bucket_) {
+        worst = std::max(worst, step.gathered_bytes + bucket * bytes);
+        bucket = 0;
+      }
+      bucket += step.elements;
+    }
+    return std::max(0.0, worst - record_.peak_gathered_bytes);
+  }
+
   // The rank's gradient elements, wherever they are (the 'offload' strategy may have moved them to the host;
   // DeepSpeed still buckets them on the GPU); under ZeRO-3 a 1 / data-ranks share of the trainable ones.
   static double trainable_elements(const sdk::Context& ctx) {
@@ -525,7 +558,9 @@ class CommBuffers {
   sdk::Attribute nvlink_sharp_attr_;
   sdk::Attribute gradients_dtype_attr_;
   sdk::Attribute gradient_buckets_attr_;  // sharding.gradient_buckets, set by zero and fsdp
+  sdk::Attribute backward_gradients_attr_;  // sharding.backward_gradients, set by zero at stage 3
   Names names_;
+  support::backward_gradients::Record record_;  // read on each evaluation (its capacity kept)
   std::vector<Group> groups_;
   bool all_protocols_ = true;
   std::optional<int64_t> communicators_;

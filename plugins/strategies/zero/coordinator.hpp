@@ -30,6 +30,11 @@
 // partitions are on the GPU and .to() copies nothing). A step makes at most
 // two calls: the module's own parameters, then the prefetched ones.
 //
+// In backward, each step that readies gradients (TraceStep::gradient_elements)
+// is recorded with the gathered bytes it holds (Workspace::gradients), where
+// DeepSpeed's gradient hooks hand its gradients to the reduce bucket
+// (stage3.py reduce_independent_p_g_buckets_and_remove_grads).
+//
 // One parameter per module here: a module's weight and bias are counted
 // together. Cost: linear in the trace (each queue entry is popped once; reuse
 // distances come from prefix sums instead of the walk the code does), and no
@@ -56,6 +61,17 @@ enum class Window : int8_t { none = -1, forward = 0, backward = 1 };
 struct TraceStep {
   int32_t parameter = -1;          // index into the parameters; -1: a module without parameters
   Window window = Window::none;
+  // Elements whose gradients become ready at this step (the module's backward, for a trainable module); the
+  // replay records the gathered bytes beside them (Workspace::gradients).
+  double gradient_elements = 0;
+};
+
+// One backward step that readies gradients: their elements, and the non-persistent bytes gathered while the
+// module's backward runs (after its fetch and prefetch, before its release), where DeepSpeed's gradient hooks
+// hand them to the reduce bucket (stage3.py reduce_independent_p_g_buckets_and_remove_grads).
+struct GradientStep {
+  double elements = 0;
+  double gathered_bytes = 0;
 };
 
 struct Settings {
@@ -90,6 +106,7 @@ struct Workspace {
   std::vector<size_t> seen;
   std::vector<size_t> queue;
   std::vector<double> fetched_for;
+  std::vector<GradientStep> gradients;  // filled by the replay: the steps with gradient_elements, in trace order
 };
 
 inline Result replay(const std::vector<Parameter>& parameters, const std::vector<TraceStep>& trace,
@@ -130,6 +147,7 @@ inline Result replay(const std::vector<Parameter>& parameters, const std::vector
   constexpr double kNever = -1e18;
   std::vector<double>& fetched_for = workspace.fetched_for;  // __most_recent_step_id_param_fetched_for
   fetched_for.assign(parameters.size(), kNever);
+  workspace.gradients.clear();
 
   auto gather = [&](size_t p) {
     if (available[p]) return;
@@ -165,6 +183,7 @@ inline Result replay(const std::vector<Parameter>& parameters, const std::vector
       }
       staged = std::max(staged, available_bytes + settings.staging_share * (available_bytes - before_prefetch));
     }
+    if (trace[i].gradient_elements > 0) workspace.gradients.push_back({trace[i].gradient_elements, available_bytes});
     if (trace[i].window != Window::none) {
       const size_t w = static_cast<size_t>(trace[i].window);
       if (available_bytes > result.gathered_bytes[w]) {

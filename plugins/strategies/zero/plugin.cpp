@@ -61,6 +61,7 @@
 // (_prepare_sub_group skips the cast): 'offload' removes the copy and gives
 // main_grads back their whole partition (attribute zero3.step_sub_group_fraction).
 #include <memplan/sdk.hpp>
+#include <memplan/support/backward_gradients.hpp>
 #include <memplan/support/layout.hpp>
 #include <memplan/support/precision_recipe.hpp>
 #include <memplan/support/sharding.hpp>
@@ -128,7 +129,7 @@ constexpr std::array<memplan_option_spec, 9> kOptions{{
 class ZeroShardingStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "zero", "1.8.0",
+      "zero", "1.9.0",
       "ZeRO stages 0-3: shard optimizer states, gradients and weights over data-parallel ranks; ZeRO-3's gathered "
       "parameters",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding, memplan::sdk::Reads::nothing};
@@ -156,6 +157,7 @@ class ZeroShardingStrategy {
         sub_group_fraction_attr_(options.attribute(MEMPLAN_ATTR_STEP_SUB_GROUP_FRACTION)),
         staging_forward_attr_(options.attribute(MEMPLAN_ATTR_GATHER_STAGING_FORWARD)),
         staging_backward_attr_(options.attribute(MEMPLAN_ATTR_GATHER_STAGING_BACKWARD)),
+        backward_gradients_attr_(options.attribute(MEMPLAN_ATTR_BACKWARD_GRADIENTS)),
         setup_cache_emptied_attr_(options.attribute(MEMPLAN_ATTR_SETUP_CACHE_EMPTIED)),
         setup_unfragmented_attr_(options.attribute(MEMPLAN_ATTR_SETUP_FRESH_SEGMENTS)) {
     overlap_ = options.number("communication_overlap").value_or(1.0);
@@ -379,6 +381,10 @@ class ZeroShardingStrategy {
       sharding::add_buffer(ctx, module_gradient_, memplan::sdk::Lifetime::transient_backward,
                            module_gradient_elements(ctx, groups.expert), gradient_bytes(ctx));
       gathered = std::max(gathered, result.gathered_numel[kBackward]);
+      // Where the reduce bucket fills, for comm-buffers (conventions.h).
+      memplan::support::backward_gradients::encode(result.gathered_bytes[kBackward], workspace_.gradients,
+                                                   backward_gradients_text_);
+      ctx.set_attr(backward_gradients_attr_, backward_gradients_text_.c_str());
     }
     const double persistent = result.persistent_bytes + persistent_adapter_bytes(ctx);
     // Whole copies beside their shards, on every rank from the first step on.
@@ -466,6 +472,7 @@ class ZeroShardingStrategy {
   // Kept between evaluations, so that building it again allocates nothing.
   struct Trace {
     std::vector<zero3::Parameter> parameters;
+    std::vector<double> gradients;  // per parameter: its gradient's elements, 0 when frozen
     std::vector<zero3::TraceStep> steps;
     std::vector<int32_t> front, back;  // outside the layers: before them (embeddings) and after
     // Per layer, from the first: norm before attention, attention, norm before the MLP, MLP.
@@ -474,6 +481,7 @@ class ZeroShardingStrategy {
 
     void clear(size_t layer_count) {
       parameters.clear();
+      gradients.clear();
       steps.clear();
       front.clear();
       back.clear();
@@ -505,10 +513,13 @@ class ZeroShardingStrategy {
       // ds_numel counts the stored tensor: packed 4-bit weights sit in 16-bit storage (bnb_4bit_quant_storage).
       const double numel = bytes_per_element >= 1 ? elements : elements * bytes_per_element / 2;
       const zero3::Parameter parameter{numel / modules, elements * bytes_per_element / modules};
+      // A trainable module's gradient has the whole parameter's elements (the weights are not sharded yet).
+      const double gradient = item.trainable() ? elements / modules : 0.0;
       auto add = [&](std::vector<int32_t>& into) {
         for (int m = 0; m < static_cast<int>(modules); ++m) {
           into.push_back(static_cast<int32_t>(trace.parameters.size()));
           trace.parameters.push_back(parameter);
+          trace.gradients.push_back(gradient);
         }
       };
       const ParamClass param_class = item.param_class();
@@ -546,16 +557,26 @@ class ZeroShardingStrategy {
     for (size_t at = 0; at < layers; ++at) layer_forward(at, at + 1 == layers ? Window::forward : Window::none);
     for (int32_t p : trace.back) trace.steps.push_back({p, Window::forward});
     if (!backward) return;
+    // A backward step readies its module's gradient, except the head's use of a tied embedding: that
+    // gradient waits in autograd's input buffer of the shared parameter until the embedding's own backward,
+    // and DeepSpeed hands a parameter to the reduce bucket only from its AccumulateGrad hook (stage3.py
+    // create_reduce_and_remove_grad_hooks), at the end.
+    auto backward_step = [&](int32_t p, Window window, bool ready) {
+      trace.steps.push_back({p, window, ready ? trace.gradients[static_cast<size_t>(p)] : 0.0});
+    };
+    const int32_t tied_head = model.tied_embeddings ? embedding : -1;
     // The activations are all still held from the loss's backward to the end of the last layer's.
-    for (auto p = trace.back.rbegin(); p != trace.back.rend(); ++p) trace.steps.push_back({*p, Window::backward});
+    for (auto p = trace.back.rbegin(); p != trace.back.rend(); ++p) backward_step(*p, Window::backward, *p != tied_head);
     for (size_t at = layers; at-- > 0;) {
       const Window window = at + 1 == layers ? Window::backward : Window::none;
       if (replay) layer_forward(at, window);
       const size_t begin = trace.steps.size();
       layer_forward(at, window);
       std::reverse(trace.steps.begin() + static_cast<std::ptrdiff_t>(begin), trace.steps.end());
+      for (size_t i = begin; i < trace.steps.size(); ++i)
+        trace.steps[i].gradient_elements = trace.gradients[static_cast<size_t>(trace.steps[i].parameter)];
     }
-    for (auto p = trace.front.rbegin(); p != trace.front.rend(); ++p) trace.steps.push_back({*p, Window::none});
+    for (auto p = trace.front.rbegin(); p != trace.front.rend(); ++p) backward_step(*p, Window::none, true);
   }
 
   static bool gathered_weight(memplan::sdk::ItemRef item) {
@@ -597,6 +618,8 @@ class ZeroShardingStrategy {
   // zero3.gather_staging_{forward,backward}: bytes beyond the gathered set at an all-gather's staging instant, when
   // the partitions live in host memory (coordinator.hpp); 'offload' with parameters = true counts them.
   memplan::sdk::Attribute staging_forward_attr_, staging_backward_attr_;
+  memplan::sdk::Attribute backward_gradients_attr_;  // sharding.backward_gradients: the replay's backward, for comm-buffers
+  std::string backward_gradients_text_;              // its text, kept between evaluations
   memplan::sdk::Attribute setup_cache_emptied_attr_;  // setup.cache_emptied: stage3.py empties the cache
   memplan::sdk::Attribute setup_unfragmented_attr_;   // setup.fresh_segments: module.to, nothing freed
   Trace trace_;                 // stage 3 with gathered parameters: rebuilt on every evaluation

@@ -158,6 +158,15 @@
 #define MEMPLAN_ATTR_GATHER_STAGING_FORWARD "zero3.gather_staging_forward"
 #define MEMPLAN_ATTR_GATHER_STAGING_BACKWARD "zero3.gather_staging_backward"
 
+/* The backward pass of a sharding plugin that gathers parameters (string),
+ * set in training by the sharding plugin, read by the gradient-bucket plugin:
+ * the gathered bytes it counts at the backward's high point, then, for each
+ * step that readies gradients in the order they become ready, their elements
+ * and the gathered bytes held meanwhile (support/backward_gradients.hpp writes
+ * and reads it). 'zero' stage 3 sets it from its coordinator's replay;
+ * 'comm-buffers' places DeepSpeed's reduce-bucket flushes with it. */
+#define MEMPLAN_ATTR_BACKWARD_GRADIENTS "sharding.backward_gradients"
+
 /* Layers whose input (and its gradient) a sharding runtime keeps until
  * backward ends (int), set by the sharding plugin, read by the activation
  * plugin: FSDP1 units that need no gradient, recomputed by reentrant
