@@ -391,46 +391,88 @@ TEST(CommBuffers, ZeroStage3BucketOnOneRank) {
 // non-empty bucket flushes it first (stage3.py
 // reduce_independent_p_g_buckets_and_remove_grads, v0.7.0 line 1074, v0.19.4),
 // and reduce_scatter_coalesced's copy is of what the bucket holds then, beside
-// the parameters gathered at that moment. Model: 4 layers, h 1024, 8 heads,
-// ffn 4096 (gelu: two 4,194,304-element projections), RMSNorm, vocab 32,000
-// untied (32,768,000 elements each for the embedding and the head), mixed bf16
-// (2-byte gradients and gathered weights), 8 data ranks; no prefetch and no
-// reuse distance, so each step holds only its own module gathered (the norms,
-// 1,024 elements, persist and are not counted): the high point's gathered set
-// is the head, 65,536,000 B. Gradients in backward order: head 32,768,000,
+// the parameters gathered at that moment; each flush counts what copy and
+// gathered set exceed the high point's gathered set with, at most its copy.
+// Model: 4 layers, h 1024, 8 heads, ffn 4096 (gelu: two 4,194,304-element
+// projections), RMSNorm, untied embedding and head, mixed bf16 (2-byte
+// gradients and gathered weights), 8 data ranks; no prefetch and no reuse
+// distance, so each step holds only its own module gathered (the norms, 1,024
+// elements, persist and are not counted). Gradients in backward order: head,
 // final norm 1,024, then per layer from the last: the two projections, norm,
-// o, v, k, q (1,048,576 each), norm; the embedding's at the end. Bucket
-// 4e7 elements:
+// o, v, k, q (1,048,576 each), norm; the embedding's at the end (its flush,
+// the epilogue's, after backward, is not counted).
+// Vocabulary 32,000 (head and embedding 32,768,000 elements), bucket 4e7; the
+// high point's gathered set is the head, 65,536,000 B:
 //   layer 3's first projection: 32,769,024 + 4,194,304 = 36,963,328 fits;
 //   its second would make 41,157,632: flush of 36,963,328 (73,926,656 B)
-//   beside that projection (8,388,608 B): 82,315,264;
+//   beside that projection (8,388,608 B): 82,315,264 - 65,536,000 =
+//   16,779,264 over the high point;
 //   then 4,194,304 + layer 3's rest (4,196,352) + layers 2 and 1 (12,584,960
 //   each) + layer 0's first projection = 37,754,880; its second flushes it:
-//   8,388,608 + 75,509,760 = 83,898,368;
+//   8,388,608 + 75,509,760 - 65,536,000 = 18,362,368;
 //   then 8,390,656 (layer 0 from that projection on); the embedding's
-//   32,768,000 would pass 4e7: flush of 16,781,312 B beside the embedding's
-//   65,536,000 = 82,317,312; the embedding's own goes at the epilogue.
-// The worst flush exceeds the high point's gathered set by 83,898,368 -
-// 65,536,000 = 18,362,368 B: the copy item. Before (no record) the whole
-// bucket, 4e7 x 2 = 80,000,000 B, counted at the high point: it still is when
-// the gathered set is not replayed (gathered_parameters = false).
+//   32,768,000 would pass 4e7: its copy, 16,781,312 B, beside the embedding's
+//   65,536,000: 16,781,312 over.
+// The item is the most, 18,362,368 B. Before (and still without the record,
+// gathered_parameters = false) the whole bucket, 4e7 x 2 = 80,000,000 B.
+// Vocabulary 1,024 (1,048,576 elements each), bucket 3e6: the high point's
+// gathered set is layer 3's projection, 8,388,608 B. A projection (4,194,304)
+// passes the bucket alone: DeepSpeed does not copy it into the bucket
+// (__add_grad_to_ipg_bucket) and reduces it alone, in place
+// (reduce_scatter_coalesced copies no single tensor divisible by the ranks):
+// no copy when the next gradient flushes it. Counted as a copy, the flush at
+// the second projection would add 8,388,608 + 8,388,608 - 8,388,608 =
+// 8,388,608 B. The flushes that copy: head and final norm (1,049,600
+// elements) at layer 3's first projection, 2,099,200 B, all over the high
+// point (8,388,608 + 2,099,200 - 8,388,608); from layer 2 on, the previous
+// layer's k, q and norm (2,098,176) at each first projection: 4,196,352; the
+// others (at a k, beside 2,097,152 B; at the embedding) stay under it. Item:
+// 4,196,352 B.
 TEST(CommBuffers, ZeroStage3FlushesWhereTheGradientsOverflowTheBucket) {
-  auto scenario = [](bool gathered) {
+  auto scenario = [](bool gathered, int vocab, const char* bucket) {
     return std::string("name = \"flush\"\nmode = \"train\"\n[model]\nlayers = 4\nhidden = 1024\nheads = 8\n"
-                       "ffn_hidden = 4096\nvocab = 32000\nmlp = \"gelu\"\nnorm = \"rmsnorm\"\n"
-                       "tied_embeddings = false\n[batch]\nmicro_batch = 1\nseq_len = 128\n[precision]\n"
-                       "use = \"mixed-bf16\"\n[optimizer]\nuse = \"adam\"\n[activations]\nuse = \"none\"\n"
-                       "[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n[[strategy]]\nuse = \"zero\"\nstage = 3\n"
-                       "gathered_parameters = ") +
+                       "ffn_hidden = 4096\nvocab = ") +
+           std::to_string(vocab) +
+           "\nmlp = \"gelu\"\nnorm = \"rmsnorm\"\ntied_embeddings = false\n[batch]\nmicro_batch = 1\n"
+           "seq_len = 128\n[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adam\"\n[activations]\n"
+           "use = \"none\"\n[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n[[strategy]]\nuse = \"zero\"\n"
+           "stage = 3\ngathered_parameters = " +
            (gathered ? "true\nprefetch_bucket_size = 0\nmax_reuse_distance = 0\n" : "false\n") +
-           "[[strategy]]\nuse = \"comm-buffers\"\nnccl = false\nreduce_bucket_size = 40000000\n";
+           "[[strategy]]\nuse = \"comm-buffers\"\nnccl = false\nreduce_bucket_size = " + bucket + "\n";
   };
-  Evaluation replayed = evaluate_paper(scenario(true));
+  Evaluation replayed = evaluate_paper(scenario(true, 32000, "40000000"));
   EXPECT_EQ(replayed.item_bytes("zero3.gathered_backward", kBuffers), 65'536'000u);
   EXPECT_EQ(replayed.item_bytes("deepspeed.reduce_scatter_copy", kBuffers), 18'362'368u);
   EXPECT_EQ(replayed.item_bytes("deepspeed.reduce_bucket", kBuffers), 80'000'000u);
-  Evaluation unreplayed = evaluate_paper(scenario(false));
+  Evaluation unreplayed = evaluate_paper(scenario(false, 32000, "40000000"));
   EXPECT_EQ(unreplayed.item_bytes("deepspeed.reduce_scatter_copy", kBuffers), 80'000'000u);
+  Evaluation oversized = evaluate_paper(scenario(true, 1024, "3000000"));
+  EXPECT_EQ(oversized.item_bytes("zero3.gathered_backward", kBuffers), 8'388'608u);
+  EXPECT_EQ(oversized.item_bytes("deepspeed.reduce_scatter_copy", kBuffers), 4'196'352u);
+}
+
+// Where 'zero' cannot trace every gradient it publishes no record, and the
+// whole bucket's copy counts at the high point (reduce_bucket_size x 2 B):
+// LoRA's adapters (left out of the trace): r 8 on q and v of the model above,
+// 4 x 2 x (8 x 1,024 x 2) = 131,072 trainable elements overflow a bucket of
+// 1e5: 200,000 B; Mixtral 8x7B with expert parallelism 2, whose experts reduce
+// over a group of their own: 5e8 x 2 = 1e9 B.
+TEST(CommBuffers, ZeroStage3WithoutARecordCountsTheWholeBucket) {
+  const std::string lora =
+      "name = \"flush\"\nmode = \"train\"\n[model]\nlayers = 4\nhidden = 1024\nheads = 8\nffn_hidden = 4096\n"
+      "vocab = 32000\nmlp = \"gelu\"\nnorm = \"rmsnorm\"\ntied_embeddings = false\n[batch]\nmicro_batch = 1\n"
+      "seq_len = 128\n[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adam\"\n[activations]\n"
+      "use = \"none\"\n[[strategy]]\nuse = \"lora\"\nrank = 8\ntargets = \"q,v\"\n[[strategy]]\n"
+      "use = \"data-parallel\"\nsize = 8\n[[strategy]]\nuse = \"zero\"\nstage = 3\ngathered_parameters = true\n"
+      "[[strategy]]\nuse = \"comm-buffers\"\nnccl = false\nreduce_bucket_size = 100000\n";
+  EXPECT_EQ(evaluate_paper(lora).item_bytes("deepspeed.reduce_scatter_copy", kBuffers), 200'000u);
+  const std::string mixtral =
+      "name = \"flush\"\nmode = \"train\"\n[model]\npreset = \"mixtral-8x7b\"\n[batch]\nmicro_batch = 1\n"
+      "seq_len = 128\n[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adam\"\n[activations]\n"
+      "use = \"none\"\n[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n[[strategy]]\nuse = \"expert-parallel\"\n"
+      "size = 2\n[[strategy]]\nuse = \"zero\"\nstage = 3\ngathered_parameters = true\n[[strategy]]\n"
+      "use = \"comm-buffers\"\nnccl = false\n";
+  EXPECT_EQ(evaluate_paper(mixtral).item_bytes("deepspeed.reduce_scatter_copy", kBuffers), 1'000'000'000u);
 }
 
 // 'zero' declares its bucketed reduce, so the default buckets = "auto" follows it; 'fsdp' declares none.

@@ -367,19 +367,19 @@ class CommBuffers {
           // coalesced_collectives.py, v0.7.0 to v0.19.4), which interleaves them into one new flat tensor
           // (torch.cat) before the reduce-scatter, on one rank too: a bucket's worth in backward. A gradient
           // flushes the bucket only when it would overflow it (stage3.py reduce_independent_p_g_buckets_and_
-          // remove_grads: bucket.elements + param.ds_numel > reduce_bucket_size, v0.14.0 to v0.19.4); trainable
+          // remove_grads: bucket.elements + param.ds_numel > reduce_bucket_size, v0.7.0 to v0.19.4); trainable
           // gradients that fill less than a bucket are flushed once, by independent_gradient_partition_epilogue,
           // at the end of backward: in the releases read here the engine calls it after loss.backward() returns
           // (engine.py allreduce_gradients); later stage3.py runs it from the last gradient hook
           // (update_hook_state_and_maybe_run_epilogue, once every expected hook has fired; the release that
-          // moved it is not pinned). Either way the last layer's recomputation and gathered parameters are
-          // released by then: that copy is at no high point. The flushes before it come where the gradients
-          // ready so far overflow the bucket; 'zero' publishes which gathered parameters are held then
-          // (sharding.backward_gradients): the copy counts by what its flush exceeds the gathered set at the
-          // backward's high point with (flush_excess).
+          // moved it is not pinned). Either way the activations (the checkpoints, the last layer's
+          // recomputation, the loss's tensors) are gone by then: that copy is at no high point
+          // (DSX-mtb-medium-z3-8gpu and -small-z3 measure none). The flushes before it come where
+          // the gradients ready so far overflow the bucket; 'zero' publishes which gathered parameters are held
+          // then (sharding.backward_gradients), and flush_excess places them.
           const double trainable = trainable_elements(ctx) * static_cast<double>(layout_.data(ctx));
           if (trainable > reduce_bucket_)
-            add(ctx, names_.reduce_scatter_copy, sdk::Lifetime::transient_backward, flush_excess(ctx, trainable, bytes));
+            add(ctx, names_.reduce_scatter_copy, sdk::Lifetime::transient_backward, flush_excess(ctx, bytes));
           break;  // stage3.py never reads allgather_bucket_size (v0.7.0 to v0.18.3): the coordinator gathers
         } else
           add(ctx, names_.reduce_bucket, sdk::Lifetime::transient_backward,
@@ -485,32 +485,45 @@ class CommBuffers {
     });
   }
 
-  // DeepSpeed ZeRO-3's flushes of its reduce bucket in backward, placed on the sharding plugin's record of
-  // the backward (support/backward_gradients.hpp): a gradient that would overflow a non-empty bucket flushes
-  // it first (stage3.py reduce_independent_p_g_buckets_and_remove_grads, v0.14.0 to v0.19.4), and the flush's
-  // copy of the bucket (reduce_scatter_coalesced's torch.cat) stands beside the parameters gathered then. The
-  // gathered set shrinks as backward releases the modules it has passed, so a flush late in backward need not
-  // be at the high point: returned is the most the copy and the parameters gathered at a flush exceed the
-  // gathered set counted at the backward's high point with (nothing when they never do). Without a record,
-  // or with trainable gradients the record does not see (adapters are not traced), the whole bucket's copy
-  // is taken to meet the high point, as the first flush does in a model of many buckets. The other tensors
-  // at a later flush (fewer checkpoints, no loss) are taken as at the high point: an upper bound.
-  double flush_excess(const sdk::Context& ctx, double trainable, double bytes) {
+  // DeepSpeed ZeRO-3's flushes of its reduce bucket in backward (stage3.py, v0.7.0 to v0.19.4), placed on the
+  // sharding plugin's record of the backward (support/backward_gradients.hpp): a gradient that would overflow a
+  // non-empty bucket flushes it first (reduce_independent_p_g_buckets_and_remove_grads), and the flush hands
+  // the bucket's gradients to reduce_scatter_coalesced (runtime/comm/coalesced_collectives.py), whose
+  // torch.cat copies them, beside the parameters gathered at that module. A gradient larger than the bucket
+  // is not copied into it (__add_grad_to_ipg_bucket) and is reduced alone, in place (a single tensor
+  // divisible by the ranks is not copied): no copy. The coordinator releases each module once its backward
+  // is done, so a flush late in backward meets a smaller gathered set than the backward's high point, where
+  // the sharding plugin counts its gathered set: each flush adds what its copy and gathered set exceed that
+  // with, at most its copy (a larger gathered set later in backward is the sharding plugin's to count).
+  // Returned: the most over the flushes. The other tensors at a later flush (fewer checkpoints, the loss's
+  // gone) are taken as at the high point: an upper bound. The epilogue's flush of what is left, after
+  // backward, is left out: the activations are gone by then (DSX-mtb-medium-z3-8gpu and -small-z3, whose
+  // gradients fit one bucket, measure no copy at the high point). Without a record (the sharding plugin
+  // publishes none when its trace misses gradients: adapters, experts reduced over a group of their own) the
+  // whole bucket's copy is taken to meet the high point, as the first flush of a model of many buckets does.
+  double flush_excess(const sdk::Context& ctx, double bytes) {
     const double whole_bucket = reduce_bucket_ * bytes;
     const std::string_view text = ctx.attr_string(backward_gradients_attr_, "");
-    if (text.empty() || !support::backward_gradients::decode(text, record_)) return whole_bucket;
-    double traced = 0;
-    for (const support::backward_gradients::Step& step : record_.steps) traced += step.elements;
-    if (traced < trainable * (1 - 1e-9)) return whole_bucket;
+    if (text.empty()) return whole_bucket;
+    if (!support::backward_gradients::decode(text, record_))
+      ctx.fail(std::string(MEMPLAN_ATTR_BACKWARD_GRADIENTS) +
+               " is not a record of the backward (support/backward_gradients.hpp: whole numbers separated by "
+               "single spaces, the high point's gathered bytes then one elements-bytes pair per step): the "
+               "sharding plugin that set it wrote it wrong");
     double bucket = 0, worst = 0;
+    size_t steps_in_bucket = 0;
     for (const support::backward_gradients::Step& step : record_.steps) {
       if (bucket > 0 && bucket + step.elements > reduce_bucket_) {
-        worst = std::max(worst, step.gathered_bytes + bucket * bytes);
+        const bool oversized_alone = steps_in_bucket == 1 && bucket > reduce_bucket_;
+        const double copy = oversized_alone ? 0.0 : bucket * bytes;
+        worst = std::max(worst, std::min(copy, step.gathered_bytes + copy - record_.peak_gathered_bytes));
         bucket = 0;
+        steps_in_bucket = 0;
       }
       bucket += step.elements;
+      ++steps_in_bucket;
     }
-    return std::max(0.0, worst - record_.peak_gathered_bytes);
+    return worst;
   }
 
   // The rank's gradient elements, wherever they are (the 'offload' strategy may have moved them to the host;

@@ -381,10 +381,16 @@ class ZeroShardingStrategy {
       sharding::add_buffer(ctx, module_gradient_, memplan::sdk::Lifetime::transient_backward,
                            module_gradient_elements(ctx, groups.expert), gradient_bytes(ctx));
       gathered = std::max(gathered, result.gathered_numel[kBackward]);
-      // Where the reduce bucket fills, for comm-buffers (conventions.h).
-      memplan::support::backward_gradients::encode(result.gathered_bytes[kBackward], workspace_.gradients,
-                                                   backward_gradients_text_);
-      ctx.set_attr(backward_gradients_attr_, backward_gradients_text_.c_str());
+      // Where the reduce bucket fills, for comm-buffers (conventions.h), when the trace holds every gradient
+      // of one reduce group: the adapters are left out of it, and with expert parallelism the experts reduce
+      // over a group of their own, whose change flushes the bucket too (stage3.py
+      // reduce_independent_p_g_buckets_and_remove_grads). Otherwise no record: comm-buffers then counts a
+      // whole bucket's copy at the high point.
+      if (groups.expert <= 1 && !trains_untraced_weights(ctx)) {
+        memplan::support::backward_gradients::encode(result.gathered_bytes[kBackward], workspace_.gradients,
+                                                     backward_gradients_text_);
+        ctx.set_attr(backward_gradients_attr_, backward_gradients_text_.c_str());
+      }
     }
     const double persistent = result.persistent_bytes + persistent_adapter_bytes(ctx);
     // Whole copies beside their shards, on every rank from the first step on.
@@ -472,7 +478,7 @@ class ZeroShardingStrategy {
   // Kept between evaluations, so that building it again allocates nothing.
   struct Trace {
     std::vector<zero3::Parameter> parameters;
-    std::vector<double> gradients;  // per parameter: its gradient's elements, 0 when frozen
+    std::vector<double> gradient_elements;  // per parameter: its gradient's elements, 0 when frozen
     std::vector<zero3::TraceStep> steps;
     std::vector<int32_t> front, back;  // outside the layers: before them (embeddings) and after
     // Per layer, from the first: norm before attention, attention, norm before the MLP, MLP.
@@ -481,7 +487,7 @@ class ZeroShardingStrategy {
 
     void clear(size_t layer_count) {
       parameters.clear();
-      gradients.clear();
+      gradient_elements.clear();
       steps.clear();
       front.clear();
       back.clear();
@@ -519,7 +525,7 @@ class ZeroShardingStrategy {
         for (int m = 0; m < static_cast<int>(modules); ++m) {
           into.push_back(static_cast<int32_t>(trace.parameters.size()));
           trace.parameters.push_back(parameter);
-          trace.gradients.push_back(gradient);
+          trace.gradient_elements.push_back(gradient);
         }
       };
       const ParamClass param_class = item.param_class();
@@ -562,7 +568,7 @@ class ZeroShardingStrategy {
     // and DeepSpeed hands a parameter to the reduce bucket only from its AccumulateGrad hook (stage3.py
     // create_reduce_and_remove_grad_hooks), at the end.
     auto backward_step = [&](int32_t p, Window window, bool ready) {
-      trace.steps.push_back({p, window, ready ? trace.gradients[static_cast<size_t>(p)] : 0.0});
+      trace.steps.push_back({p, window, ready ? trace.gradient_elements[static_cast<size_t>(p)] : 0.0});
     };
     const int32_t tied_head = model.tied_embeddings ? embedding : -1;
     // The activations are all still held from the loss's backward to the end of the last layer's.
@@ -574,9 +580,18 @@ class ZeroShardingStrategy {
       layer_forward(at, window);
       std::reverse(trace.steps.begin() + static_cast<std::ptrdiff_t>(begin), trace.steps.end());
       for (size_t i = begin; i < trace.steps.size(); ++i)
-        trace.steps[i].gradient_elements = trace.gradients[static_cast<size_t>(trace.steps[i].parameter)];
+        trace.steps[i].gradient_elements = trace.gradient_elements[static_cast<size_t>(trace.steps[i].parameter)];
     }
     for (auto p = trace.front.rbegin(); p != trace.front.rend(); ++p) backward_step(*p, Window::none, true);
+  }
+
+  // Trainable weights the gathered trace leaves out (adapters).
+  static bool trains_untraced_weights(const memplan::sdk::Context& ctx) {
+    for (const memplan::sdk::ItemRef item : ctx.items())
+      if (item.role() == memplan::sdk::Role::weights && item.trainable() && item.count() > 0 &&
+          !item.non_parameter() && !gathered_weight(item))
+        return true;
+    return false;
   }
 
   static bool gathered_weight(memplan::sdk::ItemRef item) {

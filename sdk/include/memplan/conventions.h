@@ -163,8 +163,10 @@
  * the gathered bytes it counts at the backward's high point, then, for each
  * step that readies gradients in the order they become ready, their elements
  * and the gathered bytes held meanwhile (support/backward_gradients.hpp writes
- * and reads it). 'zero' stage 3 sets it from its coordinator's replay;
- * 'comm-buffers' places DeepSpeed's reduce-bucket flushes with it. */
+ * and reads it: whole numbers separated by single spaces). 'zero' stage 3
+ * sets it from its coordinator's replay when its trace holds every trainable
+ * gradient of one reduce group; 'comm-buffers' places DeepSpeed's
+ * reduce-bucket flushes with it. */
 #define MEMPLAN_ATTR_BACKWARD_GRADIENTS "sharding.backward_gradients"
 
 /* Layers whose input (and its gradient) a sharding runtime keeps until

@@ -8,11 +8,15 @@
 //
 // Text form (a string attribute, so that the ABI needs no array type): the
 // gathered bytes at the backward's high point that the sharding plugin counts,
-// then one pair per step, "elements bytes", all separated by single spaces.
+// then one pair per step, "elements bytes", all whole decimal numbers (rounded
+// to the nearest; integer std::to_chars and std::from_chars, which every C++17
+// standard library has) separated by single spaces.
 #pragma once
 
+#include <cassert>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -31,9 +35,16 @@ struct Record {
 };
 
 namespace detail {
+// A count of bytes or elements as a whole number: the nearest one; a value that
+// is not a non-negative finite number is a bug of the writer (0 in a release build).
 inline void append(std::string& out, double value) {
-  char buffer[32];
-  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+  assert(std::isfinite(value) && value >= 0);
+  constexpr double kLargest = 1.8e19;  // below 2^64
+  const uint64_t whole = !(value > 0)          ? 0
+                         : !(value < kLargest) ? static_cast<uint64_t>(kLargest)
+                                               : static_cast<uint64_t>(std::floor(value + 0.5));
+  char buffer[24];
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, whole);
   out.append(buffer, result.ptr);
 }
 }  // namespace detail
@@ -52,23 +63,28 @@ void encode(double peak_gathered_bytes, const Steps& steps, std::string& out) {
 }
 
 // Reads a record written by encode into `record` (its vector's capacity is
-// kept). False, with the record empty, when the text is not one: a number
-// that does not parse, a negative or non-finite one, or an unpaired step.
+// kept). False, with the record empty, when the text is not one: anything but
+// whole decimal numbers separated by single spaces, or an unpaired step.
 inline bool decode(std::string_view text, Record& record) {
   record.peak_gathered_bytes = 0;
   record.steps.clear();
   size_t at = 0;
   bool bad = false;
-  // The next number, false at the end of the text or (bad set) on what is not a non-negative finite number.
+  // The next number, false at the end of the text or (bad set) on anything else.
   auto next = [&](double& value) {
-    while (at < text.size() && text[at] == ' ') ++at;
     if (at == text.size()) return false;
-    const auto result = std::from_chars(text.data() + at, text.data() + text.size(), value);
-    if (result.ec != std::errc{} || !std::isfinite(value) || value < 0) {
+    if (at > 0 && text[at++] != ' ') {  // numbers are separated by one space
+      bad = true;
+      return false;
+    }
+    uint64_t whole = 0;
+    const auto result = std::from_chars(text.data() + at, text.data() + text.size(), whole);
+    if (result.ec != std::errc{} || (result.ptr != text.data() + text.size() && *result.ptr != ' ')) {
       bad = true;
       return false;
     }
     at = static_cast<size_t>(result.ptr - text.data());
+    value = static_cast<double>(whole);
     return true;
   };
   Step step;
