@@ -170,6 +170,40 @@ TEST(Timeline, BackwardLayersMeetTheEndAndTheFirstLayer) {
   EXPECT_EQ(lifetime_name(MEMPLAN_LIFETIME_BACKWARD_LAYERS), "transient_backward_layers");
 }
 
+// Lifetime backward_in_layers (plugin_abi.h): alive only while a layer's backward runs, so at backward's
+// start it is the first layer's moment with backward_layers, in place of the loss's S where L + Y is the
+// larger, and it is not at backward's end. The plan above with S = 40 (G = 230, A = 50, G1 = 30, A1 = 5,
+// T = 7): start min(280, 80) + max(S, L + Y), end min(280, 235) + E + L.
+//   Y = 100: start 80 + 100 = 180, end 235: 100 + 7 + 235 = 342 (as backward_layers or transient_backward,
+//     alive at the end too, the 100 would have made it 442);
+//   Y = 200: start 280 passes the end: 100 + 7 + 280 = 387;
+//   L = 30, Y = 100: start 80 + 130 = 210, end 235 + 30 = 265: 100 + 7 + 265 = 372;
+//   accumulating (every gradient from the start), L = 30, Y = 100: G + A + max(S, E + L, L + Y) =
+//     280 + 130: 100 + 7 + 410 = 517.
+TEST(Timeline, BackwardInLayersMeetsNeitherTheLossNorTheEnd) {
+  const auto plan = [](double layers, double in_layers) {
+    Plan p = gradients_outweigh_activations(40);
+    if (layers > 0) p.items.push_back(item(MEMPLAN_ROLE_BUFFERS, MEMPLAN_LIFETIME_BACKWARD_LAYERS, layers));
+    p.items.push_back(item(MEMPLAN_ROLE_BUFFERS, MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS, in_layers));
+    return p;
+  };
+  Breakdown in_layers_only;
+  summarize(plan(0, 100), 1, in_layers_only);
+  EXPECT_EQ(in_layers_only.timeline[kBackward], 342u);
+  EXPECT_EQ(in_layers_only.timeline[kForward], 100u + 50);        // not in forward
+  EXPECT_EQ(in_layers_only.timeline[kOptimizerStep], 100u + 230);  // nor in the optimizer step
+  Breakdown larger;
+  summarize(plan(0, 200), 1, larger);
+  EXPECT_EQ(larger.timeline[kBackward], 387u);
+  Breakdown with_layers;
+  summarize(plan(30, 100), 1, with_layers);
+  EXPECT_EQ(with_layers.timeline[kBackward], 372u);
+  Breakdown accumulating;
+  summarize(plan(30, 100), 4, accumulating);
+  EXPECT_EQ(accumulating.timeline[kBackward], 517u);
+  EXPECT_EQ(lifetime_name(MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS), "transient_backward_in_layers");
+}
+
 // Activations outweigh gradients (weights 100; 10 layers of 2 bytes of gradients and 50 of activations:
 // G = 20, A = 500, G1 = 2, A1 = 50; no other transients): the start is the high point, min(520, 502) = 502.
 // The loss's S = 40 and the layers' L = 30 do not meet there: 100 + 502 + max(40, 30) = 642, not 672; with

@@ -22,6 +22,7 @@ namespace {
 //   the root: embeddings and LM head 2 x 64,000 x 2 + the final norm 128
 //            = 256,128 B (16-bit: 'quantized' leaves them unquantized)
 //   forward: root + 2 units = 256,128 + 45,568 = 301,696 B
+//   backward (FSDP1): the root, 256,128 B, through it; the 2 units, 45,568 B, inside the layers' backward
 // At dtype.weights (the 4-bit size for everything) it would be far less: the
 // embeddings and head would be priced at 0.5625 bytes.
 TEST(FsdpGathers, EachWeightAtItsOwnDtype) {
@@ -31,7 +32,8 @@ TEST(FsdpGathers, EachWeightAtItsOwnDtype) {
       "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"lora\"\nrank = 4\n"
       "targets = \"q,v\"\n[[strategy]]\nuse = \"data-parallel\"\nsize = 2\n[[strategy]]\nuse = \"fsdp\"\n");
   EXPECT_EQ(e.item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 301'696u);
-  EXPECT_EQ(e.item_bytes("fsdp.gathered_backward", MEMPLAN_ROLE_BUFFERS), 301'696u);
+  EXPECT_EQ(e.item_bytes("fsdp.gathered_backward", MEMPLAN_ROLE_BUFFERS), 256'128u);
+  EXPECT_EQ(e.item_bytes("fsdp.gathered_backward_units", MEMPLAN_ROLE_BUFFERS), 45'568u);
 }
 
 // MixedPrecision(param_dtype = bf16) over fp32 shards (torchtitan): the units
@@ -46,12 +48,16 @@ TEST(FsdpGathers, ParamDtypeAndFloat8AllGather) {
                            "[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n[[strategy]]\nuse = \"fsdp\"\n"
                            "param_dtype = \"bf16\"\n";
   EXPECT_EQ(evaluate_paper(base).item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 1'333'829'632u);
-  // reduce_dtype prices the unsharded gradients of the unit being reduced and of the root:
-  // (262,148,096 + 202,383,360) x 2 = 929,062,912 B in bf16 (x 4 in the fp32 gradients' own dtype).
-  EXPECT_EQ(evaluate_paper(base).item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), 1'858'125'824u);
+  // reduce_dtype prices FSDP1's unsharded gradients, the root's (262,148,096) and the unit's being reduced
+  // (202,383,360): x 4 in the fp32 gradients' own dtype, x 2 in bf16.
+  EXPECT_EQ(evaluate_paper(base).item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), 1'048'592'384u);
+  EXPECT_EQ(evaluate_paper(base).item_bytes("fsdp.unsharded_gradients_units", MEMPLAN_ROLE_BUFFERS), 809'533'440u);
   EXPECT_EQ(evaluate_paper(base + "reduce_dtype = \"bf16\"\n").item_bytes("fsdp.unsharded_gradients",
                                                                           MEMPLAN_ROLE_BUFFERS),
-            929'062'912u);
+            524'296'192u);
+  EXPECT_EQ(evaluate_paper(base + "reduce_dtype = \"bf16\"\n").item_bytes("fsdp.unsharded_gradients_units",
+                                                                          MEMPLAN_ROLE_BUFFERS),
+            404'766'720u);
   EXPECT_EQ(evaluate_paper(base + "float8_all_gather = true\n").item_bytes("fsdp.gathered_forward",
                                                                            MEMPLAN_ROLE_BUFFERS),
             929'079'296u);
@@ -125,8 +131,9 @@ TEST(FsdpGathers, LastMicroBatchSyncAccumulatesUnshardedGradients) {
 // parameters + adapters 2 x 8 x (4096 + 4096) = 131,072 = 202,514,432; every
 // layer has adapters, the root (embeddings, final norm, head) none, so no
 // gradient: accumulated 32 x 202,514,432 x 2 B = 12,960,923,648 B, the unit
-// being reduced 202,514,432 x 2 = 405,028,864 B. Without the option only the
-// adapters: 32 x 131,072 x 2 = 8,388,608 B and 262,144 B. fully_shard keeps
+// being reduced 202,514,432 x 2 = 405,028,864 B (inside the layers' backward,
+// lifetime backward_in_layers). Without the option only the adapters: 32 x
+// 131,072 x 2 = 8,388,608 B and 262,144 B. fully_shard keeps
 // one gradient per parameter: the option is refused with api = "fsdp2".
 TEST(FsdpGathers, FrozenGradientsCountMixedUnitsWhole) {
   auto scenario = [](const std::string& fsdp) {
@@ -145,10 +152,11 @@ TEST(FsdpGathers, FrozenGradientsCountMixedUnitsWhole) {
   };
   const std::string whole = scenario("frozen_gradients = true\n");
   EXPECT_EQ(bytes(whole, "fsdp.accumulated_gradients", MEMPLAN_LIFETIME_TRANSIENT_BACKWARD), 12'960'923'648u);
-  EXPECT_EQ(bytes(whole, "fsdp.unsharded_gradients", MEMPLAN_LIFETIME_TRANSIENT_BACKWARD), 405'028'864u);
+  EXPECT_EQ(bytes(whole, "fsdp.unsharded_gradients_units", MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS), 405'028'864u);
+  EXPECT_EQ(bytes(whole, "fsdp.unsharded_gradients", MEMPLAN_LIFETIME_TRANSIENT_BACKWARD), 0u);  // the root trains nothing
   const std::string adapters = scenario("");
   EXPECT_EQ(bytes(adapters, "fsdp.accumulated_gradients", MEMPLAN_LIFETIME_TRANSIENT_BACKWARD), 8'388'608u);
-  EXPECT_EQ(bytes(adapters, "fsdp.unsharded_gradients", MEMPLAN_LIFETIME_TRANSIENT_BACKWARD), 262'144u);
+  EXPECT_EQ(bytes(adapters, "fsdp.unsharded_gradients_units", MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS), 262'144u);
   EXPECT_NE(error_of(scenario("api = \"fsdp2\"\nfrozen_gradients = true\n"), "f.toml").find("frozen_gradients"),
             std::string::npos);
   // Combinations it does not count right are refused, naming the option.

@@ -53,8 +53,11 @@ TEST(ParallelExamples, Llama70bFsdpHybrid) {
   // yet: the set-up's high point stays below the states' init.
   EXPECT_EQ(e.breakdown().timeline[kInit], 14ull * 68'976'648'192 / 32);
   EXPECT_EQ(e.item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 4'471'209'984u);
-  EXPECT_EQ(e.item_bytes("fsdp.gathered_backward", MEMPLAN_ROLE_BUFFERS), 4'471'209'984u);
-  EXPECT_EQ(e.item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), 2'759'901'184u);
+  // In backward the root through it, the layer units and a unit's gradient while the layers' backward runs.
+  EXPECT_EQ(e.item_bytes("fsdp.gathered_backward", MEMPLAN_ROLE_BUFFERS), 1'048'592'384u);
+  EXPECT_EQ(e.item_bytes("fsdp.gathered_backward_units", MEMPLAN_ROLE_BUFFERS), 3'422'617'600u);
+  EXPECT_EQ(e.item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), 1'048'592'384u);
+  EXPECT_EQ(e.item_bytes("fsdp.unsharded_gradients_units", MEMPLAN_ROLE_BUFFERS), 1'711'308'800u);
   EXPECT_EQ(e.item_bytes("layers.0-79.activations", MEMPLAN_ROLE_ACTIVATIONS), 80ull * 67'108'864);
   // The example's header: the logits and the softmax (1,048,576,000) are gone before the recomputation.
   EXPECT_EQ(e.breakdown().peak, 48'347'484'160u);

@@ -6,11 +6,16 @@
 //   root unit (outside the layers): embed 131,072,000 + LM head 131,072,000
 //                                   + final norm 4,096 = 262,148,096 elements
 //   fsdp.gathered_forward   (root + 2 units) x 2 B = 666,914,816 x 2 = 1,333,829,632 B
-//   fsdp.gathered_backward  BACKWARD_PRE: the same
-//   fsdp.unsharded_gradients (root + 1 unit) x 2 B = 464,531,456 x 2 =   929,062,912 B
-// Without activations the backward high point is persistent + gradients +
-// the backward working set: 11,792,227,328 + 1,684,603,904 + 1,333,829,632
-// + 929,062,912 = 15,739,723,776 B.
+//   in backward FSDP1 keeps the root gathered from its forward on and gathers a unit again in its
+//   pre-backward hook, the next one prefetched (BACKWARD_PRE), inside the layers' backward only:
+//   fsdp.gathered_backward        root x 2 B    = 524,296,192 B (transient_backward)
+//   fsdp.gathered_backward_units  2 units x 2 B = 809,533,440 B (backward_in_layers)
+//   fsdp.unsharded_gradients      root x 2 B    = 524,296,192 B (transient_backward)
+//   fsdp.unsharded_gradients_units 1 unit x 2 B = 404,766,720 B (backward_in_layers)
+// Without activations backward's end is the high point, the units gone (plugin_abi.h's step rule: the first
+// layer's moment holds G1 = 50,595,840 B of gradients and the units' 1,214,300,160, below all the
+// gradients): persistent + the root's working set + gradients = 11,792,227,328 + 1,048,592,384 +
+// 1,684,603,904 = 14,525,423,616 B.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -35,10 +40,12 @@ TEST(Fsdp, FullShardHasZeroThreeStatesPlusTheGatheredUnits) {
   EXPECT_EQ(b.timeline[kInit], 11'792'227'328u);
   EXPECT_EQ(e.component(MEMPLAN_ROLE_GRADIENTS), 1'684'603'904u);
   EXPECT_EQ(e.item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 1'333'829'632u);
-  EXPECT_EQ(e.item_bytes("fsdp.gathered_backward", MEMPLAN_ROLE_BUFFERS), 1'333'829'632u);
-  EXPECT_EQ(e.item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), 929'062'912u);
+  EXPECT_EQ(e.item_bytes("fsdp.gathered_backward", MEMPLAN_ROLE_BUFFERS), 524'296'192u);
+  EXPECT_EQ(e.item_bytes("fsdp.gathered_backward_units", MEMPLAN_ROLE_BUFFERS), 809'533'440u);
+  EXPECT_EQ(e.item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), 524'296'192u);
+  EXPECT_EQ(e.item_bytes("fsdp.unsharded_gradients_units", MEMPLAN_ROLE_BUFFERS), 404'766'720u);
   EXPECT_EQ(b.timeline[kForward], 11'792'227'328u + 1'333'829'632u);
-  EXPECT_EQ(b.peak, 15'739'723'776u);
+  EXPECT_EQ(b.peak, 14'525'423'616u);
   EXPECT_EQ(b.peak_phase, kBackward);
   // The same model states as ZeRO stage 3 over the same ranks.
   std::string zero3_text = llama7b(8, "");
@@ -103,21 +110,23 @@ TEST(Fsdp, HybridShardShardsWithinItsGroup) {
   Evaluation hybrid = evaluate_paper(llama7b(32, "shard_size = 8\n"));
   Evaluation full = evaluate_paper(llama7b(8, ""));
   EXPECT_EQ(hybrid.breakdown().sum, full.breakdown().sum);
-  EXPECT_EQ(hybrid.breakdown().peak, 15'739'723'776u);
+  EXPECT_EQ(hybrid.breakdown().peak, 14'525'423'616u);
   EXPECT_EQ(hybrid.breakdown().world_size, 32);
   // FULL_SHARD over 32: model states 16 x P / 32 = 3,369,207,808 B.
   EXPECT_EQ(evaluate_paper(llama7b(32, "")).breakdown().timeline[kOptimizerStep], 3'369'207'808u);
 }
 
 TEST(Fsdp, UnitsAndPrefetch) {
-  // backward_prefetch = "none": one unit in backward, (root + 1 unit) x 2 B.
-  EXPECT_EQ(evaluate_paper(llama7b(8, "backward_prefetch = \"none\"\n")).item_bytes("fsdp.gathered_backward",
-                                                                                 MEMPLAN_ROLE_BUFFERS),
-            929'062'912u);
-  // Units of 4 layers: 809,533,440 elements; forward (262,148,096 + 2 x 809,533,440) x 2.
+  // backward_prefetch = "none": one unit in the layers' backward, 202,383,360 x 2 B; the root's 524,296,192 B.
+  Evaluation unprefetched = evaluate_paper(llama7b(8, "backward_prefetch = \"none\"\n"));
+  EXPECT_EQ(unprefetched.item_bytes("fsdp.gathered_backward_units", MEMPLAN_ROLE_BUFFERS), 404'766'720u);
+  EXPECT_EQ(unprefetched.item_bytes("fsdp.gathered_backward", MEMPLAN_ROLE_BUFFERS), 524'296'192u);
+  // Units of 4 layers: 809,533,440 elements; forward (262,148,096 + 2 x 809,533,440) x 2; a unit's
+  // unsharded gradient 809,533,440 x 2, the root's 262,148,096 x 2.
   Evaluation four = evaluate_paper(llama7b(8, "unit_layers = 4\n"));
   EXPECT_EQ(four.item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 3'762'429'952u);
-  EXPECT_EQ(four.item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), (262'148'096u + 809'533'440u) * 2);
+  EXPECT_EQ(four.item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), 262'148'096u * 2);
+  EXPECT_EQ(four.item_bytes("fsdp.unsharded_gradients_units", MEMPLAN_ROLE_BUFFERS), 809'533'440u * 2);
   // One unit of all 32 layers: there is no second unit to prefetch.
   Evaluation whole = evaluate_paper(llama7b(8, "unit_layers = 32\n"));
   EXPECT_EQ(whole.item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 6'738'415'616u * 2);
@@ -156,8 +165,8 @@ TEST(Fsdp, SeparateEmbeddingsLeaveTheRootTheFinalNorm) {
 //   fsdp.reduce_scatter_input  U x 4 B      = 202,383,360 x 4 =   809,533,440 B
 // Without activations backward's end is the high point: persistent + T_b + G + L = 11,792,227,328 +
 // (1,333,829,632 + 929,062,912) + 1,684,603,904 + 809,533,440 = 16,549,257,216 B. FSDP1 with the same policy
-// casts the flat gradient to reduce_dtype before its reduce-scatter: (R + U) x 4 B = 1,858,125,824, no input
-// kept after it.
+// casts the flat gradient to reduce_dtype before its reduce-scatter: the root's R x 4 B = 1,048,592,384 through
+// backward, a unit's U x 4 B = 809,533,440 inside the layers' backward, no input kept after it.
 TEST(Fsdp, Fsdp2KeepsTheReduceScatterInputThroughTheNextUnit) {
   const std::string policy = "param_dtype = \"bf16\"\nreduce_dtype = \"fp32\"\nsetup = \"none\"\n";
   Evaluation two = evaluate_paper(llama7b(8, "api = \"fsdp2\"\n" + policy));
@@ -165,7 +174,8 @@ TEST(Fsdp, Fsdp2KeepsTheReduceScatterInputThroughTheNextUnit) {
   EXPECT_EQ(two.item_bytes("fsdp.reduce_scatter_input", MEMPLAN_ROLE_BUFFERS), 809'533'440u);
   EXPECT_EQ(two.breakdown().peak, 16'549'257'216u);
   Evaluation one = evaluate_paper(llama7b(8, policy));
-  EXPECT_EQ(one.item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), 1'858'125'824u);
+  EXPECT_EQ(one.item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), 1'048'592'384u);
+  EXPECT_EQ(one.item_bytes("fsdp.unsharded_gradients_units", MEMPLAN_ROLE_BUFFERS), 809'533'440u);
   EXPECT_EQ(one.item_bytes("fsdp.reduce_scatter_input", MEMPLAN_ROLE_BUFFERS), 0u);
   // Without reduce_dtype fully_shard reduces in the gradients' own dtype, param_dtype's bf16 here over fp32
   // weights (foreach_reduce: reduce_dtype or grad_dtype): U x 2 B = 404,766,720.

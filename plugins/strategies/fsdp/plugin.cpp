@@ -223,7 +223,7 @@ constexpr std::array<memplan_option_spec, 15> kOptions{{
 class FsdpStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "fsdp", "1.10.0",
+      "fsdp", "1.11.0",
       "PyTorch FSDP: FULL_SHARD or HYBRID_SHARD (ZeRO-3 semantics) with the gathered units in flight",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -459,7 +459,7 @@ class FsdpStrategy {
     for (memplan::sdk::ItemRef item : ctx.items()) {
       if (item.device() != memplan::sdk::Device::gpu) continue;
       if (item.named(names_.gathered_forward) || item.named(names_.gathered_backward) ||
-          item.named(names_.unsharded_parameters))
+          item.named(names_.gathered_backward_units) || item.named(names_.unsharded_parameters))
         item.set_stream(MEMPLAN_STREAM_FSDP_UNSHARD);
       else if (item.role() == Role::gradients && item.lifetime() == memplan::sdk::Lifetime::gradient)
         item.set_stream(MEMPLAN_STREAM_FSDP_POST_BACKWARD);
@@ -516,9 +516,18 @@ class FsdpStrategy {
     using memplan::sdk::Lifetime;
     if (reshard_after_forward_) {
       const double forward = root.bytes + std::min(2.0, units) * gathered_unit;
-      const double backward = root.bytes + std::min(1.0 + backward_prefetch_, units) * gathered_unit;
+      const double backward_units = std::min(1.0 + backward_prefetch_, units) * gathered_unit;
       sharding::add_buffer(ctx, names_.gathered_forward, Lifetime::transient_forward, forward, 1);
-      sharding::add_buffer(ctx, names_.gathered_backward, Lifetime::transient_backward, backward, 1);
+      if (fsdp1_) {
+        // FSDP1 reshards every unit but the root after its forward (_runtime_utils.py _post_forward: the root's
+        // parameters stay unsharded for backward) and gathers a unit again in its pre-backward hook, with the
+        // next one prefetched: at the loss's backward and at backward's end only the root is gathered.
+        sharding::add_buffer(ctx, names_.gathered_backward, Lifetime::transient_backward, root.bytes, 1);
+        sharding::add_buffer(ctx, names_.gathered_backward_units, Lifetime::backward_in_layers, backward_units, 1);
+      } else {
+        sharding::add_buffer(ctx, names_.gathered_backward, Lifetime::transient_backward, root.bytes + backward_units,
+                             1);
+      }
     } else {
       // Every unit stays gathered from its forward to its backward (activation lifetime), plus the next
       // unit in flight during forward.
@@ -538,8 +547,17 @@ class FsdpStrategy {
       const double autograd_bytes = param_bytes_ > 0 ? param_bytes_ : gradient_bytes;
       const double reduce_bytes = reduce_bytes_ > 0 ? reduce_bytes_ : (fsdp1_ ? gradient_bytes : autograd_bytes);
       const double unsharded_bytes = fsdp1_ ? reduce_bytes : autograd_bytes;
-      sharding::add_buffer(ctx, names_.unsharded_gradients, Lifetime::transient_backward,
-                           root.trainable + gradient_unit, unsharded_bytes);
+      if (fsdp1_) {
+        // A unit's flat gradient exists from its backward to its post-backward reduce-scatter, inside the
+        // layers' backward; the root's (the head's from the loss's backward on) through backward.
+        sharding::add_buffer(ctx, names_.unsharded_gradients, Lifetime::transient_backward, root.trainable,
+                             unsharded_bytes);
+        sharding::add_buffer(ctx, names_.unsharded_gradients_units, Lifetime::backward_in_layers, gradient_unit,
+                             unsharded_bytes);
+      } else {
+        sharding::add_buffer(ctx, names_.unsharded_gradients, Lifetime::transient_backward,
+                             root.trainable + gradient_unit, unsharded_bytes);
+      }
       // fully_shard keeps a unit's reduce-scatter input in comm_ctx.reduce_scatter_state until the next unit's
       // post_backward, after that unit's backward has run (FSDPParamGroup.post_backward): one unit's worth in
       // reduce_dtype beside the next unit's gathered parameters and gradients, from the first unit's
@@ -613,8 +631,10 @@ class FsdpStrategy {
     explicit Names(const memplan::sdk::Options& options)
         : gathered_forward(options.intern("fsdp.gathered_forward")),
           gathered_backward(options.intern("fsdp.gathered_backward")),
+          gathered_backward_units(options.intern("fsdp.gathered_backward_units")),
           unsharded_parameters(options.intern("fsdp.unsharded_parameters")),
           unsharded_gradients(options.intern("fsdp.unsharded_gradients")),
+          unsharded_gradients_units(options.intern("fsdp.unsharded_gradients_units")),
           accumulated_gradients(options.intern("fsdp.accumulated_gradients")),
           reduce_scatter_input(options.intern("fsdp.reduce_scatter_input")),
           gather(options.intern("fsdp.all_gather")),
@@ -624,8 +644,8 @@ class FsdpStrategy {
           replica_reduction(options.intern("fsdp.replica_all_reduce")),
           setup_transient(options.intern("fsdp.setup_unshard")),
           setup_cache(options.intern("fsdp.setup_cache")) {}
-    memplan::sdk::Name gathered_forward, gathered_backward, unsharded_parameters, unsharded_gradients,
-        accumulated_gradients, reduce_scatter_input;
+    memplan::sdk::Name gathered_forward, gathered_backward, gathered_backward_units, unsharded_parameters,
+        unsharded_gradients, unsharded_gradients_units, accumulated_gradients, reduce_scatter_input;
     memplan::sdk::Name gather, gradient_reduction, optimizer_step, optimizer_step_experts, replica_reduction;
     memplan::sdk::Name setup_transient, setup_cache;
   };

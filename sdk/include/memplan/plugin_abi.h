@@ -120,9 +120,19 @@ extern "C" {
  * loss's backward_start bytes. Added after backward_start and backward_end
  * (the same day); a host that predates it rejects the item. */
 #define MEMPLAN_LIFETIME_BACKWARD_LAYERS 9
+/* Alive only while a layer's backward runs: not at the loss's backward before
+ * the first one, nor at backward's end after the last one (where the
+ * embedding's backward runs beside every gradient): one layer's working set
+ * that the loss's backward does not have, such as FSDP1's block units, gathered
+ * again for their backward (the root alone stays gathered from its forward),
+ * and a unit's unsharded gradient. At backward's start it counts as the first
+ * layer's moment with backward_layers, in place of backward_start where they
+ * are the larger. Added after backward_layers (the same day); a host that
+ * predates it rejects the item. */
+#define MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS 10
 /* The number of lifetimes: arrays indexed by MEMPLAN_LIFETIME_* have this
  * many entries. */
-#define MEMPLAN_LIFETIME_COUNT 10
+#define MEMPLAN_LIFETIME_COUNT 11
 /* Whether a persistent item already exists while the job is set up: every
  * persistent item but the optimizer states (torch.optim creates them in the
  * first step) and activations kept from step to step (a loop's held
@@ -142,15 +152,16 @@ static inline int memplan_exists_at_setup(int32_t role, int32_t lifetime) {
  * item (docs/estimate.md, section 4); the 'allocator' plugin to each stream's
  * pool. With G the gradients, A the activations, G1 and A1 the largest single
  * layer's, P the persistent items, T the pass's transients, S what backward's
- * start adds (lifetime backward_start), E what its end adds (backward_end)
- * and L what the layers' backward holds (backward_layers):
+ * start adds (lifetime backward_start), E what its end adds (backward_end),
+ * L what the layers' backward holds through its end (backward_layers) and Y
+ * what a layer's backward holds only while it runs (backward_in_layers):
  *   forward   = P + A + T (+ G from the second micro-batch on: accumulating)
- *   backward  = P + T + max(min(G + A, A + G1) + max(S, L), min(G + A, G + A1) + E + L),
- *               or G + A + max(S, E + L) when accumulating (backward walks the
- *               layers in reverse: gradients grow while activations are
- *               freed, so the high point is its start, where the loss's
+ *   backward  = P + T + max(min(G + A, A + G1) + max(S, L + Y), min(G + A, G + A1) + E + L),
+ *               or G + A + max(S, E + L, L + Y) when accumulating (backward
+ *               walks the layers in reverse: gradients grow while activations
+ *               are freed, so the high point is its start, where the loss's
  *               backward runs before any layer's (S) or the first layer's
- *               right after it (L), or its end, where the embedding's does;
+ *               right after it (L + Y), or its end, where the embedding's does;
  *               with accumulation every gradient is allocated from the start)
  *   optimizer = P + G + T
  * Sums below 2^53 bytes are exact in double. */
@@ -167,8 +178,11 @@ static inline void memplan_step_high_points_n(const double* by_lifetime, size_t 
     if (gradients + largest_activation_layer < end) end = gradients + largest_activation_layer;
   }
   const double layers = entries > MEMPLAN_LIFETIME_BACKWARD_LAYERS ? by_lifetime[MEMPLAN_LIFETIME_BACKWARD_LAYERS] : 0;
+  const double in_layers =
+      entries > MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS ? by_lifetime[MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS] : 0;
   const double loss = entries > MEMPLAN_LIFETIME_BACKWARD_START ? by_lifetime[MEMPLAN_LIFETIME_BACKWARD_START] : 0;
-  start += loss > layers ? loss : layers;
+  const double first_layer = layers + in_layers;
+  start += loss > first_layer ? loss : first_layer;
   if (entries > MEMPLAN_LIFETIME_BACKWARD_END) end += by_lifetime[MEMPLAN_LIFETIME_BACKWARD_END];
   end += layers;
   out[0] = persistent + activations + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_FORWARD] + (accumulating ? gradients : 0);
@@ -178,7 +192,7 @@ static inline void memplan_step_high_points_n(const double* by_lifetime, size_t 
 
 /* The same over MEMPLAN_LIFETIME_SETUP + 1 entries, as ABI 1.3 first wrote
  * it: code that sizes its array so keeps reading inside it (and sees no
- * backward_start, backward_end or backward_layers bytes). */
+ * backward_start, backward_end, backward_layers or backward_in_layers bytes). */
 static inline void memplan_step_high_points(const double* by_lifetime, double largest_gradient_layer,
                                             double largest_activation_layer, int accumulating, double out[3]) {
   memplan_step_high_points_n(by_lifetime, MEMPLAN_LIFETIME_SETUP + 1, largest_gradient_layer,

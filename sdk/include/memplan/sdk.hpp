@@ -81,6 +81,7 @@ enum class Lifetime : int32_t {
   backward_start = MEMPLAN_LIFETIME_BACKWARD_START,
   backward_end = MEMPLAN_LIFETIME_BACKWARD_END,
   backward_layers = MEMPLAN_LIFETIME_BACKWARD_LAYERS,
+  backward_in_layers = MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS,
 };
 
 enum class Device : int32_t { gpu = MEMPLAN_DEVICE_GPU, cpu = MEMPLAN_DEVICE_CPU };
