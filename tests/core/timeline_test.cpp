@@ -170,37 +170,40 @@ TEST(Timeline, BackwardLayersMeetTheEndAndTheFirstLayer) {
   EXPECT_EQ(lifetime_name(MEMPLAN_LIFETIME_BACKWARD_LAYERS), "transient_backward_layers");
 }
 
-// Lifetime backward_in_layers (plugin_abi.h): alive only while a layer's backward runs, so at backward's
-// start it is the first layer's moment with backward_layers, in place of the loss's S where L + Y is the
-// larger, and it is not at backward's end. The plan above with S = 40 (G = 230, A = 50, G1 = 30, A1 = 5,
-// T = 7): start min(280, 80) + max(S, L + Y), end min(280, 235) + E + L.
-//   Y = 100: start 80 + 100 = 180, end 235: 100 + 7 + 235 = 342 (as backward_layers or transient_backward,
-//     alive at the end too, the 100 would have made it 442);
-//   Y = 200: start 280 passes the end: 100 + 7 + 280 = 387;
-//   L = 30, Y = 100: start 80 + 130 = 210, end 235 + 30 = 265: 100 + 7 + 265 = 372;
-//   accumulating (every gradient from the start), L = 30, Y = 100: G + A + max(S, E + L, L + Y) =
+// Lifetime backward_in_layers (plugin_abi.h): alive only while a layer's backward runs. At backward's start
+// it is the first layer's moment with backward_layers, in place of the loss's S where L + Y is the larger; at
+// backward's end it is the last layer's moment, in place of the embedding's E where it is the larger (the two
+// never meet). The plan above with S = 40 and E = 60 (G = 230, A = 50, G1 = 30, A1 = 5, T = 7): start
+// min(280, 80) + max(S, L + Y), end min(280, 235) + L + max(E, Y).
+//   Y = 100: start 80 + 100 = 180, end 235 + 100 = 335: 100 + 7 + 335 = 442 (as backward_layers, beside E at
+//     the end, or as transient_backward, the 100 would have made it 502);
+//   Y = 50: below E at the end and beside nothing there: 235 + 60 = 295, start 80 + 50: 100 + 7 + 295 = 402;
+//   Y = 200: start 280, end 235 + 200 = 435: 100 + 7 + 435 = 542;
+//   L = 30, Y = 100: start 80 + 130 = 210, end 235 + 30 + 100 = 365: 100 + 7 + 365 = 472;
+//   accumulating (every gradient from the start), L = 30, Y = 100: G + A + max(S, L + max(E, Y)) =
 //     280 + 130: 100 + 7 + 410 = 517.
-TEST(Timeline, BackwardInLayersMeetsNeitherTheLossNorTheEnd) {
+uint64_t backward_high_point(const Plan& plan, int64_t grad_accum = 1) {
+  Breakdown b;
+  summarize(plan, grad_accum, b);
+  return b.timeline[kBackward];
+}
+
+TEST(Timeline, BackwardInLayersMeetsNeitherTheLossNorTheEmbedding) {
   const auto plan = [](double layers, double in_layers) {
-    Plan p = gradients_outweigh_activations(40);
+    Plan p = gradients_outweigh_activations(40, 60);
     if (layers > 0) p.items.push_back(item(MEMPLAN_ROLE_BUFFERS, MEMPLAN_LIFETIME_BACKWARD_LAYERS, layers));
     p.items.push_back(item(MEMPLAN_ROLE_BUFFERS, MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS, in_layers));
     return p;
   };
   Breakdown in_layers_only;
   summarize(plan(0, 100), 1, in_layers_only);
-  EXPECT_EQ(in_layers_only.timeline[kBackward], 342u);
+  EXPECT_EQ(in_layers_only.timeline[kBackward], 442u);
   EXPECT_EQ(in_layers_only.timeline[kForward], 100u + 50);        // not in forward
   EXPECT_EQ(in_layers_only.timeline[kOptimizerStep], 100u + 230);  // nor in the optimizer step
-  Breakdown larger;
-  summarize(plan(0, 200), 1, larger);
-  EXPECT_EQ(larger.timeline[kBackward], 387u);
-  Breakdown with_layers;
-  summarize(plan(30, 100), 1, with_layers);
-  EXPECT_EQ(with_layers.timeline[kBackward], 372u);
-  Breakdown accumulating;
-  summarize(plan(30, 100), 4, accumulating);
-  EXPECT_EQ(accumulating.timeline[kBackward], 517u);
+  EXPECT_EQ(backward_high_point(plan(0, 50)), 402u);
+  EXPECT_EQ(backward_high_point(plan(0, 200)), 542u);
+  EXPECT_EQ(backward_high_point(plan(30, 100)), 472u);
+  EXPECT_EQ(backward_high_point(plan(30, 100), 4), 517u);
   EXPECT_EQ(lifetime_name(MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS), "transient_backward_in_layers");
 }
 
@@ -218,12 +221,8 @@ TEST(Timeline, BackwardLayersReplaceTheLossAtTheStart) {
     p.items.push_back(item(MEMPLAN_ROLE_BUFFERS, MEMPLAN_LIFETIME_BACKWARD_LAYERS, layers));
     return p;
   };
-  Breakdown loss_higher;
-  summarize(plan(40, 30), 1, loss_higher);
-  EXPECT_EQ(loss_higher.timeline[kBackward], 642u);
-  Breakdown layers_higher;
-  summarize(plan(40, 60), 1, layers_higher);
-  EXPECT_EQ(layers_higher.timeline[kBackward], 662u);
+  EXPECT_EQ(backward_high_point(plan(40, 30)), 642u);
+  EXPECT_EQ(backward_high_point(plan(40, 60)), 662u);
 }
 
 // Source compatibility: memplan_step_high_points reads the MEMPLAN_LIFETIME_SETUP + 1 entries ABI 1.3 first

@@ -71,6 +71,14 @@ TEST(Validate, CaseErrorsAreLocated) {
   EXPECT_EQ(result.err, bad + ":2:1: error: quantity must be allocated, reserved or device, got 'smi'\n");
   result = run_cli("validate " + dir.path() + "/absent");
   EXPECT_EQ(result.err, dir.path() + "/absent: error: no such validation case or folder\n");
+  // A machine key given twice: the later line would silently win, so neither does.
+  const std::string twice = dir.write(
+      "t.toml", "# measured_bytes = 10\n# quantity = device\n# tolerance_percent = 10\n# tolerance_percent = 35\n" +
+                    kScenario);
+  result = run_cli("validate " + twice);
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.err, twice + ":4:1: error: 'tolerance_percent' is given twice in the case's leading comment "
+                                "block (first on line 3): keep one\n");
 }
 
 // A case states the framework that ran it. Without a [framework] table the

@@ -7,15 +7,18 @@
 //                                   + final norm 4,096 = 262,148,096 elements
 //   fsdp.gathered_forward   (root + 2 units) x 2 B = 666,914,816 x 2 = 1,333,829,632 B
 //   in backward FSDP1 keeps the root gathered from its forward on and gathers a unit again in its
-//   pre-backward hook, the next one prefetched (BACKWARD_PRE), inside the layers' backward only:
+//   pre-backward hook, the next one prefetched (BACKWARD_PRE), while the layers' backward runs; the
+//   root's pre-backward hook on the loss prefetches the last unit:
 //   fsdp.gathered_backward        root x 2 B    = 524,296,192 B (transient_backward)
 //   fsdp.gathered_backward_units  2 units x 2 B = 809,533,440 B (backward_in_layers)
+//   fsdp.gathered_at_loss         1 unit x 2 B  = 404,766,720 B (backward_start)
 //   fsdp.unsharded_gradients      root x 2 B    = 524,296,192 B (transient_backward)
 //   fsdp.unsharded_gradients_units 1 unit x 2 B = 404,766,720 B (backward_in_layers)
-// Without activations backward's end is the high point, the units gone (plugin_abi.h's step rule: the first
-// layer's moment holds G1 = 50,595,840 B of gradients and the units' 1,214,300,160, below all the
-// gradients): persistent + the root's working set + gradients = 11,792,227,328 + 1,048,592,384 +
-// 1,684,603,904 = 14,525,423,616 B.
+// Without activations backward's end, the last layer's backward, is the high point (plugin_abi.h's step
+// rule: the units beside every gradient; the first layer's moment holds only G1 = 50,595,840 B of them):
+// persistent + the root's working set + gradients + the units = 11,792,227,328 + 1,048,592,384 +
+// 1,684,603,904 + 1,214,300,160 = 15,739,723,776 B (an upper bound: the last layer's backward has no next
+// unit to prefetch, and its own gradients and the root's are not reduced yet).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -44,8 +47,9 @@ TEST(Fsdp, FullShardHasZeroThreeStatesPlusTheGatheredUnits) {
   EXPECT_EQ(e.item_bytes("fsdp.gathered_backward_units", MEMPLAN_ROLE_BUFFERS), 809'533'440u);
   EXPECT_EQ(e.item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), 524'296'192u);
   EXPECT_EQ(e.item_bytes("fsdp.unsharded_gradients_units", MEMPLAN_ROLE_BUFFERS), 404'766'720u);
+  EXPECT_EQ(e.item_bytes("fsdp.gathered_at_loss", MEMPLAN_ROLE_BUFFERS), 404'766'720u);
   EXPECT_EQ(b.timeline[kForward], 11'792'227'328u + 1'333'829'632u);
-  EXPECT_EQ(b.peak, 14'525'423'616u);
+  EXPECT_EQ(b.peak, 15'739'723'776u);
   EXPECT_EQ(b.peak_phase, kBackward);
   // The same model states as ZeRO stage 3 over the same ranks.
   std::string zero3_text = llama7b(8, "");
@@ -110,7 +114,7 @@ TEST(Fsdp, HybridShardShardsWithinItsGroup) {
   Evaluation hybrid = evaluate_paper(llama7b(32, "shard_size = 8\n"));
   Evaluation full = evaluate_paper(llama7b(8, ""));
   EXPECT_EQ(hybrid.breakdown().sum, full.breakdown().sum);
-  EXPECT_EQ(hybrid.breakdown().peak, 14'525'423'616u);
+  EXPECT_EQ(hybrid.breakdown().peak, 15'739'723'776u);
   EXPECT_EQ(hybrid.breakdown().world_size, 32);
   // FULL_SHARD over 32: model states 16 x P / 32 = 3,369,207,808 B.
   EXPECT_EQ(evaluate_paper(llama7b(32, "")).breakdown().timeline[kOptimizerStep], 3'369'207'808u);

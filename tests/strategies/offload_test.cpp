@@ -66,7 +66,9 @@ TEST(Offload, ParametersWithZeroStageThree) {
 
 // FSDP with CPUOffload(offload_params=True) and the optimizer step on the
 // CPU: the GPU keeps the gathered units (see fsdp_test.cpp), 1,333,829,632 B
-// in forward, 1,333,829,632 + 929,062,912 = 2,262,892,544 B in backward.
+// in forward; in backward, with no gradient on the GPU, the layers' moment:
+// the root's 524,296,192 + 524,296,192 and the units' 809,533,440 +
+// 404,766,720 = 2,262,892,544 B.
 TEST(Offload, ParametersWithFsdp) {
   Evaluation e = evaluate_paper(
       "name = \"offload\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\nuse = \"mixed-bf16\"\n"

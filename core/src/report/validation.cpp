@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "memplan/core/breakdown.hpp"
@@ -76,6 +77,7 @@ ValidationCase parse_validation_case(std::string_view text, const std::string& f
   int prose_date_line = 0;
   std::string line;
   int number = 0;
+  std::map<std::string, int> machine_lines;  // machine key -> the line that gave it
   // The leading comment block only: the first non-comment line ends it.
   while (std::getline(in, line)) {
     ++number;
@@ -96,6 +98,13 @@ ValidationCase parse_validation_case(std::string_view text, const std::string& f
     if (equals == std::string::npos) continue;
     const std::string value = trimmed(std::string_view(body).substr(equals + 1));
     const SourceLocation where{file, static_cast<uint32_t>(number), 1};
+    // A machine key given twice would let a stale line decide (the last one read): refuse it.
+    if (machine_line) {
+      const auto [first, inserted] = machine_lines.emplace(key, number);
+      if (!inserted)
+        fail_at(where, "'" + key + "' is given twice in the case's leading comment block (first on line " +
+                           std::to_string(first->second) + "): keep one");
+    }
     if (key == "measured_bytes") {
       char* end = nullptr;
       const unsigned long long bytes = std::strtoull(value.c_str(), &end, 10);

@@ -22,6 +22,12 @@
 //             + with api = "fsdp2", the previous unit's reduce-scatter input,
 //             kept until the next unit's post-backward (lifetime
 //             backward_layers)
+//           with api = "fsdp1" (and no separate_embeddings) the units' parts
+//           apart: FSDP1 reshards every unit but the root after its forward and
+//           gathers it again in its pre-backward hook, so the units and a
+//           unit's gradient live only while the layers' backward runs (lifetime
+//           backward_in_layers), and at the loss's backward the root's hook
+//           has prefetched the last unit (BACKWARD_PRE; lifetime backward_start)
 // in the weights' own dtypes (each item's: under 'quantized' the 4-bit linear
 // layers and the 16-bit embeddings and head; or MixedPrecision's param_dtype
 // when given; Float8 all-gather prices the linear layers at 1 byte) and, for
@@ -459,7 +465,8 @@ class FsdpStrategy {
     for (memplan::sdk::ItemRef item : ctx.items()) {
       if (item.device() != memplan::sdk::Device::gpu) continue;
       if (item.named(names_.gathered_forward) || item.named(names_.gathered_backward) ||
-          item.named(names_.gathered_backward_units) || item.named(names_.unsharded_parameters))
+          item.named(names_.gathered_backward_units) || item.named(names_.gathered_at_loss) ||
+          item.named(names_.unsharded_parameters))
         item.set_stream(MEMPLAN_STREAM_FSDP_UNSHARD);
       else if (item.role() == Role::gradients && item.lifetime() == memplan::sdk::Lifetime::gradient)
         item.set_stream(MEMPLAN_STREAM_FSDP_POST_BACKWARD);
@@ -518,12 +525,16 @@ class FsdpStrategy {
       const double forward = root.bytes + std::min(2.0, units) * gathered_unit;
       const double backward_units = std::min(1.0 + backward_prefetch_, units) * gathered_unit;
       sharding::add_buffer(ctx, names_.gathered_forward, Lifetime::transient_forward, forward, 1);
-      if (fsdp1_) {
+      if (split_fsdp1_units()) {
         // FSDP1 reshards every unit but the root after its forward (_runtime_utils.py _post_forward: the root's
         // parameters stay unsharded for backward) and gathers a unit again in its pre-backward hook, with the
-        // next one prefetched: at the loss's backward and at backward's end only the root is gathered.
+        // next one prefetched: while the layers' backward runs. The root's pre-backward hook, on the loss,
+        // prefetches the last unit (BACKWARD_PRE): at the loss's backward the root and that unit are gathered;
+        // at the embedding's backward, the root alone.
         sharding::add_buffer(ctx, names_.gathered_backward, Lifetime::transient_backward, root.bytes, 1);
         sharding::add_buffer(ctx, names_.gathered_backward_units, Lifetime::backward_in_layers, backward_units, 1);
+        sharding::add_buffer(ctx, names_.gathered_at_loss, Lifetime::backward_start,
+                             std::min(backward_prefetch_, units) * gathered_unit, 1);
       } else {
         sharding::add_buffer(ctx, names_.gathered_backward, Lifetime::transient_backward, root.bytes + backward_units,
                              1);
@@ -547,7 +558,7 @@ class FsdpStrategy {
       const double autograd_bytes = param_bytes_ > 0 ? param_bytes_ : gradient_bytes;
       const double reduce_bytes = reduce_bytes_ > 0 ? reduce_bytes_ : (fsdp1_ ? gradient_bytes : autograd_bytes);
       const double unsharded_bytes = fsdp1_ ? reduce_bytes : autograd_bytes;
-      if (fsdp1_) {
+      if (split_fsdp1_units()) {
         // A unit's flat gradient exists from its backward to its post-backward reduce-scatter, inside the
         // layers' backward; the root's (the head's from the loss's backward on) through backward.
         sharding::add_buffer(ctx, names_.unsharded_gradients, Lifetime::transient_backward, root.trainable,
@@ -571,6 +582,11 @@ class FsdpStrategy {
     ctx.set_attr(attributes_.unit_parameters, unit);
     ctx.set_attr(attributes_.root_parameters, root.elements);
   }
+
+  // FSDP1's layer units apart from its root in backward (add_working_set). Not with separate_embeddings,
+  // whose head unit is gathered at the loss's backward and embedding unit at the embedding's: their
+  // moments are not the layers'.
+  bool split_fsdp1_units() const { return fsdp1_ && !separate_embeddings_; }
 
   // The weights outside the layers: elements, bytes as gathered, trainable
   // elements (and, for separate units, how many modules and the largest one's).
@@ -632,6 +648,7 @@ class FsdpStrategy {
         : gathered_forward(options.intern("fsdp.gathered_forward")),
           gathered_backward(options.intern("fsdp.gathered_backward")),
           gathered_backward_units(options.intern("fsdp.gathered_backward_units")),
+          gathered_at_loss(options.intern("fsdp.gathered_at_loss")),
           unsharded_parameters(options.intern("fsdp.unsharded_parameters")),
           unsharded_gradients(options.intern("fsdp.unsharded_gradients")),
           unsharded_gradients_units(options.intern("fsdp.unsharded_gradients_units")),
@@ -644,8 +661,9 @@ class FsdpStrategy {
           replica_reduction(options.intern("fsdp.replica_all_reduce")),
           setup_transient(options.intern("fsdp.setup_unshard")),
           setup_cache(options.intern("fsdp.setup_cache")) {}
-    memplan::sdk::Name gathered_forward, gathered_backward, gathered_backward_units, unsharded_parameters,
-        unsharded_gradients, unsharded_gradients_units, accumulated_gradients, reduce_scatter_input;
+    memplan::sdk::Name gathered_forward, gathered_backward, gathered_backward_units, gathered_at_loss,
+        unsharded_parameters, unsharded_gradients, unsharded_gradients_units, accumulated_gradients,
+        reduce_scatter_input;
     memplan::sdk::Name gather, gradient_reduction, optimizer_step, optimizer_step_experts, replica_reduction;
     memplan::sdk::Name setup_transient, setup_cache;
   };

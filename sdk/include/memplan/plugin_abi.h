@@ -121,14 +121,14 @@ extern "C" {
  * (the same day); a host that predates it rejects the item. */
 #define MEMPLAN_LIFETIME_BACKWARD_LAYERS 9
 /* Alive only while a layer's backward runs: not at the loss's backward before
- * the first one, nor at backward's end after the last one (where the
- * embedding's backward runs beside every gradient): one layer's working set
- * that the loss's backward does not have, such as FSDP1's block units, gathered
- * again for their backward (the root alone stays gathered from its forward),
- * and a unit's unsharded gradient. At backward's start it counts as the first
- * layer's moment with backward_layers, in place of backward_start where they
- * are the larger. Added after backward_layers (the same day); a host that
- * predates it rejects the item. */
+ * the first one, nor at the embedding's backward after the last one: one
+ * layer's working set that those do not have, such as FSDP1's block units,
+ * gathered again for their backward (the root alone stays gathered from its
+ * forward), and a unit's unsharded gradient. At backward's start it counts as
+ * the first layer's moment with backward_layers, in place of backward_start
+ * where they are the larger; at backward's end as the last layer's, in place
+ * of backward_end where it is the larger. Added after backward_layers (the
+ * same day); a host that predates it rejects the item. */
 #define MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS 10
 /* The number of lifetimes: arrays indexed by MEMPLAN_LIFETIME_* have this
  * many entries. */
@@ -156,13 +156,14 @@ static inline int memplan_exists_at_setup(int32_t role, int32_t lifetime) {
  * L what the layers' backward holds through its end (backward_layers) and Y
  * what a layer's backward holds only while it runs (backward_in_layers):
  *   forward   = P + A + T (+ G from the second micro-batch on: accumulating)
- *   backward  = P + T + max(min(G + A, A + G1) + max(S, L + Y), min(G + A, G + A1) + E + L),
- *               or G + A + max(S, E + L, L + Y) when accumulating (backward
+ *   backward  = P + T + max(min(G + A, A + G1) + max(S, L + Y), min(G + A, G + A1) + L + max(E, Y)),
+ *               or G + A + max(S, L + max(E, Y)) when accumulating (backward
  *               walks the layers in reverse: gradients grow while activations
  *               are freed, so the high point is its start, where the loss's
  *               backward runs before any layer's (S) or the first layer's
- *               right after it (L + Y), or its end, where the embedding's does;
- *               with accumulation every gradient is allocated from the start)
+ *               right after it (L + Y), or its end, where the last layer's
+ *               (A1, Y) and then the embedding's (E) do; with accumulation
+ *               every gradient is allocated from the start)
  *   optimizer = P + G + T
  * Sums below 2^53 bytes are exact in double. */
 static inline void memplan_step_high_points_n(const double* by_lifetime, size_t entries,
@@ -183,8 +184,10 @@ static inline void memplan_step_high_points_n(const double* by_lifetime, size_t 
   const double loss = entries > MEMPLAN_LIFETIME_BACKWARD_START ? by_lifetime[MEMPLAN_LIFETIME_BACKWARD_START] : 0;
   const double first_layer = layers + in_layers;
   start += loss > first_layer ? loss : first_layer;
-  if (entries > MEMPLAN_LIFETIME_BACKWARD_END) end += by_lifetime[MEMPLAN_LIFETIME_BACKWARD_END];
-  end += layers;
+  /* The end stands for the last layer's backward (A1) and the embedding's after it (E): Y meets the one, E
+   * the other. */
+  const double embedding = entries > MEMPLAN_LIFETIME_BACKWARD_END ? by_lifetime[MEMPLAN_LIFETIME_BACKWARD_END] : 0;
+  end += layers + (embedding > in_layers ? embedding : in_layers);
   out[0] = persistent + activations + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_FORWARD] + (accumulating ? gradients : 0);
   out[1] = persistent + (start > end ? start : end) + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_BACKWARD];
   out[2] = persistent + gradients + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER];
