@@ -41,6 +41,8 @@
 // allocation once a Workspace has grown to the trace's size.
 #pragma once
 
+#include <memplan/support/backward_gradients.hpp>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -68,11 +70,9 @@ struct TraceStep {
 
 // One backward step that readies gradients: their elements, and the non-persistent bytes gathered while the
 // module's backward runs (after its fetch and prefetch, before its release), where DeepSpeed's gradient hooks
-// hand them to the reduce bucket (stage3.py reduce_independent_p_g_buckets_and_remove_grads).
-struct GradientStep {
-  double elements = 0;
-  double gathered_bytes = 0;
-};
+// hand them to the reduce bucket (stage3.py reduce_independent_p_g_buckets_and_remove_grads). The record's
+// step type, which the plugin publishes as it is (support/backward_gradients.hpp).
+using GradientStep = memplan::support::backward_gradients::Step;
 
 struct Settings {
   double prefetch_bucket = 5e7;        // stage3_prefetch_bucket_size
