@@ -101,9 +101,10 @@ TEST(OverheadExamples, CommBuffers) {
   // reduce-scatters its gradients, which NCCL keeps on rings: no NVLS buffer.
   EXPECT_EQ(e.item_bytes("nccl.nvls_setup", MEMPLAN_ROLE_BUFFERS), 52'428'800u);
   EXPECT_EQ(e.item_bytes("nccl.nvls", MEMPLAN_ROLE_BUFFERS), 0u);
-  // The example's peak 29,766,766,592: the loss's moment (the logits and the softmax,
-  // 1,048,576,000) and the recomputed layer (539,492,352) are max'ed, not summed.
-  EXPECT_EQ(e.breakdown().peak, 29'766'766'592u + 205'520'896u + 52'428'800u);
+  // The example's peak 30,257,682,944 (its header): the first layer's backward, with the buckets and a
+  // flush's copy of one (3,000,000,000), above the loss's (509,083,648), which comes before any gradient hook.
+  EXPECT_EQ(e.item_bytes("deepspeed.allreduce_copy", MEMPLAN_ROLE_BUFFERS), 1'000'000'000u);
+  EXPECT_EQ(e.breakdown().peak, 30'257'682'944u + 205'520'896u + 52'428'800u);
 }
 
 TEST(OverheadExamples, Seed002ContinuumRule) {

@@ -288,26 +288,91 @@ TEST(CommBuffers, DdpBucketViewAndNone) {
   EXPECT_EQ(evaluate_paper(parallel("buckets = \"none\"\n")).item_bytes("ddp.buckets", kBuffers), 0u);
 }
 
-// DeepSpeed ZeRO 1/2 (deepspeed/runtime/zero/stage_1_and_2.py @ v0.19.5):
+// DeepSpeed ZeRO 1/2 (deepspeed/runtime/zero/stage_1_and_2.py @ v0.19.4):
 // each backward allocates a reduce bucket of reduce_bucket_size = 5e8
-// elements x 2 bytes = 1e9 (setup_buckets), and a second one with
-// overlap_comm ("double buffers"), freed after backward. The post-step
-// all-gather writes in place (all_gather_into_tensor), so allgather_bucket_size
-// allocates only when given: then during the optimizer step.
+// elements x 2 bytes = 1e9 at its first gradient hook (process_gradients ->
+// setup_buckets, v0.18.3 on), and a second one with overlap_comm ("double
+// buffers"), freed at the epilogue (_release_ipg_buffers): lifetime
+// backward_layers. Each flush flattens the bucket's gradients into one new
+// tensor for one all-reduce (average_tensor -> allreduce_and_scatter ->
+// allreduce_bucket, use_multi_rank_bucket_allreduce true by default since
+// v0.12.4). Here 1e9 parameters over tensor-parallel 2: 5e8 trainable
+// elements on the rank, exactly one bucket, so the only flush is the
+// epilogue's, after backward, beside every gradient: 5e8 x 2 B = 1e9
+// (backward_end). The post-step all-gather writes in place
+// (all_gather_into_tensor), so allgather_bucket_size allocates only when
+// given: then during the optimizer step.
 TEST(CommBuffers, DeepSpeedBuckets) {
   Evaluation overlap = evaluate_paper(parallel("buckets = \"deepspeed\"\noverlap_comm = true\n"));
   EXPECT_EQ(overlap.item_bytes("deepspeed.reduce_bucket", kBuffers), 2'000'000'000u);
   Evaluation plain = evaluate_paper(parallel("buckets = \"deepspeed\"\nnccl = false\n"));
   EXPECT_EQ(plain.item_bytes("deepspeed.reduce_bucket", kBuffers), 1'000'000'000u);
+  EXPECT_EQ(plain.item_bytes("deepspeed.allreduce_copy", kBuffers), 1'000'000'000u);
   EXPECT_EQ(plain.item_bytes("deepspeed.allgather_bucket", kBuffers), 0u);
   const auto& t = plain.breakdown().timeline;
-  // Backward holds the bucket with every gradient; the step only the gradients.
-  EXPECT_EQ(t[kBackward] - t[kInit], plain.component(MEMPLAN_ROLE_GRADIENTS) + uint64_t{1'000'000'000});
+  // Backward's end holds every gradient (1e9), the bucket and the epilogue's copy; the step only the gradients.
+  EXPECT_EQ(t[kBackward] - t[kInit], plain.component(MEMPLAN_ROLE_GRADIENTS) + uint64_t{2'000'000'000});
   EXPECT_EQ(t[kOptimizerStep] - t[kInit], plain.component(MEMPLAN_ROLE_GRADIENTS));
   Evaluation smaller = evaluate_paper(parallel("buckets = \"deepspeed\"\nnccl = false\nreduce_bucket_size = 2e8\n"
                                          "allgather_bucket_size = 2e8\noverlap_comm = true\n"));
-  // 2 x 2e8 x 2 bytes of reduce buckets, 2e8 x 2 bytes of all-gather bucket.
-  EXPECT_EQ(smaller.component(kBuffers), 1'200'000'000u);
+  // 2 x 2e8 x 2 bytes of reduce buckets, 2e8 x 2 bytes of all-gather bucket, and a flush's copy of a full
+  // bucket, 2e8 x 2 bytes (5e8 trainable elements overflow it in backward).
+  EXPECT_EQ(smaller.component(kBuffers), 1'600'000'000u);
+}
+
+// Where and how much a ZeRO 1/2 flush copies (comm-buffers README, "Gradient buckets"; stage_1_and_2.py @
+// v0.19.4, average_tensor and allreduce_bucket; the rank's 5e8 trainable elements as above, bucket 2e8):
+// - stage 2: the hooks flush while the layers' backward runs, so the 2e8-element copy (4e8 B) is alive only
+//   then (backward_in_layers);
+// - stage 1 without overlap_comm: the engine reduces after backward (reduce_gradients), beside every
+//   gradient (backward_end); with overlap_comm the hooks flush in backward again;
+// - reduce_copy "rank" (use_multi_rank_bucket_allreduce false): one destination rank's slices at a time, at
+//   most a partition, 5e8 / 8 = 6.25e7 elements = 1.25e8 B; "none" (before v0.12.4): nothing;
+// - communication_data_type fp32 on bf16 gradients adds the cast, 2e8 x 4 B = 8e8 B, beside the flattened
+//   copy (1.2e9 B in all), or alone (8e8 B) where the slices are reduced in place;
+// - lazy_buckets false (before v0.18.3): the buckets through the whole backward (transient_backward).
+TEST(CommBuffers, DeepSpeedFlushCopies) {
+  const std::string bucket = "buckets = \"deepspeed\"\nnccl = false\nreduce_bucket_size = 2e8\n";
+  const auto copy_of = [](const Evaluation& e) { return e.item_bytes("deepspeed.allreduce_copy", kBuffers); };
+  const auto lifetime_of = [](const Evaluation& e, std::string_view name) {
+    for (const PlanItem& item : e.estimator().plan().items)
+      if (item.name_view() == name) return item.lifetime;
+    return int32_t{-1};
+  };
+  Evaluation stage2 = evaluate_paper(parallel(bucket + "[[strategy]]\nuse = \"zero\"\nstage = 2\n"));
+  EXPECT_EQ(copy_of(stage2), 400'000'000u);
+  EXPECT_EQ(lifetime_of(stage2, "deepspeed.allreduce_copy"), MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS);
+  EXPECT_EQ(lifetime_of(stage2, "deepspeed.reduce_bucket"), MEMPLAN_LIFETIME_BACKWARD_LAYERS);
+  Evaluation stage1 = evaluate_paper(parallel(bucket + "[[strategy]]\nuse = \"zero\"\nstage = 1\n"));
+  EXPECT_EQ(copy_of(stage1), 400'000'000u);
+  EXPECT_EQ(lifetime_of(stage1, "deepspeed.allreduce_copy"), MEMPLAN_LIFETIME_BACKWARD_END);
+  Evaluation stage1_overlap =
+      evaluate_paper(parallel(bucket + "overlap_comm = true\n[[strategy]]\nuse = \"zero\"\nstage = 1\n"));
+  EXPECT_EQ(lifetime_of(stage1_overlap, "deepspeed.allreduce_copy"), MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS);
+  EXPECT_EQ(copy_of(evaluate_paper(parallel(bucket + "reduce_copy = \"rank\"\n"))), 125'000'000u);
+  EXPECT_EQ(copy_of(evaluate_paper(parallel(bucket + "reduce_copy = \"none\"\n"))), 0u);
+  EXPECT_EQ(copy_of(evaluate_paper(parallel(bucket + "communication_data_type = \"fp32\"\n"))), 1'200'000'000u);
+  EXPECT_EQ(copy_of(evaluate_paper(parallel(bucket + "reduce_copy = \"none\"\ncommunication_data_type = \"fp32\"\n"))),
+            800'000'000u);
+  EXPECT_EQ(copy_of(evaluate_paper(parallel(bucket + "communication_data_type = \"bf16\"\n"))), 400'000'000u);
+  Evaluation eager = evaluate_paper(parallel(bucket + "lazy_buckets = false\n"));
+  EXPECT_EQ(lifetime_of(eager, "deepspeed.reduce_bucket"), MEMPLAN_LIFETIME_TRANSIENT_BACKWARD);
+}
+
+TEST(CommBuffers, DeepSpeedFlushOptionsAreChecked) {
+  const std::string bucket = "buckets = \"deepspeed\"\nnccl = false\n";
+  EXPECT_NE(error_of(parallel(bucket + "reduce_copy = \"all\"\n")).find(
+                "option 'reduce_copy': must be \"bucket\", \"rank\" or \"none\", not \"all\""),
+            std::string::npos);
+  EXPECT_NE(error_of(parallel(bucket + "communication_data_type = \"int8\"\n"))
+                .find("option 'communication_data_type': must be \"fp32\", \"fp16\" or \"bf16\""),
+            std::string::npos);
+  EXPECT_NE(error_of(parallel("buckets = \"ddp\"\nreduce_copy = \"rank\"\n"))
+                .find("option 'reduce_copy': is a DeepSpeed option; it needs buckets = \"deepspeed\""),
+            std::string::npos);
+  EXPECT_NE(error_of(parallel("buckets = \"none\"\nlazy_buckets = false\n"))
+                .find("option 'lazy_buckets': is a DeepSpeed option; it needs buckets = \"deepspeed\""),
+            std::string::npos);
 }
 
 // ZeRO-3 builds one flat reduce bucket of reduce_bucket_size elements in the

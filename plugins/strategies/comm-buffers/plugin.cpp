@@ -104,6 +104,7 @@
 // nvls_mib, when given, replaces the lazy buffer with a fixed size for every
 // communicator of more than 2 ranks that runs collectives (older NCCLs: 768
 // MiB in 2.21.5, 2,304 MiB on 8x H200 in vllm-project/vllm issue #9699).
+#include <memplan/dtypes.hpp>
 #include <memplan/sdk.hpp>
 #include <memplan/support/backward_gradients.hpp>
 #include <memplan/support/format.hpp>
@@ -133,7 +134,7 @@ constexpr double kNvlsBufferPerGpu = 32 * kMiB;  // 16 NVLS channels x 2 x 1 MiB
 constexpr int64_t kNvlsMinLocalGpus = 3;         // nvls.cc: no NVLS at 2 GPUs or fewer
 constexpr int64_t kNvlsAllReduceLocalGpus = 5;   // tuning.cc: below 5 GPUs ring Simple beats NVLS
 
-constexpr std::array<memplan_option_spec, 18> kOptions{{
+constexpr std::array<memplan_option_spec, 21> kOptions{{
     {"nccl_channels", MEMPLAN_OPTION_INT, "channels per NCCL communicator", "16", nullptr},
     {"nccl_peers", MEMPLAN_OPTION_INT, "connections with buffers per channel", "2 (ring and tree)", nullptr},
     {"nccl_buffsize", MEMPLAN_OPTION_INT, "NCCL_BUFFSIZE: the Simple protocol's buffer per connection, bytes",
@@ -155,6 +156,20 @@ constexpr std::array<memplan_option_spec, 18> kOptions{{
      "none", nullptr},
     {"overlap_comm", MEMPLAN_OPTION_BOOL, "deepspeed: overlap gradient reduction with backward (a second reduce bucket)",
      "false", nullptr},
+    {"lazy_buckets", MEMPLAN_OPTION_BOOL,
+     "deepspeed ZeRO 1/2: the reduce buckets are allocated at the first gradient hook, after the loss's backward "
+     "(v0.18.3 on), not when the optimizer's backward starts (before)",
+     "true", nullptr},
+    {"reduce_copy", MEMPLAN_OPTION_STRING,
+     "deepspeed ZeRO 1/2: what a flush of the reduce bucket copies: \"bucket\" (its gradients flattened into one "
+     "tensor for one all-reduce: use_multi_rank_bucket_allreduce, DeepSpeed 0.12.4 on), \"rank\" (each destination "
+     "rank's slices flattened in turn: use_multi_rank_bucket_allreduce false) or \"none\" (slices reduced in place, "
+     "before 0.12.4)",
+     "\"bucket\"", nullptr},
+    {"communication_data_type", MEMPLAN_OPTION_STRING,
+     "deepspeed ZeRO 1/2: the dtype gradients are reduced in (DeepSpeed's communication_data_type); another than the "
+     "gradients' adds a cast copy of each flush",
+     "the gradients' dtype (DeepSpeed's default from 0.9.2)", nullptr},
     {"nvls", MEMPLAN_OPTION_BOOL,
      "the GPUs sit on an NVSwitch with NVLink SHARP, so NCCL sets up NVLS memory per communicator of more than 2 "
      "GPUs on a node",
@@ -182,6 +197,13 @@ constexpr std::array<memplan_option_spec, 18> kOptions{{
 }};
 
 enum class Buckets { automatic, ddp, deepspeed, none };
+
+// What a flush of DeepSpeed ZeRO 1/2's reduce bucket copies (stage_1_and_2.py average_tensor, with
+// reduce_scatter, the default): "bucket" from v0.12.4 (2afa1c7f2, use_multi_rank_bucket_allreduce true by
+// default: allreduce_and_scatter hands every slice to allreduce_bucket, whose self.flatten makes one new tensor
+// of the bucket's gradients), "rank" with use_multi_rank_bucket_allreduce false (allreduce_no_retain flattens
+// one destination rank's slices at a time), "none" before v0.12.4 (dist.reduce on narrow views of the bucket).
+enum class ReduceCopy { bucket, rank, none };
 
 // A process group that can have its own NCCL communicator.
 // data-context and gradient-norm are Megatron-LM's groups for the gradient
@@ -285,7 +307,7 @@ void add_nvls_facts(const Layout& layout, Group group, int64_t node, GroupUse& u
 
 class CommBuffers {
  public:
-  static constexpr sdk::PluginInfo info{"comm-buffers", "1.4.0",
+  static constexpr sdk::PluginInfo info{"comm-buffers", "1.5.0",
                                         "NCCL communicators and buffers, data-parallel gradient buckets (DDP, DeepSpeed)",
                                         sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -297,6 +319,7 @@ class CommBuffers {
         nccl_(options.boolean("nccl").value_or(true)),
         view_(options.boolean("gradient_as_bucket_view").value_or(false)),
         overlap_comm_(options.boolean("overlap_comm").value_or(false)),
+        lazy_buckets_(options.boolean("lazy_buckets").value_or(true)),
         one_rank_groups_(options.boolean("one_rank_groups").value_or(false)),
         cumem_(options.boolean("nccl_cumem").value_or(true)),
         p2p_channels_(options.positive_integer("nccl_p2p_channels", 32)),
@@ -338,6 +361,20 @@ class CommBuffers {
         if (options.number(key)) options.fail(key, "is a DeepSpeed option; it needs buckets = \"deepspeed\"");
       if (options.boolean("overlap_comm"))
         options.fail("overlap_comm", "is a DeepSpeed option; it needs buckets = \"deepspeed\"");
+      if (options.boolean("lazy_buckets"))
+        options.fail("lazy_buckets", "is a DeepSpeed option; it needs buckets = \"deepspeed\"");
+      for (const char* key : {"reduce_copy", "communication_data_type"})
+        if (options.string(key)) options.fail(key, "is a DeepSpeed option; it needs buckets = \"deepspeed\"");
+    }
+    const std::string copy = options.string("reduce_copy").value_or("bucket");
+    if (copy != "bucket" && copy != "rank" && copy != "none")
+      options.fail("reduce_copy", "must be \"bucket\", \"rank\" or \"none\", not \"" + copy + "\"");
+    reduce_copy_ = copy == "bucket" ? ReduceCopy::bucket : copy == "rank" ? ReduceCopy::rank : ReduceCopy::none;
+    if (const std::optional<std::string> dtype = options.string("communication_data_type")) {
+      communication_bytes_ = sdk::dtype_bytes(*dtype);
+      if (!communication_bytes_ || (*dtype != "fp32" && *dtype != "fp16" && *dtype != "bf16"))
+        options.fail("communication_data_type", "must be \"fp32\", \"fp16\" or \"bf16\" (DeepSpeed's "
+                                                "communication_data_type), not \"" + *dtype + "\"");
     }
   }
 
@@ -349,7 +386,7 @@ class CommBuffers {
     Buckets buckets = buckets_;
     const bool stage3 = declared == "deepspeed-stage3";
     if (buckets == Buckets::automatic)
-      buckets = declared == "deepspeed" || stage3 ? Buckets::deepspeed
+      buckets = declared == "deepspeed" || declared == "deepspeed-stage1" || stage3 ? Buckets::deepspeed
                 : declared == "none"              ? Buckets::none
                                                   : Buckets::ddp;
     // One data rank reduces nothing, but ZeRO-3 builds its flat IPG bucket whatever the world size
@@ -381,9 +418,16 @@ class CommBuffers {
           if (trainable > reduce_bucket_)
             add(ctx, names_.reduce_scatter_copy, sdk::Lifetime::transient_backward, flush_excess(ctx, bytes));
           break;  // stage3.py never reads allgather_bucket_size (v0.7.0 to v0.18.3): the coordinator gathers
-        } else
-          add(ctx, names_.reduce_bucket, sdk::Lifetime::transient_backward,
-              (overlap_comm_ ? 2 : 1) * reduce_bucket_ * bytes);
+        }
+        // Stages 1 and 2: the buckets go at the epilogue (_release_ipg_buffers). From v0.18.3 (53e91a098,
+        // "PyTorch-compatible backward API") they come with the first gradient hook (process_gradients ->
+        // setup_buckets), after the loss's and the head's backward: alive while the layers' backward runs and
+        // through its end, not beside the loss's backward (lazy_buckets). Before, the optimizer's backward()
+        // allocated them before it called loss.backward(): through the whole backward.
+        add(ctx, names_.reduce_bucket,
+            lazy_buckets_ ? sdk::Lifetime::backward_layers : sdk::Lifetime::transient_backward,
+            (overlap_comm_ ? 2 : 1) * reduce_bucket_ * bytes);
+        add_allreduce_copy(ctx, declared, bytes);
         add(ctx, names_.allgather_bucket, sdk::Lifetime::transient_optimizer, allgather_bucket_ * bytes);
         break;
       }
@@ -526,6 +570,50 @@ class CommBuffers {
     return worst;
   }
 
+  // DeepSpeed ZeRO 1/2's copy of a reduce bucket's gradients at each flush (stage_1_and_2.py @ v0.19.4,
+  // reduce_ipg_grads -> average_tensor): with reduce_copy "bucket" allreduce_bucket flattens the bucket's
+  // gradients into one new tensor, "rank" one destination rank's share of them at a time (at most a
+  // partition: 1 / data ranks of the trainable elements), "none" reduces views in place; a
+  // communication_data_type other than the gradients' adds a cast of what is reduced (tensor.to, alive beside
+  // the flattened copy from v0.12.4; before, the cast of the bucket's part is the only copy). A bucket flushes
+  // when the next gradient would overflow it (reduce_independent_p_g_buckets_and_remove_grads), so while the
+  // trainable elements exceed the bucket some flush copies about a bucket's worth (at most reduce_bucket_size
+  // elements: the fill short of the gradient that overflows it is not known here, an upper bound), and the
+  // epilogue (independent_gradient_partition_epilogue, after backward) flushes the rest. Stage 2, and stage 1
+  // with overlap_comm, flush from the gradient hooks while the layers' backward runs: the copy is alive then
+  // (lifetime backward_in_layers), counted at backward's start with the first layer's gradients and the
+  // buckets, as the first flush of a model of many buckets meets it; a model whose trainable gradients fit one
+  // bucket flushes only in the epilogue, beside all the gradients (backward_end). Stage 1 without overlap_comm
+  // reduces after backward (the engine's reduce_gradients): every flush beside the gradients, backward_end.
+  // The copy is made on the reduction stream under overlap_comm (with get_accelerator().stream(
+  // self.reduction_stream)), whose pool keeps it.
+  void add_allreduce_copy(sdk::Context& ctx, std::string_view declared, double grad_bytes) {
+    const double cast_bytes =
+        communication_bytes_ && *communication_bytes_ != grad_bytes ? *communication_bytes_ : 0.0;
+    if (reduce_copy_ == ReduceCopy::none && cast_bytes == 0) return;
+    const double trainable = trainable_weight_elements(ctx);
+    double fill = std::min(reduce_bucket_, trainable);
+    if (reduce_copy_ == ReduceCopy::rank)
+      fill = std::min(fill, std::ceil(trainable / static_cast<double>(layout_.data(ctx))));
+    const double bytes = fill * ((reduce_copy_ == ReduceCopy::none ? 0.0 : grad_bytes) + cast_bytes);
+    if (!(bytes > 0)) return;
+    const bool hooks_flush = declared != "deepspeed-stage1" || overlap_comm_;
+    const sdk::Lifetime lifetime = hooks_flush && trainable > reduce_bucket_ ? sdk::Lifetime::backward_in_layers
+                                                                             : sdk::Lifetime::backward_end;
+    support::add_bytes(ctx, {.name = names_.allreduce_copy, .lifetime = lifetime, .bytes = bytes});
+    if (overlap_comm_) ctx.items()[ctx.items().size() - 1].set_stream(MEMPLAN_STREAM_DEEPSPEED_REDUCTION);
+  }
+
+  // The trainable parameters' elements on this GPU (stages 1 and 2 keep whole weights on every data rank):
+  // what the rank's backward puts through the reduce buckets.
+  static double trainable_weight_elements(const sdk::Context& ctx) {
+    double elements = 0;
+    for (const sdk::ItemRef item : ctx.items())
+      if (item.role() == sdk::Role::weights && item.trainable() && !item.non_parameter())
+        elements += item.elements() * static_cast<double>(item.count());
+    return elements;
+  }
+
   // The rank's gradient elements, wherever they are (the 'offload' strategy may have moved them to the host;
   // DeepSpeed still buckets them on the GPU); under ZeRO-3 a 1 / data-ranks share of the trainable ones.
   static double trainable_elements(const sdk::Context& ctx) {
@@ -551,9 +639,10 @@ class CommBuffers {
           ddp_buckets(options.intern("ddp.buckets")),
           reduce_bucket(options.intern("deepspeed.reduce_bucket")),
           allgather_bucket(options.intern("deepspeed.allgather_bucket")),
-          reduce_scatter_copy(options.intern("deepspeed.reduce_scatter_copy")) {}
+          reduce_scatter_copy(options.intern("deepspeed.reduce_scatter_copy")),
+          allreduce_copy(options.intern("deepspeed.allreduce_copy")) {}
     sdk::Name communicators, nvls_setup, nvls, buffers, p2p, ddp_buckets, reduce_bucket, allgather_bucket,
-        reduce_scatter_copy;
+        reduce_scatter_copy, allreduce_copy;
   };
 
   int64_t channels_;
@@ -562,6 +651,7 @@ class CommBuffers {
   bool nccl_;
   bool view_;
   bool overlap_comm_;
+  bool lazy_buckets_;
   bool one_rank_groups_;
   bool cumem_;
   int64_t p2p_channels_;
@@ -578,6 +668,8 @@ class CommBuffers {
   bool all_protocols_ = true;
   std::optional<int64_t> communicators_;
   Buckets buckets_ = Buckets::ddp;
+  ReduceCopy reduce_copy_ = ReduceCopy::bucket;
+  std::optional<double> communication_bytes_;  // communication_data_type's bytes; unset: the gradients' dtype
   double reduce_bucket_ = 5e8;
   double allgather_bucket_ = 0;
   double nvls_ = 0;

@@ -129,7 +129,7 @@ constexpr std::array<memplan_option_spec, 9> kOptions{{
 class ZeroShardingStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "zero", "1.9.0",
+      "zero", "1.10.0",
       "ZeRO stages 0-3: shard optimizer states, gradients and weights over data-parallel ranks; ZeRO-3's gathered "
       "parameters",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding, memplan::sdk::Reads::nothing};
@@ -216,7 +216,8 @@ class ZeroShardingStrategy {
       ctx.fail("stage " + std::to_string(stage_) + " shards over the data-parallel group, but no strategy declares "
                "its size; add [[strategy]] use = \"data-parallel\" with its size (size = 1 on a single GPU)");
     if (stage_ == 0) return;
-    ctx.set_attr(gradient_buckets_attr_, stage_ == 3 ? "deepspeed-stage3" : "deepspeed");
+    // Stage 1 reduces after backward unless overlap_comm (comm-buffers places its bucket's copies by it).
+    ctx.set_attr(gradient_buckets_attr_, stage_ == 3 ? "deepspeed-stage3" : stage_ == 1 ? "deepspeed-stage1" : "deepspeed");
     if (stage_ == 3) {
       ctx.set_attr(gathers_attr_, gathered_ ? 1 : 0);
       if (gathered_) add_gathered(ctx, groups);

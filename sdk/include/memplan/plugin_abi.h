@@ -281,6 +281,8 @@ static inline void memplan_step_high_points(const double* by_lifetime, double la
 #define MEMPLAN_STREAM_COMPUTE 0
 #define MEMPLAN_STREAM_FSDP_UNSHARD 1       /* FSDP1's unshard stream: the gathered (unsharded) flat parameters */
 #define MEMPLAN_STREAM_FSDP_POST_BACKWARD 2 /* FSDP1's post-backward stream: the reduce-scattered sharded gradients */
+#define MEMPLAN_STREAM_DEEPSPEED_REDUCTION 3 /* DeepSpeed ZeRO 1/2's reduction stream under overlap_comm: a flush's
+                                                copy of the bucket (added with comm-buffers 1.5.0) */
 
 #define MEMPLAN_MODE_TRAIN 0
 #define MEMPLAN_MODE_INFER 1
