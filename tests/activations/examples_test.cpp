@@ -97,14 +97,17 @@ TEST(OverheadExamples, CommBuffers) {
   // channels + 2) x 2 MiB = 205,520,896 (plugins/strategies/comm-buffers/README.md).
   EXPECT_EQ(e.item_bytes("nccl.communicators", MEMPLAN_ROLE_BUFFERS), 205'520'896u);
   // On H100 SXM (NVLink SHARP) the 8-GPU data group also sets up NVLS: (24
-  // collective channels + a credit buffer) x 2 MiB = 52,428,800; ZeRO
-  // reduce-scatters its gradients, which NCCL keeps on rings: no NVLS buffer.
+  // collective channels + a credit buffer) x 2 MiB = 52,428,800; and ZeRO-2
+  // all-reduces each flushed bucket (DeepSpeed v0.12.4 on: allreduce_bucket's
+  // dist.all_reduce of the flattened gradients), a large sum all-reduce on 8
+  // local GPUs that NCCL's tuner sends to NVLS: its buffer, 32 MiB x 8 =
+  // 268,435,456 (plugins/strategies/comm-buffers/README.md, NVLS).
   EXPECT_EQ(e.item_bytes("nccl.nvls_setup", MEMPLAN_ROLE_BUFFERS), 52'428'800u);
-  EXPECT_EQ(e.item_bytes("nccl.nvls", MEMPLAN_ROLE_BUFFERS), 0u);
+  EXPECT_EQ(e.item_bytes("nccl.nvls", MEMPLAN_ROLE_BUFFERS), 268'435'456u);
   // The example's peak 30,257,682,944 (its header): the first layer's backward, with the buckets and a
   // flush's copy of one (3,000,000,000), above the loss's (509,083,648), which comes before any gradient hook.
   EXPECT_EQ(e.item_bytes("deepspeed.allreduce_copy", MEMPLAN_ROLE_BUFFERS), 1'000'000'000u);
-  EXPECT_EQ(e.breakdown().peak, 30'257'682'944u + 205'520'896u + 52'428'800u);
+  EXPECT_EQ(e.breakdown().peak, 30'257'682'944u + 205'520'896u + 52'428'800u + 268'435'456u);
 }
 
 TEST(OverheadExamples, Seed002ContinuumRule) {

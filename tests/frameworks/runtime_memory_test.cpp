@@ -189,6 +189,32 @@ TEST(DeepSpeedProfile, StepCastsTheGradientPartitionToFp32) {
     EXPECT_FALSE(item.name_view().ends_with(".main_grad")) << Estimator::display_name(item);
 }
 
+// DeepSpeed's profile by version (plugins/frameworks/deepspeed/profile.toml, [[since]]): ZeRO 1/2 flushes
+// reduce a bucket's slices in place before v0.12.4 and flatten them for one all-reduce from it (commit
+// 2afa1c7f2); the buckets are made before loss.backward() before v0.17.2 and at the first gradient hook from
+// it (commit ed5f73755). Llama-2-7B, ZeRO-2 over 8 ranks, the default 5e8-element bf16 bucket (1e9 B): the
+// 6,738,415,616 trainable elements overflow it in backward, so a flush copies a bucket's worth, 1e9 B.
+TEST(DeepSpeedProfile, VersionPicksTheBucketsFlushCopyAndLifetime) {
+  auto run = [](const std::string& version, const std::string& comm = "") {
+    return evaluate("name = \"d\"\nmode = \"train\"\n[framework]\nuse = \"deepspeed\"\nversion = \"" + version +
+                    "\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = "
+                    "\"adamw\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n"
+                    "[[strategy]]\nuse = \"zero\"\nstage = 2\n" + comm);
+  };
+  EXPECT_EQ(run("0.12.3").item_bytes("deepspeed.allreduce_copy", MEMPLAN_ROLE_BUFFERS), 0u);
+  EXPECT_EQ(run("0.12.4").item_bytes("deepspeed.allreduce_copy", MEMPLAN_ROLE_BUFFERS), 1'000'000'000u);
+  EXPECT_EQ(run("0.12.4").item_lifetime("deepspeed.allreduce_copy"), MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS);
+  EXPECT_EQ(run("0.17.1").item_lifetime("deepspeed.reduce_bucket"), MEMPLAN_LIFETIME_TRANSIENT_BACKWARD);
+  EXPECT_EQ(run("0.17.2").item_lifetime("deepspeed.reduce_bucket"), MEMPLAN_LIFETIME_BACKWARD_LAYERS);
+  EXPECT_EQ(run("0.19.5").item_lifetime("deepspeed.reduce_bucket"), MEMPLAN_LIFETIME_BACKWARD_LAYERS);
+  // The profile's version defaults are no error where DeepSpeed's buckets are not used.
+  EXPECT_EQ(error_of("name = \"d\"\nmode = \"train\"\n[framework]\nuse = \"deepspeed\"\nversion = \"0.9.0\"\n"
+                     "[model]\npreset = \"llama-2-7b\"\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n"
+                     "[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n[[strategy]]\n"
+                     "use = \"comm-buffers\"\nbuckets = \"none\"\n"),
+            "");
+}
+
 // Megatron-LM's profile: the fp32 gradient buffer exists from start-up, so
 // forward already holds it. GPT-2 XL shape (1,557,686,400 parameters with the
 // vocabulary padded to 50,304): the buffer is 4 bytes each, 6,230,745,600 B,

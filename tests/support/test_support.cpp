@@ -52,6 +52,12 @@ uint64_t Evaluation::item_bytes(std::string_view display_name, int32_t role) con
   return bytes;
 }
 
+int32_t Evaluation::item_lifetime(std::string_view name) const {
+  for (const PlanItem& item : estimator_->plan().items)
+    if (item.name_view() == name) return item.lifetime;
+  return -1;
+}
+
 Evaluation evaluate(std::string_view toml, const std::string& file_name) { return Evaluation(toml, file_name); }
 
 std::string report_detail(const Evaluation& evaluation, std::string_view key) {

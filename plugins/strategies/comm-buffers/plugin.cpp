@@ -31,7 +31,10 @@
 //                contiguous_gradients (the default) each backward allocates a
 //                reduce bucket of reduce_bucket_size elements in the gradients'
 //                dtype, and a second one with overlap_comm ("double
-//                buffers"), freed after backward: lifetime transient_backward.
+//                buffers"), freed after backward: from the first gradient hook
+//                (lifetime backward_layers; transient_backward before v0.17.2,
+//                lazy_buckets), on one data rank too; each flush copies the
+//                bucket's gradients (deepspeed.allreduce_copy, reduce_copy).
 //                The post-step all-gather writes in place into the flat 16-bit
 //                weights when torch has all_gather_into_tensor (every PyTorch
 //                since 1.13; runtime/utils.py all_gather_dp_groups), so
@@ -110,6 +113,7 @@
 #include <memplan/support/format.hpp>
 #include <memplan/support/items.hpp>
 #include <memplan/support/layout.hpp>
+#include <memplan/support/parameter_shapes.hpp>
 
 #include <algorithm>
 #include <array>
@@ -158,7 +162,7 @@ constexpr std::array<memplan_option_spec, 21> kOptions{{
      "false", nullptr},
     {"lazy_buckets", MEMPLAN_OPTION_BOOL,
      "deepspeed ZeRO 1/2: the reduce buckets are allocated at the first gradient hook, after the loss's backward "
-     "(v0.18.3 on), not when the optimizer's backward starts (before)",
+     "(v0.17.2 on), not when the optimizer's backward starts (before)",
      "true", nullptr},
     {"reduce_copy", MEMPLAN_OPTION_STRING,
      "deepspeed ZeRO 1/2: what a flush of the reduce bucket copies: \"bucket\" (its gradients flattened into one "
@@ -243,12 +247,15 @@ struct Layout : support::Layout {
   bool optimizer_sharded = false;      // a sharding plugin splits the optimizer over the data ranks
 };
 
-// `buckets`: sharding.gradient_buckets, "ddp" when unset.
-Layout read_layout(const support::LayoutReader& reader, const sdk::Context& ctx, std::string_view buckets) {
+// `buckets`: sharding.gradient_buckets, "ddp" when unset. `bucket_all_reduce`: DeepSpeed ZeRO 1/2 reduces each
+// flush of its bucket with one all-reduce of the flattened gradients (reduce_copy "bucket", v0.12.4 on).
+Layout read_layout(const support::LayoutReader& reader, const sdk::Context& ctx, std::string_view buckets,
+                   bool bucket_all_reduce) {
   Layout layout;
   static_cast<support::Layout&>(layout) = reader.read(ctx);
-  // ZeRO and FSDP declare their reduce-scatter buckets; without them gradients are all-reduced.
-  layout.gradients_all_reduced = ctx.training() && buckets == "ddp";
+  // ZeRO and FSDP declare their reduce-scatter buckets; without them gradients are all-reduced, and so are
+  // ZeRO 1/2's flushed buckets where DeepSpeed all-reduces them.
+  layout.gradients_all_reduced = ctx.training() && (buckets == "ddp" || bucket_all_reduce);
   layout.optimizer_sharded = ctx.training() && buckets != "ddp";
   return layout;
 }
@@ -330,6 +337,7 @@ class CommBuffers {
         gradients_dtype_attr_(options.attribute(MEMPLAN_ATTR_DTYPE_GRADIENTS)),
         gradient_buckets_attr_(options.attribute(MEMPLAN_ATTR_GRADIENT_BUCKETS)),
         backward_gradients_attr_(options.attribute(MEMPLAN_ATTR_BACKWARD_GRADIENTS)),
+        zero_stage_attr_(options.attribute(MEMPLAN_ATTR_ZERO_STAGE)),
         names_(options) {
     read_groups(options);
     const std::string protocols = options.string("nccl_protocols").value_or("all");
@@ -361,10 +369,10 @@ class CommBuffers {
         if (options.number(key)) options.fail(key, "is a DeepSpeed option; it needs buckets = \"deepspeed\"");
       if (options.boolean("overlap_comm"))
         options.fail("overlap_comm", "is a DeepSpeed option; it needs buckets = \"deepspeed\"");
-      if (options.boolean("lazy_buckets"))
-        options.fail("lazy_buckets", "is a DeepSpeed option; it needs buckets = \"deepspeed\"");
-      for (const char* key : {"reduce_copy", "communication_data_type"})
-        if (options.string(key)) options.fail(key, "is a DeepSpeed option; it needs buckets = \"deepspeed\"");
+      // lazy_buckets and reduce_copy describe a DeepSpeed version (the deepspeed profile sets them by version,
+      // ZeRO stage 0 included): nothing to apply to without DeepSpeed's buckets, so no error.
+      if (options.string("communication_data_type"))
+        options.fail("communication_data_type", "is a DeepSpeed option; it needs buckets = \"deepspeed\"");
     }
     const std::string copy = options.string("reduce_copy").value_or("bucket");
     if (copy != "bucket" && copy != "rank" && copy != "none")
@@ -381,17 +389,19 @@ class CommBuffers {
   void apply(sdk::Context& ctx) {
     // The host's storage of the attribute: valid until it is set again, which no plugin after the sharding ones does.
     const std::string_view declared = ctx.attr_string(gradient_buckets_attr_, "ddp");
-    if (nccl_) add_nccl(ctx, declared);
-    if (!ctx.training()) return;
-    Buckets buckets = buckets_;
     const bool stage3 = declared == "deepspeed-stage3";
+    const bool zero = declared == "deepspeed" || stage3;  // DeepSpeed's ZeRO optimizer runs
+    Buckets buckets = buckets_;
     if (buckets == Buckets::automatic)
-      buckets = declared == "deepspeed" || declared == "deepspeed-stage1" || stage3 ? Buckets::deepspeed
-                : declared == "none"              ? Buckets::none
-                                                  : Buckets::ddp;
-    // One data rank reduces nothing, but ZeRO-3 builds its flat IPG bucket whatever the world size
-    // (stage3.py __init__, "# IPG": only contiguous_gradients decides; v0.7.0, v0.14.0, v0.18.3).
-    if (layout_.data(ctx) <= 1 && !(stage3 && buckets == Buckets::deepspeed)) return;
+      buckets = zero ? Buckets::deepspeed : declared == "none" ? Buckets::none : Buckets::ddp;
+    if (nccl_)
+      add_nccl(ctx, declared, buckets == Buckets::deepspeed && !stage3 && reduce_copy_ == ReduceCopy::bucket);
+    if (!ctx.training()) return;
+    // One data rank reduces nothing, but DeepSpeed's ZeRO optimizer makes its buckets whatever the world size:
+    // ZeRO-3 its flat IPG bucket (stage3.py __init__, "# IPG": only contiguous_gradients decides; v0.7.0,
+    // v0.14.0, v0.18.3), ZeRO 1/2 a bucket per backward (stage_1_and_2.py setup_buckets, v0.19.4, and
+    // backward_prologue / backward() before: no world-size test), flushed through the same all-reduce.
+    if (layout_.data(ctx) <= 1 && !(zero && buckets == Buckets::deepspeed)) return;
     switch (buckets) {
       case Buckets::ddp:
         if (!view_) add(ctx, names_.ddp_buckets, sdk::Lifetime::persistent, gradient_bytes(ctx));
@@ -419,15 +429,21 @@ class CommBuffers {
             add(ctx, names_.reduce_scatter_copy, sdk::Lifetime::transient_backward, flush_excess(ctx, bytes));
           break;  // stage3.py never reads allgather_bucket_size (v0.7.0 to v0.18.3): the coordinator gathers
         }
-        // Stages 1 and 2: the buckets go at the epilogue (_release_ipg_buffers). From v0.18.3 (53e91a098,
-        // "PyTorch-compatible backward API") they come with the first gradient hook (process_gradients ->
-        // setup_buckets), after the loss's and the head's backward: alive while the layers' backward runs and
-        // through its end, not beside the loss's backward (lazy_buckets). Before, the optimizer's backward()
-        // allocated them before it called loss.backward(): through the whole backward.
+        // Stages 1 and 2: the buckets go at the epilogue (_release_ipg_buffers). From v0.17.2 (ed5f73755,
+        // "Enable torch.autocast with ZeRO") they come with the first gradient hook (process_gradients ->
+        // backward_prologue, renamed setup_buckets in v0.18.3), after the loss's and the head's backward: alive
+        // while the layers' backward runs and through its end, not beside the loss's backward (lazy_buckets).
+        // Before, the optimizer's backward() made them before it called loss.backward(): the whole backward.
+        // Stage 1 runs the epilogue only at the accumulation boundary (engine.py allreduce_gradients), so with
+        // gradient accumulation its buckets stay from the first micro-batch's backward through the next ones'
+        // forward.
+        const bool stage1 = ctx.attr_double(zero_stage_attr_, 0) == 1;
+        const double bucket_bytes = (overlap_comm_ ? 2 : 1) * reduce_bucket_ * bytes;
         add(ctx, names_.reduce_bucket,
-            lazy_buckets_ ? sdk::Lifetime::backward_layers : sdk::Lifetime::transient_backward,
-            (overlap_comm_ ? 2 : 1) * reduce_bucket_ * bytes);
-        add_allreduce_copy(ctx, declared, bytes);
+            lazy_buckets_ ? sdk::Lifetime::backward_layers : sdk::Lifetime::transient_backward, bucket_bytes);
+        if (stage1 && ctx.workload().grad_accum > 1)
+          add(ctx, names_.reduce_bucket, sdk::Lifetime::transient_forward, bucket_bytes);
+        add_allreduce_copy(ctx, stage1, bytes);
         add(ctx, names_.allgather_bucket, sdk::Lifetime::transient_optimizer, allgather_bucket_ * bytes);
         break;
       }
@@ -471,7 +487,7 @@ class CommBuffers {
   }
 
   // `buckets`: sharding.gradient_buckets, "ddp" when unset.
-  void add_nccl(sdk::Context& ctx, std::string_view buckets) const {
+  void add_nccl(sdk::Context& ctx, std::string_view buckets, bool bucket_all_reduce) const {
     const double per_connection = static_cast<double>(buffsize_) + (all_protocols_ ? kLl128Bytes + kLlBytes : 0);
     int64_t communicators = 0;  // every communicator this GPU holds
     int64_t collective = 0;     // ... of more than one rank that run collectives
@@ -480,7 +496,7 @@ class CommBuffers {
     double nvls_buffers = 0;    // NVLS buffers of those that all-reduce large tensors, bytes
     int64_t peers = 0;          // send/receive peers over all groups
     const bool nvls = nvls_option_.value_or(ctx.attr_int(nvlink_sharp_attr_, 0) != 0);
-    const Layout layout = read_layout(layout_, ctx, buckets);
+    const Layout layout = read_layout(layout_, ctx, buckets, bucket_all_reduce);
     for (Group group : groups_) {
       GroupUse use = group_use(layout, group);
       if (use.ranks <= 0) continue;
@@ -574,44 +590,59 @@ class CommBuffers {
   // reduce_ipg_grads -> average_tensor): with reduce_copy "bucket" allreduce_bucket flattens the bucket's
   // gradients into one new tensor, "rank" one destination rank's share of them at a time (at most a
   // partition: 1 / data ranks of the trainable elements), "none" reduces views in place; a
-  // communication_data_type other than the gradients' adds a cast of what is reduced (tensor.to, alive beside
-  // the flattened copy from v0.12.4; before, the cast of the bucket's part is the only copy). A bucket flushes
-  // when the next gradient would overflow it (reduce_independent_p_g_buckets_and_remove_grads), so while the
-  // trainable elements exceed the bucket some flush copies about a bucket's worth (at most reduce_bucket_size
-  // elements: the fill short of the gradient that overflows it is not known here, an upper bound), and the
-  // epilogue (independent_gradient_partition_epilogue, after backward) flushes the rest. Stage 2, and stage 1
-  // with overlap_comm, flush from the gradient hooks while the layers' backward runs: the copy is alive then
-  // (lifetime backward_in_layers), counted at backward's start with the first layer's gradients and the
-  // buckets, as the first flush of a model of many buckets meets it; a model whose trainable gradients fit one
-  // bucket flushes only in the epilogue, beside all the gradients (backward_end). Stage 1 without overlap_comm
-  // reduces after backward (the engine's reduce_gradients): every flush beside the gradients, backward_end.
-  // The copy is made on the reduction stream under overlap_comm (with get_accelerator().stream(
-  // self.reduction_stream)), whose pool keeps it.
-  void add_allreduce_copy(sdk::Context& ctx, std::string_view declared, double grad_bytes) {
+  // communication_data_type wider or narrower than the gradients adds a cast of what is reduced (tensor.to,
+  // alive beside the flattened copy from v0.12.4; before, the cast of the bucket's part is the only copy). A
+  // bucket flushes when the next gradient would overflow it (reduce_independent_p_g_buckets_and_remove_grads),
+  // so while the trainable elements exceed the bucket some flush copies about a bucket's worth (at most
+  // reduce_bucket_size elements: the fill short of the gradient that overflows it is not known here, an upper
+  // bound), and the epilogue (independent_gradient_partition_epilogue, after backward) flushes the rest. A
+  // parameter larger than the bucket is reduced alone (extra_large_param_to_reduce), its slices flattened in
+  // groups that pass reduce_bucket_size only by their last slice: up to the whole parameter, counted so.
+  // Stage 2, and stage 1 with overlap_comm, flush from the gradient hooks while the layers' backward runs: the
+  // copy is alive then (lifetime backward_in_layers), counted at backward's start with the first layer's
+  // gradients and the buckets, as the first flush of a model of many buckets meets it; a model whose
+  // trainable gradients fit one bucket flushes only in the epilogue, beside all the gradients
+  // (backward_end). Stage 1 without overlap_comm reduces after backward (the engine's reduce_gradients):
+  // every flush beside the gradients, backward_end. Under overlap_comm the copy is made on the reduction
+  // stream (with get_accelerator().stream(self.reduction_stream)), whose pool keeps it.
+  void add_allreduce_copy(sdk::Context& ctx, bool stage1, double grad_bytes) {
+    // Only the width is known of the gradients' dtype: a cast between fp16 and bf16 is not counted (README).
     const double cast_bytes =
         communication_bytes_ && *communication_bytes_ != grad_bytes ? *communication_bytes_ : 0.0;
     if (reduce_copy_ == ReduceCopy::none && cast_bytes == 0) return;
-    const double trainable = trainable_weight_elements(ctx);
-    double fill = std::min(reduce_bucket_, trainable);
+    const Trainable trainable = trainable_tensors(ctx);
+    double fill = std::min(trainable.elements, std::max(reduce_bucket_, trainable.largest));
     if (reduce_copy_ == ReduceCopy::rank)
-      fill = std::min(fill, std::ceil(trainable / static_cast<double>(layout_.data(ctx))));
+      fill = std::min(fill, std::ceil(trainable.elements / static_cast<double>(layout_.data(ctx))));
     const double bytes = fill * ((reduce_copy_ == ReduceCopy::none ? 0.0 : grad_bytes) + cast_bytes);
     if (!(bytes > 0)) return;
-    const bool hooks_flush = declared != "deepspeed-stage1" || overlap_comm_;
-    const sdk::Lifetime lifetime = hooks_flush && trainable > reduce_bucket_ ? sdk::Lifetime::backward_in_layers
-                                                                             : sdk::Lifetime::backward_end;
+    const bool hooks_flush = !stage1 || overlap_comm_;
+    const sdk::Lifetime lifetime = hooks_flush && trainable.elements > reduce_bucket_
+                                       ? sdk::Lifetime::backward_in_layers
+                                       : sdk::Lifetime::backward_end;
     support::add_bytes(ctx, {.name = names_.allreduce_copy, .lifetime = lifetime, .bytes = bytes});
     if (overlap_comm_) ctx.items()[ctx.items().size() - 1].set_stream(MEMPLAN_STREAM_DEEPSPEED_REDUCTION);
   }
 
-  // The trainable parameters' elements on this GPU (stages 1 and 2 keep whole weights on every data rank):
-  // what the rank's backward puts through the reduce buckets.
-  static double trainable_weight_elements(const sdk::Context& ctx) {
-    double elements = 0;
-    for (const sdk::ItemRef item : ctx.items())
-      if (item.role() == sdk::Role::weights && item.trainable() && !item.non_parameter())
-        elements += item.elements() * static_cast<double>(item.count());
-    return elements;
+  // The trainable parameters on this GPU (stages 1 and 2 keep whole weights on every data rank): what the
+  // rank's backward puts through the reduce buckets, and its largest single tensor (support/parameter_
+  // shapes.hpp). An item whose tensors it cannot tell apart (adapters, a model given by its parameter count
+  // alone) is taken to hold none larger than the bucket: as one tensor, a params-only model would be one
+  // flush of every gradient.
+  struct Trainable {
+    double elements = 0, largest = 0;
+  };
+  Trainable trainable_tensors(const sdk::Context& ctx) const {
+    Trainable trainable;
+    const support::RankLayout ranks = support::rank_layout(ctx, layout_);
+    for (const sdk::ItemRef item : ctx.items()) {
+      if (item.role() != sdk::Role::weights || !item.trainable() || item.non_parameter() || item.count() == 0)
+        continue;
+      trainable.elements += item.elements() * static_cast<double>(item.count());
+      const support::TensorShapes shapes = support::tensor_shapes(item, ctx.model(), ranks);
+      if (shapes.known) trainable.largest = std::max({trainable.largest, shapes.matrix_size(), shapes.vector_size});
+    }
+    return trainable;
   }
 
   // The rank's gradient elements, wherever they are (the 'offload' strategy may have moved them to the host;
@@ -662,6 +693,7 @@ class CommBuffers {
   sdk::Attribute gradients_dtype_attr_;
   sdk::Attribute gradient_buckets_attr_;  // sharding.gradient_buckets, set by zero and fsdp
   sdk::Attribute backward_gradients_attr_;  // sharding.backward_gradients, set by zero at stage 3
+  sdk::Attribute zero_stage_attr_;          // zero.stage, set by zero
   Names names_;
   support::backward_gradients::Record record_;  // read on each evaluation (its capacity kept)
   std::vector<Group> groups_;

@@ -158,6 +158,7 @@ class ZeroShardingStrategy {
         staging_forward_attr_(options.attribute(MEMPLAN_ATTR_GATHER_STAGING_FORWARD)),
         staging_backward_attr_(options.attribute(MEMPLAN_ATTR_GATHER_STAGING_BACKWARD)),
         backward_gradients_attr_(options.attribute(MEMPLAN_ATTR_BACKWARD_GRADIENTS)),
+        zero_stage_attr_(options.attribute(MEMPLAN_ATTR_ZERO_STAGE)),
         setup_cache_emptied_attr_(options.attribute(MEMPLAN_ATTR_SETUP_CACHE_EMPTIED)),
         setup_unfragmented_attr_(options.attribute(MEMPLAN_ATTR_SETUP_FRESH_SEGMENTS)) {
     overlap_ = options.number("communication_overlap").value_or(1.0);
@@ -216,8 +217,10 @@ class ZeroShardingStrategy {
       ctx.fail("stage " + std::to_string(stage_) + " shards over the data-parallel group, but no strategy declares "
                "its size; add [[strategy]] use = \"data-parallel\" with its size (size = 1 on a single GPU)");
     if (stage_ == 0) return;
-    // Stage 1 reduces after backward unless overlap_comm (comm-buffers places its bucket's copies by it).
-    ctx.set_attr(gradient_buckets_attr_, stage_ == 3 ? "deepspeed-stage3" : stage_ == 1 ? "deepspeed-stage1" : "deepspeed");
+    ctx.set_attr(gradient_buckets_attr_, stage_ == 3 ? "deepspeed-stage3" : "deepspeed");
+    // Stage 1 reduces after backward unless overlap_comm, and keeps its buckets through gradient accumulation:
+    // comm-buffers places its buckets and their copies by the stage.
+    ctx.set_attr(zero_stage_attr_, static_cast<double>(stage_));
     if (stage_ == 3) {
       ctx.set_attr(gathers_attr_, gathered_ ? 1 : 0);
       if (gathered_) add_gathered(ctx, groups);
@@ -635,6 +638,7 @@ class ZeroShardingStrategy {
   // the partitions live in host memory (coordinator.hpp); 'offload' with parameters = true counts them.
   memplan::sdk::Attribute staging_forward_attr_, staging_backward_attr_;
   memplan::sdk::Attribute backward_gradients_attr_;  // sharding.backward_gradients: the replay's backward, for comm-buffers
+  memplan::sdk::Attribute zero_stage_attr_;          // zero.stage, for comm-buffers
   std::string backward_gradients_text_;              // its text, kept between evaluations
   memplan::sdk::Attribute setup_cache_emptied_attr_;  // setup.cache_emptied: stage3.py empties the cache
   memplan::sdk::Attribute setup_unfragmented_attr_;   // setup.fresh_segments: module.to, nothing freed

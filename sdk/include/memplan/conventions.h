@@ -176,13 +176,17 @@
 #define MEMPLAN_ATTR_KEPT_LAYER_INPUTS "fsdp.kept_layer_inputs"
 
 /* How the data-parallel gradients are reduced (string), set by sharding
- * plugins for 'comm-buffers' (buckets = "auto"): "deepspeed" (ZeRO 2's
- * bucketed reduce, a bucket per backward, flushed from the gradient hooks),
- * "deepspeed-stage1" (ZeRO 1's: the same buckets, reduced after backward
- * unless overlap_comm; added with comm-buffers 1.5.0, which older versions
- * of it read as "ddp"), "deepspeed-stage3" (ZeRO-3's one bucket, kept from
- * start-up) or "none" (from the gradients' own buffers, as FSDP). */
+ * plugins for 'comm-buffers' (buckets = "auto"): "deepspeed" (ZeRO 1/2's
+ * bucketed reduce, a bucket per backward), "deepspeed-stage3" (ZeRO-3's one
+ * bucket, kept from start-up) or "none" (from the gradients' own buffers, as
+ * FSDP). */
 #define MEMPLAN_ATTR_GRADIENT_BUCKETS "sharding.gradient_buckets"
+/* The ZeRO stage (double: 1, 2 or 3), set by 'zero' beside
+ * sharding.gradient_buckets: 'comm-buffers' places ZeRO 1's flushes after
+ * backward (unless overlap_comm) and keeps its buckets through gradient
+ * accumulation. Absent: a stage that flushes from the gradient hooks. Added
+ * with comm-buffers 1.5.0. */
+#define MEMPLAN_ATTR_ZERO_STAGE "zero.stage"
 
 /* What LoRA adapters keep for backward, per token of a layer (double), set by
  * 'lora' for activation models: the adapted matrices' input widths summed, the
