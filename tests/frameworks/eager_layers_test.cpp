@@ -565,6 +565,28 @@ TEST(EagerLayers, CompiledLayersCountAsFused) {
   EXPECT_LT(run("compiled"), 28ull * 139'368 * 1024);
 }
 
+// Compiled layers keep no input of a frozen projection: AOTAutograd's partitioner saves only what the
+// backward graph reads (torch/_functorch/partitioners.py), and a frozen weight's backward computes its input's
+// gradient alone (grad @ W). LoRA r 8 on q and v of Llama-3.2-3B (h 3072, f 8192; 28 layers, 1024 tokens,
+// bf16), per token and layer against the full fine-tune: the MLP's normed input (2h = 6,144) and the SwiGLU
+// product that enters down (2f = 16,384) are not kept; q's and v's lora_A read the attention's normed input,
+// which stays; the two lora_A outputs (2 x 8 x 2 B = 32) are kept for lora_B: 22,496 B less, 28 x 1024 x
+// 22,496 = 645,005,312. On every linear the adapters read all three inputs again: only their 7 r-wide
+// outputs are added, 28 x 1024 x 7 x 8 x 2 = 3,211,264.
+TEST(EagerLayers, CompiledLayersKeepNoFrozenProjectionsInput) {
+  auto run = [](const std::string& lora) {
+    return evaluate_paper(
+        "name = \"e\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nseq_len = 1024\n"
+        "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n"
+        "flash_attention = true\ndropout = false\nlayer = \"compiled\"\n" + lora)
+        .item_bytes("layers.0-27.activations", MEMPLAN_ROLE_ACTIVATIONS);
+  };
+  const std::string lora = "[[strategy]]\nuse = \"lora\"\nrank = 8\nalpha = 16\ntargets = ";
+  const uint64_t full = run("");
+  EXPECT_EQ(full - run(lora + "\"q,v\"\n"), 645'005'312u);
+  EXPECT_EQ(run(lora + "\"all-linear\"\n") - full, 3'211'264u);
+}
+
 // Answer.AI fsdp_qlora's LoRA rows (validation/AA-7b-lora-*-s2048: train.py
 // @ 50efa1e, transformers 4.38, PEFT LoRA r 64 with dropout 0.1 on q, k, v
 // and the MLP, bf16, reentrant checkpointing of every layer, FSDP over 2

@@ -184,7 +184,7 @@ constexpr std::array<LossMode, 13> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.21.0",
+      "megatron", "1.22.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -351,6 +351,18 @@ class MegatronActivations {
         ctx.fail("layer = \"legacy\": Megatron-LM's legacy ParallelAttention needs the " + std::to_string(groups) +
                  " query groups to divide over the " + std::to_string(layout.tensor) +
                  " tensor-parallel ranks (it raises NotImplementedError otherwise)");
+    }
+    if (compiled_) {
+      // Compiled layers are counted as fused, less the inputs of frozen projections, which the backward graph
+      // AOTAutograd partitions never reads (layer_activation_terms): which weights train, and the adapters' reads.
+      const memplan::plugins::EagerLayer read = eager_layer(ctx, model);
+      settings.eager.attention_trainable = read.attention_trainable;
+      settings.eager.mlp_trainable = read.mlp_trainable;
+      settings.eager.down_trainable = read.down_trainable;
+      settings.eager.adapter_rank = read.adapter_rank;
+      settings.eager.adapter_bytes = read.adapter_bytes;
+      settings.eager.adapter_mlp = read.adapter_mlp;
+      settings.eager.adapter_qkv = ctx.attr_int(a.lora_qkv, 0) != 0;
     }
     if (layer_ == LayerImplementation::eager) {
       settings.eager = eager_layer(ctx, model);
@@ -799,6 +811,7 @@ class MegatronActivations {
           lora_rank_inputs(options.attribute(MEMPLAN_ATTR_LORA_RANK_INPUTS)),
           lora_inputs(options.attribute(MEMPLAN_ATTR_LORA_INPUTS)),
           lora_distinct_inputs(options.attribute(MEMPLAN_ATTR_LORA_DISTINCT_INPUTS)),
+          lora_qkv(options.attribute(MEMPLAN_ATTR_LORA_QKV)),
           lora_dropout(options.attribute(MEMPLAN_ATTR_LORA_DROPOUT)),
           lora_mlp(options.attribute(MEMPLAN_ATTR_LORA_MLP)),
           lora_o(options.attribute(MEMPLAN_ATTR_LORA_O)),
@@ -815,7 +828,7 @@ class MegatronActivations {
           kept_layer_inputs(options.attribute(MEMPLAN_ATTR_KEPT_LAYER_INPUTS)),
           gathered_weight_bytes(options.attribute(MEMPLAN_ATTR_GATHERED_WEIGHT_BYTES)) {}
     memplan::sdk::Attribute activation_dtype, activation_factor, residual_dtype, lora_rank_inputs, lora_inputs,
-        lora_distinct_inputs, lora_dropout, lora_mlp, lora_o, lora_kernels, recompute_policy, recompute_reentrant,
+        lora_distinct_inputs, lora_qkv, lora_dropout, lora_mlp, lora_o, lora_kernels, recompute_policy, recompute_reentrant,
         pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
         pipeline_merged_outputs, context_kv_allgather, loss_segments, kept_layer_inputs, gathered_weight_bytes;
   };

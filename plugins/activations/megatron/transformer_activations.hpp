@@ -85,6 +85,7 @@ struct EagerLayer {
   double adapter_dropout = 0;        // lora_dropout: > 0 keeps a 1-byte mask and a dropped copy per adapted matrix
   bool adapter_mlp = false;          // the dense MLP's matrices are adapted through PEFT (lora.mlp): peft_mlp_excess
   bool adapter_o = false;            // o is adapted through PEFT (lora.o): its lora_A reads the attention output
+  bool adapter_qkv = false;          // q, k or v is adapted (lora.qkv): read by compiled layers only
   // The forward runs under torch.autocast in the activations' dtype over 16-bit weights (the HF Trainer and
   // accelerate with bf16/fp16 on a model loaded in that dtype: megatron's autocast): adapters in a wider dtype
   // compute in the activations' (eager_layer_terms, peft_mlp_excess).
@@ -422,6 +423,18 @@ inline LayerActivations layer_activation_terms(const TransformerShape& x, const 
       terms.split += 2 * p * sb * x.q_width;
       terms.split_kv = 0;
     }
+  }
+  if (o.compiled && x.top_k == 0 && !x.latent()) {
+    // AOTAutograd traces the layer's forward and backward as one graph and its partitioner
+    // (torch/_functorch/partitioners.py) saves only what the backward graph reads; a frozen projection's
+    // backward computes its input's gradient alone (grad @ W), so nothing reads its input unless an adapter's
+    // lora_A does (the same tensor): the normed input of q, k and v, the MLP's normed input, and the
+    // activation's output that enters down. The r-wide lora_A outputs are kept for lora_B's gradients.
+    const EagerLayer& e = o.eager;
+    if (!e.attention_trainable && !e.adapter_qkv) terms.replicated -= p * sb * x.hidden;
+    if (!e.mlp_trainable && !e.adapter_mlp) terms.replicated -= p * sb * x.hidden;
+    if (!e.down_trainable && !e.adapter_mlp) terms.split -= p * sb * x.ffn;
+    terms.split += e.adapter_bytes * sb * e.adapter_rank;
   }
   const double scores = x.heads * x.seq * x.seq * x.batch;
   if (o.flash_attention)

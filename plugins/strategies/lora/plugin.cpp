@@ -157,7 +157,7 @@ struct Adapter {
 
 class LoraStrategy {
  public:
-  static constexpr sdk::PluginInfo info{"lora", "1.6.0",
+  static constexpr sdk::PluginInfo info{"lora", "1.7.0",
                                         "LoRA adapters r (d_in + d_out) on frozen weights (Hu et al. 2021)",
                                         sdk::Kind::strategy, sdk::Phase::trainability};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -172,6 +172,7 @@ class LoraStrategy {
         dropout_attr_(options.attribute(MEMPLAN_ATTR_LORA_DROPOUT)),
         mlp_attr_(options.attribute(MEMPLAN_ATTR_LORA_MLP)),
         o_attr_(options.attribute(MEMPLAN_ATTR_LORA_O)),
+        qkv_attr_(options.attribute(MEMPLAN_ATTR_LORA_QKV)),
         kernels_attr_(options.attribute(MEMPLAN_ATTR_LORA_KERNELS)),
         kernels_report_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "lora_kernels")),
         rank_attr_(options.attribute(MEMPLAN_ATTR_LORA_RANK)),
@@ -284,6 +285,7 @@ class LoraStrategy {
     const bool shared_qkv = (wanted & (kQ | kK | kV)) != 0 && !covered(kQ);
     mlp_adapted_ = (wanted & kMlp) != 0 && !covered(kMlp);
     o_adapted_ = (wanted & kO) != 0 && !covered(kO);
+    qkv_adapted_ = shared_qkv;
     for (size_t a = 0; a < adapter_count_; ++a) {
       if (covered(adapters_[a].target)) continue;
       inputs_ += adapters_[a].inputs;
@@ -337,6 +339,7 @@ class LoraStrategy {
     ctx.set_attr(dropout_attr_, dropout_);
     ctx.set_attr(mlp_attr_, static_cast<int64_t>(mlp_adapted_ ? 1 : 0));
     ctx.set_attr(o_attr_, static_cast<int64_t>(o_adapted_ ? 1 : 0));
+    ctx.set_attr(qkv_attr_, static_cast<int64_t>(qkv_adapted_ ? 1 : 0));
     ctx.set_attr(kernels_attr_, static_cast<int64_t>(kernel_groups_));
     if (!kernels_report_.empty()) ctx.set_attr(kernels_report_attr_, kernels_report_.c_str());
     ctx.set_attr(rank_attr_, rank_);
@@ -373,7 +376,7 @@ class LoraStrategy {
   }
 
   sdk::Attribute parameters_attr_, inputs_attr_, distinct_inputs_attr_, rank_inputs_attr_, dropout_attr_, mlp_attr_,
-      o_attr_, kernels_attr_, kernels_report_attr_, rank_attr_, scaling_attr_;
+      o_attr_, qkv_attr_, kernels_attr_, kernels_report_attr_, rank_attr_, scaling_attr_;
   std::array<Adapter, 8> adapters_{};
   std::array<sdk::Name, 8> names_{};  // adapters_[i]'s interned name
   size_t adapter_count_ = 0;
@@ -386,6 +389,7 @@ class LoraStrategy {
   double rank_inputs_ = 0;
   bool mlp_adapted_ = false;  // the dense MLP's matrices are adapted through PEFT's forward (lora.mlp)
   bool o_adapted_ = false;    // o is adapted through PEFT's forward (lora.o)
+  bool qkv_adapted_ = false;  // q, k or v is adapted through PEFT's forward (lora.qkv)
   uint32_t kernel_groups_ = 0;  // MEMPLAN_LORA_KERNEL_* groups the fused functions cover (lora.kernels)
   std::string kernels_report_;  // report.lora_kernels: which forward the adapters run, when kernels is asked for
 };

@@ -206,6 +206,10 @@
  * PEFT's forward (int, 1 or 0), set by 'lora': its lora_A reads the attention
  * output, which the layer may keep already (SDPA saves it under flash). */
 #define MEMPLAN_ATTR_LORA_O "lora.o"
+/* Whether q, k or v carries an adapter through PEFT's forward (int, 1 or 0), set
+ * by 'lora' (added with lora 1.7.0): its lora_A reads the attention's normed
+ * input, which a compiled layer keeps then even with q, k and v frozen. */
+#define MEMPLAN_ATTR_LORA_QKV "lora.qkv"
 /* The adapter groups computed by fused LoRA autograd functions instead of
  * PEFT's forward (int, a sum of MEMPLAN_LORA_KERNEL_*), set by 'lora' with
  * kernels = "axolotl" or "unsloth" (axolotl's lora_*_kernel, Unsloth's
