@@ -359,7 +359,9 @@ TEST(CommBuffers, DeepSpeedFlushCopies) {
 // whole parameter. Llama-2-7B (its shapes known), ZeRO-2 over 8 ranks, bucket 1e8 elements: the embedding and
 // the LM head, 32,000 x 4,096 = 131,072,000 elements each, are the largest tensors: a flush copies
 // 131,072,000 x 2 B = 262,144,000 B. Stage 1 with 4 micro-batches reduces at the accumulation boundary only,
-// so its bucket (1e8 x 2 B) stays from the first micro-batch's backward through the next ones' forward.
+// so its bucket (1e8 x 2 B) stays from the first micro-batch's backward through the next ones' forward and
+// whole backward (setup_buckets allocates only while ready_for_gradients is false, which only
+// _release_ipg_buffers resets): transient_forward and transient_backward, not backward_layers.
 TEST(CommBuffers, DeepSpeedFlushOfAParameterLargerThanTheBucket) {
   auto run = [](int stage, int grad_accum) {
     return evaluate_paper("name = \"d\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\ngrad_accum = " +
@@ -377,7 +379,9 @@ TEST(CommBuffers, DeepSpeedFlushOfAParameterLargerThanTheBucket) {
     if (item.name_view() == "deepspeed.reduce_bucket" && item.lifetime == MEMPLAN_LIFETIME_TRANSIENT_FORWARD)
       forward_bucket += item.bytes();
   EXPECT_EQ(forward_bucket, 200'000'000u);
+  EXPECT_EQ(stage1.item_lifetime("deepspeed.reduce_bucket"), MEMPLAN_LIFETIME_TRANSIENT_BACKWARD);
   const Evaluation stage2 = run(2, 4);
+  EXPECT_EQ(stage2.item_lifetime("deepspeed.reduce_bucket"), MEMPLAN_LIFETIME_BACKWARD_LAYERS);
   for (const PlanItem& item : stage2.estimator().plan().items)
     EXPECT_FALSE(item.name_view() == "deepspeed.reduce_bucket" && item.lifetime == MEMPLAN_LIFETIME_TRANSIENT_FORWARD);
 }
@@ -464,10 +468,14 @@ TEST(CommBuffers, ZeroStage3BucketOnOneRank) {
             1'999'999'998u);
   // ZeRO-2 on one rank makes its bucket per backward too (stage_1_and_2.py @ v0.19.4 setup_buckets has no
   // world-size test; MiniTrainBench's 1-GPU ZeRO-2 record, DSX-mtb-small-noac-z2-1gpu): 5e8 x 2 = 1e9 B, and
-  // the 1e9 trainable elements overflow it in backward, whose flush flattens a bucket's worth, 1e9 B.
+  // the 1e9 trainable elements overflow it in backward, whose flush flattens a bucket's worth, 1e9 B. No
+  // all-gather bucket, though allgather_bucket_size is given: runtime/utils.py all_gather_dp_groups skips a
+  // group of one rank.
   Evaluation two = evaluate_paper(one_rank(2));
   EXPECT_EQ(two.item_bytes("deepspeed.reduce_bucket", kBuffers), 1'000'000'000u);
   EXPECT_EQ(two.item_bytes("deepspeed.allreduce_copy", kBuffers), 1'000'000'000u);
+  EXPECT_EQ(two.item_bytes("deepspeed.allgather_bucket", kBuffers), 0u);
+  EXPECT_EQ(two.component(kBuffers), 2'000'000'000u);
   Evaluation eight = evaluate_paper(parallel("nccl = false\nbuckets = \"deepspeed\"\nallgather_bucket_size = 2e8\n"
                                              "[[strategy]]\nuse = \"zero\"\nstage = 3\n"));
   EXPECT_EQ(eight.item_bytes("deepspeed.allgather_bucket", kBuffers), 0u);

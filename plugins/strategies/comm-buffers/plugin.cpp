@@ -18,7 +18,7 @@
 // log prints it); 16 is an assumption, not a measurement.
 //
 // Gradient buckets (role buffers, tensors from the caching allocator), training
-// with data parallelism only:
+// with data parallelism (DeepSpeed's ZeRO buckets on one data rank too):
 //   "ddp"        PyTorch DistributedDataParallel: the reducer's bucket tensors
 //                hold a copy of every gradient (bucket_cap_mb, 25 MiB by
 //                default, sets how gradients are grouped, not how much memory
@@ -100,7 +100,7 @@
 // groups that all-reduce large tensors: the tensor group without sequence
 // parallelism (the layers' activation all-reduces) and the data group when
 // gradients are all-reduced (no sharding plugin declares reduce-scatter
-// buckets). Each communicator pays for itself (resources are shared only
+// buckets, or ZeRO 1/2 all-reduces its flushed buckets: reduce_copy "bucket"). Each communicator pays for itself (resources are shared only
 // through ncclCommSplit with splitShare). Local GPUs of a group follow the
 // usual rank order, tensor fastest, then context, data, pipeline
 // (Megatron-LM's "tp-cp-ep-dp-pp"), on nodes of gpus_per_node GPUs.
@@ -243,7 +243,7 @@ int64_t local_ranks(int64_t size, int64_t stride, int64_t node) {
 // The layout the strategies set (memplan/support/layout.hpp), and what the
 // sharding plugin declared of the gradients, read once per evaluation.
 struct Layout : support::Layout {
-  bool gradients_all_reduced = false;  // training, and no sharding plugin reduce-scatters the gradients
+  bool gradients_all_reduced = false;  // training, with gradients (or ZeRO 1/2's flushed buckets) all-reduced
   bool optimizer_sharded = false;      // a sharding plugin splits the optimizer over the data ranks
 };
 
@@ -436,15 +436,20 @@ class CommBuffers {
         // Before, the optimizer's backward() made them before it called loss.backward(): the whole backward.
         // Stage 1 runs the epilogue only at the accumulation boundary (engine.py allreduce_gradients), so with
         // gradient accumulation its buckets stay from the first micro-batch's backward through the next ones'
-        // forward.
-        const bool stage1 = ctx.attr_double(zero_stage_attr_, 0) == 1;
+        // forward and whole backward (setup_buckets allocates only while ready_for_gradients is false, which
+        // _release_ipg_buffers alone resets), the loss's included.
+        const bool stage1 = ctx.attr_int(zero_stage_attr_, 0) == 1;
+        const bool kept_across_micro_batches = stage1 && ctx.workload().grad_accum > 1;
         const double bucket_bytes = (overlap_comm_ ? 2 : 1) * reduce_bucket_ * bytes;
         add(ctx, names_.reduce_bucket,
-            lazy_buckets_ ? sdk::Lifetime::backward_layers : sdk::Lifetime::transient_backward, bucket_bytes);
-        if (stage1 && ctx.workload().grad_accum > 1)
-          add(ctx, names_.reduce_bucket, sdk::Lifetime::transient_forward, bucket_bytes);
+            lazy_buckets_ && !kept_across_micro_batches ? sdk::Lifetime::backward_layers
+                                                        : sdk::Lifetime::transient_backward,
+            bucket_bytes);
+        if (kept_across_micro_batches) add(ctx, names_.reduce_bucket, sdk::Lifetime::transient_forward, bucket_bytes);
         add_allreduce_copy(ctx, stage1, bytes);
-        add(ctx, names_.allgather_bucket, sdk::Lifetime::transient_optimizer, allgather_bucket_ * bytes);
+        // The post-step all-gather skips a group of one rank (runtime/utils.py all_gather_dp_groups, v0.19.4).
+        if (layout_.data(ctx) > 1)
+          add(ctx, names_.allgather_bucket, sdk::Lifetime::transient_optimizer, allgather_bucket_ * bytes);
         break;
       }
       case Buckets::automatic:
@@ -625,8 +630,8 @@ class CommBuffers {
   }
 
   // The trainable parameters on this GPU (stages 1 and 2 keep whole weights on every data rank): what the
-  // rank's backward puts through the reduce buckets, and its largest single tensor (support/parameter_
-  // shapes.hpp). An item whose tensors it cannot tell apart (adapters, a model given by its parameter count
+  // rank's backward puts through the reduce buckets, and its largest single tensor
+  // (support/parameter_shapes.hpp). An item whose tensors it cannot tell apart (adapters, a model given by its parameter count
   // alone) is taken to hold none larger than the bucket: as one tensor, a params-only model would be one
   // flush of every gradient.
   struct Trainable {

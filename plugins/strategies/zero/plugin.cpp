@@ -220,7 +220,7 @@ class ZeroShardingStrategy {
     ctx.set_attr(gradient_buckets_attr_, stage_ == 3 ? "deepspeed-stage3" : "deepspeed");
     // Stage 1 reduces after backward unless overlap_comm, and keeps its buckets through gradient accumulation:
     // comm-buffers places its buckets and their copies by the stage.
-    ctx.set_attr(zero_stage_attr_, static_cast<double>(stage_));
+    ctx.set_attr(zero_stage_attr_, static_cast<int64_t>(stage_));
     if (stage_ == 3) {
       ctx.set_attr(gathers_attr_, gathered_ ? 1 : 0);
       if (gathered_) add_gathered(ctx, groups);

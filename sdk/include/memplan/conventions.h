@@ -181,11 +181,10 @@
  * bucket, kept from start-up) or "none" (from the gradients' own buffers, as
  * FSDP). */
 #define MEMPLAN_ATTR_GRADIENT_BUCKETS "sharding.gradient_buckets"
-/* The ZeRO stage (double: 1, 2 or 3), set by 'zero' beside
- * sharding.gradient_buckets: 'comm-buffers' places ZeRO 1's flushes after
- * backward (unless overlap_comm) and keeps its buckets through gradient
- * accumulation. Absent: a stage that flushes from the gradient hooks. Added
- * with comm-buffers 1.5.0. */
+/* The ZeRO stage (int: 1, 2 or 3), set by 'zero' (1.10.0) beside
+ * sharding.gradient_buckets: 'comm-buffers' (1.5.0) places ZeRO 1's flushes
+ * after backward (unless overlap_comm) and keeps its buckets through gradient
+ * accumulation. Absent: a stage that flushes from the gradient hooks. */
 #define MEMPLAN_ATTR_ZERO_STAGE "zero.stage"
 
 /* What LoRA adapters keep for backward, per token of a layer (double), set by
