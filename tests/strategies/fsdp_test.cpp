@@ -169,8 +169,8 @@ TEST(Fsdp, SeparateEmbeddingsLeaveTheRootTheFinalNorm) {
 //   fsdp.reduce_scatter_input  U x 4 B      = 202,383,360 x 4 =   809,533,440 B
 // Without activations backward's end is the high point: persistent + T_b + G + L = 11,792,227,328 +
 // (1,333,829,632 + 929,062,912) + 1,684,603,904 + 809,533,440 = 16,549,257,216 B. FSDP1 with the same policy
-// casts the flat gradient to reduce_dtype before its reduce-scatter: the root's R x 4 B = 1,048,592,384 through
-// backward, a unit's U x 4 B = 809,533,440 inside the layers' backward, no input kept after it.
+// casts the flat gradient to reduce_dtype before its reduce-scatter: the root's R x 4 B = 1,048,592,384 from the
+// head's backward on, a unit's U x 4 B = 809,533,440 inside the layers' backward, no input kept after it.
 TEST(Fsdp, Fsdp2KeepsTheReduceScatterInputThroughTheNextUnit) {
   const std::string policy = "param_dtype = \"bf16\"\nreduce_dtype = \"fp32\"\nsetup = \"none\"\n";
   Evaluation two = evaluate_paper(llama7b(8, "api = \"fsdp2\"\n" + policy));
@@ -186,6 +186,22 @@ TEST(Fsdp, Fsdp2KeepsTheReduceScatterInputThroughTheNextUnit) {
   std::string fp32 = llama7b(8, "api = \"fsdp2\"\nparam_dtype = \"bf16\"\nsetup = \"none\"\n");
   fp32.replace(fp32.find("mixed-bf16"), 10, "fp32");
   EXPECT_EQ(evaluate_paper(fp32).item_bytes("fsdp.reduce_scatter_input", MEMPLAN_ROLE_BUFFERS), 404'766'720u);
+}
+
+// FSDP1's root gradient comes with the LM head's backward: the head's weight is a view of the root's flat
+// parameter, so its gradient reaches the flat parameter as a whole flat gradient (as_strided's backward) right
+// after the loss's backward, not beside it (lifetime backward_layers, fsdp 1.12.0). MiniTrainBench's small
+// FSDP1 row (validation/MTB-small-fsdp-8gpu.toml), its backward high point the loss's backward:
+//   persistent 76,804,096 + backward transients 17,065,984 (the root gathered, 8,652,800, and the recomputed
+//   block, 8,413,184) + activations 4,194,304 + the largest gradient group 2,097,152 (the embedding's shard)
+//   + the loss's backward 46,126,080 (its tensors, 39,821,312, and the unit the root's hook prefetches,
+//   6,304,768) = 146,287,616 B, without the root's flat gradient (8,652,800 B).
+TEST(Fsdp, Fsdp1RootGradientComesWithTheHeadsBackward) {
+  const std::string id = "MTB-small-fsdp-8gpu";
+  const Evaluation e = evaluate(validation_case(id), id + ".toml");
+  EXPECT_EQ(e.item_lifetime("fsdp.unsharded_gradients"), MEMPLAN_LIFETIME_BACKWARD_LAYERS);
+  EXPECT_EQ(e.item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), 8'652'800u);
+  EXPECT_EQ(e.breakdown().quantities[kAllocated].timeline[kBackward], 146'287'616u);
 }
 
 // Mixtral 8x7B with 8 expert-parallel ranks out of 8 data-parallel ranks:

@@ -229,7 +229,7 @@ constexpr std::array<memplan_option_spec, 15> kOptions{{
 class FsdpStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "fsdp", "1.11.0",
+      "fsdp", "1.12.0",
       "PyTorch FSDP: FULL_SHARD or HYBRID_SHARD (ZeRO-3 semantics) with the gathered units in flight",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -560,8 +560,10 @@ class FsdpStrategy {
       const double unsharded_bytes = fsdp1_ ? reduce_bytes : autograd_bytes;
       if (split_fsdp1_units()) {
         // A unit's flat gradient exists from its backward to its post-backward reduce-scatter, inside the
-        // layers' backward; the root's (the head's from the loss's backward on) through backward.
-        sharding::add_buffer(ctx, names_.unsharded_gradients, Lifetime::transient_backward, root.trainable,
+        // layers' backward; the root's from the LM head's backward on, the first to reach the root's flat
+        // parameter (the head's weight is a view of it: as_strided's backward hands the flat parameter a whole
+        // flat gradient), through backward's end: not beside the loss's backward before it (backward_layers).
+        sharding::add_buffer(ctx, names_.unsharded_gradients, Lifetime::backward_layers, root.trainable,
                              unsharded_bytes);
         sharding::add_buffer(ctx, names_.unsharded_gradients_units, Lifetime::backward_in_layers, gradient_unit,
                              unsharded_bytes);
