@@ -527,7 +527,7 @@ TEST(EagerLayers, OptionErrors) {
             "\"eager\", \"compiled\" or \"legacy\", not \"jit\"" + library);
   EXPECT_EQ(error_of(base + "repeat_kv = true\n", "e.toml"),
             "e.toml:13:13: error: in [activations], activations plugin 'megatron', option 'repeat_kv': describes eager "
-            "layers; it needs layer = \"eager\"" + library);
+            "and compiled layers; it needs layer = \"eager\" or \"compiled\"" + library);
   EXPECT_EQ(error_of(base + "rms_norm_upcast = true\n", "e.toml"),
             "e.toml:13:19: error: in [activations], activations plugin 'megatron', option 'rms_norm_upcast': describes "
             "eager layers; it needs layer = \"eager\"" + library);
@@ -550,18 +550,26 @@ namespace {
 
 // layer = "compiled": eager modules under torch.compile save what fused
 // kernels save (Inductor's min-cut partitioner recomputes the pointwise ops;
-// docs/formulas.md, "Compiled layers"), so they count as layer = "fused":
-// Llama-3.2-3B at 1024 tokens in bf16, the same stored bytes either way, and
-// fewer than the eager layer's 139,368 per token and layer.
+// docs/formulas.md, "Compiled layers"), so they count as layer = "fused",
+// but for K and V where the model repeats them to every query head
+// (torchtune's expand and reshape, torchtitan's repeat_kv; repeat_kv = true,
+// the default): attention's backward reads the copies, and the partitioner
+// never recomputes a node the backward materializes (partitioners.py
+// should_ban_recomputation). Llama-3.2-3B at 1024 tokens in bf16 (q 3072,
+// kv 1024, 28 layers): 2 x 2 x (3072 - 1024) = 8,192 bytes a token and layer
+// more, 28 x 1024 x 8,192 = 234,881,024; with repeat_kv = false the fused
+// count, and either way fewer than the eager layer's 139,368 per token and
+// layer.
 TEST(EagerLayers, CompiledLayersCountAsFused) {
-  auto run = [](const std::string& layer) {
+  auto run = [](const std::string& layer, const std::string& more = "") {
     return evaluate_paper(
         "name = \"e\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nseq_len = 1024\n"
         "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n"
-        "flash_attention = true\ndropout = false\nlayer = \"" + layer + "\"\n")
+        "flash_attention = true\ndropout = false\nlayer = \"" + layer + "\"\n" + more)
         .item_bytes("layers.0-27.activations", MEMPLAN_ROLE_ACTIVATIONS);
   };
-  EXPECT_EQ(run("compiled"), run("fused"));
+  EXPECT_EQ(run("compiled", "repeat_kv = false\n"), run("fused"));
+  EXPECT_EQ(run("compiled") - run("fused"), 234'881'024u);
   EXPECT_LT(run("compiled"), 28ull * 139'368 * 1024);
 }
 
@@ -572,7 +580,9 @@ TEST(EagerLayers, CompiledLayersCountAsFused) {
 // product that enters down (2f = 16,384) are not kept; q's and v's lora_A read the attention's normed input,
 // which stays; the two lora_A outputs (2 x 8 x 2 B = 32) are kept for lora_B: 22,496 B less, 28 x 1024 x
 // 22,496 = 645,005,312. On every linear the adapters read all three inputs again: only their 7 r-wide
-// outputs are added, 28 x 1024 x 7 x 8 x 2 = 3,211,264.
+// outputs are added, 28 x 1024 x 7 x 8 x 2 = 3,211,264. With lora_dropout 0.1 on q and v each lora_A reads its
+// own dropped copy, which the partitioner does not recompute (dropout is random): the copy and its 1-byte mask,
+// (2 + 1) x (3072 + 3072) = 18,432 bytes a token and layer, 28 x 1024 x 18,432 = 528,482,304.
 TEST(EagerLayers, CompiledLayersKeepNoFrozenProjectionsInput) {
   auto run = [](const std::string& lora) {
     return evaluate_paper(
@@ -585,6 +595,7 @@ TEST(EagerLayers, CompiledLayersKeepNoFrozenProjectionsInput) {
   const uint64_t full = run("");
   EXPECT_EQ(full - run(lora + "\"q,v\"\n"), 645'005'312u);
   EXPECT_EQ(run(lora + "\"all-linear\"\n") - full, 3'211'264u);
+  EXPECT_EQ(run(lora + "\"q,v\"\ndropout = 0.1\n") - run(lora + "\"q,v\"\n"), 528'482'304u);
 }
 
 // Answer.AI fsdp_qlora's LoRA rows (validation/AA-7b-lora-*-s2048: train.py

@@ -188,9 +188,10 @@ TEST(Fsdp, Fsdp2KeepsTheReduceScatterInputThroughTheNextUnit) {
   EXPECT_EQ(evaluate_paper(fp32).item_bytes("fsdp.reduce_scatter_input", MEMPLAN_ROLE_BUFFERS), 404'766'720u);
 }
 
-// FSDP1's root gradient comes with the LM head's backward: the head's weight is a view of the root's flat
-// parameter, so its gradient reaches the flat parameter as a whole flat gradient (as_strided's backward) right
-// after the loss's backward, not beside it (lifetime backward_layers, fsdp 1.12.0). MiniTrainBench's small
+// FSDP1's root gradient is not beside the loss's backward: the root's views are one split of its flat parameter,
+// whose backward runs once every view's gradient has arrived (at the embedding's backward); the LM head's
+// gradient, from the head's backward after the loss's, waits for it (lifetime backward_layers, fsdp 1.12.0,
+// counted as the flat gradient R from then on). MiniTrainBench's small
 // FSDP1 row (validation/MTB-small-fsdp-8gpu.toml), its backward high point the loss's backward:
 //   persistent 76,804,096 + backward transients 17,065,984 (the root gathered, 8,652,800, and the recomputed
 //   block, 8,413,184) + activations 4,194,304 + the largest gradient group 2,097,152 (the embedding's shard)

@@ -59,14 +59,15 @@ constexpr std::array<memplan_option_spec, 24> kOptions{{
      "modules as Hugging Face Transformers and torchtune write them (fp32 RMSNorm inputs, K/V repeated to every "
      "query head, SwiGLU's product, inputs kept only for trained weights); \"compiled\": those modules under "
      "torch.compile, whose partitioner recomputes the pointwise ops and saves what fused kernels save (counted "
-     "as \"fused\"); \"legacy\": Megatron-LM's layers before Megatron-Core (megatron/model, "
+     "as \"fused\", with K and V repeated per repeat_kv and frozen projections' inputs left out); \"legacy\": "
+     "Megatron-LM's layers before Megatron-Core (megatron/model, "
      "--use-legacy-models): \"fused\" plus SwiGLU's silu output (eager SwiGLU) and, with flash attention and a "
      "micro-batch above 1, the attention output's contiguous copy; K and V repeated to every query head under "
      "grouped-query attention",
      "\"fused\"", nullptr},
     {"repeat_kv", MEMPLAN_OPTION_BOOL,
-     "eager layers: K and V are copied to every query head before attention (transformers' repeat_kv, torchtune's "
-     "expand; false where SDPA's enable_gqa reads the kv heads directly)",
+     "eager and compiled layers: K and V are copied to every query head before attention (transformers' repeat_kv, "
+     "torchtune's expand, torchtitan's repeat_kv; false where SDPA's enable_gqa reads the kv heads directly)",
      "true", nullptr},
     {"offload", MEMPLAN_OPTION_BOOL,
      "move the layers' stored activations to host memory during forward and back in backward (torchtune's "
@@ -248,10 +249,11 @@ class MegatronActivations {
     for (const char* key : {"fused_qkv", "masked_scores_kept", "relu_mlp", "attention_dropout"})
       if (options.boolean(key) && layer_ != LayerImplementation::eager)
         options.fail(key, "describes eager layers; it needs layer = \"eager\"");
-    // rms_norm_upcast = false and repeat_kv = false say what fused (and compiled) layers do anyway (a norm in
-    // the input's dtype, K and V at the kv heads): a profile that sets them for its eager layers (unsloth) still
-    // lets a scenario choose layer = "fused". Legacy layers upcast and repeat: there either value is refused
-    // (repeat_kv is checked below, after the legacy layers' own checks).
+    // rms_norm_upcast = false and repeat_kv = false say what fused layers do anyway (a norm in the input's
+    // dtype, K and V at the kv heads): a profile that sets them for its eager layers (unsloth) still lets a
+    // scenario choose layer = "fused". Compiled layers read repeat_kv (their K and V copies are saved). Legacy
+    // layers upcast and repeat: there either value is refused (repeat_kv is checked below, after the legacy
+    // layers' own checks).
     const auto eager_only = [&](const char* key) {
       const std::optional<bool> value = options.boolean(key);
       if (value && ((*value && layer_ != LayerImplementation::eager) || layer_ == LayerImplementation::legacy))
@@ -296,7 +298,12 @@ class MegatronActivations {
       if (offload_)
         options.fail("offload", "is torchtune's activation offloading, which Megatron-LM's legacy layers do not have");
     }
-    eager_only("repeat_kv");
+    // Compiled layers repeat K and V where the model's code does (torchtune's expand and reshape, torchtitan's
+    // repeat_kv): the copies feed attention, whose backward reads them, so the partitioner saves them.
+    if (const std::optional<bool> repeat = options.boolean("repeat_kv");
+        repeat && ((*repeat && layer_ != LayerImplementation::eager && !compiled_) ||
+                   layer_ == LayerImplementation::legacy))
+      options.fail("repeat_kv", "describes eager and compiled layers; it needs layer = \"eager\" or \"compiled\"");
     if (!options.model().has_architecture)
       options.fail("needs the model's architecture (layers, hidden, heads) but the scenario gives only params; use "
                    "a preset or an inline architecture in [model], or [activations] use = \"none\"");
@@ -361,8 +368,14 @@ class MegatronActivations {
       settings.eager.down_trainable = read.down_trainable;
       settings.eager.adapter_rank = read.adapter_rank;
       settings.eager.adapter_bytes = read.adapter_bytes;
+      settings.eager.adapter_inputs = read.adapter_inputs;
+      settings.eager.adapter_dropout = read.adapter_dropout;
       settings.eager.adapter_mlp = read.adapter_mlp;
+      settings.eager.packed_inputs_kept = read.packed_inputs_kept;
+      settings.eager.kernel_qkv = read.kernel_qkv;
+      settings.eager.kernel_mlp = read.kernel_mlp;
       settings.eager.adapter_qkv = ctx.attr_int(a.lora_qkv, 0) != 0;
+      settings.eager.repeat_kv = repeat_kv_ && model.kv_heads > 0 && model.kv_heads < model.heads;
     }
     if (layer_ == LayerImplementation::eager) {
       settings.eager = eager_layer(ctx, model);

@@ -429,12 +429,26 @@ inline LayerActivations layer_activation_terms(const TransformerShape& x, const 
     // (torch/_functorch/partitioners.py) saves only what the backward graph reads; a frozen projection's
     // backward computes its input's gradient alone (grad @ W), so nothing reads its input unless an adapter's
     // lora_A does (the same tensor): the normed input of q, k and v, the MLP's normed input, and the
-    // activation's output that enters down. The r-wide lora_A outputs are kept for lora_B's gradients.
+    // activation's output that enters down. The r-wide lora_A outputs are kept for lora_B's gradients. Inputs
+    // stay where the code outside the compiled graph keeps them: bitsandbytes' MatMul4Bit (an autograd
+    // Function dynamo does not trace, which saves its input whatever trains: packed_inputs_kept) and the fused
+    // LoRA functions (kernel_qkv, kernel_mlp: each keeps its input). With lora_dropout each adapted matrix's
+    // lora_A reads its own dropped copy, which the partitioner may not recompute (dropout is random): the
+    // copy and its 1-byte mask, per adapted matrix.
     const EagerLayer& e = o.eager;
-    if (!e.attention_trainable && !e.adapter_qkv) terms.replicated -= p * sb * x.hidden;
-    if (!e.mlp_trainable && !e.adapter_mlp) terms.replicated -= p * sb * x.hidden;
-    if (!e.down_trainable && !e.adapter_mlp) terms.split -= p * sb * x.ffn;
-    terms.split += e.adapter_bytes * sb * e.adapter_rank;
+    const bool kept = e.packed_inputs_kept;
+    if (!e.attention_trainable && !e.adapter_qkv && !kept && !e.kernel_qkv) terms.replicated -= p * sb * x.hidden;
+    if (!e.mlp_trainable && !e.adapter_mlp && !kept && !e.kernel_mlp) terms.replicated -= p * sb * x.hidden;
+    if (!e.down_trainable && !e.adapter_mlp && !kept && !e.kernel_mlp) terms.split -= p * sb * x.ffn;
+    terms.replicated += e.adapter_bytes * sb * e.adapter_rank;
+    if (e.adapter_dropout > 0) terms.replicated += (e.adapter_bytes + 1) * sb * e.adapter_inputs;
+    // K and V copied to every query head before attention (torchtune's expand and reshape, torchtitan's
+    // repeat_kv): attention's backward reads the copies, which the partitioner then must save
+    // (partitioners.py should_ban_recomputation: a node materialized in the backward is never recomputed).
+    if (e.repeat_kv && x.kv_width < x.q_width) {
+      terms.split_kv = 0;
+      terms.split += 2 * p * sb * x.q_width;
+    }
   }
   const double scores = x.heads * x.seq * x.seq * x.batch;
   if (o.flash_attention)

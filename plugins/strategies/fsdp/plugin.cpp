@@ -560,9 +560,13 @@ class FsdpStrategy {
       const double unsharded_bytes = fsdp1_ ? reduce_bytes : autograd_bytes;
       if (split_fsdp1_units()) {
         // A unit's flat gradient exists from its backward to its post-backward reduce-scatter, inside the
-        // layers' backward; the root's from the LM head's backward on, the first to reach the root's flat
-        // parameter (the head's weight is a view of it: as_strided's backward hands the flat parameter a whole
-        // flat gradient), through backward's end: not beside the loss's backward before it (backward_layers).
+        // layers' backward. The root's views are outputs of one split of its flat parameter
+        // (_flat_param.py _get_unflat_views_*), whose backward (split_with_sizes_backward: a cat) runs once every
+        // view's gradient has arrived, at the embedding's backward: before it the LM head's gradient (and the
+        // final norm's) waits in autograd's input buffer from the head's backward on, after the loss's; the flat
+        // gradient then exists to the root's post-backward at backward's end. Counted as R from the head's
+        // backward through the end (backward_layers): at most the waiting gradients during the layers (V h for a
+        // tied head, about R), and at the end R, which the cat's inputs briefly double.
         sharding::add_buffer(ctx, names_.unsharded_gradients, Lifetime::backward_layers, root.trainable,
                              unsharded_bytes);
         sharding::add_buffer(ctx, names_.unsharded_gradients_units, Lifetime::backward_in_layers, gradient_unit,
