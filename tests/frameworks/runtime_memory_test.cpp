@@ -288,27 +288,42 @@ TEST(CudaContextLoading, EagerModuleLoadingIsTheMeasuredContext) {
 
 // A 4-bit (nf4) base is dequantized to bf16 for each matrix multiply, in
 // forward and in backward (bitsandbytes MatMul4Bit): the largest, Llama-2-7B's
-// 4,096 x 11,008 MLP matrix, is 90,177,536 B at each high point. A bf16 base
-// has none.
+// 4,096 x 11,008 MLP matrix, is 90,177,536 B at forward's high point and
+// while a layer's backward runs (lifetime backward_in_layers: not at the
+// loss's backward, where the 16-bit LM head runs). A bf16 base has none.
 TEST(QuantizedBase, DequantizedWeightAtTheHighPoints) {
   const std::string head = "name = \"q\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nseq_len = 512\n";
   const std::string tail = "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\nlayer = \"eager\"\n"
                            "flash_attention = true\ndropout = false\n[[strategy]]\nuse = \"lora\"\nrank = 8\n"
                            "targets = \"q,v\"\n";
-  Evaluation nf4 = evaluate_paper(head + "[precision]\nuse = \"quantized\"\nformat = \"nf4\"\n" + tail);
-  EXPECT_EQ(nf4.item_bytes("activations.dequantized_weight", MEMPLAN_ROLE_ACTIVATIONS), 2u * 90'177'536);
-  Evaluation bf16 = evaluate_paper(head + "[precision]\nuse = \"bf16\"\n" + tail);
+  // Bytes of activations.dequantized_weight with `lifetime`.
+  const auto dequantized = [](const Evaluation& e, int32_t lifetime) {
+    uint64_t bytes = 0;
+    for (const PlanItem& item : e.estimator().plan().items)
+      if (item.name_view() == "activations.dequantized_weight" && item.lifetime == lifetime) bytes += item.bytes();
+    return bytes;
+  };
+  const Evaluation nf4 = evaluate_paper(head + "[precision]\nuse = \"quantized\"\nformat = \"nf4\"\n" + tail);
+  EXPECT_EQ(dequantized(nf4, MEMPLAN_LIFETIME_TRANSIENT_FORWARD), 90'177'536u);
+  EXPECT_EQ(dequantized(nf4, MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS), 90'177'536u);
+  EXPECT_EQ(dequantized(nf4, MEMPLAN_LIFETIME_BACKWARD_START), 0u);
+  const Evaluation bf16 = evaluate_paper(head + "[precision]\nuse = \"bf16\"\n" + tail);
   EXPECT_EQ(bf16.item_bytes("activations.dequantized_weight", MEMPLAN_ROLE_ACTIVATIONS), 0u);
-  // A quantized LM head (Lightning Fabric's BitsandbytesPrecision replaces every nn.Linear,
-  // the head included) is the largest: 32,000 x 4,096 x 2 B = 262,144,000 B at each high point.
-  Evaluation head4 =
+  // A quantized LM head (Lightning Fabric's BitsandbytesPrecision replaces every nn.Linear, the head included)
+  // is dequantized at the forward's end and at the loss's backward, where it runs: 32,000 x 4,096 x 2 B =
+  // 262,144,000 B there (lifetime backward_start), the layers' largest matrix while they run.
+  const Evaluation head4 =
       evaluate_paper(head + "[precision]\nuse = \"quantized\"\nformat = \"nf4\"\nquantize = \"attention,mlp,lm_head\"\n" +
                      tail);
-  EXPECT_EQ(head4.item_bytes("activations.dequantized_weight", MEMPLAN_ROLE_ACTIVATIONS), 2u * 262'144'000);
-  // The head alone quantized: still its dequantized copy.
-  Evaluation only_head =
+  EXPECT_EQ(dequantized(head4, MEMPLAN_LIFETIME_TRANSIENT_FORWARD), 262'144'000u);
+  EXPECT_EQ(dequantized(head4, MEMPLAN_LIFETIME_BACKWARD_START), 262'144'000u);
+  EXPECT_EQ(dequantized(head4, MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS), 90'177'536u);
+  // The head alone quantized: its dequantized copy, and none in the layers.
+  const Evaluation only_head =
       evaluate_paper(head + "[precision]\nuse = \"quantized\"\nformat = \"nf4\"\nquantize = \"lm_head\"\n" + tail);
-  EXPECT_EQ(only_head.item_bytes("activations.dequantized_weight", MEMPLAN_ROLE_ACTIVATIONS), 2u * 262'144'000);
+  EXPECT_EQ(dequantized(only_head, MEMPLAN_LIFETIME_TRANSIENT_FORWARD), 262'144'000u);
+  EXPECT_EQ(dequantized(only_head, MEMPLAN_LIFETIME_BACKWARD_START), 262'144'000u);
+  EXPECT_EQ(dequantized(only_head, MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS), 0u);
 }
 
 // Activation offloading (torchtune's enable_activation_offloading): the layers'

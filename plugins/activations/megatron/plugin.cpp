@@ -579,11 +579,16 @@ class MegatronActivations {
         facts.packed_head ? static_cast<double>(model.vocab) * static_cast<double>(model.hidden) /
                                 settings.tensor_parallel
                           : 0;
-    const double dequantized =
-        std::max(facts.packed_linear ? largest_linear_matrix(model, settings.tensor_parallel) : 0.0, head_matrix) *
-        settings.bytes;
+    const double layer_matrix = facts.packed_linear ? largest_linear_matrix(model, settings.tensor_parallel) : 0.0;
+    const double dequantized = std::max(layer_matrix, head_matrix) * settings.bytes;
     add_outside(ctx, names_.dequantized_weight, dequantized, memplan::sdk::Lifetime::transient_forward);
-    add_outside(ctx, names_.dequantized_weight, dequantized, memplan::sdk::Lifetime::transient_backward);
+    // In backward a layer's matrix is dequantized only while that layer's backward runs (its recomputation and
+    // its input gradient): not at the loss's backward, where a 16-bit LM head runs, nor at the embedding's
+    // (backward_in_layers). A quantized head's is dequantized at the loss's backward (backward_start).
+    add_outside(ctx, names_.dequantized_weight, layer_matrix * settings.bytes,
+                memplan::sdk::Lifetime::backward_in_layers);
+    add_outside(ctx, names_.dequantized_weight, head_matrix * settings.bytes,
+                memplan::sdk::Lifetime::backward_start);
 
     // Outside the layers (not recomputed under any policy), for the same
     // micro-batches in flight as the stage's layers. A single stage holds both
