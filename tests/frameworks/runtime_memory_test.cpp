@@ -324,6 +324,19 @@ TEST(QuantizedBase, DequantizedWeightAtTheHighPoints) {
   EXPECT_EQ(dequantized(only_head, MEMPLAN_LIFETIME_TRANSIENT_FORWARD), 262'144'000u);
   EXPECT_EQ(dequantized(only_head, MEMPLAN_LIFETIME_BACKWARD_START), 262'144'000u);
   EXPECT_EQ(dequantized(only_head, MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS), 0u);
+  // Unsloth from 2025.2.1 dequantizes the forward's matrices into one global buffer it never frees
+  // (kernels/utils.py fast_dequantize(..., use_global_buffer = True)): the 90,177,536 B persist from the first
+  // forward on, so the optimizer step's high point holds them too; backward's own
+  // fast_dequantize calls still make a temporary while a layer's backward runs.
+  const Evaluation buffered =
+      evaluate_paper(head + "[precision]\nuse = \"quantized\"\nformat = \"nf4\"\n" + tail.substr(0, tail.find("[[strategy]]")) +
+                     "dequantized_buffer = true\n" + tail.substr(tail.find("[[strategy]]")));
+  EXPECT_EQ(dequantized(buffered, MEMPLAN_LIFETIME_PERSISTENT), 90'177'536u);
+  EXPECT_EQ(dequantized(buffered, MEMPLAN_LIFETIME_TRANSIENT_FORWARD), 0u);
+  EXPECT_EQ(dequantized(buffered, MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS), 90'177'536u);
+  EXPECT_EQ(buffered.breakdown().timeline[kOptimizerStep] - nf4.breakdown().timeline[kOptimizerStep], 90'177'536u);
+  // The forward holds the buffer where it held the temporary: the same high point.
+  EXPECT_EQ(buffered.breakdown().timeline[kForward], nf4.breakdown().timeline[kForward]);
 }
 
 // Activation offloading (torchtune's enable_activation_offloading): the layers'

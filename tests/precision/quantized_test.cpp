@@ -538,8 +538,8 @@ TEST(QuantizedErrors, DequantizeCopies) {
   training.replace(training.find("mode = \"infer\""), 14, "mode = \"train\"");
   training += "[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"none\"\n";
   EXPECT_NE(error_of(training, "q.toml").find("option 'dequantize_copies': models an inference forward (mode = "
-                                              "\"infer\"); in training the megatron activation model counts one "
-                                              "dequantized copy at each high point"),
+                                              "\"infer\"); in training the megatron activation model counts the "
+                                              "dequantized copies itself"),
             std::string::npos)
       << error_of(training, "q.toml");
   // Sized before the layout splits the weights: one GPU only.

@@ -26,7 +26,7 @@ TEST(TrainabilityExamples, FreezeLlama2LastEightLayers) {
 
 // bitsandbytes dequantizes each 4-bit matrix to bf16 for its matmul, in forward
 // and in backward (MatMul4Bit): activations.dequantized_weight holds the largest
-// at each high point. Mixtral: an expert's 4,096 x 14,336 x 2 = 117,440,512
+// at the forward's high point and while a layer's backward runs. Mixtral: an expert's 4,096 x 14,336 x 2 = 117,440,512
 // bytes; Llama-65B: the MLP's 8,192 x 22,016 x 2 = 360,710,144 bytes.
 constexpr uint64_t kMixtralDequantized = 4096ull * 14336 * 2;
 constexpr uint64_t kLlama65Dequantized = 8192ull * 22016 * 2;

@@ -127,7 +127,7 @@ TEST(Seed000Mixtral, CaseARouterOnly) {
 //   + 65,536 = 285,278,208) = 25,041,592,320 (23.32 GiB).
 // bitsandbytes dequantizes each 4-bit matrix to bf16 for its matmul, in forward
 // and in backward (MatMul4Bit): the largest, an expert's 4,096 x 14,336, is
-// 117,440,512 bytes at each high point (activations.dequantized_weight).
+// 117,440,512 bytes at the forward's high point and while a layer's backward runs (activations.dequantized_weight).
 constexpr uint64_t kDequantized = 4096ull * 14336 * 2;
 
 TEST(Seed000Mixtral, CaseARouterOnlyFitsWithAFourBitBase) {

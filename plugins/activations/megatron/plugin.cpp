@@ -34,7 +34,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 24> kOptions{{
+constexpr std::array<memplan_option_spec, 25> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true",
@@ -73,6 +73,11 @@ constexpr std::array<memplan_option_spec, 24> kOptions{{
      "move the layers' stored activations to host memory during forward and back in backward (torchtune's "
      "enable_activation_offloading): the GPU keeps two layers' worth in forward and offload_backward_layers' in "
      "backward",
+     "false", nullptr},
+    {"dequantized_buffer", MEMPLAN_OPTION_BOOL,
+     "a base packed below one byte is dequantized for the forward's matmuls into one buffer kept across steps "
+     "(Unsloth's fast_dequantize with use_global_buffer, 2025.2.1 on): the largest matrix persistent, and a "
+     "temporary only in a layer's backward",
      "false", nullptr},
     {"offload_backward_layers", MEMPLAN_OPTION_INT,
      "with offload: how many layers' stored activations the GPU holds in backward: 2 (torchtune's "
@@ -227,6 +232,7 @@ class MegatronActivations {
     repeat_kv_ = options.boolean("repeat_kv").value_or(true);
     offload_ = options.boolean("offload").value_or(false);
     offload_backward_layers_ = static_cast<double>(options.positive_integer("offload_backward_layers", 2));
+    dequantized_buffer_ = options.boolean("dequantized_buffer").value_or(false);
     rope_cache_ = options.boolean("rope_cache").value_or(false);
     softmax_keeps_input_ = options.boolean("softmax_keeps_input").value_or(false);
     masked_scores_kept_ = options.boolean("masked_scores_kept").value_or(false);
@@ -572,16 +578,27 @@ class MegatronActivations {
     // to the compute dtype for each matrix multiply, in forward and again for
     // backward's input gradient (bitsandbytes autograd/_functions.py,
     // MatMul4Bit: dequantize_4bit before the matmul; the 16-bit weight is a
-    // temporary, not saved): the largest such matrix is alive at both high points.
-    // A quantized LM head (vocabulary x h) is the largest, and it runs at the
-    // forward's end and backward's start, where every activation is alive.
+    // temporary, not saved): the largest such matrix at the forward's high
+    // point, and in backward while a layer's backward runs. A quantized LM head
+    // (vocabulary x h) runs at the forward's end and at the loss's backward.
+    // With dequantized_buffer (Unsloth 2025.2.1 on: kernels/utils.py
+    // matmul_lora calls fast_dequantize(..., use_global_buffer = True), a
+    // WEIGHT_BUFFER that only grows and is never freed) the forward's copy is
+    // that buffer, kept from the first forward on (persistent, not at set-up);
+    // backward's fast_dequantize calls still make temporaries.
     const double head_matrix =
         facts.packed_head ? static_cast<double>(model.vocab) * static_cast<double>(model.hidden) /
                                 settings.tensor_parallel
                           : 0;
     const double layer_matrix = facts.packed_linear ? largest_linear_matrix(model, settings.tensor_parallel) : 0.0;
-    const double dequantized = std::max(layer_matrix, head_matrix) * settings.bytes;
-    add_outside(ctx, names_.dequantized_weight, dequantized, memplan::sdk::Lifetime::transient_forward);
+    if (dequantized_buffer_) {
+      add_outside(ctx, names_.dequantized_weight, layer_matrix * settings.bytes, memplan::sdk::Lifetime::persistent);
+      add_outside(ctx, names_.dequantized_weight, head_matrix * settings.bytes,
+                  memplan::sdk::Lifetime::transient_forward);
+    } else {
+      add_outside(ctx, names_.dequantized_weight, std::max(layer_matrix, head_matrix) * settings.bytes,
+                  memplan::sdk::Lifetime::transient_forward);
+    }
     // In backward a layer's matrix is dequantized only while that layer's backward runs (its recomputation and
     // its input gradient): not at the loss's backward, where a 16-bit LM head runs, nor at the embedding's
     // (backward_in_layers). A quantized head's is dequantized at the loss's backward (backward_start).
@@ -1279,6 +1296,7 @@ class MegatronActivations {
   bool repeat_kv_ = true;
   bool offload_ = false;
   double offload_backward_layers_ = 2;  // layers' stored activations on the GPU in backward (offload_backward_layers)
+  bool dequantized_buffer_ = false;      // the forward dequantizes into one kept buffer (dequantized_buffer)
   // The last replay of the loss path's requests (loss_requests.hpp) and its
   // key: a search that keeps the batch, the sequence and the dtype replays once.
   struct LossSegmentsMemo {

@@ -386,7 +386,7 @@ class QuantizedPrecision {
                                             std::to_string(dequantize_copies_));
     if (dequantize_copies_ > 0 && options.training())
       options.fail("dequantize_copies", "models an inference forward (mode = \"infer\"); in training the megatron "
-                                        "activation model counts one dequantized copy at each high point "
+                                        "activation model counts the dequantized copies itself "
                                         "(activations.dequantized_weight): remove it");
     // Sized here, before the layout splits the weights (tensor parallelism) or keeps a stage's
     // (pipeline parallelism): right for one GPU holding the whole model only.
