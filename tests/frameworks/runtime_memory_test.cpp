@@ -293,9 +293,10 @@ TEST(CudaContextLoading, EagerModuleLoadingIsTheMeasuredContext) {
 // loss's backward, where the 16-bit LM head runs). A bf16 base has none.
 TEST(QuantizedBase, DequantizedWeightAtTheHighPoints) {
   const std::string head = "name = \"q\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nseq_len = 512\n";
-  const std::string tail = "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\nlayer = \"eager\"\n"
-                           "flash_attention = true\ndropout = false\n[[strategy]]\nuse = \"lora\"\nrank = 8\n"
-                           "targets = \"q,v\"\n";
+  const std::string activations = "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n"
+                                  "layer = \"eager\"\nflash_attention = true\ndropout = false\n";
+  const std::string lora = "[[strategy]]\nuse = \"lora\"\nrank = 8\ntargets = \"q,v\"\n";
+  const std::string tail = activations + lora;
   // Bytes of activations.dequantized_weight with `lifetime`.
   const auto dequantized = [](const Evaluation& e, int32_t lifetime) {
     uint64_t bytes = 0;
@@ -313,8 +314,8 @@ TEST(QuantizedBase, DequantizedWeightAtTheHighPoints) {
   // is dequantized at the forward's end and at the loss's backward, where it runs: 32,000 x 4,096 x 2 B =
   // 262,144,000 B there (lifetime backward_start), the layers' largest matrix while they run.
   const Evaluation head4 =
-      evaluate_paper(head + "[precision]\nuse = \"quantized\"\nformat = \"nf4\"\nquantize = \"attention,mlp,lm_head\"\n" +
-                     tail);
+      evaluate_paper(head + "[precision]\nuse = \"quantized\"\nformat = \"nf4\"\n"
+                            "quantize = \"attention,mlp,lm_head\"\n" + tail);
   EXPECT_EQ(dequantized(head4, MEMPLAN_LIFETIME_TRANSIENT_FORWARD), 262'144'000u);
   EXPECT_EQ(dequantized(head4, MEMPLAN_LIFETIME_BACKWARD_START), 262'144'000u);
   EXPECT_EQ(dequantized(head4, MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS), 90'177'536u);
@@ -329,8 +330,8 @@ TEST(QuantizedBase, DequantizedWeightAtTheHighPoints) {
   // forward on, so the optimizer step's high point holds them too; backward's own
   // fast_dequantize calls still make a temporary while a layer's backward runs.
   const Evaluation buffered =
-      evaluate_paper(head + "[precision]\nuse = \"quantized\"\nformat = \"nf4\"\n" + tail.substr(0, tail.find("[[strategy]]")) +
-                     "dequantized_buffer = true\n" + tail.substr(tail.find("[[strategy]]")));
+      evaluate_paper(head + "[precision]\nuse = \"quantized\"\nformat = \"nf4\"\n" + activations +
+                     "dequantized_buffer = true\n" + lora);
   EXPECT_EQ(dequantized(buffered, MEMPLAN_LIFETIME_PERSISTENT), 90'177'536u);
   EXPECT_EQ(dequantized(buffered, MEMPLAN_LIFETIME_TRANSIENT_FORWARD), 0u);
   EXPECT_EQ(dequantized(buffered, MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS), 90'177'536u);

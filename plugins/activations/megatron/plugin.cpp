@@ -380,7 +380,7 @@ class MegatronActivations {
       settings.eager.packed_inputs_kept = read.packed_inputs_kept;
       settings.eager.kernel_qkv = read.kernel_qkv;
       settings.eager.kernel_mlp = read.kernel_mlp;
-      settings.eager.adapter_qkv = ctx.attr_int(a.lora_qkv, 0) != 0;
+      settings.eager.adapter_qkv = read.adapter_qkv;
       settings.eager.repeat_kv = repeat_kv_ && model.kv_heads > 0 && model.kv_heads < model.heads;
     }
     if (layer_ == LayerImplementation::eager) {
@@ -591,14 +591,11 @@ class MegatronActivations {
                                 settings.tensor_parallel
                           : 0;
     const double layer_matrix = facts.packed_linear ? largest_linear_matrix(model, settings.tensor_parallel) : 0.0;
-    if (dequantized_buffer_) {
-      add_outside(ctx, names_.dequantized_weight, layer_matrix * settings.bytes, memplan::sdk::Lifetime::persistent);
-      add_outside(ctx, names_.dequantized_weight, head_matrix * settings.bytes,
-                  memplan::sdk::Lifetime::transient_forward);
-    } else {
-      add_outside(ctx, names_.dequantized_weight, std::max(layer_matrix, head_matrix) * settings.bytes,
-                  memplan::sdk::Lifetime::transient_forward);
-    }
+    const double forward_layer_matrix = dequantized_buffer_ ? 0.0 : layer_matrix;  // the buffer holds it instead
+    add_outside(ctx, names_.dequantized_weight, (layer_matrix - forward_layer_matrix) * settings.bytes,
+                memplan::sdk::Lifetime::persistent);
+    add_outside(ctx, names_.dequantized_weight, std::max(forward_layer_matrix, head_matrix) * settings.bytes,
+                memplan::sdk::Lifetime::transient_forward);
     // In backward a layer's matrix is dequantized only while that layer's backward runs (its recomputation and
     // its input gradient): not at the loss's backward, where a 16-bit LM head runs, nor at the embedding's
     // (backward_in_layers). A quantized head's is dequantized at the loss's backward (backward_start).
@@ -863,8 +860,8 @@ class MegatronActivations {
           kept_layer_inputs(options.attribute(MEMPLAN_ATTR_KEPT_LAYER_INPUTS)),
           gathered_weight_bytes(options.attribute(MEMPLAN_ATTR_GATHERED_WEIGHT_BYTES)) {}
     memplan::sdk::Attribute activation_dtype, activation_factor, residual_dtype, lora_rank_inputs, lora_inputs,
-        lora_distinct_inputs, lora_qkv, lora_dropout, lora_mlp, lora_o, lora_kernels, recompute_policy, recompute_reentrant,
-        pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
+        lora_distinct_inputs, lora_qkv, lora_dropout, lora_mlp, lora_o, lora_kernels, recompute_policy,
+        recompute_reentrant, pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
         pipeline_merged_outputs, context_kv_allgather, loss_segments, kept_layer_inputs, gathered_weight_bytes;
   };
 
@@ -1128,6 +1125,7 @@ class MegatronActivations {
     eager.adapter_rank = ctx.attr_double(attributes_.lora_rank_inputs, 0);
     eager.adapter_inputs = ctx.attr_double(attributes_.lora_inputs, 0);
     eager.adapter_distinct_inputs = ctx.attr_double(attributes_.lora_distinct_inputs, 0);
+    eager.adapter_qkv = ctx.attr_int(attributes_.lora_qkv, 0) != 0;
     eager.adapter_dropout = ctx.attr_double(attributes_.lora_dropout, 0);
     eager.adapter_mlp = ctx.attr_int(attributes_.lora_mlp, 0) != 0;
     eager.adapter_o = ctx.attr_int(attributes_.lora_o, 0) != 0;

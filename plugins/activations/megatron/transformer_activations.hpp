@@ -419,10 +419,6 @@ inline LayerActivations layer_activation_terms(const TransformerShape& x, const 
     if (o.eager.rms_norm) terms.replicated += 2 * sb * (4 * x.hidden + 4);
     if (x.gated && x.top_k == 0) terms.split += p * sb * x.ffn;
     if (o.flash_attention && x.batch > 1) terms.split += p * sb * x.q_width;
-    if (x.kv_width < x.q_width) {
-      terms.split += 2 * p * sb * x.q_width;
-      terms.split_kv = 0;
-    }
   }
   if (o.compiled && x.top_k == 0 && !x.latent()) {
     // AOTAutograd traces the layer's forward and backward as one graph and its partitioner
@@ -442,13 +438,16 @@ inline LayerActivations layer_activation_terms(const TransformerShape& x, const 
     if (!e.down_trainable && !e.adapter_mlp && !kept && !e.kernel_mlp) terms.split -= p * sb * x.ffn;
     terms.replicated += e.adapter_bytes * sb * e.adapter_rank;
     if (e.adapter_dropout > 0) terms.replicated += (e.adapter_bytes + 1) * sb * e.adapter_inputs;
-    // K and V copied to every query head before attention (torchtune's expand and reshape, torchtitan's
-    // repeat_kv): attention's backward reads the copies, which the partitioner then must save
-    // (partitioners.py should_ban_recomputation: a node materialized in the backward is never recomputed).
-    if (e.repeat_kv && x.kv_width < x.q_width) {
-      terms.split_kv = 0;
-      terms.split += 2 * p * sb * x.q_width;
-    }
+  }
+  // K and V copied to every query head before attention, and kept at its width (split like Q): in Megatron-LM's
+  // legacy layers (above), and in compiled layers where the model repeats them (torchtune's expand and reshape,
+  // torchtitan's repeat_kv), since attention's backward reads the copies and the partitioner never recomputes a
+  // node the backward materializes (partitioners.py should_ban_recomputation).
+  const bool repeated = (o.layer == LayerImplementation::legacy && !x.latent()) ||
+                        (o.compiled && x.top_k == 0 && !x.latent() && o.eager.repeat_kv);
+  if (repeated && x.kv_width < x.q_width) {
+    terms.split += 2 * p * sb * x.q_width;
+    terms.split_kv = 0;
   }
   const double scores = x.heads * x.seq * x.seq * x.batch;
   if (o.flash_attention)

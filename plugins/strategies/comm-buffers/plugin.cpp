@@ -100,8 +100,9 @@
 // groups that all-reduce large tensors: the tensor group without sequence
 // parallelism (the layers' activation all-reduces) and the data group when
 // gradients are all-reduced (no sharding plugin declares reduce-scatter
-// buckets, or ZeRO 1/2 all-reduces its flushed buckets: reduce_copy "bucket"). Each communicator pays for itself (resources are shared only
-// through ncclCommSplit with splitShare). Local GPUs of a group follow the
+// buckets, or ZeRO 1/2 all-reduces its flushed buckets: reduce_copy "bucket").
+// Each communicator pays for itself (resources are shared only through
+// ncclCommSplit with splitShare). Local GPUs of a group follow the
 // usual rank order, tensor fastest, then context, data, pipeline
 // (Megatron-LM's "tp-cp-ep-dp-pp"), on nodes of gpus_per_node GPUs.
 // nvls_mib, when given, replaces the lazy buffer with a fixed size for every
@@ -379,10 +380,10 @@ class CommBuffers {
       options.fail("reduce_copy", "must be \"bucket\", \"rank\" or \"none\", not \"" + copy + "\"");
     reduce_copy_ = copy == "bucket" ? ReduceCopy::bucket : copy == "rank" ? ReduceCopy::rank : ReduceCopy::none;
     if (const std::optional<std::string> dtype = options.string("communication_data_type")) {
-      communication_bytes_ = sdk::dtype_bytes(*dtype);
-      if (!communication_bytes_ || (*dtype != "fp32" && *dtype != "fp16" && *dtype != "bf16"))
+      if (*dtype != "fp32" && *dtype != "fp16" && *dtype != "bf16")
         options.fail("communication_data_type", "must be \"fp32\", \"fp16\" or \"bf16\" (DeepSpeed's "
                                                 "communication_data_type), not \"" + *dtype + "\"");
+      communication_bytes_ = sdk::dtype_bytes(*dtype);
     }
   }
 
@@ -631,9 +632,9 @@ class CommBuffers {
 
   // The trainable parameters on this GPU (stages 1 and 2 keep whole weights on every data rank): what the
   // rank's backward puts through the reduce buckets, and its largest single tensor
-  // (support/parameter_shapes.hpp). An item whose tensors it cannot tell apart (adapters, a model given by its parameter count
-  // alone) is taken to hold none larger than the bucket: as one tensor, a params-only model would be one
-  // flush of every gradient.
+  // (support/parameter_shapes.hpp). An item whose tensors it cannot tell apart (adapters, a model given by its
+  // parameter count alone) is taken to hold none larger than the bucket: as one tensor, a params-only model
+  // would be one flush of every gradient.
   struct Trainable {
     double elements = 0, largest = 0;
   };
