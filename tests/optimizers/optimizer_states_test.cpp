@@ -1,4 +1,4 @@
-// Optimizer states of 'lion', 'adafactor' and 'adam-8bit', hand-counted on the
+// Optimizer states of 'lion', 'adafactor', 'adam-8bit' and 'adam-4bit', hand-counted on the
 // tiny model of scenarios.hpp (bytes) and on parameter counts (bytes per
 // parameter). The step's temporaries are in step_temporaries_test.cpp; here
 // only persistent states are counted.
@@ -284,6 +284,66 @@ TEST(Adam8bit, Errors) {
   EXPECT_EQ(error_of(train(kTinyModel, "use = \"fp32\"", "use = \"adam-8bit\"\nlibrary = \"apex\""), "a.toml"),
             "a.toml:18:11: error: in [optimizer], optimizer plugin 'adam-8bit', option 'library': is \"apex\", not a "
             "library; use \"bitsandbytes\" or \"torchao\" (plugin library " + plugin_dir() + "/memplan-adam-8bit.so)");
+}
+
+// ---------------------------------------------------------------------------
+// adam-4bit: torchao's AdamW4bit (pytorch/ao @ 1e7f132e3, torchao/prototype/
+// low_bit_optim; the same layout at 36027d82d, torchao/optim). Per quantized
+// tensor of n elements and per moment (subclass_4bit.py OptimState4bit.zeros):
+// n / 2 bytes of packed codes and n / B fp32 scales; adam.py _new_buffer
+// quantizes only tensors of >= 4096 elements that are a whole number of
+// blocks, the others keep torch.zeros_like(p) (the weight's dtype).
+//
+// Tiny model in bf16, B = 128:
+//   embed_tokens, lm_head  64,000 = 500 blocks: codes 2 x 32,000 = 64,000,
+//                          scales 2 x 500 x 4 = 4,000 each
+//   q, o (4,096 = 32 blocks)   codes 2 x 2,048 = 4,096, scales 256, per tensor
+//   MLP (3 x 8,192 = 64 blocks) codes 3 x 8,192 = 24,576, scales 1,536
+//   k, v (2,048 < 4,096)   bf16: 2 x 2,048 x 2 = 8,192 each
+//   norms (2 x 64)         bf16: 512 per layer; final_norm 256
+//   codes    2 x 64,000 + 2 layers x (2 x 4,096 + 24,576)        = 193,536
+//   scales   2 x 4,000 + 2 layers x (2 x 256 + 1,536)            =  12,096
+//   bf16     2 layers x (2 x 8,192 + 512) + 256                  =  34,048
+//   total                                                        = 239,680
+// The step is torchao's single_param_adam, as for its 8-bit states: both new
+// moments in fp32 for the largest tensor, 64,000 x 8 = 512,000. Optimizer
+// step = weights 404,096 + states 239,680 + gradients 404,096 + 512,000 =
+// 1,559,872.
+TEST(Adam4bit, PackedStatesOfTheTinyModel) {
+  const Evaluation e = evaluate_paper(train(kTinyModel, "use = \"bf16\"", "use = \"adam-4bit\""));
+  EXPECT_EQ(e.component(kStates), 239'680u + 512'000u);
+  EXPECT_EQ(e.item_bytes("embed_tokens", kStates), 64'000u);
+  EXPECT_EQ(e.item_bytes("embed_tokens.scale", kStates), 4'000u);
+  EXPECT_EQ(e.item_bytes("layers.0-1.mlp", kStates), 2u * 24'576);
+  EXPECT_EQ(e.item_bytes("layers.0-1.mlp.scale", kStates), 2u * 1'536);
+  EXPECT_EQ(e.item_bytes("layers.0-1.attn.k.unquantized", kStates), 2u * 8'192);
+  EXPECT_EQ(e.item_bytes("final_norm.unquantized", kStates), 256u);
+  EXPECT_EQ(e.item_bytes("optimizer_states.step_fp32_moments", kStates), 512'000u);
+  EXPECT_EQ(bytes_of(e, kStates, MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER), 512'000u);
+  EXPECT_EQ(optimizer_step(e), 1'559'872u);
+}
+
+// B = 8,192: a tensor that is not a whole number of blocks keeps bf16 states.
+//   embed_tokens, lm_head  64,000 (not a multiple): 2 x 64,000 x 2 = 256,000 each
+//   q, o 4,096 (not a multiple): 16,384 each; k, v 8,192 for both layers' each
+//   MLP 8,192 = 1 block: codes 2 x 4,096 = 8,192 and scales 2 x 4 = 8 per tensor
+//   per layer: bf16 2 x 16,384 + 2 x 8,192 + 512 = 49,664; MLP 3 x 8,200 = 24,600
+//   total 512,000 + 2 x (49,664 + 24,600) + 256 = 660,784
+TEST(Adam4bit, TensorsNotAWholeNumberOfBlocksKeepTheWeightsDtype) {
+  const Evaluation e =
+      evaluate_paper(train(kTinyModel, "use = \"bf16\"", "use = \"adam-4bit\"\nblock_size = 8192"));
+  EXPECT_EQ(e.component(kStates) - e.item_bytes("optimizer_states.step_fp32_moments", kStates), 660'784u);
+  EXPECT_EQ(e.item_bytes("embed_tokens.unquantized", kStates), 256'000u);
+  EXPECT_EQ(e.item_bytes("layers.0-1.mlp.scale", kStates), 2u * 24u);
+}
+
+TEST(Adam4bit, Errors) {
+  EXPECT_EQ(error_of(train(kTinyModel, "use = \"bf16\"", "use = \"adam-4bit\"\nblock_size = 127"), "a.toml"),
+            "a.toml:18:14: error: in [optimizer], optimizer plugin 'adam-4bit', option 'block_size': must be even "
+            "(two 4-bit codes share a byte), got 127 (plugin library " + plugin_dir() + "/memplan-adam-4bit.so)");
+  EXPECT_EQ(error_of(train(kTinyModel, "use = \"bf16\"", "use = \"adam-4bit\"\nblock_size = 0"), "a.toml"),
+            "a.toml:18:14: error: in [optimizer], optimizer plugin 'adam-4bit', option 'block_size': must be a "
+            "positive integer, got 0 (plugin library " + plugin_dir() + "/memplan-adam-4bit.so)");
 }
 
 }  // namespace

@@ -51,22 +51,16 @@
 // at once. memplan keeps one gradient tensor (the largest trainable one, in
 // the gradients' dtype) at the backward high point and no gradient in the
 // optimizer phase; the 8-bit kernel updates in place, so no temporaries. The
-// states are the same. It needs grad_accum = 1 (torchtune refuses gradient
-// accumulation with it) and the architecture (the largest tensor).
+//
+// The rule and the class are shared with adam-4bit (torchao's 4-bit Adam):
+// sdk/support/include/memplan/support/blockwise_adam.hpp.
 #include <memplan/sdk.hpp>
-#include <memplan/support/layout.hpp>
-#include <memplan/support/optimizer_step.hpp>
-#include <memplan/support/optimizer_traffic.hpp>
-#include <memplan/support/parameter_shapes.hpp>
+#include <memplan/support/blockwise_adam.hpp>
 
-#include <algorithm>
 #include <array>
-#include <cmath>
-#include <string>
+#include <span>
 
 namespace {
-
-namespace sdk = memplan::sdk;
 
 constexpr std::array<memplan_option_spec, 4> kOptions{{
     {"block_size", MEMPLAN_OPTION_INT,
@@ -86,162 +80,21 @@ constexpr std::array<memplan_option_spec, 4> kOptions{{
      "bitsandbytes", nullptr},
 }};
 
-class Adam8bitOptimizer {
- public:
-  static constexpr sdk::PluginInfo info{
-      "adam-8bit", "1.3.0",
-      "Adam with block-wise 8-bit states, bitsandbytes Adam8bit (Dettmers et al. 2022, arXiv 2110.02861)",
-      sdk::Kind::optimizer, sdk::Phase::optimizer, sdk::Reads::grad_accum};
+struct Adam8bitTraits {
+  static constexpr const char* name = "adam-8bit";
+  static constexpr const char* version = "1.3.1";
+  static constexpr const char* summary =
+      "Adam with block-wise 8-bit states, bitsandbytes Adam8bit (Dettmers et al. 2022, arXiv 2110.02861)";
   static std::span<const memplan_option_spec> options() { return kOptions; }
-
-  explicit Adam8bitOptimizer(sdk::Options& options)
-      : block_size_(static_cast<double>(options.positive_integer("block_size", 256))),
-        min_8bit_size_(static_cast<double>(options.integer("min_8bit_size").value_or(4096))),
-        in_backward_(options.boolean("in_backward").value_or(false)),
-        layout_(options),
-        traffic_(options) {
-    if (min_8bit_size_ < 0)
-      options.fail("min_8bit_size", "must be 0 or more, got " + std::to_string(static_cast<int64_t>(min_8bit_size_)));
-    const std::string library = options.string("library").value_or("bitsandbytes");
-    if (library == "torchao") {
-      torchao_ = true;
-      step_moments_ = options.intern("optimizer_states.step_fp32_moments");
-      if (in_backward_) last_gradient_ = options.intern("gradients.in_backward.last");
-    } else if (library != "bitsandbytes") {
-      options.fail("library", "is \"" + library + "\", not a library; use \"bitsandbytes\" or \"torchao\"");
-    }
-    if (!in_backward_) return;
-    in_backward_gradient_ = options.intern("gradients.in_backward");
-    memplan::support::require_in_backward_fits(options);
-  }
-
-  void apply(sdk::Context& ctx) {
-    const memplan::support::RankLayout ranks = memplan::support::rank_layout(ctx, layout_);
-    // The step's traffic: the gradient and the weight, and every state byte read and written.
-    traffic_.add_per_item(ctx, [&](const sdk::ItemRef& weight, double gradient, double master) {
-      return weight.elements() *
-                 memplan::support::update_bytes_per_element(gradient, weight.bytes_per_element(), master) +
-             2 * split_of(weight, ctx.model(), ranks).state_bytes();
-    });
-    // The states are appended after the weights, in the weights' order:
-    // collected in batch_ (kept between evaluations) and added in one call.
-    batch_.clear();
-    for (const sdk::ItemRef weight : ctx.items()) {
-      if (weight.role() != sdk::Role::weights || !weight.trainable()) continue;
-      const Split split = split_of(weight, ctx.model(), ranks);
-      // The weight's name as it is; the suffixed ones interned once per weight
-      // name, and only for a part that has elements.
-      // two 1-byte codes per element, one fp32 absmax per block and state,
-      // and two fp32 states for the small tensors
-      add(weight, sdk::Name{weight.raw().name}, 2 * split.quantized, 1.0);
-      if (split.blocks > 0) add(weight, absmax_(ctx, weight), 2 * split.blocks, 4.0);
-      if (split.small > 0) add(weight, fp32_(ctx, weight), 2 * split.small, split.small_bytes);
-    }
-    const size_t weights = ctx.size();
-    ctx.add(batch_);
-    if (in_backward_) step_in_backward(ctx, weights);
-    if (torchao_) add_torchao_step(ctx, weights, ranks);
-  }
-
- private:
-  // The in-place 8-bit kernel adds no temporaries to the one gradient tensor.
-  void step_in_backward(sdk::Context& ctx, size_t weights) const {
-    memplan::support::gradients_in_backward(ctx, weights, layout_, in_backward_gradient_);
-  }
-
-  // torchao's step (adam.py single_param_adam, compiled per tensor, one
-  // tensor at a time) keeps the tensor's two new moments in fp32 while it
-  // re-quantizes them and updates the weight: 2 x 4 bytes per element of the
-  // largest tensor. Without in_backward they meet all the gradients in the
-  // optimizer phase. With it they meet where that tensor's hook fires: a tied
-  // embedding (used by the first and the last layer) gets its gradient only
-  // when the embedding lookup's backward has run, at the end of backward with
-  // no activation left, so its step is counted in the optimizer phase with its
-  // gradient; any other largest tensor is stepped inside backward, at its high point.
-  void add_torchao_step(sdk::Context& ctx, size_t weights, const memplan::support::RankLayout& ranks) const {
-    const double largest = memplan::support::largest_trainable_tensor(ctx, weights, layout_);
-    if (largest <= 0) return;
-    const memplan_model& model = ctx.model();
-    const double embedding = static_cast<double>(model.vocab) * static_cast<double>(model.hidden) / ranks.tensor;
-    const bool embedding_last = in_backward_ && model.tied_embeddings != 0 && embedding >= largest;
-    const sdk::Lifetime lifetime = in_backward_ && !embedding_last ? sdk::Lifetime::transient_backward
-                                                                   : sdk::Lifetime::transient_optimizer;
-    double gradient_bytes = 0;
-    if (embedding_last)
-      for (const sdk::ItemRef item : ctx.items())
-        if (item.name() == in_backward_gradient_.view()) gradient_bytes = item.bytes_per_element();
-    ctx.add(sdk::NewItem{.name = step_moments_,
-                         .role = sdk::Role::optimizer_states,
-                         .lifetime = lifetime,
-                         .elements = 2 * largest,
-                         .bytes_per_element = 4.0});
-    if (gradient_bytes > 0)
-      ctx.add(sdk::NewItem{.name = last_gradient_,
-                           .role = sdk::Role::gradients,
-                           .lifetime = sdk::Lifetime::transient_optimizer,
-                           .elements = largest,
-                           .bytes_per_element = gradient_bytes});
-  }
-
-
-  struct Split {
-    double quantized = 0;  // elements with 8-bit states, per instance
-    double blocks = 0;     // their quantization blocks
-    double small = 0;      // elements with unquantized states
-    double small_bytes = 4;  // their bytes per element: fp32 (bitsandbytes), the weight's dtype (torchao)
-
-    // Bytes of state per instance: two 1-byte codes, two fp32 absmax per block, two small states.
-    double state_bytes() const { return 2 * quantized + 2 * 4 * blocks + 2 * small_bytes * small; }
-  };
-
-  Split split_of(const sdk::ItemRef& weight, const memplan_model& model,
-                 const memplan::support::RankLayout& ranks) const {
-    const memplan::support::TensorShapes shapes = memplan::support::tensor_shapes(weight, model, ranks);
-    Split split;
-    if (torchao_) split.small_bytes = weight.bytes_per_element();  // adam.py _new_buffer: torch.zeros_like(p)
-    if (!shapes.known) {
-      add_tensors(split, 1, weight.elements());
-    } else {
-      add_tensors(split, shapes.matrices, shapes.matrix_size());
-      if (shapes.vector_elements > 0) add_tensors(split, shapes.vectors(), shapes.vector_size);
-    }
-    return split;
-  }
-
-  // `tensors` tensors of `size` elements each (tensors may be fractional for
-  // biases of unknown width).
-  void add_tensors(Split& split, double tensors, double size) const {
-    if (tensors <= 0 || size <= 0) return;
-    // torchao (adam.py _new_buffer) quantizes only a whole number of blocks.
-    if (size < min_8bit_size_ || (torchao_ && std::fmod(size, block_size_) != 0)) {
-      split.small += tensors * size;
-      return;
-    }
-    split.quantized += tensors * size;
-    split.blocks += tensors * std::ceil(size / block_size_);
-  }
-
-  void add(const sdk::ItemRef& weight, sdk::Name name, double elements, double bytes) {
-    if (elements <= 0) return;
-    sdk::ItemRef states = batch_.copy_of(weight);
-    states.set_name(name);
-    states.set_role(sdk::Role::optimizer_states);
-    states.set_lifetime(sdk::Lifetime::persistent);
-    states.set_elements(elements);
-    states.set_bytes_per_element(bytes);
-  }
-
-  double block_size_;
-  double min_8bit_size_;
-  bool in_backward_ = false;
-  sdk::Name in_backward_gradient_;  // interned in the constructor when in_backward is on
-  bool torchao_ = false;            // library = "torchao"
-  sdk::Name step_moments_, last_gradient_;  // interned in the constructor for torchao
-  memplan::support::LayoutReader layout_;  // ranks.tensor and layout.expert_parallel by handle
-  memplan::support::OptimizerTraffic traffic_;
-  sdk::SuffixedNames absmax_{".absmax"}, fp32_{".fp32"};  // interned once per weight name
-  sdk::ItemBatch batch_;  // the state items, cleared each evaluation, its capacity kept
+  static constexpr double code_bytes = 1.0;
+  static constexpr int64_t default_block_size = 256;
+  static constexpr const char* min_size_option = "min_8bit_size";
+  static constexpr bool library_option = true;
+  static constexpr const char* scale_suffix = ".absmax";
+  static constexpr const char* unquantized_suffix = ".fp32";
 };
+
+using Adam8bitOptimizer = memplan::support::BlockwiseAdam<Adam8bitTraits>;
 
 }  // namespace
 
