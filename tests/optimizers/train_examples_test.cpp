@@ -49,6 +49,18 @@ TEST(TrainExamples, Adam8bit) {
   EXPECT_EQ(optimizer_step(e), 40'641'069'184u);
 }
 
+// examples/train-optimizer-adam-4bit.toml's hand check: torchao's packed
+// 4-bit codes and one fp32 scale per 128 elements, 1.0625 B per parameter,
+// and the compiled step's two fp32 moments of the 131,072,000-element
+// embedding.
+TEST(TrainExamples, Adam4bit) {
+  const Evaluation e = example("train-optimizer-adam-4bit.toml");
+  EXPECT_EQ(bytes_of(e, kStates, MEMPLAN_LIFETIME_PERSISTENT), 7'159'566'592u);
+  EXPECT_EQ(bytes_of(e, kStates, MEMPLAN_LIFETIME_PERSISTENT), kLlama2Params + kLlama2Params / 16);
+  EXPECT_EQ(bytes_of(e, kStates, MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER), 1'048'576'000u);
+  EXPECT_EQ(optimizer_step(e), 35'161'805'056u);
+}
+
 TEST(TrainExamples, AdamWForeach) {
   const Evaluation e = example("train-optimizer-adamw-foreach.toml");
   EXPECT_EQ(bytes_of(e, kStates, MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER), 3'369'207'808u);
