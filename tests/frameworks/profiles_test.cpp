@@ -409,6 +409,25 @@ TEST(Profiles, VersionPicksTheCheckpointVariant) {
   EXPECT_EQ(recompute("4.57", "reentrant = false\n"), v5);
 }
 
+// The torchtune profile's one [[since]] block (plugins/frameworks/torchtune/
+// profile.toml): QLoRA's set-up quantization holds 66 bytes a weight of the
+// largest NF4 matrix before 0.2 (torchao 0.1's whole-matrix
+// quantize_tensor_nearest), 3 from it (torchao 0.3.1 quantizes in chunks):
+// Llama-2-7B's MLP matrix, 45,088,768 weights: 2,975,858,688 and 135,266,304 B.
+TEST(Profiles, TorchtuneVersionPicksTheNf4Quantization) {
+  auto working = [](const std::string& version) {
+    Evaluation e = evaluate("name = \"q\"\nmode = \"train\"\n[framework]\nuse = \"torchtune\"\n" + version +
+                            "[model]\npreset = \"llama-2-7b\"\n[batch]\nseq_len = 512\n[precision]\nuse = "
+                            "\"quantized\"\nformat = \"nf4\"\ndouble_quant = true\nscales_in_parameter = true\n"
+                            "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n[[strategy]]\nuse = "
+                            "\"lora\"\nrank = 8\ntargets = \"q,k,v,o,mlp\"\n");
+    return e.item_bytes("quantized.quantize_working", MEMPLAN_ROLE_BUFFERS);
+  };
+  EXPECT_EQ(working("version = \"0.1\"\n"), 2'975'858'688u);
+  EXPECT_EQ(working("version = \"0.2\"\n"), 135'266'304u);
+  EXPECT_EQ(working(""), 135'266'304u);  // the profile's own version, 0.4
+}
+
 // An option a profile gives is validated by its plugin like the scenario's
 // own, and the error points at the profile's file.
 TEST(Profiles, ProfileErrorsPointAtTheProfile) {

@@ -198,6 +198,25 @@ TEST(Qlora, ServingAdaptersOnQuantizedWeights) {
 
 // ---- errors, asserted exactly ----
 
+// quantize_working_bytes: quantizing the base on the GPU while the model is
+// built (torchao 0.1's to_nf4, pytorch/ao @ v0.1 torchao/dtypes/nf4tensor.py:
+// the scaled bf16 copy, 2 B a weight, and quantize_tensor_nearest's
+// (value.unsqueeze(-1) - nf4).abs(), two (numel, 16) bf16 tensors, 64 B) holds
+// 66 bytes a weight of the matrix being quantized, one matrix at a time:
+// Llama-2-7B's largest is an MLP matrix, 4096 x 11008 = 45,088,768 weights,
+// 66 x 45,088,768 = 2,975,858,688 B, at set-up only (its blocks stay cached).
+TEST(QloraSetup, TorchaoNf4QuantizationAtSetUp) {
+  const Evaluation e = evaluate_paper(qlora(kLlama, "quantize_working_bytes = 66\n", kLoraQv));
+  EXPECT_EQ(e.item_bytes("quantized.quantize_working", MEMPLAN_ROLE_BUFFERS), 2'975'858'688u);
+  EXPECT_EQ(e.item_lifetime("quantized.quantize_working"), MEMPLAN_LIFETIME_SETUP);
+  const Evaluation none = evaluate_paper(qlora(kLlama, "", kLoraQv));
+  EXPECT_EQ(none.item_bytes("quantized.quantize_working", MEMPLAN_ROLE_BUFFERS), 0u);
+  EXPECT_EQ(error_of(qlora(kLlama, "quantize_working_bytes = -1\n", kLoraQv), "a.toml"),
+            "a.toml:9:26: error: in [precision], precision plugin 'quantized', option 'quantize_working_bytes': must "
+            "be 0 to 1024 (bytes per element of the matrix being quantized), got -1 (plugin library " +
+                plugin_dir() + "/memplan-quantized.so)");
+}
+
 const std::string kFix =
     "' is trainable, but quantized weights are frozen: no gradient updates them. Freeze them with a trainability "
     "[[strategy]]: use = \"lora\" (QLoRA: adapters train on the frozen quantized weights), or use = \"freeze\" "

@@ -29,6 +29,7 @@
 // under memory pressure; they are counted on the GPU.
 #include <memplan/dtypes.hpp>
 #include <memplan/sdk.hpp>
+#include <memplan/support/format.hpp>
 #include <memplan/support/items.hpp>
 #include <memplan/support/parameter_shapes.hpp>
 
@@ -47,7 +48,7 @@ namespace sdk = memplan::sdk;
 namespace q = memplan::plugins::quantized;
 using sdk::ParamClass;
 
-constexpr std::array<memplan_option_spec, 17> kOptions{{
+constexpr std::array<memplan_option_spec, 18> kOptions{{
     {"format", MEMPLAN_OPTION_STRING,
      "quantized weight format: int8, int4, nf4, fp8, fp8-block (DeepSeek-V3), mxfp4, gptq, awq, or a llama.cpp GGUF "
      "type (q4_0, q4_1, q5_0, q5_1, q8_0, q2_k .. q6_k, iq1_s .. iq4_xs, iq4_nl); \"auto\": the format the model's "
@@ -99,6 +100,11 @@ constexpr std::array<memplan_option_spec, 17> kOptions{{
      "more than one token holds at once (bitsandbytes 0.41 MatMul4Bit: dequantize_4bit to the quant_state's "
      "dtype, then .to(the input's dtype): 2 when they differ, 1 when they match); 0: kernels that dequantize in "
      "registers",
+     "0", nullptr},
+    {"quantize_working_bytes", MEMPLAN_OPTION_DOUBLE,
+     "bytes per element of the largest quantized matrix that quantizing it on the GPU holds at set-up, beside the "
+     "weights (torchao 0.1's to_nf4 compares every weight with the 16 NF4 values at once: 66; torchao >= 0.2 "
+     "quantizes in chunks of 2^20 weights: 3); the blocks stay in the allocator's cache",
      "0", nullptr},
 }};
 
@@ -256,7 +262,7 @@ std::optional<Declared> declared_format(sdk::Options& options) {
 class QuantizedPrecision {
  public:
   static constexpr sdk::PluginInfo info{
-      "quantized", "1.6.0",
+      "quantized", "1.7.0",
       "Quantized weights (int8, int4, nf4, fp8, fp8-block, mxfp4, gptq, awq, GGUF types) with their block scales; frozen in training (QLoRA)",
       sdk::Kind::precision, sdk::Phase::precision};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -378,6 +384,11 @@ class QuantizedPrecision {
     whole_model_ = !model.has_architecture;
     dequantize_copies_ = options.integer("dequantize_copies").value_or(0);
     dequantized_ = options.intern("activations.dequantized_weight");
+    quantize_working_bytes_ = options.number("quantize_working_bytes").value_or(0.0);
+    if (!(quantize_working_bytes_ >= 0 && quantize_working_bytes_ <= 1024))
+      options.fail("quantize_working_bytes", "must be 0 to 1024 (bytes per element of the matrix being quantized), "
+                                             "got " + memplan::support::number(quantize_working_bytes_));
+    if (quantize_working_bytes_ > 0) quantize_working_ = options.intern("quantized.quantize_working");
     gated_mlp_ = model.gated_mlp != 0;
     expert_matrix_ = static_cast<double>(model.hidden) * static_cast<double>(model.expert_ffn_hidden);
     if (dequantize_copies_ < 0 || dequantize_copies_ > 8)
@@ -470,6 +481,20 @@ class QuantizedPrecision {
       memplan::support::add_bytes(
           ctx, {.name = dequantized_, .role = sdk::Role::activations, .lifetime = sdk::Lifetime::transient_forward,
                 .bytes = static_cast<double>(dequantize_copies_) * largest_quantized_ * activations_});
+    // Quantizing on the GPU while the model is built or loaded (torchtune's
+    // LoRALinear(quantize_base=True) calls to_nf4 on each weight it makes;
+    // load_state_dict's copy_ into an NF4Tensor quantizes again): one matrix
+    // at a time, so the largest bounds it. pytorch/ao @ v0.1,
+    // torchao/dtypes/nf4tensor.py convert_to_norm_float_weight and
+    // quantize_tensor_nearest: the scaled copy (2 B a weight), then
+    // diff = (value.unsqueeze(-1) - nf4).abs(), two (numel, 16) bf16
+    // tensors at once (64 B): 66. From 6081796bc ("perform in chunks",
+    // torchao 0.2.0) the comparison runs on 2^20 weights at a time into a
+    // uint8 output: the scaled copy and the codes, 3 B a weight.
+    if (quantize_working_bytes_ > 0 && largest_quantized_ > 0)
+      memplan::support::add_bytes(
+          ctx, {.name = quantize_working_, .role = sdk::Role::buffers, .lifetime = sdk::Lifetime::setup,
+                .bytes = quantize_working_bytes_ * largest_quantized_});
   }
 
  private:
@@ -542,6 +567,8 @@ class QuantizedPrecision {
   bool whole_model_ = false;
   int64_t dequantize_copies_ = 0;   // dequantized copies of the largest quantized weight (bitsandbytes' MatMul4Bit)
   double largest_quantized_ = 0;    // elements of the largest quantized weight matrix
+  double quantize_working_bytes_ = 0;  // set-up working memory of quantizing one matrix, bytes a weight
+  sdk::Name quantize_working_{};       // "quantized.quantize_working", interned when that is set
   bool gated_mlp_ = false;          // three MLP matrices (gate, up, down), else two
   double expert_matrix_ = 0;        // hidden x expert_ffn_hidden: one expert matrix, unsplit
   sdk::Name dequantized_{};  // "activations.dequantized_weight", interned in the constructor
