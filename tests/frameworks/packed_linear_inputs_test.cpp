@@ -82,5 +82,65 @@ TEST(PackedLinearInputs, ThroughTheHfTransformersProfile) {
             evaluate(llama7b(bf16, off)).item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS));
 }
 
+// A loop that keeps its output keeps the graph (megatron 1.23.0): MatMul4Bit's
+// ctx.tensors = (A, B) is a plain attribute (bitsandbytes autograd/
+// _functions.py @ 0.42.0), which autograd does not release when the node has
+// run, so each 4-bit matrix's input of the previous micro-batch lives through
+// the optimizer step and the next forward (LitGPT's `logits = model(...)`,
+// validation LGH-*-qlora-*). Llama-2-7B, every Linear 4-bit (the head too),
+// 2 x 512 tokens, no recomputation, per token and layer: the attention input
+// 2h, o's input 2 x 4096, the MLP input 2h and down's input 2 x 11008 =
+// 8,192 + 8,192 + 8,192 + 22,016 = 46,592 B; 1,024 tokens x 32 layers =
+// 1,526,726,656 B, and the head's input 1,024 x 2h = 8,388,608: 1,535,115,264 B,
+// in the forward and in the optimizer step. Recomputation (reentrant: MatMul4Bit
+// stores nothing under no_grad) or a loop that drops its output: none.
+std::string litgpt_qlora(const std::string& activations, const std::string& strategies) {
+  return "name = \"q\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nmicro_batch = 2\n"
+         "seq_len = 512\n[precision]\nuse = \"quantized\"\nformat = \"nf4\"\nquantize = \"attention,mlp,lm_head\"\n"
+         "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\nlayer = \"eager\"\n"
+         "packed_linear_keeps_input = true\ncross_entropy = \"unfused\"\n" +
+         activations + "[[strategy]]\nuse = \"lora\"\nrank = 32\ntargets = \"q,v\"\n" + strategies;
+}
+
+TEST(PackedLinearInputs, AHeldOutputKeepsThePreviousMicroBatchsInputs) {
+  const Evaluation held = evaluate_paper(litgpt_qlora("output_held = true\n", ""));
+  EXPECT_EQ(held.item_bytes("activations.held_packed_inputs", MEMPLAN_ROLE_ACTIVATIONS), 2u * 1'535'115'264);
+  uint64_t forward = 0, optimizer = 0;
+  for (const PlanItem& item : held.estimator().plan().items) {
+    if (item.name_view() != "activations.held_packed_inputs") continue;
+    if (item.lifetime == MEMPLAN_LIFETIME_TRANSIENT_FORWARD) forward += item.bytes();
+    if (item.lifetime == MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER) optimizer += item.bytes();
+  }
+  EXPECT_EQ(forward, 1'535'115'264u);
+  EXPECT_EQ(optimizer, 1'535'115'264u);
+  EXPECT_EQ(evaluate_paper(litgpt_qlora("", "")).item_bytes("activations.held_packed_inputs",
+                                                            MEMPLAN_ROLE_ACTIVATIONS),
+            0u);
+  EXPECT_EQ(evaluate_paper(litgpt_qlora("output_held = true\n",
+                                        "[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\nreentrant = true\n"))
+                .item_bytes("activations.held_packed_inputs", MEMPLAN_ROLE_ACTIVATIONS),
+            0u);
+}
+
+// dequantized_copies = 2: MatMul4Bit's dequantize_4bit(B, state).to(A.dtype)
+// with an fp16 quant_state under bf16 compute (Lightning Fabric quantizes
+// from .to(torch.half)) holds both copies of the matrix. The same run: the
+// forward's largest, the 4-bit head (32,000 x 4,096 x 2 B = 262,144,000), the
+// layers' largest in backward (4,096 x 11,008 x 2 B = 90,177,536) and the
+// head's at the loss's backward: 614,465,536 B in all with one copy, twice
+// that with two.
+TEST(PackedLinearInputs, TwoDequantizedCopies) {
+  const auto dequantized = [](const std::string& copies) {
+    return evaluate_paper(litgpt_qlora(copies, ""))
+        .item_bytes("activations.dequantized_weight", MEMPLAN_ROLE_ACTIVATIONS);
+  };
+  EXPECT_EQ(dequantized(""), 614'465'536u);
+  EXPECT_EQ(dequantized("dequantized_copies = 2\n"), 2u * 614'465'536);
+  EXPECT_EQ(error_of(litgpt_qlora("dequantized_copies = 3\n", ""), "a.toml"),
+            "a.toml:19:22: error: in [activations], activations plugin 'megatron', option 'dequantized_copies': must "
+            "be 1 or 2 (the dequantized matrix, and its cast to the compute dtype), got 3 (plugin library " +
+                plugin_dir() + "/memplan-megatron.so)");
+}
+
 }  // namespace
 }  // namespace memplan::testing

@@ -34,7 +34,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 25> kOptions{{
+constexpr std::array<memplan_option_spec, 26> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true",
@@ -79,6 +79,11 @@ constexpr std::array<memplan_option_spec, 25> kOptions{{
      "(Unsloth's fast_dequantize with use_global_buffer, 2025.2.1 on): the largest matrix persistent, and a "
      "temporary only in a layer's backward",
      "false", nullptr},
+    {"dequantized_copies", MEMPLAN_OPTION_INT,
+     "copies of a base matrix packed below one byte that its matmul holds dequantized at once: 2 where bitsandbytes' "
+     "MatMul4Bit dequantizes to the quant_state's dtype and casts to another compute dtype (Lightning Fabric "
+     "quantizes from fp16 for bf16 compute)",
+     "1", nullptr},
     {"offload_backward_layers", MEMPLAN_OPTION_INT,
      "with offload: how many layers' stored activations the GPU holds in backward: 2 (torchtune's "
      "OffloadActivations: the layer in flight and the next one brought back; Unsloth from 2025.3.2: its reload "
@@ -190,7 +195,7 @@ constexpr std::array<LossMode, 13> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.22.0",
+      "megatron", "1.23.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -233,6 +238,10 @@ class MegatronActivations {
     offload_ = options.boolean("offload").value_or(false);
     offload_backward_layers_ = static_cast<double>(options.positive_integer("offload_backward_layers", 2));
     dequantized_buffer_ = options.boolean("dequantized_buffer").value_or(false);
+    dequantized_copies_ = static_cast<double>(options.positive_integer("dequantized_copies", 1));
+    if (dequantized_copies_ > 2)
+      options.fail("dequantized_copies", "must be 1 or 2 (the dequantized matrix, and its cast to the compute "
+                                         "dtype), got " + std::to_string(static_cast<int64_t>(dequantized_copies_)));
     rope_cache_ = options.boolean("rope_cache").value_or(false);
     softmax_keeps_input_ = options.boolean("softmax_keeps_input").value_or(false);
     masked_scores_kept_ = options.boolean("masked_scores_kept").value_or(false);
@@ -592,17 +601,41 @@ class MegatronActivations {
                           : 0;
     const double layer_matrix = facts.packed_linear ? largest_linear_matrix(model, settings.tensor_parallel) : 0.0;
     const double forward_layer_matrix = dequantized_buffer_ ? 0.0 : layer_matrix;  // the buffer holds it instead
+    // With dequantized_copies = 2 (bitsandbytes 0.42 MatMul4Bit: dequantize_4bit(B, state).to(A.dtype), the
+    // quant_state's dtype differing from the input's) each temporary is briefly held twice; a kept buffer once.
+    const double copies = dequantized_copies_;
     add_outside(ctx, names_.dequantized_weight, (layer_matrix - forward_layer_matrix) * settings.bytes,
                 memplan::sdk::Lifetime::persistent);
-    add_outside(ctx, names_.dequantized_weight, std::max(forward_layer_matrix, head_matrix) * settings.bytes,
+    add_outside(ctx, names_.dequantized_weight, copies * std::max(forward_layer_matrix, head_matrix) * settings.bytes,
                 memplan::sdk::Lifetime::transient_forward);
     // In backward a layer's matrix is dequantized only while that layer's backward runs (its recomputation and
     // its input gradient): not at the loss's backward, where a 16-bit LM head runs, nor at the embedding's
     // (backward_in_layers). A quantized head's is dequantized at the loss's backward (backward_start).
-    add_outside(ctx, names_.dequantized_weight, layer_matrix * settings.bytes,
+    add_outside(ctx, names_.dequantized_weight, copies * layer_matrix * settings.bytes,
                 memplan::sdk::Lifetime::backward_in_layers);
-    add_outside(ctx, names_.dequantized_weight, head_matrix * settings.bytes,
+    add_outside(ctx, names_.dequantized_weight, copies * head_matrix * settings.bytes,
                 memplan::sdk::Lifetime::backward_start);
+    // bitsandbytes' MatMul4Bit keeps its input as a plain attribute of its ctx (ctx.tensors = (A, B),
+    // autograd/_functions.py @ 0.42.0 and 0.43.0), which autograd's release_variables() does not free when the
+    // node has run (torch/csrc/autograd/engine.cpp frees saved variables only). A loop that keeps its output
+    // (output_held) keeps the graph, and with it every 4-bit matrix's input of that micro-batch, through the
+    // optimizer step and the next micro-batch's forward, until that forward's output replaces the held one:
+    // the attention's and the MLP's inputs (h each, shared by q, k, v and by gate and up), o's (the query
+    // width) and down's (the MLP width), and a quantized head's (h). Not under recomputation: reentrant
+    // checkpointing runs the forward under no_grad, where MatMul4Bit stores nothing; non-reentrant is not
+    // modelled. Dense layers only (a MoE layer's experts see a subset of the tokens).
+    if (output_held_ && settings.eager.packed_inputs_kept && settings.recompute == RecomputePolicy::none &&
+        shape.top_k == 0 && !shape.latent()) {
+      const double t = settings.tensor_parallel;
+      const double sequence_split = settings.sequence_parallel ? t : 1;
+      const double tokens = shape.seq * shape.batch / context;
+      const double per_layer =
+          tokens * settings.bytes * (2 * shape.hidden / sequence_split + (shape.q_width + shape.ffn) / t);
+      const double head_input = head_matrix > 0 ? tokens * settings.bytes * shape.hidden / sequence_split : 0;
+      const double held = per_layer * static_cast<double>(stage_layers) + head_input;
+      add_outside(ctx, names_.held_packed_inputs, held, memplan::sdk::Lifetime::transient_forward);
+      add_outside(ctx, names_.held_packed_inputs, held, memplan::sdk::Lifetime::transient_optimizer);
+    }
 
     // Outside the layers (not recomputed under any policy), for the same
     // micro-batches in flight as the stage's layers. A single stage holds both
@@ -895,12 +928,13 @@ class MegatronActivations {
           pipeline_merged_outputs(options.intern("pipeline.merged_outputs")),
           ring_forward(options.intern("context_parallel.ring_forward")),
           ring_backward(options.intern("context_parallel.ring_backward")),
-          kept_layer_inputs(options.intern("activations.kept_layer_inputs")) {}
+          kept_layer_inputs(options.intern("activations.kept_layer_inputs")),
+          held_packed_inputs(options.intern("activations.held_packed_inputs")) {}
     memplan::sdk::Name stored, offload_window, recompute, dequantized_weight, embedding_dropout, final_norm, logits,
         held_output, cross_entropy, loss_forward, loss_backward, tied_gradient, kv_cache, sdpa_masks,
         windowed_attention, logit_softcap, rope_cache, causal_mask, expanded_causal_mask, recompute_casts,
         pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
-        pipeline_merged_outputs, ring_forward, ring_backward, kept_layer_inputs;
+        pipeline_merged_outputs, ring_forward, ring_backward, kept_layer_inputs, held_packed_inputs;
   };
 
   // What apply() needs to know of the reported rank's weights, from one pass
@@ -1295,6 +1329,7 @@ class MegatronActivations {
   bool offload_ = false;
   double offload_backward_layers_ = 2;  // layers' stored activations on the GPU in backward (offload_backward_layers)
   bool dequantized_buffer_ = false;      // the forward dequantizes into one kept buffer (dequantized_buffer)
+  double dequantized_copies_ = 1;        // copies of a dequantized 4-bit matrix held at once (dequantized_copies)
   // The last replay of the loss path's requests (loss_requests.hpp) and its
   // key: a search that keeps the batch, the sequence and the dtype replays once.
   struct LossSegmentsMemo {
