@@ -410,10 +410,11 @@ TEST(Profiles, VersionPicksTheCheckpointVariant) {
 }
 
 // The torchtune profile's one [[since]] block (plugins/frameworks/torchtune/
-// profile.toml): QLoRA's set-up quantization holds 66 bytes a weight of the
+// profile.toml): QLoRA's set-up quantization holds 68 bytes a weight of the
 // largest NF4 matrix before 0.2 (torchao 0.1's whole-matrix
-// quantize_tensor_nearest), 3 from it (torchao 0.3.1 quantizes in chunks):
-// Llama-2-7B's MLP matrix, 45,088,768 weights: 2,975,858,688 and 135,266,304 B.
+// quantize_tensor_nearest and the bf16 source), 6 from it (torchao 0.3.1
+// quantizes in chunks): Llama-2-7B's MLP matrix, 45,088,768 weights:
+// 3,066,036,224 and 270,532,608 B.
 TEST(Profiles, TorchtuneVersionPicksTheNf4Quantization) {
   auto working = [](const std::string& version) {
     Evaluation e = evaluate("name = \"q\"\nmode = \"train\"\n[framework]\nuse = \"torchtune\"\n" + version +
@@ -423,9 +424,9 @@ TEST(Profiles, TorchtuneVersionPicksTheNf4Quantization) {
                             "\"lora\"\nrank = 8\ntargets = \"q,k,v,o,mlp\"\n");
     return e.item_bytes("quantized.quantize_working", MEMPLAN_ROLE_BUFFERS);
   };
-  EXPECT_EQ(working("version = \"0.1\"\n"), 2'975'858'688u);
-  EXPECT_EQ(working("version = \"0.2\"\n"), 135'266'304u);
-  EXPECT_EQ(working(""), 135'266'304u);  // the profile's own version, 0.4
+  EXPECT_EQ(working("version = \"0.1\"\n"), 3'066'036'224u);
+  EXPECT_EQ(working("version = \"0.2\"\n"), 270'532'608u);
+  EXPECT_EQ(working(""), 270'532'608u);  // the profile's own version, 0.4
 }
 
 // An option a profile gives is validated by its plugin like the scenario's

@@ -201,16 +201,23 @@ TEST(Qlora, ServingAdaptersOnQuantizedWeights) {
 // quantize_working_bytes: quantizing the base on the GPU while the model is
 // built (torchao 0.1's to_nf4, pytorch/ao @ v0.1 torchao/dtypes/nf4tensor.py:
 // the scaled bf16 copy, 2 B a weight, and quantize_tensor_nearest's
-// (value.unsqueeze(-1) - nf4).abs(), two (numel, 16) bf16 tensors, 64 B) holds
-// 66 bytes a weight of the matrix being quantized, one matrix at a time:
-// Llama-2-7B's largest is an MLP matrix, 4096 x 11008 = 45,088,768 weights,
-// 66 x 45,088,768 = 2,975,858,688 B, at set-up only (its blocks stay cached).
+// (value.unsqueeze(-1) - nf4).abs(), two (numel, 16) bf16 tensors, 64 B,
+// beside the bf16 source, 2 B) holds 68 bytes a weight of the matrix being
+// quantized, one matrix at a time: Llama-2-7B's largest is an MLP matrix,
+// 4096 x 11008 = 45,088,768 weights, 68 x 45,088,768 = 3,066,036,224 B, at
+// set-up only (its blocks stay cached). It describes nf4 in training: other
+// formats get none (int8 below), nor inference.
 TEST(QloraSetup, TorchaoNf4QuantizationAtSetUp) {
-  const Evaluation e = evaluate_paper(qlora(kLlama, "quantize_working_bytes = 66\n", kLoraQv));
-  EXPECT_EQ(e.item_bytes("quantized.quantize_working", MEMPLAN_ROLE_BUFFERS), 2'975'858'688u);
+  const Evaluation e = evaluate_paper(qlora(kLlama, "quantize_working_bytes = 68\n", kLoraQv));
+  EXPECT_EQ(e.item_bytes("quantized.quantize_working", MEMPLAN_ROLE_BUFFERS), 3'066'036'224u);
   EXPECT_EQ(e.item_lifetime("quantized.quantize_working"), MEMPLAN_LIFETIME_SETUP);
   const Evaluation none = evaluate_paper(qlora(kLlama, "", kLoraQv));
   EXPECT_EQ(none.item_bytes("quantized.quantize_working", MEMPLAN_ROLE_BUFFERS), 0u);
+  const std::string int8 = "[precision]\nuse = \"quantized\"\nformat = \"int8\"\nquantize_working_bytes = 68\n";
+  EXPECT_EQ(evaluate_paper(train_scenario(kLlama, int8 + kRest + kLoraQv))
+                .item_bytes("quantized.quantize_working", MEMPLAN_ROLE_BUFFERS),
+            0u);
+
   EXPECT_EQ(error_of(qlora(kLlama, "quantize_working_bytes = -1\n", kLoraQv), "a.toml"),
             "a.toml:9:26: error: in [precision], precision plugin 'quantized', option 'quantize_working_bytes': must "
             "be 0 to 1024 (bytes per element of the matrix being quantized), got -1 (plugin library " +

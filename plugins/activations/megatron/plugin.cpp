@@ -616,21 +616,37 @@ class MegatronActivations {
     add_outside(ctx, names_.dequantized_weight, copies * head_matrix * settings.bytes,
                 memplan::sdk::Lifetime::backward_start);
     // bitsandbytes' MatMul4Bit keeps its input as a plain attribute of its ctx (ctx.tensors = (A, B),
-    // autograd/_functions.py @ 0.42.0 and 0.43.0), which autograd's release_variables() does not free when the
-    // node has run (torch/csrc/autograd/engine.cpp frees saved variables only). A loop that keeps its output
-    // (output_held) keeps the graph, and with it every 4-bit matrix's input of that micro-batch, through the
-    // optimizer step and the next micro-batch's forward, until that forward's output replaces the held one:
-    // the attention's and the MLP's inputs (h each, shared by q, k, v and by gate and up), o's (the query
-    // width) and down's (the MLP width), and a quantized head's (h). Not under recomputation: reentrant
+    // autograd/_functions.py @ 0.42.0 to 0.43.1; 0.43.2 keeps (None, B), pull request #1270), which autograd's
+    // release_variables() does not free when the node has run (torch/csrc/autograd/engine.cpp frees saved
+    // variables only). A loop that keeps its output (output_held) keeps the graph of the stage that computes
+    // it, and with it every 4-bit matrix's input of that micro-batch, through the optimizer step and the next
+    // micro-batch's forward, until that forward's output replaces the held one: per layer the attention's
+    // input (h, shared by q, k and v) and o's (the query width) where the attention is 4-bit, the MLP's input
+    // (h, shared by gate and up; the attention's own where one norm feeds both, layer_norms = 1) and down's
+    // (the MLP width) where the MLP is, and a 4-bit head's input (h). Not under recomputation: reentrant
     // checkpointing runs the forward under no_grad, where MatMul4Bit stores nothing; non-reentrant is not
-    // modelled. Dense layers only (a MoE layer's experts see a subset of the tokens).
+    // modelled. Dense layers only (a MoE layer's experts see a subset of the tokens). Left out: layer 0's
+    // attention input when nothing before it trains (MatMul4Bit then stores nothing for it).
     if (output_held_ && settings.eager.packed_inputs_kept && settings.recompute == RecomputePolicy::none &&
-        shape.top_k == 0 && !shape.latent()) {
+        layout.stage_has_lm_head && shape.top_k == 0 && !shape.latent()) {
+      bool attention_in = false, attention_out = false, mlp = false;
+      for (const memplan::sdk::ItemRef item : ctx.items()) {
+        if (item.role() != memplan::sdk::Role::weights || item.layer() < 0 || item.bytes_per_element() >= 1) continue;
+        const std::string_view name = item.name();
+        if (item.param_class() == memplan::sdk::ParamClass::mlp) mlp = true;
+        else if (name == "attn.o") attention_out = true;
+        else if (item.param_class() == memplan::sdk::ParamClass::attention ||
+                 item.param_class() == memplan::sdk::ParamClass::attention_kv)
+          attention_in = true;
+      }
       const double t = settings.tensor_parallel;
       const double sequence_split = settings.sequence_parallel ? t : 1;
       const double tokens = shape.seq * shape.batch / context;
-      const double per_layer =
-          tokens * settings.bytes * (2 * shape.hidden / sequence_split + (shape.q_width + shape.ffn) / t);
+      const bool shared_norm = model.layer_norms == 1 && attention_in && mlp;
+      const double normed_inputs = (attention_in ? 1 : 0) + (mlp && !shared_norm ? 1 : 0);
+      const double per_layer = tokens * settings.bytes *
+                               (normed_inputs * shape.hidden / sequence_split +
+                                ((attention_out ? shape.q_width : 0) + (mlp ? shape.ffn : 0)) / t);
       const double head_input = head_matrix > 0 ? tokens * settings.bytes * shape.hidden / sequence_split : 0;
       const double held = per_layer * static_cast<double>(stage_layers) + head_input;
       add_outside(ctx, names_.held_packed_inputs, held, memplan::sdk::Lifetime::transient_forward);

@@ -51,6 +51,8 @@
 // at once. memplan keeps one gradient tensor (the largest trainable one, in
 // the gradients' dtype) at the backward high point and no gradient in the
 // optimizer phase; the 8-bit kernel updates in place, so no temporaries. The
+// states are the same. It needs grad_accum = 1 (torchtune refuses gradient
+// accumulation with it) and the architecture (the largest tensor).
 //
 // The rule and the class are shared with adam-4bit (torchao's 4-bit Adam):
 // sdk/support/include/memplan/support/blockwise_adam.hpp.

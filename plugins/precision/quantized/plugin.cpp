@@ -102,9 +102,10 @@ constexpr std::array<memplan_option_spec, 18> kOptions{{
      "registers",
      "0", nullptr},
     {"quantize_working_bytes", MEMPLAN_OPTION_DOUBLE,
-     "bytes per element of the largest quantized matrix that quantizing it on the GPU holds at set-up, beside the "
-     "weights (torchao 0.1's to_nf4 compares every weight with the 16 NF4 values at once: 66; torchao >= 0.2 "
-     "quantizes in chunks of 2^20 weights: 3); the blocks stay in the allocator's cache",
+     "training with nf4: bytes per element of the largest quantized matrix that quantizing it on the GPU holds at "
+     "set-up, beside the weights (torchtune's QLoRA with torchao 0.1's to_nf4, which compares every weight with the "
+     "16 NF4 values at once, and its bf16 source: 68; torchao >= 0.2 quantizes in chunks of 2^20 weights: 6); the "
+     "blocks stay in the allocator's cache",
      "0", nullptr},
 }};
 
@@ -389,6 +390,10 @@ class QuantizedPrecision {
       options.fail("quantize_working_bytes", "must be 0 to 1024 (bytes per element of the matrix being quantized), "
                                              "got " + memplan::support::number(quantize_working_bytes_));
     if (quantize_working_bytes_ > 0) quantize_working_ = options.intern("quantized.quantize_working");
+    // What the bytes describe: torchao's to_nf4 on a model built on the GPU for training (torchtune's QLoRA).
+    // A profile sets it for every run of its framework, so other formats, inference, and a model known only by
+    // its parameter count (no largest matrix) leave it out rather than fail.
+    nf4_ = format->name == "nf4";
     gated_mlp_ = model.gated_mlp != 0;
     expert_matrix_ = static_cast<double>(model.hidden) * static_cast<double>(model.expert_ffn_hidden);
     if (dequantize_copies_ < 0 || dequantize_copies_ > 8)
@@ -488,10 +493,14 @@ class QuantizedPrecision {
     // torchao/dtypes/nf4tensor.py convert_to_norm_float_weight and
     // quantize_tensor_nearest: the scaled copy (2 B a weight), then
     // diff = (value.unsqueeze(-1) - nf4).abs(), two (numel, 16) bf16
-    // tensors at once (64 B): 66. From 6081796bc ("perform in chunks",
-    // torchao 0.2.0) the comparison runs on 2^20 weights at a time into a
-    // uint8 output: the scaled copy and the codes, 3 B a weight.
-    if (quantize_working_bytes_ > 0 && largest_quantized_ > 0)
+    // tensors at once (64 B), beside the bf16 source on the GPU (the
+    // nn.Linear weight being replaced, or at load the checkpoint tensor
+    // moved to the device, torchtune utils/_register_nf4_dispatch_ops.py
+    // inplace_copy): 68. From 6081796bc ("perform in chunks", torchao 0.2.0)
+    // the comparison runs on 2^20 weights at a time into a uint8 output: the
+    // source, the scaled copy and the codes, and the two halves packing them
+    // (quantized_blocks[::2] << 4 | quantized_blocks[1::2]): 6 B a weight.
+    if (quantize_working_bytes_ > 0 && largest_quantized_ > 0 && nf4_ && training && !whole_model_)
       memplan::support::add_bytes(
           ctx, {.name = quantize_working_, .role = sdk::Role::buffers, .lifetime = sdk::Lifetime::setup,
                 .bytes = quantize_working_bytes_ * largest_quantized_});
@@ -568,6 +577,7 @@ class QuantizedPrecision {
   int64_t dequantize_copies_ = 0;   // dequantized copies of the largest quantized weight (bitsandbytes' MatMul4Bit)
   double largest_quantized_ = 0;    // elements of the largest quantized weight matrix
   double quantize_working_bytes_ = 0;  // set-up working memory of quantizing one matrix, bytes a weight
+  bool nf4_ = false;                   // the format is nf4 (what quantize_working_bytes describes)
   sdk::Name quantize_working_{};       // "quantized.quantize_working", interned when that is set
   bool gated_mlp_ = false;          // three MLP matrices (gate, up, down), else two
   double expert_matrix_ = 0;        // hidden x expert_ffn_hidden: one expert matrix, unsplit
