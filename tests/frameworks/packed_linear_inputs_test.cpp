@@ -44,6 +44,34 @@ TEST(PackedLinearInputs, FourBitLayersKeepTheirInputs) {
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, full), trained);
 }
 
+// bitsandbytes 0.43.2 (pull request #1270) stopped keeping MatMul4Bit's input
+// (ctx.tensors = (None, B)); PEFT's Linear4bit still casts nothing for its
+// adapters under autocast (packed_base), so an undropped lora_A keeps x itself.
+// Llama-3.2-3B as above, fp32 adapters r 16 on q and v under autocast
+// (adapter inputs 2h, one distinct, h): with the input kept (<= 0.43.1) the
+// layer keeps the three packed inputs, 2h + 2h + 2f = 28,672 B a token, and
+// lora_A nothing more; without (>= 0.43.2) lora_A keeps the shared q/v input,
+// 2h = 6,144, and the MLP and down inputs go: 22,528 B a token less. A 16-bit
+// base's adapters get autocast's 16-bit copy per matrix, 2 x 2h = 12,288:
+// 6,144 more than the bitsandbytes base without kept inputs.
+TEST(PackedLinearInputs, Bitsandbytes0432KeepsNoInputButPeftStillSkipsTheCast) {
+  ActivationSettings o = eager_bf16_flash_frozen();
+  const TransformerShape x = llama(3072, 24, 8, 8192);
+  o.eager.adapter_rank = 2 * 16;
+  o.eager.adapter_bytes = 4;
+  o.eager.adapter_inputs = 2 * 3072;
+  o.eager.adapter_distinct_inputs = 3072;
+  o.eager.adapter_autocast = true;
+  o.eager.packed_base = true;
+  o.eager.packed_inputs_kept = true;
+  const double kept = plugins::stored_bytes_per_layer(x, o);
+  o.eager.packed_inputs_kept = false;
+  const double not_kept = plugins::stored_bytes_per_layer(x, o);
+  EXPECT_DOUBLE_EQ(kept - not_kept, 22'528.0);
+  o.eager.packed_base = false;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o) - not_kept, 6'144.0);
+}
+
 // Through the plugin and the hf-transformers profile: Llama-2-7B QLoRA (nf4
 // base, r 8 on q,k,v,o and the MLP, lora dropout 0), micro-batch 1 x 2048
 // tokens, full recomputation (the profile's reentrant checkpointing). The

@@ -387,6 +387,7 @@ class MegatronActivations {
       settings.eager.adapter_dropout = read.adapter_dropout;
       settings.eager.adapter_mlp = read.adapter_mlp;
       settings.eager.packed_inputs_kept = read.packed_inputs_kept;
+      settings.eager.packed_base = read.packed_base;
       settings.eager.kernel_qkv = read.kernel_qkv;
       settings.eager.kernel_mlp = read.kernel_mlp;
       settings.eager.adapter_qkv = read.adapter_qkv;
@@ -1192,12 +1193,13 @@ class MegatronActivations {
     eager.fused_qkv = fused_qkv_;
     eager.fused_swiglu = fused_swiglu_;
     eager.adapter_autocast = autocast_;
-    // A linear weight packed below one byte (a 4-bit base) under bitsandbytes keeps its input (MatMul4Bit).
-    if (packed_linear_keeps_input_)
-      for (memplan::sdk::ItemRef item : ctx.items())
-        if (item.role() == memplan::sdk::Role::weights && item.layer() >= 0 && item.bytes_per_element() < 1 &&
-            memplan::support::sharding::is_linear(item.param_class()))
-          eager.packed_inputs_kept = true;
+    // A linear weight packed below one byte (a 4-bit base); under bitsandbytes <= 0.43.1 it keeps its input
+    // (MatMul4Bit, packed_linear_keeps_input).
+    for (memplan::sdk::ItemRef item : ctx.items())
+      if (item.role() == memplan::sdk::Role::weights && item.layer() >= 0 && item.bytes_per_element() < 1 &&
+          memplan::support::sharding::is_linear(item.param_class()))
+        eager.packed_base = true;
+    eager.packed_inputs_kept = eager.packed_base && packed_linear_keeps_input_;
     return eager;
   }
 

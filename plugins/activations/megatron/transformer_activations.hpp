@@ -102,10 +102,15 @@ struct EagerLayer {
   // `_softmax: self: _softmax_backward_data(grad, result, dim, self)` passed the input for its dtype only;
   // pytorch PR #65242 / #66018 (relanded 2021-10-01, first released in 1.11) passes the dtype instead.
   bool softmax_keeps_input = false;
-  // bitsandbytes' MatMul4Bit (autograd/_functions.py @ 0.43.0) keeps its input A for backward whenever A or the
-  // weight needs a gradient (ctx.tensors = (A, B)), though only the weight's gradient, which it never computes,
-  // would use it: a 4-bit linear layer keeps its input even with its weight frozen.
+  // bitsandbytes' MatMul4Bit (autograd/_functions.py @ 0.42.0 to 0.43.1) keeps its input A for backward whenever A
+  // or the weight needs a gradient (ctx.tensors = (A, B)), though only the weight's gradient, which it never
+  // computes, would use it: a 4-bit linear layer keeps its input even with its weight frozen. 0.43.2 (pull request
+  // #1270) keeps (None, B).
   bool packed_inputs_kept = false;
+  // The layer's linear weights are packed below one byte (a 4-bit base), whatever keeps their inputs: under
+  // autocast PEFT's bitsandbytes Linear4bit casts nothing for its adapters (peft tuners/lora/bnb.py:
+  // requires_conversion = not torch.is_autocast_enabled()), where a 16-bit Linear's adapters get a cast copy.
+  bool packed_base = false;
   // RMSNorm computes in its input's dtype instead of upcasting to fp32 (lit_gpt/rmsnorm.py @ 8641822: x * rsqrt(mean(x
   // * x) + eps), no .float()): it keeps its input at the residual's width and the rsqrt per token, not 4h + 4.
   bool rms_norm_upcast = true;
@@ -266,9 +271,17 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
     // the 16-bit Linear casts x to fp32 and autocast casts that back for lora_A, which keeps the 16-bit copy,
     // one per matrix (p, with dropout p + 1); lora_B's inputs are 16-bit. Adapters already in the activations'
     // dtype are cast by neither: the count below.
+    // Undropped over a 4-bit base, lora_A keeps x itself: the tensor MatMul4Bit keeps where it keeps its input
+    // (bitsandbytes <= 0.43.1: nothing more), else lora_A alone keeps it, each distinct input once (less o's where
+    // SDPA or o keeps it: the split terms below).
     if (e.adapter_autocast && !autocast && e.adapter_bytes != p) {
-      const bool bnb = e.packed_inputs_kept;
-      const double kept_inputs = e.adapter_dropout > 0 ? e.adapter_inputs * (p + 1) : (bnb ? 0 : e.adapter_inputs * p);
+      double kept_inputs = e.adapter_inputs * p;
+      if (e.adapter_dropout > 0) {
+        kept_inputs = e.adapter_inputs * (p + 1);
+      } else if (e.packed_base) {
+        const bool o_input_kept = e.adapter_o && !x.latent() && (o.flash_attention || e.output_trainable);
+        kept_inputs = e.packed_inputs_kept ? 0 : (e.adapter_distinct_inputs - (o_input_kept ? x.q_width : 0)) * p;
+      }
       terms.replicated += sb * (kept_inputs + e.adapter_rank * p);
     } else {
       const bool cast_per_matrix = e.adapter_bytes != p && !autocast;
@@ -597,14 +610,13 @@ inline double peft_mlp_excess(const TransformerShape& x, const ActivationSetting
   const bool dropped = e.adapter_dropout > 0;
   // Whether PEFT casts x to the adapters' dtype: where they differ, except bitsandbytes' Linear4bit under
   // autocast over 16-bit weights (it casts nothing then).
-  const bool bnb = e.packed_inputs_kept;
   const double a = e.adapter_bytes;
-  const bool cast = a != p && !(e.adapter_autocast && bnb);
+  const bool cast = a != p && !(e.adapter_autocast && e.packed_base);
   // The MLP's normed input is a local unless a save holds it: a trained first projection, MatMul4Bit, or gate's
   // and up's lora_A reading it uncast and undropped.
   const bool mlp_input_saved = mlp_input_kept(e) || (!cast && !dropped);
   const double locals = residual_local_bytes(x, o) + (mlp_input_saved ? 0 : p * x.hidden / whole);
-  const bool product_kept = e.down_trainable || bnb || (!cast && !dropped);
+  const bool product_kept = e.down_trainable || e.packed_inputs_kept || (!cast && !dropped);
   double up = 0, down = 0;
   if (e.adapter_autocast) {
     // Autocast over 16-bit weights: lora_B's outputs in p. The 16-bit Linear's fp32 cast of x (p_a) is a local
