@@ -292,6 +292,7 @@ TEST(EagerLayers, AdaptedMlpRecomputationHoldsTwoAdapterOutputs) {
   o.eager.adapter_dropout = 0.05;
   EXPECT_DOUBLE_EQ(plugins::peft_mlp_excess(x, o), 67'584.0);
   o.eager.adapter_dropout = 0;
+  o.eager.packed_base = true;  // a 4-bit base whose MatMul4Bit keeps its input (bitsandbytes <= 0.43.1)
   o.eager.packed_inputs_kept = true;
   EXPECT_DOUBLE_EQ(plugins::peft_mlp_excess(x, o), 22'528.0);
   o.eager.adapter_mlp = false;
@@ -331,11 +332,13 @@ TEST(EagerLayers, AutocastAdaptersComputeInTheActivationsDtype) {
   o.eager.adapter_dropout = 0.1;
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 98'408.0 + 3 * 26'624.0 + 224.0);
   EXPECT_DOUBLE_EQ(plugins::peft_mlp_excess(x, o), 100'352.0);
+  o.eager.packed_base = true;  // a 4-bit base whose MatMul4Bit keeps its input (bitsandbytes <= 0.43.1)
   o.eager.packed_inputs_kept = true;
   EXPECT_DOUBLE_EQ(plugins::peft_mlp_excess(x, o), 12'288.0);
   o.eager.adapter_dropout = 0;
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 127'080.0 + 224.0);
   EXPECT_DOUBLE_EQ(plugins::peft_mlp_excess(x, o), 22'528.0);
+  o.eager.packed_base = false;
   o.eager.packed_inputs_kept = false;
   o.eager.adapter_bytes = 2;
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 98'408.0 + 28'672.0 + 224.0);

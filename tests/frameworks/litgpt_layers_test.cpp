@@ -56,6 +56,7 @@ TEST(LitgptLayers, Llama2SevenBLoraQv) {
 TEST(LitgptLayers, Llama2SevenBQloraKeepsOsCopiedInput) {
   const TransformerShape x = llama(4096, 32, 32, 11008);
   ActivationSettings o = litgpt_lora(true);
+  o.eager.packed_base = true;
   o.eager.packed_inputs_kept = true;
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 207'012.0);
   TransformerShape two = x;

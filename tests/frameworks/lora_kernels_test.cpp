@@ -49,6 +49,7 @@ TEST(LoraKernels, WhatTheFusedFunctionsKeep) {
   o.eager.rms_norm_upcast = true;
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 127'112.0);
   // A 4-bit base changes nothing: the functions dequantize and keep their inputs anyway (no MatMul4Bit).
+  o.eager.packed_base = true;
   o.eager.packed_inputs_kept = true;
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 127'112.0);
 }
