@@ -1,4 +1,4 @@
-# Optimizers and precision recipes (issue 3): lion, adafactor, adam-8bit, the
+# Optimizers and precision recipes (issue 3): lion, adafactor, adam-8bit, adam-4bit, the
 # optimizer step's temporaries (implementation = for-loop | foreach | fused),
 # the fp8 recipe, main_grads and the Megatron-LM distributed optimizer table,
 # and the hand-checked figures of examples/train-optimizer-*.toml and

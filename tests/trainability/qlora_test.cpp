@@ -196,8 +196,6 @@ TEST(Qlora, ServingAdaptersOnQuantizedWeights) {
             16'777'216u);
 }
 
-// ---- errors, asserted exactly ----
-
 // quantize_working_bytes: quantizing the base on the GPU while the model is
 // built (torchao 0.1's to_nf4, pytorch/ao @ v0.1 torchao/dtypes/nf4tensor.py:
 // the scaled bf16 copy, 2 B a weight, and quantize_tensor_nearest's
@@ -206,7 +204,7 @@ TEST(Qlora, ServingAdaptersOnQuantizedWeights) {
 // quantized, one matrix at a time: Llama-2-7B's largest is an MLP matrix,
 // 4096 x 11008 = 45,088,768 weights, 68 x 45,088,768 = 3,066,036,224 B, at
 // set-up only (its blocks stay cached). It describes nf4 in training: other
-// formats get none (int8 below), nor inference.
+// formats get none (int8 below).
 TEST(QloraSetup, TorchaoNf4QuantizationAtSetUp) {
   const Evaluation e = evaluate_paper(qlora(kLlama, "quantize_working_bytes = 68\n", kLoraQv));
   EXPECT_EQ(e.item_bytes("quantized.quantize_working", MEMPLAN_ROLE_BUFFERS), 3'066'036'224u);
@@ -223,6 +221,8 @@ TEST(QloraSetup, TorchaoNf4QuantizationAtSetUp) {
             "be 0 to 1024 (bytes per element of the matrix being quantized), got -1 (plugin library " +
                 plugin_dir() + "/memplan-quantized.so)");
 }
+
+// ---- errors, asserted exactly ----
 
 const std::string kFix =
     "' is trainable, but quantized weights are frozen: no gradient updates them. Freeze them with a trainability "

@@ -101,7 +101,8 @@ constexpr std::array<memplan_option_spec, 26> kOptions{{
     {"output_held", MEMPLAN_OPTION_BOOL,
      "the training loop keeps the model's output object (its logits) after the loss, until the next forward's "
      "output replaces it (`output = model(...); loss = output.loss; loss.backward()`): the returned logits are "
-     "alive in every phase",
+     "alive in every phase; with packed_linear_keeps_input and no recomputation also the 4-bit layers' inputs "
+     "(activations.held_packed_inputs)",
      "false", nullptr},
     {"softmax_keeps_input", MEMPLAN_OPTION_BOOL,
      "eager attention: the softmax also keeps its fp32 input for backward, as PyTorch up to 1.10 did (its "
@@ -123,7 +124,8 @@ constexpr std::array<memplan_option_spec, 26> kOptions{{
      "the value of dropout", nullptr},
     {"packed_linear_keeps_input", MEMPLAN_OPTION_BOOL,
      "eager layers: a linear layer whose weight is packed below one byte keeps its input for backward even when "
-     "the weight is frozen (bitsandbytes' MatMul4Bit: ctx.tensors = (A, B)); the hf-transformers profile sets it",
+     "the weight is frozen (bitsandbytes' MatMul4Bit up to 0.43.1: ctx.tensors = (A, B); 0.43.2 keeps none: set "
+     "false); the hf-transformers profile sets it",
      "false", nullptr},
     {"rms_norm_upcast", MEMPLAN_OPTION_BOOL,
      "eager layers: RMSNorm upcasts its input to fp32 and keeps it (4h + 4 bytes a token); false: it computes in the "
@@ -238,10 +240,10 @@ class MegatronActivations {
     offload_ = options.boolean("offload").value_or(false);
     offload_backward_layers_ = static_cast<double>(options.positive_integer("offload_backward_layers", 2));
     dequantized_buffer_ = options.boolean("dequantized_buffer").value_or(false);
-    dequantized_copies_ = static_cast<double>(options.positive_integer("dequantized_copies", 1));
+    dequantized_copies_ = options.positive_integer("dequantized_copies", 1);
     if (dequantized_copies_ > 2)
       options.fail("dequantized_copies", "must be 1 or 2 (the dequantized matrix, and its cast to the compute "
-                                         "dtype), got " + std::to_string(static_cast<int64_t>(dequantized_copies_)));
+                                         "dtype), got " + std::to_string(dequantized_copies_));
     rope_cache_ = options.boolean("rope_cache").value_or(false);
     softmax_keeps_input_ = options.boolean("softmax_keeps_input").value_or(false);
     masked_scores_kept_ = options.boolean("masked_scores_kept").value_or(false);
@@ -604,7 +606,7 @@ class MegatronActivations {
     const double forward_layer_matrix = dequantized_buffer_ ? 0.0 : layer_matrix;  // the buffer holds it instead
     // With dequantized_copies = 2 (bitsandbytes 0.42 MatMul4Bit: dequantize_4bit(B, state).to(A.dtype), the
     // quant_state's dtype differing from the input's) each temporary is briefly held twice; a kept buffer once.
-    const double copies = dequantized_copies_;
+    const double copies = static_cast<double>(dequantized_copies_);
     add_outside(ctx, names_.dequantized_weight, (layer_matrix - forward_layer_matrix) * settings.bytes,
                 memplan::sdk::Lifetime::persistent);
     add_outside(ctx, names_.dequantized_weight, copies * std::max(forward_layer_matrix, head_matrix) * settings.bytes,
@@ -626,7 +628,8 @@ class MegatronActivations {
     // (h, shared by gate and up; the attention's own where one norm feeds both, layer_norms = 1) and down's
     // (the MLP width) where the MLP is, and a 4-bit head's input (h). Not under recomputation: reentrant
     // checkpointing runs the forward under no_grad, where MatMul4Bit stores nothing; non-reentrant is not
-    // modelled. Dense layers only (a MoE layer's experts see a subset of the tokens). Left out: layer 0's
+    // modelled. Dense layers only (a MoE layer's experts see a subset of the tokens), and not multi-head latent
+    // attention (its down-projections' inputs are not the q/k/v input counted here). Over-counted: layer 0's
     // attention input when nothing before it trains (MatMul4Bit then stores nothing for it).
     if (output_held_ && settings.eager.packed_inputs_kept && settings.recompute == RecomputePolicy::none &&
         layout.stage_has_lm_head && shape.top_k == 0 && !shape.latent()) {
@@ -1347,7 +1350,7 @@ class MegatronActivations {
   bool offload_ = false;
   double offload_backward_layers_ = 2;  // layers' stored activations on the GPU in backward (offload_backward_layers)
   bool dequantized_buffer_ = false;      // the forward dequantizes into one kept buffer (dequantized_buffer)
-  double dequantized_copies_ = 1;        // copies of a dequantized 4-bit matrix held at once (dequantized_copies)
+  int64_t dequantized_copies_ = 1;       // copies of a dequantized 4-bit matrix held at once (dequantized_copies)
   // The last replay of the loss path's requests (loss_requests.hpp) and its
   // key: a search that keeps the batch, the sequence and the dtype replays once.
   struct LossSegmentsMemo {

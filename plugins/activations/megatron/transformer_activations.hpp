@@ -266,8 +266,8 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
     // Under autocast (residual wider than the activations) the old count stands.
     // Under autocast over 16-bit weights (EagerLayer::adapter_autocast: the HF Trainer with bf16/fp16) the
     // adapters compute in the activations' dtype: bitsandbytes' Linear4bit skips the cast (bnb.py:
-    // requires_conversion = not torch.is_autocast_enabled()), so lora_A keeps its input itself, the tensor
-    // MatMul4Bit keeps already (nothing more), or with dropout its own dropped copy and mask (p + 1 per matrix);
+    // requires_conversion = not torch.is_autocast_enabled()), so lora_A keeps its input itself (below), or with
+    // dropout its own dropped copy and mask (p + 1 per matrix);
     // the 16-bit Linear casts x to fp32 and autocast casts that back for lora_A, which keeps the 16-bit copy,
     // one per matrix (p, with dropout p + 1); lora_B's inputs are 16-bit. Adapters already in the activations'
     // dtype are cast by neither: the count below.

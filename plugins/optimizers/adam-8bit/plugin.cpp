@@ -26,7 +26,8 @@
 // The states' dtype is bitsandbytes' own (uint8 codes, fp32 absmax and fp32
 // small tensors), whatever the precision recipe's optimizer_states dtype. The
 // update is one fused CUDA kernel per tensor (optimizer_update_8bit_blockwise)
-// that works in place: no step temporaries and no `implementation` option.
+// that works in place: no step temporaries and no `implementation` option
+// (library = "torchao": the compiled step's fp32 moments, blockwise_adam.hpp).
 //
 // The step's memory traffic (ABI 1.2 memory record, optimizer_traffic.hpp):
 // bitsandbytes @ 95f9af309d4d, csrc/kernels.cu, kOptimizerStatic8bit2StateBlockwise

@@ -403,7 +403,9 @@ class QuantizedPrecision {
     if (dequantize_copies_ > 0 && options.training())
       options.fail("dequantize_copies", "models an inference forward (mode = \"infer\"); in training the megatron "
                                         "activation model counts the dequantized copies itself "
-                                        "(activations.dequantized_weight): remove it");
+                                        "(activations.dequantized_weight): remove it, and for a quant_state "
+                                        "dtype other than the compute dtype set [activations] "
+                                        "dequantized_copies = 2");
     // Sized here, before the layout splits the weights (tensor parallelism) or keeps a stage's
     // (pipeline parallelism): right for one GPU holding the whole model only.
     if (dequantize_copies_ > 0 && options.workload().gpu_count > 1)

@@ -122,7 +122,7 @@ class BlockwiseAdam {
       // one fp32 scale per block, and the unquantized tensors' states.
       add(weight, sdk::Name{weight.raw().name}, 2 * split.quantized, Traits::code_bytes);
       if (split.blocks > 0) add(weight, scale_(ctx, weight), 2 * split.blocks, 4.0);
-      if (split.small > 0) add(weight, unquantized_(ctx, weight), 2 * split.small, split.small_bytes);
+      if (split.unquantized > 0) add(weight, unquantized_(ctx, weight), 2 * split.unquantized, split.unquantized_bytes);
     }
     const size_t weights = ctx.size();
     ctx.add(batch_);
@@ -167,17 +167,17 @@ class BlockwiseAdam {
   struct Split {
     double quantized = 0;    // elements with quantized moments, per instance
     double blocks = 0;       // their quantization blocks
-    double small = 0;        // elements with unquantized moments
-    double small_bytes = 4;  // their bytes per element: fp32 (bitsandbytes), the weight's dtype (torchao)
+    double unquantized = 0;        // elements with unquantized moments (small tensors; torchao: partial blocks)
+    double unquantized_bytes = 4;  // their bytes per element: fp32 (bitsandbytes), the weight's dtype (torchao)
 
     // Bytes of state per instance, both moments.
-    double state_bytes() const { return 2 * (Traits::code_bytes * quantized + 4 * blocks + small_bytes * small); }
+    double state_bytes() const { return 2 * (Traits::code_bytes * quantized + 4 * blocks + unquantized_bytes * unquantized); }
   };
 
   Split split_of(const sdk::ItemRef& weight, const memplan_model& model, const RankLayout& ranks) const {
     const TensorShapes shapes = tensor_shapes(weight, model, ranks);
     Split split;
-    if (torchao_) split.small_bytes = weight.bytes_per_element();  // adam.py _new_buffer: torch.zeros_like(p)
+    if (torchao_) split.unquantized_bytes = weight.bytes_per_element();  // adam.py _new_buffer: torch.zeros_like(p)
     if (!shapes.known) {
       add_tensors(split, 1, weight.elements());
     } else {
@@ -193,7 +193,7 @@ class BlockwiseAdam {
     if (tensors <= 0 || size <= 0) return;
     // torchao (adam.py _new_buffer) quantizes only a whole number of blocks.
     if (size < min_size_ || (torchao_ && std::fmod(size, block_size_) != 0)) {
-      split.small += tensors * size;
+      split.unquantized += tensors * size;
       return;
     }
     split.quantized += tensors * size;
