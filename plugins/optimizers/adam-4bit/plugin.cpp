@@ -38,10 +38,7 @@ constexpr std::array<memplan_option_spec, 2> kOptions{{
      "elements per quantization block, each with one fp32 scale per state (torchao's default: 128); even, since "
      "two codes share a byte",
      "128", nullptr},
-    {"in_backward", MEMPLAN_OPTION_BOOL,
-     "step each parameter inside backward as soon as its gradient exists, then free the gradient (torchtune's "
-     "optimizer_in_bwd); needs grad_accum = 1",
-     "false", nullptr},
+    memplan::support::kInBackwardOption,
 }};
 
 struct Adam4bitTraits {

@@ -72,10 +72,7 @@ constexpr std::array<memplan_option_spec, 4> kOptions{{
      "256", nullptr},
     {"min_8bit_size", MEMPLAN_OPTION_INT, "tensors with fewer elements keep fp32 states (bitsandbytes' min_8bit_size)",
      "4096", nullptr},
-    {"in_backward", MEMPLAN_OPTION_BOOL,
-     "step each parameter inside backward as soon as its gradient exists, then free the gradient (torchtune's "
-     "optimizer_in_bwd); needs grad_accum = 1",
-     "false", nullptr},
+    memplan::support::kInBackwardOption,
     {"library", MEMPLAN_OPTION_STRING,
      "whose 8-bit AdamW: \"bitsandbytes\" (one in-place CUDA kernel per tensor, no temporaries) or \"torchao\" "
      "(torchao.prototype.low_bit_optim: a compiled step per tensor that keeps both new moments in fp32, 8 bytes per "

@@ -42,10 +42,7 @@ namespace memplan::support {
 
 inline constexpr std::array<memplan_option_spec, 2> kElementwiseOptimizerOptions{{
     {"implementation", MEMPLAN_OPTION_STRING, kImplementationHelp, "\"fused\"", nullptr},
-    {"in_backward", MEMPLAN_OPTION_BOOL,
-     "step each parameter inside backward as soon as its gradient exists, then free the gradient (torchtune's "
-     "optimizer_in_bwd); needs grad_accum = 1",
-     "false", nullptr},
+    kInBackwardOption,
 }};
 
 template <typename Traits>

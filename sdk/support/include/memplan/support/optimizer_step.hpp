@@ -57,6 +57,14 @@ inline constexpr const char* kImplementationHelp =
     "how the step runs, in torch.optim terms: \"for-loop\" (one tensor at a time), \"foreach\" (multi-tensor ops "
     "over the whole group: temporaries as large as all parameters) or \"fused\" (one kernel, no temporaries)";
 
+// The spec of option `in_backward` (torchtune's optimizer_in_bwd), one text
+// for every optimizer that offers it (ElementwiseOptimizer, BlockwiseAdam).
+inline constexpr memplan_option_spec kInBackwardOption{
+    "in_backward", MEMPLAN_OPTION_BOOL,
+    "step each parameter inside backward as soon as its gradient exists, then free the gradient (torchtune's "
+    "optimizer_in_bwd); needs grad_accum = 1",
+    "false", nullptr};
+
 // Reads `implementation`; `fallback` is the optimizer's default.
 inline Implementation read_implementation(sdk::Options& options, Implementation fallback, bool fused_available,
                                           const char* optimizer) {
