@@ -88,6 +88,22 @@ TEST(ModuleBuffers, LearnedPositionsHaveNone) {
   EXPECT_EQ(e.item_bytes("causal_mask", kWeights), 0u);
 }
 
+// GPT-2's attention layers each register their own causal mask (transformers
+// models/gpt2/modeling_gpt2.py GPT2Attention.__init__: register_buffer("bias",
+// torch.tril(torch.ones((max_positions, max_positions), dtype=torch.uint8))
+// .view(1, 1, max_positions, max_positions))), learned positions or not:
+// layer_causal_mask. GPT-2 XL, 48 layers x 1024^2 x 1 B = 50,331,648 B, whole
+// on every rank under ZeRO-3 (a buffer, not a parameter).
+TEST(ModuleBuffers, Gpt2LayersKeepTheirCausalMasks) {
+  const std::string gpt2 =
+      "name = \"b\"\nmode = \"train\"\n[model]\npreset = \"gpt2-xl\"\n[batch]\nseq_len = 1024\n[precision]\nuse = "
+      "\"bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\nlayer_causal_mask = true\n";
+  EXPECT_EQ(evaluate(gpt2).item_bytes("layers.0-47.attn.causal_mask", kWeights), 50'331'648u);
+  const Evaluation sharded = evaluate(gpt2 + "[[strategy]]\nuse = \"data-parallel\"\nsize = 4\n[[strategy]]\nuse = "
+                                             "\"zero\"\nstage = 3\n[hardware]\ngpu = \"a100-sxm-80gb\"\ncount = 4\n");
+  EXPECT_EQ(sharded.item_bytes("layers.0-47.attn.causal_mask", kWeights), 50'331'648u);
+}
+
 // Lines 11 [activations], 12 use, 13 the option under test.
 TEST(ModuleBuffers, BufferDtypeError) {
   const std::string base = "name = \"e\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\n"

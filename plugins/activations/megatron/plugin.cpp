@@ -34,7 +34,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 26> kOptions{{
+constexpr std::array<memplan_option_spec, 27> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true",
@@ -93,6 +93,10 @@ constexpr std::array<memplan_option_spec, 26> kOptions{{
     {"rope_cache", MEMPLAN_OPTION_BOOL,
      "every attention layer's rotary embedding keeps cos and sin tables of max_context x head_dim as module "
      "buffers (Hugging Face transformers up to 4.38); a model with learned positions has none",
+     "false", nullptr},
+    {"layer_causal_mask", MEMPLAN_OPTION_BOOL,
+     "every attention layer registers its own max_context x max_context 1-byte causal mask as a buffer "
+     "(transformers' GPT2Attention `bias`, uint8 then bool; GPT-Neo and GPT-J alike), learned positions or not",
      "false", nullptr},
     {"causal_mask_buffer", MEMPLAN_OPTION_BOOL,
      "the model keeps a max_context x max_context bool causal mask as a buffer and expands it each forward to "
@@ -291,6 +295,7 @@ class MegatronActivations {
       if (options.boolean(key).value_or(false) && layer_ != LayerImplementation::eager)
         options.fail(key, "describes eager layers; it needs layer = \"eager\"");
     causal_mask_buffer_ = options.boolean("causal_mask_buffer").value_or(false);
+    layer_causal_mask_ = options.boolean("layer_causal_mask").value_or(false);
     output_held_ = options.boolean("output_held").value_or(false);
     if (output_held_ && cross_entropy_ == CrossEntropy::vocab_parallel)
       options.fail("output_held", "has nothing to hold under cross_entropy = \"vocab-parallel\": Megatron-LM "
@@ -939,6 +944,7 @@ class MegatronActivations {
           logit_softcap(options.intern("activations.logit_softcap")),
           rope_cache(options.intern("rope_cache")),
           causal_mask(options.intern("causal_mask")),
+          layer_causal_mask(options.intern("attn.causal_mask")),
           expanded_causal_mask(options.intern("activations.causal_mask")),
           recompute_casts(options.intern("activations.recompute" MEMPLAN_CACHED_CAST_SUFFIX)),
           pipeline_input_buffers(options.intern("pipeline.input_buffers")),
@@ -952,7 +958,7 @@ class MegatronActivations {
           held_packed_inputs(options.intern("activations.held_packed_inputs")) {}
     memplan::sdk::Name stored, offload_window, recompute, dequantized_weight, embedding_dropout, final_norm, logits,
         held_output, cross_entropy, loss_forward, loss_backward, tied_gradient, kv_cache, sdpa_masks,
-        windowed_attention, logit_softcap, rope_cache, causal_mask, expanded_causal_mask, recompute_casts,
+        windowed_attention, logit_softcap, rope_cache, causal_mask, layer_causal_mask, expanded_causal_mask, recompute_casts,
         pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
         pipeline_merged_outputs, ring_forward, ring_backward, kept_layer_inputs, held_packed_inputs;
   };
@@ -1224,9 +1230,16 @@ class MegatronActivations {
   void add_module_buffers(memplan::sdk::Context& ctx, const PlanFacts& facts, uint32_t stage_layers,
                           bool stage_has_embedding, double mask_bytes_per_position_pair) const {
     const double positions = static_cast<double>(model_.max_context);
-    if (positions <= 0 || facts.learned_positions) return;
     using memplan::sdk::Lifetime;
     using memplan::sdk::Role;
+    // layer_causal_mask: GPT2Attention.__init__ registers `bias`, torch.tril of a max_positions^2 ones tensor in
+    // uint8 (bool from the mask refactor; 1 byte either way), viewed 1 x 1 x n x n, in every layer (transformers
+    // models/gpt2/modeling_gpt2.py; GPTNeoSelfAttention, GPTJAttention alike), learned positions or not.
+    if (layer_causal_mask_ && positions > 0 && stage_layers > 0)
+      ctx.add(memplan::sdk::NewItem{.name = names_.layer_causal_mask, .role = Role::weights,
+                                    .layer = facts.first_layer, .count = stage_layers, .non_parameter = true,
+                                    .elements = positions * positions, .bytes_per_element = 1});
+    if (positions <= 0 || facts.learned_positions) return;
     if (rope_cache_ && stage_layers > 0) {
       const double bytes = buffer_bytes_ > 0       ? buffer_bytes_
                            : facts.norm_bytes > 0 ? facts.norm_bytes
@@ -1358,6 +1371,7 @@ class MegatronActivations {
   } loss_segments_memo_;
   bool rope_cache_ = false;
   bool causal_mask_buffer_ = false;
+  bool layer_causal_mask_ = false;  // every attention layer's own causal-mask buffer (layer_causal_mask)
   bool padding_mask_ = false;         // the batches carry a padding mask: SDPA gets an explicit mask
   bool mask_bias_per_layer_ = false;  // ... a boolean one, which each call turns into a bias it keeps
   bool use_cache_ = false;            // the forward fills a KV cache the returned output holds
