@@ -638,16 +638,8 @@ class MegatronActivations {
     // attention input when nothing before it trains (MatMul4Bit then stores nothing for it).
     if (output_held_ && settings.eager.packed_inputs_kept && settings.recompute == RecomputePolicy::none &&
         layout.stage_has_lm_head && shape.top_k == 0 && !shape.latent()) {
-      bool attention_in = false, attention_out = false, mlp = false;
-      for (const memplan::sdk::ItemRef item : ctx.items()) {
-        if (item.role() != memplan::sdk::Role::weights || item.layer() < 0 || item.bytes_per_element() >= 1) continue;
-        const std::string_view name = item.name();
-        if (item.param_class() == memplan::sdk::ParamClass::mlp) mlp = true;
-        else if (name == "attn.o") attention_out = true;
-        else if (item.param_class() == memplan::sdk::ParamClass::attention ||
-                 item.param_class() == memplan::sdk::ParamClass::attention_kv)
-          attention_in = true;
-      }
+      const bool attention_in = facts.packed_attention_in, attention_out = facts.packed_attention_out,
+                 mlp = facts.packed_mlp;
       const double t = settings.tensor_parallel;
       const double sequence_split = settings.sequence_parallel ? t : 1;
       const double tokens = shape.seq * shape.batch / context;
@@ -972,6 +964,9 @@ class MegatronActivations {
     bool embedding = false;      // the token embedding,
     bool packed_linear = false;  // a linear layer's weights packed below one byte per element
     bool packed_head = false;    // the LM head's among them (Lightning Fabric's bitsandbytes precision quantizes it)
+    // The layers' packed parts, for the inputs a held graph keeps (held_packed_inputs): q, k or v (one shared
+    // input), o, and the MLP (its input and down's).
+    bool packed_attention_in = false, packed_attention_out = false, packed_mlp = false;
     bool learned_positions = false;  // a learned position table (BERT, GPT-2, OPT): no rotary embedding
     double norm_bytes = 0;           // bytes per element of the layers' norm weights (0: none on the rank)
     bool final_norm_trainable = false;  // the final norm's weight trains
@@ -1012,6 +1007,12 @@ class MegatronActivations {
       facts.packed_linear = facts.packed_linear ||
                             (item.bytes_per_element() < 1 && memplan::support::sharding::is_linear(param_class));
       facts.packed_head = facts.packed_head || (item.bytes_per_element() < 1 && param_class == ParamClass::lm_head);
+      if (item.layer() >= 0 && item.bytes_per_element() < 1) {
+        if (param_class == ParamClass::mlp) facts.packed_mlp = true;
+        else if (item.name() == "attn.o") facts.packed_attention_out = true;
+        else if (param_class == ParamClass::attention || param_class == ParamClass::attention_kv)
+          facts.packed_attention_in = true;
+      }
     }
     return facts;
   }

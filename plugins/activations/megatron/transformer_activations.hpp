@@ -274,12 +274,15 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
     // Undropped over a 4-bit base, lora_A keeps x itself: the tensor MatMul4Bit keeps where it keeps its input
     // (bitsandbytes <= 0.43.1: nothing more), else lora_A alone keeps it, each distinct input once (less o's where
     // SDPA or o keeps it: the split terms below).
+    // o's lora_A reads the attention output, which the layer keeps already where SDPA saves it (flash) or o
+    // keeps its input (the split terms below): not again where lora_A keeps it itself.
+    const bool o_input_kept =
+        e.adapter_o && !x.latent() && (o.flash_attention || e.output_trainable || e.packed_inputs_kept);
     if (e.adapter_autocast && !autocast && e.adapter_bytes != p) {
       double kept_inputs = e.adapter_inputs * p;
       if (e.adapter_dropout > 0) {
         kept_inputs = e.adapter_inputs * (p + 1);
       } else if (e.packed_base) {
-        const bool o_input_kept = e.adapter_o && !x.latent() && (o.flash_attention || e.output_trainable);
         kept_inputs = e.packed_inputs_kept ? 0 : (e.adapter_distinct_inputs - (o_input_kept ? x.q_width : 0)) * p;
       }
       terms.replicated += sb * (kept_inputs + e.adapter_rank * p);
@@ -288,10 +291,6 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
       // Uncast and undropped, lora_A keeps x itself: under a 4-bit base the very tensor MatMul4Bit keeps, which
       // the layer's inputs above count already.
       const bool shares_base_input = !cast_per_matrix && e.adapter_dropout == 0 && e.packed_inputs_kept && !autocast;
-      // Uncast and undropped, o's lora_A keeps the attention output itself, which the layer keeps already where
-      // SDPA saves it (flash) or o keeps its input (the split terms below): not again.
-      const bool o_input_kept =
-          e.adapter_o && !x.latent() && (o.flash_attention || e.output_trainable || e.packed_inputs_kept);
       const double distinct = e.adapter_distinct_inputs - (o_input_kept ? x.q_width : 0);
       const double kept_inputs =
           e.adapter_dropout > 0 ? e.adapter_inputs * (e.adapter_bytes + 1)
