@@ -429,6 +429,27 @@ TEST(Profiles, TorchtuneVersionPicksTheNf4Quantization) {
   EXPECT_EQ(working(""), 270'532'608u);  // the profile's own version, 0.4
 }
 
+// The hf-transformers profile's 4.46 block turns packed_linear_keeps_input off
+// (bitsandbytes 0.43.2, pull request #1270: MatMul4Bit keeps ctx.tensors =
+// (None, B)). Llama-3.2-3B, nf4 base, bf16 LoRA r 16 on q and v (undropped,
+// uncast: lora_A keeps x itself), 1 x 1024 tokens, no recomputation: with the
+// input kept the frozen 4-bit layer keeps its three inputs, p (h + h + f) =
+// 2 x (3072 + 3072 + 8192) = 28,672 B a token and lora_A nothing more; without,
+// lora_A keeps the shared q/v input, 2 x 3072 = 6,144: 22,528 B a token less,
+// x 1024 tokens x 28 layers = 645,922,816 B.
+TEST(Profiles, Transformers446LeavesTheFourBitInputsToBitsandbytes0432) {
+  auto stored = [](const std::string& version) {
+    Evaluation e = evaluate("name = \"q\"\nmode = \"train\"\n[framework]\nuse = \"hf-transformers\"\nversion = \"" +
+                            version +
+                            "\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nseq_len = 1024\n[precision]\nuse = "
+                            "\"quantized\"\nformat = \"nf4\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = "
+                            "\"megatron\"\nuse_cache = false\n[[strategy]]\nuse = \"lora\"\nrank = 16\ntargets = \"q,v\"\n");
+    return e.item_bytes("layers.0-27.activations", MEMPLAN_ROLE_ACTIVATIONS);
+  };
+  EXPECT_EQ(stored("4.45") - stored("4.46"), 645'922'816u);
+  EXPECT_EQ(stored("4.46"), stored("4.49"));  // 4.49 changes the loss only, outside the layers
+}
+
 // An option a profile gives is validated by its plugin like the scenario's
 // own, and the error points at the profile's file.
 TEST(Profiles, ProfileErrorsPointAtTheProfile) {
