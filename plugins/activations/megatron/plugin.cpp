@@ -381,10 +381,12 @@ class MegatronActivations {
                  " query groups to divide over the " + std::to_string(layout.tensor) +
                  " tensor-parallel ranks (it raises NotImplementedError otherwise)");
     }
+    // Read before the items below are added (they are activations, not weights).
+    const PlanFacts facts = scan_plan(ctx);
     if (compiled_) {
       // Compiled layers are counted as fused, less the inputs of frozen projections, which the backward graph
       // AOTAutograd partitions never reads (layer_activation_terms): which weights train, and the adapters' reads.
-      const memplan::plugins::EagerLayer read = eager_layer(ctx, model);
+      const memplan::plugins::EagerLayer read = eager_layer(ctx, model, facts);
       settings.eager.attention_trainable = read.attention_trainable;
       settings.eager.mlp_trainable = read.mlp_trainable;
       settings.eager.down_trainable = read.down_trainable;
@@ -401,7 +403,7 @@ class MegatronActivations {
       settings.eager.repeat_kv = repeat_kv_ && model.kv_heads > 0 && model.kv_heads < model.heads;
     }
     if (layer_ == LayerImplementation::eager) {
-      settings.eager = eager_layer(ctx, model);
+      settings.eager = eager_layer(ctx, model, facts);
       settings.eager.kv_in_cache = kv_cache_counted(settings) && output_held_;
       // Autocast over fp32 weights: the residual stream's dtype (0 without).
       settings.residual_bytes = ctx.attr_double(a.residual_dtype, 0);
@@ -414,8 +416,6 @@ class MegatronActivations {
     // layout.activation_factor (Korthikanti et al. 2022, section 4.2.3).
     const double context = static_cast<double>(layout.context);
     const double factor = ctx.attr_double(a.activation_factor, 1.0);
-    // Read before the items below are added (they are activations, not weights).
-    const PlanFacts facts = scan_plan(ctx);
 
     // A MoE model's dense first layers (dense_layers) store a dense MLP's
     // activations, the others the routed and shared experts'. The stage holds
@@ -1129,7 +1129,8 @@ class MegatronActivations {
   // What the eager layers keep depends on which of their weights train and on
   // the adapters: read from the plan (the trainability plugins ran before) and
   // from the lora.* attributes the 'lora' plugin declares.
-  memplan::plugins::EagerLayer eager_layer(const memplan::sdk::Context& ctx, const memplan_model& model) const {
+  memplan::plugins::EagerLayer eager_layer(const memplan::sdk::Context& ctx, const memplan_model& model,
+                                          const PlanFacts& facts) const {
     using memplan::sdk::ParamClass;
     memplan::plugins::EagerLayer eager;
     // K and V at every query head: where the framework repeats them, where attention is eager (its matmuls read
@@ -1205,10 +1206,7 @@ class MegatronActivations {
     eager.adapter_autocast = autocast_;
     // A linear weight packed below one byte (a 4-bit base); under bitsandbytes <= 0.43.1 it keeps its input
     // (MatMul4Bit, packed_linear_keeps_input).
-    for (memplan::sdk::ItemRef item : ctx.items())
-      if (item.role() == memplan::sdk::Role::weights && item.layer() >= 0 && item.bytes_per_element() < 1 &&
-          memplan::support::sharding::is_linear(item.param_class()))
-        eager.packed_base = true;
+    eager.packed_base = facts.packed_linear;
     eager.packed_inputs_kept = eager.packed_base && packed_linear_keeps_input_;
     return eager;
   }
