@@ -76,7 +76,7 @@ const std::string kOneSequence = "micro_batch = 1\nseq_len = 8192\n";
 // 23% to the layers' activations at the forward's end.
 // The logits and the softmax are this (only) micro-batch's: autograd frees them
 // once the loss and the LM head have run, before any layer's backward, so they
-// are forward transients, and backward's start holds them again as the loss's
+// are transients of the forward's end (lifetime forward_end), and backward's start holds them again as the loss's
 // moment (lifetime backward_start): 2 x 4,202,692,608 = 8,405,385,216, less the
 // head's weight gradient 2 x 4096 x 128256 = 1,050,673,152 (the loss's fp32
 // tensors are freed before it is allocated; floor: the head's input gradient
@@ -86,8 +86,8 @@ TEST(MegatronOutsideLayers, LargeVocabularyLogitsAreGigabytes) {
   Evaluation e = evaluate_paper(llama3_8b(kOneSequence, "dropout = false\n"));
   EXPECT_EQ(e.item_bytes("activations.logits", kAct), 4'202'692'608u);
   EXPECT_EQ(e.item_bytes("activations.cross_entropy", kAct), 4'202'692'608u);
-  EXPECT_EQ(activation_bytes(e, MEMPLAN_LIFETIME_TRANSIENT_FORWARD, "activations.logits"), 4'202'692'608u);
-  EXPECT_EQ(activation_bytes(e, MEMPLAN_LIFETIME_TRANSIENT_FORWARD, "activations.cross_entropy"), 4'202'692'608u);
+  EXPECT_EQ(activation_bytes(e, MEMPLAN_LIFETIME_FORWARD_END, "activations.logits"), 4'202'692'608u);
+  EXPECT_EQ(activation_bytes(e, MEMPLAN_LIFETIME_FORWARD_END, "activations.cross_entropy"), 4'202'692'608u);
   EXPECT_EQ(activation_bytes(e, MEMPLAN_LIFETIME_BACKWARD_START, "activations.loss_backward"), 7'354'712'064u);
   EXPECT_EQ(e.item_bytes("activations.final_norm", kAct), 134'217'728u);
   EXPECT_EQ(e.item_bytes("activations.embedding_dropout", kAct), 0u);  // no dropout, no mask
@@ -137,7 +137,7 @@ TEST(MegatronOutsideLayers, PipelineStagesHoldTheirOwnEnd) {
 
 // Full recomputation checkpoints the transformer layers only; the embedding,
 // final norm and loss keep their activations (the logits and the loss's saves
-// until the loss's and the head's backward have run: forward transients, see
+// until the loss's and the head's backward have run: transients of the forward's end, see
 // LossMomentAndRecomputationAreNotSummed).
 TEST(MegatronOutsideLayers, FullRecomputeKeepsThem) {
   Evaluation e = evaluate_paper(llama3_8b(kOneSequence, "dropout = false\n",
@@ -154,7 +154,7 @@ TEST(MegatronOutsideLayers, FullRecomputeKeepsThem) {
 // doubles them. What accumulation changes is the timeline: the accumulated
 // gradients already exist while the next micro-batch runs forward.
 // At the forward's end: layers 36,540,776,448 + final norm 134,217,728 stored,
-// and the logits and softmax 2 x 4,202,692,608 (forward transients, freed by
+// and the logits and softmax 2 x 4,202,692,608 (the forward's end's transients, freed by
 // the loss's and the head's backward). The loss's moment (backward_start) is
 // those saves, 8,405,385,216, less the head's weight gradient 1,050,673,152
 // without accumulation (7,354,712,064; see LargeVocabularyLogitsAreGigabytes);
@@ -364,7 +364,7 @@ TEST(MegatronOutsideLayers, LossMomentAndRecomputationAreNotSummed) {
   Evaluation e = evaluate_paper(scenario);
   EXPECT_EQ(activation_bytes(e, MEMPLAN_LIFETIME_ACTIVATION), 1'239'416'832u);
   EXPECT_EQ(activation_bytes(e, MEMPLAN_LIFETIME_TRANSIENT_BACKWARD, "activations.recompute"), 717'225'984u);
-  EXPECT_EQ(activation_bytes(e, MEMPLAN_LIFETIME_TRANSIENT_FORWARD), 209'715'200u);
+  EXPECT_EQ(activation_bytes(e, MEMPLAN_LIFETIME_FORWARD_END), 209'715'200u);
   EXPECT_EQ(activation_bytes(e, MEMPLAN_LIFETIME_BACKWARD_START), 0u);
   EXPECT_EQ(e.breakdown().timeline[kBackward], 6'744'099'504u);
   EXPECT_EQ(e.breakdown().peak, 6'744'099'504u);
@@ -372,7 +372,7 @@ TEST(MegatronOutsideLayers, LossMomentAndRecomputationAreNotSummed) {
   std::string larger = scenario;
   larger.replace(larger.find("preset = \"gpt3-175b\"\n"), 21, "preset = \"gpt3-175b\"\nvocab = 409600\n");
   Evaluation loss = evaluate_paper(larger);
-  EXPECT_EQ(activation_bytes(loss, MEMPLAN_LIFETIME_TRANSIENT_FORWARD), 1'677'721'600u);
+  EXPECT_EQ(activation_bytes(loss, MEMPLAN_LIFETIME_FORWARD_END), 1'677'721'600u);
   EXPECT_EQ(activation_bytes(loss, MEMPLAN_LIFETIME_BACKWARD_START, "activations.loss_backward"), 940'834'816u);
   EXPECT_EQ(loss.breakdown().timeline[kBackward], 7'817'937'664u);
   EXPECT_EQ(loss.breakdown().timeline[kForward], 7'817'937'664u);
@@ -389,7 +389,7 @@ TEST(MegatronOutsideLayers, LossMomentAndRecomputationAreNotSummed) {
 //   E (transient_backward_end) = 128,256 x 3,072 x 2 = 788,004,864;
 //   P = 6 x 3,212,749,824 = 19,276,498,944; G = 2 x 3,212,749,824 = 6,425,499,648;
 //   A1 = one layer's stored activations, 1,293,221,888 / 28 = 46,186,496 (above the
-//   final norm's 6,291,456; the logits and the loss's saves are forward transients);
+//   final norm's 6,291,456; the logits and the loss's saves are the forward's end's transients);
 //   backward's end G + A1 + E = 7,259,691,008, above its start A + G1 + S =
 //   1,299,513,344 + 788,004,864 (the embedding's gradient) + 131,334,144 = 2,218,852,352:
 //   backward = P + 7,259,691,008 = 26,536,189,952 (25,748,185,088 without the second

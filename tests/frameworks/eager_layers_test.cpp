@@ -414,13 +414,13 @@ TEST(EagerLayers, ThroughThePlugin) {
   EXPECT_EQ(e.item_bytes("layers.0-27.activations", MEMPLAN_ROLE_ACTIVATIONS), 28ull * 139'368 * 1024);
   // The loss: 1024 x 128,256 = 131,334,144 logit elements; saved 4, forward +4, backward +8 bytes each. The
   // saved 4 are this micro-batch's, freed once the loss has run backward (autograd releases a node's saves):
-  // a forward transient, and part of the loss's moment at backward's start (lifetime backward_start),
+  // a transient of the forward's end (lifetime forward_end), and part of the loss's moment at backward's start (lifetime backward_start),
   // whose transients are freed before the tied head's gradient (128,256 x 3,072 x 2 = 788,004,864 B, which
   // the host adds at backward's start) is allocated: the item is the larger of (8 + 4) x 131,334,144 -
   // 788,004,864 = 788,004,864 and the 16-bit logits gradient the head's backward holds, 2 x 131,334,144 =
   // 262,668,288.
   EXPECT_EQ(e.item_bytes("activations.cross_entropy", MEMPLAN_ROLE_ACTIVATIONS), 4ull * 1024 * 128'256);
-  EXPECT_EQ(with_lifetime(e, "activations.cross_entropy", MEMPLAN_LIFETIME_TRANSIENT_FORWARD), 4ull * 1024 * 128'256);
+  EXPECT_EQ(with_lifetime(e, "activations.cross_entropy", MEMPLAN_LIFETIME_FORWARD_END), 4ull * 1024 * 128'256);
   EXPECT_EQ(e.item_bytes("activations.loss_forward", MEMPLAN_ROLE_ACTIVATIONS), 4ull * 1024 * 128'256);
   EXPECT_EQ(with_lifetime(e, "activations.loss_backward", MEMPLAN_LIFETIME_BACKWARD_START),
             12ull * 1024 * 128'256 - 788'004'864);
@@ -429,7 +429,7 @@ TEST(EagerLayers, ThroughThePlugin) {
 // cross_entropy = "compiled" through the plugin, same run: the loss keeps the
 // 16-bit logits the model returned (activations.logits) (2 x 1024 x 128,256 = 262,668,288 bytes), adds nothing at its
 // forward high point and their 16-bit gradient (as much again) at its backward one. The kept logits are
-// freed once the loss has run backward: a forward transient, and at backward's start (lifetime
+// freed once the loss has run backward: a transient of the forward's end (forward_end), and at backward's start (lifetime
 // backward_start) the loss's moment holds them beside their gradient: 2 x 262,668,288 = 525,336,576 (this
 // path's loss is not freed before the head's gradient is allocated: nothing is taken off).
 TEST(LossPaths, CompiledLossThroughThePlugin) {
@@ -438,7 +438,7 @@ TEST(LossPaths, CompiledLossThroughThePlugin) {
       "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n"
       "layer = \"eager\"\nflash_attention = true\ndropout = false\ncross_entropy = \"compiled\"\n");
   EXPECT_EQ(e.item_bytes("activations.logits", MEMPLAN_ROLE_ACTIVATIONS), 262'668'288u);
-  EXPECT_EQ(with_lifetime(e, "activations.logits", MEMPLAN_LIFETIME_TRANSIENT_FORWARD), 262'668'288u);
+  EXPECT_EQ(with_lifetime(e, "activations.logits", MEMPLAN_LIFETIME_FORWARD_END), 262'668'288u);
   EXPECT_EQ(e.item_bytes("activations.loss_forward", MEMPLAN_ROLE_ACTIVATIONS), 0u);
   EXPECT_EQ(with_lifetime(e, "activations.loss_backward", MEMPLAN_LIFETIME_BACKWARD_START), 525'336'576u);
 }
@@ -447,7 +447,7 @@ TEST(LossPaths, CompiledLossThroughThePlugin) {
 // CEWithChunkedOutputLoss): 1024 x 128,256 logit elements; the 16-bit chunks
 // saved, 2 bytes each = 262,668,288; nothing more at the forward high point;
 // one chunk's 16-bit gradient in backward, 2/8 byte each = 32,833,536. The
-// chunks are freed once the loss has run backward: a forward transient, and
+// chunks are freed once the loss has run backward: a transient of the forward's end, and
 // at backward's start (lifetime backward_start) the loss's moment holds them
 // beside the chunk's gradient: 262,668,288 + 32,833,536 = 295,501,824.
 TEST(LossPaths, CompiledChunkedThroughThePlugin) {
@@ -456,7 +456,7 @@ TEST(LossPaths, CompiledChunkedThroughThePlugin) {
       "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n"
       "layer = \"eager\"\nflash_attention = true\ndropout = false\ncross_entropy = \"chunked-compiled\"\n");
   EXPECT_EQ(e.item_bytes("activations.logits", MEMPLAN_ROLE_ACTIVATIONS), 2ull * 1024 * 128'256);
-  EXPECT_EQ(with_lifetime(e, "activations.logits", MEMPLAN_LIFETIME_TRANSIENT_FORWARD), 2ull * 1024 * 128'256);
+  EXPECT_EQ(with_lifetime(e, "activations.logits", MEMPLAN_LIFETIME_FORWARD_END), 2ull * 1024 * 128'256);
   EXPECT_EQ(e.item_bytes("activations.loss_forward", MEMPLAN_ROLE_ACTIVATIONS), 0u);
   EXPECT_EQ(with_lifetime(e, "activations.loss_backward", MEMPLAN_LIFETIME_BACKWARD_START),
             2ull * 1024 * 128'256 + 1024ull * 128'256 / 4);

@@ -177,7 +177,7 @@ TEST(HfMeasuredLayers, WindowedLayersMaskFromTheWindowOn) {
   EXPECT_EQ(bias->bytes(), 24u * 33'554'432u);  // OLMo's 32 kv heads: nothing to repeat
   const PlanItem* saved_mask = item(saved, "activations.sdpa_masks");
   ASSERT_NE(saved_mask, nullptr);
-  EXPECT_EQ(saved_mask->lifetime, MEMPLAN_LIFETIME_TRANSIENT_FORWARD);
+  EXPECT_EQ(saved_mask->lifetime, MEMPLAN_LIFETIME_FORWARD_IN_LAYERS);  // freed when the layers' forward returns
 
   const Evaluation padded = olmo3(4096, "padding_mask = true\n", false);
   const PlanItem* padded_masks = item(padded, "activations.sdpa_masks");

@@ -153,17 +153,17 @@ TEST(PackedLinearInputs, AHeldOutputKeepsThePreviousMicroBatchsInputs) {
 // dequantized_copies = 2: MatMul4Bit's dequantize_4bit(B, state).to(A.dtype)
 // with an fp16 quant_state under bf16 compute (Lightning Fabric quantizes
 // from .to(torch.half)) holds both copies of the matrix. The same run: the
-// forward's largest, the 4-bit head (32,000 x 4,096 x 2 B = 262,144,000), the
-// layers' largest in backward (4,096 x 11,008 x 2 B = 90,177,536) and the
-// head's at the loss's backward: 614,465,536 B in all with one copy, twice
-// that with two.
+// 4-bit head's at the forward's end (32,000 x 4,096 x 2 B = 262,144,000), the
+// layers' largest while the layers' forward runs and again in backward
+// (4,096 x 11,008 x 2 B = 90,177,536 each) and the head's at the loss's
+// backward: 704,643,072 B in all with one copy, twice that with two.
 TEST(PackedLinearInputs, TwoDequantizedCopies) {
   const auto dequantized = [](const std::string& copies) {
     return evaluate_paper(litgpt_qlora(copies, ""))
         .item_bytes("activations.dequantized_weight", MEMPLAN_ROLE_ACTIVATIONS);
   };
-  EXPECT_EQ(dequantized(""), 614'465'536u);
-  EXPECT_EQ(dequantized("dequantized_copies = 2\n"), 2u * 614'465'536);
+  EXPECT_EQ(dequantized(""), 704'643'072u);
+  EXPECT_EQ(dequantized("dequantized_copies = 2\n"), 2u * 704'643'072);
   EXPECT_EQ(error_of(litgpt_qlora("dequantized_copies = 3\n", ""), "a.toml"),
             "a.toml:19:22: error: in [activations], activations plugin 'megatron', option 'dequantized_copies': must "
             "be 1 or 2 (the dequantized matrix, and its cast to the compute dtype), got 3 (plugin library " +

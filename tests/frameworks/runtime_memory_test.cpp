@@ -21,7 +21,8 @@ namespace {
 //            22,784 B
 //   the root: embeddings and LM head 2 x 64,000 x 2 + the final norm 128
 //            = 256,128 B (16-bit: 'quantized' leaves them unquantized)
-//   forward: root + 2 units = 256,128 + 45,568 = 301,696 B
+//   forward: the root, 256,128 B, through it; the 2 units, 45,568 B, while the layers' forward runs
+//            (lifetime forward_in_layers: resharded after each unit's forward, not at the loss)
 //   backward (FSDP1): the root, 256,128 B, through it; the 2 units, 45,568 B, inside the layers' backward
 // At dtype.weights (the 4-bit size for everything) it would be far less: the
 // embeddings and head would be priced at 0.5625 bytes.
@@ -31,23 +32,26 @@ TEST(FsdpGathers, EachWeightAtItsOwnDtype) {
       "vocab = 1000\n[batch]\nseq_len = 16\n[precision]\nuse = \"quantized\"\nformat = \"nf4\"\n"
       "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"none\"\n[[strategy]]\nuse = \"lora\"\nrank = 4\n"
       "targets = \"q,v\"\n[[strategy]]\nuse = \"data-parallel\"\nsize = 2\n[[strategy]]\nuse = \"fsdp\"\n");
-  EXPECT_EQ(e.item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 301'696u);
+  EXPECT_EQ(e.item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 256'128u);
+  EXPECT_EQ(e.item_bytes("fsdp.gathered_forward_units", MEMPLAN_ROLE_BUFFERS), 45'568u);
   EXPECT_EQ(e.item_bytes("fsdp.gathered_backward", MEMPLAN_ROLE_BUFFERS), 256'128u);
   EXPECT_EQ(e.item_bytes("fsdp.gathered_backward_units", MEMPLAN_ROLE_BUFFERS), 45'568u);
 }
 
 // MixedPrecision(param_dtype = bf16) over fp32 shards (torchtitan): the units
 // are gathered at 2 bytes. Llama-2-7B: a layer is 202,383,360 parameters; the
-// root 2 x 131,072,000 + 4,096 = 262,148,096: forward = (262,148,096 +
-// 2 x 202,383,360) x 2 = 1,333,829,632 B. float8_all_gather takes the linear
-// layers at 1 byte: a layer's linear weights are 202,375,168 (its norms 8,192),
-// so 262,148,096 x 2 + 2 x (202,375,168 + 8,192 x 2) = 524,296,192 + 404,783,104 = 929,079,296 B.
+// root 2 x 131,072,000 + 4,096 = 262,148,096: forward = the root 262,148,096 x 2 =
+// 524,296,192 B + the two units in flight 2 x 202,383,360 x 2 = 809,533,440 B (1,333,829,632 B
+// while the layers run). float8_all_gather takes the linear layers at 1 byte: a layer's linear
+// weights are 202,375,168 (its norms 8,192), so the units are 2 x (202,375,168 + 8,192 x 2) =
+// 404,783,104 B and the root stays 524,296,192 B (929,079,296 B in all).
 TEST(FsdpGathers, ParamDtypeAndFloat8AllGather) {
   const std::string base = "name = \"t\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\n"
                            "use = \"fp32\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"none\"\n"
                            "[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n[[strategy]]\nuse = \"fsdp\"\n"
                            "param_dtype = \"bf16\"\n";
-  EXPECT_EQ(evaluate_paper(base).item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 1'333'829'632u);
+  EXPECT_EQ(evaluate_paper(base).item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 524'296'192u);
+  EXPECT_EQ(evaluate_paper(base).item_bytes("fsdp.gathered_forward_units", MEMPLAN_ROLE_BUFFERS), 809'533'440u);
   // reduce_dtype prices FSDP1's unsharded gradients, the root's (262,148,096) and the unit's being reduced
   // (202,383,360): x 4 in the fp32 gradients' own dtype, x 2 in bf16.
   EXPECT_EQ(evaluate_paper(base).item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), 1'048'592'384u);
@@ -60,7 +64,10 @@ TEST(FsdpGathers, ParamDtypeAndFloat8AllGather) {
             404'766'720u);
   EXPECT_EQ(evaluate_paper(base + "float8_all_gather = true\n").item_bytes("fsdp.gathered_forward",
                                                                            MEMPLAN_ROLE_BUFFERS),
-            929'079'296u);
+            524'296'192u);
+  EXPECT_EQ(evaluate_paper(base + "float8_all_gather = true\n").item_bytes("fsdp.gathered_forward_units",
+                                                                           MEMPLAN_ROLE_BUFFERS),
+            404'783'104u);
 }
 
 // reshard_after_forward = false keeps every unit gathered from its forward to
@@ -244,9 +251,11 @@ TEST(MegatronProfile, GradientBufferLivesFromStartUp) {
 }
 
 // The allocator's reserve covers the buffers that are tensors of the
-// allocator too: FSDP's gathered units (1,333,829,632 B in forward, above) get
-// the 10 % fragmentation margin, 133,382,963.2 -> 133,382,964 B, with their
-// transient_forward lifetime; and the reserve counts in reserved memory only.
+// allocator too: FSDP's gathered root and units (524,296,192 B through the
+// forward and 809,533,440 B while its layers run, above) get the 10 %
+// fragmentation margin with their own lifetimes, 52,429,619.2 -> 52,429,620 B
+// (transient_forward) and 80,953,344 B (transient_forward_in_layers),
+// 133,382,964 B in all; and the reserve counts in reserved memory only.
 // With api "fsdp2" (no side streams assigned) the units are the compute
 // stream's; FSDP1's own pools: tests/frameworks/stream_pools_test.cpp.
 TEST(AllocatorReserve, CoversBufferTensors) {
@@ -257,7 +266,8 @@ TEST(AllocatorReserve, CoversBufferTensors) {
       "\"allocator\"\nrounding = false\n");
   uint64_t forward_reserve = 0;
   for (const PlanItem& item : e.estimator().plan().items)
-    if (item.name_view() == "allocator.fragmentation" && item.lifetime == MEMPLAN_LIFETIME_TRANSIENT_FORWARD) {
+    if (item.name_view() == "allocator.fragmentation" && (item.lifetime == MEMPLAN_LIFETIME_TRANSIENT_FORWARD ||
+                                                          item.lifetime == MEMPLAN_LIFETIME_FORWARD_IN_LAYERS)) {
       EXPECT_EQ(item_quantity(item.flags), kReserved);
       forward_reserve += item.bytes();
     }
@@ -288,9 +298,10 @@ TEST(CudaContextLoading, EagerModuleLoadingIsTheMeasuredContext) {
 
 // A 4-bit (nf4) base is dequantized to bf16 for each matrix multiply, in
 // forward and in backward (bitsandbytes MatMul4Bit): the largest, Llama-2-7B's
-// 4,096 x 11,008 MLP matrix, is 90,177,536 B at forward's high point and
-// while a layer's backward runs (lifetime backward_in_layers: not at the
-// loss's backward, where the 16-bit LM head runs). A bf16 base has none.
+// 4,096 x 11,008 MLP matrix, is 90,177,536 B while a layer's forward runs
+// (lifetime forward_in_layers: not at the forward's end, where the loss runs)
+// and while a layer's backward runs (backward_in_layers: not at the loss's
+// backward, where the 16-bit LM head runs). A bf16 base has none.
 TEST(QuantizedBase, DequantizedWeightAtTheHighPoints) {
   const std::string head = "name = \"q\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nseq_len = 512\n";
   const std::string activations = "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n"
@@ -305,24 +316,27 @@ TEST(QuantizedBase, DequantizedWeightAtTheHighPoints) {
     return bytes;
   };
   const Evaluation nf4 = evaluate_paper(head + "[precision]\nuse = \"quantized\"\nformat = \"nf4\"\n" + tail);
-  EXPECT_EQ(dequantized(nf4, MEMPLAN_LIFETIME_TRANSIENT_FORWARD), 90'177'536u);
+  EXPECT_EQ(dequantized(nf4, MEMPLAN_LIFETIME_FORWARD_IN_LAYERS), 90'177'536u);
+  EXPECT_EQ(dequantized(nf4, MEMPLAN_LIFETIME_FORWARD_END), 0u);
   EXPECT_EQ(dequantized(nf4, MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS), 90'177'536u);
   EXPECT_EQ(dequantized(nf4, MEMPLAN_LIFETIME_BACKWARD_START), 0u);
   const Evaluation bf16 = evaluate_paper(head + "[precision]\nuse = \"bf16\"\n" + tail);
   EXPECT_EQ(bf16.item_bytes("activations.dequantized_weight", MEMPLAN_ROLE_ACTIVATIONS), 0u);
   // A quantized LM head (Lightning Fabric's BitsandbytesPrecision replaces every nn.Linear, the head included)
   // is dequantized at the forward's end and at the loss's backward, where it runs: 32,000 x 4,096 x 2 B =
-  // 262,144,000 B there (lifetime backward_start), the layers' largest matrix while they run.
+  // 262,144,000 B there (lifetimes forward_end and backward_start), the layers' largest matrix while they run.
   const Evaluation head4 =
       evaluate_paper(head + "[precision]\nuse = \"quantized\"\nformat = \"nf4\"\n"
                             "quantize = \"attention,mlp,lm_head\"\n" + tail);
-  EXPECT_EQ(dequantized(head4, MEMPLAN_LIFETIME_TRANSIENT_FORWARD), 262'144'000u);
+  EXPECT_EQ(dequantized(head4, MEMPLAN_LIFETIME_FORWARD_END), 262'144'000u);
+  EXPECT_EQ(dequantized(head4, MEMPLAN_LIFETIME_FORWARD_IN_LAYERS), 90'177'536u);
   EXPECT_EQ(dequantized(head4, MEMPLAN_LIFETIME_BACKWARD_START), 262'144'000u);
   EXPECT_EQ(dequantized(head4, MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS), 90'177'536u);
   // The head alone quantized: its dequantized copy, and none in the layers.
   const Evaluation only_head =
       evaluate_paper(head + "[precision]\nuse = \"quantized\"\nformat = \"nf4\"\nquantize = \"lm_head\"\n" + tail);
-  EXPECT_EQ(dequantized(only_head, MEMPLAN_LIFETIME_TRANSIENT_FORWARD), 262'144'000u);
+  EXPECT_EQ(dequantized(only_head, MEMPLAN_LIFETIME_FORWARD_END), 262'144'000u);
+  EXPECT_EQ(dequantized(only_head, MEMPLAN_LIFETIME_FORWARD_IN_LAYERS), 0u);
   EXPECT_EQ(dequantized(only_head, MEMPLAN_LIFETIME_BACKWARD_START), 262'144'000u);
   EXPECT_EQ(dequantized(only_head, MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS), 0u);
   // Unsloth from 2025.2.1 dequantizes the forward's matrices into one global buffer it never frees
@@ -333,11 +347,12 @@ TEST(QuantizedBase, DequantizedWeightAtTheHighPoints) {
       evaluate_paper(head + "[precision]\nuse = \"quantized\"\nformat = \"nf4\"\n" + activations +
                      "dequantized_buffer = true\n" + lora);
   EXPECT_EQ(dequantized(buffered, MEMPLAN_LIFETIME_PERSISTENT), 90'177'536u);
-  EXPECT_EQ(dequantized(buffered, MEMPLAN_LIFETIME_TRANSIENT_FORWARD), 0u);
+  EXPECT_EQ(dequantized(buffered, MEMPLAN_LIFETIME_FORWARD_IN_LAYERS), 0u);
   EXPECT_EQ(dequantized(buffered, MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS), 90'177'536u);
   EXPECT_EQ(buffered.breakdown().timeline[kOptimizerStep] - nf4.breakdown().timeline[kOptimizerStep], 90'177'536u);
-  // The forward holds the buffer where it held the temporary: the same high point.
-  EXPECT_EQ(buffered.breakdown().timeline[kForward], nf4.breakdown().timeline[kForward]);
+  // The forward's high point is its end, the loss's moment (the loss's fp32 logits, 512 x 32,000 x 12 B =
+  // 196,608,000 B, outweigh the matrix): the temporary is gone there, the buffer is not.
+  EXPECT_EQ(buffered.breakdown().timeline[kForward] - nf4.breakdown().timeline[kForward], 90'177'536u);
 }
 
 // Activation offloading (torchtune's enable_activation_offloading): the layers'

@@ -54,7 +54,7 @@ TEST(Seed004, QwenActivationTableFromTheSeedsOwnFormula) {
 // 2 x 4 x 4096 x 151936 = 4,978,638,848. In all 8,975,024,128 (8.98 GB) at
 // the forward's end: the vocabulary's logits are more than the 24 layers.
 // The logits and the softmax are freed once the loss and the LM head have run
-// backward (forward transients); backward's start holds them as the loss's
+// backward (transients of the forward's end); backward's start holds them as the loss's
 // moment (lifetime backward_start) less the tied head's gradient 151936 x 896
 // x 2 = 272,269,312: 4,706,369,536, an item of its own, so the activations
 // component (every activation item) is 8,975,024,128 + 4,706,369,536 =
@@ -70,7 +70,8 @@ TEST(Seed004, QwenHalfBillionWithItsRealArchitecture) {
   uint64_t forward_end = 0;
   for (const PlanItem& item : e.estimator().plan().items)
     if (item.role == MEMPLAN_ROLE_ACTIVATIONS &&
-        (item.lifetime == MEMPLAN_LIFETIME_ACTIVATION || item.lifetime == MEMPLAN_LIFETIME_TRANSIENT_FORWARD))
+        (item.lifetime == MEMPLAN_LIFETIME_ACTIVATION || item.lifetime == MEMPLAN_LIFETIME_TRANSIENT_FORWARD ||
+         item.lifetime == MEMPLAN_LIFETIME_FORWARD_END))
       forward_end += item.bytes();
   EXPECT_EQ(forward_end, 8'975'024'128u);
   EXPECT_EQ(e.item_bytes("activations.loss_backward", MEMPLAN_ROLE_ACTIVATIONS), 4'706'369'536u);

@@ -5,7 +5,10 @@
 //   one layer (unit_layers = 1):   4 x 4096^2 + 3 x 4096 x 11008 + 2 x 4096 = 202,383,360 elements
 //   root unit (outside the layers): embed 131,072,000 + LM head 131,072,000
 //                                   + final norm 4,096 = 262,148,096 elements
-//   fsdp.gathered_forward   (root + 2 units) x 2 B = 666,914,816 x 2 = 1,333,829,632 B
+//   in forward the root stays gathered (FSDP reshards every unit but the root after its forward) and
+//   two layer units are in flight while the layers' forward runs (limit_all_gathers), none at the loss:
+//   fsdp.gathered_forward         root x 2 B    = 524,296,192 B (transient_forward)
+//   fsdp.gathered_forward_units   2 units x 2 B = 809,533,440 B (forward_in_layers)
 //   in backward FSDP1 keeps the root gathered from its forward on and gathers a unit again in its
 //   pre-backward hook, the next one prefetched (BACKWARD_PRE), while the layers' backward runs; the
 //   root's pre-backward hook on the loss prefetches the last unit:
@@ -42,13 +45,15 @@ TEST(Fsdp, FullShardHasZeroThreeStatesPlusTheGatheredUnits) {
   const Breakdown& b = e.breakdown();
   EXPECT_EQ(b.timeline[kInit], 11'792'227'328u);
   EXPECT_EQ(e.component(MEMPLAN_ROLE_GRADIENTS), 1'684'603'904u);
-  EXPECT_EQ(e.item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 1'333'829'632u);
+  EXPECT_EQ(e.item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 524'296'192u);
+  EXPECT_EQ(e.item_bytes("fsdp.gathered_forward_units", MEMPLAN_ROLE_BUFFERS), 809'533'440u);
   EXPECT_EQ(e.item_bytes("fsdp.gathered_backward", MEMPLAN_ROLE_BUFFERS), 524'296'192u);
   EXPECT_EQ(e.item_bytes("fsdp.gathered_backward_units", MEMPLAN_ROLE_BUFFERS), 809'533'440u);
   EXPECT_EQ(e.item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), 524'296'192u);
   EXPECT_EQ(e.item_bytes("fsdp.unsharded_gradients_units", MEMPLAN_ROLE_BUFFERS), 404'766'720u);
   EXPECT_EQ(e.item_bytes("fsdp.gathered_at_loss", MEMPLAN_ROLE_BUFFERS), 404'766'720u);
-  EXPECT_EQ(b.timeline[kForward], 11'792'227'328u + 1'333'829'632u);
+  // No activations: the layers' moment (root and units) is the forward's high point.
+  EXPECT_EQ(b.timeline[kForward], 11'792'227'328u + 524'296'192u + 809'533'440u);
   EXPECT_EQ(b.peak, 15'739'723'776u);
   EXPECT_EQ(b.peak_phase, kBackward);
   // The same model states as ZeRO stage 3 over the same ranks.
@@ -125,29 +130,37 @@ TEST(Fsdp, UnitsAndPrefetch) {
   Evaluation unprefetched = evaluate_paper(llama7b(8, "backward_prefetch = \"none\"\n"));
   EXPECT_EQ(unprefetched.item_bytes("fsdp.gathered_backward_units", MEMPLAN_ROLE_BUFFERS), 404'766'720u);
   EXPECT_EQ(unprefetched.item_bytes("fsdp.gathered_backward", MEMPLAN_ROLE_BUFFERS), 524'296'192u);
-  // Units of 4 layers: 809,533,440 elements; forward (262,148,096 + 2 x 809,533,440) x 2; a unit's
-  // unsharded gradient 809,533,440 x 2, the root's 262,148,096 x 2.
+  // Units of 4 layers: 809,533,440 elements; forward the root 262,148,096 x 2 and 2 x 809,533,440 x 2 in
+  // flight while the layers run; a unit's unsharded gradient 809,533,440 x 2, the root's 262,148,096 x 2.
   Evaluation four = evaluate_paper(llama7b(8, "unit_layers = 4\n"));
-  EXPECT_EQ(four.item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 3'762'429'952u);
+  EXPECT_EQ(four.item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 524'296'192u);
+  EXPECT_EQ(four.item_bytes("fsdp.gathered_forward_units", MEMPLAN_ROLE_BUFFERS), 3'238'133'760u);
   EXPECT_EQ(four.item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), 262'148'096u * 2);
   EXPECT_EQ(four.item_bytes("fsdp.unsharded_gradients_units", MEMPLAN_ROLE_BUFFERS), 809'533'440u * 2);
-  // One unit of all 32 layers: there is no second unit to prefetch.
+  // One unit of all 32 layers: there is no second unit to prefetch; the root and the one unit are the
+  // whole model, 6,738,415,616 x 2.
   Evaluation whole = evaluate_paper(llama7b(8, "unit_layers = 32\n"));
-  EXPECT_EQ(whole.item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 6'738'415'616u * 2);
+  EXPECT_EQ(whole.item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS) +
+                whole.item_bytes("fsdp.gathered_forward_units", MEMPLAN_ROLE_BUFFERS),
+            6'738'415'616u * 2);
+  EXPECT_EQ(whole.item_bytes("fsdp.gathered_forward_units", MEMPLAN_ROLE_BUFFERS), 32ull * 202'383'360 * 2);
 }
 
 // separate_embeddings (torchtune's custom_sharded_layers ['tok_embeddings',
 // 'output']): the embedding and the LM head are units of their own, the root
 // only the final norm (4,096). Llama-2-7B: each of them (131,072,000) is
 // smaller than a layer unit (202,383,360): forward (4,096 + 2 x 202,383,360)
-// x 2 B = 809,541,632; unsharded gradients (4,096 + 202,383,360) x 2 B =
+// x 2 B = 809,541,632 while the layers run, of which the root and one unit,
+// (4,096 + 202,383,360) x 2 B = 404,774,912, at the forward's end (the head's
+// unit runs there); unsharded gradients (4,096 + 202,383,360) x 2 B =
 // 404,774,912. Llama-3.1-70B: the embedding (128,256 x 8,192 = 1,050,673,152)
 // is larger than a layer (855,654,400) and sets the unit: backward (8,192 + 2 x
 // 1,050,673,152) x 2 B = 4,202,708,992; gradients (8,192 + 1,050,673,152) x 2 B
 // = 2,101,362,688.
 TEST(Fsdp, SeparateEmbeddingsLeaveTheRootTheFinalNorm) {
   Evaluation e = evaluate_paper(llama7b(8, "api = \"fsdp2\"\nseparate_embeddings = true\n"));
-  EXPECT_EQ(e.item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 809'541'632u);
+  EXPECT_EQ(e.item_bytes("fsdp.gathered_forward", MEMPLAN_ROLE_BUFFERS), 404'774'912u);
+  EXPECT_EQ(e.item_bytes("fsdp.gathered_forward_units", MEMPLAN_ROLE_BUFFERS), 404'766'720u);
   EXPECT_EQ(e.item_bytes("fsdp.gathered_backward", MEMPLAN_ROLE_BUFFERS), 809'541'632u);
   EXPECT_EQ(e.item_bytes("fsdp.unsharded_gradients", MEMPLAN_ROLE_BUFFERS), 404'774'912u);
   const auto details = e.estimator().report_details();

@@ -15,7 +15,8 @@ std::string_view lifetime_name(int32_t lifetime) {
   static constexpr std::array<std::string_view, kLifetimeCount> names{
       "persistent",          "gradient",           "activation", "transient_forward", "transient_backward",
       "transient_optimizer", "setup", "transient_backward_start", "transient_backward_end",
-      "transient_backward_layers", "transient_backward_in_layers"};
+      "transient_backward_layers", "transient_backward_in_layers", "transient_forward_in_layers",
+      "transient_forward_end"};
   return lifetime >= 0 && lifetime < kLifetimeCount ? names[static_cast<size_t>(lifetime)] : "unknown";
 }
 

@@ -201,7 +201,7 @@ constexpr std::array<LossMode, 13> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.23.0",
+      "megatron", "1.24.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -451,7 +451,9 @@ class MegatronActivations {
           window = std::max({window, dense_bytes + stored_bytes,
                              stored_bytes * std::min<double>(2, static_cast<double>(routed_layers))});
       }
-      add_bytes(ctx, names_.offload_window, window, memplan::sdk::Lifetime::transient_forward);
+      // Only while the layers' forward runs: the head's output is left on the GPU (NoOpManager), and the
+      // window is the layers' (lifetime forward_in_layers).
+      add_bytes(ctx, names_.offload_window, window, memplan::sdk::Lifetime::forward_in_layers);
       // Backward holds offload_backward_layers layers' worth: two where the next layer comes back while one runs
       // (torchtune) or a reload buffer stands beside the last layer's input (Unsloth from 2025.3.2); one where
       // each layer's input comes back when its backward starts and goes on return (Unsloth before 2025.3.2:
@@ -525,7 +527,7 @@ class MegatronActivations {
     const bool recomputed =
         settings.recompute == RecomputePolicy::full || settings.recompute == RecomputePolicy::per_op;
     add_outside(ctx, names_.sdpa_masks, masks.kinds * mask_elements * (masks.eager ? settings.bytes : 1),
-                recomputed ? memplan::sdk::Lifetime::activation : memplan::sdk::Lifetime::transient_forward);
+                recomputed ? memplan::sdk::Lifetime::activation : memplan::sdk::Lifetime::forward_in_layers);
     // A windowed layer that gets a mask keeps more than the stage's other layers: SDPA's bias
     // (EagerLayer::attention_bias) and, the mask ruling out enable_gqa (transformers' use_gqa_in_sdpa), K and V
     // repeated to every query head. Measured (snapshot-gemma3-12b-lora-r16-all-bs1-s2048, 40 windowed layers of
@@ -575,8 +577,9 @@ class MegatronActivations {
     //   and dV, 4u_q + 8u; the dK/dV exchange in flight (_AllToAllRotater, the
     //   fp32 concatenation sent and the one received), 16u (u at K/V's width,
     //   u_q at the queries'; the same under repeat_kv).
-    // Each belongs to one layer at a time; the loss's transients come before
-    // (forward) or after (backward) the layers, so the larger counts.
+    // Each belongs to one layer at a time: in forward only while the layers
+    // run (lifetime forward_in_layers, never beside the loss's forward at the
+    // end); in backward the loss's transients come first, so the larger counts.
     double ring_forward = 0;
     double ring_backward = 0;
     if (layout.context > 1 && ctx.attr_int(a.context_kv_allgather, 0) != 0) {
@@ -614,8 +617,11 @@ class MegatronActivations {
     const double copies = static_cast<double>(dequantized_copies_);
     add_outside(ctx, names_.dequantized_weight, (layer_matrix - forward_layer_matrix) * settings.bytes,
                 memplan::sdk::Lifetime::persistent);
-    add_outside(ctx, names_.dequantized_weight, copies * std::max(forward_layer_matrix, head_matrix) * settings.bytes,
-                memplan::sdk::Lifetime::transient_forward);
+    // In forward a layer's matrix while the layers run, a quantized head's at the forward's end.
+    add_outside(ctx, names_.dequantized_weight, copies * forward_layer_matrix * settings.bytes,
+                memplan::sdk::Lifetime::forward_in_layers);
+    add_outside(ctx, names_.dequantized_weight, copies * head_matrix * settings.bytes,
+                memplan::sdk::Lifetime::forward_end);
     // In backward a layer's matrix is dequantized only while that layer's backward runs (its recomputation and
     // its input gradient): not at the loss's backward, where a 16-bit LM head runs, nor at the embedding's
     // (backward_in_layers). A quantized head's is dequantized at the loss's backward (backward_start).
@@ -664,7 +670,6 @@ class MegatronActivations {
         // ctx.save_for_backward(e, c, ...)): the head's input is kept as a trained head's would be.
         facts.lm_head && !facts.lm_head_trainable && cross_entropy_ != CrossEntropy::cut);
     const double scale = static_cast<double>(inflight) * factor / context;
-    double loss_forward = 0;  // the loss's forward transient, when the stage computes the loss
     double loss_segments = 0;  // the loss path's segments in the caching allocator (loss_requests.hpp)
     double freed_by_loss_backward = 0;  // the head's activations and the loss's backward excess (kept_layer_inputs)
     if (layout.stage_has_embedding)
@@ -703,12 +708,12 @@ class MegatronActivations {
             std::max(0.0, std::min(logits, (outside.logits - outside.held_overlap) / context));
         const double ce_released = std::max(0.0, std::min(cross_entropy, outside.cross_entropy / context));
         add_vocab_sized(ctx, names_.logits, logits - logits_released);
-        add_vocab_sized(ctx, names_.logits, logits_released, memplan::sdk::Lifetime::transient_forward);
+        add_vocab_sized(ctx, names_.logits, logits_released, memplan::sdk::Lifetime::forward_end);
         freed_by_loss_backward += std::max(0.0, logits - logits_released);
         // The loop holds one output, whatever the micro-batches in flight.
         add_vocab_sized(ctx, names_.held_output, outside.held_output / context, memplan::sdk::Lifetime::persistent);
         add_vocab_sized(ctx, names_.cross_entropy, cross_entropy - ce_released);
-        add_vocab_sized(ctx, names_.cross_entropy, ce_released, memplan::sdk::Lifetime::transient_forward);
+        add_vocab_sized(ctx, names_.cross_entropy, ce_released, memplan::sdk::Lifetime::forward_end);
         // The soft-capping's tanh output (logit_softcap): saved from the head's forward to its backward, which
         // runs after the loss's: alive at the forward's end and at the loss's moment in backward. Measured
         // (snapshot-gemma2-9b-trainer-lora-r16-all-gcdefault-eager-bs1-s4096): 2,097,152,000 B from
@@ -718,15 +723,13 @@ class MegatronActivations {
         const double softcap = outside.softcap * head_scale;
         const double softcap_released = std::min(softcap, outside.softcap / context);
         add_vocab_sized(ctx, names_.logit_softcap, softcap - softcap_released);
-        add_vocab_sized(ctx, names_.logit_softcap, softcap_released, memplan::sdk::Lifetime::transient_forward);
+        add_vocab_sized(ctx, names_.logit_softcap, softcap_released, memplan::sdk::Lifetime::forward_end);
         add_vocab_sized(ctx, names_.logit_softcap, softcap_released, memplan::sdk::Lifetime::backward_start);
         freed_by_loss_backward += std::max(0.0, softcap);
         freed_by_loss_backward += std::max(0.0, cross_entropy - ce_released);
         const double saves_released = logits_released + ce_released;
         // The loss's transients belong to one micro-batch: the one whose loss is computed.
-        add_vocab_sized(ctx, names_.loss_forward, outside.loss_forward / context,
-                    memplan::sdk::Lifetime::transient_forward);
-        loss_forward = outside.loss_forward / context;
+        add_vocab_sized(ctx, names_.loss_forward, outside.loss_forward / context, memplan::sdk::Lifetime::forward_end);
         // Backward runs the loss first and frees its fp32 gradients and the
         // saves above before the first layer is recomputed: the loss's moment
         // and the recompute working set never coexist, so the item is what the
@@ -788,8 +791,7 @@ class MegatronActivations {
                                                  settings.tensor_parallel *
                                                  (gathered > 0 ? gathered : facts.trained_embedding_bytes)});
     }
-    add_outside(ctx, names_.ring_forward, std::max(0.0, ring_forward - loss_forward),
-                memplan::sdk::Lifetime::transient_forward);
+    add_outside(ctx, names_.ring_forward, ring_forward, memplan::sdk::Lifetime::forward_in_layers);
     add_outside(ctx, names_.ring_backward, ring_backward, memplan::sdk::Lifetime::transient_backward);
     add_pipeline_runtime(ctx, layout, shape, settings, outside, inflight, context, facts);
     add_kept_layer_inputs(ctx, settings, shape, freed_by_loss_backward, context);

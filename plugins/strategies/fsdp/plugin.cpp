@@ -14,7 +14,9 @@
 // the root, kept until the end of backward. With limit_all_gathers (default
 // True) the rate limiter keeps at most two units' gathered parameters alive:
 // the one computing and the next one being gathered. Working sets:
-//   forward:  root + min(2, units) units
+//   forward:  root + min(2, units) units while the layers' forward runs (the
+//             units: lifetime forward_in_layers); at the forward's end, where
+//             the loss runs, the root (and a separate LM head's unit) alone
 //   backward: root + min(1 + prefetch, units) units, prefetch 1 for
 //             backward_prefetch = "pre" (BACKWARD_PRE, FSDP's default), else 0
 //             + the unsharded gradients of the unit being reduced and of the
@@ -229,7 +231,7 @@ constexpr std::array<memplan_option_spec, 15> kOptions{{
 class FsdpStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "fsdp", "1.12.0",
+      "fsdp", "1.13.0",
       "PyTorch FSDP: FULL_SHARD or HYBRID_SHARD (ZeRO-3 semantics) with the gathered units in flight",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::sharding};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -464,7 +466,8 @@ class FsdpStrategy {
   void assign_fsdp1_streams(memplan::sdk::Context& ctx) const {
     for (memplan::sdk::ItemRef item : ctx.items()) {
       if (item.device() != memplan::sdk::Device::gpu) continue;
-      if (item.named(names_.gathered_forward) || item.named(names_.gathered_backward) ||
+      if (item.named(names_.gathered_forward) || item.named(names_.gathered_forward_units) ||
+          item.named(names_.gathered_backward) ||
           item.named(names_.gathered_backward_units) || item.named(names_.gathered_at_loss) ||
           item.named(names_.unsharded_parameters))
         item.set_stream(MEMPLAN_STREAM_FSDP_UNSHARD);
@@ -512,19 +515,27 @@ class FsdpStrategy {
               gradient_elements(weights.trainable_outside, weights.outside_layers)};
     double gathered_unit = unit_bytes;
     double gradient_unit = trainable_unit;
+    double head_unit = 0;  // a unit gathered at the forward's end: the LM head's, when it is a unit of its own
     if (separate_embeddings_) {
       const Root own = separate_units(ctx, root, param_bytes_);
       if (own.elements > 0) {
         gathered_unit = std::max(unit_bytes, own.bytes);
         gradient_unit = std::max(trainable_unit, gradient_elements(own.trainable, own.elements));
         units += own.count;
+        head_unit = gathered_unit;
       }
     }
     using memplan::sdk::Lifetime;
     if (reshard_after_forward_) {
-      const double forward = root.bytes + std::min(2.0, units) * gathered_unit;
+      // Each layer unit is resharded when its forward ends (FSDP1 _post_forward_reshard, FSDP2's post-forward
+      // hook) and its block freed then, so the two units in flight exist only while the layers' forward runs
+      // (lifetime forward_in_layers), not at the forward's end, where the LM head and the loss run beside the
+      // root (never resharded after forward) and, when it is a unit of its own, the head's unit.
+      const double layer_units = std::min(2.0, units) * gathered_unit;
       const double backward_units = std::min(1.0 + backward_prefetch_, units) * gathered_unit;
-      sharding::add_buffer(ctx, names_.gathered_forward, Lifetime::transient_forward, forward, 1);
+      sharding::add_buffer(ctx, names_.gathered_forward, Lifetime::transient_forward, root.bytes + head_unit, 1);
+      sharding::add_buffer(ctx, names_.gathered_forward_units, Lifetime::forward_in_layers,
+                           std::max(0.0, layer_units - head_unit), 1);
       if (split_fsdp1_units()) {
         // FSDP1 reshards every unit but the root after its forward (_runtime_utils.py _post_forward: the root's
         // parameters stay unsharded for backward) and gathers a unit again in its pre-backward hook, with the
@@ -546,8 +557,9 @@ class FsdpStrategy {
       for (double bytes : weights.per_layer_bytes) all_layers += bytes;
       sharding::add_buffer(ctx, names_.unsharded_parameters, Lifetime::activation,
                            weights.outside_bytes + all_layers, 1);
+      // The next unit gathered while one computes: by the forward's end every unit is gathered (above).
       if (units > 1)
-        sharding::add_buffer(ctx, names_.gathered_forward, Lifetime::transient_forward, unit_bytes, 1);
+        sharding::add_buffer(ctx, names_.gathered_forward_units, Lifetime::forward_in_layers, unit_bytes, 1);
     }
     if (ctx.training()) {
       const double gradient_bytes = ctx.required_attr_double(attributes_.gradients_dtype, MEMPLAN_ATTR_DTYPE_GRADIENTS);
@@ -652,6 +664,7 @@ class FsdpStrategy {
   struct Names {
     explicit Names(const memplan::sdk::Options& options)
         : gathered_forward(options.intern("fsdp.gathered_forward")),
+          gathered_forward_units(options.intern("fsdp.gathered_forward_units")),
           gathered_backward(options.intern("fsdp.gathered_backward")),
           gathered_backward_units(options.intern("fsdp.gathered_backward_units")),
           gathered_at_loss(options.intern("fsdp.gathered_at_loss")),
@@ -667,7 +680,8 @@ class FsdpStrategy {
           replica_reduction(options.intern("fsdp.replica_all_reduce")),
           setup_transient(options.intern("fsdp.setup_unshard")),
           setup_cache(options.intern("fsdp.setup_cache")) {}
-    memplan::sdk::Name gathered_forward, gathered_backward, gathered_backward_units, gathered_at_loss,
+    memplan::sdk::Name gathered_forward, gathered_forward_units, gathered_backward, gathered_backward_units,
+        gathered_at_loss,
         unsharded_parameters, unsharded_gradients, unsharded_gradients_units, accumulated_gradients,
         reduce_scatter_input;
     memplan::sdk::Name gather, gradient_reduction, optimizer_step, optimizer_step_experts, replica_reduction;

@@ -130,9 +130,22 @@ extern "C" {
  * of backward_end where it is the larger. Added after backward_layers (the
  * same day); a host that predates it rejects the item. */
 #define MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS 10
+/* Alive only while a layer's forward runs: not at the forward's end, where
+ * the final norm, the LM head and the loss run after the last layer: one
+ * layer's forward working set that the head's moment does not have, such as
+ * FSDP's gathered layer units (resharded after each unit's forward) and
+ * SDPA's masks, freed when the layers' forward returns. Added after
+ * backward_in_layers; a host that predates it rejects the item. */
+#define MEMPLAN_LIFETIME_FORWARD_IN_LAYERS 11
+/* Alive at the forward's end only: what the LM head's and the loss's forward
+ * hold after the last layer's forward has returned (the logits and the
+ * loss's transients of the micro-batch whose loss is computed), which no
+ * layer's forward working set (forward_in_layers) stands beside. Added with
+ * forward_in_layers. */
+#define MEMPLAN_LIFETIME_FORWARD_END 12
 /* The number of lifetimes: arrays indexed by MEMPLAN_LIFETIME_* have this
  * many entries. */
-#define MEMPLAN_LIFETIME_COUNT 11
+#define MEMPLAN_LIFETIME_COUNT 13
 /* Whether a persistent item already exists while the job is set up: every
  * persistent item but the optimizer states (torch.optim creates them in the
  * first step) and activations kept from step to step (a loop's held
@@ -154,8 +167,13 @@ static inline int memplan_exists_at_setup(int32_t role, int32_t lifetime) {
  * layer's, P the persistent items, T the pass's transients, S what backward's
  * start adds (lifetime backward_start), E what its end adds (backward_end),
  * L what the layers' backward holds through its end (backward_layers) and Y
- * what a layer's backward holds only while it runs (backward_in_layers):
- *   forward   = P + A + T (+ G from the second micro-batch on: accumulating)
+ * what a layer's backward holds only while it runs (backward_in_layers),
+ * and in forward F what a layer's forward holds only while it runs
+ * (forward_in_layers) and H what the head's and the loss's forward hold at
+ * its end (forward_end):
+ *   forward   = P + A + T + max(F, H) (+ G from the second micro-batch on:
+ *               accumulating; A stands for the activations at both moments:
+ *               the last layer's forward leaves at most the head's to come)
  *   backward  = P + T + max(min(G + A, A + G1) + max(S, L + Y), min(G + A, G + A1) + L + max(E, Y)),
  *               or G + A + max(S, L + max(E, Y)) when accumulating (backward
  *               walks the layers in reverse: gradients grow while activations
@@ -188,14 +206,19 @@ static inline void memplan_step_high_points_n(const double* by_lifetime, size_t 
    * the other. */
   const double embedding = entries > MEMPLAN_LIFETIME_BACKWARD_END ? by_lifetime[MEMPLAN_LIFETIME_BACKWARD_END] : 0;
   end += layers + (embedding > in_layers ? embedding : in_layers);
-  out[0] = persistent + activations + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_FORWARD] + (accumulating ? gradients : 0);
+  const double forward_layers =
+      entries > MEMPLAN_LIFETIME_FORWARD_IN_LAYERS ? by_lifetime[MEMPLAN_LIFETIME_FORWARD_IN_LAYERS] : 0;
+  const double forward_end = entries > MEMPLAN_LIFETIME_FORWARD_END ? by_lifetime[MEMPLAN_LIFETIME_FORWARD_END] : 0;
+  out[0] = persistent + activations + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_FORWARD] +
+           (forward_layers > forward_end ? forward_layers : forward_end) + (accumulating ? gradients : 0);
   out[1] = persistent + (start > end ? start : end) + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_BACKWARD];
   out[2] = persistent + gradients + by_lifetime[MEMPLAN_LIFETIME_TRANSIENT_OPTIMIZER];
 }
 
 /* The same over MEMPLAN_LIFETIME_SETUP + 1 entries, as ABI 1.3 first wrote
  * it: code that sizes its array so keeps reading inside it (and sees no
- * backward_start, backward_end, backward_layers or backward_in_layers bytes). */
+ * backward_start, backward_end, backward_layers, backward_in_layers,
+ * forward_in_layers or forward_end bytes). */
 static inline void memplan_step_high_points(const double* by_lifetime, double largest_gradient_layer,
                                             double largest_activation_layer, int accumulating, double out[3]) {
   memplan_step_high_points_n(by_lifetime, MEMPLAN_LIFETIME_SETUP + 1, largest_gradient_layer,

@@ -82,6 +82,8 @@ enum class Lifetime : int32_t {
   backward_end = MEMPLAN_LIFETIME_BACKWARD_END,
   backward_layers = MEMPLAN_LIFETIME_BACKWARD_LAYERS,
   backward_in_layers = MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS,
+  forward_in_layers = MEMPLAN_LIFETIME_FORWARD_IN_LAYERS,
+  forward_end = MEMPLAN_LIFETIME_FORWARD_END,
 };
 
 enum class Device : int32_t { gpu = MEMPLAN_DEVICE_GPU, cpu = MEMPLAN_DEVICE_CPU };

@@ -16,7 +16,7 @@ namespace memplan {
 
 enum StepPhase : int { kInit = 0, kForward = 1, kBackward = 2, kOptimizerStep = 3, kStepPhaseCount = 4 };
 
-// Item lifetimes, MEMPLAN_LIFETIME_PERSISTENT (0) to MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS (10).
+// Item lifetimes, MEMPLAN_LIFETIME_PERSISTENT (0) to MEMPLAN_LIFETIME_FORWARD_END (12).
 inline constexpr int kLifetimeCount = MEMPLAN_LIFETIME_COUNT;
 
 // The three ways memory on a GPU is measured, each a superset of the one
