@@ -207,6 +207,37 @@ TEST(Timeline, BackwardInLayersMeetsNeitherTheLossNorTheEmbedding) {
   EXPECT_EQ(lifetime_name(MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS), "transient_backward_in_layers");
 }
 
+// Lifetimes forward_in_layers (F) and forward_end (H) (plugin_abi.h): a layer's forward working set and
+// the head's and loss's at the forward's end never meet, so forward = P + A + T + max(F, H) (+ G when
+// accumulating). The plan above (P = 100, A = 50, G = 230, S = 40) with T = 3 through the forward:
+//   F = 20, H = 60: 100 + 50 + 3 + 60 = 213 (summed, as transient_forward items, it would be 233);
+//   F = 90, H = 60: 100 + 50 + 3 + 90 = 243;
+//   accumulating over 4 micro-batches: 243 + G 230 = 473.
+// Neither is alive in backward or at the optimizer step: backward stays 342 (BackwardStartMeetsOnlyTheStart).
+TEST(Timeline, ForwardInLayersAndForwardEndDoNotMeet) {
+  const auto plan = [](double in_layers, double end) {
+    Plan p = gradients_outweigh_activations(40);
+    p.items.push_back(item(MEMPLAN_ROLE_BUFFERS, MEMPLAN_LIFETIME_TRANSIENT_FORWARD, 3));
+    p.items.push_back(item(MEMPLAN_ROLE_BUFFERS, MEMPLAN_LIFETIME_FORWARD_IN_LAYERS, in_layers));
+    p.items.push_back(item(MEMPLAN_ROLE_ACTIVATIONS, MEMPLAN_LIFETIME_FORWARD_END, end));
+    return p;
+  };
+  Breakdown end_larger;
+  summarize(plan(20, 60), 1, end_larger);
+  EXPECT_EQ(end_larger.timeline[kForward], 213u);
+  EXPECT_EQ(end_larger.timeline[kBackward], 342u);
+  EXPECT_EQ(end_larger.timeline[kOptimizerStep], 100u + 230);
+  EXPECT_EQ(end_larger.sum, 100u + 230 + 50 + 7 + 40 + 3 + 20 + 60);
+  Breakdown layers_larger;
+  summarize(plan(90, 60), 1, layers_larger);
+  EXPECT_EQ(layers_larger.timeline[kForward], 243u);
+  Breakdown accumulating;
+  summarize(plan(90, 60), 4, accumulating);
+  EXPECT_EQ(accumulating.timeline[kForward], 473u);
+  EXPECT_EQ(lifetime_name(MEMPLAN_LIFETIME_FORWARD_IN_LAYERS), "transient_forward_in_layers");
+  EXPECT_EQ(lifetime_name(MEMPLAN_LIFETIME_FORWARD_END), "transient_forward_end");
+}
+
 // Activations outweigh gradients (weights 100; 10 layers of 2 bytes of gradients and 50 of activations:
 // G = 20, A = 500, G1 = 2, A1 = 50; no other transients): the start is the high point, min(520, 502) = 502.
 // The loss's S = 40 and the layers' L = 30 do not meet there: 100 + 502 + max(40, 30) = 642, not 672; with
