@@ -9,4 +9,5 @@ memplan_add_test(test_inference
   inference/latent_kv_test.cpp
   inference/sampler_test.cpp
   inference/moe_workspace_test.cpp
-  inference/rope_cache_test.cpp)
+  inference/rope_cache_test.cpp
+  inference/model_held_test.cpp)

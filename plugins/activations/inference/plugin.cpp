@@ -39,7 +39,7 @@ using memplan::sdk::Lifetime;
 using memplan::sdk::ParamClass;
 using memplan::sdk::Role;
 
-constexpr std::array<memplan_option_spec, 10> kOptions{{
+constexpr std::array<memplan_option_spec, 12> kOptions{{
     {"kv_dtype", MEMPLAN_OPTION_STRING, "dtype of the cached keys and values: fp32, fp16, bf16, fp8 or int8",
      "the activation dtype of [precision]", nullptr},
     {"block_size", MEMPLAN_OPTION_INT,
@@ -75,6 +75,17 @@ constexpr std::array<memplan_option_spec, 10> kOptions{{
      "dtype, whole on every rank (vLLM's RotaryEmbedding.cos_sin_cache, one instance shared by the layers through "
      "get_rope's cache; item rope_cache)",
      "false; the vllm profile sets true", nullptr},
+    {"held_hidden_states", MEMPLAN_OPTION_INT,
+     "hidden-state tensors (tokens x h) the model's own forward keeps beside a layer's while the layers run: "
+     "Hugging Face transformers' decoder models keep inputs_embeds (a local of the model's forward) and the "
+     "running layer's input (the loop's variable), 2 (item activations.model_held)",
+     "0; the hf-transformers profile sets 2", nullptr},
+    {"held_position_embeddings", MEMPLAN_OPTION_STRING,
+     "position embeddings the model's forward computes once and keeps through the layers (item "
+     "activations.model_held): \"none\", \"learned\" (learned ones, tokens x h: GPT-2 style models keep "
+     "position_embeds beside inputs_embeds) or \"all\" (those, or rotary cos and sin, 2 x tokens x head_dim: "
+     "the model's rotary_emb, transformers 4.43 for Llama, 4.45 for the others)",
+     "\"none\"; the hf-transformers profile sets \"learned\", and \"all\" from 4.46", nullptr},
 }};
 
 // The KV cache dtypes a serving engine stores (vLLM's kv_cache_dtype: auto,
@@ -84,7 +95,7 @@ constexpr std::array<const char*, 5> kKvDtypes{"fp32", "fp16", "bf16", "fp8", "i
 class InferenceMemory {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "inference", "1.6.0", "KV cache (paged, GQA, latent attention, sliding window) and forward transients for serving",
+      "inference", "1.7.0", "KV cache (paged, GQA, latent attention, sliding window) and forward transients for serving",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
@@ -148,6 +159,17 @@ class InferenceMemory {
       options.fail("logits", "must be \"last\" or \"all\", not \"" + logits + "\"");
     all_logits_ = logits == "all";
     rope_cache_ = options.boolean("rope_cache").value_or(false);
+    if (auto held = options.integer("held_hidden_states")) {
+      if (*held < 0 || *held > 16)
+        options.fail("held_hidden_states", "must be a count of hidden-state tensors from 0 to 16, got " +
+                                               std::to_string(*held));
+      held_hidden_states_ = static_cast<double>(*held);
+    }
+    const std::string positions = options.string("held_position_embeddings").value_or("none");
+    if (positions != "none" && positions != "learned" && positions != "all")
+      options.fail("held_position_embeddings", "must be \"none\", \"learned\" or \"all\", not \"" + positions + "\"");
+    held_learned_positions_ = positions != "none";
+    held_rotary_tables_ = positions == "all";
   }
 
   void apply(memplan::sdk::Context& ctx) {
@@ -217,7 +239,7 @@ class InferenceMemory {
 
     add_transients(ctx, model, t, activation_bytes, seq_len, sequences,
                    mix.global_count > 0 ? seq_len : std::min(seq_len, window), rank.lm_head,
-                   first < model.dense_layers, rank.experts, rank.quantized_experts);
+                   first < model.dense_layers, rank.experts, rank.quantized_experts, rank.learned_positions);
   }
 
  private:
@@ -233,7 +255,8 @@ class InferenceMemory {
   // larger, and the fp32 logits on the rank that holds the LM head.
   void add_transients(memplan::sdk::Context& ctx, const memplan_model& model, int64_t t, double activation_bytes,
                       int64_t seq_len, int64_t sequences, int64_t context, bool lm_head,
-                      bool dense_layers_here, bool experts_here, bool quantized_experts) const {
+                      bool dense_layers_here, bool experts_here, bool quantized_experts,
+                      bool learned_positions) const {
     inf::ForwardShape shape;
     shape.hidden = static_cast<double>(model.hidden);
     shape.heads = static_cast<double>(model.heads);
@@ -273,6 +296,21 @@ class InferenceMemory {
     const double prefill = inf::layer_transient(shape, chunk, static_cast<double>(context));
     const double decode = inf::layer_transient(shape, b, static_cast<double>(context));
     add_transient(ctx, names_.layer, std::max(prefill, decode));
+    // What the model's forward keeps beside the running layer, per token of the pass (Hugging Face
+    // transformers, models/llama/modeling_llama.py LlamaModel.forward, and its copies: inputs_embeds stays a
+    // local while the loop runs, the loop's hidden_states holds the layer's input until the layer returns,
+    // and from 4.45 the position_embeddings (cos, sin) computed once before the loop; GPT-2 style models
+    // keep position_embeds beside inputs_embeds). Counted with the pass, prefill or decode, whose transient
+    // is the larger with it: the item is what it adds to the layer's.
+    const double held_per_token =
+        activation_bytes *
+        (held_hidden_states_ * shape.hidden +
+         (learned_positions ? (held_learned_positions_ ? shape.hidden : 0.0)
+                            : (held_rotary_tables_ ? 2 * shape.head_dim : 0.0)));
+    if (held_per_token > 0)
+      add_transient(ctx, names_.model_held,
+                    std::max(prefill + held_per_token * chunk, decode + held_per_token * b) -
+                        std::max(prefill, decode));
     if (workspace)
       add_transient(ctx, names_.moe_workspace,
                     inf::moe_workspace_bytes(activation_bytes, std::max(chunk, b), shape.top_k,
@@ -349,6 +387,9 @@ class InferenceMemory {
   bool all_logits_ = false;
   bool persistent_moe_workspace_ = false;
   bool rope_cache_ = false;
+  double held_hidden_states_ = 0;         // held_hidden_states
+  bool held_learned_positions_ = false;  // held_position_embeddings "learned" or "all"
+  bool held_rotary_tables_ = false;     // held_position_embeddings "all"
   support::LayoutReader layout_;
   // Resolved once, in the constructor: no key lookup per evaluation.
   memplan::sdk::Attribute activation_dtype_, block_tokens_attr_, block_bytes_attr_;
@@ -363,8 +404,10 @@ class InferenceMemory {
           logits(options.intern("activations.logits")),
           sampler(options.intern("activations.sampler")),
           moe_workspace(options.intern("activations.moe_workspace")),
-          rope_cache(options.intern("rope_cache")) {}
-    memplan::sdk::Name kv_cache, kv_cache_global, kv_cache_window, layer, logits, sampler, moe_workspace, rope_cache;
+          rope_cache(options.intern("rope_cache")),
+          model_held(options.intern("activations.model_held")) {}
+    memplan::sdk::Name kv_cache, kv_cache_global, kv_cache_window, layer, logits, sampler, moe_workspace, rope_cache,
+        model_held;
   } names_;
 };
 
