@@ -51,6 +51,23 @@ TEST(StepTemporaries, AdamForeachIsOneCopyOfTheParameters) {
   }
 }
 
+// torch 2.0's _multi_tensor_adam(w) keeps two lists at the step: exp_avg_sq_sqrt and denom =
+// torch._foreach_add(exp_avg_sq_sqrt, eps), out of place (in place from torch 2.1, pytorch PR #104780):
+// foreach_lists = 2 doubles the list, 2 x 4 x 1e9 = 8e9; the optimizer step 16e9 + 8e9 = 24e9.
+TEST(StepTemporaries, TorchTwoZeroForeachKeepsTwoLists) {
+  const Evaluation two = evaluate_paper(train(params_model(1e9), "use = \"mixed-bf16\"",
+                                              "use = \"adamw\"\nimplementation = \"foreach\"\nforeach_lists = 2"));
+  EXPECT_EQ(temporaries(two), 8'000'000'000u);
+  EXPECT_EQ(optimizer_step(two), 24'000'000'000u);
+  EXPECT_NE(error_of(train(params_model(1e9), "use = \"fp32\"", "use = \"adam\"\nforeach_lists = 2"))
+                .find("counts the lists of the \"foreach\" step, but implementation is \"fused\""),
+            std::string::npos);
+  EXPECT_NE(error_of(train(params_model(1e9), "use = \"fp32\"",
+                           "use = \"adam\"\nimplementation = \"foreach\"\nforeach_lists = 9"))
+                .find("from 0 to 8, got 9"),
+            std::string::npos);
+}
+
 // In the states' dtype: pure bf16 (2-byte states) makes a 2-byte list.
 TEST(StepTemporaries, InTheStatesDtype) {
   const Evaluation e =

@@ -47,6 +47,34 @@ TEST(Lora, PeftLlama2SevenBillionQueryValueRank8) {
   EXPECT_EQ(evaluation.breakdown().sum, 13'476'831'232u + 4'194'304u * 16);
 }
 
+// PEFT's modules_to_save (src/peft/utils/other.py, ModulesToSaveWrapper @
+// v0.5.0): the wrapper trains copy.deepcopy(original_module) and keeps the
+// original, frozen, beside it. Llama-2-7B with modules_to_save = ["embed_tokens",
+// "lm_head"] beside the q, v adapters (4,194,304): the embedding and the head,
+// 32,000 x 4,096 = 131,072,000 each, train: 262,144,000 + 4,194,304 =
+// 266,338,304 trainable; the frozen originals add 262,144,000 parameters (all:
+// 6,742,609,920 + 262,144,000 = 7,004,753,920). Mixed bf16 + AdamW: the originals
+// 262,144,000 x 2 = 524,288,000 bytes beside 16 bytes per trained parameter and
+// the frozen rest at 2: sum (6,738,415,616 - 262,144,000) x 2 + 524,288,000 +
+// 266,338,304 x 16 = 12,952,543,232 + 524,288,000 + 4,261,412,864 = 17,738,244,096.
+TEST(Lora, ModulesToSaveTrainCopiesBesideTheFrozenOriginals) {
+  Evaluation e = evaluate_paper(
+      lora(kLlama, "rank = 8\ntargets = \"q, v\"\nmodules_to_save = [\"embed_tokens\", \"lm_head\"]\n"));
+  EXPECT_EQ(e.breakdown().params_trainable, 266'338'304.0);
+  EXPECT_EQ(e.breakdown().params_total, 7'004'753'920.0);
+  EXPECT_EQ(e.item_bytes("modules_to_save.original.embeddings", MEMPLAN_ROLE_WEIGHTS), 262'144'000u);
+  EXPECT_EQ(e.item_bytes("modules_to_save.original.lm_head", MEMPLAN_ROLE_WEIGHTS), 262'144'000u);
+  EXPECT_EQ(e.item_bytes("modules_to_save.original.lm_head", MEMPLAN_ROLE_GRADIENTS), 0u);
+  EXPECT_EQ(e.item_bytes("lm_head", MEMPLAN_ROLE_GRADIENTS), 262'144'000u);
+  EXPECT_EQ(e.breakdown().sum, 17'738'244'096u);
+  EXPECT_NE(error_of(lora(kLlama, "rank = 8\ntargets = \"q, v\"\nmodules_to_save = \"score\"\n"))
+                .find("modules_to_save': has \"score\"; memplan trains whole copies of"),
+            std::string::npos);
+  EXPECT_NE(error_of(lora(kLlama, "rank = 8\ntargets = \"q, lm_head\"\nmodules_to_save = \"lm_head\"\n"))
+                .find("has lm_head, which targets also adapts"),
+            std::string::npos);
+}
+
 // PEFT's get_peft_model(..., autocast_adapter_dtype=True), its default,
 // upcasts bf16/fp16 adapters to fp32 (peft src/peft/tuners/tuners_utils.py @
 // d787f51b, _cast_adapter_dtype); torch's .grad and AdamW's states take the

@@ -38,7 +38,7 @@ using sdk::ParamClass;
 // PEFT's LoraConfig names (huggingface/peft src/peft/tuners/lora/config.py:
 // r, lora_alpha, lora_dropout, target_modules) are accepted beside memplan's,
 // so a config can be copied over; giving both names of one option is an error.
-constexpr std::array<memplan_option_spec, 11> kOptions{{
+constexpr std::array<memplan_option_spec, 12> kOptions{{
     {"rank", MEMPLAN_OPTION_INT, "adapter rank r (positive)", "required", nullptr},
     {"alpha", MEMPLAN_OPTION_DOUBLE, "scaling numerator: the update is (alpha / r) B A; no memory effect",
      "not reported", nullptr},
@@ -69,6 +69,11 @@ constexpr std::array<memplan_option_spec, 11> kOptions{{
      "(s B), before: unsloth/kernels/utils.py @ e3162dc5bf), which the recomputed layer holds beside its saves; "
      "axolotl's kernels always add through the temporary",
      "true", nullptr},
+    {"modules_to_save", MEMPLAN_OPTION_STRING,
+     "modules trained whole beside the adapters, PEFT's modules_to_save: \"embeddings\" and/or \"lm_head\" (or "
+     "PEFT's module names embed_tokens, wte, tok_embeddings, lm_head, output); PEFT's ModulesToSaveWrapper trains a "
+     "deepcopy and keeps the frozen original beside it (item modules_to_save.original.<part>)",
+     "none", nullptr},
     {"r", MEMPLAN_OPTION_INT, "PEFT's name for rank", "rank", nullptr},
     {"lora_alpha", MEMPLAN_OPTION_DOUBLE, "PEFT's name for alpha", "alpha", nullptr},
     {"lora_dropout", MEMPLAN_OPTION_DOUBLE, "PEFT's name for dropout", "dropout", nullptr},
@@ -157,7 +162,7 @@ struct Adapter {
 
 class LoraStrategy {
  public:
-  static constexpr sdk::PluginInfo info{"lora", "1.7.0",
+  static constexpr sdk::PluginInfo info{"lora", "1.8.0",
                                         "LoRA adapters r (d_in + d_out) on frozen weights (Hu et al. 2021)",
                                         sdk::Kind::strategy, sdk::Phase::trainability};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -308,6 +313,24 @@ class LoraStrategy {
       if ((wanted & (kQ | kK | kV)) != (kQ | kK | kV)) rank_inputs_ += adapted_outputs;
     }
     layers_ = static_cast<uint32_t>(model.layers);
+    if (auto saved = options.string("modules_to_save")) {
+      for (const std::string_view field : fields(*saved)) {
+        if (field == "embeddings" || field == "embed_tokens" || field == "wte" || field == "tok_embeddings")
+          save_embeddings_ = true;
+        else if (field == "lm_head" || field == "output")
+          save_lm_head_ = true;
+        else
+          options.fail("modules_to_save", "has \"" + std::string(field) +
+                                              "\"; memplan trains whole copies of \"embeddings\" (embed_tokens, wte, "
+                                              "tok_embeddings) and \"lm_head\" (output); other parts: the 'freeze' "
+                                              "strategy after 'lora' trains them in place");
+      }
+      if (save_lm_head_ && (wanted & kLmHead) != 0)
+        options.fail("modules_to_save", "has lm_head, which targets also adapts; PEFT wraps a module in one or the "
+                                        "other: keep lm_head in one of them");
+      original_embeddings_ = options.intern("modules_to_save.original.embeddings");
+      original_lm_head_ = options.intern("modules_to_save.original.lm_head");
+    }
   }
 
   void apply(sdk::Context& ctx) {
@@ -317,6 +340,7 @@ class LoraStrategy {
     for (sdk::ItemRef item : ctx.items())
       if (item.role() == sdk::Role::weights && item.param_class() != ParamClass::adapter && item.trainable())
         item.set_trainable(false);
+    add_modules_to_save(ctx);
     for (size_t a = 0; a < adapter_count_; ++a) {
       const Adapter& adapter = adapters_[a];
       const uint32_t count = adapter.layered ? layers_ : 1;
@@ -347,6 +371,30 @@ class LoraStrategy {
   }
 
  private:
+  // PEFT's modules_to_save (src/peft/utils/other.py, ModulesToSaveWrapper @ v0.5.0 and since: update() adds
+  // copy.deepcopy(self.original_module) under the adapter's name and the original's parameters get
+  // requires_grad False): the forward runs the copy, which trains; the original stays on the device beside
+  // it. The model's item stands for the trained copy (trainable: gradients, master copy and optimizer states
+  // follow from the precision and optimizer plugins); the frozen original is an item of its own, class other
+  // (a weight nothing computes with), which the precision plugin prices at the unquantized weights' dtype.
+  void add_modules_to_save(sdk::Context& ctx) {
+    if (!save_embeddings_ && !save_lm_head_) return;
+    double embeddings = 0, lm_head = 0;
+    for (sdk::ItemRef item : ctx.items()) {
+      if (item.role() != sdk::Role::weights) continue;
+      const bool embedding = save_embeddings_ && item.param_class() == ParamClass::embedding;
+      const bool head = save_lm_head_ && item.param_class() == ParamClass::lm_head;
+      if (!embedding && !head) continue;
+      item.set_trainable(true);
+      (embedding ? embeddings : lm_head) += item.elements() * item.count();
+    }
+    // Added after the pass: adding invalidates items().
+    if (embeddings > 0)
+      ctx.add(sdk::NewItem{.name = original_embeddings_, .role = sdk::Role::weights, .elements = embeddings});
+    if (lm_head > 0)
+      ctx.add(sdk::NewItem{.name = original_lm_head_, .role = sdk::Role::weights, .elements = lm_head});
+  }
+
   static uint32_t parse_targets(sdk::Options& options, const std::string& text, const memplan_model& model) {
     const bool moe = model.experts > 0;
     uint32_t bits = 0;
@@ -392,6 +440,9 @@ class LoraStrategy {
   bool qkv_adapted_ = false;  // q, k or v is adapted through PEFT's forward (lora.qkv)
   uint32_t kernel_groups_ = 0;  // MEMPLAN_LORA_KERNEL_* groups the fused functions cover (lora.kernels)
   std::string kernels_report_;  // report.lora_kernels: which forward the adapters run, when kernels is asked for
+  bool save_embeddings_ = false;  // modules_to_save: the token embedding trains as a copy beside its original
+  bool save_lm_head_ = false;     // modules_to_save: the LM head likewise
+  sdk::Name original_embeddings_{}, original_lm_head_{};  // the frozen originals' items
 };
 
 }  // namespace

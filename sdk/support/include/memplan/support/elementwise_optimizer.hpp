@@ -33,16 +33,25 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
+#include <string>
 
+#include <memplan/support/format.hpp>
 #include <memplan/support/optimizer_states.hpp>
 #include <memplan/support/optimizer_step.hpp>
 #include <memplan/support/optimizer_traffic.hpp>
 
 namespace memplan::support {
 
-inline constexpr std::array<memplan_option_spec, 2> kElementwiseOptimizerOptions{{
+inline constexpr std::array<memplan_option_spec, 3> kElementwiseOptimizerOptions{{
     {"implementation", MEMPLAN_OPTION_STRING, kImplementationHelp, "\"fused\"", nullptr},
     kInBackwardOption,
+    {"foreach_lists", MEMPLAN_OPTION_DOUBLE,
+     "with implementation = \"foreach\": parameter-sized lists alive at the step's high point, where the PyTorch "
+     "release differs from the optimizer's count: torch 2.0's _multi_tensor_adam(w) keeps 2 (exp_avg_sq_sqrt, and "
+     "denom = torch._foreach_add(exp_avg_sq_sqrt, eps) out of place); torch 2.1 on 1 (pytorch PR #104780: "
+     "_foreach_add_ in place)",
+     "the optimizer's (Adam, AdamW: 1)", nullptr},
 }};
 
 template <typename Traits>
@@ -63,6 +72,15 @@ class ElementwiseOptimizer {
         step_(options),
         traffic_(options) {
     require_shapes_for_loop(options, implementation_, Traits::temporaries);
+    if (const std::optional<double> lists = options.number("foreach_lists")) {
+      if (implementation_ != Implementation::foreach)
+        options.fail("foreach_lists", std::string("counts the lists of the \"foreach\" step, but implementation is \"") +
+                                          implementation_name(implementation_) + "\"; set implementation = \"foreach\"");
+      if (!(*lists >= 0 && *lists <= 8))
+        options.fail("foreach_lists", "must be a number of parameter-sized lists from 0 to 8, got " +
+                                          number(*lists));
+      temporaries_.foreach = *lists;
+    }
     if (!in_backward_) return;
     in_backward_gradient_ = options.intern("gradients.in_backward");
     in_backward_temporaries_ = options.intern("optimizer.in_backward_temps");
@@ -70,8 +88,8 @@ class ElementwiseOptimizer {
   }
 
   void apply(sdk::Context& ctx) {
-    const bool has_temporaries = (implementation_ == Implementation::for_loop && Traits::temporaries.for_loop > 0) ||
-                                 (implementation_ == Implementation::foreach && Traits::temporaries.foreach > 0);
+    const bool has_temporaries = (implementation_ == Implementation::for_loop && temporaries_.for_loop > 0) ||
+                                 (implementation_ == Implementation::foreach && temporaries_.foreach > 0);
     if (Traits::states_per_parameter == 0 && !has_temporaries) {
       traffic_.add(ctx, 0, 0);  // SGD: the gradient and the weight (or master copy) only
       return;
@@ -81,7 +99,7 @@ class ElementwiseOptimizer {
     // States are appended; the temporaries visit the items before.
     const size_t weights = add_optimizer_states(ctx, batch_, Traits::states_per_parameter, state_bytes);
     if (!in_backward_) {
-      add_step_temporaries(ctx, weights, implementation_, Traits::temporaries, state_bytes, step_);
+      add_step_temporaries(ctx, weights, implementation_, temporaries_, state_bytes, step_);
       return;
     }
     step_in_backward(ctx, weights, state_bytes);
@@ -93,8 +111,8 @@ class ElementwiseOptimizer {
   void step_in_backward(sdk::Context& ctx, size_t weights, double state_bytes) const {
     const double largest = gradients_in_backward(ctx, weights, step_.layout, in_backward_gradient_);
     if (largest <= 0) return;
-    const double per_tensor = implementation_ == Implementation::for_loop  ? Traits::temporaries.for_loop
-                              : implementation_ == Implementation::foreach ? Traits::temporaries.foreach
+    const double per_tensor = implementation_ == Implementation::for_loop  ? temporaries_.for_loop
+                              : implementation_ == Implementation::foreach ? temporaries_.foreach
                                                                            : 0.0;
     if (per_tensor > 0)
       ctx.add(sdk::NewItem{.name = in_backward_temporaries_,
@@ -105,6 +123,7 @@ class ElementwiseOptimizer {
   }
 
   Implementation implementation_;
+  StepTemporaries temporaries_ = Traits::temporaries;  // foreach_lists may replace the foreach count
   bool in_backward_ = false;
   sdk::Attribute states_dtype_;
   sdk::ItemBatch batch_;
