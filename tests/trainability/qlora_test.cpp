@@ -63,6 +63,9 @@ TEST(Qlora, ReferenceDefaultsOnLlama2SevenBillion) {
 //   gradients = "fp32":       gradients 16,777,216, adapters still bf16 (8,388,608)
 //   master_weights = "fp32":  a master copy of 16,777,216
 //   optimizer_states = "int8" (8-bit Adam, scales not counted): 2 x 4,194,304 = 8,388,608
+//   main_grads = "fp32" (DeepSpeed ZeRO 1/2's fp32 cast of the gradient partition at the step):
+//     4 x 4,194,304 = 16,777,216 more optimizer-state bytes, in the optimizer phase only
+//     (<weight>.main_grad); the deepspeed profile sets it
 TEST(Qlora, TrainingDtypesAreOptions) {
   Evaluation plain = evaluate_paper(qlora(kLlama, "", kLoraQv));
   EXPECT_EQ(role(plain, MEMPLAN_ROLE_GRADIENTS), 8'388'608u);
@@ -83,6 +86,16 @@ TEST(Qlora, TrainingDtypesAreOptions) {
 
   Evaluation eight_bit = evaluate_paper(qlora(kLlama, "optimizer_states = \"int8\"\n", kLoraQv));
   EXPECT_EQ(role(eight_bit, MEMPLAN_ROLE_OPTIMIZER_STATES), 8'388'608u);
+
+  Evaluation main_grads = evaluate_paper(qlora(kLlama, "main_grads = \"fp32\"\n", kLoraQv));
+  EXPECT_EQ(role(main_grads, MEMPLAN_ROLE_OPTIMIZER_STATES), 33'554'432u + 16'777'216u);
+  EXPECT_EQ(main_grads.item_bytes("layers.0-31.lora.attn.q.main_grad", MEMPLAN_ROLE_OPTIMIZER_STATES), 8'388'608u);
+  EXPECT_EQ(main_grads.breakdown().timeline[kOptimizerStep] - plain.breakdown().timeline[kOptimizerStep],
+            16'777'216u);
+  // Under the deepspeed profile it is the default.
+  EXPECT_EQ(role(evaluate(qlora(kLlama, "", kLoraQv) + "[framework]\nuse = \"deepspeed\"\n"),
+                 MEMPLAN_ROLE_OPTIMIZER_STATES),
+            33'554'432u + 16'777'216u);
 }
 
 // Weights that stay unquantized may train without adapters: the token

@@ -32,6 +32,7 @@
 #include <memplan/support/format.hpp>
 #include <memplan/support/items.hpp>
 #include <memplan/support/parameter_shapes.hpp>
+#include <memplan/support/precision_recipe.hpp>
 
 #include <algorithm>
 #include <array>
@@ -48,7 +49,7 @@ namespace sdk = memplan::sdk;
 namespace q = memplan::plugins::quantized;
 using sdk::ParamClass;
 
-constexpr std::array<memplan_option_spec, 18> kOptions{{
+constexpr std::array<memplan_option_spec, 19> kOptions{{
     {"format", MEMPLAN_OPTION_STRING,
      "quantized weight format: int8, int4, nf4, fp8, fp8-block (DeepSeek-V3), mxfp4, gptq, awq, or a llama.cpp GGUF "
      "type (q4_0, q4_1, q5_0, q5_1, q8_0, q2_k .. q6_k, iq1_s .. iq4_xs, iq4_nl); \"auto\": the format the model's "
@@ -80,6 +81,11 @@ constexpr std::array<memplan_option_spec, 18> kOptions{{
      "\"none\" (QLoRA updates its bf16 adapters in place)", nullptr},
     {"optimizer_states", MEMPLAN_OPTION_STRING, "training: dtype of the optimizer states",
      "\"fp32\" (QLoRA's paged_adamw_32bit)", nullptr},
+    {"main_grads", MEMPLAN_OPTION_STRING,
+     "training: dtype of a copy of the trainable weights' gradients that the optimizer step makes and holds "
+     "(DeepSpeed ZeRO 1/2 casts the rank's gradient partition to fp32 at the step: runtime/zero/stage_1_and_2.py; "
+     "item <weight>.main_grad, as the mixed-precision recipes'), or \"none\"",
+     "\"none\"; the deepspeed profile sets \"fp32\"", nullptr},
     {"skip_trainable", MEMPLAN_OPTION_BOOL,
      "training: keep trainable linear weights (e.g. experts a 'freeze' trains) in the unquantized dtype instead of "
      "failing",
@@ -263,7 +269,7 @@ std::optional<Declared> declared_format(sdk::Options& options) {
 class QuantizedPrecision {
  public:
   static constexpr sdk::PluginInfo info{
-      "quantized", "1.7.0",
+      "quantized", "1.8.0",
       "Quantized weights (int8, int4, nf4, fp8, fp8-block, mxfp4, gptq, awq, GGUF types) with their block scales; frozen in training (QLoRA)",
       sdk::Kind::precision, sdk::Phase::precision};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -379,6 +385,7 @@ class QuantizedPrecision {
     adapters_ = optional_dtype(options, "adapters", false).value_or(unquantized_);
     gradients_ = optional_dtype(options, "gradients", false);
     master_weights_ = optional_dtype(options, "master_weights", true);
+    main_grads_ = optional_dtype(options, "main_grads", true);
     optimizer_states_ = plain_dtype(options, "optimizer_states", "fp32");
     skip_trainable_ = options.boolean("skip_trainable").value_or(false);
     scales_in_parameter_ = options.boolean("scales_in_parameter").value_or(false);
@@ -476,6 +483,9 @@ class QuantizedPrecision {
       if (!trains) continue;
       add_copy(item, sdk::Role::gradients, sdk::Lifetime::gradient, gradients_.value_or(item.bytes_per_element()));
       if (master_weights_) add_copy(item, sdk::Role::master_weights, sdk::Lifetime::persistent, *master_weights_);
+      if (main_grads_)
+        add_copy(item, sdk::Role::optimizer_states, sdk::Lifetime::transient_optimizer, *main_grads_)
+            .set_name(main_grad_names_(ctx, item));
     }
     ctx.add(batch_);
     // bitsandbytes 0.41.1 (bitsandbytes/autograd/_functions.py): matmul_4bit
@@ -509,11 +519,12 @@ class QuantizedPrecision {
   }
 
  private:
-  void add_copy(const sdk::ItemRef& item, sdk::Role role, sdk::Lifetime lifetime, double bytes) {
+  sdk::ItemRef add_copy(const sdk::ItemRef& item, sdk::Role role, sdk::Lifetime lifetime, double bytes) {
     sdk::ItemRef copy = batch_.copy_of(item);
     copy.set_role(role);
     copy.set_lifetime(lifetime);
     copy.set_bytes_per_element(bytes);
+    return copy;
   }
 
   // The item's quantization constants (scales, zero points) next to its packed
@@ -572,6 +583,8 @@ class QuantizedPrecision {
   double adapters_ = 0;
   std::optional<double> gradients_;
   std::optional<double> master_weights_;
+  std::optional<double> main_grads_;  // main_grads: the step's gradient copy (DeepSpeed ZeRO 1/2's fp32 cast)
+  sdk::SuffixedNames main_grad_names_{memplan::support::kMainGradSuffix.data()};
   double optimizer_states_ = 0;
   bool skip_trainable_ = false;
   bool scales_in_parameter_ = false;  // torchao NF4Tensor: the scales travel with the values
