@@ -110,6 +110,34 @@ TEST(MegatronLegacy, EagerSwigluAndTheAttentionOutputCopy) {
             std::string::npos);
 }
 
+// The legacy layers' global memory buffer (megatron/core/utils.py GlobalMemoryBuffer, "mpu"; Megatron-LM @
+// 390c1c91): without flash attention CoreAttention hands baddbmm a (b np, s, s) buffer as its beta = 0 input
+// (megatron/model/transformer.py:264), and with sequence parallelism the column-parallel linears all-gather
+// into an (s, b, h) one of the same name: one tensor of the larger size, kept. GPT-345M (24 layers, h 1024,
+// 16 heads), s 1024, fp16:
+//   b 1, TP 1, no flash: 1 x 16 x 1024^2 x 2 B = 33,554,432 (measured in validation/MLM-gpt345m-fp16-dp4-mbs1)
+//   b 4, TP 2 + SP:      scores 4 x 8 x 1024^2 x 2 = 67,108,864 > the gather 1024 x 4 x 1024 x 2 = 8,388,608
+//   with flash, TP 2 + SP: the gather alone, 8,388,608; with flash and no SP: none.
+TEST(MegatronLegacy, GlobalMemoryBufferHoldsTheScoresOrTheGather) {
+  auto buffer = [](int batch, int tensor, bool flash, bool sp) {
+    std::string text = "name = \"l\"\nmode = \"train\"\n[model]\nlayers = 24\nhidden = 1024\nheads = 16\n"
+                       "ffn_hidden = 4096\nvocab = 50304\nmlp = \"gelu\"\nnorm = \"layernorm\"\n"
+                       "position_embeddings = 1024\ntied_embeddings = true\n[batch]\nseq_len = 1024\nmicro_batch = " +
+                       std::to_string(batch) + "\n[precision]\nuse = \"mixed-fp16\"\n[optimizer]\nuse = \"adam\"\n"
+                       "[activations]\nuse = \"megatron\"\nlayer = \"legacy\"\nflash_attention = " +
+                       std::string(flash ? "true" : "false") + "\n";
+    if (tensor > 1)
+      text += "[[strategy]]\nuse = \"tensor-parallel\"\nsize = " + std::to_string(tensor) +
+              "\nsequence_parallel = " + std::string(sp ? "true" : "false") + "\n[hardware]\ncount = " +
+              std::to_string(tensor) + "\n";
+    return evaluate_paper(text).item_bytes("activations.global_memory_buffer", kAct);
+  };
+  EXPECT_EQ(buffer(1, 1, false, false), 33'554'432u);
+  EXPECT_EQ(buffer(4, 2, false, true), 67'108'864u);
+  EXPECT_EQ(buffer(4, 2, true, true), 8'388'608u);
+  EXPECT_EQ(buffer(4, 2, true, false), 0u);
+}
+
 // The legacy final RMSNorm (megatron/model/rms_norm.py) keeps its fp32 input copy, rsqrt and normalized copy,
 // and the output layer its input: Llama-2-7B at b 1, s 4096: 4096 x (4 x 4096 + 4 + 2 x 4096 + 2 x 4096)
 // = 4096 x 32,772 = 134,234,112 (the fused count: 4096 x 2 x 2 x 4096 = 67,108,864).

@@ -82,6 +82,31 @@ const std::string kOneSequence = "micro_batch = 1\nseq_len = 8192\n";
 // tensors are freed before it is allocated; floor: the head's input gradient
 // 2 x 8192 x 128256 = 2,101,346,304, smaller) = 7,354,712,064. The component
 // sums every activation item: 36,540,776,448 + 134,217,728 + 8,405,385,216 + 7,354,712,064.
+// Megatron-LM's vocab_parallel_cross_entropy before core_r0.8.0 subtracted the max out of place
+// (megatron/core/tensor_parallel/cross_entropy.py:24 @ core_r0.7.0, 55817ec9 to 9634c0e4): a second fp32 copy
+// beside output.float() at the loss's forward high point, 4 bytes more per logit; in place from 9634c0e4
+// (tag core_r0.8.0, 2024-08-12). GPT-345M's 1 x 1024 tokens x 50,304 = 51,511,296 logit elements, fp16:
+//   "vocab-parallel":      the forward's transient, the 16-bit logits beside the fp32 copy, 2 x 51,511,296 = 103,022,592
+//   "vocab-parallel-copy": 6 x 51,511,296 = 309,067,776
+// The megatron-lm profile gives the run's date its loss: 2023-07-16 the copy, a day from 2024-08-12 on (and no
+// date or version: the latest) the in-place one.
+TEST(MegatronOutsideLayers, VocabParallelLossBeforeCoreR08CopiesTheLogits) {
+  auto loss_forward = [](const std::string& framework, const std::string& loss) {
+    const std::string text = "name = \"g\"\nmode = \"train\"\n" + framework +
+                             "[model]\nlayers = 24\nhidden = 1024\nheads = 16\nffn_hidden = 4096\nvocab = 50304\n"
+                             "mlp = \"gelu\"\nnorm = \"layernorm\"\nposition_embeddings = 1024\ntied_embeddings = true\n"
+                             "[batch]\nseq_len = 1024\n[precision]\nuse = \"mixed-fp16\"\n[optimizer]\nuse = \"adam\"\n"
+                             "[activations]\nuse = \"megatron\"\n" + loss;
+    return (framework.empty() ? evaluate_paper(text) : evaluate(text))
+        .item_bytes("activations.loss_forward", MEMPLAN_ROLE_ACTIVATIONS);
+  };
+  EXPECT_EQ(loss_forward("", "cross_entropy = \"vocab-parallel\"\n"), 103'022'592u);
+  EXPECT_EQ(loss_forward("", "cross_entropy = \"vocab-parallel-copy\"\n"), 309'067'776u);
+  EXPECT_EQ(loss_forward("[framework]\nuse = \"megatron-lm\"\ndate = 2023-07-16\n", ""), 309'067'776u);
+  EXPECT_EQ(loss_forward("[framework]\nuse = \"megatron-lm\"\ndate = 2024-08-12\n", ""), 103'022'592u);
+  EXPECT_EQ(loss_forward("[framework]\nuse = \"megatron-lm\"\n", ""), 103'022'592u);
+}
+
 TEST(MegatronOutsideLayers, LargeVocabularyLogitsAreGigabytes) {
   Evaluation e = evaluate_paper(llama3_8b(kOneSequence, "dropout = false\n"));
   EXPECT_EQ(e.item_bytes("activations.logits", kAct), 4'202'692'608u);
@@ -184,7 +209,8 @@ std::string library() { return " (plugin library " + plugin_dir() + "/memplan-me
 TEST(MegatronOutsideLayers, CrossEntropyOptionIsChecked) {
   EXPECT_EQ(error_of(llama3_8b(kOneSequence, "cross_entropy = \"fused\"\n"), "m.toml"),
             "m.toml:15:17: error: in [activations], activations plugin 'megatron', option 'cross_entropy': must be one of "
-            "\"unfused\", \"vocab-parallel\", \"upcast-shift-copy\", \"shift-copy\", \"upcast-in-loss-shift-copy\", "
+            "\"unfused\", \"vocab-parallel\", \"vocab-parallel-copy\", \"upcast-shift-copy\", \"shift-copy\", "
+            "\"upcast-in-loss-shift-copy\", "
             "\"upcast-in-loss\", \"upcast\", \"chunked\", \"compiled\", \"loss-parallel\", \"upcast-compiled\", "
             "\"chunked-compiled\", \"cut\", not \"fused\"" + library());
 }

@@ -207,8 +207,8 @@ TEST(RunDates, ValidateEstimatesAnUndatedLineAtItsHeadersDate) {
   result = run_cli("validate " + versioned);
   EXPECT_EQ(result.err.find("as of"), std::string::npos) << result.err;
   EXPECT_NE(result.err.find("profile 'hf-transformers' 4.46, which"), std::string::npos) << result.err;
-  const std::string megatron = dir.write("megatron.toml", header("#   run on 'Tue Jan 11 2022'", "megatron") + body);
-  EXPECT_EQ(run_cli("validate " + megatron).err.find("as of"), std::string::npos);
+  const std::string torchtitan = dir.write("torchtitan.toml", header("#   run on 'Tue Jan 11 2022'", "torchtitan") + body);
+  EXPECT_EQ(run_cli("validate " + torchtitan).err.find("as of"), std::string::npos);
   // A readings warning names the version of the day, not an internal one.
   const std::string unfused =
       dir.write("unfused.toml", header("#   run on 'Tue Jan 11 2022'", "hf-transformers") + body +

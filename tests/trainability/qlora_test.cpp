@@ -216,12 +216,18 @@ TEST(Qlora, ServingAdaptersOnQuantizedWeights) {
 // beside the bf16 source, 2 B) holds 68 bytes a weight of the matrix being
 // quantized, one matrix at a time: Llama-2-7B's largest is an MLP matrix,
 // 4096 x 11008 = 45,088,768 weights, 68 x 45,088,768 = 3,066,036,224 B, at
-// set-up only (its blocks stay cached). It describes nf4 in training: other
-// formats get none (int8 below).
+// set-up only (its blocks stay cached). It describes nf4, in training and in a
+// model's build logged before any step (mode "infer", the init peak: the same
+// 3,066,036,224 B at init); other formats get none (int8 below).
 TEST(QloraSetup, TorchaoNf4QuantizationAtSetUp) {
   const Evaluation e = evaluate_paper(qlora(kLlama, "quantize_working_bytes = 68\n", kLoraQv));
   EXPECT_EQ(e.item_bytes("quantized.quantize_working", MEMPLAN_ROLE_BUFFERS), 3'066'036'224u);
   EXPECT_EQ(e.item_lifetime("quantized.quantize_working"), MEMPLAN_LIFETIME_SETUP);
+  std::string built = qlora(kLlama, "quantize_working_bytes = 68\n", kLoraQv);
+  built.replace(built.find("mode = \"train\""), 14, "mode = \"infer\"");
+  built.replace(built.find("[optimizer]\nuse = \"adamw\"\n"), 26, "");
+  const Evaluation init = evaluate_paper(built);
+  EXPECT_EQ(init.item_bytes("quantized.quantize_working", MEMPLAN_ROLE_BUFFERS), 3'066'036'224u);
   const Evaluation none = evaluate_paper(qlora(kLlama, "", kLoraQv));
   EXPECT_EQ(none.item_bytes("quantized.quantize_working", MEMPLAN_ROLE_BUFFERS), 0u);
   const std::string int8 = "[precision]\nuse = \"quantized\"\nformat = \"int8\"\nquantize_working_bytes = 68\n";

@@ -41,7 +41,8 @@ constexpr std::array<memplan_option_spec, 27> kOptions{{
      nullptr},
     {"cross_entropy", MEMPLAN_OPTION_STRING,
      "the loss path: \"unfused\" (fp32 logits and the loss's fp32 softmax both kept), \"vocab-parallel\" "
-     "(Megatron-LM: softmax in place in an fp32 copy of the logits), \"upcast-shift-copy\" (Hugging Face "
+     "(Megatron-LM: softmax in place in an fp32 copy of the logits), \"vocab-parallel-copy\" (Megatron-LM before "
+     "core_r0.8.0: the max subtracted out of place, a second fp32 copy at the forward), \"upcast-shift-copy\" (Hugging Face "
      "transformers <= 4.45), \"shift-copy\" (the same in the logits' 16 bits: GPT-2 and other models without the "
      "upcast before 4.46, user losses), \"upcast-in-loss-shift-copy\" (transformers 4.46-4.48), \"upcast-in-loss\" "
      "(transformers >= 4.49), \"upcast\" (fp32 logits held while the loss runs: torchtune), \"chunked\" (chunk by "
@@ -182,9 +183,10 @@ struct LossMode {
   const char* name;
   CrossEntropy mode;
 };
-constexpr std::array<LossMode, 13> kLossModes{{
+constexpr std::array<LossMode, 14> kLossModes{{
     {"unfused", CrossEntropy::unfused},
     {"vocab-parallel", CrossEntropy::vocab_parallel},
+    {"vocab-parallel-copy", CrossEntropy::vocab_parallel_copy},
     {"upcast-shift-copy", CrossEntropy::upcast_shift_copy},
     {"shift-copy", CrossEntropy::shift_copy},
     {"upcast-in-loss-shift-copy", CrossEntropy::upcast_in_loss_shift_copy},
@@ -201,7 +203,7 @@ constexpr std::array<LossMode, 13> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.24.0",
+      "megatron", "1.25.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -297,7 +299,8 @@ class MegatronActivations {
     causal_mask_buffer_ = options.boolean("causal_mask_buffer").value_or(false);
     layer_causal_mask_ = options.boolean("layer_causal_mask").value_or(false);
     output_held_ = options.boolean("output_held").value_or(false);
-    if (output_held_ && cross_entropy_ == CrossEntropy::vocab_parallel)
+    if (output_held_ &&
+        (cross_entropy_ == CrossEntropy::vocab_parallel || cross_entropy_ == CrossEntropy::vocab_parallel_copy))
       options.fail("output_held", "has nothing to hold under cross_entropy = \"vocab-parallel\": Megatron-LM "
                                   "computes the loss inside the model, which returns the loss, not the logits");
     if (output_held_ && cross_entropy_ == CrossEntropy::cut)
@@ -495,6 +498,7 @@ class MegatronActivations {
 
     add_module_buffers(ctx, facts, stage_layers, layout.stage_has_embedding,
                        shape.batch * settings.bytes * static_cast<double>(inflight));
+    if (layer_ == LayerImplementation::legacy && stage_layers > 0) add_global_memory_buffer(ctx, shape, settings);
 
     // The KV cache the forward fills (use_cache; transformers' DynamicCache, cache_utils.py
     // DynamicLayer.update, in training too unless gradient checkpointing turned it off): every layer's K
@@ -949,12 +953,14 @@ class MegatronActivations {
           ring_forward(options.intern("context_parallel.ring_forward")),
           ring_backward(options.intern("context_parallel.ring_backward")),
           kept_layer_inputs(options.intern("activations.kept_layer_inputs")),
-          held_packed_inputs(options.intern("activations.held_packed_inputs")) {}
+          held_packed_inputs(options.intern("activations.held_packed_inputs")),
+          global_memory_buffer(options.intern("activations.global_memory_buffer")) {}
     memplan::sdk::Name stored, offload_window, recompute, dequantized_weight, embedding_dropout, final_norm, logits,
         held_output, cross_entropy, loss_forward, loss_backward, tied_gradient, kv_cache, sdpa_masks,
         windowed_attention, logit_softcap, rope_cache, causal_mask, layer_causal_mask, expanded_causal_mask, recompute_casts,
         pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
-        pipeline_merged_outputs, ring_forward, ring_backward, kept_layer_inputs, held_packed_inputs;
+        pipeline_merged_outputs, ring_forward, ring_backward, kept_layer_inputs, held_packed_inputs,
+        global_memory_buffer;
   };
 
   // What apply() needs to know of the reported rank's weights, from one pass
@@ -1259,6 +1265,26 @@ class MegatronActivations {
                                     .elements = positions * positions, .bytes_per_element = 1});
       add_outside(ctx, names_.expanded_causal_mask, positions * positions * mask_bytes_per_position_pair);
     }
+  }
+
+  // Megatron-LM's global memory buffer (megatron/core/utils.py GlobalMemoryBuffer, @ 390c1c91 lines 59-69 and
+  // since): get_tensor(shape, dtype, "mpu") returns a view of one tensor per (name, dtype), allocated at the
+  // first request and replaced only by a larger one, never freed. The legacy layers take two requests from it:
+  // CoreAttention without flash attention hands baddbmm a (b np, s, s) "mpu" tensor as its input beside the
+  // new score matrix it returns (megatron/model/transformer.py @ 390c1c91:264; the buffer is the beta = 0
+  // input, not the result), and with sequence parallelism the column-parallel linears all-gather their input
+  // into an (s, b, h) "mpu" tensor (core/tensor_parallel/layers.py, LinearWithGradAccumulationAndAsyncCommunication).
+  // One tensor of the larger size, in the activations' dtype, from the first forward on. Measured (validation
+  // MLM-gpt345m-*, max allocated of Megatron-LM @ 2023-07): the 64 MiB score buffer is part of every rank's peak.
+  void add_global_memory_buffer(memplan::sdk::Context& ctx, const TransformerShape& shape,
+                                const ActivationSettings& settings) const {
+    const double t = settings.tensor_parallel;
+    const double scores = settings.flash_attention ? 0.0
+                                                   : shape.batch * static_cast<double>(model_.heads) / t *
+                                                         shape.seq * shape.seq;
+    const double gathered = settings.sequence_parallel && t > 1 ? shape.seq * shape.batch * shape.hidden : 0.0;
+    add_outside(ctx, names_.global_memory_buffer, std::max(scores, gathered) * settings.bytes,
+                memplan::sdk::Lifetime::persistent);
   }
 
   // A pipeline runtime's own tensors, in micro-batches as pipeline-parallel

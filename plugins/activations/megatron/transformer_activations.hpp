@@ -697,6 +697,7 @@ inline double recompute_working_set(const TransformerShape& x, const ActivationS
 enum class CrossEntropy {
   unfused,            // fp32 logits kept, and the loss saves its own fp32 (log-)softmax of the same size
   vocab_parallel,     // Megatron-LM: fp32 copy of the 16-bit logits, softmax in place and saved (4; 6 at both peaks)
+  vocab_parallel_copy,  // Megatron-LM before core_r0.8.0: the max subtracted out of place, a second fp32 copy (4; 10, 6)
   upcast_shift_copy,  // HF transformers <= 4.45: fp32 logits in the output, a shifted fp32 copy, log-softmax (4; 12, 12)
   shift_copy,         // the same without the upcast (GPT-2 and others before 4.46, user losses): all in 16 bits (p; 3p, 3p)
   upcast_in_loss_shift_copy,  // HF 4.46-4.48: 16-bit logits in the output, fp32 copy, shifted copy (4; 14, 12)
@@ -776,6 +777,11 @@ inline LossBytes loss_bytes(CrossEntropy mode, double p, double chunks) {
   switch (mode) {
     case CrossEntropy::unfused: return {4, 4, 0, 0};
     case CrossEntropy::vocab_parallel: return {4, 0, p, p};  // the softmax lives in the fp32 logits' buffer
+    // Before core_r0.8.0 (NVIDIA/Megatron-LM 9634c0e4, 2024-06-13, "Reduce logit memory pressure by using
+    // in-place operation"; core_r0.7.0 megatron/core/tensor_parallel/cross_entropy.py:24) the forward computed
+    // vocab_parallel_logits = vocab_parallel_logits - logits_max.unsqueeze(-1): a new fp32 tensor beside the
+    // caller's output.float(), which the call's argument keeps: 4 bytes more at the forward's high point.
+    case CrossEntropy::vocab_parallel_copy: return {4, 0, p + 4, p};
     case CrossEntropy::upcast_shift_copy: return {0, 4, 8, 8};
     // The 16-bit logits (the model's output) and their shifted copy beside the
     // saved log-softmax; backward: the log-softmax and two 16-bit gradients.
@@ -827,6 +833,7 @@ inline double returned_logit_bytes(CrossEntropy mode, double p) {
     case CrossEntropy::loss_parallel:  // the 16-bit vocabulary shard (a DTensor)
       return p;
     case CrossEntropy::vocab_parallel:
+    case CrossEntropy::vocab_parallel_copy:
     // Cut Cross-Entropy's patched forward returns logits=None when it computes the loss
     // (apple/ml-cross-entropy @ d42911f9 cut_cross_entropy/transformers/llama.py, cce_forward).
     case CrossEntropy::cut: return 0;

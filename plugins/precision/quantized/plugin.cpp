@@ -108,7 +108,7 @@ constexpr std::array<memplan_option_spec, 19> kOptions{{
      "registers",
      "0", nullptr},
     {"quantize_working_bytes", MEMPLAN_OPTION_DOUBLE,
-     "training with nf4: bytes per element of the largest quantized matrix that quantizing it on the GPU holds at "
+     "with nf4: bytes per element of the largest quantized matrix that quantizing it on the GPU holds at "
      "set-up, beside the weights (torchtune's QLoRA with torchao 0.1's to_nf4, which compares every weight with the "
      "16 NF4 values at once, and its bf16 source: 68; torchao >= 0.2 quantizes in chunks of 2^20 weights: 6); the "
      "blocks stay in the allocator's cache",
@@ -512,7 +512,9 @@ class QuantizedPrecision {
     // the comparison runs on 2^20 weights at a time into a uint8 output: the
     // source, the scaled copy and the codes, and the two halves packing them
     // (quantized_blocks[::2] << 4 | quantized_blocks[1::2]): 6 B a weight.
-    if (quantize_working_bytes_ > 0 && largest_quantized_ > 0 && nf4_ && training && !whole_model_)
+    // A model built or loaded this way quantizes so whatever the job does next: a training recipe's
+    // set-up, or the same build logged before any step (validation TTPR-llama31-8b-qlora-init-i1398).
+    if (quantize_working_bytes_ > 0 && largest_quantized_ > 0 && nf4_ && !whole_model_)
       memplan::support::add_bytes(
           ctx, {.name = quantize_working_, .role = sdk::Role::buffers, .lifetime = sdk::Lifetime::setup,
                 .bytes = quantize_working_bytes_ * largest_quantized_});
