@@ -27,7 +27,7 @@ TEST(Cli, RunPrintsTheJsonContract) {
                           "\"gradients\":", "\"master_weights\": 26953662464", "\"optimizer_states\": 53907324928",
                           "\"activations\":", "\"kv_cache\": 0", "\"buffers\": 0", "\"overhead\": 0", "\"items\": [",
                           "\"gpu_memory\": 85899345920", "\"fits\": false", "\"plugins\": [",
-                          "{ \"kind\": \"optimizer\", \"name\": \"adamw\", \"version\": \"1.3.0\""})
+                          "{ \"kind\": \"optimizer\", \"name\": \"adamw\", \"version\": \"1.4.0\""})
     EXPECT_NE(result.out.find(key), std::string::npos) << key;
 }
 

@@ -209,7 +209,8 @@ TEST(Timeline, BackwardInLayersMeetsNeitherTheLossNorTheEmbedding) {
 
 // Lifetimes forward_in_layers (F) and forward_end (H) (plugin_abi.h): a layer's forward working set and
 // the head's and loss's at the forward's end never meet, so forward = P + A + T + max(F, H) (+ G when
-// accumulating). The plan above (P = 100, A = 50, G = 230, S = 40) with T = 3 through the forward:
+// accumulating). The plan above (P = 100, A = 50, G = 230, S = 40, and its transient_backward 7, which the
+// sum counts but no forward does) with T = 3 through the forward:
 //   F = 20, H = 60: 100 + 50 + 3 + 60 = 213 (summed, as transient_forward items, it would be 233);
 //   F = 90, H = 60: 100 + 50 + 3 + 90 = 243;
 //   accumulating over 4 micro-batches: 243 + G 230 = 473.

@@ -437,6 +437,19 @@ TEST(Profiles, TorchtuneVersionPicksTheNf4Quantization) {
 // 2 x (3072 + 3072 + 8192) = 28,672 B a token and lora_A nothing more; without,
 // lora_A keeps the shared q/v input, 2 x 3072 = 6,144: 22,528 B a token less,
 // x 1024 tokens x 28 layers = 645,922,816 B.
+// A built_on_it name numbers its own versions (NeMo 24.05 ships Megatron-Core 0.7): its version is still read
+// as the profile's, as before, and a warning says how to name the behaviour instead (date, or the profile's name).
+TEST(Profiles, BuiltOnItVersionIsReadWithAWarning) {
+  const Evaluation nemo = evaluate(llama7b_sgd("[framework]\nuse = \"nemo\"\nversion = \"24.05\"\n"));
+  ASSERT_EQ(nemo.estimator().scenario().warnings.size(), 1u);
+  EXPECT_NE(nemo.estimator().scenario().warnings[0].find("version \"24.05\" is read as a version of 'megatron-lm', "
+                                                          "but 'nemo' numbers its own versions; give date"),
+            std::string::npos)
+      << nemo.estimator().scenario().warnings[0];
+  const Evaluation own = evaluate(llama7b_sgd("[framework]\nuse = \"megatron\"\nversion = \"core_r0.7.0\"\n"));
+  EXPECT_TRUE(own.estimator().scenario().warnings.empty());  // an alias shares the profile's versions
+}
+
 TEST(Profiles, Transformers446LeavesTheFourBitInputsToBitsandbytes0432) {
   auto stored = [](const std::string& version) {
     Evaluation e = evaluate("name = \"q\"\nmode = \"train\"\n[framework]\nuse = \"hf-transformers\"\nversion = \"" +

@@ -48,6 +48,19 @@ TEST(ModelHeld, HuggingFaceKeepsTwoHiddenStatesAndTheRotaryTables) {
   EXPECT_EQ(held(evaluate_paper(gpt2)), 9'830'400u);
 }
 
+// The held tensors belong to the forward: a sampler run after it (vLLM's, sampler_rows) is not beside them.
+// Where the run is the forward phase's high point, adding held_hidden_states leaves the phase where it was:
+// the sampler item carries run - (layer + held + logits), so the sum stays the run.
+TEST(ModelHeld, NotBesideTheSamplerRun) {
+  const std::string llama = "preset = \"llama-3.2-3b\"\n";
+  const std::string sampler = "sampler_rows = 1024\nsampler_path = \"sort\"\n";
+  const Evaluation without = evaluate_paper(generate("", llama, sampler));
+  const Evaluation with = evaluate_paper(generate("", llama, sampler + "held_hidden_states = 2\n"));
+  ASSERT_GT(without.item_bytes("activations.sampler", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+  EXPECT_EQ(held(with), 100'663'296u);
+  EXPECT_EQ(with.breakdown().timeline[kForward], without.breakdown().timeline[kForward]);
+}
+
 TEST(ModelHeld, Errors) {
   const std::string llama = "preset = \"llama-3.2-3b\"\n";
   EXPECT_NE(error_of(generate("", llama, "held_hidden_states = -1\n")).find("from 0 to 16, got -1"), std::string::npos);

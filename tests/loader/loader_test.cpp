@@ -227,7 +227,7 @@ TEST(loader_rejection, BuiltinNameLoadedAfterBuiltinsIsRefused) {
   const LoadedPlugin* adam = registry->find("adam");
   ASSERT_NE(adam, nullptr);
   EXPECT_EQ(adam->path, builtin_adam);
-  EXPECT_EQ(adam->version, "1.3.0");  // the impostor is 9.9.9
+  EXPECT_EQ(adam->version, "1.4.0");  // the impostor is 9.9.9
   // expect_run_goes_on evaluates "adam": 2 fp32 states per weight come from the
   // built-in; the impostor's apply() adds none.
   expect_run_goes_on(*registry, LOADER_DIR_BUILTIN_NAME);
@@ -511,7 +511,7 @@ TEST(loader_cli, PluginsListsBuiltinsAndWarnsAboutRejectedLibrary) {
   for (const auto& plugin : registry->plugins()) expected.push_back(plugin.get());
   ASSERT_EQ(expected.size(), builtin_count() + 1);
   EXPECT_EQ(result.out, plugin_listing(expected));
-  EXPECT_NE(result.out.find("optimizer\tadam\t1.3.0\t" + builtin_library("adam") + "\n"), std::string::npos);
+  EXPECT_NE(result.out.find("optimizer\tadam\t1.4.0\t" + builtin_library("adam") + "\n"), std::string::npos);
   EXPECT_NE(result.out.find("optimizer\tloader-good\t1.0.0\t" + good_library(LOADER_DIR_ABI_MAJOR) + "\n"),
             std::string::npos);
 }

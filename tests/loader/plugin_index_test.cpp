@@ -160,7 +160,7 @@ TEST(plugin_index, IndexedNameClashGivesTheSameWarning) {
   EXPECT_EQ(indexed.diagnostics(), without_index.diagnostics());
   ASSERT_EQ(indexed.diagnostics().size(), 1u);
   ASSERT_NE(indexed.find("adam"), nullptr);
-  EXPECT_EQ(indexed.find("adam")->version, "1.3.0");  // the built-in, found first
+  EXPECT_EQ(indexed.find("adam")->version, "1.4.0");  // the built-in, found first
   EXPECT_EQ(listing(indexed), listing(without_index));
 }
 

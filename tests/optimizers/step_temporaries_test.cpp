@@ -66,6 +66,10 @@ TEST(StepTemporaries, TorchTwoZeroForeachKeepsTwoLists) {
                            "use = \"adam\"\nimplementation = \"foreach\"\nforeach_lists = 9"))
                 .find("from 0 to 8, got 9"),
             std::string::npos);
+  EXPECT_NE(error_of(train(params_model(1e9), "use = \"fp32\"",
+                           "use = \"sgdm\"\nimplementation = \"foreach\"\nforeach_lists = 2"))
+                .find("sgdm's foreach step makes no parameter-sized lists"),
+            std::string::npos);
 }
 
 // In the states' dtype: pure bf16 (2-byte states) makes a 2-byte list.

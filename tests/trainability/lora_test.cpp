@@ -73,6 +73,10 @@ TEST(Lora, ModulesToSaveTrainCopiesBesideTheFrozenOriginals) {
   EXPECT_NE(error_of(lora(kLlama, "rank = 8\ntargets = \"q, lm_head\"\nmodules_to_save = \"lm_head\"\n"))
                 .find("has lm_head, which targets also adapts"),
             std::string::npos);
+  // A tied model (Llama-3.2-1B): PEFT's copy would untie the head from the embedding; refused, not ignored.
+  EXPECT_NE(error_of(lora("preset = \"llama-3.2-1b\"\n", "rank = 8\ntargets = \"q, v\"\nmodules_to_save = \"lm_head\"\n"))
+                .find("but this model ties the two (tied_embeddings)"),
+            std::string::npos);
 }
 
 // PEFT's get_peft_model(..., autocast_adapter_dtype=True), its default,

@@ -329,6 +329,14 @@ void read_framework(const toml::table& root, const std::string& file, const Cata
       for (char c : *given) has_number = has_number || (c >= '0' && c <= '9');
       if (!has_number) reader.fail_key("version", "must contain a version number, e.g. \"4.46\"");
       version = *given;
+      // Software built on the profile's framework numbers its own versions: its number is read as the
+      // profile's (as before), with a warning that says how to name the behaviour instead.
+      if (!profile->shares_versions(*use))
+        scenario.warnings.push_back(reader.value_location("version").str() + ": warning: in [framework], version \"" +
+                                    *given + "\" is read as a version of '" + profile->name + "', but '" + *use +
+                                    "' numbers its own versions; give date = <the run's day> (the behaviour '" +
+                                    profile->name + "' had then), or use = \"" + profile->name +
+                                    "\" with its own version");
     }
     scenario.framework.version = version.empty() ? profile->version : version;
     if (const toml::node* node = table->get("date")) {

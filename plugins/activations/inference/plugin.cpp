@@ -299,7 +299,8 @@ class InferenceMemory {
     // What the model's forward keeps beside the running layer, per token of the pass (Hugging Face
     // transformers, models/llama/modeling_llama.py LlamaModel.forward, and its copies: inputs_embeds stays a
     // local while the loop runs, the loop's hidden_states holds the layer's input until the layer returns,
-    // and from 4.45 the position_embeddings (cos, sin) computed once before the loop; GPT-2 style models
+    // and (Llama from 4.43, the others from 4.45) the position_embeddings (cos, sin) computed once before the
+    // loop; GPT-2 style models
     // keep position_embeds beside inputs_embeds). Counted with the pass, prefill or decode, whose transient
     // is the larger with it: the item is what it adds to the layer's.
     const double held_per_token =
@@ -307,10 +308,10 @@ class InferenceMemory {
         (held_hidden_states_ * shape.hidden +
          (learned_positions ? (held_learned_positions_ ? shape.hidden : 0.0)
                             : (held_rotary_tables_ ? 2 * shape.head_dim : 0.0)));
-    if (held_per_token > 0)
-      add_transient(ctx, names_.model_held,
-                    std::max(prefill + held_per_token * chunk, decode + held_per_token * b) -
-                        std::max(prefill, decode));
+    const double held = held_per_token > 0 ? std::max(prefill + held_per_token * chunk, decode + held_per_token * b) -
+                                                 std::max(prefill, decode)
+                                           : 0.0;
+    if (held > 0) add_transient(ctx, names_.model_held, held);
     if (workspace)
       add_transient(ctx, names_.moe_workspace,
                     inf::moe_workspace_bytes(activation_bytes, std::max(chunk, b), shape.top_k,
@@ -328,7 +329,7 @@ class InferenceMemory {
     const double sampler_rows = std::min(static_cast<double>(sampler_rows_), chunk);
     const double excess = inf::sampler_excess_bytes(
         static_cast<double>(model.hidden), chunk, sampler_rows, static_cast<double>(model.vocab), activation_bytes,
-        inf::sampler_bytes_per_element(triton_sampler_, sampler_rows), std::max(prefill, decode) + logits);
+        inf::sampler_bytes_per_element(triton_sampler_, sampler_rows), std::max(prefill, decode) + held + logits);
     if (excess > 0) add_transient(ctx, names_.sampler, excess, true);
   }
 

@@ -200,6 +200,13 @@ constexpr std::array<LossMode, 14> kLossModes{{
     {"cut", CrossEntropy::cut},
 }};
 
+// The scenario's name of a loss mode (kLossModes).
+std::string name_of(CrossEntropy mode) {
+  for (const LossMode& loss : kLossModes)
+    if (loss.mode == mode) return loss.name;
+  return "?";
+}
+
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
@@ -301,8 +308,9 @@ class MegatronActivations {
     output_held_ = options.boolean("output_held").value_or(false);
     if (output_held_ &&
         (cross_entropy_ == CrossEntropy::vocab_parallel || cross_entropy_ == CrossEntropy::vocab_parallel_copy))
-      options.fail("output_held", "has nothing to hold under cross_entropy = \"vocab-parallel\": Megatron-LM "
-                                  "computes the loss inside the model, which returns the loss, not the logits");
+      options.fail("output_held", "has nothing to hold under cross_entropy = \"" + name_of(cross_entropy_) +
+                                  "\": Megatron-LM computes the loss inside the model, which returns the loss, not "
+                                  "the logits");
     if (output_held_ && cross_entropy_ == CrossEntropy::cut)
       options.fail("output_held", "has nothing to hold under cross_entropy = \"cut\": Cut Cross-Entropy's "
                                   "forward returns the loss and no logits; set output_held = false in [activations] "

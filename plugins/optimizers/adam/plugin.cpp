@@ -13,7 +13,7 @@ namespace {
 
 struct AdamTraits {
   static constexpr const char* name = "adam";
-  static constexpr const char* version = "1.3.0";
+  static constexpr const char* version = "1.4.0";
   static constexpr const char* summary = "Adam: first and second moment per weight (Kingma and Ba 2015)";
   static constexpr double states_per_parameter = 2;
   static constexpr memplan::support::StepTemporaries temporaries{3, 1, true};

@@ -8,7 +8,7 @@ namespace {
 
 struct AdamwTraits {
   static constexpr const char* name = "adamw";
-  static constexpr const char* version = "1.3.0";
+  static constexpr const char* version = "1.4.0";
   static constexpr const char* summary = "AdamW: Adam with decoupled weight decay, same two moments (Loshchilov and Hutter 2019)";
   static constexpr double states_per_parameter = 2;
   static constexpr memplan::support::StepTemporaries temporaries{3, 1, true};

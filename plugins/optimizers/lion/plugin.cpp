@@ -19,7 +19,7 @@ namespace {
 
 struct LionTraits {
   static constexpr const char* name = "lion";
-  static constexpr const char* version = "1.3.0";
+  static constexpr const char* version = "1.4.0";
   static constexpr const char* summary = "Lion: sign update, one momentum per weight (Chen et al. 2023, arXiv 2302.06675)";
   static constexpr double states_per_parameter = 1;
   static constexpr memplan::support::StepTemporaries temporaries{2, 1, true};

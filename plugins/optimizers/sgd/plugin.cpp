@@ -8,7 +8,7 @@ namespace {
 
 struct SgdTraits {
   static constexpr const char* name = "sgd";
-  static constexpr const char* version = "1.3.0";
+  static constexpr const char* version = "1.4.0";
   static constexpr const char* summary = "Plain SGD: no state beyond the gradient (Robbins and Monro 1951)";
   static constexpr double states_per_parameter = 0;
   static constexpr memplan::support::StepTemporaries temporaries{0, 0, true};

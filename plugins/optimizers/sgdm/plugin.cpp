@@ -10,7 +10,7 @@ namespace {
 
 struct SgdmTraits {
   static constexpr const char* name = "sgdm";
-  static constexpr const char* version = "1.3.0";
+  static constexpr const char* version = "1.4.0";
   static constexpr const char* summary = "SGD with momentum: one momentum buffer per weight (PyTorch torch.optim.SGD, momentum > 0)";
   static constexpr double states_per_parameter = 1;
   static constexpr memplan::support::StepTemporaries temporaries{0, 0, true};

@@ -328,6 +328,13 @@ class LoraStrategy {
       if (save_lm_head_ && (wanted & kLmHead) != 0)
         options.fail("modules_to_save", "has lm_head, which targets also adapts; PEFT wraps a module in one or the "
                                         "other: keep lm_head in one of them");
+      // A tied model's head is its embedding's Parameter: PEFT's deepcopy of either module unties the copy from
+      // the other, a model memplan's tied weights do not describe (one item for both, and the tied gradient).
+      if (model.tied_embeddings != 0)
+        options.fail("modules_to_save", "trains a copy of the embedding or the LM head, but this model ties the two "
+                                        "(tied_embeddings): PEFT's copy would untie them, which memplan does not "
+                                        "model; train the shared weight in place instead ('freeze' after 'lora', "
+                                        "train = \"embeddings\"), or give an untied model");
       original_embeddings_ = options.intern("modules_to_save.original.embeddings");
       original_lm_head_ = options.intern("modules_to_save.original.lm_head");
     }

@@ -46,12 +46,12 @@ namespace memplan::support {
 inline constexpr std::array<memplan_option_spec, 3> kElementwiseOptimizerOptions{{
     {"implementation", MEMPLAN_OPTION_STRING, kImplementationHelp, "\"fused\"", nullptr},
     kInBackwardOption,
-    {"foreach_lists", MEMPLAN_OPTION_DOUBLE,
+    {"foreach_lists", MEMPLAN_OPTION_INT,
      "with implementation = \"foreach\": parameter-sized lists alive at the step's high point, where the PyTorch "
      "release differs from the optimizer's count: torch 2.0's _multi_tensor_adam(w) keeps 2 (exp_avg_sq_sqrt, and "
      "denom = torch._foreach_add(exp_avg_sq_sqrt, eps) out of place); torch 2.1 on 1 (pytorch PR #104780: "
      "_foreach_add_ in place)",
-     "the optimizer's (Adam, AdamW: 1)", nullptr},
+     "the optimizer's (adam, adamw, lion: 1; sgd and sgdm make none and refuse it)", nullptr},
 }};
 
 template <typename Traits>
@@ -72,14 +72,17 @@ class ElementwiseOptimizer {
         step_(options),
         traffic_(options) {
     require_shapes_for_loop(options, implementation_, Traits::temporaries);
-    if (const std::optional<double> lists = options.number("foreach_lists")) {
+    if (const std::optional<int64_t> lists = options.integer("foreach_lists")) {
+      if (Traits::temporaries.foreach <= 0)
+        options.fail("foreach_lists", std::string(Traits::name) +
+                                          "'s foreach step makes no parameter-sized lists; remove foreach_lists");
       if (implementation_ != Implementation::foreach)
         options.fail("foreach_lists", std::string("counts the lists of the \"foreach\" step, but implementation is \"") +
                                           implementation_name(implementation_) + "\"; set implementation = \"foreach\"");
-      if (!(*lists >= 0 && *lists <= 8))
+      if (*lists < 0 || *lists > 8)
         options.fail("foreach_lists", "must be a number of parameter-sized lists from 0 to 8, got " +
-                                          number(*lists));
-      temporaries_.foreach = *lists;
+                                          std::to_string(*lists));
+      temporaries_.foreach = static_cast<double>(*lists);
     }
     if (!in_backward_) return;
     in_backward_gradient_ = options.intern("gradients.in_backward");
