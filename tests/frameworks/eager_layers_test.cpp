@@ -764,4 +764,47 @@ TEST(EagerLayers, GemmaNormsMultiplyInFp32) {
 }
 
 }  // namespace
+// Eager attention's fp32 softmax (megatron softmax_upcast, the hf-transformers profile's; eager_attention_transients):
+// Llama-2-7B, bf16, 4 x 2048 tokens, no flash attention. One layer's scores: 4 x 32 x 2048^2 = 536,870,912.
+//   recomputed (full): the forward holds the 16-bit input, the fp32 copy and the fp32 output at the softmax,
+//     (2 + 4 + 4) x 536,870,912 = 5,368,709,120 B (activations.attention_forward, transient_forward_in_layers); the
+//     backward's 12 B a score, 6 beyond the layer's saves (4 + 2), 3,221,225,472 B, go into the recomputed layer's
+//     working set as the larger of it and the residual the recomputation holds there (2 x 4 x 2048 x 4096 =
+//     67,108,864): the working set grows by 3,221,225,472 - 67,108,864 = 3,154,116,608 B
+//   not recomputed: the forward's copy only, 4 x 536,870,912 = 2,147,483,648 B; the backward's 6 B a score,
+//     3,221,225,472 B (activations.attention_backward, transient_backward_in_layers)
+//   without softmax_upcast (the plugin's default): neither item.
+// cache_under_recompute (torch's checkpoint_wrapper, which transformers does not see): use_cache's K and V of the 32
+// layers, 32 x 2 x 4 x 2048 x 4096 x 2 B = 4,294,967,296 B, at the forward's end beside the recomputed layers' inputs.
+TEST(EagerLayers, SoftmaxUpcastTransientsAndTheCacheUnderAWrapper) {
+  auto run = [](const std::string& activations, const std::string& strategies) {
+    return evaluate_paper("name = \"e\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nmicro_batch = 4\n"
+                          "seq_len = 2048\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\n"
+                          "use = \"megatron\"\nlayer = \"eager\"\nflash_attention = false\ndropout = false\n" +
+                          activations + strategies);
+  };
+  const std::string full = "[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\n";
+  const Evaluation recomputed = run("softmax_upcast = true\n", full);
+  EXPECT_EQ(with_lifetime(recomputed, "activations.attention_forward", MEMPLAN_LIFETIME_FORWARD_IN_LAYERS),
+            5'368'709'120u);
+  EXPECT_EQ(recomputed.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS) -
+                run("", full).item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS),
+            3'154'116'608u);
+  const Evaluation stored = run("softmax_upcast = true\n", "");
+  EXPECT_EQ(with_lifetime(stored, "activations.attention_forward", MEMPLAN_LIFETIME_FORWARD_IN_LAYERS), 2'147'483'648u);
+  EXPECT_EQ(with_lifetime(stored, "activations.attention_backward", MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS),
+            3'221'225'472u);
+  const Evaluation plain = run("", "");
+  EXPECT_EQ(plain.item_bytes("activations.attention_forward", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+  EXPECT_EQ(plain.item_bytes("activations.attention_backward", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+  const Evaluation wrapped = run("use_cache = true\ncache_under_recompute = true\n", full);
+  EXPECT_EQ(with_lifetime(wrapped, "activations.kv_cache", MEMPLAN_LIFETIME_TRANSIENT_FORWARD), 4'294'967'296u);
+  EXPECT_EQ(run("use_cache = true\n", full).item_bytes("activations.kv_cache", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+  EXPECT_NE(error_of("name = \"e\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\nuse = \"bf16\"\n"
+                     "[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\nlayer = \"eager\"\n"
+                     "cache_under_recompute = true\n")
+                .find("keeps the KV cache on under recomputation, but use_cache is off"),
+            std::string::npos);
+}
+
 }  // namespace memplan::testing

@@ -34,7 +34,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 27> kOptions{{
+constexpr std::array<memplan_option_spec, 29> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true",
@@ -114,6 +114,19 @@ constexpr std::array<memplan_option_spec, 27> kOptions{{
      "_softmax_backward_data took the input for its dtype; 1.11 passes the dtype); no effect with flash_attention "
      "or fused layers",
      "false", nullptr},
+    {"cache_under_recompute", MEMPLAN_OPTION_BOOL,
+     "with use_cache: the layers are recomputed by a wrapper transformers does not see (torch's checkpoint_wrapper "
+     "through FSDP's apply_activation_checkpointing, as llama-recipes did before its PR #165), so the model keeps "
+     "use_cache on and its output's cache holds every layer's K and V through the forward (and the held output's "
+     "into the next one); false: recomputation turns the cache off, as transformers' own gradient checkpointing does",
+     "false", nullptr},
+    {"softmax_upcast", MEMPLAN_OPTION_BOOL,
+     "eager attention without flash: the softmax runs in fp32 on the 16-bit scores (transformers' Llama-family "
+     "eager attention, softmax(..., dtype=torch.float32), and any softmax under autocast), so one layer's forward "
+     "holds its input, an fp32 copy and the fp32 output, and its backward three fp32 score-sized tensors "
+     "(activations.attention_forward, activations.attention_backward); false: those transients are not counted "
+     "(GPT-2 style attention in the model's 16 bits without autocast differs)",
+     "false; the hf-transformers profile sets true", nullptr},
     {"masked_scores_kept", MEMPLAN_OPTION_BOOL,
      "eager attention: the masked 16-bit scores pass torch.max(scores, finfo.min) before the softmax, which keeps "
      "them for backward (transformers' OPTAttention): p a s bytes per token and layer more; no effect with "
@@ -259,6 +272,7 @@ class MegatronActivations {
                                          "dtype), got " + std::to_string(dequantized_copies_));
     rope_cache_ = options.boolean("rope_cache").value_or(false);
     softmax_keeps_input_ = options.boolean("softmax_keeps_input").value_or(false);
+    softmax_upcast_ = options.boolean("softmax_upcast").value_or(false);
     masked_scores_kept_ = options.boolean("masked_scores_kept").value_or(false);
     relu_mlp_ = options.boolean("relu_mlp").value_or(false);
     attention_dropout_ = options.boolean("attention_dropout").value_or(true);
@@ -300,6 +314,10 @@ class MegatronActivations {
     padding_mask_ = options.boolean("padding_mask").value_or(false);
     mask_bias_per_layer_ = options.boolean("mask_bias_per_layer").value_or(false);
     use_cache_ = options.boolean("use_cache").value_or(false);
+    cache_under_recompute_ = options.boolean("cache_under_recompute").value_or(false);
+    if (cache_under_recompute_ && !use_cache_)
+      options.fail("cache_under_recompute", "keeps the KV cache on under recomputation, but use_cache is off; set "
+                                            "use_cache = true (the model's config default) or remove it");
     for (const char* key : {"padding_mask", "mask_bias_per_layer", "use_cache"})
       if (options.boolean(key).value_or(false) && layer_ != LayerImplementation::eager)
         options.fail(key, "describes eager layers; it needs layer = \"eager\"");
@@ -415,7 +433,8 @@ class MegatronActivations {
     }
     if (layer_ == LayerImplementation::eager) {
       settings.eager = eager_layer(ctx, model, facts);
-      settings.eager.kv_in_cache = kv_cache_counted(settings) && output_held_;
+      settings.eager.kv_in_cache =
+          kv_cache_counted(settings) && output_held_ && settings.recompute == RecomputePolicy::none;
       // Autocast over fp32 weights: the residual stream's dtype (0 without).
       settings.residual_bytes = ctx.attr_double(a.residual_dtype, 0);
     }
@@ -527,7 +546,10 @@ class MegatronActivations {
           settings.eager.repeat_kv ? static_cast<double>(stage_layers)
           : grouped_query ? static_cast<double>(masks.windowed_biased)
                           : 0.0;
-      const double beside = output_held_ ? cache : cache * repeated_layers / static_cast<double>(stage_layers);
+      // A recomputed layer saves no K or V: the cache's are all beside the saves.
+      const double beside = output_held_ || settings.recompute != RecomputePolicy::none
+                                ? cache
+                                : cache * repeated_layers / static_cast<double>(stage_layers);
       add_outside(ctx, names_.kv_cache, beside, memplan::sdk::Lifetime::transient_forward);
     }
 
@@ -573,6 +595,18 @@ class MegatronActivations {
     // On the GPU, with offload too: the layer is recomputed where it runs, and torchtune offloads in forward
     // only (full_finetune_single_device.py @ 1814feb17: backward runs outside activations_handling_ctx).
     if (working_set > 0) add_bytes(ctx, names_.recompute, working_set, memplan::sdk::Lifetime::transient_backward);
+    // Eager attention without flash: the softmax's fp32 tensors while one layer's forward runs and, where the layer
+    // is not recomputed (the recomputation's working set counts it otherwise), while its backward runs
+    // (transformer_activations.hpp, eager_attention_transients).
+    if (stage_layers > 0) {
+      const memplan::plugins::AttentionTransients attention =
+          memplan::plugins::eager_attention_transients(shape, settings);
+      add_outside(ctx, names_.attention_forward, attention.forward / context,
+                  memplan::sdk::Lifetime::forward_in_layers);
+      if (working_set <= 0)
+        add_outside(ctx, names_.attention_backward, attention.backward / context,
+                    memplan::sdk::Lifetime::backward_in_layers);
+    }
     if (settings.recompute == RecomputePolicy::full) retime_cached_casts(ctx);
 
     // Context parallelism's ring attention with torch's "allgather" rotate
@@ -962,13 +996,15 @@ class MegatronActivations {
           ring_backward(options.intern("context_parallel.ring_backward")),
           kept_layer_inputs(options.intern("activations.kept_layer_inputs")),
           held_packed_inputs(options.intern("activations.held_packed_inputs")),
-          global_memory_buffer(options.intern("activations.global_memory_buffer")) {}
+          global_memory_buffer(options.intern("activations.global_memory_buffer")),
+          attention_forward(options.intern("activations.attention_forward")),
+          attention_backward(options.intern("activations.attention_backward")) {}
     memplan::sdk::Name stored, offload_window, recompute, dequantized_weight, embedding_dropout, final_norm, logits,
         held_output, cross_entropy, loss_forward, loss_backward, tied_gradient, kv_cache, sdpa_masks,
         windowed_attention, logit_softcap, rope_cache, causal_mask, layer_causal_mask, expanded_causal_mask, recompute_casts,
         pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
         pipeline_merged_outputs, ring_forward, ring_backward, kept_layer_inputs, held_packed_inputs,
-        global_memory_buffer;
+        global_memory_buffer, attention_forward, attention_backward;
   };
 
   // What apply() needs to know of the reported rank's weights, from one pass
@@ -1130,11 +1166,12 @@ class MegatronActivations {
 
   // Whether the forward fills a KV cache this plugin counts: use_cache on eager layers that are not
   // recomputed (transformers turns use_cache off under gradient checkpointing: modeling_llama.py,
-  // LlamaModel.forward, "`use_cache=True` is incompatible with gradient checkpointing"). Multi-head latent
+  // LlamaModel.forward, "`use_cache=True` is incompatible with gradient checkpointing"), or recomputed by a
+  // wrapper it does not see (cache_under_recompute: its self.gradient_checkpointing stays False). Multi-head latent
   // attention's cache (K at the q/k head width, V at v_head_dim, beside the latent terms) is left out.
   bool kv_cache_counted(const ActivationSettings& settings) const {
     return use_cache_ && layer_ == LayerImplementation::eager && model_.kv_lora_rank == 0 &&
-           settings.recompute == RecomputePolicy::none;
+           (settings.recompute == RecomputePolicy::none || cache_under_recompute_);
   }
 
   // dtype.activations, which the precision plugin must have set (read by handle).
@@ -1213,6 +1250,7 @@ class MegatronActivations {
     eager.kernel_mlp = (kernels & MEMPLAN_LORA_KERNEL_MLP) != 0;
     eager.kernel_adds_in_place = (kernels & MEMPLAN_LORA_KERNEL_ADD_IN_PLACE) != 0;
     eager.softmax_keeps_input = softmax_keeps_input_;
+    eager.softmax_upcast = softmax_upcast_;
     eager.masked_scores_kept = masked_scores_kept_;
     eager.relu_mlp = relu_mlp_;
     eager.attention_dropout = attention_dropout_;
@@ -1410,8 +1448,10 @@ class MegatronActivations {
   bool padding_mask_ = false;         // the batches carry a padding mask: SDPA gets an explicit mask
   bool mask_bias_per_layer_ = false;  // ... a boolean one, which each call turns into a bias it keeps
   bool use_cache_ = false;            // the forward fills a KV cache the returned output holds
+  bool cache_under_recompute_ = false;  // cache_under_recompute: a wrapper transformers does not see recomputes
   bool output_held_ = false;
   bool softmax_keeps_input_ = false;
+  bool softmax_upcast_ = false;  // softmax_upcast: eager attention's fp32 softmax transients
   bool masked_scores_kept_ = false;   // eager attention keeps the clamped scores' input (OPTAttention's torch.max)
   bool relu_mlp_ = false;             // ReLU MLP: only its output is kept
   bool attention_dropout_ = true;     // eager attention's probabilities dropped out with dropout

@@ -102,6 +102,9 @@ struct EagerLayer {
   // `_softmax: self: _softmax_backward_data(grad, result, dim, self)` passed the input for its dtype only;
   // pytorch PR #65242 / #66018 (relanded 2021-10-01, first released in 1.11) passes the dtype instead.
   bool softmax_keeps_input = false;
+  // Eager attention's softmax runs in fp32 on 16-bit scores (softmax(..., dtype=torch.float32), or autocast):
+  // the transients eager_attention_transients counts.
+  bool softmax_upcast = false;
   // bitsandbytes' MatMul4Bit (autograd/_functions.py @ 0.42.0 to 0.43.1) keeps its input A for backward whenever A
   // or the weight needs a gradient (ctx.tensors = (A, B)), though only the weight's gradient, which it never
   // computes, would use it: a 4-bit linear layer keeps its input even with its weight frozen. 0.43.2 (pull request
@@ -657,6 +660,36 @@ inline double kernel_mlp_excess(const TransformerShape& x, const ActivationSetti
   return x.seq * x.batch * std::max(forward, backward);
 }
 
+// Eager attention without flash attention (transformers' eager_attention_forward and the older
+// LlamaAttention.forward: scores = q k^T (16-bit), the mask added, softmax(scores, dtype=torch.float32), cast
+// back for the product with V), per layer and micro-batch on the rank, in bytes, beyond what the layer saves
+// (4 + p a score: the fp32 softmax that _softmax saves, and its 16-bit cast that the matmul saves):
+//   forward, at the softmax: its input (p), the fp32 copy the upcast makes of a 16-bit input (4: at::softmax
+//     converts before _softmax; autocast's fp32 cast alike) and the fp32 output (4): under recomputation none of
+//     it is saved, so all of it (p + 4 + 4) is the layer's forward high point; otherwise the copy alone is
+//     beyond the saves (the input makes way for the cast the matmul saves);
+//   backward, at _softmax_backward_data: the saved fp32 output, the output's fp32 gradient (the cast's
+//     backward) and the input's fp32 gradient, 12 bytes, where the 16-bit cast is freed once V's matmul has run
+//     backward: 12 - the saves' 4 + p.
+// (A 16-bit fp16 input with dtype=float32 takes _softmax's half_to_float path without the copy: over-counted
+// by 4 bytes a score there.) Measured: an allocator history's recomputed eager layer holds four fp32
+// score-sized blocks (validation/H100-gemma2-9b-trainer-lora-r16-all-gc-eager-bs1-s4096: four segments of
+// 16 x 4,096^2 x 4 B); llama-recipes PR #41's forward peak sits at the last layer's softmax (validation/LR-pr41-*).
+struct AttentionTransients {
+  double forward = 0;   // what the layer's forward holds beyond its saves (all of it under recomputation)
+  double backward = 0;  // what the layer's backward holds beyond its saves
+};
+inline AttentionTransients eager_attention_transients(const TransformerShape& x, const ActivationSettings& o) {
+  if (o.layer != LayerImplementation::eager || o.compiled || o.flash_attention || x.latent() || !o.eager.softmax_upcast)
+    return {};
+  const double p = o.bytes;
+  const double scores = x.heads * x.seq * x.seq * x.batch / o.tensor_parallel;
+  const double copy = p < 4 ? 4 : 0;
+  const double saved = 4 + (p < 4 ? p : 0);
+  const bool recomputed = o.recompute == RecomputePolicy::full || o.recompute == RecomputePolicy::per_op;
+  return {scores * (recomputed ? p + copy + 4 : copy), scores * std::max(0.0, 12 - saved)};
+}
+
 // Extra bytes alive while backward recomputes one layer: what the layer saves,
 // and the high point of its adapted MLP beyond that.
 inline double recompute_working_set(const TransformerShape& x, const ActivationSettings& o) {
@@ -676,8 +709,11 @@ inline double recompute_working_set(const TransformerShape& x, const ActivationS
       const double residual = o.layer == LayerImplementation::eager && !o.compiled
                                   ? x.seq * x.batch * residual_local_bytes(x, stored)
                                   : 0;
+      // The attention's backward moment (eager_attention_transients) comes before the MLP's adapters' and
+      // after the residual's: the largest of the three.
       return stored_bytes_per_layer(x, stored) +
-             std::max(residual, peft_mlp_excess(x, stored) + kernel_mlp_excess(x, stored));
+             std::max({residual, peft_mlp_excess(x, stored) + kernel_mlp_excess(x, stored),
+                       eager_attention_transients(x, stored).backward});
     }
     case RecomputePolicy::selective: return terms.attention_core / t;
     default: return 0;
