@@ -93,16 +93,19 @@ int gpus_command(const std::vector<std::string>& args) {
   bool allow_unsigned = false;
   if (const auto status = no_arguments(args, "gpus",
                                        "Lists the GPUs a scenario can name ([hardware] gpu = \"NAME\"): name, memory\n"
-                                       "(GiB), NVLink SHARP (NCCL's NVLS), label, source. Any other GPU:\n"
+                                       "(GiB, nominal), NVLink SHARP (NCCL's NVLS), label, source, where it comes\n"
+                                       "from, and the total CUDA reports (GiB; what `fits` compares with; \"-\" where\n"
+                                       "the catalog gives none and the nominal size stands). Any other GPU:\n"
                                        "[hardware] memory_gib = N.",
                                        allow_unsigned))
     return *status;
   const Catalog catalog = load_catalog(layout_beside(current_executable()), allow_unsigned);
-  print_line("name\tmemory_gib\tnvlink_sharp\tlabel\tsource\tfrom");
+  print_line("name\tmemory_gib\tnvlink_sharp\tlabel\tsource\tfrom\tcuda_total_gib");
+  const auto gib = [](uint64_t bytes) { return fixed(static_cast<double>(bytes) / static_cast<double>(1ull << 30), 2); };
   for (const GpuEntry& gpu : catalog.gpus())
-    print_line(gpu.name + "\t" + fixed(static_cast<double>(gpu.memory_bytes) / static_cast<double>(1ull << 30), 2) +
-               "\t" + (gpu.nvlink_sharp ? "yes" : "no") + "\t" + gpu.label + "\t" + gpu.source + "\t" +
-               from_column(gpu.origin, gpu.location.str()));
+    print_line(gpu.name + "\t" + gib(gpu.nominal_bytes) + "\t" + (gpu.nvlink_sharp ? "yes" : "no") + "\t" + gpu.label +
+               "\t" + gpu.source + "\t" + from_column(gpu.origin, gpu.location.str()) + "\t" +
+               (gpu.cuda_total_source.empty() ? std::string("-") : gib(gpu.memory_bytes)));
   return 0;
 }
 

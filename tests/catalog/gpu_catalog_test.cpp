@@ -36,13 +36,45 @@ TEST(GpuCatalog, NewerAndInferenceGpus) {
   for (const auto& [name, gib] : expected) {
     const GpuEntry* gpu = catalog().find_gpu(name);
     ASSERT_NE(gpu, nullptr) << name;
-    EXPECT_EQ(gpu->memory_bytes, gib * kGiB) << name;
+    EXPECT_EQ(gpu->nominal_bytes, gib * kGiB) << name;
   }
   // NVLink SHARP (NCCL's NVLS): the NVLink Switch systems of Blackwell have it.
   EXPECT_TRUE(catalog().find_gpu("b200-180gb")->nvlink_sharp);
   EXPECT_TRUE(catalog().find_gpu("gb200-186gb")->nvlink_sharp);
   EXPECT_FALSE(catalog().find_gpu("mi300x-192gb")->nvlink_sharp);
-  EXPECT_EQ(catalog().find_gpu("mi300x-192gb")->memory_bytes, 206'158'430'208u);  // 192 x 2^30
+  EXPECT_EQ(catalog().find_gpu("mi300x-192gb")->memory_bytes, 206'158'430'208u);  // 192 x 2^30: no CUDA total given
+}
+
+// cuda_total_gib: the total CUDA reports to a process (PyTorch's "total capacity" in its out-of-memory message),
+// the capacity `fits` compares with; the nominal size stays for the report. H100 80GB HBM3 on driver 535:
+// 79.11 GiB (vllm-project/vllm#27508); RTX 4090 23.64 (three threads, gpus.toml); a GPU without one keeps its
+// nominal size. A total above the nominal size, or without its source, is refused.
+TEST(GpuCatalog, CudaTotalIsTheCapacity) {
+  const GpuEntry* h100 = catalog().find_gpu("h100-sxm-80gb");
+  EXPECT_EQ(h100->nominal_bytes, 80 * kGiB);
+  EXPECT_EQ(h100->memory_bytes, static_cast<uint64_t>(79.11 * static_cast<double>(kGiB) + 0.5));
+  EXPECT_FALSE(h100->cuda_total_source.empty());
+  EXPECT_EQ(catalog().find_gpu("rtx-4090-24gb")->memory_bytes, static_cast<uint64_t>(23.64 * static_cast<double>(kGiB) + 0.5));
+  const GpuEntry* h200 = catalog().find_gpu("h200-sxm-141gb");
+  EXPECT_EQ(h200->memory_bytes, h200->nominal_bytes);
+  EXPECT_TRUE(h200->cuda_total_source.empty());
+  TempDir dir;
+  const auto load_error = [&](const std::string& text) {
+    dir.write("gpus.toml", text);
+    try {
+      (void)Catalog::load(dir.path());
+    } catch (const Error& error) {
+      return std::string(error.what());
+    }
+    return std::string("(loaded)");
+  };
+  EXPECT_NE(load_error("[x]\nlabel = \"X\"\nmemory_gib = 24\ncuda_total_gib = 25\ncuda_total_source = \"a log\"\n")
+                .find("cuda_total_gib' is above memory_gib"),
+            std::string::npos);
+  EXPECT_NE(load_error("[x]\nlabel = \"X\"\nmemory_gib = 24\ncuda_total_gib = 23.5\n").find("without cuda_total_source"),
+            std::string::npos);
+  EXPECT_EQ(load_error("[x]\nlabel = \"X\"\nmemory_gib = 24\ncuda_total_gib = 23.5\ncuda_total_source = \"a log\"\n"),
+            "(loaded)");
 }
 
 }  // namespace

@@ -26,7 +26,8 @@ TEST(Cli, RunPrintsTheJsonContract) {
                           "\"peak\":", "\"sum\":", "\"peak_phase\": \"backward\"", "\"weights\": 13476831232",
                           "\"gradients\":", "\"master_weights\": 26953662464", "\"optimizer_states\": 53907324928",
                           "\"activations\":", "\"kv_cache\": 0", "\"buffers\": 0", "\"overhead\": 0", "\"items\": [",
-                          "\"gpu_memory\": 85899345920", "\"fits\": false", "\"plugins\": [",
+                          "\"gpu_memory\": 85899345920", "\"gpu_cuda_total\": 84943715697",
+                          "\"fits\": false", "\"plugins\": [",
                           "{ \"kind\": \"optimizer\", \"name\": \"adamw\", \"version\": \"1.4.0\""})
     EXPECT_NE(result.out.find(key), std::string::npos) << key;
 }
@@ -34,7 +35,8 @@ TEST(Cli, RunPrintsTheJsonContract) {
 // Issue 13, output for scripts: CSV rows carry the scenario's name (sweeps
 // concatenate), the verdict as numbers and the limits; markdown the model,
 // the batch, the limits and the advice. The figures are the JSON's for the
-// same runs (RunPrintsTheJsonContract: the 80 GiB H100; the Mistral example's
+// same runs (RunPrintsTheJsonContract: the H100 80GB, whose capacity is the 79.11 GiB CUDA reports
+// (84,943,715,697 B: the catalog's cuda_total_gib); the Mistral example's
 // documented limits: 32,768 tokens, capped by the model, 2 sequences).
 TEST(Cli, CsvCarriesTheScenarioTheVerdictAndTheLimits) {
   CommandResult result = run_cli("run " + example("llama2-7b-single-gpu.toml") + " --format csv");
@@ -56,9 +58,9 @@ TEST(Cli, CsvCarriesTheScenarioTheVerdictAndTheLimits) {
     shortfall += value("fit,shortfall,,gpu,");
   }
   EXPECT_GT(rows, 20);
-  for (const char* row : {"\nfit,gpu_memory,,gpu,85899345920,", "\nfit,fits,device,gpu,0,", "\nfit,headroom,,gpu,0,"})
+  for (const char* row : {"\nfit,gpu_memory,,gpu,85899345920,", "\nfit,gpu_cuda_total,,gpu,84943715697,", "\nfit,fits,device,gpu,0,", "\nfit,headroom,,gpu,0,"})
     EXPECT_NE(result.out.find(row), std::string::npos) << row;
-  EXPECT_EQ(capacity, 85'899'345'920u);
+  EXPECT_EQ(capacity, 84'943'715'697u);
   EXPECT_EQ(shortfall, peak - capacity);
   CommandResult serving = run_cli("run " + example("infer-mistral-7b-longest-context-24gb.toml") + " --format csv");
   ASSERT_EQ(serving.exit_code, 0) << serving.err;

@@ -253,6 +253,56 @@ TEST(Profiles, ExtendsRulesAndErrors) {
   EXPECT_NE(load_error().find("'extends_version' needs extends = \"<profile>\""), std::string::npos) << load_error();
 }
 
+// gpu_capacity: a catalog GPU holds what CUDA reports (gpus.toml cuda_total_gib: the H100 80GB's 79.11 GiB,
+// vllm-project/vllm#27508) under every profile that runs on CUDA, its nominal 80 GiB under the paper profile
+// (gpu_capacity = "nominal", what papers compare with); a profile that extends another inherits the choice
+// unless it says its own; gpu_memory_gib_at_least conditions read the nominal size; a value outside the two
+// is refused at the key.
+TEST(Profiles, GpuCapacityIsCudasTotalUnlessTheProfileCountsNominal) {
+  const uint64_t cuda_total = static_cast<uint64_t>(79.11 * 1073741824.0 + 0.5);  // 84,943,715,697 B
+  const std::string h100 = "[hardware]\ngpu = \"h100-sxm-80gb\"\n";
+  EXPECT_EQ(evaluate(llama7b_sgd("", h100)).scenario().hardware.memory_bytes, cuda_total);
+  EXPECT_EQ(evaluate(llama7b_sgd("[framework]\nuse = \"paper\"\n", h100)).scenario().hardware.memory_bytes,
+            80ull << 30);
+  EXPECT_EQ(evaluate(llama7b_sgd("", h100)).scenario().hardware.nominal_bytes, 80ull << 30);
+  // A size the scenario gives is the size, under every profile.
+  EXPECT_EQ(evaluate(llama7b_sgd("", "[hardware]\nmemory_gib = 80\n")).scenario().hardware.memory_bytes,
+            80ull << 30);
+
+  TempDir dir;
+  dir.write("gpus.toml", "[g80]\nlabel = \"G 80GB\"\nmemory_gib = 80\ncuda_total_gib = 79\n"
+                         "cuda_total_source = \"a made-up log\"\n");
+  std::filesystem::create_directories(dir.path() + "/frameworks");
+  dir.write("frameworks/base.toml", "[framework]\nname = \"base\"\nsummary = \"b\"\ngpu_capacity = \"nominal\"\n"
+                                    "[[since]]\nversion = \"1\"\ngpu_memory_gib_at_least = 80\n"
+                                    "[since.defaults.sgd]\nmomentum = 0.9\n");
+  dir.write("frameworks/top.toml", "[framework]\nname = \"top\"\nsummary = \"t\"\nextends = \"base\"\n");
+  const std::string own = dir.write("frameworks/own.toml", "[framework]\nname = \"own\"\nsummary = \"o\"\n"
+                                                           "extends = \"base\"\ngpu_capacity = \"cuda-total\"\n");
+  const Catalog custom = Catalog::load(dir.path());
+  const auto scenario = [&](const std::string& profile) {
+    return parse_scenario("name = \"t\"\nmode = \"train\"\n[framework]\nuse = \"" + profile +
+                              "\"\nversion = \"1\"\n[model]\nparams = 1e9\n[precision]\nuse = \"bf16\"\n"
+                              "[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"none\"\n[hardware]\ngpu = \"g80\"\n",
+                          "t.toml", custom);
+  };
+  EXPECT_EQ(scenario("base").hardware.memory_bytes, 80ull << 30);
+  EXPECT_EQ(scenario("top").hardware.memory_bytes, 80ull << 30);  // inherited
+  const Scenario on_cuda_total = scenario("own");
+  EXPECT_EQ(on_cuda_total.hardware.memory_bytes, 79ull << 30);  // its own choice wins
+  // The 80 GiB condition holds on the GPU sold as 80 GB, whatever CUDA reports: momentum 0.9 applies.
+  double momentum = -1;
+  for (const ComponentSpec& component : on_cuda_total.components)
+    if (component.use == "sgd")
+      for (const OptionValue& option : component.options)
+        if (option.key == "momentum") momentum = option.floating;
+  EXPECT_EQ(momentum, 0.9);
+  dir.write("frameworks/own.toml", "[framework]\nname = \"own\"\nsummary = \"o\"\ngpu_capacity = \"cuda\"\n");
+  EXPECT_EQ(catalog_load_error(dir.path()),
+            own + ":4:16: error: in [framework], 'gpu_capacity' must be \"cuda-total\" (what CUDA reports: the "
+                  "catalog's cuda_total_gib) or \"nominal\" (the catalog's memory_gib), not \"cuda\"");
+}
+
 // A generic value a scenario gives (cross_entropy "unfused", 8 bytes per logit,
 // what scenarios said before profiles) is read as the framework's own path
 // ([readings.megatron] in the profile, by version), with a located warning;

@@ -114,8 +114,9 @@ TEST(PrefillDefault, ScenarioWinsAndWholePromptsStayExpressible) {
 // l40s-48gb --seq-len 32768 --micro-batch max --kv-dtype fp8`. By hand, per
 // sequence the fp8 KV cache is 2 x 32 layers x 8 kv heads x 128 x 1 B =
 // 65,536 B a token, 2 GiB at 32,768 tokens. With vLLM's 2048-token chunks and
-// its start-up sampler run over max_num_seqs = 256 requests on an L40S (48 GiB
-// = 51,539,607,552 B; sampler_test.cpp; the Triton top-k/top-p path of vLLM
+// its start-up sampler run over max_num_seqs = 256 requests on an L40S (48 GB,
+// of which CUDA reports 44.42 GiB = 47,695,611,822 B, the catalog's
+// cuda_total_gib; sampler_test.cpp; the Triton top-k/top-p path of vLLM
 // 0.17 on, the profile's newest), at 15 sequences: weights 16,060,522,496 + KV
 // 15 x 2 GiB = 32,212,254,720 + the forward phase's transients, the larger of
 // the layer 102,400 x 2048 = 209,715,200 + logits 4 x 15 x 128,256 = 7,695,360
@@ -126,16 +127,15 @@ TEST(PrefillDefault, ScenarioWinsAndWholePromptsStayExpressible) {
 // 33,554,432 + the allocator's margin 0.1 x the transients 48,064,103 and its
 // 2 MiB rounding of the sampler item 1,010,688 + vLLM's rotary table (the
 // inference plugin's rope_cache, rope_cache_test.cpp) 131,072 x 128 x 2 =
-// 33,554,432 = 49,623,528,039 B. A 16th sequence adds 2 GiB and 513,024 B of
-// logits and margin: 51,771,524,711 B, more than the GPU: 15 sequences, bound
-// by the KV cache. (Up to vLLM 0.16 the
-// sort-based run, 38 B per row x vocabulary entry, 1,268,645,888 B, leaves room
-// for 15 as well: 50.46 GB at 15, 2 GiB more at 16.)
+// 33,554,432 = 49,623,528,039 B, more than the 47,695,611,822 B CUDA gives; one
+// sequence fewer takes 2 GiB and 513,024 B of logits and margin off:
+// 47,475,531,367 B at 14 sequences, bound by the KV cache (15 on a GPU of a
+// whole 48 GiB, as before the catalog gave CUDA's total).
 // Prefilling the whole prompts instead (the earlier default, now [framework]
 // use = "pytorch") one pass holds b x 32,768 tokens, 102,400 x 163,840 =
 // 16,777,216,000 B of transient at b = 5 and 20,132,659,200 at b = 6, where
 // weights + 12 GiB of KV + transients + 10 % + 0.74 GiB exceed 48 GiB: 5.
-TEST(PrefillDefault, L40sServes15SequencesAt32k) {
+TEST(PrefillDefault, L40sServes14SequencesAt32k) {
   const auto solved = [](const std::string& extra) {
     const CommandResult result = run_cli("estimate llama-3.1-8b --task serve --gpu l40s-48gb --seq-len 32768 "
                                          "--micro-batch max --kv-dtype fp8 --format json" + extra);
@@ -143,9 +143,9 @@ TEST(PrefillDefault, L40sServes15SequencesAt32k) {
     return nlohmann::json::parse(result.out).at("solved");
   };
   const nlohmann::json vllm_default = solved("");
-  EXPECT_EQ(vllm_default.at("value"), 15);
+  EXPECT_EQ(vllm_default.at("value"), 14);
   EXPECT_EQ(vllm_default.at("binding"), "kv_cache");
-  EXPECT_EQ(vllm_default.at("peak"), 49'623'528'039ull);
+  EXPECT_EQ(vllm_default.at("peak"), 47'475'531'367ull);
   const nlohmann::json whole = solved(" --framework pytorch");
   EXPECT_EQ(whole.at("value"), 5);
   EXPECT_EQ(whole.at("binding"), "activations");

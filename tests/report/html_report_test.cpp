@@ -83,6 +83,9 @@ TEST(HtmlReport, BarsAreTheJsonFiguresForTheTrainingExample) {
   EXPECT_NE(html.out.find("<p class=\"verdict no-fit\" data-fits=\"false\">fits (device memory): no, "),
             std::string::npos);
   EXPECT_NE(html.out.find("<tr data-key=\"shortfall\""), std::string::npos);
+  // The H100's nominal 80 GiB and the 79.11 GiB CUDA reports (gpus.toml cuda_total_gib), both rows the JSON's.
+  EXPECT_NE(html.out.find("<tr data-key=\"gpu_memory\" data-bytes=\"85899345920\">"), std::string::npos);
+  EXPECT_NE(html.out.find("<tr data-key=\"gpu_cuda_total\" data-bytes=\"84943715697\">"), std::string::npos);
   EXPECT_NE(html.out.find("<h3>What to change</h3>"), std::string::npos);
   EXPECT_NE(html.out.find("<title>memplan estimate: llama2-7b-full-finetune-1gpu</title>"), std::string::npos);
   EXPECT_NE(html.out.find("<line class=\"capacity\""), std::string::npos);

@@ -34,7 +34,8 @@ std::vector<GpuEntry> read_gpus(const toml::table& root, const std::string& path
     const std::string name(key.str());
     if (!node.is_table()) fail_at(location_of(path, key.source()), "GPU '" + name + "' must be a table");
     TomlReader reader(*node.as_table(), path, "[" + name + "]");
-    std::vector<std::string_view> allowed{"label", "memory_gib", "nvlink_sharp", "source", "performance_source"};
+    std::vector<std::string_view> allowed{"label",  "memory_gib",         "cuda_total_gib", "cuda_total_source",
+                                          "nvlink_sharp", "source", "performance_source"};
     allowed.insert(allowed.end(), kGpuPerformanceKeys.begin(), kGpuPerformanceKeys.end());
     reader.reject_unknown_keys(allowed);
     GpuEntry gpu;
@@ -43,7 +44,22 @@ std::vector<GpuEntry> read_gpus(const toml::table& root, const std::string& path
     gpu.label = reader.string("label").value_or(name);
     auto gib = reader.memory_gib_bytes("memory_gib");
     if (!gib) fail_at(reader.table_location(), "GPU '" + name + "' needs memory_gib");
+    gpu.nominal_bytes = *gib;
     gpu.memory_bytes = *gib;
+    // What CUDA reports as the device's total (cudaMemGetInfo, torch's total_memory): the nominal capacity less
+    // what the driver keeps; the capacity a job's peak is compared with.
+    if (auto total = reader.memory_gib_bytes("cuda_total_gib")) {
+      if (*total > *gib)
+        reader.fail_key("cuda_total_gib", "is above memory_gib: CUDA's total is the nominal capacity less what the "
+                                          "driver keeps");
+      gpu.cuda_total_source = reader.string("cuda_total_source").value_or("");
+      if (gpu.cuda_total_source.empty())
+        fail_at(reader.table_location(), "GPU '" + name + "' gives cuda_total_gib without cuda_total_source; say where "
+                                         "it was read (an out-of-memory message's total capacity, deviceQuery, a log)");
+      gpu.memory_bytes = *total;
+    } else if (reader.string("cuda_total_source")) {
+      reader.fail_key("cuda_total_source", "describes cuda_total_gib, which this GPU does not give");
+    }
     gpu.nvlink_sharp = reader.boolean("nvlink_sharp").value_or(false);
     gpu.source = reader.string("source").value_or("");
     read_gpu_performance(*node.as_table(), reader, gpu.performance);

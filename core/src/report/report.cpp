@@ -60,11 +60,12 @@ std::string untimed_reason(const Estimate& estimate) {
 
 FitFacts fit_facts(const Estimate& estimate) {
   FitFacts facts;
-  facts.gpu_memory = estimate.scenario.hardware.memory_bytes;
-  if (facts.gpu_memory == 0) return facts;
+  facts.cuda_total = estimate.scenario.hardware.memory_bytes;
+  if (facts.cuda_total == 0) return facts;
+  facts.gpu_memory = estimate.scenario.hardware.nominal_bytes;
   const Breakdown& b = estimate.breakdown;
   facts.has_gpu = true;
-  facts.capacity = b.capacity(facts.gpu_memory);
+  facts.capacity = b.capacity(facts.cuda_total);
   facts.fits = b.peak <= facts.capacity;
   // Both are sizes, so neither is ever negative: one of them is zero.
   facts.headroom = facts.fits ? facts.capacity - b.peak : 0;

@@ -46,6 +46,7 @@ void write_csv(std::ostream& out, const Estimate& estimate, const ScenarioLimits
   const FitFacts fit = fit_facts(estimate);
   if (fit.has_gpu) {
     out << "fit,gpu_memory,,gpu," << fit.gpu_memory << scenario;
+    out << "fit,gpu_cuda_total,,gpu," << fit.cuda_total << scenario;
     out << "fit,capacity," << quantity_name(b.fit_quantity) << ",gpu," << fit.capacity << scenario;
     out << "fit,fits," << quantity_name(b.fit_quantity) << ",gpu," << (fit.fits ? 1 : 0) << scenario;
     out << "fit,headroom,,gpu," << fit.headroom << scenario;
@@ -98,8 +99,9 @@ void write_markdown(std::ostream& out, const Estimate& estimate, const ScenarioL
     out << "\nfit: no GPU given ([hardware] gpu or memory_gib)\n";
     return;
   }
-  out << "\nGPU: " << terminal_text(scenario.hardware.label) << " (" << format_gib(static_cast<double>(fit.gpu_memory));
-  if (fit.capacity < fit.gpu_memory) out << ", " << format_gib(static_cast<double>(fit.capacity)) << " usable";
+  out << "\nGPU: " << terminal_text(scenario.hardware.label) << " (" << format_gib(static_cast<double>(fit.cuda_total));
+  if (fit.cuda_total < fit.gpu_memory) out << " as CUDA reports it, " << format_gib(static_cast<double>(fit.gpu_memory)) << " nominal";
+  if (fit.capacity < fit.cuda_total) out << ", " << format_gib(static_cast<double>(fit.capacity)) << " usable";
   out << "): " << (fit.fits ? "fits, " + format_gib(static_cast<double>(fit.headroom)) + " to spare"
                             : "does not fit, " + format_gib(static_cast<double>(fit.shortfall)) + " short")
       << "\n";

@@ -227,8 +227,9 @@ void write_section(std::ostream& out, const Estimate& estimate, const ScenarioLi
     out << " <code>" << html_text(plugin.name) << "@" << html_text(plugin.version) << "</code>";
   out << "</li>\n";
   if (fit.has_gpu) {
-    out << "<li><span class=\"label\">GPU:</span> " << html_text(scenario.hardware.label) << ", " << gib(fit.gpu_memory);
-    if (fit.capacity < fit.gpu_memory) {
+    out << "<li><span class=\"label\">GPU:</span> " << html_text(scenario.hardware.label) << ", " << gib(fit.cuda_total);
+    if (fit.cuda_total < fit.gpu_memory) out << " as CUDA reports it (" << gib(fit.gpu_memory) << " nominal)";
+    if (fit.capacity < fit.cuda_total) {
       char fraction[32];
       std::snprintf(fraction, sizeof fraction, "%g", b.memory_fraction);
       out << ", of which " << gib(fit.capacity) << " usable (memory fraction " << fraction << ")";
@@ -258,7 +259,8 @@ void write_section(std::ostream& out, const Estimate& estimate, const ScenarioLi
   fit_row("peak", "peak (" + std::string(phase_name(b.peak_phase)) + ", " + quantity + " memory)", b.peak);
   fit_row("sum", "sum of the GPU items", b.sum);
   if (fit.has_gpu) {
-    fit_row("gpu_memory", "GPU memory", fit.gpu_memory);
+    fit_row("gpu_memory", "GPU memory (nominal)", fit.gpu_memory);
+    fit_row("gpu_cuda_total", "GPU memory as CUDA reports it", fit.cuda_total);
     fit_row("capacity", "capacity", fit.capacity);
     if (fit.fits)
       fit_row("headroom", "headroom", fit.headroom);

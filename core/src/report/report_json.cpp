@@ -89,7 +89,7 @@ std::string limit_json(const std::optional<SizeLimit>& limit) {
 void write_json(std::ostream& out, const Estimate& estimate, const ScenarioLimits& limits) {
   const Scenario& scenario = estimate.scenario;
   const Breakdown& b = estimate.breakdown;
-  const uint64_t gpu_memory = scenario.hardware.memory_bytes;
+  const uint64_t cuda_total = scenario.hardware.memory_bytes;  // what the capacity starts from (fit_facts)
   out << "{\n";
   out << "  \"schema\": \"memplan.estimate/1\",\n";
   out << "  \"scenario\": " << json_string(scenario.name) << ",\n";
@@ -143,11 +143,12 @@ void write_json(std::ostream& out, const Estimate& estimate, const ScenarioLimit
   write_items(out, estimate, MEMPLAN_DEVICE_CPU);
   out << " },\n";
   out << "  \"world_size\": " << b.world_size << ",\n";
-  if (gpu_memory > 0) {
+  if (cuda_total > 0) {
     out << "  \"gpu\": " << json_string(scenario.hardware.gpu.empty() ? scenario.hardware.label : scenario.hardware.gpu)
         << ",\n";
-    out << "  \"gpu_memory\": " << gpu_memory << ",\n";
     const FitFacts fit = fit_facts(estimate);
+    out << "  \"gpu_memory\": " << fit.gpu_memory << ",\n";
+    out << "  \"gpu_cuda_total\": " << fit.cuda_total << ",\n";
     char fraction[32];
     std::snprintf(fraction, sizeof fraction, "%.6g", b.memory_fraction);  // a setting, not a measurement
     out << "  \"memory_fraction\": " << fraction << ",\n";
@@ -156,7 +157,7 @@ void write_json(std::ostream& out, const Estimate& estimate, const ScenarioLimit
     out << "  \"headroom\": " << fit.headroom << ",\n";
     out << "  \"shortfall\": " << fit.shortfall << ",\n";
   } else {
-    out << "  \"gpu\": null,\n  \"gpu_memory\": null,\n  \"memory_fraction\": null,\n  \"capacity\": null,\n"
+    out << "  \"gpu\": null,\n  \"gpu_memory\": null,\n  \"gpu_cuda_total\": null,\n  \"memory_fraction\": null,\n  \"capacity\": null,\n"
            "  \"fits\": null,\n  \"headroom\": null,\n  \"shortfall\": null,\n";
   }
   out << "  \"solved\": " << limit_json(limits.solved) << ",\n";
@@ -169,7 +170,7 @@ void write_json(std::ostream& out, const Estimate& estimate, const ScenarioLimit
     out << (i ? ", " : " ") << json_string(details[i].first) << ": " << details[i].second;
   out << (details.empty() ? "},\n" : " },\n");
   out << "  \"advice\": [";
-  const std::vector<std::string> advice = advice_for(b, b.capacity(gpu_memory), scenario.mode == MEMPLAN_MODE_TRAIN);
+  const std::vector<std::string> advice = advice_for(b, b.capacity(cuda_total), scenario.mode == MEMPLAN_MODE_TRAIN);
   for (size_t i = 0; i < advice.size(); ++i) out << (i ? ", " : "") << json_string(advice[i]);
   out << "],\n";
   out << "  \"plugins\": [";

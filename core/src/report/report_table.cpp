@@ -160,8 +160,10 @@ void write_table(std::ostream& out, const Estimate& estimate, const ScenarioLimi
     out << "fit: no GPU given ([hardware] gpu or memory_gib)\n";
     return;
   }
-  out << "GPU: " << terminal_text(scenario.hardware.label) << ", " << format_gib(static_cast<double>(fit.gpu_memory));
-  if (fit.capacity < fit.gpu_memory)
+  out << "GPU: " << terminal_text(scenario.hardware.label) << ", " << format_gib(static_cast<double>(fit.cuda_total));
+  if (fit.cuda_total < fit.gpu_memory)
+    out << " as CUDA reports it (" << format_gib(static_cast<double>(fit.gpu_memory)) << " nominal)";
+  if (fit.capacity < fit.cuda_total)
     out << ", of which " << format_gib(static_cast<double>(fit.capacity)) << " usable (memory fraction "
         << b.memory_fraction << ")";
   out << "\n";

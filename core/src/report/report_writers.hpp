@@ -21,8 +21,9 @@ void write_html(std::ostream& out, const Estimate& estimate, const ScenarioLimit
 // Without a GPU (no [hardware] gpu or memory_gib) there is none: has_gpu false.
 struct FitFacts {
   bool has_gpu = false;
-  uint64_t gpu_memory = 0;
-  uint64_t capacity = 0;   // gpu_memory x limits.memory_fraction
+  uint64_t gpu_memory = 0;  // the GPU's nominal memory (the catalog's memory_gib, or the scenario's)
+  uint64_t cuda_total = 0;  // what the job's capacity starts from: CUDA's total where known, else gpu_memory
+  uint64_t capacity = 0;    // cuda_total x limits.memory_fraction
   bool fits = false;
   uint64_t headroom = 0;   // capacity - peak when it fits, else 0
   uint64_t shortfall = 0;  // peak - capacity when it does not, else 0

@@ -174,6 +174,7 @@ void inherit_profile(FrameworkProfile& profile, const FrameworkProfile& base) {
   profile.since = std::move(since);
   profile.defaults = base.defaults;
   profile.readings = base.readings;
+  if (profile.gpu_capacity.empty()) profile.gpu_capacity = base.gpu_capacity;
   std::vector<ComponentSpec> strategies = base.strategies;
   for (const ComponentSpec& own : profile.strategies) {
     auto same = std::find_if(strategies.begin(), strategies.end(),
@@ -278,7 +279,7 @@ FrameworkProfile parse_framework_profile(std::string_view text, const std::strin
     fail_at(SourceLocation{path, 1, 1}, "a framework profile needs a [framework] table with name and summary");
   TomlReader reader(*header->as_table(), path, "[framework]");
   reader.reject_unknown_keys({"name", "summary", "version", "source", "default", "default_for", "aliases",
-                              "built_on_it", "extends", "extends_version"});
+                              "built_on_it", "extends", "extends_version", "gpu_capacity"});
   const auto name = reader.string("name");
   if (!name || *name != profile.name)
     fail_at(reader.table_location(), "[framework] name must equal the file name without .toml ('" + profile.name +
@@ -288,6 +289,14 @@ FrameworkProfile parse_framework_profile(std::string_view text, const std::strin
   profile.version = reader.string("version").value_or("");
   profile.source = reader.string("source").value_or("");
   profile.is_default = reader.boolean("default").value_or(false);
+  // What a GPU of the catalog holds for the job: what CUDA reports (the driver keeps the rest of the nominal
+  // capacity, a runtime fact like the CUDA context), or the nominal capacity, as papers count it.
+  if (auto capacity = reader.string("gpu_capacity")) {
+    if (*capacity != "cuda-total" && *capacity != "nominal")
+      reader.fail_key("gpu_capacity", "must be \"cuda-total\" (what CUDA reports: the catalog's cuda_total_gib) or "
+                                      "\"nominal\" (the catalog's memory_gib), not \"" + *capacity + "\"");
+    profile.gpu_capacity = *capacity;
+  }
   if (auto extends = reader.string("extends")) {
     if (extends->empty()) reader.fail_key("extends", "must name the profile this one builds on, e.g. extends = \"<profile>\"");
     profile.extends = *extends;

@@ -149,10 +149,12 @@ void read_hardware(const toml::table& root, const std::string& file, const Catal
     hardware.gpu = entry->name;
     hardware.label = entry->label;
     hardware.memory_bytes = entry->memory_bytes;
+    hardware.nominal_bytes = entry->nominal_bytes;
     hardware.nvlink_sharp = entry->nvlink_sharp;
     hardware.performance = entry->performance;
   } else if (gib) {
     hardware.memory_bytes = *gib;
+    hardware.nominal_bytes = *gib;
     std::ostringstream label;
     label << static_cast<double>(*gib) / 1073741824.0 << " GiB GPU";  // memory_gib as given (the value is bytes)
     hardware.label = label.str();
@@ -253,11 +255,11 @@ void apply_framework(const FrameworkProfile& profile, const std::string& version
   if (scenario.hardware.gpu.empty()) gpu_names.clear();
   std::transform(gpu_names.begin(), gpu_names.end(), gpu_names.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  const auto all_defaults = profile.defaults_for(version, gpu_names, scenario.hardware.memory_bytes);
+  const auto all_defaults = profile.defaults_for(version, gpu_names, scenario.hardware.nominal_bytes);
   const size_t own = scenario.components.size();
   // A generic value the scenario gives is read the framework's way, and the scenario is told.
   const FrameworkReadings readings = read_generic_values
-                                         ? profile.readings_for(version, gpu_names, scenario.hardware.memory_bytes)
+                                         ? profile.readings_for(version, gpu_names, scenario.hardware.nominal_bytes)
                                          : FrameworkReadings{};
   for (size_t i = 0; i < own; ++i)
     for (const auto& [plugin, entries] : readings) {
@@ -385,6 +387,9 @@ void read_framework(const toml::table& root, const std::string& file, const Cata
   scenario.framework.name = profile->name;
   scenario.framework.profile_file = profile->file;
   scenario.framework.summary = profile->summary;
+  // A profile that counts as papers do (gpu_capacity = "nominal") compares with the GPU's nominal capacity.
+  if (profile->nominal_capacity() && scenario.hardware.nominal_bytes > 0)
+    scenario.hardware.memory_bytes = scenario.hardware.nominal_bytes;
   apply_framework(*profile, version, excluded, read_generic_values, scenario);
 }
 

@@ -403,7 +403,7 @@ typedef struct memplan_workload {
   int64_t seq_len;
   int64_t grad_accum;
   int64_t gpu_count;
-  uint64_t gpu_memory_bytes; /* 0 when the scenario names no GPU */
+  uint64_t gpu_memory_bytes; /* what a process can use: the total CUDA reports where the catalog gives it (cuda_total_gib), else the nominal size; 0 when the scenario names no GPU */
 } memplan_workload;
 
 /*

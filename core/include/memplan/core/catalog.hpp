@@ -20,7 +20,9 @@ namespace memplan {
 struct GpuEntry {
   std::string name;   // catalog key, e.g. "h100-sxm-80gb"
   std::string label;  // e.g. "NVIDIA H100 SXM5 80GB"
-  uint64_t memory_bytes = 0;
+  uint64_t memory_bytes = 0;   // what a process can use: cuda_total_gib where the catalog gives it, else memory_gib
+  uint64_t nominal_bytes = 0;  // memory_gib, the vendor's nominal capacity
+  std::string cuda_total_source;  // where cuda_total_gib was read ("" when the catalog gives none)
   bool nvlink_sharp = false;  // on an NVSwitch with NVLink SHARP (multicast): NCCL's NVLS algorithm is available
   std::string source;
   GpuPerformance performance;  // peaks and bandwidths, with their source (performance.source)
