@@ -50,6 +50,22 @@ TEST(CudaContext, Options) {
   EXPECT_EQ(mib.item_bytes("cuda_context", kOverhead), 1'073'741'824u);
 }
 
+// cuda.context_growth_bytes: the context less the 527 MiB (552,599,552 B) the H100 process held right after
+// creating it (cuda-context README; vLLM 0.19's start-up snapshot reads 0.51 GiB): 767 - 527 = 240 MiB =
+// 251,658,240 B by default in training; a measured size below 527 MiB grows by nothing; eager loading has
+// every kernel from the start.
+TEST(CudaContext, GrowthAfterStartUp) {
+  const auto growth = [](const std::string& options) {
+    return evaluate_paper(scenario(kNoActivations + "[[strategy]]\nuse = \"cuda-context\"\n" + options))
+        .estimator()
+        .attribute_int("cuda.context_growth_bytes");
+  };
+  EXPECT_EQ(growth(""), 251'658'240);
+  EXPECT_EQ(growth("mib = 1024\n"), 1'073'741'824 - 552'599'552);
+  EXPECT_EQ(growth("bytes = 287047680\n"), 0);
+  EXPECT_EQ(growth("module_loading = \"eager\"\n"), 0);
+}
+
 // Lines 11 [[strategy]], 12 use, 13 mib, 14 bytes.
 TEST(CudaContext, Errors) {
   EXPECT_EQ(error_of(scenario(kNoActivations + "[[strategy]]\nuse = \"cuda-context\"\nmib = 512\nbytes = 1\n"), "c.toml"),

@@ -103,6 +103,67 @@ TEST(ServingBudget, TensorParallelBlock) {
 // [[strategy]] on line 12, its use on line 13 and its first option on line 14.
 std::string library() { return " (plugin library " + plugin_dir() + "/memplan-serving-budget.so)"; }
 
+// vLLM from 0.12 (charged = "since-nccl"; gpu_worker.py determine_available_memory and mem_utils.py
+// memory_profiling @ 35d5cda1): the budget charges the weights, the profile run's torch peak increase
+// (allocated bytes) and the non-torch increase since the snapshot taken after the CUDA context and NCCL.
+// Llama-3.1-8B in bf16 on one H100 80GB, `vllm serve` 0.19 with gpu_memory_utilization 0.95 and
+// max_model_len 8192 (llm-d-incubation/llm-d-planner @ d3121e0, accuracy/results/v0.19.0/logs/
+// meta-llama-llama-3-1-8b-...--tp1pp1dp1--8192.log). By hand, from the plan:
+//   allocated, persistent  weights 16,060,522,496 + rotary table 33,554,432 + cuBLAS workspace 33,554,432
+//                                                                  = 16,127,631,360
+//   allocated, transient   one 8192-token chunk's layer 838,860,800 + logits 513,024
+//                          + the sampler run's 1024 rows 1,083,190,272            =  1,922,564,096
+//   context growth         719 MiB serving context - 527 MiB at start-up           =    201,326,592
+//   non-KV                                                                        = 18,251,522,048
+//   budget                 0.95 x 84,943,715,697 (79.11 GiB, CUDA's total)         = 80,696,529,912.15
+//   free                   80,696,529,912.15 - 18,251,522,048                     = 62,445,007,864
+//   blocks                 floor(62,445,007,864 / 2,097,152 (16 tokens x 131,072 B)) = 29,776: 476,416 tokens
+// The log: weights 14.99 GiB + torch peak increase 1.89 + non-torch increase 0.25 = 17.12 GiB (memplan 17.00),
+// "Available KV cache memory: 58.11 GiB", "GPU KV cache size: 476,016 tokens" (memplan 58.16 GiB, +0.08 %;
+// its H100 reports 79.19 GiB, the catalog's 79.11). The fit allows what vLLM does not charge, the context's
+// 527 MiB at start-up (552,599,552) and the allocator's reserve (193,293,722): memory_fraction = 0.95 +
+// 745,893,274 / 84,943,715,697 = 0.958781, so the peak fits exactly when the KV cache fits the budget.
+TEST(ServingBudget, Vllm012ChargesWhatTheProcessAddsAfterItsSnapshot) {
+  const std::string scenario =
+      "name = \"t\"\nmode = \"infer\"\n[framework]\nuse = \"vllm\"\nversion = \"0.19\"\n[model]\npreset = "
+      "\"llama-3.1-8b\"\n[batch]\nmicro_batch = %B%\nseq_len = 8192\n[precision]\nuse = \"bf16\"\n[activations]\nuse = "
+      "\"inference\"\n[[strategy]]\nuse = \"serving-budget\"\ngpu_memory_utilization = 0.95\n[hardware]\ngpu = "
+      "\"h100-sxm-80gb\"\n";
+  const auto at = [&](int sequences) {
+    std::string text = scenario;
+    text.replace(text.find("%B%"), 3, std::to_string(sequences));
+    return text;
+  };
+  Evaluation one(at(1));
+  EXPECT_EQ(one.estimator().attribute_int("report.non_kv_bytes"), 18'251'522'048);
+  EXPECT_EQ(one.estimator().attribute_int("report.kv_budget_bytes"), 62'445'007'864);
+  EXPECT_EQ(one.estimator().attribute_int("report.kv_blocks"), 29'776);
+  EXPECT_EQ(one.estimator().attribute_int("report.kv_tokens"), 476'416);
+  EXPECT_EQ(one.estimator().attribute_int("report.max_sequences_at_seq_len"), 58);
+  EXPECT_NEAR(one.breakdown().memory_fraction, 0.95 + 745'893'274.0 / 84'943'715'697.0, 1e-12);
+  // The budget's 58 sequences of 8192 tokens fit; a 59th does not (each holds 512 blocks, 1 GiB).
+  EXPECT_TRUE(Evaluation(at(58)).breakdown().peak <=
+              Evaluation(at(58)).breakdown().capacity(84'943'715'697));
+  EXPECT_FALSE(Evaluation(at(59)).breakdown().peak <=
+               Evaluation(at(59)).breakdown().capacity(84'943'715'697));
+  // charged = "device" (the default, and the profile's before 0.12) charges every device byte of the non-KV
+  // high point: also the context's 527 MiB at start-up and the allocator's reserve, 18,251,522,048 +
+  // 552,599,552 + 193,293,722 = 18,997,415,322; the scenario's value wins over the profile's.
+  std::string device = at(1);
+  device.replace(device.find("gpu_memory_utilization"), 0, "charged = \"device\"\n");
+  Evaluation before(device);
+  EXPECT_EQ(before.estimator().attribute_int("report.non_kv_bytes"), 18'997'415'322);
+  EXPECT_EQ(before.breakdown().memory_fraction, 0.95);
+}
+
+TEST(ServingBudgetErrors, ChargedNamesAnAccounting) {
+  EXPECT_NE(error_of(infer_scenario(preset("llama-2-7b"), 1, 4096, "",
+                                    budget("charged = \"allocated\"\n", "memory_gib = 24\n")),
+                     "s.toml")
+                .find("option 'charged': must be \"device\" or \"since-nccl\", not \"allocated\""),
+            std::string::npos);
+}
+
 TEST(ServingBudgetErrors, NeedsAGpu) {
   EXPECT_EQ(error_of(infer_scenario(preset("llama-2-7b"), 1, 4096, "", "[[strategy]]\nuse = \"serving-budget\"\n"),
                      "s.toml"),

@@ -37,6 +37,7 @@
 #include <memplan/support/format.hpp>
 #include <memplan/support/items.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <optional>
@@ -52,6 +53,10 @@ constexpr double kLazyContextMiB = 767;    // measured after a training step: H1
 // scenario, vLLM's and SGLang's too, whose own kernels (and CUDA graphs' pools) were not measured.
 constexpr double kLazyServingContextMiB = 719;
 constexpr double kEagerContextMiB = 1343;  // HF model_memory_anatomy.md, V100, CUDA 11.2, eager loading
+// The same H100 process right after creating its context, before any kernel ran (lazy loading); vLLM 0.19's
+// "worker init memory snapshot" on an H100 80GB reads cuda_memory=0.51GiB at that point (llm-d-planner logs,
+// docs/inference.md section 4). What a context holds beyond it is the kernels loaded as the job runs.
+constexpr double kLazyStartContextMiB = 527;
 
 constexpr std::array<memplan_option_spec, 5> kOptions{{
     {"mib", MEMPLAN_OPTION_DOUBLE, "the CUDA context, in MiB (2^20 bytes)", "767 (lazy loading; 719 serving) or 1343 (eager)",
@@ -76,7 +81,7 @@ double mebibytes(sdk::Options& options, const char* key, double fallback) {
 
 class CudaContextOverhead {
  public:
-  static constexpr sdk::PluginInfo info{"cuda-context", "1.3.0",
+  static constexpr sdk::PluginInfo info{"cuda-context", "1.4.0",
                                         "CUDA context and cuBLAS/cuDNN workspaces per GPU (PyTorch figures)",
                                         sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -84,7 +89,8 @@ class CudaContextOverhead {
   explicit CudaContextOverhead(sdk::Options& options)
       : context_name_(options.intern("cuda_context")),
         cublas_name_(options.intern("cublas_workspace")),
-        cudnn_name_(options.intern("cudnn_workspace")) {
+        cudnn_name_(options.intern("cudnn_workspace")),
+        growth_attr_(options.attribute(MEMPLAN_ATTR_CUDA_CONTEXT_GROWTH)) {
     const std::optional<int64_t> bytes = options.integer("bytes");
     if (bytes && options.number("mib"))
       options.fail("bytes", "gives the context size a second time; set either mib or bytes");
@@ -102,6 +108,9 @@ class CudaContextOverhead {
       const double lazy = options.training() ? kLazyContextMiB : kLazyServingContextMiB;
       context_ = mebibytes(options, "mib", loading == "eager" ? kEagerContextMiB : lazy);
     }
+    // Under eager loading every kernel is resident from the start: nothing grows. A size given is taken as
+    // measured after the job ran, so its part above the start-up context is the growth.
+    growth_ = loading == "eager" ? 0 : std::max(0.0, context_ - kLazyStartContextMiB * support::kMiB);
     cublas_ = mebibytes(options, "cublas_workspace_mib", 32);
     cudnn_ = mebibytes(options, "cudnn_workspace_mib", 0);
   }
@@ -113,6 +122,7 @@ class CudaContextOverhead {
                                     .bytes = context_});
     support::add_bytes_if_any(ctx, {.name = cublas_name_, .bytes = cublas_});
     support::add_bytes_if_any(ctx, {.name = cudnn_name_, .bytes = cudnn_});
+    ctx.set_attr(growth_attr_, static_cast<int64_t>(growth_));
   }
 
  private:
@@ -120,7 +130,9 @@ class CudaContextOverhead {
   sdk::Name context_name_;
   sdk::Name cublas_name_;
   sdk::Name cudnn_name_;
+  sdk::Attribute growth_attr_;
   double context_ = 0;
+  double growth_ = 0;  // the context's part loaded after start-up (MEMPLAN_ATTR_CUDA_CONTEXT_GROWTH)
   double cublas_ = 0;
   double cudnn_ = 0;
 };

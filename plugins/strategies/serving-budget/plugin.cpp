@@ -22,6 +22,15 @@
 //   non_kv_bytes              the non-KV high point
 //   kv_note                   only when free <= 0: why there is no room
 // and limits.memory_fraction = u, so the host judges the fit against u x GPU.
+//
+// charged = "since-nccl" (vLLM from 0.12; gpu_worker.py and vllm/utils/mem_utils.py memory_profiling @
+// 35d5cda1 / a6d5c390): vLLM takes its baseline snapshot after the CUDA context and NCCL's communicators exist
+// (PR #25359) and charges against u x the total CUDA reports only what the process adds after it: the weights
+// (torch-allocated), the torch peak increase of the profile run (allocated bytes, not the allocator's
+// reserve) and the non-torch increase (the context's kernels loaded on first use, the cuda-context plugin's
+// MEMPLAN_ATTR_CUDA_CONTEXT_GROWTH). What it leaves out (the context at start-up, NCCL's buffers, the
+// reserve) still takes device memory, so memory_fraction becomes u + that / GPU memory (at most 1): the peak
+// then fits exactly when the KV cache fits vLLM's budget.
 #include <memplan/sdk.hpp>
 #include <memplan/support/format.hpp>
 #include <memplan/support/items.hpp>
@@ -38,15 +47,21 @@ namespace support = memplan::support;
 using memplan::sdk::Lifetime;
 using memplan::sdk::Role;
 
-constexpr std::array<memplan_option_spec, 1> kOptions{{
+constexpr std::array<memplan_option_spec, 2> kOptions{{
     {"gpu_memory_utilization", MEMPLAN_OPTION_DOUBLE,
      "fraction u of GPU memory the engine may use (0 < u <= 1), as vLLM's gpu_memory_utilization", "0.9", nullptr},
+    {"charged", MEMPLAN_OPTION_STRING,
+     "what the engine charges against u x GPU memory: \"device\" (every byte of the non-KV high point, "
+     "allocator reserve, CUDA context and NCCL included) or \"since-nccl\" (vLLM's memory_profiling from a snapshot "
+     "taken after the CUDA context and NCCL: the weights, the allocated high point and the context's growth; what "
+     "it leaves out is allowed beside u x GPU memory)",
+     "\"device\"", nullptr},
 }};
 
 class ServingBudget {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "serving-budget", "1.1.1", "KV cache blocks, tokens and sequences that fit in u x GPU memory (vLLM)",
+      "serving-budget", "1.2.0", "KV cache blocks, tokens and sequences that fit in u x GPU memory (vLLM)",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::budget};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
@@ -60,7 +75,12 @@ class ServingBudget {
         max_sequences_(options.attribute("report.max_sequences_at_seq_len")),
         kv_budget_bytes_(options.attribute("report.kv_budget_bytes")),
         non_kv_bytes_(options.attribute("report.non_kv_bytes")),
-        kv_note_(options.attribute("report.kv_note")) {
+        kv_note_(options.attribute("report.kv_note")),
+        context_growth_attr_(options.attribute(MEMPLAN_ATTR_CUDA_CONTEXT_GROWTH)) {
+    const std::string charged = options.string("charged").value_or("device");
+    if (charged != "device" && charged != "since-nccl")
+      options.fail("charged", "must be \"device\" or \"since-nccl\", not \"" + charged + "\"");
+    since_nccl_ = charged == "since-nccl";
     if (!(utilization_ > 0 && utilization_ <= 1))
       options.fail("gpu_memory_utilization",
                    "must be greater than 0 and at most 1 (a fraction of GPU memory), got " +
@@ -70,16 +90,30 @@ class ServingBudget {
   }
 
   void apply(memplan::sdk::Context& ctx) {
-    ctx.set_attr(memory_fraction_, utilization_);
     const double block_bytes = ctx.attr_double(block_bytes_attr_, 0);
     if (block_bytes <= 0)
       ctx.fail("attribute 'kv.block_bytes' is not set: no plugin declared a paged KV cache; use [activations] use "
                "= \"inference\" (mode = \"infer\")");
     const int64_t block_tokens = std::max<int64_t>(1, ctx.attr_int(block_tokens_attr_, 1));
 
-    const double non_kv = static_cast<double>(non_kv_high_point(ctx));
-    const double budget = utilization_ * static_cast<double>(ctx.workload().gpu_memory_bytes);
+    const support::Timeline timeline(ctx);
+    const double kv_cache = kv_cache_bytes(ctx);
+    const double device_non_kv = std::max(0.0, static_cast<double>(timeline.peak(support::Quantity::device)) - kv_cache);
+    const double gpu = static_cast<double>(ctx.workload().gpu_memory_bytes);
+    // since-nccl (vLLM's memory_profiling, gpu_worker.py determine_available_memory): the weights and the torch
+    // peak increase are allocated bytes, the non-torch increase is what grew after the snapshot: the context's
+    // kernels loaded as the profile run first calls them. The snapshot follows the CUDA context and NCCL's
+    // communicators, and the allocator's reserve above its allocations is not charged either.
+    const double non_kv =
+        since_nccl_ ? std::max(0.0, static_cast<double>(timeline.peak(support::Quantity::allocated)) - kv_cache) +
+                          static_cast<double>(ctx.attr_int(context_growth_attr_, 0))
+                    : device_non_kv;
+    const double budget = utilization_ * gpu;
     const double free = budget - non_kv;
+    // What the engine does not charge still takes device memory beside u x GPU memory: the fit allows it, so
+    // that `fits` holds exactly when the KV cache fits the engine's budget (capped at the whole GPU).
+    const double uncharged = std::max(0.0, device_non_kv - non_kv);
+    ctx.set_attr(memory_fraction_, std::min(1.0, utilization_ + uncharged / gpu));
     const int64_t blocks = free > 0 ? static_cast<int64_t>(std::floor(free / block_bytes)) : 0;
     const int64_t seq_len = ctx.workload().seq_len;
     const int64_t blocks_per_sequence = seq_len > 0 ? (seq_len + block_tokens - 1) / block_tokens : 0;
@@ -100,27 +134,25 @@ class ServingBudget {
   }
 
  private:
-  // The step timeline's high point (docs/estimate.md section 4) over the GPU
-  // items other than the KV cache, in device memory (every pool: what vLLM's
-  // profile sees of the GPU). The host's timeline holds the KV cache in every
-  // phase, as it is persistent (the inference plugin adds it so): the high
-  // point without it is the timeline's less its bytes. A serving plan has no
-  // gradients, so the host's phases come to persistent + max(activation +
-  // transient_forward, activation + transient_backward, transient_optimizer),
-  // the figure this plugin summed itself before ABI 1.1 gave it the timeline.
-  static uint64_t non_kv_high_point(const memplan::sdk::Context& ctx) {
-    const uint64_t kv_cache = static_cast<uint64_t>(support::sum_bytes(ctx, [](const memplan::sdk::ItemRef& item) {
+  // The KV cache's bytes on the reported rank. The non-KV high point is the step timeline's (docs/estimate.md
+  // section 4) less these: the host's timeline holds the persistent KV cache in every phase (the inference
+  // plugin adds it so), and a serving plan has no gradients, so its phases come to persistent + max(activation
+  // + transient_forward, activation + transient_backward, transient_optimizer), the figure this plugin summed
+  // itself before ABI 1.1 gave it the timeline. "device" takes the device quantity (every pool: what vLLM's v0
+  // worker saw of the GPU), "since-nccl" the allocated one.
+  static double kv_cache_bytes(const memplan::sdk::Context& ctx) {
+    return support::sum_bytes(ctx, [](const memplan::sdk::ItemRef& item) {
       return support::on_gpu(item) && item.role() == Role::kv_cache && item.lifetime() == Lifetime::persistent;
-    }));
-    const uint64_t peak = support::Timeline(ctx).peak(support::Quantity::device);
-    return peak > kv_cache ? peak - kv_cache : 0;
+    });
   }
 
   double utilization_;
+  bool since_nccl_ = false;
   // Resolved once, in the constructor: no key lookup per evaluation. The
   // report's in the order apply() sets them, the order the report prints.
   memplan::sdk::Attribute memory_fraction_, block_bytes_attr_, block_tokens_attr_;
   memplan::sdk::Attribute kv_blocks_, kv_tokens_, max_sequences_, kv_budget_bytes_, non_kv_bytes_, kv_note_;
+  memplan::sdk::Attribute context_growth_attr_;
 };
 
 }  // namespace

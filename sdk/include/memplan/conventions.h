@@ -260,6 +260,14 @@
 #define MEMPLAN_ATTR_KV_BLOCK_TOKENS "kv.block_tokens"
 #define MEMPLAN_ATTR_KV_BLOCK_BYTES "kv.block_bytes"
 
+/* The CUDA context's growth after the process created it (int, bytes): the
+ * kernels a job loads when it first runs them (lazy module loading), device
+ * memory outside the caching allocator. Set by the plugin that counts the
+ * context (cuda-context); read by a budget plugin whose engine measures from a
+ * snapshot taken after start-up (serving-budget's charged = "since-nccl", vLLM's
+ * memory_profiling). */
+#define MEMPLAN_ATTR_CUDA_CONTEXT_GROWTH "cuda.context_growth_bytes"
+
 /* The fraction of GPU memory the job may use (double, 0 < f <= 1), e.g. a
  * serving engine's gpu_memory_utilization. The host compares the peak with
  * f x GPU memory when it decides whether the job fits. */
