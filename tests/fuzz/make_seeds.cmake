@@ -12,7 +12,10 @@
 #               the target reads each input as fuzz.toml), without default and
 #               default_for (a bundle's profile is never a default) and with
 #               their aliases and built_on_it names renamed (the built-in profiles keep theirs); plus
-#               one profile per built-in that extends it and reads a value.
+#               one profile per built-in that extends it and reads a value;
+#   gpu_catalog/  core/data/gpus.toml as a bundle may ship it: every table
+#               renamed fuzz-<name> (a name already in the catalog is refused),
+#               and a file of one GPU with a CUDA total.
 # cmake -DSOURCE_DIR=<repository> -DSEEDS=<folder> -P make_seeds.cmake
 foreach(variable SOURCE_DIR SEEDS)
   if(NOT DEFINED ${variable})
@@ -20,8 +23,10 @@ foreach(variable SOURCE_DIR SEEDS)
   endif()
 endforeach()
 
-file(REMOVE_RECURSE ${SEEDS}/scenario ${SEEDS}/hf_config ${SEEDS}/plugin_index ${SEEDS}/framework_profile)
-file(MAKE_DIRECTORY ${SEEDS}/scenario ${SEEDS}/hf_config ${SEEDS}/plugin_index ${SEEDS}/framework_profile)
+file(REMOVE_RECURSE ${SEEDS}/scenario ${SEEDS}/hf_config ${SEEDS}/plugin_index ${SEEDS}/framework_profile
+     ${SEEDS}/gpu_catalog)
+file(MAKE_DIRECTORY ${SEEDS}/scenario ${SEEDS}/hf_config ${SEEDS}/plugin_index ${SEEDS}/framework_profile
+     ${SEEDS}/gpu_catalog)
 
 file(STRINGS ${SOURCE_DIR}/sdk/include/memplan/plugin_abi.h abi_lines REGEX "^#define MEMPLAN_ABI_M(AJ|IN)OR ")
 string(REGEX REPLACE ".*MEMPLAN_ABI_MAJOR ([0-9]+).*" "\\1" abi_major "${abi_lines}")
@@ -112,3 +117,18 @@ gpu_name_contains = [\"h100\"]
 cross_entropy = { unfused = \"upcast-in-loss\" }
 ")
 endforeach()
+
+# The GPU catalog, renamed as a bundle's file must be; and a small file of one GPU with a CUDA total.
+file(READ ${SOURCE_DIR}/core/data/gpus.toml gpus_text)
+string(REGEX REPLACE "\n\\[" "\n[fuzz-" gpus_text "\n${gpus_text}")
+file(WRITE ${SEEDS}/gpu_catalog/gpus.toml "${gpus_text}")
+file(WRITE ${SEEDS}/gpu_catalog/one-gpu.toml
+"[fuzz-x1-24gb]
+label = \"Fuzz X1 24GB\"
+memory_gib = 24
+cuda_total_gib = 23.5
+cuda_total_source = \"a made-up log\"
+source = \"a made-up datasheet\"
+tflops = { bf16 = 100, fp16 = 100 }
+memory_bandwidth_gbs = 1000
+")
