@@ -50,7 +50,7 @@ TEST(CudaContext, Options) {
   EXPECT_EQ(mib.item_bytes("cuda_context", kOverhead), 1'073'741'824u);
 }
 
-// cuda.context_growth_bytes: the context less the 527 MiB (552,599,552 B) the H100 process held right after
+// cuda.context_growth_bytes and cuda.context_start_bytes: the context less the 527 MiB (552,599,552 B) the H100 process held right after
 // creating it (cuda-context README; vLLM 0.19's start-up snapshot reads 0.51 GiB): 767 - 527 = 240 MiB =
 // 251,658,240 B by default in training; a measured size below 527 MiB grows by nothing; eager loading has
 // every kernel from the start.
@@ -64,6 +64,15 @@ TEST(CudaContext, GrowthAfterStartUp) {
   EXPECT_EQ(growth("mib = 1024\n"), 1'073'741'824 - 552'599'552);
   EXPECT_EQ(growth("bytes = 287047680\n"), 0);
   EXPECT_EQ(growth("module_loading = \"eager\"\n"), 0);
+  // cuda.context_start_bytes, the rest: 527 MiB by default, the whole 1343 MiB under eager loading.
+  const auto start = [](const std::string& options) {
+    return evaluate_paper(scenario(kNoActivations + "[[strategy]]\nuse = \"cuda-context\"\n" + options))
+        .estimator()
+        .attribute_int("cuda.context_start_bytes");
+  };
+  EXPECT_EQ(start(""), 552'599'552);
+  EXPECT_EQ(start("module_loading = \"eager\"\n"), 1343ll << 20);
+  EXPECT_EQ(start("bytes = 287047680\n"), 287'047'680);
 }
 
 // Lines 11 [[strategy]], 12 use, 13 mib, 14 bytes.

@@ -156,11 +156,39 @@ TEST(ServingBudget, Vllm012ChargesWhatTheProcessAddsAfterItsSnapshot) {
   EXPECT_EQ(before.breakdown().memory_fraction, 0.95);
 }
 
+// SGLang (charged = "static", the sglang profile's; model_runner.py profile_max_num_token @ 01cc04e2:
+// rest_memory = available_gpu_memory - total_gpu_memory x (1 - mem_fraction_static), total_gpu_memory the
+// free memory once the CUDA context and the distributed environment exist, available_gpu_memory the free
+// memory after loading the weights): the pool is u x the memory free at start-up less the weights' segments.
+// Llama-3.1-8B-Instruct on one H100 80GB with mem_fraction_static 0.88, sgl-project/sglang PR #4760's log of
+// 2025-03-25 (validation/SGL-v044-llama3.1-8b-tp1-pool): "avail mem=63.48 GB, mem usage=15.11 GB" (so 78.59
+// GiB free at start-up), "KV Cache is allocated. #tokens: 442750". By hand, from the plan:
+//   free at start-up  84,943,715,697 (79.11 GiB, CUDA's total) - the context as created, 527 MiB 552,599,552
+//                                                                           = 84,391,116,145 (78.60 GiB)
+//   budget            0.88 x 84,391,116,145                                 = 74,264,182,207.6
+//   weights' segments weights 16,060,522,496 + cuBLAS workspace 33,554,432 + the allocator's rounding of the
+//                     pool's per-layer buffers 16,908,288                   = 16,110,985,216 (log: 15.11 GiB)
+//   pool              74,264,182,207.6 - 16,110,985,216                     = 58,153,196,991
+//   tokens            floor(58,153,196,991 / 131,072 (32 layers x 2 x 8 x 128 x 2 B)) = 443,673 (log 442,750, +0.21 %)
+TEST(ServingBudget, SglangPoolIsTheStaticShareLessTheWeights) {
+  Evaluation e("name = \"t\"\nmode = \"infer\"\n[framework]\nuse = \"sglang\"\n[model]\npreset = \"llama-3.1-8b\"\n"
+               "[batch]\nmicro_batch = 1\nseq_len = 442751\n[precision]\nuse = \"bf16\"\n[activations]\nuse = "
+               "\"inference\"\nprefill_chunk = 1\n[[strategy]]\nuse = \"serving-budget\"\ngpu_memory_utilization = 0.88\n"
+               "[hardware]\ngpu = \"h100-sxm-80gb\"\n");
+  EXPECT_EQ(e.estimator().attribute_int("report.non_kv_bytes"), 16'110'985'216);
+  EXPECT_EQ(e.estimator().attribute_int("report.kv_budget_bytes"), 58'153'196'991);
+  EXPECT_EQ(e.estimator().attribute_int("report.kv_tokens"), 443'673);
+  // The log's pool of 442,750 tokens (and its padded slot) fits; the fit allows what is outside the static
+  // share: (58,153,196,991.6 + the device non-KV high point 16,865,588,327) / 84,943,715,697.
+  EXPECT_TRUE(e.breakdown().peak <= e.breakdown().capacity(84'943'715'697));
+  EXPECT_NEAR(e.breakdown().memory_fraction, (58'153'196'991.6 + 16'865'588'327.0) / 84'943'715'697.0, 1e-9);
+}
+
 TEST(ServingBudgetErrors, ChargedNamesAnAccounting) {
   EXPECT_NE(error_of(infer_scenario(preset("llama-2-7b"), 1, 4096, "",
                                     budget("charged = \"allocated\"\n", "memory_gib = 24\n")),
                      "s.toml")
-                .find("option 'charged': must be \"device\" or \"since-nccl\", not \"allocated\""),
+                .find("option 'charged': must be \"device\", \"since-nccl\" or \"static\", not \"allocated\""),
             std::string::npos);
 }
 

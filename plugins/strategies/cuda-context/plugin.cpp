@@ -90,7 +90,8 @@ class CudaContextOverhead {
       : context_name_(options.intern("cuda_context")),
         cublas_name_(options.intern("cublas_workspace")),
         cudnn_name_(options.intern("cudnn_workspace")),
-        growth_attr_(options.attribute(MEMPLAN_ATTR_CUDA_CONTEXT_GROWTH)) {
+        growth_attr_(options.attribute(MEMPLAN_ATTR_CUDA_CONTEXT_GROWTH)),
+        start_attr_(options.attribute(MEMPLAN_ATTR_CUDA_CONTEXT_START)) {
     const std::optional<int64_t> bytes = options.integer("bytes");
     if (bytes && options.number("mib"))
       options.fail("bytes", "gives the context size a second time; set either mib or bytes");
@@ -123,6 +124,7 @@ class CudaContextOverhead {
     support::add_bytes_if_any(ctx, {.name = cublas_name_, .bytes = cublas_});
     support::add_bytes_if_any(ctx, {.name = cudnn_name_, .bytes = cudnn_});
     ctx.set_attr(growth_attr_, static_cast<int64_t>(growth_));
+    ctx.set_attr(start_attr_, static_cast<int64_t>(context_ - growth_));
   }
 
  private:
@@ -131,6 +133,7 @@ class CudaContextOverhead {
   sdk::Name cublas_name_;
   sdk::Name cudnn_name_;
   sdk::Attribute growth_attr_;
+  sdk::Attribute start_attr_;
   double context_ = 0;
   double growth_ = 0;  // the context's part loaded after start-up (MEMPLAN_ATTR_CUDA_CONTEXT_GROWTH)
   double cublas_ = 0;

@@ -31,6 +31,11 @@
 // MEMPLAN_ATTR_CUDA_CONTEXT_GROWTH). What it leaves out (the context at start-up, NCCL's buffers, the
 // reserve) still takes device memory, so memory_fraction becomes u + that / GPU memory (at most 1): the peak
 // then fits exactly when the KV cache fits vLLM's budget.
+//
+// charged = "static" (SGLang's mem_fraction_static; model_runner.py profile_max_num_token @ 0005834c, 01cc04e2):
+// the pool is u x the memory free once the CUDA context exists (the cuda-context plugin's
+// MEMPLAN_ATTR_CUDA_CONTEXT_START) less the weights' segments (the reserved memory at init less the KV cache);
+// memory_fraction is (the pool + the device non-KV high point) / GPU memory, at most 1.
 #include <memplan/sdk.hpp>
 #include <memplan/support/format.hpp>
 #include <memplan/support/items.hpp>
@@ -39,6 +44,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <string>
 
 namespace {
@@ -54,7 +60,8 @@ constexpr std::array<memplan_option_spec, 2> kOptions{{
      "what the engine charges against u x GPU memory: \"device\" (every byte of the non-KV high point, "
      "allocator reserve, CUDA context and NCCL included) or \"since-nccl\" (vLLM's memory_profiling from a snapshot "
      "taken after the CUDA context and NCCL: the weights, the allocated high point and the context's growth; what "
-     "it leaves out is allowed beside u x GPU memory)",
+     "it leaves out is allowed beside u x GPU memory) or \"static\" (SGLang's mem_fraction_static: the pool gets "
+     "u x the memory free once the CUDA context exists, less the weights' segments)",
      "\"device\"", nullptr},
 }};
 
@@ -76,11 +83,14 @@ class ServingBudget {
         kv_budget_bytes_(options.attribute("report.kv_budget_bytes")),
         non_kv_bytes_(options.attribute("report.non_kv_bytes")),
         kv_note_(options.attribute("report.kv_note")),
-        context_growth_attr_(options.attribute(MEMPLAN_ATTR_CUDA_CONTEXT_GROWTH)) {
+        context_growth_attr_(options.attribute(MEMPLAN_ATTR_CUDA_CONTEXT_GROWTH)),
+        context_start_attr_(options.attribute(MEMPLAN_ATTR_CUDA_CONTEXT_START)) {
     const std::string charged = options.string("charged").value_or("device");
-    if (charged != "device" && charged != "since-nccl")
-      options.fail("charged", "must be \"device\" or \"since-nccl\", not \"" + charged + "\"");
-    since_nccl_ = charged == "since-nccl";
+    if (charged == "device") charged_ = Charged::device;
+    else if (charged == "since-nccl") charged_ = Charged::since_nccl;
+    else if (charged == "static") charged_ = Charged::static_share;
+    else
+      options.fail("charged", "must be \"device\", \"since-nccl\" or \"static\", not \"" + charged + "\"");
     if (!(utilization_ > 0 && utilization_ <= 1))
       options.fail("gpu_memory_utilization",
                    "must be greater than 0 and at most 1 (a fraction of GPU memory), got " +
@@ -100,20 +110,40 @@ class ServingBudget {
     const double kv_cache = kv_cache_bytes(ctx);
     const double device_non_kv = std::max(0.0, static_cast<double>(timeline.peak(support::Quantity::device)) - kv_cache);
     const double gpu = static_cast<double>(ctx.workload().gpu_memory_bytes);
-    // since-nccl (vLLM's memory_profiling, gpu_worker.py determine_available_memory): the weights and the torch
-    // peak increase are allocated bytes, the non-torch increase is what grew after the snapshot: the context's
-    // kernels loaded as the profile run first calls them. The snapshot follows the CUDA context and NCCL's
-    // communicators, and the allocator's reserve above its allocations is not charged either.
-    const double non_kv =
-        since_nccl_ ? std::max(0.0, static_cast<double>(timeline.peak(support::Quantity::allocated)) - kv_cache) +
-                          static_cast<double>(ctx.attr_int(context_growth_attr_, 0))
-                    : device_non_kv;
-    const double budget = utilization_ * gpu;
+    const double growth = static_cast<double>(ctx.attr_int(context_growth_attr_, 0));
+    double budget = utilization_ * gpu;
+    double non_kv = device_non_kv;
+    double fraction = utilization_;
+    switch (charged_) {
+      case Charged::device: break;
+      case Charged::since_nccl: {
+        // vLLM's memory_profiling (gpu_worker.py determine_available_memory): the weights and the torch peak
+        // increase are allocated bytes, the non-torch increase is what grew after the snapshot: the context's
+        // kernels loaded as the profile run first calls them. The snapshot follows the CUDA context and NCCL's
+        // communicators, and the allocator's reserve above its allocations is not charged either. What it
+        // leaves out still takes device memory beside u x GPU memory: the fit allows it, so that `fits` holds
+        // exactly when the KV cache fits the budget (capped at the whole GPU).
+        non_kv = std::max(0.0, static_cast<double>(timeline.peak(support::Quantity::allocated)) - kv_cache) + growth;
+        fraction = std::min(1.0, utilization_ + std::max(0.0, device_non_kv - non_kv) / gpu);
+        break;
+      }
+      case Charged::static_share: {
+        // SGLang's mem_fraction_static (model_runner.py profile_max_num_token): the pool gets what the loaded
+        // weights leave of u x the memory free at start-up: pool = free_after_weights - free_at_start x (1 - u)
+        // = u x free_at_start - the weights' segments. At start-up the process holds its CUDA context as
+        // created (cuda-context's MEMPLAN_ATTR_CUDA_CONTEXT_START); NCCL's buffers and the kernels loaded later
+        // come, with the forward's transients, out of the rest, 1 - u. The weights' segments are the reserved
+        // memory at init less the pool.
+        budget = utilization_ * std::max(0.0, gpu - static_cast<double>(ctx.attr_int(context_start_attr_, 0)));
+        non_kv = std::max(0.0, static_cast<double>(timeline.at(support::Quantity::reserved, support::StepPhase::init)) -
+                                   kv_cache);
+        // The peak fits exactly when the pool holds the KV cache, and never beyond the whole GPU.
+        fraction = std::clamp((budget - non_kv + device_non_kv) / gpu, std::numeric_limits<double>::min(), 1.0);
+        break;
+      }
+    }
     const double free = budget - non_kv;
-    // What the engine does not charge still takes device memory beside u x GPU memory: the fit allows it, so
-    // that `fits` holds exactly when the KV cache fits the engine's budget (capped at the whole GPU).
-    const double uncharged = std::max(0.0, device_non_kv - non_kv);
-    ctx.set_attr(memory_fraction_, std::min(1.0, utilization_ + uncharged / gpu));
+    ctx.set_attr(memory_fraction_, fraction);
     const int64_t blocks = free > 0 ? static_cast<int64_t>(std::floor(free / block_bytes)) : 0;
     const int64_t seq_len = ctx.workload().seq_len;
     const int64_t blocks_per_sequence = seq_len > 0 ? (seq_len + block_tokens - 1) / block_tokens : 0;
@@ -147,12 +177,13 @@ class ServingBudget {
   }
 
   double utilization_;
-  bool since_nccl_ = false;
+  enum class Charged { device, since_nccl, static_share };
+  Charged charged_ = Charged::device;
   // Resolved once, in the constructor: no key lookup per evaluation. The
   // report's in the order apply() sets them, the order the report prints.
   memplan::sdk::Attribute memory_fraction_, block_bytes_attr_, block_tokens_attr_;
   memplan::sdk::Attribute kv_blocks_, kv_tokens_, max_sequences_, kv_budget_bytes_, non_kv_bytes_, kv_note_;
-  memplan::sdk::Attribute context_growth_attr_;
+  memplan::sdk::Attribute context_growth_attr_, context_start_attr_;
 };
 
 }  // namespace

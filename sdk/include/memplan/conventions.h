@@ -267,6 +267,11 @@
  * snapshot taken after start-up (serving-budget's charged = "since-nccl", vLLM's
  * memory_profiling). */
 #define MEMPLAN_ATTR_CUDA_CONTEXT_GROWTH "cuda.context_growth_bytes"
+/* The part of the CUDA context that exists once the process created it (int,
+ * bytes): the context less its growth. Set by cuda-context; read by a budget
+ * plugin whose engine measures free memory at start-up (serving-budget's
+ * charged = "static", SGLang's mem_fraction_static). */
+#define MEMPLAN_ATTR_CUDA_CONTEXT_START "cuda.context_start_bytes"
 
 /* The fraction of GPU memory the job may use (double, 0 < f <= 1), e.g. a
  * serving engine's gpu_memory_utilization. The host compares the peak with
