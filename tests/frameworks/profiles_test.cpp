@@ -268,6 +268,24 @@ TEST(Profiles, GpuCapacityIsCudasTotalUnlessTheProfileCountsNominal) {
   // A size the scenario gives is the size, under every profile.
   EXPECT_EQ(evaluate(llama7b_sgd("", "[hardware]\nmemory_gib = 80\n")).scenario().hardware.memory_bytes,
             80ull << 30);
+  // What CUDA reports on the scenario's own machine replaces the catalog's total: vLLM 0.19's logs read 79.19 GiB
+  // on a later driver (llm-d-planner @ d3121e0) = llround(79.19 x 2^30) = 85,029,615,043 B. The paper profile
+  // compares with the nominal memory and says that the key is not used.
+  const std::string driver = h100 + "cuda_total_gib = 79.19\n";
+  EXPECT_EQ(evaluate(llama7b_sgd("", driver)).scenario().hardware.memory_bytes, 85'029'615'043u);
+  const Evaluation paper = evaluate(llama7b_sgd("[framework]\nuse = \"paper\"\n", driver));
+  EXPECT_EQ(paper.scenario().hardware.memory_bytes, 80ull << 30);
+  ASSERT_EQ(paper.scenario().warnings.size(), 1u);
+  EXPECT_NE(paper.scenario().warnings[0].find(":15:18: warning: in [hardware], 'cuda_total_gib' is not used: profile "
+                                              "'paper' compares with the GPU's nominal memory"),
+            std::string::npos)
+      << paper.scenario().warnings[0];
+  EXPECT_NE(error_of(llama7b_sgd("", h100 + "cuda_total_gib = 80.5\n"), "p.toml")
+                .find("p.toml:13:18: error: in [hardware], 'cuda_total_gib' is above the GPU's memory (80.00 GiB): "),
+            std::string::npos);
+  EXPECT_NE(error_of(llama7b_sgd("", "[hardware]\ncuda_total_gib = 23.5\n"), "p.toml")
+                .find("'cuda_total_gib' is the total CUDA reports on the scenario's GPU; it needs gpu or memory_gib"),
+            std::string::npos);
 
   TempDir dir;
   dir.write("gpus.toml", "[g80]\nlabel = \"G 80GB\"\nmemory_gib = 80\ncuda_total_gib = 79\n"

@@ -128,7 +128,7 @@ void read_hardware(const toml::table& root, const std::string& file, const Catal
   const toml::table* table = optional_table(root, "hardware", file);
   if (table == nullptr) return;
   TomlReader reader(*table, file, "[hardware]");
-  std::vector<std::string_view> allowed{"gpu", "memory_gib", "count", "fit_quantity"};
+  std::vector<std::string_view> allowed{"gpu", "memory_gib", "cuda_total_gib", "count", "fit_quantity"};
   allowed.insert(allowed.end(), kGpuPerformanceKeys.begin(), kGpuPerformanceKeys.end());
   reader.reject_unknown_keys(allowed);
   // Which quantity `fits` compares with the GPU: what the device shows unless the scenario asks otherwise.
@@ -158,6 +158,18 @@ void read_hardware(const toml::table& root, const std::string& file, const Catal
     std::ostringstream label;
     label << static_cast<double>(*gib) / 1073741824.0 << " GiB GPU";  // memory_gib as given (the value is bytes)
     hardware.label = label.str();
+  }
+  // What CUDA reports on the scenario's own machine (drivers differ by a few hundred MiB) replaces the
+  // catalog's total: it is the capacity under every profile that runs on CUDA (read_framework).
+  if (auto total = reader.memory_gib_bytes("cuda_total_gib")) {
+    if (hardware.nominal_bytes == 0)
+      reader.fail_key("cuda_total_gib", "is the total CUDA reports on the scenario's GPU; it needs gpu or memory_gib");
+    if (*total > hardware.nominal_bytes)
+      reader.fail_key("cuda_total_gib", "is above the GPU's memory (" + format_gib(static_cast<double>(hardware.nominal_bytes)) +
+                                            "): CUDA reports at most the GPU's size; give what "
+                                            "torch.cuda.mem_get_info()[1] / 2**30 prints");
+    hardware.memory_bytes = *total;
+    hardware.cuda_total_location = reader.value_location("cuda_total_gib");
   }
   // The scenario's figures replace the catalog's, one by one (a GPU the catalog lacks, a measured peak).
   GpuPerformance given;
@@ -387,9 +399,15 @@ void read_framework(const toml::table& root, const std::string& file, const Cata
   scenario.framework.name = profile->name;
   scenario.framework.profile_file = profile->file;
   scenario.framework.summary = profile->summary;
-  // A profile that counts as papers do (gpu_capacity = "nominal") compares with the GPU's nominal capacity.
-  if (profile->nominal_capacity() && scenario.hardware.nominal_bytes > 0)
+  // A profile that counts as papers do (gpu_capacity = "nominal") compares with the GPU's nominal capacity,
+  // whatever CUDA reports; a total the scenario gave is then not used, and it is told.
+  if (profile->nominal_capacity() && scenario.hardware.nominal_bytes > 0) {
     scenario.hardware.memory_bytes = scenario.hardware.nominal_bytes;
+    if (!scenario.hardware.cuda_total_location.file.empty())
+      scenario.warnings.push_back(scenario.hardware.cuda_total_location.str() +
+                                  ": warning: in [hardware], 'cuda_total_gib' is not used: profile '" + profile->name +
+                                  "' compares with the GPU's nominal memory (gpu_capacity = \"nominal\")");
+  }
   apply_framework(*profile, version, excluded, read_generic_values, scenario);
 }
 

@@ -19,6 +19,7 @@ struct HardwareSpec {
   std::string gpu;                  // catalog name, or empty
   uint64_t memory_bytes = 0;        // 0 when the scenario names no GPU; what CUDA reports where the catalog knows it
   uint64_t nominal_bytes = 0;       // the catalog's memory_gib (memory_bytes for a scenario's own memory_gib)
+  SourceLocation cuda_total_location;  // where the scenario gave cuda_total_gib (empty file when it did not)
   std::string label;                // what the report calls it
   bool nvlink_sharp = false;        // the catalog's fact about the GPU's node (hardware.nvlink_sharp)
   GpuPerformance performance;       // the catalog's figures, overridden by the scenario's keys
