@@ -25,7 +25,6 @@
 // profile's defaults make invalid. A defect: any other exception, a sanitizer
 // report, a loaded profile that its own name or an alias does not find, and
 // an estimate with a quantity that is not a finite number of at least 0.
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -98,39 +97,12 @@ use = "inference"
 gpu = "h100-sxm-80gb"
 )";
 
-void check_number(double value, const char* what) {
-  if (!std::isfinite(value) || value < 0)
-    memplan::fuzz::defect(std::string("the estimate's ") + what + " is " + std::to_string(value) +
-                          ", not a finite number of at least 0");
-}
-
-void check_breakdown(const memplan::Breakdown& breakdown) {
-  check_number(breakdown.params_total, "params_total");
-  check_number(breakdown.params_trainable, "params_trainable");
-  check_number(breakdown.memory_fraction, "memory_fraction");
-  const memplan::StepTime& time = breakdown.time;
-  for (double seconds : time.pass_seconds) check_number(seconds, "time.pass_seconds");
-  check_number(time.compute_seconds, "time.compute_seconds");
-  check_number(time.communication_seconds, "time.communication_seconds");
-  check_number(time.exposed_seconds, "time.exposed_seconds");
-  check_number(time.bubble_seconds, "time.bubble_seconds");
-  check_number(time.communication_bytes, "time.communication_bytes");
-  check_number(time.seconds, "time.seconds");
-  check_number(time.model_flops, "time.model_flops");
-  check_number(time.hardware_flops, "time.hardware_flops");
-  check_number(time.memory_bytes, "time.memory_bytes");
-  check_number(time.mfu, "time.mfu");
-  check_number(time.hfu, "time.hfu");
-  check_number(time.tokens_per_step, "time.tokens_per_step");
-  check_number(time.tokens_per_second, "time.tokens_per_second");
-}
-
 void estimate(std::string_view scenario_text, const memplan::Catalog& catalog, bool with_limits) {
   const memplan::Scenario scenario = memplan::parse_scenario(scenario_text, kScenarioFile, catalog);
   memplan::Estimator estimator(scenario, memplan::fuzz::fuzz_host().registry);
   if (with_limits) memplan::evaluate_with_limits(estimator);
   else estimator.evaluate();
-  check_breakdown(estimator.breakdown());
+  memplan::fuzz::check_breakdown(estimator.breakdown());
 }
 
 void load_and_use(std::string_view text) {

@@ -23,7 +23,6 @@
 // capacity is not the catalog's, and an estimate with a quantity that is not a
 // finite number of at least 0.
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -62,11 +61,6 @@ gpu_memory_utilization = 0.9
 gpu = "%GPU%"
 )";
 
-void check_number(double value, const std::string& what) {
-  if (!std::isfinite(value) || value < 0)
-    memplan::fuzz::defect("the " + what + " is " + std::to_string(value) + ", not a finite number of at least 0");
-}
-
 void check_entry(const memplan::GpuEntry& gpu) {
   if (gpu.memory_bytes == 0 || gpu.nominal_bytes == 0)
     memplan::fuzz::defect("GPU '" + gpu.name + "' loaded with no memory");
@@ -75,11 +69,14 @@ void check_entry(const memplan::GpuEntry& gpu) {
   if (gpu.cuda_total_source.empty() && gpu.memory_bytes != gpu.nominal_bytes)
     memplan::fuzz::defect("GPU '" + gpu.name + "' has a CUDA total without cuda_total_source");
   const memplan::GpuPerformance& performance = gpu.performance;
-  for (double flops : performance.peak_flops) check_number(flops, "peak FLOP/s of GPU '" + gpu.name + "'");
-  check_number(performance.memory_bandwidth, "memory bandwidth of GPU '" + gpu.name + "'");
-  check_number(static_cast<double>(performance.gpus_per_node), "gpus_per_node of GPU '" + gpu.name + "'");
-  check_number(performance.intra_node_bandwidth, "intra-node bandwidth of GPU '" + gpu.name + "'");
-  check_number(performance.inter_node_bandwidth, "inter-node bandwidth of GPU '" + gpu.name + "'");
+  const auto check = [&](double value, const std::string& figure) {
+    memplan::fuzz::check_non_negative(value, "the " + figure + " of GPU '" + gpu.name + "'");
+  };
+  for (double flops : performance.peak_flops) check(flops, "peak FLOP/s");
+  check(performance.memory_bandwidth, "memory bandwidth");
+  check(static_cast<double>(performance.gpus_per_node), "gpus_per_node");
+  check(performance.intra_node_bandwidth, "intra-node bandwidth");
+  check(performance.inter_node_bandwidth, "inter-node bandwidth");
 }
 
 std::string serving(const std::string& framework, const std::string& gpu) {
@@ -97,10 +94,8 @@ void estimate(const std::string& scenario_text, const memplan::Catalog& catalog,
   memplan::Estimator estimator(scenario, memplan::fuzz::fuzz_host().registry);
   memplan::evaluate_with_limits(estimator);
   const memplan::Breakdown& breakdown = estimator.breakdown();
-  check_number(breakdown.memory_fraction, "estimate's memory_fraction");
+  memplan::fuzz::check_breakdown(breakdown);
   if (breakdown.memory_fraction > 1) memplan::fuzz::defect("the estimate's memory_fraction is above 1");
-  check_number(breakdown.params_total, "estimate's params_total");
-  check_number(breakdown.time.seconds, "estimate's step time");
 }
 
 void load_and_use(std::string_view text) {
