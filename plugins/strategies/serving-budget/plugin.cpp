@@ -158,8 +158,8 @@ class ServingBudget {
                    ("no memory is left for the KV cache: weights and activations take " + support::gib(non_kv) +
                     " of the budget of " + support::gib(budget) + " (gpu_memory_utilization " +
                     support::number(utilization_) +
-                    " x GPU memory); lower the model's footprint (quantize, tensor-parallel) or raise "
-                    "gpu_memory_utilization")
+                    (charged_ == Charged::static_share ? " x the memory free at start-up" : " x GPU memory") +
+                    "); lower the model's footprint (quantize, tensor-parallel) or raise gpu_memory_utilization")
                        .c_str());
   }
 
