@@ -99,6 +99,29 @@ TEST(PipelineStages, StagesDeclareWhichEndTheyHold) {
   EXPECT_EQ(last.item_bytes("activations.embedding_dropout", MEMPLAN_ROLE_ACTIVATIONS), 0u);
 }
 
+// stage_rank: a middle stage. Llama-2-70B over 4 stages, 8 micro-batches under 1F1B: stage r holds
+// min(p - r, M) micro-batches in flight (Megatron-LM's warm-up, the table in the plugin's README), so
+// stage 1 holds 3 of its 20 layers' activations where the first holds 4: three quarters. Uneven, 18 + 22 +
+// 22 + 18: stage 1 has layers 18-39, stage 2 layers 40-61. A middle stage holds neither the embedding nor
+// the LM head.
+TEST(PipelineStages, MiddleStageByRank) {
+  Evaluation first = evaluate_paper(llama70b(""));
+  Evaluation second = evaluate_paper(llama70b("stage_rank = 1\n"));
+  EXPECT_EQ(second.item_bytes("layers.20-39.attn.q", MEMPLAN_ROLE_WEIGHTS), 20ull * 2 * 67'108'864);
+  EXPECT_EQ(second.item_bytes("layers.20-39.activations", MEMPLAN_ROLE_ACTIVATIONS) * 4,
+            first.item_bytes("layers.0-19.activations", MEMPLAN_ROLE_ACTIVATIONS) * 3);
+  EXPECT_EQ(second.item_bytes("embed_tokens", MEMPLAN_ROLE_WEIGHTS), 0u);
+  EXPECT_EQ(second.item_bytes("lm_head", MEMPLAN_ROLE_WEIGHTS), 0u);
+  EXPECT_NE(first.item_bytes("embed_tokens", MEMPLAN_ROLE_WEIGHTS), 0u);
+  EXPECT_EQ(second.estimator().attribute_int("layout.stage_has_embedding"), 0);
+  EXPECT_EQ(second.estimator().attribute_int("layout.stage_has_lm_head"), 0);
+  Evaluation third = evaluate_paper(llama70b("first_stage_layers = 18\nlast_stage_layers = 18\nstage_rank = 2\n"));
+  EXPECT_EQ(third.item_bytes("layers.40-61.attn.q", MEMPLAN_ROLE_WEIGHTS), 22ull * 2 * 67'108'864);
+  // stage_rank = 3 is the last stage: the same as stage = "last".
+  EXPECT_EQ(evaluate_paper(llama70b("stage_rank = 3\n")).breakdown().peak,
+            evaluate_paper(llama70b("stage = \"last\"\n")).breakdown().peak);
+}
+
 TEST(PipelineOptions, Errors) {
   const std::string library = " (plugin library " + plugin_dir() + "/memplan-pipeline-parallel.so)";
   EXPECT_EQ(error_of(llama70b("first_stage_layers = 79\n"), "pp.toml"),
@@ -113,6 +136,12 @@ TEST(PipelineOptions, Errors) {
             "pp.toml:20:18: error: in [[strategy]] #1, strategy plugin 'pipeline-parallel', option 'virtual_stages': "
             "the first stage's 20 layers do not split into 3 model chunks of equal size; choose a divisor of the "
             "stage's layers" + library);
+  EXPECT_EQ(error_of(llama70b("stage_rank = 4\n"), "pp.toml"),
+            "pp.toml:20:14: error: in [[strategy]] #1, strategy plugin 'pipeline-parallel', option 'stage_rank': "
+            "must be a stage of the pipeline, 0 to 3 (size 4), got 4" + library);
+  EXPECT_EQ(error_of(llama70b("stage = \"last\"\nstage_rank = 1\n"), "pp.toml"),
+            "pp.toml:21:14: error: in [[strategy]] #1, strategy plugin 'pipeline-parallel', option 'stage_rank': "
+            "names the reported stage a second time; give stage or stage_rank" + library);
   EXPECT_EQ(error_of(llama70b("virtual_stages = 2\nschedule = \"gpipe\"\n"), "pp.toml"),
             "pp.toml:20:18: error: in [[strategy]] #1, strategy plugin 'pipeline-parallel', option 'virtual_stages': "
             "is Megatron-LM's interleaved 1F1B schedule; it needs schedule = \"1f1b\"" + library);

@@ -62,10 +62,14 @@ namespace {
 
 using memplan::sdk::ParamClass;
 
-constexpr std::array<memplan_option_spec, 8> kOptions{{
+constexpr std::array<memplan_option_spec, 9> kOptions{{
     // "@layout": a size `memplan explain` may lay the job out again with (docs/plugin-abi.md, "Option specs").
     {"size", MEMPLAN_OPTION_INT, "pipeline stages p", "1", "@layout"},
     {"stage", MEMPLAN_OPTION_STRING, "which stage to report: \"first\" or \"last\"", "\"first\"", nullptr},
+    {"stage_rank", MEMPLAN_OPTION_INT,
+     "the reported stage's rank, 0 (first) to size - 1 (last), instead of stage: a middle stage holds neither the "
+     "embedding nor the LM head",
+     "0", nullptr},
     {"schedule", MEMPLAN_OPTION_STRING, "\"1f1b\" or \"gpipe\"", "\"1f1b\"", nullptr},
     {"virtual_stages", MEMPLAN_OPTION_INT,
      "model chunks per stage for Megatron-LM's interleaved 1F1B schedule (virtual_pipeline_model_parallel_size)",
@@ -90,8 +94,8 @@ class PipelineParallelStrategy {
   // apply() reads nothing of the workload: the schedule's figures depend on
   // grad_accum, which no evaluation changes, and are computed in the constructor.
   static constexpr memplan::sdk::PluginInfo info{
-      "pipeline-parallel", "1.5.0",
-      "Pipeline parallelism (1F1B, interleaved 1F1B or GPipe; uneven end stages), reporting the first or last stage",
+      "pipeline-parallel", "1.6.0",
+      "Pipeline parallelism (1F1B, interleaved 1F1B or GPipe; uneven end stages), reporting one stage",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout, memplan::sdk::Reads::grad_accum};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
@@ -114,7 +118,15 @@ class PipelineParallelStrategy {
         bubble_name_(options.intern("pipeline_bubble")) {
     const std::string stage = options.string("stage").value_or("first");
     if (stage != "first" && stage != "last") options.fail("stage", "must be \"first\" or \"last\", not \"" + stage + "\"");
-    last_stage_ = stage == "last";
+    rank_ = stage == "last" ? size_ - 1 : 0;
+    if (const std::optional<int64_t> rank = options.integer("stage_rank")) {
+      if (options.string("stage"))
+        options.fail("stage_rank", "names the reported stage a second time; give stage or stage_rank");
+      if (*rank < 0 || *rank >= size_)
+        options.fail("stage_rank", "must be a stage of the pipeline, 0 to " + std::to_string(size_ - 1) + " (size " +
+                                       std::to_string(size_) + "), got " + std::to_string(*rank));
+      rank_ = *rank;
+    }
     const std::string schedule = options.string("schedule").value_or("1f1b");
     if (schedule != "1f1b" && schedule != "gpipe")
       options.fail("schedule", "must be \"1f1b\" or \"gpipe\", not \"" + schedule + "\"");
@@ -167,10 +179,24 @@ class PipelineParallelStrategy {
       first_layers = first.value_or(share);
       last_layers = last.value_or(share);
     }
-    stage_layers_ = last_stage_ ? last_layers : first_layers;
-    first_layer_ = last_stage_ ? layers - stage_layers_ : 0;
+    // A middle stage r holds an even share of what the end stages leave, after the first stage's layers and
+    // the r - 1 middle stages before it (ceil(L / p) each by default; never past the last stage's start).
+    const int64_t middle_layers = (!first && !last) ? (layers + size_ - 1) / size_
+                                                    : (layers - first_layers - last_layers) / std::max<int64_t>(size_ - 2, 1);
+    if (first_stage()) {
+      stage_layers_ = first_layers;
+      first_layer_ = 0;
+    } else if (last_stage()) {
+      stage_layers_ = last_layers;
+      first_layer_ = layers - last_layers;
+    } else {
+      stage_layers_ = middle_layers;
+      first_layer_ = std::min(first_layers + (rank_ - 1) * middle_layers, layers - last_layers - middle_layers);
+    }
     if (virtual_stages_ > 1 && stage_layers_ % virtual_stages_ != 0)
-      options.fail("virtual_stages", std::string("the ") + (last_stage_ ? "last" : "first") + " stage's " +
+      options.fail("virtual_stages", (first_stage()  ? std::string("the first stage's ")
+                                      : last_stage() ? std::string("the last stage's ")
+                                                     : "stage " + std::to_string(rank_) + "'s ") +
                                          std::to_string(stage_layers_) + " layers do not split into " +
                                          std::to_string(virtual_stages_) +
                                          " model chunks of equal size; choose a divisor of the stage's layers");
@@ -188,20 +214,19 @@ class PipelineParallelStrategy {
   void apply(memplan::sdk::Context& ctx) {
     ctx.set_attr(ranks_attr_, size_);
     // The embedding's activations live on the first stage, the logits' on the last.
-    ctx.set_attr(has_embedding_attr_, size_ == 1 || !last_stage_ ? 1 : 0);
-    ctx.set_attr(has_lm_head_attr_, size_ == 1 || last_stage_ ? 1 : 0);
+    ctx.set_attr(has_embedding_attr_, first_stage() ? 1 : 0);
+    ctx.set_attr(has_lm_head_attr_, last_stage() ? 1 : 0);
     if (size_ == 1) return;
     ctx.set_attr(stage_layers_attr_, stage_layers_);
     ctx.set_attr(inflight_attr_, inflight_);
     if (torch_runtime_) {
       // Counted in micro-batches (M = grad_accum); the activation model sizes them.
       const int64_t m = microbatches_;
-      const bool first = !last_stage_;  // the reported stage is the first or the last
-      ctx.set_attr(input_buffers_attr_, first ? 0 : m);
-      ctx.set_attr(grad_buffers_attr_, last_stage_ ? 0 : m);
-      ctx.set_attr(input_grads_attr_, first ? 0 : m);
-      ctx.set_attr(kept_outputs_attr_, every_stage_outputs_ || last_stage_ ? m : 0);
-      ctx.set_attr(merged_outputs_attr_, last_stage_ ? m : 0);
+      ctx.set_attr(input_buffers_attr_, first_stage() ? 0 : m);
+      ctx.set_attr(grad_buffers_attr_, last_stage() ? 0 : m);
+      ctx.set_attr(input_grads_attr_, first_stage() ? 0 : m);
+      ctx.set_attr(kept_outputs_attr_, every_stage_outputs_ || last_stage() ? m : 0);
+      ctx.set_attr(merged_outputs_attr_, last_stage() ? m : 0);
     }
     if (virtual_stages_ > 1) {
       ctx.set_attr(activation_factor_attr_, activation_factor_);
@@ -243,7 +268,7 @@ class PipelineParallelStrategy {
   // the ratio of chunk passes to them. They depend on grad_accum (the
   // schedule's micro-batches), which a scenario fixes, so they are computed once.
   void schedule_facts(int64_t microbatches) {
-    const int64_t rank = last_stage_ ? size_ - 1 : 0;
+    const int64_t rank = rank_;
     inflight_ = gpipe_ ? microbatches : std::min(size_ - rank, microbatches);
     if (virtual_stages_ == 1) return;
     // Chunk passes (stage_layers / m layers each) held at the peak of the
@@ -280,11 +305,11 @@ class PipelineParallelStrategy {
   // Whether an item outside the layers sits on the reported stage.
   bool outside_layers_on_stage(ParamClass param_class) const {
     switch (param_class) {
-      case ParamClass::embedding: return !last_stage_ || tied_embeddings_;
-      case ParamClass::position_embedding: return !last_stage_;
-      case ParamClass::lm_head: return last_stage_;
-      case ParamClass::final_norm: return last_stage_;
-      case ParamClass::norm: return !last_stage_;  // outside the layers: the embedding's norm (BERT)
+      case ParamClass::embedding: return first_stage() || (last_stage() && tied_embeddings_);
+      case ParamClass::position_embedding: return first_stage();
+      case ParamClass::lm_head: return last_stage();
+      case ParamClass::final_norm: return last_stage();
+      case ParamClass::norm: return first_stage();  // outside the layers: the embedding's norm (BERT)
       default: return true;
     }
   }
@@ -303,7 +328,9 @@ class PipelineParallelStrategy {
       merged_outputs_attr_;  // runtime "torch"
   memplan::sdk::Name bubble_name_;
   double bubble_ = 0;  // idle fraction of the forward and backward compute
-  bool last_stage_ = false;
+  int64_t rank_ = 0;  // the reported stage: 0 the first, size_ - 1 the last
+  bool first_stage() const { return rank_ == 0; }
+  bool last_stage() const { return rank_ == size_ - 1; }
   bool gpipe_ = false;
   bool tied_embeddings_ = false;
   bool torch_runtime_ = false;        // runtime = "torch"
