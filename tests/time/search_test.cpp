@@ -478,6 +478,14 @@ TEST(Search, HardwareAndCostErrors) {
   // Only gpu and count of [hardware] are axes.
   error = error_of(with_axes("[search.axes]\n\"hardware.memory_gib\" = [40, 80]\n"));
   EXPECT_NE(error.find("of [hardware] only gpu and count are searched"), std::string::npos) << error;
+  // A CUDA total the scenario measured on one GPU would stand for every GPU of the axis: refused.
+  std::string measured = with_axes(kHardwareAxes);
+  measured.replace(measured.find("count = 8\n"), 10, "count = 8\ncuda_total_gib = 79.19\n");
+  error = error_of(measured);
+  EXPECT_NE(error.find("[search.axes] \"hardware.gpu\": the scenario gives [hardware] cuda_total_gib (" + file),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("remove cuda_total_gib (or the axis)"), std::string::npos) << error;
 }
 
 // explain's layouts: Llama-2-70B on 128 H100s at TP 1 x PP 1 x DP 128 (micro-batch 1, grad_accum 8:

@@ -119,6 +119,12 @@ void check_hardware_axis(const SearchAxis& axis, const Scenario& scenario, const
       scenario.hardware.memory_bytes > 0)
     fail_at(axis.location, "[search.axes] \"hardware.gpu\": the scenario gives [hardware] memory_gib, which a GPU of "
                            "the catalog would replace; remove memory_gib (or the axis)");
+  // A CUDA total is one GPU's reading: every GPU of the axis has its own (the catalog's cuda_total_gib).
+  if (axis.target == SearchAxis::Target::hardware_gpu && !scenario.hardware.cuda_total_location.file.empty())
+    fail_at(axis.location, "[search.axes] \"hardware.gpu\": the scenario gives [hardware] cuda_total_gib (" +
+                               scenario.hardware.cuda_total_location.str() +
+                               "), measured on one GPU, which would stand for every GPU of the axis; remove "
+                               "cuda_total_gib (or the axis)");
 }
 
 // [search.usd_per_gpu_hour]: "<catalog GPU>" = USD, user inputs.
