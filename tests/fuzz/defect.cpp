@@ -18,27 +18,27 @@ void check_non_negative(double value, std::string_view what) {
 }
 
 void check_breakdown(const memplan::Breakdown& breakdown) {
-  const auto check_non_negative = [](double value, std::string_view figure) {
-    fuzz::check_non_negative(value, "the estimate's " + std::string(figure));
+  const auto check = [](double value, std::string_view figure) {
+    check_non_negative(value, "the estimate's " + std::string(figure));
   };
-  check_non_negative(breakdown.params_total, "params_total");
-  check_non_negative(breakdown.params_trainable, "params_trainable");
-  check_non_negative(breakdown.memory_fraction, "memory_fraction");
+  check(breakdown.params_total, "params_total");
+  check(breakdown.params_trainable, "params_trainable");
+  check(breakdown.memory_fraction, "memory_fraction");
   const memplan::StepTime& time = breakdown.time;
-  for (double seconds : time.pass_seconds) check_non_negative(seconds, "time.pass_seconds");
-  check_non_negative(time.compute_seconds, "time.compute_seconds");
-  check_non_negative(time.communication_seconds, "time.communication_seconds");
-  check_non_negative(time.exposed_seconds, "time.exposed_seconds");
-  check_non_negative(time.bubble_seconds, "time.bubble_seconds");
-  check_non_negative(time.communication_bytes, "time.communication_bytes");
-  check_non_negative(time.seconds, "time.seconds");
-  check_non_negative(time.model_flops, "time.model_flops");
-  check_non_negative(time.hardware_flops, "time.hardware_flops");
-  check_non_negative(time.memory_bytes, "time.memory_bytes");
-  check_non_negative(time.mfu, "time.mfu");
-  check_non_negative(time.hfu, "time.hfu");
-  check_non_negative(time.tokens_per_step, "time.tokens_per_step");
-  check_non_negative(time.tokens_per_second, "time.tokens_per_second");
+  for (double seconds : time.pass_seconds) check(seconds, "time.pass_seconds");
+  check(time.compute_seconds, "time.compute_seconds");
+  check(time.communication_seconds, "time.communication_seconds");
+  check(time.exposed_seconds, "time.exposed_seconds");
+  check(time.bubble_seconds, "time.bubble_seconds");
+  check(time.communication_bytes, "time.communication_bytes");
+  check(time.seconds, "time.seconds");
+  check(time.model_flops, "time.model_flops");
+  check(time.hardware_flops, "time.hardware_flops");
+  check(time.memory_bytes, "time.memory_bytes");
+  check(time.mfu, "time.mfu");
+  check(time.hfu, "time.hfu");
+  check(time.tokens_per_step, "time.tokens_per_step");
+  check(time.tokens_per_second, "time.tokens_per_second");
 }
 
 }  // namespace memplan::fuzz

@@ -148,12 +148,4 @@ void load_and_use(std::string_view text) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  memplan::fuzz::fuzz_host();  // fail at start, not at the first input, when the build is incomplete
-  return 0;
-}
-
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  memplan::fuzz::refusal_is_an_error(load_and_use, std::string_view(reinterpret_cast<const char*>(data), size));
-  return 0;
-}
+MEMPLAN_FUZZ_HOST_TEXT_TARGET(load_and_use)

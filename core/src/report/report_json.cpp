@@ -89,7 +89,7 @@ std::string limit_json(const std::optional<SizeLimit>& limit) {
 void write_json(std::ostream& out, const Estimate& estimate, const ScenarioLimits& limits) {
   const Scenario& scenario = estimate.scenario;
   const Breakdown& b = estimate.breakdown;
-  const uint64_t cuda_total = scenario.hardware.memory_bytes;  // what the capacity starts from (fit_facts)
+  const FitFacts fit = fit_facts(estimate);
   out << "{\n";
   out << "  \"schema\": \"memplan.estimate/1\",\n";
   out << "  \"scenario\": " << json_string(scenario.name) << ",\n";
@@ -143,10 +143,9 @@ void write_json(std::ostream& out, const Estimate& estimate, const ScenarioLimit
   write_items(out, estimate, MEMPLAN_DEVICE_CPU);
   out << " },\n";
   out << "  \"world_size\": " << b.world_size << ",\n";
-  if (cuda_total > 0) {
+  if (fit.has_gpu) {
     out << "  \"gpu\": " << json_string(scenario.hardware.gpu.empty() ? scenario.hardware.label : scenario.hardware.gpu)
         << ",\n";
-    const FitFacts fit = fit_facts(estimate);
     out << "  \"gpu_memory\": " << fit.gpu_memory << ",\n";
     out << "  \"gpu_cuda_total\": " << fit.cuda_total << ",\n";
     char fraction[32];
@@ -170,7 +169,7 @@ void write_json(std::ostream& out, const Estimate& estimate, const ScenarioLimit
     out << (i ? ", " : " ") << json_string(details[i].first) << ": " << details[i].second;
   out << (details.empty() ? "},\n" : " },\n");
   out << "  \"advice\": [";
-  const std::vector<std::string> advice = advice_for(b, b.capacity(cuda_total), scenario.mode == MEMPLAN_MODE_TRAIN);
+  const std::vector<std::string> advice = advice_for(b, fit.capacity, scenario.mode == MEMPLAN_MODE_TRAIN);
   for (size_t i = 0; i < advice.size(); ++i) out << (i ? ", " : "") << json_string(advice[i]);
   out << "],\n";
   out << "  \"plugins\": [";

@@ -174,7 +174,7 @@ void inherit_profile(FrameworkProfile& profile, const FrameworkProfile& base) {
   profile.since = std::move(since);
   profile.defaults = base.defaults;
   profile.readings = base.readings;
-  if (profile.gpu_capacity.empty()) profile.gpu_capacity = base.gpu_capacity;
+  if (!profile.nominal_capacity) profile.nominal_capacity = base.nominal_capacity;
   std::vector<ComponentSpec> strategies = base.strategies;
   for (const ComponentSpec& own : profile.strategies) {
     auto same = std::find_if(strategies.begin(), strategies.end(),
@@ -295,7 +295,7 @@ FrameworkProfile parse_framework_profile(std::string_view text, const std::strin
     if (*capacity != "cuda-total" && *capacity != "nominal")
       reader.fail_key("gpu_capacity", "must be \"cuda-total\" (what CUDA reports: the catalog's cuda_total_gib) or "
                                       "\"nominal\" (the catalog's memory_gib), not \"" + *capacity + "\"");
-    profile.gpu_capacity = *capacity;
+    profile.nominal_capacity = *capacity == "nominal";
   }
   if (auto extends = reader.string("extends")) {
     if (extends->empty()) reader.fail_key("extends", "must name the profile this one builds on, e.g. extends = \"<profile>\"");

@@ -401,7 +401,7 @@ void read_framework(const toml::table& root, const std::string& file, const Cata
   scenario.framework.summary = profile->summary;
   // A profile that counts as papers do (gpu_capacity = "nominal") compares with the GPU's nominal capacity,
   // whatever CUDA reports; a total the scenario gave is then not used, and it is told.
-  if (profile->nominal_capacity() && scenario.hardware.nominal_bytes > 0) {
+  if (profile->nominal_capacity.value_or(false) && scenario.hardware.nominal_bytes > 0) {
     scenario.hardware.memory_bytes = scenario.hardware.nominal_bytes;
     if (!scenario.hardware.cuda_total_location.file.empty())
       scenario.warnings.push_back(scenario.hardware.cuda_total_location.str() +

@@ -295,7 +295,8 @@ class InferenceMemory {
     shape.routed_in_workspace = workspace;
     const double prefill = inf::layer_transient(shape, chunk, static_cast<double>(context));
     const double decode = inf::layer_transient(shape, b, static_cast<double>(context));
-    add_transient(ctx, names_.layer, std::max(prefill, decode));
+    const double layer = std::max(prefill, decode);  // the larger pass's transient
+    add_transient(ctx, names_.layer, layer);
     // What the model's forward keeps beside the running layer, per token of the pass (Hugging Face
     // transformers, models/llama/modeling_llama.py LlamaModel.forward, and its copies: inputs_embeds stays a
     // local while the loop runs, the loop's hidden_states holds the layer's input until the layer returns,
@@ -309,7 +310,7 @@ class InferenceMemory {
          (learned_positions ? (held_learned_positions_ ? shape.hidden : 0.0)
                             : (held_rotary_tables_ ? 2 * shape.head_dim : 0.0)));
     const double held = held_per_token > 0 ? std::max(prefill + held_per_token * chunk, decode + held_per_token * b) -
-                                                 std::max(prefill, decode)
+                                                 layer
                                            : 0.0;
     if (held > 0) add_transient(ctx, names_.model_held, held);
     if (workspace)
@@ -329,7 +330,7 @@ class InferenceMemory {
     const double sampler_rows = std::min(static_cast<double>(sampler_rows_), chunk);
     const double excess = inf::sampler_excess_bytes(
         static_cast<double>(model.hidden), chunk, sampler_rows, static_cast<double>(model.vocab), activation_bytes,
-        inf::sampler_bytes_per_element(triton_sampler_, sampler_rows), std::max(prefill, decode) + held + logits);
+        inf::sampler_bytes_per_element(triton_sampler_, sampler_rows), layer + held + logits);
     if (excess > 0) add_transient(ctx, names_.sampler, excess, true);
   }
 

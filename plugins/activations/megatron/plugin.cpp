@@ -213,13 +213,6 @@ constexpr std::array<LossMode, 14> kLossModes{{
     {"cut", CrossEntropy::cut},
 }};
 
-// The scenario's name of a loss mode (kLossModes).
-std::string name_of(CrossEntropy mode) {
-  for (const LossMode& loss : kLossModes)
-    if (loss.mode == mode) return loss.name;
-  return "?";
-}
-
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
@@ -326,7 +319,7 @@ class MegatronActivations {
     output_held_ = options.boolean("output_held").value_or(false);
     if (output_held_ &&
         (cross_entropy_ == CrossEntropy::vocab_parallel || cross_entropy_ == CrossEntropy::vocab_parallel_copy))
-      options.fail("output_held", "has nothing to hold under cross_entropy = \"" + name_of(cross_entropy_) +
+      options.fail("output_held", "has nothing to hold under cross_entropy = \"" + loss +
                                   "\": Megatron-LM computes the loss inside the model, which returns the loss, not "
                                   "the logits");
     if (output_held_ && cross_entropy_ == CrossEntropy::cut)
@@ -1060,10 +1053,10 @@ class MegatronActivations {
                             (item.bytes_per_element() < 1 && memplan::support::sharding::is_linear(param_class));
       facts.packed_head = facts.packed_head || (item.bytes_per_element() < 1 && param_class == ParamClass::lm_head);
       if (item.layer() >= 0 && item.bytes_per_element() < 1) {
+        // attn.o is an attention-class item (the model's naming): the name is compared only for those.
         if (param_class == ParamClass::mlp) facts.packed_mlp = true;
-        else if (item.name() == "attn.o") facts.packed_attention_out = true;
         else if (param_class == ParamClass::attention || param_class == ParamClass::attention_kv)
-          facts.packed_attention_in = true;
+          (item.name() == "attn.o" ? facts.packed_attention_out : facts.packed_attention_in) = true;
       }
     }
     return facts;

@@ -162,9 +162,10 @@ class PipelineParallelStrategy {
     const int64_t layers = model.layers;
     int64_t first_layers = 0;
     int64_t last_layers = 0;
+    int64_t middle_layers = 0;  // each stage between the ends
     if (!first && !last) {
       // Even split; when p does not divide L the reported stage gets ceil(L / p).
-      first_layers = last_layers = (layers + size_ - 1) / size_;
+      first_layers = last_layers = middle_layers = (layers + size_ - 1) / size_;
     } else {
       const int64_t given = first.value_or(0) + last.value_or(0);
       const int64_t others = size_ - (first ? 1 : 0) - (last ? 1 : 0);
@@ -178,11 +179,10 @@ class PipelineParallelStrategy {
       const int64_t share = others > 0 ? rest / others : 0;
       first_layers = first.value_or(share);
       last_layers = last.value_or(share);
+      middle_layers = share;
     }
-    // A middle stage r holds an even share of what the end stages leave, after the first stage's layers and
-    // the r - 1 middle stages before it (ceil(L / p) each by default; never past the last stage's start).
-    const int64_t middle_layers = (!first && !last) ? (layers + size_ - 1) / size_
-                                                    : (layers - first_layers - last_layers) / std::max<int64_t>(size_ - 2, 1);
+    // A middle stage r holds its share after the first stage's layers and the r - 1 middle stages before it
+    // (never past the last stage's start).
     if (first_stage()) {
       stage_layers_ = first_layers;
       first_layer_ = 0;
@@ -268,14 +268,13 @@ class PipelineParallelStrategy {
   // the ratio of chunk passes to them. They depend on grad_accum (the
   // schedule's micro-batches), which a scenario fixes, so they are computed once.
   void schedule_facts(int64_t microbatches) {
-    const int64_t rank = rank_;
-    inflight_ = gpipe_ ? microbatches : std::min(size_ - rank, microbatches);
+    inflight_ = gpipe_ ? microbatches : std::min(size_ - rank_, microbatches);
     if (virtual_stages_ == 1) return;
     // Chunk passes (stage_layers / m layers each) held at the peak of the
     // interleaved schedule, relative to the plain schedule's in-flight micro-batches.
     const int64_t m = virtual_stages_;
     // The warm-up's forward chunk passes on this rank (Megatron-LM's schedules.py): 2 (p - r - 1) + (m - 1) p.
-    const int64_t warmup_passes = 2 * (size_ - rank - 1) + (m - 1) * size_;
+    const int64_t warmup_passes = 2 * (size_ - rank_ - 1) + (m - 1) * size_;
     const int64_t chunks = std::min(warmup_passes + 1, microbatches * m);
     // Megatron-LM's default send/receive overlap: the steady state's share of the chunk passes.
     const int64_t passes = std::max<int64_t>(microbatches, 1) * m;

@@ -110,7 +110,6 @@ class ServingBudget {
     const double kv_cache = kv_cache_bytes(ctx);
     const double device_non_kv = std::max(0.0, static_cast<double>(timeline.peak(support::Quantity::device)) - kv_cache);
     const double gpu = static_cast<double>(ctx.workload().gpu_memory_bytes);
-    const double growth = static_cast<double>(ctx.attr_int(context_growth_attr_, 0));
     double budget = utilization_ * gpu;
     double non_kv = device_non_kv;
     double fraction = utilization_;
@@ -123,6 +122,7 @@ class ServingBudget {
         // communicators, and the allocator's reserve above its allocations is not charged either. What it
         // leaves out still takes device memory beside u x GPU memory: the fit allows it, so that `fits` holds
         // exactly when the KV cache fits the budget (capped at the whole GPU).
+        const double growth = static_cast<double>(ctx.attr_int(context_growth_attr_, 0));
         non_kv = std::max(0.0, static_cast<double>(timeline.peak(support::Quantity::allocated)) - kv_cache) + growth;
         fraction = std::min(1.0, utilization_ + std::max(0.0, device_non_kv - non_kv) / gpu);
         break;

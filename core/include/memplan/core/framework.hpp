@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -79,10 +80,9 @@ struct FrameworkProfile {
   std::string extends_version;
   SourceLocation extends_location;
   bool is_default = false;  // used by scenarios without a [framework] table
-  // gpu_capacity: "nominal" (a catalog GPU holds its memory_gib, not CUDA's total), "cuda-total", or "" when the
-  // profile does not say (cuda-total, or what the profile it extends says).
-  std::string gpu_capacity;
-  bool nominal_capacity() const { return gpu_capacity == "nominal"; }
+  // gpu_capacity = "nominal": a catalog GPU holds its memory_gib, not CUDA's total ("cuda-total", the
+  // default). Unset when the profile does not say: what the profile it extends says, else cuda-total.
+  std::optional<bool> nominal_capacity;
   // `default_for = "train"` or "infer": the default of scenarios of that mode
   // without a [framework] table, in place of the `default = true` profile.
   int32_t default_for_mode = -1;

@@ -36,7 +36,6 @@
 #include <optional>
 #include <string>
 
-#include <memplan/support/format.hpp>
 #include <memplan/support/optimizer_states.hpp>
 #include <memplan/support/optimizer_step.hpp>
 #include <memplan/support/optimizer_traffic.hpp>
