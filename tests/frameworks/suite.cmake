@@ -9,6 +9,7 @@ memplan_add_test(test_frameworks
   frameworks/runtime_memory_test.cpp
   frameworks/module_buffers_test.cpp
   frameworks/packed_linear_inputs_test.cpp
+  frameworks/torch_ops_dequantize_test.cpp
   frameworks/litgpt_layers_test.cpp
   frameworks/lora_kernels_test.cpp
   frameworks/hf_measured_layers_test.cpp

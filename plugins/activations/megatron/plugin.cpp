@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "loss_requests.hpp"
+#include "torch_ops_dequantize.hpp"
 #include "transformer_activations.hpp"
 
 namespace {
@@ -34,7 +35,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 29> kOptions{{
+constexpr std::array<memplan_option_spec, 30> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true",
@@ -80,6 +81,13 @@ constexpr std::array<memplan_option_spec, 29> kOptions{{
      "(Unsloth's fast_dequantize with use_global_buffer, 2025.2.1 on): the largest matrix persistent, and a "
      "temporary only in a layer's backward",
      "false", nullptr},
+    {"packed_dequantize", MEMPLAN_OPTION_STRING,
+     "how a linear layer packed below one byte dequantizes for its matmul: \"kernel\" (bitsandbytes' MatMul4Bit, "
+     "AutoGPTQ's tritonv2 QuantLinearFunction: a temporary in forward and again in backward) or \"torch-ops\" "
+     "(AutoGPTQ 0.4's qlinear_cuda_old at 128 rows or more: an int32 unpack of the whole matrix, then "
+     "torch.matmul, whose autograd saves the fp16 weight: every packed matrix of a layer stays dequantized from "
+     "its forward to its backward)",
+     "\"kernel\"", nullptr},
     {"dequantized_copies", MEMPLAN_OPTION_INT,
      "copies of a base matrix packed below one byte that its matmul holds dequantized at once: 2 where bitsandbytes' "
      "MatMul4Bit dequantizes to the quant_state's dtype and casts to another compute dtype (Lightning Fabric "
@@ -216,7 +224,7 @@ constexpr std::array<LossMode, 14> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.26.0",
+      "megatron", "1.27.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -260,6 +268,22 @@ class MegatronActivations {
     offload_backward_layers_ = static_cast<double>(options.positive_integer("offload_backward_layers", 2));
     dequantized_buffer_ = options.boolean("dequantized_buffer").value_or(false);
     dequantized_copies_ = options.positive_integer("dequantized_copies", 1);
+    const std::string dequantize = options.string("packed_dequantize").value_or("kernel");
+    if (dequantize != "kernel" && dequantize != "torch-ops")
+      options.fail("packed_dequantize", "must be \"kernel\" or \"torch-ops\", not \"" + dequantize + "\"");
+    torch_ops_dequantize_ = dequantize == "torch-ops";
+    if (torch_ops_dequantize_) {
+      // Those options describe bitsandbytes' and Unsloth's kernels, which the torch-ops path replaces.
+      const auto kernel_only = [&](const char* key) {
+        options.fail(key, "describes a dequantizing kernel's temporaries; with packed_dequantize = \"torch-ops\" "
+                          "the matmul saves the dequantized weight instead: remove one of the two");
+      };
+      if (dequantized_buffer_) kernel_only("dequantized_buffer");
+      if (dequantized_copies_ != 1) kernel_only("dequantized_copies");
+      if (options.model().has_architecture && (options.model().experts > 0 || options.model().kv_lora_rank > 0))
+        options.fail("packed_dequantize", "\"torch-ops\" sizes dense layers with q, k, v and o projections; the "
+                                          "model's experts or latent attention are not modelled: use \"kernel\"");
+    }
     if (dequantized_copies_ > 2)
       options.fail("dequantized_copies", "must be 1 or 2 (the dequantized matrix, and its cast to the compute "
                                          "dtype), got " + std::to_string(dequantized_copies_));
@@ -649,7 +673,37 @@ class MegatronActivations {
         facts.packed_head ? static_cast<double>(model.vocab) * static_cast<double>(model.hidden) /
                                 settings.tensor_parallel
                           : 0;
-    const double layer_matrix = facts.packed_linear ? largest_linear_matrix(model, settings.tensor_parallel) : 0.0;
+    if (torch_ops_dequantize_ && !facts.packed_linear)
+      ctx.fail("packed_dequantize = \"torch-ops\" sizes linear layers packed below one byte, and the plan has none: "
+               "give [precision] a 2-, 3- or 4-bit format (gptq, awq, nf4, int4), or remove the option");
+    if (torch_ops_dequantize_ && facts.packed_head)
+      ctx.fail("packed_dequantize = \"torch-ops\" sizes the layers' packed projections; a packed LM head is not "
+               "modelled with it: keep the head unquantized or use \"kernel\"");
+    if (torch_ops_dequantize_) {
+      // torch_ops_dequantize.hpp: the matmuls save each layer's fp16 weights. A layer that is not recomputed
+      // keeps them from its forward to its backward, per micro-batch in flight (stored, moved to the host with
+      // the other saves under offload); a recomputed one (reentrant checkpointing runs the first forward under
+      // no_grad, where nothing is saved) holds them while backward recomputes it, beside the next matrix's unpack.
+      const memplan::plugins::TorchOpsDequantize dequantized = memplan::plugins::torch_ops_dequantize(
+          shape, {facts.packed_attention_in, facts.packed_attention_out, facts.packed_mlp}, settings.tensor_parallel);
+      add_outside(ctx, names_.dequantized_weight, dequantized.forward, memplan::sdk::Lifetime::forward_in_layers);
+      const bool recomputed =
+          settings.recompute == RecomputePolicy::full || settings.recompute == RecomputePolicy::per_op;
+      if (recomputed)
+        add_outside(ctx, names_.dequantized_weight, dequantized.recomputed,
+                    memplan::sdk::Lifetime::backward_in_layers);
+      else if (stage_layers > 0)
+        memplan::support::add_bytes(ctx, {.name = names_.dequantized_weight,
+                                          .role = memplan::sdk::Role::activations,
+                                          .lifetime = memplan::sdk::Lifetime::activation,
+                                          .device = stored_device,
+                                          .layer = facts.first_layer,
+                                          .count = stage_layers,
+                                          .bytes = dequantized.saved_per_layer * static_cast<double>(inflight)});
+    }
+    const double layer_matrix = facts.packed_linear && !torch_ops_dequantize_
+                                    ? largest_linear_matrix(model, settings.tensor_parallel)
+                                    : 0.0;
     const double forward_layer_matrix = dequantized_buffer_ ? 0.0 : layer_matrix;  // the buffer holds it instead
     // With dequantized_copies = 2 (bitsandbytes 0.42 MatMul4Bit: dequantize_4bit(B, state).to(A.dtype), the
     // quant_state's dtype differing from the input's) each temporary is briefly held twice; a kept buffer once.
@@ -1430,6 +1484,7 @@ class MegatronActivations {
   double offload_backward_layers_ = 2;  // layers' stored activations on the GPU in backward (offload_backward_layers)
   bool dequantized_buffer_ = false;      // the forward dequantizes into one kept buffer (dequantized_buffer)
   int64_t dequantized_copies_ = 1;       // copies of a dequantized 4-bit matrix held at once (dequantized_copies)
+  bool torch_ops_dequantize_ = false;    // packed matmuls save their fp16 weight (packed_dequantize = "torch-ops")
   // The last replay of the loss path's requests (loss_requests.hpp) and its
   // key: a search that keeps the batch, the sequence and the dtype replays once.
   struct LossSegmentsMemo {
