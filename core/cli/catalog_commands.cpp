@@ -100,12 +100,13 @@ int gpus_command(const std::vector<std::string>& args) {
                                        allow_unsigned))
     return *status;
   const Catalog catalog = load_catalog(layout_beside(current_executable()), allow_unsigned);
-  print_line("name\tmemory_gib\tnvlink_sharp\tlabel\tsource\tfrom\tcuda_total_gib");
+  print_line("name\tmemory_gib\tnvlink_sharp\tlabel\tsource\tfrom\tcuda_total_gib\tarchitecture");
   const auto gib = [](uint64_t bytes) { return fixed(static_cast<double>(bytes) / static_cast<double>(1ull << 30), 2); };
   for (const GpuEntry& gpu : catalog.gpus())
     print_line(gpu.name + "\t" + gib(gpu.nominal_bytes) + "\t" + (gpu.nvlink_sharp ? "yes" : "no") + "\t" + gpu.label +
                "\t" + gpu.source + "\t" + from_column(gpu.origin, gpu.location.str()) + "\t" +
-               (gpu.cuda_total_source.empty() ? std::string("-") : gib(gpu.memory_bytes)));
+               (gpu.cuda_total_source.empty() ? std::string("-") : gib(gpu.memory_bytes)) + "\t" +
+               (gpu.architecture.empty() ? std::string("-") : gpu.architecture));
   return 0;
 }
 

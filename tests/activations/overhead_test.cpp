@@ -27,15 +27,46 @@ std::string library(const std::string& name) { return " (plugin library " + plug
 
 // Defaults: a 767 MiB context (overhead; measured after a training step on an
 // H100 with CUDA 13.0 and PyTorch 2.11: device memory in use minus reserved,
-// 766.8125 MiB, validation/measured/h100-2026-11-26.jsonl) and PyTorch's 32 MiB
-// Hopper cuBLAS workspace (buffers): 804,257,792 + 33,554,432 bytes, persistent.
+// 766.8125 MiB, validation/measured/h100-2026-11-26.jsonl) and, in training, two
+// of PyTorch's 32 MiB Hopper cuBLAS workspaces (buffers; no GPU named, so
+// Hopper's size): one per thread that runs GEMMs, the caller's forward and the
+// autograd engine's backward (every H100 training snapshot in
+// validation/measured/ holds two 32 MiB blocks from before its recording):
+// 804,257,792 + 67,108,864 bytes, persistent.
 TEST(CudaContext, DefaultsAreShownAsItems) {
   Evaluation e = evaluate_paper(scenario(kNoActivations + "[[strategy]]\nuse = \"cuda-context\"\n"));
   EXPECT_EQ(e.item_bytes("cuda_context", kOverhead), 804'257'792u);
-  EXPECT_EQ(e.item_bytes("cublas_workspace", kBuffers), 33'554'432u);
+  EXPECT_EQ(e.item_bytes("cublas_workspace", kBuffers), 67'108'864u);
   EXPECT_EQ(e.item_bytes("cudnn_workspace", kBuffers), 0u);
-  EXPECT_EQ(e.breakdown().timeline[kInit], uint64_t{2'000'000'000} + 804'257'792u + 33'554'432u);
-  EXPECT_EQ(e.breakdown().peak, uint64_t{4'000'000'000} + 804'257'792u + 33'554'432u);
+  EXPECT_EQ(e.breakdown().timeline[kInit], uint64_t{2'000'000'000} + 804'257'792u + 67'108'864u);
+  EXPECT_EQ(e.breakdown().peak, uint64_t{4'000'000'000} + 804'257'792u + 67'108'864u);
+}
+
+// The workspace by the GPU's architecture (the catalog's `architecture`,
+// attribute hardware.architecture; PyTorch's CublasHandlePool.cpp
+// parseChosenWorkspaceSize): ":4096:8" = 33,554,432 B from compute capability
+// 9 (H100 sm_90, B200 sm_100), ":4096:2:16:8" = 4,194,304 x 2 + 16,384 x 8 =
+// 8,519,680 B below (A100 sm_80, L40S sm_89, T4 sm_75), 128 MiB =
+// 134,217,728 B on ROCm's gfx942 (MI300X). Two in training, one in inference.
+TEST(CudaContext, CublasWorkspaceByArchitecture) {
+  const auto workspaces = [](const std::string& gpu, const std::string& mode) {
+    std::string toml = scenario(kNoActivations + "[[strategy]]\nuse = \"cuda-context\"\n[hardware]\ngpu = \"" + gpu +
+                                "\"\n");
+    if (mode == "infer") {
+      toml.replace(toml.find("mode = \"train\""), 14, "mode = \"infer\"");
+      const std::string optimizer = "[optimizer]\nuse = \"sgd\"\n";
+      toml.erase(toml.find(optimizer), optimizer.size());
+    }
+    return evaluate_paper(toml).item_bytes("cublas_workspace", kBuffers);
+  };
+  EXPECT_EQ(workspaces("h100-sxm-80gb", "train"), 2u * 33'554'432);
+  EXPECT_EQ(workspaces("b200-180gb", "train"), 2u * 33'554'432);
+  EXPECT_EQ(workspaces("a100-sxm-80gb", "train"), 2u * 8'519'680);
+  EXPECT_EQ(workspaces("l40s-48gb", "train"), 2u * 8'519'680);
+  EXPECT_EQ(workspaces("t4-16gb", "train"), 2u * 8'519'680);
+  EXPECT_EQ(workspaces("mi300x-192gb", "train"), 2u * 134'217'728);
+  EXPECT_EQ(workspaces("a100-sxm-80gb", "infer"), 8'519'680u);
+  EXPECT_EQ(workspaces("h100-sxm-80gb", "infer"), 33'554'432u);
 }
 
 // PyTorch's non-Hopper cuBLAS workspace, 4096 KiB x 2 + 16 KiB x 8 = 8.125 MiB

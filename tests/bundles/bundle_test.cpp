@@ -1235,13 +1235,13 @@ TEST_F(BundleCatalog, ABundlesGpuAndPresetAreUsedByRunAndListed) {
 
   // The listings say where each entry comes from; built-in entries say so.
   const std::string gpus = ok("gpus");
-  EXPECT_TRUE(gpus.starts_with("name\tmemory_gib\tnvlink_sharp\tlabel\tsource\tfrom\tcuda_total_gib\n")) << gpus;
+  EXPECT_TRUE(gpus.starts_with("name\tmemory_gib\tnvlink_sharp\tlabel\tsource\tfrom\tcuda_total_gib\tarchitecture\n")) << gpus;
   EXPECT_NE(gpus.find("\nacme-x1-96gb\t96.00\tno\tAcme X1 96GB\tmade up for the bundle tests: 96 GiB\tbundle acme "
-                      "1.0.0 (" + installed("data/gpus.toml") + ":1:2)\t-\n"),
+                      "1.0.0 (" + installed("data/gpus.toml") + ":1:2)\t-\t-\n"),
             std::string::npos)
       << gpus;
   EXPECT_NE(gpus.find("\nh100-sxm-80gb\t80.00\tyes\tNVIDIA H100 SXM5 80GB\t"), std::string::npos);
-  EXPECT_NE(gpus.find("\tbuilt-in\t79.11\n"), std::string::npos);
+  EXPECT_NE(gpus.find("\tbuilt-in\t79.11\tsm_90\n"), std::string::npos);
   const std::string presets = ok("presets");
   EXPECT_NE(presets.find("\nacme-7b\t6.738\t32\t4096\t32\t32\t4096\tthe bundle tests: Llama 2 7B's config.json under "
                          "another name\tbundle acme 1.0.0 (" + installed("data/models/acme-7b.toml") + ")\n"),

@@ -77,5 +77,25 @@ TEST(GpuCatalog, CudaTotalIsTheCapacity) {
             "(loaded)");
 }
 
+// Every GPU names its compute target (NVIDIA's compute capability table,
+// developer.nvidia.com/cuda-gpus: A100 8.0, L40S 8.9, H100 9.0, B200 10.0;
+// ROCm's hardware specifications: MI300X gfx942); a malformed one is refused.
+TEST(GpuCatalog, ArchitectureIsTheComputeTarget) {
+  for (const GpuEntry& gpu : catalog().gpus()) EXPECT_FALSE(gpu.architecture.empty()) << gpu.name;
+  const std::pair<const char*, const char*> expected[] = {{"a100-sxm-80gb", "sm_80"}, {"l40s-48gb", "sm_89"},
+                                                          {"h100-sxm-80gb", "sm_90"}, {"b200-180gb", "sm_100"},
+                                                          {"mi300x-192gb", "gfx942"}};
+  for (const auto& [name, architecture] : expected) EXPECT_EQ(catalog().find_gpu(name)->architecture, architecture);
+  TempDir dir;
+  dir.write("gpus.toml", "[x]\nlabel = \"X\"\nmemory_gib = 24\narchitecture = \"hopper\"\n");
+  try {
+    (void)Catalog::load(dir.path());
+    ADD_FAILURE() << "a malformed architecture was accepted";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("'architecture' must name a compute target"), std::string::npos)
+        << error.what();
+  }
+}
+
 }  // namespace
 }  // namespace memplan::testing

@@ -148,7 +148,8 @@ TEST(StreamPools, AccumulatedGradientsAreLiveInForward) {
 // A 2-layer model (hidden 1024, ffn 4096, vocab 32,768), s 1024, b 1, bf16,
 // SGD, full recomputation, loss "upcast", allocator without rounding or
 // margin; the plan's items, in bytes:
-//   persistent P: weights 184,569,856 + cuBLAS workspace 33,554,432 = 218,124,288
+//   persistent P: weights 184,569,856 + cuBLAS workspaces 33,554,432 (given as
+//     cublas_workspace_mib = 32: the pools, not the workspaces, are under test) = 218,124,288
 //   gradients G 184,569,856 (the largest single one, the LM head's, 67,108,864)
 //   activations A: the layers' checkpoints 4,194,304, embedding dropout 1,048,576,
 //     final norm 4,194,304 (smaller: 9,437,184; the largest single one A1 4,194,304)
@@ -179,7 +180,8 @@ std::string two_layers(const std::string& extra) {
          "vocab = 32768\nmlp = \"gelu\"\nnorm = \"layernorm\"\n[batch]\nmicro_batch = 1\nseq_len = 1024\n"
          "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n"
          "cross_entropy = \"upcast\"\n[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\n[[strategy]]\n"
-         "use = \"allocator\"\nrounding = false\nfragmentation = 0\n[[strategy]]\nuse = \"cuda-context\"\n" + extra;
+         "use = \"allocator\"\nrounding = false\nfragmentation = 0\n[[strategy]]\nuse = \"cuda-context\"\n"
+         "cublas_workspace_mib = 32\n" + extra;
 }
 
 TEST(StreamPools, LogitsSizedRequestsKeepSegmentsOfTheirOwn) {

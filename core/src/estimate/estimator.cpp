@@ -177,6 +177,10 @@ Estimator::Estimator(const Scenario& scenario, const PluginRegistry& registry)
   memory_fraction_slot_ = attribute_slot(host_->ctx, MEMPLAN_ATTR_MEMORY_FRACTION);
   data_ranks_slot_ = attribute_slot(host_->ctx, MEMPLAN_ATTR_RANKS_DATA);
   if (scenario.hardware.nvlink_sharp) nvlink_sharp_slot_ = attribute_slot(host_->ctx, MEMPLAN_ATTR_HARDWARE_NVLINK_SHARP);
+  if (!scenario.hardware.architecture.empty()) {
+    architecture_ = scenario.hardware.architecture;
+    architecture_slot_ = attribute_slot(host_->ctx, MEMPLAN_ATTR_HARDWARE_ARCHITECTURE);
+  }
   // A descriptor of ABI 1.0, or one that does not declare what it reads, may read anything.
   constexpr uint32_t kBatchFields = MEMPLAN_READS_MICRO_BATCH | MEMPLAN_READS_SEQ_LEN;
   while (resume_at_ < plugins_.size()) {
@@ -321,11 +325,18 @@ void* Estimator::create_state(const ConfiguredPlugin& configured) {
 // set by the host before the first plugin runs, in the slot resolved at
 // construction (no key compared per evaluation).
 void Estimator::publish_hardware() {
-  if (nvlink_sharp_slot_ == kNoSlot) return;
-  memplan_attribute& attribute = host_->ctx.attributes[nvlink_sharp_slot_];
-  attribute.type = memplan_attribute::Type::integer;
-  attribute.integer = 1;
-  attribute.set_by = -1;  // the host
+  if (nvlink_sharp_slot_ != kNoSlot) {
+    memplan_attribute& attribute = host_->ctx.attributes[nvlink_sharp_slot_];
+    attribute.type = memplan_attribute::Type::integer;
+    attribute.integer = 1;
+    attribute.set_by = -1;  // the host
+  }
+  if (architecture_slot_ != kNoSlot) {
+    memplan_attribute& attribute = host_->ctx.attributes[architecture_slot_];
+    attribute.type = memplan_attribute::Type::text;
+    attribute.text = architecture_;  // same length each time: no allocation after the first
+    attribute.set_by = -1;
+  }
 }
 
 void Estimator::publish_model() {

@@ -3,6 +3,7 @@
 #include <memplan/plugin_abi.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <functional>
 
@@ -28,6 +29,18 @@ toml::table parse_file(const std::filesystem::path& path) {
   return parse_text(read_input_file(path, "catalog file"), path.string());
 }
 
+// "sm_" and two or three digits (compute capability 7.0 to 12.x without its dot), or "gfx" and three or four
+// hexadecimal digits (AMD's LLVM targets: gfx90a, gfx942, gfx1100).
+bool valid_architecture(const std::string& text) {
+  const auto all_of = [&](size_t from, auto predicate) {
+    return std::all_of(text.begin() + static_cast<std::ptrdiff_t>(from), text.end(),
+                       [&](char c) { return predicate(static_cast<unsigned char>(c)); });
+  };
+  if (text.starts_with("sm_")) return (text.size() == 5 || text.size() == 6) && all_of(3, ::isdigit);
+  if (text.starts_with("gfx")) return (text.size() == 6 || text.size() == 7) && all_of(3, ::isxdigit);
+  return false;
+}
+
 std::vector<GpuEntry> read_gpus(const toml::table& root, const std::string& path) {
   std::vector<GpuEntry> gpus;
   for (const auto& [key, node] : root) {
@@ -35,7 +48,7 @@ std::vector<GpuEntry> read_gpus(const toml::table& root, const std::string& path
     if (!node.is_table()) fail_at(location_of(path, key.source()), "GPU '" + name + "' must be a table");
     TomlReader reader(*node.as_table(), path, "[" + name + "]");
     std::vector<std::string_view> allowed{"label",  "memory_gib",         "cuda_total_gib", "cuda_total_source",
-                                          "nvlink_sharp", "source", "performance_source"};
+                                          "nvlink_sharp", "architecture", "source", "performance_source"};
     allowed.insert(allowed.end(), kGpuPerformanceKeys.begin(), kGpuPerformanceKeys.end());
     reader.reject_unknown_keys(allowed);
     GpuEntry gpu;
@@ -61,6 +74,11 @@ std::vector<GpuEntry> read_gpus(const toml::table& root, const std::string& path
       reader.fail_key("cuda_total_source", "describes cuda_total_gib, which this GPU does not give");
     }
     gpu.nvlink_sharp = reader.boolean("nvlink_sharp").value_or(false);
+    gpu.architecture = reader.string("architecture").value_or("");
+    if (!gpu.architecture.empty() && !valid_architecture(gpu.architecture))
+      reader.fail_key("architecture", "must name a compute target as \"sm_\" and NVIDIA's compute capability without "
+                                      "its dot (\"sm_80\", \"sm_90\", \"sm_100\") or AMD's \"gfx\" target "
+                                      "(\"gfx942\"), not \"" + gpu.architecture + "\"");
     gpu.source = reader.string("source").value_or("");
     read_gpu_performance(*node.as_table(), reader, gpu.performance);
     gpu.performance.source = reader.string("performance_source").value_or("");

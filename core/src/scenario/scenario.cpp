@@ -151,6 +151,7 @@ void read_hardware(const toml::table& root, const std::string& file, const Catal
     hardware.memory_bytes = entry->memory_bytes;
     hardware.nominal_bytes = entry->nominal_bytes;
     hardware.nvlink_sharp = entry->nvlink_sharp;
+    hardware.architecture = entry->architecture;
     hardware.performance = entry->performance;
   } else if (gib) {
     hardware.memory_bytes = *gib;

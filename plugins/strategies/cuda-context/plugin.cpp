@@ -24,12 +24,22 @@
 //                     with CUDA 11.2 ("the kernels alone take up 1.3GB";
 //                     transformers docs/source/en/model_memory_anatomy.md @
 //                     7d5e65fe). Option module_loading.
-//   cublas_workspace  PyTorch's cuBLAS workspace, allocated through the
-//                     caching allocator per handle and stream: 4096 KiB x 8 =
-//                     32 MiB on Hopper (sm90), 4096 KiB x 2 + 16 KiB x 8 on
-//                     other GPUs (CublasHandlePool.cpp; CUBLAS_WORKSPACE_CONFIG
-//                     overrides). cuBLASLt shares it in recent PyTorch. Default
-//                     32 MiB (one stream).
+//   cublas_workspace  PyTorch's cuBLAS workspaces, allocated through the
+//                     caching allocator, one per cuBLAS handle and stream
+//                     (CublasHandlePool.cpp keys them by (handle, stream), and
+//                     hands out handles per thread). Size by the GPU's
+//                     architecture (hardware.architecture; parseChosenWorkspaceSize
+//                     since PyTorch PR #91564, 2.0): 4096 KiB x 8 = 32 MiB from
+//                     compute capability 9 (Hopper; Blackwell since PR #175344),
+//                     4096 KiB x 2 + 16 KiB x 8 = 8.125 MiB below; ROCm 32 MiB,
+//                     128 MiB on gfx942/gfx950; 32 MiB when the GPU is not
+//                     known. Count: 2 in training (the Python thread's forward
+//                     and the autograd engine's device thread, which runs the
+//                     backward: torch/csrc/autograd/engine.cpp; every H100
+//                     training snapshot in validation/measured/ holds two 32 MiB
+//                     blocks from before its recording), 1 in inference.
+//                     cuBLASLt shares them (unified workspaces). Option
+//                     cublas_workspace_mib gives the total instead.
 //   cudnn_workspace   cuDNN's per-call workspace (convolutions, cuDNN
 //                     attention); transformers on FlashAttention use none.
 //                     Default 0.
@@ -42,6 +52,7 @@
 #include <cmath>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace {
 
@@ -68,7 +79,9 @@ constexpr std::array<memplan_option_spec, 5> kOptions{{
      "\"lazy\"", nullptr},
     {"bytes", MEMPLAN_OPTION_INT, "the CUDA context in bytes, instead of mib", "767 MiB (719 serving)", nullptr},
     {"cublas_workspace_mib", MEMPLAN_OPTION_DOUBLE,
-     "cuBLAS workspace per GPU, in MiB (PyTorch: 32 on Hopper, 8.125 on other GPUs, per stream)", "32", nullptr},
+     "cuBLAS workspaces per GPU in all, in MiB (PyTorch: one per thread and stream that runs GEMMs, 32 MiB each "
+     "from compute capability 9, 8.125 below, 128 on AMD gfx942)",
+     "by the GPU's architecture: 2 workspaces in training, 1 in inference", nullptr},
     {"cudnn_workspace_mib", MEMPLAN_OPTION_DOUBLE, "cuDNN workspace per GPU, in MiB", "0", nullptr},
 }};
 
@@ -79,9 +92,29 @@ double mebibytes(sdk::Options& options, const char* key, double fallback) {
   return value * support::kMiB;
 }
 
+// PyTorch's default cuBLAS workspace for one handle and stream on a GPU of this
+// architecture (aten/src/ATen/cuda/CublasHandlePool.cpp, parseChosenWorkspaceSize):
+// ":4096:8" from compute capability 9 (Hopper since PR #91564, PyTorch 2.0;
+// Blackwell 10.x and 12.x since PR #175344, 2026-02), ":4096:2:16:8" below;
+// under ROCm 32 MiB, 128 MiB on gfx942/gfx950 (MI300X, MI325X, MI355X). An
+// unknown GPU keeps 32 MiB, the Hopper figure the project measured.
+double cublas_workspace_bytes(std::string_view architecture) {
+  constexpr double kLarge = 4096.0 * 8 * 1024;                // 33,554,432 B
+  constexpr double kSmall = 4096.0 * 1024 * 2 + 16.0 * 1024 * 8;  // 8,519,680 B
+  if (architecture.starts_with("sm_") && architecture.size() >= 5) {
+    // "sm_90" -> 9, "sm_100" -> 10: the capability without its last (minor) digit.
+    const std::string_view major = architecture.substr(3, architecture.size() - 4);
+    int value = 0;
+    for (char c : major) value = value * 10 + (c - '0');
+    return value >= 9 ? kLarge : kSmall;
+  }
+  if (architecture == "gfx942" || architecture == "gfx950") return 4 * kLarge;
+  return kLarge;
+}
+
 class CudaContextOverhead {
  public:
-  static constexpr sdk::PluginInfo info{"cuda-context", "1.4.0",
+  static constexpr sdk::PluginInfo info{"cuda-context", "1.5.0",
                                         "CUDA context and cuBLAS/cuDNN workspaces per GPU (PyTorch figures)",
                                         sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -91,7 +124,8 @@ class CudaContextOverhead {
         cublas_name_(options.intern("cublas_workspace")),
         cudnn_name_(options.intern("cudnn_workspace")),
         growth_attr_(options.attribute(MEMPLAN_ATTR_CUDA_CONTEXT_GROWTH)),
-        start_attr_(options.attribute(MEMPLAN_ATTR_CUDA_CONTEXT_START)) {
+        start_attr_(options.attribute(MEMPLAN_ATTR_CUDA_CONTEXT_START)),
+        architecture_attr_(options.attribute(MEMPLAN_ATTR_HARDWARE_ARCHITECTURE)) {
     const std::optional<int64_t> bytes = options.integer("bytes");
     if (bytes && options.number("mib"))
       options.fail("bytes", "gives the context size a second time; set either mib or bytes");
@@ -112,7 +146,10 @@ class CudaContextOverhead {
     // Under eager loading every kernel is resident from the start: nothing grows. A size given is taken as
     // measured after the job ran, so its part above the start-up context is the growth.
     growth_ = loading == "eager" ? 0 : std::max(0.0, context_ - kLazyStartContextMiB * support::kMiB);
-    cublas_ = mebibytes(options, "cublas_workspace_mib", 32);
+    if (options.number("cublas_workspace_mib")) cublas_ = mebibytes(options, "cublas_workspace_mib", 0);
+    // Training runs GEMMs on two threads, each with its own handle: the caller's forward and the autograd
+    // engine's device thread in backward.
+    workspaces_ = options.training() ? 2 : 1;
     cudnn_ = mebibytes(options, "cudnn_workspace_mib", 0);
   }
 
@@ -121,7 +158,9 @@ class CudaContextOverhead {
     // workspaces are tensors the allocator hands out (they count as allocated).
     support::add_bytes_if_any(ctx, {.name = context_name_, .role = sdk::Role::overhead, .pool = sdk::Pool::device,
                                     .bytes = context_});
-    support::add_bytes_if_any(ctx, {.name = cublas_name_, .bytes = cublas_});
+    const double cublas =
+        cublas_ ? *cublas_ : workspaces_ * cublas_workspace_bytes(ctx.attr_string(architecture_attr_, ""));
+    support::add_bytes_if_any(ctx, {.name = cublas_name_, .bytes = cublas});
     support::add_bytes_if_any(ctx, {.name = cudnn_name_, .bytes = cudnn_});
     ctx.set_attr(growth_attr_, static_cast<int64_t>(growth_));
     ctx.set_attr(start_attr_, static_cast<int64_t>(context_ - growth_));
@@ -134,9 +173,11 @@ class CudaContextOverhead {
   sdk::Name cudnn_name_;
   sdk::Attribute growth_attr_;
   sdk::Attribute start_attr_;
+  sdk::Attribute architecture_attr_;
   double context_ = 0;
   double growth_ = 0;  // the context's part loaded after start-up (MEMPLAN_ATTR_CUDA_CONTEXT_GROWTH)
-  double cublas_ = 0;
+  std::optional<double> cublas_;  // cublas_workspace_mib, when given: the total
+  double workspaces_ = 1;          // handles that run GEMMs (threads), one workspace each
   double cudnn_ = 0;
 };
 

@@ -96,6 +96,11 @@
  * NVLink SHARP (multicast), so NCCL can use its NVLS algorithm (HGX H100 and
  * H200 8-GPU boards). */
 #define MEMPLAN_ATTR_HARDWARE_NVLINK_SHARP "hardware.nvlink_sharp"
+/* hardware.architecture (string): the GPU's compute target, "sm_" and NVIDIA's
+ * compute capability without its dot ("sm_80", "sm_90", "sm_100") or AMD's
+ * LLVM target ("gfx942"); absent when the catalog does not give it (a
+ * scenario's own memory_gib). */
+#define MEMPLAN_ATTR_HARDWARE_ARCHITECTURE "hardware.architecture"
 
 /* The weight format the model's checkpoint declares (a Hugging Face
  * config.json's quantization_config), set by the host before plugins are

@@ -24,6 +24,7 @@ struct GpuEntry {
   uint64_t nominal_bytes = 0;  // memory_gib, the vendor's nominal capacity
   std::string cuda_total_source;  // where cuda_total_gib was read ("" when the catalog gives none)
   bool nvlink_sharp = false;  // on an NVSwitch with NVLink SHARP (multicast): NCCL's NVLS algorithm is available
+  std::string architecture;   // the compute target, "sm_90" (NVIDIA compute capability 9.0) or "gfx942" (AMD); "" unknown
   std::string source;
   GpuPerformance performance;  // peaks and bandwidths, with their source (performance.source)
   std::string origin;       // "" for the built-in catalog, else who provides it (CatalogSource::origin)

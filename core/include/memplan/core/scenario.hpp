@@ -22,6 +22,7 @@ struct HardwareSpec {
   SourceLocation cuda_total_location;  // where the scenario gave cuda_total_gib (empty file when it did not)
   std::string label;                // what the report calls it
   bool nvlink_sharp = false;        // the catalog's fact about the GPU's node (hardware.nvlink_sharp)
+  std::string architecture;         // the catalog's compute target (hardware.architecture), "" when unknown
   GpuPerformance performance;       // the catalog's figures, overridden by the scenario's keys
   int64_t count = 0;                // 0 when not given: the strategies' world size
   SourceLocation count_location;
