@@ -30,8 +30,9 @@ std::string library(const std::string& name) { return " (plugin library " + plug
 // 766.8125 MiB, validation/measured/h100-2026-11-26.jsonl) and, in training, two
 // of PyTorch's 32 MiB Hopper cuBLAS workspaces (buffers; no GPU named, so
 // Hopper's size): one per thread that runs GEMMs, the caller's forward and the
-// autograd engine's backward (every H100 training snapshot in
-// validation/measured/ holds two 32 MiB blocks from before its recording):
+// autograd engine's backward (11 of the 12 H100 training snapshots in
+// validation/measured/ hold exactly two 32 MiB blocks from before their
+// recording; OLMo 3 7B's holds more, its weights' blocks of that size among them):
 // 804,257,792 + 67,108,864 bytes, persistent.
 TEST(CudaContext, DefaultsAreShownAsItems) {
   Evaluation e = evaluate_paper(scenario(kNoActivations + "[[strategy]]\nuse = \"cuda-context\"\n"));
@@ -61,6 +62,8 @@ TEST(CudaContext, CublasWorkspaceByArchitecture) {
   };
   EXPECT_EQ(workspaces("h100-sxm-80gb", "train"), 2u * 33'554'432);
   EXPECT_EQ(workspaces("b200-180gb", "train"), 2u * 33'554'432);
+  EXPECT_EQ(workspaces("rtx-5090-32gb", "train"), 2u * 33'554'432);  // sm_120: 12.0
+  EXPECT_EQ(workspaces("v100-sxm-32gb", "train"), 2u * 8'519'680);    // sm_70
   EXPECT_EQ(workspaces("a100-sxm-80gb", "train"), 2u * 8'519'680);
   EXPECT_EQ(workspaces("l40s-48gb", "train"), 2u * 8'519'680);
   EXPECT_EQ(workspaces("t4-16gb", "train"), 2u * 8'519'680);

@@ -87,14 +87,22 @@ TEST(GpuCatalog, ArchitectureIsTheComputeTarget) {
                                                           {"mi300x-192gb", "gfx942"}};
   for (const auto& [name, architecture] : expected) EXPECT_EQ(catalog().find_gpu(name)->architecture, architecture);
   TempDir dir;
-  dir.write("gpus.toml", "[x]\nlabel = \"X\"\nmemory_gib = 24\narchitecture = \"hopper\"\n");
-  try {
-    (void)Catalog::load(dir.path());
-    ADD_FAILURE() << "a malformed architecture was accepted";
-  } catch (const Error& error) {
-    EXPECT_NE(std::string(error.what()).find("'architecture' must name a compute target"), std::string::npos)
-        << error.what();
+  const auto load_error = [&](const std::string& architecture) {
+    dir.write("gpus.toml", "[x]\nlabel = \"X\"\nmemory_gib = 24\narchitecture = \"" + architecture + "\"\n");
+    try {
+      (void)Catalog::load(dir.path());
+    } catch (const Error& error) {
+      return std::string(error.what());
+    }
+    return std::string("(loaded)");
+  };
+  for (const char* malformed : {"hopper", "sm_9", "sm_1000", "sm_9a", "gfx94", "gfx94200"}) {
+    const std::string error = load_error(malformed);
+    EXPECT_NE(error.find("gpus.toml:4:16: error: in [x], 'architecture' must name a compute target"),
+              std::string::npos)
+        << malformed << ": " << error;
   }
+  for (const char* valid : {"sm_70", "sm_120", "gfx90a", "gfx1100"}) EXPECT_EQ(load_error(valid), "(loaded)") << valid;
 }
 
 }  // namespace

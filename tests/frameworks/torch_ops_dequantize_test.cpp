@@ -26,7 +26,9 @@ namespace {
 //   saved per layer: 2 x (4 x 16,777,216 + 3 x 45,088,768) = 2 x 202,375,168 = 404,750,336 B;
 //   recomputed: at down's unpack the six matrices before it are saved,
 //     2 x (67,108,864 + 90,177,536) + 5 x 45,088,768 = 314,572,800 + 225,443,840 = 540,016,640 B
-//     (above the 404,750,336 all seven hold once the recomputation ends).
+//     (above the 404,750,336 all seven hold once the recomputation ends);
+//   a forward that saves, beyond the layer's whole saves: max over i of 5 m_i - 2 (m_i + ... + m_n), at down
+//     5 x 45,088,768 - 2 x 45,088,768 = 135,266,304 B (at up, 225,443,840 - 180,355,072 = 45,088,768).
 // Tensor parallelism over 2 splits every matrix: each figure halves.
 TEST(TorchOpsDequantize, ALayersMatricesStaySavedInFp16) {
   const plugins::TransformerShape x = llama(4096, 32, 32, 11008);
@@ -35,6 +37,7 @@ TEST(TorchOpsDequantize, ALayersMatricesStaySavedInFp16) {
   EXPECT_DOUBLE_EQ(d.forward, 225'443'840.0);
   EXPECT_DOUBLE_EQ(d.saved_per_layer, 404'750'336.0);
   EXPECT_DOUBLE_EQ(d.recomputed, 540'016'640.0);
+  EXPECT_DOUBLE_EQ(d.forward_beside_saves, 135'266'304.0);
   const plugins::TorchOpsDequantize split = plugins::torch_ops_dequantize(x, all, 2);
   EXPECT_DOUBLE_EQ(split.recomputed, 540'016'640.0 / 2);
   // Only the attention packed: q, k, v, o; at o's unpack q, k, v are saved,
@@ -56,7 +59,13 @@ std::string gptq_lora(const std::string& activations, const std::string& strateg
 // unpack (225,443,840, forward_in_layers) and the recomputed layer's
 // 540,016,640 (backward_in_layers): 765,460,480 B. Without recomputation every
 // one of the 32 layers keeps its 404,750,336 B to its backward:
-// 32 x 404,750,336 = 12,952,010,752 B, stored with the layers. The "kernel" default
+// 32 x 404,750,336 = 12,952,010,752 B, stored with the layers, and the
+// forward's moment beyond them 135,266,304. Interleaved pipeline stages scale
+// them as the other saves: pipeline 4 with 2 virtual stages holds 8 layers and
+// (8 micro-batches a step) 4 in flight x 1.375 (Korthikanti et al.'s 1 + (p - 1)/(p v)):
+// 8 x 404,750,336 x 4 x 1.375 = 17,809,014,784 B. Offloaded, the stored
+// weights go to the host, and torchtune's window of two layers holds theirs:
+// the offload window grows by 2 x 404,750,336 = 809,500,672 B. The "kernel" default
 // (bitsandbytes' MatMul4Bit, AutoGPTQ's tritonv2) holds the largest matrix,
 // 2 x 45,088,768 = 90,177,536 B, in forward and again in backward.
 TEST(TorchOpsDequantize, ThroughTheMegatronPlugin) {
@@ -67,10 +76,20 @@ TEST(TorchOpsDequantize, ThroughTheMegatronPlugin) {
   };
   EXPECT_EQ(dequantized(gptq_lora(torch_ops, recompute)), 765'460'480u);
   const Evaluation stored = evaluate_paper(gptq_lora(torch_ops, ""));
-  EXPECT_EQ(stored.item_bytes("activations.dequantized_weight", MEMPLAN_ROLE_ACTIVATIONS), 225'443'840u);
+  EXPECT_EQ(stored.item_bytes("activations.dequantized_weight", MEMPLAN_ROLE_ACTIVATIONS), 135'266'304u);
   EXPECT_EQ(stored.item_bytes("layers.0-31.activations.dequantized_weight", MEMPLAN_ROLE_ACTIVATIONS),
             uint64_t{32} * 404'750'336);
   EXPECT_EQ(dequantized(gptq_lora("", recompute)), 2u * 90'177'536);
+  std::string pipeline = gptq_lora(torch_ops, "[[strategy]]\nuse = \"pipeline-parallel\"\nsize = 4\nvirtual_stages = 2\n");
+  pipeline.replace(pipeline.find("seq_len = 256\n"), 14, "seq_len = 256\ngrad_accum = 8\n");
+  const Evaluation interleaved = evaluate_paper(pipeline);
+  EXPECT_EQ(interleaved.item_bytes("layers.0-7.activations.dequantized_weight", MEMPLAN_ROLE_ACTIVATIONS),
+            17'809'014'784u);
+  const auto window = [](const std::string& dequantize) {
+    return evaluate_paper(gptq_lora("offload = true\n" + dequantize, ""))
+        .item_bytes("activations.offload_window", MEMPLAN_ROLE_ACTIVATIONS);
+  };
+  EXPECT_EQ(window(torch_ops) - window(""), 2u * 2 * 404'750'336);  // the window in forward and in backward
 }
 
 TEST(TorchOpsDequantize, Errors) {

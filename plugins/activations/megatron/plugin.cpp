@@ -483,6 +483,21 @@ class MegatronActivations {
     const double dense_bytes = dense_layers > 0 ? memplan::plugins::stored_bytes_per_layer(dense, settings) *
                                                       static_cast<double>(inflight) * factor / context
                                                 : 0;
+    // packed_dequantize = "torch-ops" (torch_ops_dequantize.hpp): the matmuls save each layer's fp16 weights. A
+    // layer that is not recomputed keeps them from its forward to its backward, per micro-batch in flight and
+    // scaled like the other saves by an interleaved schedule, not split by context parallelism (every rank
+    // multiplies the whole matrices); offloading moves them with the other saves. Dense layers only (experts
+    // are refused with the option).
+    const bool layer_recomputed =
+        settings.recompute == RecomputePolicy::full || settings.recompute == RecomputePolicy::per_op;
+    const memplan::plugins::TorchOpsDequantize dequantized =
+        torch_ops_dequantize_
+            ? memplan::plugins::torch_ops_dequantize(
+                  shape, {facts.packed_attention_in, facts.packed_attention_out, facts.packed_mlp},
+                  settings.tensor_parallel)
+            : memplan::plugins::TorchOpsDequantize{};
+    const double dequantized_stored =
+        layer_recomputed ? 0.0 : dequantized.saved_per_layer * static_cast<double>(inflight) * factor;
     memplan::sdk::Device stored_device = memplan::sdk::Device::gpu;
     if (offload_) {
       // torchtune training/_activation_offloading.py (OffloadActivations): each
@@ -491,7 +506,7 @@ class MegatronActivations {
       // the current one runs: the GPU holds the layer in flight and the one
       // being copied, in forward and in backward (with dense and MoE layers,
       // the largest two neighbours).
-      double window = stored_bytes * std::min<double>(2, static_cast<double>(stage_layers));
+      double window = (stored_bytes + dequantized_stored) * std::min<double>(2, static_cast<double>(stage_layers));
       if (dense_layers > 0) {
         window = dense_bytes * std::min<double>(2, static_cast<double>(dense_layers));
         if (routed_layers > 0)
@@ -505,7 +520,8 @@ class MegatronActivations {
       // (torchtune) or a reload buffer stands beside the last layer's input (Unsloth from 2025.3.2); one where
       // each layer's input comes back when its backward starts and goes on return (Unsloth before 2025.3.2:
       // Unsloth_Offloaded_Gradient_Checkpointer.backward), the largest of the stage's kinds of layer.
-      const double largest = std::max(dense_layers > 0 ? dense_bytes : 0.0, routed_layers > 0 ? stored_bytes : 0.0);
+      const double largest = std::max(dense_layers > 0 ? dense_bytes : 0.0,
+                                      routed_layers > 0 ? stored_bytes + dequantized_stored : 0.0);
       const double layers = static_cast<double>(stage_layers);
       const double backward_window =
           offload_backward_layers_ < 2
@@ -680,16 +696,14 @@ class MegatronActivations {
       ctx.fail("packed_dequantize = \"torch-ops\" sizes the layers' packed projections; a packed LM head is not "
                "modelled with it: keep the head unquantized or use \"kernel\"");
     if (torch_ops_dequantize_) {
-      // torch_ops_dequantize.hpp: the matmuls save each layer's fp16 weights. A layer that is not recomputed
-      // keeps them from its forward to its backward, per micro-batch in flight (stored, moved to the host with
-      // the other saves under offload); a recomputed one (reentrant checkpointing runs the first forward under
-      // no_grad, where nothing is saved) holds them while backward recomputes it, beside the next matrix's unpack.
-      const memplan::plugins::TorchOpsDequantize dequantized = memplan::plugins::torch_ops_dequantize(
-          shape, {facts.packed_attention_in, facts.packed_attention_out, facts.packed_mlp}, settings.tensor_parallel);
-      add_outside(ctx, names_.dequantized_weight, dequantized.forward, memplan::sdk::Lifetime::forward_in_layers);
-      const bool recomputed =
-          settings.recompute == RecomputePolicy::full || settings.recompute == RecomputePolicy::per_op;
-      if (recomputed)
+      // A recomputed layer (reentrant checkpointing runs the first forward under no_grad, where nothing is saved)
+      // holds its weights while backward recomputes it, beside the next matrix's unpack; the forward holds the
+      // largest unpack. A layer that is not recomputed stores them (dequantized_stored, above), and the forward's
+      // moment adds only what the unpack holds beyond the layer's saves.
+      add_outside(ctx, names_.dequantized_weight,
+                  layer_recomputed ? dequantized.forward : dequantized.forward_beside_saves,
+                  memplan::sdk::Lifetime::forward_in_layers);
+      if (layer_recomputed)
         add_outside(ctx, names_.dequantized_weight, dequantized.recomputed,
                     memplan::sdk::Lifetime::backward_in_layers);
       else if (stage_layers > 0)
@@ -699,7 +713,7 @@ class MegatronActivations {
                                           .device = stored_device,
                                           .layer = facts.first_layer,
                                           .count = stage_layers,
-                                          .bytes = dequantized.saved_per_layer * static_cast<double>(inflight)});
+                                          .bytes = dequantized_stored});
     }
     const double layer_matrix = facts.packed_linear && !torch_ops_dequantize_
                                     ? largest_linear_matrix(model, settings.tensor_parallel)

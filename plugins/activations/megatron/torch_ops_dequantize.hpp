@@ -38,6 +38,10 @@ struct TorchOpsDequantize {
   double forward = 0;          // a forward that saves nothing (no_grad): the largest matrix's unpack
   double saved_per_layer = 0;  // what one layer's forward leaves saved for its backward
   double recomputed = 0;       // the high point while backward recomputes one layer
+  // A forward that saves (no recomputation), beyond the layer's own saves counted whole: at matrix i's unpack
+  // the layer has saved the matrices before i, so the moment exceeds the whole layer's saves by
+  // 5 m_i - 2 (m_i + ... + m_n), at least 0.
+  double forward_beside_saves = 0;
 };
 
 inline constexpr double kTorchOpsUnpackBytes = 4 + 1;  // the int32 shift and its int8 cast, per element
@@ -61,12 +65,19 @@ inline TorchOpsDequantize torch_ops_dequantize(const TransformerShape& x, Packed
   double saved_before = 0;  // elements the recomputation has saved when the next matrix is unpacked
   for (int i = 0; i < n; ++i) {
     result.forward = std::max(result.forward, kTorchOpsUnpackBytes * matrices[i]);
+    // The unpack (5 B an element) outweighs the matrix's own saved copy (2 B): the last unpack is never below
+    // the layer's whole saves, so this is the recomputed layer's high point.
     result.recomputed =
         std::max(result.recomputed, kTorchOpsWeightBytes * saved_before + kTorchOpsUnpackBytes * matrices[i]);
     saved_before += matrices[i];
   }
   result.saved_per_layer = kTorchOpsWeightBytes * saved_before;
-  result.recomputed = std::max(result.recomputed, result.saved_per_layer);
+  double saved_from = 0;  // elements of matrices i..n
+  for (int i = n - 1; i >= 0; --i) {
+    saved_from += matrices[i];
+    result.forward_beside_saves = std::max(result.forward_beside_saves,
+                                           kTorchOpsUnpackBytes * matrices[i] - kTorchOpsWeightBytes * saved_from);
+  }
   return result;
 }
 

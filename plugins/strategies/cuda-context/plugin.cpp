@@ -35,9 +35,10 @@
 //                     128 MiB on gfx942/gfx950; 32 MiB when the GPU is not
 //                     known. Count: 2 in training (the Python thread's forward
 //                     and the autograd engine's device thread, which runs the
-//                     backward: torch/csrc/autograd/engine.cpp; every H100
-//                     training snapshot in validation/measured/ holds two 32 MiB
-//                     blocks from before its recording), 1 in inference.
+//                     backward: torch/csrc/autograd/engine.cpp; 11 of the 12
+//                     H100 training snapshots in validation/measured/ hold two
+//                     32 MiB blocks from before their recording, the twelfth
+//                     more, its weights among them), 1 in inference.
 //                     cuBLASLt shares them (unified workspaces). Option
 //                     cublas_workspace_mib gives the total instead.
 //   cudnn_workspace   cuDNN's per-call workspace (convolutions, cuDNN
@@ -50,6 +51,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -97,7 +99,10 @@ double mebibytes(sdk::Options& options, const char* key, double fallback) {
 // ":4096:8" from compute capability 9 (Hopper since PR #91564, PyTorch 2.0;
 // Blackwell 10.x and 12.x since PR #175344, 2026-02), ":4096:2:16:8" below;
 // under ROCm 32 MiB, 128 MiB on gfx942/gfx950 (MI300X, MI325X, MI355X). An
-// unknown GPU keeps 32 MiB, the Hopper figure the project measured.
+// unknown GPU keeps 32 MiB, the Hopper figure the project measured. The rule is
+// current PyTorch's: releases before PR #175344 gave Blackwell 8.125 MiB (set
+// cublas_workspace_mib = 16.25 for training there), and before PR #91564 (2.0)
+// every GPU had cuBLAS's own default.
 double cublas_workspace_bytes(std::string_view architecture) {
   constexpr double kLarge = 4096.0 * 8 * 1024;                // 33,554,432 B
   constexpr double kSmall = 4096.0 * 1024 * 2 + 16.0 * 1024 * 8;  // 8,519,680 B
@@ -108,7 +113,10 @@ double cublas_workspace_bytes(std::string_view architecture) {
     for (char c : major) value = value * 10 + (c - '0');
     return value >= 9 ? kLarge : kSmall;
   }
-  if (architecture == "gfx942" || architecture == "gfx950") return 4 * kLarge;
+  // ROCm matches targets by prefix (getCUDAHooks().isGPUArch): {"gfx94", "gfx95"} in the release that gave MI300
+  // 128 MiB, {"gfx942", "gfx950", "gfx1250"} later; the two agree on every target but gfx940/941 and gfx1250.
+  for (std::string_view prefix : {"gfx94", "gfx95", "gfx1250"})
+    if (architecture.starts_with(prefix)) return 4 * kLarge;
   return kLarge;
 }
 
