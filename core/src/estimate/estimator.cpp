@@ -177,10 +177,8 @@ Estimator::Estimator(const Scenario& scenario, const PluginRegistry& registry)
   memory_fraction_slot_ = attribute_slot(host_->ctx, MEMPLAN_ATTR_MEMORY_FRACTION);
   data_ranks_slot_ = attribute_slot(host_->ctx, MEMPLAN_ATTR_RANKS_DATA);
   if (scenario.hardware.nvlink_sharp) nvlink_sharp_slot_ = attribute_slot(host_->ctx, MEMPLAN_ATTR_HARDWARE_NVLINK_SHARP);
-  if (!scenario.hardware.architecture.empty()) {
-    architecture_ = scenario.hardware.architecture;
+  if (!scenario.hardware.architecture.empty())
     architecture_slot_ = attribute_slot(host_->ctx, MEMPLAN_ATTR_HARDWARE_ARCHITECTURE);
-  }
   // A descriptor of ABI 1.0, or one that does not declare what it reads, may read anything.
   constexpr uint32_t kBatchFields = MEMPLAN_READS_MICRO_BATCH | MEMPLAN_READS_SEQ_LEN;
   while (resume_at_ < plugins_.size()) {
@@ -334,7 +332,7 @@ void Estimator::publish_hardware() {
   if (architecture_slot_ != kNoSlot) {
     memplan_attribute& attribute = host_->ctx.attributes[architecture_slot_];
     attribute.type = memplan_attribute::Type::text;
-    attribute.text = architecture_;  // same length each time: no allocation after the first
+    attribute.text = scenario_.hardware.architecture;  // same length each time: no allocation after the first
     attribute.set_by = -1;
   }
 }

@@ -689,13 +689,13 @@ class MegatronActivations {
         facts.packed_head ? static_cast<double>(model.vocab) * static_cast<double>(model.hidden) /
                                 settings.tensor_parallel
                           : 0;
-    if (torch_ops_dequantize_ && !facts.packed_linear)
-      ctx.fail("packed_dequantize = \"torch-ops\" sizes linear layers packed below one byte, and the plan has none: "
-               "give [precision] a 2-, 3- or 4-bit format (gptq, awq, nf4, int4), or remove the option");
-    if (torch_ops_dequantize_ && facts.packed_head)
-      ctx.fail("packed_dequantize = \"torch-ops\" sizes the layers' packed projections; a packed LM head is not "
-               "modelled with it: keep the head unquantized or use \"kernel\"");
     if (torch_ops_dequantize_) {
+      if (!facts.packed_linear)
+        ctx.fail("packed_dequantize = \"torch-ops\" sizes linear layers packed below one byte, and the plan has "
+                 "none: give [precision] a 2-, 3- or 4-bit format (gptq, awq, nf4, int4), or remove the option");
+      if (facts.packed_head)
+        ctx.fail("packed_dequantize = \"torch-ops\" sizes the layers' packed projections; a packed LM head is not "
+                 "modelled with it: keep the head unquantized or use \"kernel\"");
       // A recomputed layer (reentrant checkpointing runs the first forward under no_grad, where nothing is saved)
       // holds its weights while backward recomputes it, beside the next matrix's unpack; the forward holds the
       // largest unpack. A layer that is not recomputed stores them (dequantized_stored, above), and the forward's

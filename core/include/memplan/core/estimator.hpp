@@ -130,7 +130,6 @@ class Estimator {
   size_t data_ranks_slot_ = 0;       // ranks.data: the data replicas, for the job's tokens per step
   size_t nvlink_sharp_slot_ = kNoSlot;  // hardware.nvlink_sharp, when the GPU has it
   size_t architecture_slot_ = kNoSlot;  // hardware.architecture, when the catalog gives it
-  std::string architecture_;
   // Facts about the model that plugins read as attributes (model.quantization.*,
   // conventions.h): set by the host before plugins are created and before each evaluation.
   struct ModelFact {
