@@ -15,6 +15,7 @@ memplan_add_test(test_frameworks
   frameworks/hf_measured_layers_test.cpp
   frameworks/stream_pools_test.cpp
   frameworks/loss_segments_test.cpp
+  frameworks/varying_lengths_test.cpp
   frameworks/validate_test.cpp
   frameworks/run_dates_test.cpp
   frameworks/torchtune_readme_test.cpp)

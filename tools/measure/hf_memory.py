@@ -74,12 +74,18 @@ SHAPES = {
                       tie_word_embeddings=True, max_position_embeddings=8192, rms_norm_eps=1e-6,
                       sliding_window=4096, query_pre_attn_scalar=256, attn_logit_softcapping=50.0,
                       final_logit_softcapping=30.0),
+    # Qwen-1_8B's shape (its config.json: 24 layers, hidden 2048, 16 heads, intermediate_size 11008 halved
+    # into w1/w2 of 5504, vocab 151936, untied head, biases on q/k/v) in transformers' Qwen2 classes, whose
+    # layer is Qwen-1's with separate q/k/v projections: the ms-swift benchmark's qwen-1_8b-chat rows.
+    "qwen-1.8b": dict(arch="qwen2", vocab_size=151936, hidden_size=2048, intermediate_size=5504,
+                      num_hidden_layers=24, num_attention_heads=16, num_key_value_heads=16,
+                      tie_word_embeddings=False, max_position_embeddings=8192, rms_norm_eps=1e-6),
 }
 
 # transformers' config and model classes per architecture.
 CLASSES = {"llama": ("LlamaConfig", "LlamaForCausalLM"), "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
            "olmo3": ("Olmo3Config", "Olmo3ForCausalLM"), "gemma3_text": ("Gemma3TextConfig", "Gemma3ForCausalLM"),
-           "gemma2": ("Gemma2Config", "Gemma2ForCausalLM")}
+           "gemma2": ("Gemma2Config", "Gemma2ForCausalLM"), "qwen2": ("Qwen2Config", "Qwen2ForCausalLM")}
 
 # The jobs. kind "train": PEFT MetaMathQA's loop (method_comparison/MetaMathQA/run.py):
 # zero_grad (set_to_none), outputs = model(**batch, num_items_in_batch=n) kept until the
@@ -154,6 +160,36 @@ JOBS = [
     # the linears' inputs for their weight gradients), bf16 weights and AdamW states.
     dict(name="llama-3.2-3b-trainer-full-gcdefault-bs4-s2048", shape="llama-3.2-3b", kind="trainer",
          method="full", batch=4, seq=2048, gc=True, gc_kwargs=None, bf16=True, snapshot=True),
+    # Dynamic shapes (2026-11-28): ms-swift's benchmark (validation/SWIFT-*) runs batch 1 with truncation
+    # 'delete', so every sample runs at its own length, and reads max_memory_reserved over the whole run.
+    # The same Trainer job at a fixed length and at lengths drawn per sample, the peaks never reset
+    # (reset_peaks False), to see what the caching allocator keeps when request sizes change step by step.
+    # "lengths": the kept samples' lengths: a normal of the dataset's token statistics (cls-fudan-news-zh
+    # under the Qwen tokenizer: 3234.4 +- 2547.5, min 91) cut to [lo, hi], or uniform on [lo, hi]; GA 16 and
+    # reentrant checkpointing with the inputs' require-grad hook, as ms-swift 97e4d198b's sft.py runs them.
+    dict(name="qwen-1.8b-trainer-lora-r8-qkv-gcre-ga16-bs1-s2048-fixed", shape="qwen-1.8b", kind="trainer",
+         method="lora", r=8, alpha=32, dropout=0.05, targets=["q_proj", "k_proj", "v_proj"], batch=1, seq=2048,
+         gc=True, gc_kwargs={"use_reentrant": True}, bf16=True, ga=16, steps=3, reset_peaks=False),
+    dict(name="qwen-1.8b-trainer-lora-r8-qkv-gcre-ga16-bs1-dyn2048", shape="qwen-1.8b", kind="trainer",
+         method="lora", r=8, alpha=32, dropout=0.05, targets=["q_proj", "k_proj", "v_proj"], batch=1, seq=2048,
+         gc=True, gc_kwargs={"use_reentrant": True}, bf16=True, ga=16, steps=8, reset_peaks=False,
+         lengths=dict(kind="normal", mean=3234.4, sd=2547.5, lo=91, hi=2048, seed=1)),
+    dict(name="qwen-1.8b-trainer-lora-r8-qkv-gcre-ga16-bs1-dyn512", shape="qwen-1.8b", kind="trainer",
+         method="lora", r=8, alpha=32, dropout=0.05, targets=["q_proj", "k_proj", "v_proj"], batch=1, seq=512,
+         gc=True, gc_kwargs={"use_reentrant": True}, bf16=True, ga=16, steps=8, reset_peaks=False,
+         lengths=dict(kind="normal", mean=3234.4, sd=2547.5, lo=91, hi=512, seed=1)),
+    dict(name="qwen-1.8b-trainer-lora-r8-qkv-gcre-ga16-bs1-s512-fixed", shape="qwen-1.8b", kind="trainer",
+         method="lora", r=8, alpha=32, dropout=0.05, targets=["q_proj", "k_proj", "v_proj"], batch=1, seq=512,
+         gc=True, gc_kwargs={"use_reentrant": True}, bf16=True, ga=16, steps=3, reset_peaks=False),
+    dict(name="qwen-1.8b-trainer-lora-r8-qkv-gcre-ga16-bs1-dyn2048-expandable", shape="qwen-1.8b",
+         kind="trainer", method="lora", r=8, alpha=32, dropout=0.05, targets=["q_proj", "k_proj", "v_proj"],
+         batch=1, seq=2048, gc=True, gc_kwargs={"use_reentrant": True}, bf16=True, ga=16, steps=8,
+         reset_peaks=False, env={"PYTORCH_ALLOC_CONF": "expandable_segments:True"},
+         lengths=dict(kind="normal", mean=3234.4, sd=2547.5, lo=91, hi=2048, seed=1)),
+    dict(name="qwen-1.8b-trainer-lora-r8-qkv-gcre-ga16-bs1-uni2048", shape="qwen-1.8b", kind="trainer",
+         method="lora", r=8, alpha=32, dropout=0.05, targets=["q_proj", "k_proj", "v_proj"], batch=1, seq=2048,
+         gc=True, gc_kwargs={"use_reentrant": True}, bf16=True, ga=16, steps=20, reset_peaks=False,
+         lengths=dict(kind="uniform", lo=91, hi=2048, seed=1)),
 ]
 
 MARKS = ["forward", "loss_ready", "backward_done", "clipped", "stepped"]
@@ -217,6 +253,33 @@ def load_model(job, path):
     dtype = torch.float32 if job.get("weights") == "fp32" else torch.bfloat16
     return transformers.AutoModelForCausalLM.from_pretrained(
         path, dtype=dtype, device_map="cuda", attn_implementation=job.get("attn", "sdpa"))
+
+
+def sample_lengths(spec, seq, count):
+    """Per-sample token counts: all `seq` without a spec, else drawn with a fixed seed (see JOBS)."""
+    if not spec:
+        return [seq] * count
+    import random
+    rng = random.Random(spec.get("seed", 0))
+    out = []
+    while len(out) < count:
+        if spec["kind"] == "uniform":
+            n = rng.randint(spec["lo"], spec["hi"])
+        else:
+            n = int(round(rng.gauss(spec["mean"], spec["sd"])))
+            if n < spec["lo"] or n > spec["hi"]:
+                continue  # truncation 'delete': samples outside are dropped
+        out.append(n)
+    return out
+
+
+def segment_list():
+    """The caching allocator's segments: [total, allocated, stream, blocks], largest first (at most 300)."""
+    import torch
+    segs = [[s["total_size"], s["allocated_size"], s.get("stream", 0), len(s.get("blocks", []))]
+            for s in torch.cuda.memory_snapshot()]
+    segs.sort(key=lambda x: -x[0])
+    return segs[:300]
 
 
 def make_batch(job, vocab):
@@ -370,6 +433,8 @@ def trainer(job, model, out_dir, rec):
     """The Trainer's own loop (compute_loss returns the loss only), its default optimizer, 3 steps."""
     import torch
     import transformers
+    if job.get("gc") and (job.get("gc_kwargs") or {}).get("use_reentrant"):
+        model.enable_input_require_grads()  # as ms-swift's sft.py: reentrant checkpoints need an input with grad
     if job["method"] == "lora":
         import peft
         cfg = peft.LoraConfig(r=job["r"], lora_alpha=job["alpha"], lora_dropout=job.get("dropout", 0.0),
@@ -379,21 +444,32 @@ def trainer(job, model, out_dir, rec):
     rec["trainable_dtypes"] = sorted({str(p.dtype) for p in model.parameters() if p.requires_grad})
     vocab = SHAPES[job["shape"]]["vocab_size"]
 
+    lengths = sample_lengths(job.get("lengths"), job["seq"], 4000)
+    served = []
+
     class Random(torch.utils.data.Dataset):
         def __len__(self):
-            return 1000
+            return len(lengths)
 
         def __getitem__(self, i):
-            ids = torch.randint(0, vocab, (job["seq"],))
+            ids = torch.randint(0, vocab, (lengths[i],))
+            served.append(lengths[i])
             return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids.clone()}
 
     steps = []
+    substeps = []
     recorded = {}
+    reset_peaks = job.get("reset_peaks", True)
 
     class Memory(transformers.TrainerCallback):
+        def on_substep_end(self, args, state, control, **kwargs):
+            substeps.append([torch.cuda.memory_reserved(), torch.cuda.max_memory_reserved(),
+                             torch.cuda.max_memory_allocated()])
+
         def on_step_begin(self, args, state, control, **kwargs):
             torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
+            if reset_peaks:
+                torch.cuda.reset_peak_memory_stats()
             if job.get("snapshot") and len(steps) == 2:  # the third (last) step, as the train kind records
                 recorded["baseline"] = torch.cuda.memory_allocated()
                 torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python",
@@ -401,6 +477,8 @@ def trainer(job, model, out_dir, rec):
 
         def on_step_end(self, args, state, control, **kwargs):
             torch.cuda.synchronize()
+            substeps.append([torch.cuda.memory_reserved(), torch.cuda.max_memory_reserved(),
+                             torch.cuda.max_memory_allocated()])
             steps.append({"step": len(steps), "max_allocated": torch.cuda.max_memory_allocated(),
                           "max_reserved": torch.cuda.max_memory_reserved(),
                           "allocated": torch.cuda.memory_allocated(), "reserved": torch.cuda.memory_reserved(),
@@ -415,7 +493,8 @@ def trainer(job, model, out_dir, rec):
     gc_kwargs = job.get("gc_kwargs", {"use_reentrant": False}) if job.get("gc") else None
     args = transformers.TrainingArguments(
         output_dir="/tmp/memplan-trainer", per_device_train_batch_size=job["batch"], max_steps=job.get("steps", 3),
-        bf16=bool(job.get("bf16")), gradient_checkpointing=bool(job.get("gc")), logging_steps=1,
+        gradient_accumulation_steps=job.get("ga", 1), logging_steps=1000,
+        bf16=bool(job.get("bf16")), gradient_checkpointing=bool(job.get("gc")),
         gradient_checkpointing_kwargs=gc_kwargs,
         save_strategy="no", report_to=[], dataloader_num_workers=0, disable_tqdm=True)
     rec["trainer_optim"] = str(args.optim)
@@ -428,6 +507,12 @@ def trainer(job, model, out_dir, rec):
     rec["gradient_checkpointing_func"] = repr(getattr(gc_func, "keywords", gc_func))
     rec["use_cache_after"] = str(getattr(getattr(t.model, "config", None), "use_cache", None))
     rec["steps"] = steps
+    # per micro-batch: [reserved, max reserved, max allocated]; the lengths in the order the dataset served
+    # them (the Trainer fetches an optimizer step's micro-batches ahead, accelerate one batch more); the
+    # segments the run ends with.
+    rec["substeps"] = substeps
+    rec["served_lengths"] = served
+    rec["segments_at_end"] = segment_list()
 
 
 def generate(job, model, rec):
@@ -577,6 +662,7 @@ def main():
     ap.add_argument("--models", default="/tmp/memplan-models")
     ap.add_argument("--only", default="")
     ap.add_argument("--job-timeout", type=int, default=150)
+    ap.add_argument("--no-context", action="store_true", help="skip the CUDA context probe")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     os.makedirs(args.models, exist_ok=True)
@@ -586,15 +672,19 @@ def main():
     def sub(mode, arg):
         t0 = time.perf_counter()
         try:
+            env = dict(os.environ)
+            if mode == "job":
+                env.update(next(j for j in JOBS if j["name"] == arg).get("env", {}))
             done = subprocess.run([sys.executable, me, "--child", mode, arg, args.models, args.out],
-                                  timeout=args.job_timeout, capture_output=True, text=True)
+                                  timeout=args.job_timeout, capture_output=True, text=True, env=env)
             tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
             print(f"[{time.perf_counter() - t0:6.1f} s] {mode} {arg}: rc {done.returncode} " + " | ".join(tail),
                   flush=True)
         except subprocess.TimeoutExpired:
             print(f"[{time.perf_counter() - t0:6.1f} s] {mode} {arg}: TIMEOUT", flush=True)
 
-    sub("context", "-")
+    if not args.no_context:
+        sub("context", "-")
     for job in wanted:
         if not os.path.exists(os.path.join(args.models, job["shape"], "config.json")):
             sub("make", job["shape"])

@@ -70,9 +70,14 @@ inline bool loss_order_known(CrossEntropy mode) {
 // log-softmax and their gradients; the slice's gradient and the cast back
 // are whole again). Returns how many it wrote (0 where the order is not
 // known, or `out` is too small).
+//
+// `scales`, where given (one per step, at least `steps`), multiplies the
+// step's logits and shifted elements: steps of varying lengths (a batch of
+// 1 at each sample's own length, or padded to each batch's longest).
 template <size_t N>
 size_t loss_path_requests(CrossEntropy mode, double p, bool output_held, int steps, double elements, double shifted,
-                          std::array<support::AllocatorRequest, N>& out, bool softcap = false) {
+                          std::array<support::AllocatorRequest, N>& out, bool softcap = false,
+                          std::span<const double> scales = {}) {
   using Request = support::AllocatorRequest;
   if (!loss_order_known(mode)) return 0;
   size_t count = 0;
@@ -84,13 +89,15 @@ size_t loss_path_requests(CrossEntropy mode, double p, bool output_held, int ste
     }
     out[count++] = Request{kind, id, bytes};
   };
+  if (!scales.empty() && scales.size() < static_cast<size_t>(steps)) return 0;
   const bool shifted_path = mode != CrossEntropy::upcast_in_loss;
+  double scale = 1;  // this step's length against `elements`'
   const double derived = shifted_path ? shifted : elements;  // the shifted copy's elements and what derives from it
   const auto allocate = [&](uint32_t id, double bytes_per_element) {
-    push(Request::Kind::allocate, id, bytes_per_element * elements);
+    push(Request::Kind::allocate, id, bytes_per_element * elements * scale);
   };
   const auto allocate_derived = [&](uint32_t id, double bytes_per_element) {
-    push(Request::Kind::allocate, id, bytes_per_element * derived);
+    push(Request::Kind::allocate, id, bytes_per_element * derived * scale);
   };
   const auto release = [&](uint32_t id) { push(Request::Kind::free, id, 0); };
   const bool cast = p < 4;  // .float() of fp32 logits returns them: no copy, no cast back
@@ -101,6 +108,7 @@ size_t loss_path_requests(CrossEntropy mode, double p, bool output_held, int ste
   };
   constexpr uint32_t kTensors = 15;
   for (int step = 0; step < steps; ++step) {
+    scale = scales.empty() ? 1.0 : scales[static_cast<size_t>(step)];
     const auto id = [&](Tensor tensor, int at) { return static_cast<uint32_t>(at) * kTensors + tensor; };
     // The head's output in p: with soft-capping, the product of the capping chain (tanh's output saved).
     const auto head_output = [&](Tensor as) {
@@ -177,6 +185,45 @@ inline double loss_segments(CrossEntropy mode, double p, bool output_held, doubl
   const support::AllocatorReplay replay =
       support::replay_caching_allocator(std::span<const support::AllocatorRequest>(requests.data(), count));
   return replay.valid ? replay.reserved : 0;
+}
+
+// What the loss path's segments do when steps differ in length: a step
+// longer than every one before finds no cached block large enough for its
+// logits-sized requests and maps new segments, while the smaller segments of
+// earlier steps stay (nothing returns them; they serve the shorter steps).
+// Measured on an H100 (validation/measured/h100-2026-11-28-dynamic.jsonl):
+// each such step left three new fp32-sized segments beside the older ones.
+struct LossPathGrowth {
+  double first = 0;   // bytes the first step maps, at `elements`
+  double longer = 0;  // bytes a step at `elements` maps after steps a little shorter
+  int segments = 0;   // how many segments that longer step maps
+};
+
+// The replay behind LossPathGrowth: one step at `elements`; three steps at
+// 95 % of it and one at it (the 16-bit requests then fit the shorter steps'
+// fp32 blocks, as they do in a run). All zero where the order is not known
+// or the replay cannot take it.
+inline LossPathGrowth loss_path_growth(CrossEntropy mode, double p, bool output_held, double elements,
+                                       double shifted, bool softcap = false) {
+  constexpr double kShorter = 0.95;
+  std::array<support::AllocatorRequest, 128> requests{};
+  const size_t first_count = loss_path_requests(mode, p, output_held, 1, elements, shifted, requests, softcap);
+  if (first_count == 0) return {};
+  const support::AllocatorReplay first =
+      support::replay_caching_allocator(std::span<const support::AllocatorRequest>(requests.data(), first_count));
+  const std::array<double, 4> scales{kShorter, kShorter, kShorter, 1.0};
+  const size_t before_count = loss_path_requests(mode, p, output_held, 3, elements, shifted, requests, softcap,
+                                                 std::span<const double>(scales.data(), 3));
+  if (before_count == 0) return {};
+  const support::AllocatorReplay before =
+      support::replay_caching_allocator(std::span<const support::AllocatorRequest>(requests.data(), before_count));
+  const size_t after_count =
+      loss_path_requests(mode, p, output_held, 4, elements, shifted, requests, softcap, scales);
+  if (after_count == 0) return {};
+  const support::AllocatorReplay after =
+      support::replay_caching_allocator(std::span<const support::AllocatorRequest>(requests.data(), after_count));
+  if (!first.valid || !before.valid || !after.valid) return {};
+  return {first.reserved, after.reserved - before.reserved, after.segments - before.segments};
 }
 
 }  // namespace memplan::plugins

@@ -224,7 +224,7 @@ constexpr std::array<LossMode, 14> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.27.0",
+      "megatron", "1.28.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -879,7 +879,18 @@ class MegatronActivations {
     // What the loss path's logits-sized segments settle at, where the order of
     // its requests is known (loss_requests.hpp), for the allocator's model
     // (attributes start unset each evaluation: absent elsewhere).
-    if (loss_segments > 0) ctx.set_attr(attributes_.loss_segments, loss_segments);
+    if (loss_segments > 0) {
+      ctx.set_attr(attributes_.loss_segments, loss_segments);
+      // What the path maps at a first step and at a step longer than all
+      // before, for an allocator model of runs whose lengths vary
+      // (loss_requests.hpp loss_path_growth; support/varying_lengths.hpp).
+      const LossSegmentsMemo& memo = loss_segments_memo_;
+      if (memo.growth.segments > 0) {
+        ctx.set_attr(attributes_.loss_first_step, memo.growth.first);
+        ctx.set_attr(attributes_.loss_longer_step, memo.growth.longer);
+        ctx.set_attr(attributes_.loss_longer_segments, static_cast<double>(memo.growth.segments));
+      }
+    }
     // A tied embedding is one leaf used twice in one graph where the stage holds both ends, with one
     // AccumulateGrad node: the LM head's gradient (backward's start) waits in that node's input buffer, and at
     // backward's end the embedding's backward (embedding_dense_backward: a whole vocabulary x hidden
@@ -945,7 +956,9 @@ class MegatronActivations {
     if (bytes != memo.bytes || elements != memo.elements)
       memo = {bytes, elements,
               memplan::plugins::loss_segments(cross_entropy_, bytes, output_held_, elements, elements,
-                                              model_.final_logit_softcapping > 0)};
+                                              model_.final_logit_softcapping > 0),
+              memplan::plugins::loss_path_growth(cross_entropy_, bytes, output_held_, elements, elements,
+                                                 model_.final_logit_softcapping > 0)};
     return memo.segments;
   }
 
@@ -1016,12 +1029,16 @@ class MegatronActivations {
           pipeline_merged_outputs(options.attribute(MEMPLAN_ATTR_PIPELINE_MERGED_OUTPUTS)),
           context_kv_allgather(options.attribute(MEMPLAN_ATTR_CONTEXT_KV_ALLGATHER)),
           loss_segments(options.attribute(MEMPLAN_ATTR_LOSS_SEGMENTS)),
+          loss_first_step(options.attribute(MEMPLAN_ATTR_LOSS_FIRST_STEP)),
+          loss_longer_step(options.attribute(MEMPLAN_ATTR_LOSS_LONGER_STEP)),
+          loss_longer_segments(options.attribute(MEMPLAN_ATTR_LOSS_LONGER_SEGMENTS)),
           kept_layer_inputs(options.attribute(MEMPLAN_ATTR_KEPT_LAYER_INPUTS)),
           gathered_weight_bytes(options.attribute(MEMPLAN_ATTR_GATHERED_WEIGHT_BYTES)) {}
     memplan::sdk::Attribute activation_dtype, activation_factor, residual_dtype, lora_rank_inputs, lora_inputs,
         lora_distinct_inputs, lora_qkv, lora_dropout, lora_mlp, lora_o, lora_kernels, recompute_policy,
         recompute_reentrant, pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
-        pipeline_merged_outputs, context_kv_allgather, loss_segments, kept_layer_inputs, gathered_weight_bytes;
+        pipeline_merged_outputs, context_kv_allgather, loss_segments, loss_first_step, loss_longer_step,
+        loss_longer_segments, kept_layer_inputs, gathered_weight_bytes;
   };
 
   // The names of the items apply() adds, interned once.
@@ -1503,6 +1520,7 @@ class MegatronActivations {
   // key: a search that keeps the batch, the sequence and the dtype replays once.
   struct LossSegmentsMemo {
     double bytes = -1, elements = -1, segments = 0;
+    memplan::plugins::LossPathGrowth growth;
   } loss_segments_memo_;
   bool rope_cache_ = false;
   bool causal_mask_buffer_ = false;

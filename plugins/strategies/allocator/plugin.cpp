@@ -61,10 +61,12 @@
 #include <memplan/sdk.hpp>
 #include <memplan/support/format.hpp>
 #include <memplan/support/items.hpp>
+#include <memplan/support/varying_lengths.hpp>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,7 +78,7 @@ constexpr double kMinBlockSize = 512;                  // kMinBlockSize
 constexpr double kMinLargeAlloc = 10.0 * 1024 * 1024;  // kMinLargeAlloc: own segment from here
 constexpr double kRoundLarge = 2.0 * 1024 * 1024;      // kRoundLarge
 
-constexpr std::array<memplan_option_spec, 3> kOptions{{
+constexpr std::array<memplan_option_spec, 9> kOptions{{
     {"fragmentation", MEMPLAN_OPTION_DOUBLE,
      "reserved-but-unused memory as a fraction of what the step allocates and frees (activations, gradients, "
      "transients), 0 to 1",
@@ -87,6 +89,24 @@ constexpr std::array<memplan_option_spec, 3> kOptions{{
      "PYTORCH_ALLOC_CONF=expandable_segments:True: one growing segment per stream and pool, blocks rounded to "
      "512 B only, no segments of their own for the logits-sized requests",
      "false", nullptr},
+    {"length_min", MEMPLAN_OPTION_INT,
+     "the shortest sample's tokens, where steps run at their samples' own lengths (batches padded to their "
+     "longest, no packing) up to seq_len: each step longer than all before maps new segments for the loss "
+     "path's logits-sized requests and the shorter ones stay (needs run_micro_batches)",
+     "every step at seq_len", nullptr},
+    {"length_mean", MEMPLAN_OPTION_DOUBLE,
+     "with length_sd: the samples' tokens are a normal of this mean cut to [length_min, seq_len]", "uniform",
+     nullptr},
+    {"length_sd", MEMPLAN_OPTION_DOUBLE, "with length_mean: the normal's standard deviation, tokens", "uniform",
+     nullptr},
+    {"length_truncated", MEMPLAN_OPTION_BOOL,
+     "with length_mean and length_sd: samples longer than seq_len are cut to seq_len (they run at it) instead of "
+     "dropped", "false", nullptr},
+    {"run_micro_batches", MEMPLAN_OPTION_INT,
+     "micro-batches the whole run trains on one GPU (steps x grad_accum), with length_min", "none", nullptr},
+    {"length_quantile", MEMPLAN_OPTION_DOUBLE,
+     "with length_min: plan with this quantile (0 to 1) of the pool over random orders of the samples instead of "
+     "its mean (0.9: nine orders in ten stay below)", "the mean", nullptr},
 }};
 
 // Bytes the allocator reserves for one allocation of `bytes`, beyond them.
@@ -104,9 +124,9 @@ double rounding_waste(double bytes, bool expandable) {
 
 class AllocatorOverhead {
  public:
-  static constexpr sdk::PluginInfo info{"allocator", "1.7.0",
+  static constexpr sdk::PluginInfo info{"allocator", "1.8.0",
                                         "PyTorch caching allocator: block rounding and fragmentation",
-                                        sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::nothing};
+                                        sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
   explicit AllocatorOverhead(sdk::Options& options)
@@ -119,10 +139,16 @@ class AllocatorOverhead {
         setup_cache_emptied_attr_(options.attribute(MEMPLAN_ATTR_SETUP_CACHE_EMPTIED)),
         setup_unfragmented_attr_(options.attribute(MEMPLAN_ATTR_SETUP_FRESH_SEGMENTS)),
         loss_segments_attr_(options.attribute(MEMPLAN_ATTR_LOSS_SEGMENTS)),
-        loss_segments_report_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "allocator_loss_segments")) {
+        loss_segments_report_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "allocator_loss_segments")),
+        loss_first_step_attr_(options.attribute(MEMPLAN_ATTR_LOSS_FIRST_STEP)),
+        loss_longer_step_attr_(options.attribute(MEMPLAN_ATTR_LOSS_LONGER_STEP)),
+        loss_longer_segments_attr_(options.attribute(MEMPLAN_ATTR_LOSS_LONGER_SEGMENTS)),
+        loss_segments_p10_report_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "allocator_loss_segments_p10")),
+        loss_segments_p90_report_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "allocator_loss_segments_p90")) {
     if (!std::isfinite(fragmentation_) || fragmentation_ < 0 || fragmentation_ >= 1)
       options.fail("fragmentation", "must be a fraction from 0 up to (not including) 1, got " +
                                         memplan::support::number(fragmentation_));
+    read_lengths(options);
   }
 
   void apply(sdk::Context& ctx) {
@@ -227,8 +253,8 @@ class AllocatorOverhead {
     // order gives (MEMPLAN_ATTR_LOSS_SEGMENTS), which can exceed the most
     // they hold at once: the pool is never less.
     const double larger_high = std::max({larger[0], larger[1], larger[2]});
-    const double loss_segments = ctx.attr_double(loss_segments_attr_, 0);
-    if (loss_segments > 0) ctx.set_attr(loss_segments_report_, loss_segments);
+    const double loss_segments = varying_ ? varying_length_pool(ctx) : ctx.attr_double(loss_segments_attr_, 0);
+    if (loss_segments > 0) ctx.set_attr(loss_segments_report_, std::round(loss_segments));
     // The replay's settled segments and the two-pool figure rest on separate
     // cudaMalloc segments; with expandable segments the compute stream's
     // large pool is one segment (find_expandable_block) whose free blocks
@@ -383,8 +409,98 @@ class AllocatorOverhead {
     return high;
   }
 
+  // The options that say the steps' lengths vary (length_*, run_micro_batches).
+  void read_lengths(sdk::Options& options) {
+    const std::optional<int64_t> min = options.integer("length_min");
+    const std::optional<double> mean = options.number("length_mean");
+    const std::optional<double> sd = options.number("length_sd");
+    const std::optional<int64_t> steps = options.integer("run_micro_batches");
+    const std::optional<bool> truncated = options.boolean("length_truncated");
+    const std::optional<double> quantile = options.number("length_quantile");
+    if (!min) {
+      const char* without = mean        ? "length_mean"
+                            : sd        ? "length_sd"
+                            : steps     ? "run_micro_batches"
+                            : truncated ? "length_truncated"
+                            : quantile  ? "length_quantile"
+                                        : nullptr;
+      if (without)
+        options.fail(without, "describes steps of varying lengths: give length_min too (the shortest sample's "
+                              "tokens), or remove it");
+      return;
+    }
+    if (*min < 1) options.fail("length_min", "must be at least 1 token, got " + std::to_string(*min));
+    if (!steps)
+      options.fail("length_min", "needs run_micro_batches, the micro-batches the run trains on one GPU "
+                                 "(steps x grad_accum): how many chances a longer step has to come");
+    if (*steps < 1) options.fail("run_micro_batches", "must be at least 1, got " + std::to_string(*steps));
+    if (mean.has_value() != sd.has_value())
+      options.fail(mean ? "length_mean" : "length_sd",
+                   "length_mean and length_sd go together (a normal cut to [length_min, seq_len]); give both, "
+                   "or neither for lengths uniform on that range");
+    if (mean && !std::isfinite(*mean)) options.fail("length_mean", "must be a finite number of tokens");
+    if (sd && !(std::isfinite(*sd) && *sd > 0))
+      options.fail("length_sd", "must be a positive number of tokens, got " + memplan::support::number(*sd));
+    if (truncated && !mean)
+      options.fail("length_truncated", "describes the normal's mass above seq_len: give length_mean and length_sd "
+                                       "too (with lengths uniform up to seq_len nothing is longer), or remove it");
+    if (quantile && !(*quantile >= 0 && *quantile <= 1))
+      options.fail("length_quantile", "must be a fraction from 0 to 1, got " + memplan::support::number(*quantile));
+    varying_ = true;
+    quantile_ = quantile.value_or(-1);
+    lengths_.truncated = truncated.value_or(false);
+    lengths_.min = *min;
+    lengths_.mean = mean.value_or(0);
+    lengths_.sd = sd.value_or(0);
+    lengths_.steps = static_cast<double>(*steps);
+  }
+
+  // The loss path's segments at the run's end where lengths vary: the
+  // expectation over the samples' order (support/varying_lengths.hpp) from
+  // what the activation plugin's replay maps at a first and at a longer step.
+  double varying_length_pool(sdk::Context& ctx) {
+    const memplan_workload& workload = ctx.workload();
+    if (workload.seq_len < lengths_.min)
+      ctx.fail("length_min (" + std::to_string(lengths_.min) + ") is above [batch] seq_len (" +
+               std::to_string(workload.seq_len) + "), the longest step; lower length_min");
+    const double longer = ctx.attr_double(loss_longer_step_attr_, 0);
+    const double segments = ctx.attr_double(loss_longer_segments_attr_, 0);
+    if (!(longer > 0) || !(segments >= 1))
+      ctx.fail("length_min says the steps' lengths vary, but no activation plugin replayed the loss "
+               "path's logits-sized requests (megatron does for Hugging Face Transformers' eager losses, "
+               "cross_entropy upcast-in-loss, upcast-in-loss-shift-copy and upcast-shift-copy, in training): "
+               "the growth is modelled for those paths only; remove length_min and run_micro_batches");
+    memplan::support::StepLengths lengths = lengths_;
+    lengths.max = workload.seq_len;
+    lengths.per_step = workload.micro_batch;
+    const memplan::support::LossPoolAtMax pool{ctx.attr_double(loss_first_step_attr_, 0), longer,
+                                               static_cast<int>(segments)};
+    VaryingMemo& memo = varying_memo_;
+    if (memo.max != lengths.max || memo.per_step != lengths.per_step || memo.first != pool.first ||
+        memo.longer != pool.longer || memo.segments != pool.segments) {
+      using memplan::support::varying_length_pool_quantile;
+      memo = {lengths.max, lengths.per_step, pool.first, pool.longer, pool.segments,
+              memplan::support::expected_varying_length_pool(lengths, pool),
+              varying_length_pool_quantile(lengths, pool, 0.1), varying_length_pool_quantile(lengths, pool, 0.9),
+              quantile_ >= 0 ? varying_length_pool_quantile(lengths, pool, quantile_) : 0};
+    }
+    // The spread over orders, for the report's details: what one run can reach.
+    ctx.set_attr(loss_segments_p10_report_, std::round(memo.p10));
+    ctx.set_attr(loss_segments_p90_report_, std::round(memo.p90));
+    return quantile_ >= 0 ? memo.chosen : memo.mean;
+  }
+
   double fragmentation_;
   bool rounding_;
+  bool varying_ = false;  // length_min: the steps' lengths vary
+  memplan::support::StepLengths lengths_;
+  double quantile_ = -1;   // length_quantile; -1: the mean
+  struct VaryingMemo {
+    int64_t max = -1, per_step = -1;
+    double first = -1, longer = -1;
+    int segments = -1;
+    double mean = 0, p10 = 0, p90 = 0, chosen = 0;
+  } varying_memo_;
   bool expandable_;  // expandable_segments
   sdk::Name rounding_name_;
   sdk::Name fragmentation_name_;
@@ -393,6 +509,11 @@ class AllocatorOverhead {
   sdk::Attribute setup_unfragmented_attr_;   // set by a plugin whose set-up allocates into fresh segments
   sdk::Attribute loss_segments_attr_;        // the loss path's logits-sized segments, where their order is known
   sdk::Attribute loss_segments_report_;      // the same, for the report's details
+  sdk::Attribute loss_first_step_attr_;       // the loss path's first step, for lengths that vary
+  sdk::Attribute loss_longer_step_attr_;      // a step longer than all before
+  sdk::Attribute loss_longer_segments_attr_;  // in how many segments
+  sdk::Attribute loss_segments_p10_report_;   // the pool's 10th and 90th percentiles over orders, for details
+  sdk::Attribute loss_segments_p90_report_;
   std::vector<Group> groups_;
   // Scratch for add_stream_pools, kept between evaluations (no allocation once warm).
   struct LayerSum {

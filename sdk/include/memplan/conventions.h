@@ -152,6 +152,16 @@
  * not known, the pool is what the requests hold at once. */
 #define MEMPLAN_ATTR_LOSS_SEGMENTS "allocator.loss_segments"
 
+/* The same replay where steps differ in length (double, bytes at the
+ * workload's sequence length, set beside LOSS_SEGMENTS): FIRST_STEP, what the
+ * path's first step maps; LONGER_STEP, what a step longer than every step
+ * before maps (the shorter steps' segments cannot hold its requests and stay
+ * mapped), in LONGER_SEGMENTS segments of equal size. Read by an allocator
+ * model told that the run's lengths vary. */
+#define MEMPLAN_ATTR_LOSS_FIRST_STEP "allocator.loss_first_step"
+#define MEMPLAN_ATTR_LOSS_LONGER_STEP "allocator.loss_longer_step"
+#define MEMPLAN_ATTR_LOSS_LONGER_SEGMENTS "allocator.loss_longer_segments"
+
 /* ZeRO-3's optimizer step, set by the sharding plugin for the offload plugin
  * (double): STEP_SUB_GROUP_FRACTION, the share of the partition in the
  * largest sub-group the step works on at once (the recipe's fp32 gradient

@@ -50,13 +50,15 @@ struct AllocatorRequest {
 struct AllocatorReplay {
   double reserved = 0;    // the segments mapped when the sequence ends (never returned)
   double alive_high = 0;  // the most the requests hold at once (rounded sizes)
+  int segments = 0;       // how many segments were mapped
   // false: a free of a tensor that is not alive, a size that is not finite or
   // not above 1 MiB, or more blocks than the table holds (kReplayBlocks)
   bool valid = true;
 };
 
-// Blocks the replay can track at once, over all segments.
-inline constexpr size_t kReplayBlocks = 64;
+// Blocks the replay can track at once, over all segments (a loss path over
+// steps of varying lengths keeps three segments per longer step).
+inline constexpr size_t kReplayBlocks = 128;
 
 namespace caching_allocator_detail {
 
@@ -140,6 +142,7 @@ inline AllocatorReplay replay_caching_allocator(std::span<const AllocatorRequest
     if (at > 0 && blocks[at - 1].free && blocks[at - 1].segment == blocks[at].segment) merge_next(at - 1);
   }
   for (size_t i = 0; i < count; ++i) result.reserved += blocks[i].size;
+  result.segments = static_cast<int>(segments);
   return result;
 }
 

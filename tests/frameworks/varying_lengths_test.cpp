@@ -1,0 +1,237 @@
+// Steps of varying lengths in the caching allocator: each step longer than
+// every one before maps new segments for the loss path's logits-sized
+// requests, and the shorter steps' segments stay mapped
+// (sdk/support/include/memplan/support/varying_lengths.hpp, the megatron
+// plugin's loss_path_growth in plugins/activations/megatron/loss_requests.hpp,
+// the allocator's length_* options; docs/formulas.md section 7, "Steps of
+// varying lengths"). Measured: validation/measured/h100-2026-11-28-dynamic.jsonl
+// (torch 2.11, transformers 5.17 on an H100).
+#include <gtest/gtest.h>
+
+#include <memplan/support/caching_allocator.hpp>
+#include <memplan/support/varying_lengths.hpp>
+
+#include <array>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../../plugins/activations/megatron/loss_requests.hpp"
+#include "test_support.hpp"
+
+namespace memplan::testing {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024;
+constexpr double kVocab = 151'936;  // Qwen-1.8B's vocabulary
+
+// transformers 5.17's loss under the Trainer (upcast in the loss, the output
+// dropped after it), bf16 head, 2,048 tokens x 151,936 = 311,164,928 logits:
+// L = 622,329,856 B (a 594 MiB segment), 2L = 1,244,659,712 B (1,188 MiB).
+//   first step: the logits L (new 594), the fp32 copy (new 1,188), the
+//     log-softmax (new 1,188); the copy and the logits freed; nll's gradient
+//     takes the copy's block, log_softmax's gradient maps a third 1,188; the
+//     cast back (L) takes the 594 block: 3 x 1,188 + 594 = 4,158 MiB;
+//   after three steps at 95 % (segments of 1,128 and 564 MiB): the logits
+//     split a free 1,128 block; the fp32 copy, the log-softmax and
+//     log_softmax's gradient find nothing of 1,188 MiB free and map three
+//     segments (nll's gradient takes the copy's): 3 x 1,188 = 3,564 MiB.
+TEST(VaryingLengths, ALongerStepMapsThreeFp32Segments) {
+  const double n = 2048 * kVocab;
+  const plugins::LossPathGrowth growth =
+      plugins::loss_path_growth(plugins::CrossEntropy::upcast_in_loss, 2, false, n, n);
+  EXPECT_EQ(growth.first, 4158 * kMiB);
+  EXPECT_EQ(growth.longer, 3564 * kMiB);
+  EXPECT_EQ(growth.segments, 3);
+  // An order that is not known gives nothing.
+  EXPECT_EQ(plugins::loss_path_growth(plugins::CrossEntropy::chunked, 2, false, n, n).segments, 0);
+}
+
+// The measured run (validation/measured/h100-2026-11-28-dynamic.jsonl line 3,
+// job qwen-1.8b-trainer-lora-r8-qkv-gcre-ga16-bs1-dyn2048): the first 128
+// sample lengths the dataset served, in order (the 129th was fetched ahead and
+// not trained). Steps longer than all before: 1,876, 1,897, 1,931 and 2,013
+// tokens. The snapshot's logits-sized segments at the run's end: 3 x 1,088,
+// 3 x 1,100, 3 x 1,120, 3 x 1,168 and one 544 MiB: 13,972 MiB. The replay of
+// the loss path alone over the same lengths maps the same segments.
+TEST(VaryingLengths, ReplayingTheMeasuredLengthsGivesTheMeasuredSegments) {
+  constexpr std::array<double, 128> kLengths{
+    1876, 1414, 1287, 1897, 1045, 880, 1813, 1752, 1143, 1375, 265, 1133, 1080, 1318, 567, 226,
+    721, 1494, 670, 1540, 1931, 1672, 639, 2013, 1657, 1024, 733, 1648, 1830, 449, 245, 882,
+    284, 1196, 1300, 864, 1704, 1860, 1216, 1168, 1755, 1064, 651, 878, 559, 1638, 1314, 1163,
+    679, 926, 280, 1541, 1469, 1977, 1141, 257, 1882, 1873, 1152, 1580, 1125, 762, 1984, 1263,
+    1899, 1652, 829, 1600, 371, 1221, 1367, 890, 1029, 831, 793, 219, 268, 1998, 1630, 1003,
+    1243, 520, 1478, 1740, 707, 986, 1086, 871, 538, 2009, 1833, 631, 1598, 1536, 1294, 292,
+    621, 1004, 1934, 785, 209, 1648, 1814, 1336, 974, 1701, 1883, 709, 201, 1062, 1139, 896,
+    98, 795, 1388, 1581, 2008, 1911, 159, 271, 1639, 288, 1466, 246, 1345, 588, 772, 1709,
+  };
+  std::array<double, 128> scales{};
+  for (size_t i = 0; i < kLengths.size(); ++i) scales[i] = kLengths[i] / 2048;
+  auto requests = std::make_unique<std::array<support::AllocatorRequest, 2048>>();
+  const double n = 2048 * kVocab;
+  const size_t count = plugins::loss_path_requests(plugins::CrossEntropy::upcast_in_loss, 2, false, 128, n, n,
+                                                   *requests, false, scales);
+  ASSERT_GT(count, 0u);
+  const support::AllocatorReplay replay =
+      support::replay_caching_allocator(std::span<const support::AllocatorRequest>(requests->data(), count));
+  ASSERT_TRUE(replay.valid);
+  EXPECT_EQ(replay.reserved, 13'972 * kMiB);
+  EXPECT_EQ(replay.segments, 13);
+}
+
+support::LossPoolAtMax toy_pool() { return {350 * kMiB, 300 * kMiB, 3}; }
+
+// One length only: every step is the first step's size, whatever the run's length.
+TEST(VaryingLengths, OneLengthIsTheFirstStep) {
+  support::StepLengths lengths;
+  lengths.min = lengths.max = 2048;
+  lengths.steps = 1000;
+  EXPECT_EQ(support::expected_varying_length_pool(lengths, {4158 * kMiB, 3564 * kMiB, 3}), 4158 * kMiB);
+}
+
+// Two lengths, 1 and 2 tokens, equally likely, two steps; at 2 tokens a first
+// step maps 350 MiB and a longer step 3 x 100 MiB (at 1 token: 3 x 50, the
+// first step 175). The four orders: (1,1) 175; (1,2) 175 + 300; (2,1) and (2,2)
+// 350: the mean, 1,350 / 4 = 337.5 MiB. The formula: 1 is a record with
+// probability 0.5 (75 MiB), 2 with 1 - 0.5^2 = 0.75 (225 MiB), the first step's
+// 16-bit set (350 - 300) x 1.5 / 2 = 37.5.
+TEST(VaryingLengths, TheMeanOverOrders) {
+  support::StepLengths lengths;
+  lengths.min = 1;
+  lengths.max = 2;
+  lengths.steps = 2;
+  EXPECT_DOUBLE_EQ(support::expected_varying_length_pool(lengths, toy_pool()) / kMiB, 337.5);
+  // A step pads two samples to the longer: 2 tokens with probability 0.75. One
+  // step: 0.25 x 175 + 0.75 x 350 = 306.25 MiB.
+  lengths.per_step = 2;
+  lengths.steps = 1;
+  EXPECT_DOUBLE_EQ(support::expected_varying_length_pool(lengths, toy_pool()) / kMiB, 306.25);
+}
+
+// A normal of mean 2 and sd 1 over {1, 2}: weights e^-1/2 = 0.60653 and 1, so
+// P(1) = 0.37754 cut to the range; truncated, the tail from 2.5 on,
+// sqrt(pi / 2) erfc(0.5 / sqrt 2) = 0.77346, runs at 2: P(1) = 0.25485. One
+// step: P(1) x 175 + P(2) x 350 MiB = 283.930 and 305.401 MiB.
+TEST(VaryingLengths, ANormalCutOrTruncated) {
+  support::StepLengths lengths;
+  lengths.min = 1;
+  lengths.max = 2;
+  lengths.mean = 2;
+  lengths.sd = 1;
+  EXPECT_NEAR(support::expected_varying_length_pool(lengths, toy_pool()) / kMiB, 283.930, 0.001);
+  lengths.truncated = true;
+  EXPECT_NEAR(support::expected_varying_length_pool(lengths, toy_pool()) / kMiB, 305.401, 0.001);
+  // A mean far above the range: every sample runs at the longest length, cut or truncated.
+  lengths.mean = 1e6;
+  EXPECT_EQ(support::expected_varying_length_pool(lengths, toy_pool()), 350 * kMiB);
+  lengths.truncated = false;
+  EXPECT_EQ(support::expected_varying_length_pool(lengths, toy_pool()), 350 * kMiB);
+}
+
+// The spread over orders, sampled (1,001 orders, a fixed seed): the toy run's
+// three outcomes 175 (order (1,1), probability 1/4), 350 (1/2) and 475 MiB
+// (1/4) are its lowest, middle and highest orders; one length gives the
+// first step's figure at every quantile.
+TEST(VaryingLengths, TheSpreadOverOrders) {
+  support::StepLengths lengths;
+  lengths.min = 1;
+  lengths.max = 2;
+  lengths.steps = 2;
+  EXPECT_EQ(support::varying_length_pool_quantile(lengths, toy_pool(), 0), 175 * kMiB);
+  EXPECT_EQ(support::varying_length_pool_quantile(lengths, toy_pool(), 0.5), 350 * kMiB);
+  EXPECT_EQ(support::varying_length_pool_quantile(lengths, toy_pool(), 1), 475 * kMiB);
+  EXPECT_EQ(support::varying_length_pool_quantile(lengths, toy_pool(), 1.5), 0);
+  lengths.min = 2;
+  lengths.steps = 1000;
+  for (double q : {0.0, 0.1, 0.9, 1.0}) EXPECT_EQ(support::varying_length_pool_quantile(lengths, toy_pool(), q), 350 * kMiB);
+}
+
+TEST(VaryingLengths, FiguresThatDescribeNoRunGiveNothing) {
+  support::StepLengths lengths;
+  lengths.min = 1;
+  lengths.max = 2;
+  EXPECT_EQ(support::expected_varying_length_pool(lengths, {350 * kMiB, 0, 3}), 0);
+  EXPECT_EQ(support::expected_varying_length_pool(lengths, {350 * kMiB, 300 * kMiB, 0}), 0);
+  lengths.steps = 0.5;
+  EXPECT_EQ(support::expected_varying_length_pool(lengths, toy_pool()), 0);
+  lengths.steps = 1;
+  lengths.min = 3;
+  EXPECT_EQ(support::expected_varying_length_pool(lengths, toy_pool()), 0);
+}
+
+// The scenario: the allocator's options on the measured case, and what it reports.
+std::string measured_case(const std::string& allocator_options) {
+  std::string text = validation_case("H100-qwen-1.8b-trainer-lora-r8-qkv-gc-ga16-s2048-fixed");
+  const std::string table = "use = \"allocator\"\n";
+  text.replace(text.find(table), table.size(), table + allocator_options);
+  return text;
+}
+
+double loss_segments_detail(const std::string& text) {
+  const Evaluation e = evaluate(text, "a.toml");
+  return std::stod(report_detail(e, "allocator_loss_segments"));
+}
+
+// With lengths that vary the reported pool is the expectation from the
+// replay's figures at seq_len (first 4,158 MiB, longer 3 x 1,188 MiB).
+TEST(VaryingLengths, TheAllocatorReportsTheExpectedPool) {
+  const std::string options = "length_min = 91\nlength_mean = 3234.4\nlength_sd = 2547.5\nrun_micro_batches = 128\n";
+  support::StepLengths lengths;
+  lengths.min = 91;
+  lengths.max = 2048;
+  lengths.mean = 3234.4;
+  lengths.sd = 2547.5;
+  lengths.steps = 128;
+  const double expected = support::expected_varying_length_pool(lengths, {4158 * kMiB, 3564 * kMiB, 3});
+  EXPECT_DOUBLE_EQ(loss_segments_detail(measured_case(options)), std::round(expected));
+  // The spread is reported beside it, and length_quantile plans with it.
+  const Evaluation e = evaluate(measured_case(options), "a.toml");
+  const double p10 = support::varying_length_pool_quantile(lengths, {4158 * kMiB, 3564 * kMiB, 3}, 0.1);
+  const double p90 = support::varying_length_pool_quantile(lengths, {4158 * kMiB, 3564 * kMiB, 3}, 0.9);
+  EXPECT_DOUBLE_EQ(std::stod(report_detail(e, "allocator_loss_segments_p10")), p10);
+  EXPECT_DOUBLE_EQ(std::stod(report_detail(e, "allocator_loss_segments_p90")), p90);
+  EXPECT_LT(p10, expected);
+  EXPECT_GT(p90, expected);
+  EXPECT_DOUBLE_EQ(loss_segments_detail(measured_case(options + "length_quantile = 0.9\n")), p90);
+  // Far more than the fixed-length run's settled segments (7 x 594 MiB).
+  EXPECT_EQ(loss_segments_detail(measured_case("")), 4158 * kMiB);
+  EXPECT_GT(expected, 3 * 4158 * kMiB);
+}
+
+TEST(VaryingLengths, OptionErrors) {
+  const std::string library = " (plugin library " + plugin_dir() + "/memplan-allocator.so)";
+  const auto error = [](const std::string& options) { return error_of(measured_case(options), "a.toml"); };
+  EXPECT_NE(error("run_micro_batches = 10\n").find("option 'run_micro_batches': describes steps of varying lengths: "
+                                                   "give length_min too"),
+            std::string::npos)
+      << error("run_micro_batches = 10\n");
+  EXPECT_NE(error("length_min = 10\n").find("option 'length_min': needs run_micro_batches"), std::string::npos)
+      << error("length_min = 10\n");
+  EXPECT_NE(error("length_min = 0\nrun_micro_batches = 10\n").find("must be at least 1 token, got 0"),
+            std::string::npos);
+  EXPECT_NE(error("length_min = 10\nrun_micro_batches = 0\n").find("option 'run_micro_batches': must be at least 1"),
+            std::string::npos);
+  EXPECT_NE(error("length_min = 10\nrun_micro_batches = 5\nlength_mean = 100\n")
+                .find("option 'length_mean': length_mean and length_sd go together"),
+            std::string::npos);
+  EXPECT_NE(error("length_min = 10\nrun_micro_batches = 5\nlength_mean = 100\nlength_sd = -1\n")
+                .find("option 'length_sd': must be a positive number of tokens, got -1"),
+            std::string::npos);
+  EXPECT_NE(error("length_min = 10\nrun_micro_batches = 5\nlength_truncated = true\n")
+                .find("option 'length_truncated': describes the normal's mass above seq_len"),
+            std::string::npos);
+  EXPECT_NE(error("length_quantile = 0.9\n").find("option 'length_quantile': describes steps of varying lengths"),
+            std::string::npos);
+  EXPECT_NE(error("length_min = 10\nrun_micro_batches = 5\nlength_quantile = 90\n")
+                .find("option 'length_quantile': must be a fraction from 0 to 1, got 90"),
+            std::string::npos);
+  const std::string above = error("length_min = 4096\nrun_micro_batches = 5\n");
+  EXPECT_NE(above.find("'allocator': length_min (4096) is above [batch] seq_len (2048), the longest step"),
+            std::string::npos)
+      << above;
+  EXPECT_NE(above.find(library), std::string::npos) << above;
+}
+
+}  // namespace
+}  // namespace memplan::testing
