@@ -29,23 +29,36 @@ constexpr double kVocab = 151'936;  // Qwen-1.8B's vocabulary
 // transformers 5.17's loss under the Trainer (upcast in the loss, the output
 // dropped after it), bf16 head, 2,048 tokens x 151,936 = 311,164,928 logits:
 // L = 622,329,856 B (a 594 MiB segment), 2L = 1,244,659,712 B (1,188 MiB).
-//   first step: the logits L (new 594), the fp32 copy (new 1,188), the
-//     log-softmax (new 1,188); the copy and the logits freed; nll's gradient
-//     takes the copy's block, log_softmax's gradient maps a third 1,188; the
-//     cast back (L) takes the 594 block: 3 x 1,188 + 594 = 4,158 MiB;
-//   after three steps at 95 % (segments of 1,128 and 564 MiB): the logits
-//     split a free 1,128 block; the fp32 copy, the log-softmax and
-//     log_softmax's gradient find nothing of 1,188 MiB free and map three
-//     segments (nll's gradient takes the copy's): 3 x 1,188 = 3,564 MiB.
+//   first step: the logits L (new), the fp32 copy (new), the log-softmax
+//     (new); the copy and the logits freed; nll's gradient takes the copy's
+//     block, log_softmax's gradient maps a third fp32 segment; the cast back
+//     (L) takes the logits' block. Requests that mapped segments: L + 3 x 2L =
+//     4,356,308,992 B (segments 3 x 1,188 + 594 = 4,158 MiB);
+//   after three steps at 60 % (fp32 segments of 714 MiB, a 16-bit one of 358):
+//     the logits (593.5 MiB) split a free 714 MiB block; the fp32 copy, the
+//     log-softmax and log_softmax's gradient find nothing of 1,187 MiB free and
+//     map three segments (nll's gradient takes the copy's): 3 x 2L =
+//     3,733,979,136 B.
 TEST(VaryingLengths, ALongerStepMapsThreeFp32Segments) {
   const double n = 2048 * kVocab;
   const plugins::LossPathGrowth growth =
       plugins::loss_path_growth(plugins::CrossEntropy::upcast_in_loss, 2, false, n, n);
-  EXPECT_EQ(growth.first, 4158 * kMiB);
-  EXPECT_EQ(growth.longer, 3564 * kMiB);
+  EXPECT_TRUE(growth.known);
+  EXPECT_EQ(growth.first, 4'356'308'992.0);
+  EXPECT_EQ(growth.longer, 3'733'979'136.0);
   EXPECT_EQ(growth.segments, 3);
   // An order that is not known gives nothing.
-  EXPECT_EQ(plugins::loss_path_growth(plugins::CrossEntropy::chunked, 2, false, n, n).segments, 0);
+  EXPECT_FALSE(plugins::loss_path_growth(plugins::CrossEntropy::chunked, 2, false, n, n).known);
+  // 16 tokens x 128 vocabulary: requests below the replay's 1 MiB floor (the small pool): known, no growth.
+  const plugins::LossPathGrowth tiny =
+      plugins::loss_path_growth(plugins::CrossEntropy::upcast_in_loss, 2, false, 16 * 128, 16 * 128);
+  EXPECT_TRUE(tiny.known);
+  EXPECT_EQ(tiny.segments, 0);
+  // 2 MiB of fp32 logits (524,288 elements): both lengths' requests share one 20 MiB segment: known, no growth.
+  const plugins::LossPathGrowth small =
+      plugins::loss_path_growth(plugins::CrossEntropy::upcast_in_loss, 4, false, 1 << 19, 1 << 19);
+  EXPECT_TRUE(small.known);
+  EXPECT_EQ(small.segments, 0);
 }
 
 // The measured run (validation/measured/h100-2026-11-28-dynamic.jsonl line 3,
@@ -82,12 +95,24 @@ TEST(VaryingLengths, ReplayingTheMeasuredLengthsGivesTheMeasuredSegments) {
 
 support::LossPoolAtMax toy_pool() { return {350 * kMiB, 300 * kMiB, 3}; }
 
-// One length only: every step is the first step's size, whatever the run's length.
+// One length only: every step is the first step's size, whatever the run's
+// length: three fp32 segments of 1,188 MiB (3,737,124,864 B) and the 16-bit
+// request beyond them, L = 622,329,856 B: 4,359,454,720 B. A normal so tight
+// that no other length has weight (mean 2,047.9, sd 0.001: every weight but
+// 2,048's underflows), or a mean far above the range, gives the same.
 TEST(VaryingLengths, OneLengthIsTheFirstStep) {
+  const support::LossPoolAtMax pool{4'356'308'992.0, 3'733'979'136.0, 3};
   support::StepLengths lengths;
   lengths.min = lengths.max = 2048;
   lengths.steps = 1000;
-  EXPECT_EQ(support::expected_varying_length_pool(lengths, {4158 * kMiB, 3564 * kMiB, 3}), 4158 * kMiB);
+  EXPECT_EQ(support::expected_varying_length_pool(lengths, pool), 4'359'454'720.0);
+  lengths.min = 91;
+  lengths.mean = 2047.9;
+  lengths.sd = 0.001;
+  EXPECT_EQ(support::expected_varying_length_pool(lengths, pool), 4'359'454'720.0);
+  lengths.mean = 1e20;
+  lengths.sd = 1;
+  EXPECT_EQ(support::expected_varying_length_pool(lengths, pool), 4'359'454'720.0);
 }
 
 // Two lengths, 1 and 2 tokens, equally likely, two steps; at 2 tokens a first
@@ -111,7 +136,7 @@ TEST(VaryingLengths, TheMeanOverOrders) {
 
 // A normal of mean 2 and sd 1 over {1, 2}: weights e^-1/2 = 0.60653 and 1, so
 // P(1) = 0.37754 cut to the range; truncated, the tail from 2.5 on,
-// sqrt(pi / 2) erfc(0.5 / sqrt 2) = 0.77346, runs at 2: P(1) = 0.25485. One
+// sqrt(pi / 2) erfc(0.5 / sqrt 2) = 0.773389, runs at 2: P(1) = 0.25485. One
 // step: P(1) x 175 + P(2) x 350 MiB = 283.930 and 305.401 MiB.
 TEST(VaryingLengths, ANormalCutOrTruncated) {
   support::StepLengths lengths;
@@ -174,21 +199,25 @@ double loss_segments_detail(const std::string& text) {
 }
 
 // With lengths that vary the reported pool is the expectation from the
-// replay's figures at seq_len (first 4,158 MiB, longer 3 x 1,188 MiB).
+// replay's figures at seq_len (run_samples over micro_batch steps).
 TEST(VaryingLengths, TheAllocatorReportsTheExpectedPool) {
-  const std::string options = "length_min = 91\nlength_mean = 3234.4\nlength_sd = 2547.5\nrun_micro_batches = 128\n";
+  const std::string options = "length_min = 91\nlength_mean = 3234.4\nlength_sd = 2547.5\nrun_samples = 128\n";
+  const double n = 2048 * kVocab;
+  const plugins::LossPathGrowth growth =
+      plugins::loss_path_growth(plugins::CrossEntropy::upcast_in_loss, 2, false, n, n);
+  const support::LossPoolAtMax pool{growth.first, growth.longer, growth.segments};
   support::StepLengths lengths;
   lengths.min = 91;
   lengths.max = 2048;
   lengths.mean = 3234.4;
   lengths.sd = 2547.5;
   lengths.steps = 128;
-  const double expected = support::expected_varying_length_pool(lengths, {4158 * kMiB, 3564 * kMiB, 3});
+  const double expected = support::expected_varying_length_pool(lengths, pool);
   EXPECT_DOUBLE_EQ(loss_segments_detail(measured_case(options)), std::round(expected));
   // The spread is reported beside it, and length_quantile plans with it.
   const Evaluation e = evaluate(measured_case(options), "a.toml");
-  const double p10 = support::varying_length_pool_quantile(lengths, {4158 * kMiB, 3564 * kMiB, 3}, 0.1);
-  const double p90 = support::varying_length_pool_quantile(lengths, {4158 * kMiB, 3564 * kMiB, 3}, 0.9);
+  const double p10 = support::varying_length_pool_quantile(lengths, pool, 0.1);
+  const double p90 = support::varying_length_pool_quantile(lengths, pool, 0.9);
   EXPECT_DOUBLE_EQ(std::stod(report_detail(e, "allocator_loss_segments_p10")), p10);
   EXPECT_DOUBLE_EQ(std::stod(report_detail(e, "allocator_loss_segments_p90")), p90);
   EXPECT_LT(p10, expected);
@@ -197,40 +226,75 @@ TEST(VaryingLengths, TheAllocatorReportsTheExpectedPool) {
   // Far more than the fixed-length run's settled segments (7 x 594 MiB).
   EXPECT_EQ(loss_segments_detail(measured_case("")), 4158 * kMiB);
   EXPECT_GT(expected, 3 * 4158 * kMiB);
+  // Two samples a step: half the steps, each the longer of two samples.
+  std::string two = measured_case(options);
+  two.replace(two.find("micro_batch = 1\n"), 16, "micro_batch = 2\n");
+  lengths.per_step = 2;
+  lengths.steps = 64;
+  const plugins::LossPathGrowth growth2 =
+      plugins::loss_path_growth(plugins::CrossEntropy::upcast_in_loss, 2, false, 2 * n, 2 * n);
+  const Evaluation e2 = evaluate(two, "a.toml");
+  const double two_samples =
+      support::expected_varying_length_pool(lengths, {growth2.first, growth2.longer, growth2.segments});
+  EXPECT_DOUBLE_EQ(std::stod(report_detail(e2, "allocator_loss_segments")), std::round(two_samples));
+}
+
+// Short logits need no error: at 16 tokens (9.3 MiB of fp32 logits, requests
+// in 20 MiB segments) a longer step maps one 20 MiB segment; at 4 tokens the
+// 60 % step's 16-bit logits (0.7 MiB) are the small pool's, which the replay
+// leaves out: no growth, the fixed-length figure stands and no spread is
+// printed.
+TEST(VaryingLengths, ShortLogitsNeedNoError) {
+  for (const char* seq : {"seq_len = 16\n", "seq_len = 4\n"}) {
+    std::string text = measured_case("length_min = 2\nrun_samples = 100\nlength_truncated = false\n");
+    text.replace(text.find("seq_len = 2048\n"), 15, seq);
+    const Evaluation e = evaluate(text, "a.toml");
+    EXPECT_EQ(report_detail(e, "allocator_loss_segments_p90").empty(), std::string(seq) == "seq_len = 4\n") << seq;
+  }
 }
 
 TEST(VaryingLengths, OptionErrors) {
   const std::string library = " (plugin library " + plugin_dir() + "/memplan-allocator.so)";
   const auto error = [](const std::string& options) { return error_of(measured_case(options), "a.toml"); };
-  EXPECT_NE(error("run_micro_batches = 10\n").find("option 'run_micro_batches': describes steps of varying lengths: "
-                                                   "give length_min too"),
+  EXPECT_NE(error("run_samples = 10\n").find("option 'run_samples': describes steps of varying lengths: "
+                                             "give length_min too"),
             std::string::npos)
-      << error("run_micro_batches = 10\n");
-  EXPECT_NE(error("length_min = 10\n").find("option 'length_min': needs run_micro_batches"), std::string::npos)
+      << error("run_samples = 10\n");
+  EXPECT_NE(error("length_min = 10\n").find("option 'length_min': needs run_samples"), std::string::npos)
       << error("length_min = 10\n");
-  EXPECT_NE(error("length_min = 0\nrun_micro_batches = 10\n").find("must be at least 1 token, got 0"),
+  EXPECT_NE(error("length_min = 0\nrun_samples = 10\n").find("must be at least 1 token, got 0"),
             std::string::npos);
-  EXPECT_NE(error("length_min = 10\nrun_micro_batches = 0\n").find("option 'run_micro_batches': must be at least 1"),
+  EXPECT_NE(error("length_min = 10\nrun_samples = 0\n").find("option 'run_samples': must be at least 1"),
             std::string::npos);
-  EXPECT_NE(error("length_min = 10\nrun_micro_batches = 5\nlength_mean = 100\n")
+  EXPECT_NE(error("length_min = 10\nrun_samples = 5\nlength_mean = 100\n")
                 .find("option 'length_mean': length_mean and length_sd go together"),
             std::string::npos);
-  EXPECT_NE(error("length_min = 10\nrun_micro_batches = 5\nlength_mean = 100\nlength_sd = -1\n")
+  EXPECT_NE(error("length_min = 10\nrun_samples = 5\nlength_mean = 100\nlength_sd = -1\n")
                 .find("option 'length_sd': must be a positive number of tokens, got -1"),
             std::string::npos);
-  EXPECT_NE(error("length_min = 10\nrun_micro_batches = 5\nlength_truncated = true\n")
+  EXPECT_NE(error("length_min = 10\nrun_samples = 5\nlength_truncated = true\n")
                 .find("option 'length_truncated': describes the normal's mass above seq_len"),
             std::string::npos);
   EXPECT_NE(error("length_quantile = 0.9\n").find("option 'length_quantile': describes steps of varying lengths"),
             std::string::npos);
-  EXPECT_NE(error("length_min = 10\nrun_micro_batches = 5\nlength_quantile = 90\n")
+  EXPECT_NE(error("length_min = 10\nrun_samples = 5\nlength_quantile = 90\n")
                 .find("option 'length_quantile': must be a fraction from 0 to 1, got 90"),
             std::string::npos);
-  const std::string above = error("length_min = 4096\nrun_micro_batches = 5\n");
+  EXPECT_NE(error("expandable_segments = true\nlength_min = 10\nrun_samples = 5\n")
+                .find("option 'length_min': with expandable_segments = true the large pool is one segment"),
+            std::string::npos);
+  const std::string above = error("length_min = 4096\nrun_samples = 5\n");
   EXPECT_NE(above.find("'allocator': length_min (4096) is above [batch] seq_len (2048), the longest step"),
             std::string::npos)
       << above;
   EXPECT_NE(above.find(library), std::string::npos) << above;
+  // A serving plan has no training steps.
+  const std::string serving = error_of(
+      "name = \"s\"\nmode = \"infer\"\n[model]\npreset = \"llama-3.1-8b\"\n[batch]\nmicro_batch = 1\n"
+      "seq_len = 1024\n[precision]\nuse = \"bf16\"\n[activations]\nuse = \"inference\"\n[[strategy]]\n"
+      "use = \"allocator\"\nlength_min = 10\nrun_samples = 5\n[hardware]\ngpu = \"h100-sxm-80gb\"\n",
+      "a.toml");
+  EXPECT_NE(serving.find("length_min describes training steps of varying lengths"), std::string::npos) << serving;
 }
 
 }  // namespace

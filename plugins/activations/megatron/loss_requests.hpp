@@ -193,37 +193,39 @@ inline double loss_segments(CrossEntropy mode, double p, bool output_held, doubl
 // earlier steps stay (nothing returns them; they serve the shorter steps).
 // Measured on an H100 (validation/measured/h100-2026-11-28-dynamic.jsonl):
 // each such step left three new fp32-sized segments beside the older ones.
+// Sizes are the requests that mapped segments (512-byte multiples), before
+// the segments' own rounding, so that a consumer can scale them to another
+// length and round there.
 struct LossPathGrowth {
-  double first = 0;   // bytes the first step maps, at `elements`
-  double longer = 0;  // bytes a step at `elements` maps after steps a little shorter
-  int segments = 0;   // how many segments that longer step maps
+  double first = 0;   // requests that map the first step's segments, at `elements`
+  double longer = 0;  // requests that map segments at a step at `elements` after shorter ones
+  int segments = 0;   // how many segments that longer step maps (0: none, the older blocks hold it)
+  bool known = false; // the order is known (logits too small for the replay: known, no growth)
 };
 
 // The replay behind LossPathGrowth: one step at `elements`; three steps at
-// 95 % of it and one at it (the 16-bit requests then fit the shorter steps'
-// fp32 blocks, as they do in a run). All zero where the order is not known
-// or the replay cannot take it.
+// 60 % of it and one at it. Above half, as a run's successive longest steps
+// are, the 16-bit requests fit the shorter steps' fp32 blocks; a jump from
+// below half maps one 16-bit segment more, which this leaves out.
 inline LossPathGrowth loss_path_growth(CrossEntropy mode, double p, bool output_held, double elements,
                                        double shifted, bool softcap = false) {
-  constexpr double kShorter = 0.95;
+  constexpr double kShorter = 0.6;
   std::array<support::AllocatorRequest, 128> requests{};
-  const size_t first_count = loss_path_requests(mode, p, output_held, 1, elements, shifted, requests, softcap);
-  if (first_count == 0) return {};
-  const support::AllocatorReplay first =
-      support::replay_caching_allocator(std::span<const support::AllocatorRequest>(requests.data(), first_count));
+  const auto replay = [&](int steps, std::span<const double> scales) {
+    const size_t count = loss_path_requests(mode, p, output_held, steps, elements, shifted, requests, softcap, scales);
+    if (count == 0) return support::AllocatorReplay{0, 0, 0, 0, false};
+    return support::replay_caching_allocator(std::span<const support::AllocatorRequest>(requests.data(), count));
+  };
   const std::array<double, 4> scales{kShorter, kShorter, kShorter, 1.0};
-  const size_t before_count = loss_path_requests(mode, p, output_held, 3, elements, shifted, requests, softcap,
-                                                 std::span<const double>(scales.data(), 3));
-  if (before_count == 0) return {};
-  const support::AllocatorReplay before =
-      support::replay_caching_allocator(std::span<const support::AllocatorRequest>(requests.data(), before_count));
-  const size_t after_count =
-      loss_path_requests(mode, p, output_held, 4, elements, shifted, requests, softcap, scales);
-  if (after_count == 0) return {};
-  const support::AllocatorReplay after =
-      support::replay_caching_allocator(std::span<const support::AllocatorRequest>(requests.data(), after_count));
-  if (!first.valid || !before.valid || !after.valid) return {};
-  return {first.reserved, after.reserved - before.reserved, after.segments - before.segments};
+  if (!loss_order_known(mode)) return {};
+  const support::AllocatorReplay first = replay(1, {});
+  const support::AllocatorReplay before = replay(3, std::span<const double>(scales.data(), 3));
+  const support::AllocatorReplay after = replay(4, scales);
+  // A request of 1 MiB or less (the small pool, which the replay leaves out):
+  // logits this small keep nothing worth a segment of their own; known, no growth.
+  if (!first.valid || !before.valid || !after.valid) return {0, 0, 0, true};
+  return {first.mapped_requests, after.mapped_requests - before.mapped_requests, after.segments - before.segments,
+          true};
 }
 
 }  // namespace memplan::plugins

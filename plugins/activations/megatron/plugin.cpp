@@ -778,6 +778,7 @@ class MegatronActivations {
         facts.lm_head && !facts.lm_head_trainable && cross_entropy_ != CrossEntropy::cut);
     const double scale = static_cast<double>(inflight) * factor / context;
     double loss_segments = 0;  // the loss path's segments in the caching allocator (loss_requests.hpp)
+    bool loss_replayed = false;  // the path's order is known and was replayed this evaluation
     double freed_by_loss_backward = 0;  // the head's activations and the loss's backward excess (kept_layer_inputs)
     if (layout.stage_has_embedding)
       add_outside(ctx, names_.embedding_dropout, outside.embedding_dropout * scale);
@@ -874,18 +875,20 @@ class MegatronActivations {
         // this path (transformers 4.39) read +5.5 and -1.7 % this way, +15.3
         // and +4.9 % at the real size (loss_requests.hpp).
         loss_segments = replayed_loss_segments(settings.bytes, logit_elements);
+        loss_replayed = memplan::plugins::loss_order_known(cross_entropy_);
       }
     }
     // What the loss path's logits-sized segments settle at, where the order of
     // its requests is known (loss_requests.hpp), for the allocator's model
     // (attributes start unset each evaluation: absent elsewhere).
-    if (loss_segments > 0) {
-      ctx.set_attr(attributes_.loss_segments, loss_segments);
+    if (loss_segments > 0) ctx.set_attr(attributes_.loss_segments, loss_segments);
+    if (loss_replayed) {
       // What the path maps at a first step and at a step longer than all
       // before, for an allocator model of runs whose lengths vary
-      // (loss_requests.hpp loss_path_growth; support/varying_lengths.hpp).
+      // (loss_requests.hpp loss_path_growth; support/varying_lengths.hpp);
+      // logits too small for the replay publish no growth (0 segments).
       const LossSegmentsMemo& memo = loss_segments_memo_;
-      if (memo.growth.segments > 0) {
+      if (memo.growth.known) {
         ctx.set_attr(attributes_.loss_first_step, memo.growth.first);
         ctx.set_attr(attributes_.loss_longer_step, memo.growth.longer);
         ctx.set_attr(attributes_.loss_longer_segments, static_cast<double>(memo.growth.segments));

@@ -92,7 +92,7 @@ constexpr std::array<memplan_option_spec, 9> kOptions{{
     {"length_min", MEMPLAN_OPTION_INT,
      "the shortest sample's tokens, where steps run at their samples' own lengths (batches padded to their "
      "longest, no packing) up to seq_len: each step longer than all before maps new segments for the loss "
-     "path's logits-sized requests and the shorter ones stay (needs run_micro_batches)",
+     "path's logits-sized requests and the shorter ones stay (needs run_samples)",
      "every step at seq_len", nullptr},
     {"length_mean", MEMPLAN_OPTION_DOUBLE,
      "with length_sd: the samples' tokens are a normal of this mean cut to [length_min, seq_len]", "uniform",
@@ -102,8 +102,9 @@ constexpr std::array<memplan_option_spec, 9> kOptions{{
     {"length_truncated", MEMPLAN_OPTION_BOOL,
      "with length_mean and length_sd: samples longer than seq_len are cut to seq_len (they run at it) instead of "
      "dropped", "false", nullptr},
-    {"run_micro_batches", MEMPLAN_OPTION_INT,
-     "micro-batches the whole run trains on one GPU (steps x grad_accum), with length_min", "none", nullptr},
+    {"run_samples", MEMPLAN_OPTION_INT,
+     "samples the whole run trains on one GPU (rows x epochs / data-parallel ranks), with length_min: its "
+     "steps are these over micro_batch", "none", nullptr},
     {"length_quantile", MEMPLAN_OPTION_DOUBLE,
      "with length_min: plan with this quantile (0 to 1) of the pool over random orders of the samples instead of "
      "its mean (0.9: nine orders in ten stay below)", "the mean", nullptr},
@@ -184,7 +185,10 @@ class AllocatorOverhead {
     }
     // In inference the logits come in the same pass as the layers' transients:
     // the size classes change nothing there, so the pools are not worked out.
-    if (side_streams || setup || (logits && ctx.training())) add_pools(ctx);
+    if (varying_ && !ctx.training())
+      ctx.fail("length_min describes training steps of varying lengths (the loss path's segments); this plan "
+               "serves: remove the length_* options and run_samples");
+    if (side_streams || setup || (logits && ctx.training()) || varying_) add_pools(ctx);
   }
 
  private:
@@ -409,18 +413,18 @@ class AllocatorOverhead {
     return high;
   }
 
-  // The options that say the steps' lengths vary (length_*, run_micro_batches).
+  // The options that say the steps' lengths vary (length_*, run_samples).
   void read_lengths(sdk::Options& options) {
     const std::optional<int64_t> min = options.integer("length_min");
     const std::optional<double> mean = options.number("length_mean");
     const std::optional<double> sd = options.number("length_sd");
-    const std::optional<int64_t> steps = options.integer("run_micro_batches");
+    const std::optional<int64_t> samples = options.integer("run_samples");
     const std::optional<bool> truncated = options.boolean("length_truncated");
     const std::optional<double> quantile = options.number("length_quantile");
     if (!min) {
       const char* without = mean        ? "length_mean"
                             : sd        ? "length_sd"
-                            : steps     ? "run_micro_batches"
+                            : samples   ? "run_samples"
                             : truncated ? "length_truncated"
                             : quantile  ? "length_quantile"
                                         : nullptr;
@@ -430,10 +434,14 @@ class AllocatorOverhead {
       return;
     }
     if (*min < 1) options.fail("length_min", "must be at least 1 token, got " + std::to_string(*min));
-    if (!steps)
-      options.fail("length_min", "needs run_micro_batches, the micro-batches the run trains on one GPU "
-                                 "(steps x grad_accum): how many chances a longer step has to come");
-    if (*steps < 1) options.fail("run_micro_batches", "must be at least 1, got " + std::to_string(*steps));
+    if (!samples)
+      options.fail("length_min", "needs run_samples, the samples the run trains on one GPU (rows x epochs / "
+                                 "data-parallel ranks): how many chances a longer step has to come");
+    if (*samples < 1) options.fail("run_samples", "must be at least 1, got " + std::to_string(*samples));
+    if (expandable_)
+      options.fail("length_min", "with expandable_segments = true the large pool is one segment whose free "
+                                 "blocks merge, so a longer step keeps no segments of its own: remove the "
+                                 "length_* options or expandable_segments");
     if (mean.has_value() != sd.has_value())
       options.fail(mean ? "length_mean" : "length_sd",
                    "length_mean and length_sd go together (a normal cut to [length_min, seq_len]); give both, "
@@ -441,7 +449,7 @@ class AllocatorOverhead {
     if (mean && !std::isfinite(*mean)) options.fail("length_mean", "must be a finite number of tokens");
     if (sd && !(std::isfinite(*sd) && *sd > 0))
       options.fail("length_sd", "must be a positive number of tokens, got " + memplan::support::number(*sd));
-    if (truncated && !mean)
+    if (truncated.value_or(false) && !mean)
       options.fail("length_truncated", "describes the normal's mass above seq_len: give length_mean and length_sd "
                                        "too (with lengths uniform up to seq_len nothing is longer), or remove it");
     if (quantile && !(*quantile >= 0 && *quantile <= 1))
@@ -452,7 +460,7 @@ class AllocatorOverhead {
     lengths_.min = *min;
     lengths_.mean = mean.value_or(0);
     lengths_.sd = sd.value_or(0);
-    lengths_.steps = static_cast<double>(*steps);
+    samples_ = static_cast<double>(*samples);
   }
 
   // The loss path's segments at the run's end where lengths vary: the
@@ -463,26 +471,34 @@ class AllocatorOverhead {
     if (workload.seq_len < lengths_.min)
       ctx.fail("length_min (" + std::to_string(lengths_.min) + ") is above [batch] seq_len (" +
                std::to_string(workload.seq_len) + "), the longest step; lower length_min");
-    const double longer = ctx.attr_double(loss_longer_step_attr_, 0);
-    const double segments = ctx.attr_double(loss_longer_segments_attr_, 0);
-    if (!(longer > 0) || !(segments >= 1))
-      ctx.fail("length_min says the steps' lengths vary, but no activation plugin replayed the loss "
-               "path's logits-sized requests (megatron does for Hugging Face Transformers' eager losses, "
-               "cross_entropy upcast-in-loss, upcast-in-loss-shift-copy and upcast-shift-copy, in training): "
-               "the growth is modelled for those paths only; remove length_min and run_micro_batches");
+    // Absent: no plugin replayed the path; present and 0: a longer step's requests fit the older blocks.
+    const double longer = ctx.attr_double(loss_longer_step_attr_, -1);
+    const double segments = ctx.attr_double(loss_longer_segments_attr_, -1);
+    if (longer < 0 || segments < 0)
+      ctx.fail("length_min says the steps' lengths vary, but no activation plugin replayed the loss path's "
+               "logits-sized requests (megatron does for Hugging Face Transformers' eager losses, cross_entropy "
+               "upcast-in-loss, upcast-in-loss-shift-copy and upcast-shift-copy, in training): the growth is "
+               "modelled for those paths only; remove length_min and run_samples");
+    const double fixed = ctx.attr_double(loss_segments_attr_, 0);
+    if (segments < 1) return fixed;  // logits so small that a longer step's requests fit the older segments
     memplan::support::StepLengths lengths = lengths_;
     lengths.max = workload.seq_len;
     lengths.per_step = workload.micro_batch;
+    lengths.steps = std::ceil(samples_ / static_cast<double>(workload.micro_batch));
     const memplan::support::LossPoolAtMax pool{ctx.attr_double(loss_first_step_attr_, 0), longer,
                                                static_cast<int>(segments)};
     VaryingMemo& memo = varying_memo_;
     if (memo.max != lengths.max || memo.per_step != lengths.per_step || memo.first != pool.first ||
         memo.longer != pool.longer || memo.segments != pool.segments) {
-      using memplan::support::varying_length_pool_quantile;
-      memo = {lengths.max, lengths.per_step, pool.first, pool.longer, pool.segments,
-              memplan::support::expected_varying_length_pool(lengths, pool),
-              varying_length_pool_quantile(lengths, pool, 0.1), varying_length_pool_quantile(lengths, pool, 0.9),
-              quantile_ >= 0 ? varying_length_pool_quantile(lengths, pool, quantile_) : 0};
+      const memplan::support::VaryingLengthPool model(lengths, pool);
+      if (!model.valid())
+        ctx.fail("the steps' lengths (length_min " + std::to_string(lengths.min) + " to seq_len " +
+                 std::to_string(lengths.max) + ") give no step a length: check length_mean and length_sd");
+      const std::array<double, 3> quantiles{0.1, 0.9, quantile_ >= 0 ? quantile_ : 0.5};
+      std::array<double, 3> at{};
+      model.quantiles(quantiles, at);
+      memo = {lengths.max, lengths.per_step, pool.first, pool.longer, pool.segments, model.mean(), at[0], at[1],
+              at[2]};
     }
     // The spread over orders, for the report's details: what one run can reach.
     ctx.set_attr(loss_segments_p10_report_, std::round(memo.p10));
@@ -494,6 +510,7 @@ class AllocatorOverhead {
   bool rounding_;
   bool varying_ = false;  // length_min: the steps' lengths vary
   memplan::support::StepLengths lengths_;
+  double samples_ = 0;     // run_samples
   double quantile_ = -1;   // length_quantile; -1: the mean
   struct VaryingMemo {
     int64_t max = -1, per_step = -1;

@@ -51,6 +51,7 @@ struct AllocatorReplay {
   double reserved = 0;    // the segments mapped when the sequence ends (never returned)
   double alive_high = 0;  // the most the requests hold at once (rounded sizes)
   int segments = 0;       // how many segments were mapped
+  double mapped_requests = 0;  // the (rounded) requests that mapped them, before the segments' own rounding
   // false: a free of a tensor that is not alive, a size that is not finite or
   // not above 1 MiB, or more blocks than the table holds (kReplayBlocks)
   bool valid = true;
@@ -106,6 +107,7 @@ inline AllocatorReplay replay_caching_allocator(std::span<const AllocatorRequest
         if (count == blocks.size()) return invalid();
         const double mapped = size < d::kMinLargeAlloc ? d::kLargeBuffer : d::round_up(size, d::kRoundLarge);
         blocks[count++] = d::Block{mapped, 0, 0, segments++, true};
+        result.mapped_requests += size;
       }
       const double rest = blocks[best].size - size;
       if (rest > d::kSmallSize) {

@@ -1,6 +1,6 @@
 // The caching allocator's logits-sized segments over a run whose steps differ
 // in length (a batch of one at each sample's own length, or padded to each
-// batch's longest sample), in expectation over the order of the samples.
+// batch's longest sample), over the order of the samples.
 //
 // The rule, from PyTorch's CUDA caching allocator (c10/cuda/
 // CUDACachingAllocator.cpp: get_free_block takes only a cached block at least
@@ -20,15 +20,20 @@
 // independently: a segment size s is mapped (`segments` times) if some step
 // needs s and the first step that needs s or more needs exactly s, with
 // probability q_s / P(>= s) x (1 - P(< s)^steps), q_s the probability that a
-// step needs s (lengths binned by the segment size they round to, 2 MiB).
-// The first step maps its own set (`first`, which holds the 16-bit requests
-// too) where a longer step maps only `longer`: the difference is added at the
-// first step's expected length.
+// step needs s (lengths binned by the segment each request rounds to:
+// get_allocation_size, 2 MiB granules from 10 MiB, 20 MiB below). The first
+// step maps its own set (`first`, which holds the 16-bit requests too) where a
+// longer step maps only `longer`: the difference is added at the first step's
+// expected length. Left out: a step more than twice as long as every step
+// before maps a 16-bit segment too (its 16-bit requests no longer fit the
+// older fp32 blocks); by a full replay of random orders this puts the mean
+// about 1 % low.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace memplan::support {
@@ -48,50 +53,9 @@ struct StepLengths {
   double steps = 1;  // steps in the run (micro-batches on one GPU)
 };
 
-namespace varying_lengths_detail {
-
-// A sample's cumulative distribution over [min, max], one entry per token
-// count; false where the figures give none. The normal's weights are taken
-// relative to its density at the point of [min, max] nearest the mean, so a
-// mean far outside the range still gives weights; the mass above max (with
-// `truncated`) is the normal's tail integral in the same units.
-inline bool sample_cumulative(const StepLengths& lengths, std::vector<double>& cumulative) {
-  const size_t count = cumulative.size();
-  double total = 0;
-  if (!(lengths.sd > 0)) {
-    for (size_t i = 0; i < count; ++i) cumulative[i] = total += 1;
-  } else {
-    const double nearest = std::clamp(lengths.mean, static_cast<double>(lengths.min), static_cast<double>(lengths.max));
-    const double peak = (nearest - lengths.mean) / lengths.sd;
-    for (size_t i = 0; i < count; ++i) {
-      const double z = (static_cast<double>(lengths.min + static_cast<int64_t>(i)) - lengths.mean) / lengths.sd;
-      total += std::exp(-0.5 * (z * z - peak * peak));
-      cumulative[i] = total;
-    }
-    if (lengths.truncated) {
-      // The integral of the same weight from max + 1/2 on: sd sqrt(pi/2) erfc(z / sqrt 2) e^(peak^2 / 2).
-      const double top = (static_cast<double>(lengths.max) + 0.5 - lengths.mean) / lengths.sd;
-      const double log_tail = std::log(lengths.sd * std::sqrt(std::acos(-1.0) / 2)) +
-                              std::log(std::erfc(top / std::sqrt(2.0))) + 0.5 * peak * peak;
-      const double tail = std::exp(log_tail);
-      if (!std::isfinite(tail)) {  // all but nothing above max: every sample runs at max
-        std::fill(cumulative.begin(), cumulative.end(), 0.0);
-        cumulative.back() = 1;
-        return true;
-      }
-      total += tail;
-      cumulative.back() = total;
-    }
-  }
-  if (!(total > 0) || !std::isfinite(total)) return false;
-  for (double& c : cumulative) c /= total;
-  return true;
-}
-
-}  // namespace varying_lengths_detail
-
-// What the loss path maps, at the longest length (max): `first`, a first step;
-// `longer`, a step longer than every step before, in `segments` segments of
+// What the loss path maps at the longest length (max), as the requests that
+// map segments (before the segments' rounding): `first`, a first step;
+// `longer`, a step longer than every step before, in `segments` requests of
 // equal size. Both scale with the step's length.
 struct LossPoolAtMax {
   double first = 0;
@@ -99,100 +63,172 @@ struct LossPoolAtMax {
   int segments = 0;
 };
 
-// The expected bytes of the loss path's segments at the run's end. 0 where
+// The distribution and its bins, built once; the mean and the quantiles read them.
+class VaryingLengthPool {
+ public:
+  VaryingLengthPool(const StepLengths& lengths, const LossPoolAtMax& pool) : lengths_(lengths), pool_(pool) {
+    valid_ = lengths.min >= 1 && lengths.max >= lengths.min && lengths.per_step >= 1 && lengths.steps >= 1 &&
+             std::isfinite(lengths.steps) && pool.longer > 0 && std::isfinite(pool.longer) && pool.segments >= 1 &&
+             pool.first >= 0 && std::isfinite(pool.first) && std::isfinite(lengths.sd) && lengths.sd >= 0 &&
+             std::isfinite(lengths.mean);
+    if (!valid_) return;
+    const size_t count = static_cast<size_t>(lengths.max - lengths.min + 1);
+    cumulative_.resize(count);
+    valid_ = sample_cumulative();
+    if (!valid_) return;
+    // A step's length is the longest of its samples: P(step <= l) = P(sample <= l)^per_step.
+    for (double& c : cumulative_) c = std::pow(c, static_cast<double>(lengths.per_step));
+    cumulative_.back() = 1;
+    bin_end_.resize(count);
+    for (size_t i = count; i-- > 0;)
+      bin_end_[i] = i + 1 < count && segment_at(i + 1) == segment_at(i) ? bin_end_[i + 1] : i;
+  }
+
+  bool valid() const { return valid_; }
+
+  // The expected bytes at the run's end (0 where not valid()).
+  double mean() const {
+    if (!valid_) return 0;
+    double expected = 0, mean_length = 0, below = 0;
+    for (size_t i = 0; i < cumulative_.size(); i = bin_end_[i] + 1) {
+      const size_t end = bin_end_[i];
+      for (size_t j = i; j <= end; ++j) mean_length += tokens(j) * (cumulative_[j] - (j == 0 ? 0.0 : cumulative_[j - 1]));
+      const double in_bin = cumulative_[end] - below;
+      if (in_bin > 0 && below < 1)
+        expected += in_bin / (1 - below) * (1 - std::pow(below, lengths_.steps)) * pool_.segments * segment_at(i);
+      below = cumulative_[end];
+    }
+    return expected + first_extra(mean_length);
+  }
+
+  // The bytes at the run's end at each of `quantiles` (0 to 1), over `runs`
+  // random orders sampled with a fixed seed (the same figures every time),
+  // into `out` (same size). A run is simulated by its steps longer than all
+  // before only: after a step in bin k the next longer one comes after a
+  // geometric number of steps (probability P(> k) each) and its length is
+  // drawn above k. False where not valid() or a quantile is outside [0, 1].
+  bool quantiles(std::span<const double> quantiles, std::span<double> out, int runs = 1001) const {
+    if (!valid_ || runs < 1 || out.size() != quantiles.size()) return false;
+    for (double q : quantiles)
+      if (!(q >= 0 && q <= 1)) return false;
+    const size_t count = cumulative_.size();
+    uint64_t state = 0x9e3779b97f4a7c15ULL;  // splitmix64
+    const auto uniform = [&state] {
+      uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+      z ^= z >> 31;
+      return (static_cast<double>(z >> 11) + 0.5) / 9007199254740992.0;  // in (0, 1)
+    };
+    const auto length_at = [&](double u) {  // the first length whose cumulative probability reaches u
+      return std::min(static_cast<size_t>(std::lower_bound(cumulative_.begin(), cumulative_.end(), u) -
+                                          cumulative_.begin()),
+                      count - 1);
+    };
+    std::vector<double> totals(static_cast<size_t>(runs));
+    for (double& total : totals) {
+      size_t at = length_at(uniform());
+      total = pool_.segments * segment_at(at) + first_extra(tokens(at));
+      double steps_left = lengths_.steps - 1;
+      for (;;) {
+        const double below = cumulative_[bin_end_[at]];
+        const double above = 1 - below;
+        if (!(above > 0) || !(steps_left >= 1)) break;
+        // Steps until the next longer one: geometric on {1, 2, ...}.
+        const double wait = above >= 1 ? 1 : std::ceil(std::log(uniform()) / std::log1p(-above));
+        if (!(wait <= steps_left)) break;
+        steps_left -= wait;
+        const size_t past = bin_end_[at];  // above > 0: a longer bin exists
+        at = std::max(length_at(below + uniform() * above), past + 1);
+        total += pool_.segments * segment_at(at);
+      }
+    }
+    std::sort(totals.begin(), totals.end());
+    for (size_t i = 0; i < quantiles.size(); ++i)
+      out[i] = totals[static_cast<size_t>(std::lround(quantiles[i] * (runs - 1)))];
+    return true;
+  }
+
+ private:
+  double tokens(size_t i) const { return static_cast<double>(lengths_.min + static_cast<int64_t>(i)); }
+
+  // The segment one request maps at length index i (get_allocation_size).
+  double segment_at(size_t i) const {
+    constexpr double kMinLargeAlloc = 10.0 * 1024 * 1024, kLargeBuffer = 20.0 * 1024 * 1024;
+    constexpr double kRoundLarge = 2.0 * 1024 * 1024;
+    const double request = pool_.longer / pool_.segments * tokens(i) / static_cast<double>(lengths_.max);
+    return request < kMinLargeAlloc ? kLargeBuffer : std::ceil(request / kRoundLarge) * kRoundLarge;
+  }
+
+  // The first step's requests beyond a longer step's (its 16-bit set), at `length`.
+  double first_extra(double length) const {
+    return std::max(0.0, pool_.first - pool_.longer) * length / static_cast<double>(lengths_.max);
+  }
+
+  // A sample's cumulative distribution over [min, max], one entry per token
+  // count; false where the figures give none. The normal's weights are taken
+  // relative to its density at the token count of [min, max] nearest the
+  // mean (exponent (z - peak)(z + peak): no cancellation for a far mean), so
+  // every weight is finite and the largest is 1; the mass above max (with
+  // `truncated`) is the normal's tail integral in the same units.
+  bool sample_cumulative() {
+    const size_t count = cumulative_.size();
+    double total = 0;
+    if (!(lengths_.sd > 0)) {
+      for (size_t i = 0; i < count; ++i) cumulative_[i] = total += 1;
+    } else {
+      const double nearest = std::clamp(std::round(lengths_.mean), static_cast<double>(lengths_.min),
+                                        static_cast<double>(lengths_.max));
+      const double peak = (nearest - lengths_.mean) / lengths_.sd;
+      for (size_t i = 0; i < count; ++i) {
+        // z^2 - peak^2 as (z - peak)(z + peak), each factor from the token counts directly.
+        const double apart = (tokens(i) - nearest) / lengths_.sd;
+        const double beside = (tokens(i) + nearest - 2 * lengths_.mean) / lengths_.sd;
+        const double weight = tokens(i) == nearest ? 1.0 : std::exp(-0.5 * apart * beside);
+        cumulative_[i] = total += std::isfinite(weight) ? weight : 0.0;  // an sd so small z overflows: 0
+      }
+      if (lengths_.truncated) {
+        // The integral of the same weight from max + 1/2 on, with top the z
+        // there: sd sqrt(pi/2) erfc(top / sqrt 2) e^(peak^2 / 2).
+        const double top = (static_cast<double>(lengths_.max) + 0.5 - lengths_.mean) / lengths_.sd;
+        const double tail_mass = std::erfc(top / std::sqrt(2.0));
+        const double tail =
+            tail_mass > 0 ? std::exp(std::log(lengths_.sd * std::sqrt(std::acos(-1.0) / 2)) + std::log(tail_mass) +
+                                     0.5 * peak * peak)
+                          : 0.0;  // nothing above max
+        if (!std::isfinite(tail)) {  // all but nothing below max: every sample runs at max
+          std::fill(cumulative_.begin(), cumulative_.end(), 0.0);
+          cumulative_.back() = 1;
+          return true;
+        }
+        total += tail;
+        cumulative_.back() = total;
+      }
+    }
+    if (!(total > 0) || !std::isfinite(total)) return false;
+    for (double& c : cumulative_) c /= total;
+    return true;
+  }
+
+  StepLengths lengths_;
+  LossPoolAtMax pool_;
+  bool valid_ = false;
+  std::vector<double> cumulative_;  // per step, by length
+  std::vector<size_t> bin_end_;     // the last length of each length's segment-size bin
+};
+
+// The expected bytes of the loss path's segments at the run's end; 0 where
 // the inputs cannot describe a run (non-positive or non-finite figures).
 inline double expected_varying_length_pool(const StepLengths& lengths, const LossPoolAtMax& pool) {
-  constexpr double kRoundLarge = 2.0 * 1024 * 1024;  // get_allocation_size from 10 MiB: 2 MiB granules
-  if (lengths.min < 1 || lengths.max < lengths.min || lengths.per_step < 1 || !(lengths.steps >= 1) ||
-      !std::isfinite(lengths.steps) || !(pool.longer > 0) || pool.segments < 1 || !(pool.first >= 0) ||
-      !std::isfinite(pool.first) || !std::isfinite(pool.longer) || !std::isfinite(lengths.sd) || lengths.sd < 0 ||
-      !std::isfinite(lengths.mean))
-    return 0;
-  const size_t count = static_cast<size_t>(lengths.max - lengths.min + 1);
-  std::vector<double> cumulative(count);
-  if (!varying_lengths_detail::sample_cumulative(lengths, cumulative)) return 0;
-  // A step's length is the longest of its samples: P(step <= l) = P(sample <= l)^per_step.
-  const double per_step = static_cast<double>(lengths.per_step);
-  for (double& c : cumulative) c = std::pow(c, per_step);
-  cumulative.back() = 1;
-  const double max = static_cast<double>(lengths.max);
-  const double one_segment = pool.longer / pool.segments;  // at max
-  const auto segment_at = [&](size_t i) {
-    const double tokens = static_cast<double>(lengths.min + static_cast<int64_t>(i));
-    return std::ceil(one_segment * tokens / max / kRoundLarge) * kRoundLarge;
-  };
-  double expected = 0, mean_length = 0, below = 0;
-  for (size_t i = 0; i < count;) {
-    const double size = segment_at(i);
-    size_t end = i;  // the last length of the bin (the same segment size)
-    while (end + 1 < count && segment_at(end + 1) == size) ++end;
-    for (size_t j = i; j <= end; ++j)
-      mean_length += static_cast<double>(lengths.min + static_cast<int64_t>(j)) *
-                     (cumulative[j] - (j == 0 ? 0.0 : cumulative[j - 1]));
-    const double in_bin = cumulative[end] - below;
-    const double at_or_above = 1 - below;
-    if (in_bin > 0 && at_or_above > 0)
-      expected += in_bin / at_or_above * (1 - std::pow(below, lengths.steps)) * pool.segments * size;
-    below = cumulative[end];
-    i = end + 1;
-  }
-  return expected + std::max(0.0, pool.first - pool.longer) * mean_length / max;
+  return VaryingLengthPool(lengths, pool).mean();
 }
 
-// The same pool's spread over the orders: the `quantile` (0 to 1) of the
-// bytes over `runs` random orders, sampled with a fixed seed (the same figure
-// every time). A run is simulated by its steps longer than all before only:
-// after a step in size bin k the next longer one comes after a geometric
-// number of steps (probability P(> k) each) and its length is drawn above k.
-// 0 where expected_varying_length_pool gives 0.
-inline double varying_length_pool_quantile(const StepLengths& lengths, const LossPoolAtMax& pool, double quantile,
-                                           int runs = 1001) {
-  constexpr double kRoundLarge = 2.0 * 1024 * 1024;
-  if (!(quantile >= 0 && quantile <= 1) || runs < 1 || expected_varying_length_pool(lengths, pool) <= 0) return 0;
-  const size_t count = static_cast<size_t>(lengths.max - lengths.min + 1);
-  std::vector<double> cumulative(count);
-  varying_lengths_detail::sample_cumulative(lengths, cumulative);
-  for (double& c : cumulative) c = std::pow(c, static_cast<double>(lengths.per_step));
-  cumulative.back() = 1;
-  const double max = static_cast<double>(lengths.max);
-  const double one_segment = pool.longer / pool.segments;
-  const auto tokens = [&](size_t i) { return static_cast<double>(lengths.min + static_cast<int64_t>(i)); };
-  const auto segment_at = [&](size_t i) { return std::ceil(one_segment * tokens(i) / max / kRoundLarge) * kRoundLarge; };
-  // The last length of each length's bin (the lengths whose segments round alike).
-  std::vector<size_t> bin_end(count);
-  for (size_t i = count; i-- > 0;)
-    bin_end[i] = i + 1 < count && segment_at(i + 1) == segment_at(i) ? bin_end[i + 1] : i;
-  uint64_t state = 0x9e3779b97f4a7c15ULL;  // splitmix64
-  const auto uniform = [&state] {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
-    return (static_cast<double>(z >> 11) + 0.5) / 9007199254740992.0;  // in (0, 1)
-  };
-  const auto length_at = [&](double u) {  // the first length whose cumulative probability reaches u
-    return static_cast<size_t>(std::lower_bound(cumulative.begin(), cumulative.end(), u) - cumulative.begin());
-  };
-  std::vector<double> totals(static_cast<size_t>(runs));
-  for (double& total : totals) {
-    size_t at = std::min(length_at(uniform()), count - 1);
-    total = pool.segments * segment_at(at) + std::max(0.0, pool.first - pool.longer) * tokens(at) / max;
-    double steps_left = lengths.steps - 1;
-    for (;;) {
-      const double below = cumulative[bin_end[at]];
-      const double above = 1 - below;
-      if (!(above > 0) || !(steps_left >= 1)) break;
-      // Steps until the next longer one: geometric on {1, 2, ...}.
-      const double wait = above >= 1 ? 1 : std::ceil(std::log(uniform()) / std::log1p(-above));
-      if (!(wait <= steps_left)) break;
-      steps_left -= wait;
-      const size_t past = bin_end[at];  // above > 0: a longer bin exists
-      at = std::max(std::min(length_at(below + uniform() * above), count - 1), past + 1);
-      total += pool.segments * segment_at(at);
-    }
-  }
-  std::sort(totals.begin(), totals.end());
-  return totals[static_cast<size_t>(std::lround(quantile * (runs - 1)))];
+// One quantile (0 to 1) of the same bytes over 1,001 sampled orders; 0 where
+// the inputs cannot describe a run or the quantile is outside [0, 1].
+inline double varying_length_pool_quantile(const StepLengths& lengths, const LossPoolAtMax& pool, double quantile) {
+  double out = 0;
+  const double q[1] = {quantile};
+  return VaryingLengthPool(lengths, pool).quantiles(q, std::span<double>(&out, 1)) ? out : 0;
 }
 
 }  // namespace memplan::support
