@@ -2,7 +2,9 @@
 // a configuration search (issue 10's goal: a million per second on two
 // cores, 500,000 per core). Three examples of the repository: the 70B
 // TP8/PP4/DP4/ZeRO-1 training job, Mixtral 8x7B (TP2/PP4/DP8, ZeRO-1) and
-// Llama-3.1-70B served on 4 GPUs.
+// Llama-3.1-70B served on 4 GPUs; and a LoRA run at varying lengths (the
+// allocator's length_* options: an expectation and sampled quantiles per
+// micro-batch and sequence length).
 //
 //   Evaluate/<example>           every plugin, as `memplan run` does
 //   SweepMicroBatch/<example>    evaluate_at over micro-batch 1..8: plugins before
@@ -47,7 +49,7 @@ class AllocationsPerIteration {
 };
 
 const char* const kExamples[] = {"llama2-70b-tp8-pp4-dp4-zero1", "mixtral-8x7b-tp2-pp4-dp8-zero1",
-                                 "infer-llama-3.1-70b-bf16-tp4"};
+                                 "infer-llama-3.1-70b-bf16-tp4", "train-overhead-allocator-varying-lengths"};
 
 struct Fixture {
   memplan::Catalog catalog = memplan::Catalog::load(MEMPLAN_BENCH_DATA_DIR);
@@ -83,7 +85,7 @@ void Evaluate(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
   state.SetLabel(kExamples[state.range(0)]);
 }
-BENCHMARK(Evaluate)->DenseRange(0, 2)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(Evaluate)->DenseRange(0, 3)->Threads(1)->Threads(2)->UseRealTime();
 
 void SweepMicroBatch(benchmark::State& state) {
   const memplan::Scenario scenario = memplan::load_scenario(example_path(state.range(0)), fixture().catalog);
@@ -101,7 +103,7 @@ void SweepMicroBatch(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
   state.SetLabel(kExamples[state.range(0)]);
 }
-BENCHMARK(SweepMicroBatch)->DenseRange(0, 2)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(SweepMicroBatch)->DenseRange(0, 3)->Threads(1)->Threads(2)->UseRealTime();
 
 // A configuration search's step between layouts: tensor parallelism 8 <-> 4
 // (data parallelism 4 <-> 8, the same 128 GPUs) by Estimator::set_option,

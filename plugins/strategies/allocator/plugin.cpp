@@ -487,9 +487,18 @@ class AllocatorOverhead {
     lengths.steps = std::ceil(samples_ / static_cast<double>(workload.micro_batch));
     const memplan::support::LossPoolAtMax pool{ctx.attr_double(loss_first_step_attr_, 0), longer,
                                                static_cast<int>(segments)};
-    VaryingMemo& memo = varying_memo_;
-    if (memo.max != lengths.max || memo.per_step != lengths.per_step || memo.first != pool.first ||
-        memo.longer != pool.longer || memo.segments != pool.segments) {
+    // A search revisits a few (micro_batch, seq_len) points over and over: a
+    // small cache of the last ones, replaced in turn (the options are fixed per
+    // instance, so these inputs are the whole key).
+    VaryingMemo* found = nullptr;
+    for (VaryingMemo& entry : varying_memo_)
+      if (entry.max == lengths.max && entry.per_step == lengths.per_step && entry.first == pool.first &&
+          entry.longer == pool.longer && entry.segments == pool.segments)
+        found = &entry;
+    if (!found) {
+      found = &varying_memo_[varying_memo_next_];
+      varying_memo_next_ = (varying_memo_next_ + 1) % varying_memo_.size();
+      VaryingMemo& memo = *found;
       const memplan::support::VaryingLengthPool model(lengths, pool);
       if (!model.valid())
         ctx.fail("the steps' lengths (length_min " + std::to_string(lengths.min) + " to seq_len " +
@@ -500,6 +509,7 @@ class AllocatorOverhead {
       memo = {lengths.max, lengths.per_step, pool.first, pool.longer, pool.segments, model.mean(), at[0], at[1],
               at[2]};
     }
+    const VaryingMemo& memo = *found;
     // The spread over orders, for the report's details: what one run can reach.
     ctx.set_attr(loss_segments_p10_report_, std::round(memo.p10));
     ctx.set_attr(loss_segments_p90_report_, std::round(memo.p90));
@@ -517,7 +527,9 @@ class AllocatorOverhead {
     double first = -1, longer = -1;
     int segments = -1;
     double mean = 0, p10 = 0, p90 = 0, chosen = 0;
-  } varying_memo_;
+  };
+  std::array<VaryingMemo, 16> varying_memo_{};
+  size_t varying_memo_next_ = 0;
   bool expandable_;  // expandable_segments
   sdk::Name rounding_name_;
   sdk::Name fragmentation_name_;
