@@ -134,6 +134,25 @@ TEST(VaryingLengths, TheMeanOverOrders) {
   EXPECT_DOUBLE_EQ(support::expected_varying_length_pool(lengths, toy_pool()) / kMiB, 306.25);
 }
 
+// Lengths 1, 2 and 3 equally likely, two steps; at 3 tokens a longer step
+// maps 3 x 150 MiB and a first step 75 MiB more (its 16-bit set), both in
+// proportion to the length. A step more than twice as long as every step
+// before maps the 16-bit set too: (1, 3) gives 175 + 450 + 75. The nine orders:
+// (1,1) 175, (1,2) 475, (1,3) 700, (2,1) 350, (2,2) 350, (2,3) 800, (3,*) 525
+// three times: 4,425 / 9 = 491.667 MiB. The formula: records 50 + 133.33 +
+// 250; 16-bit sets at the first step of at least half its length 8.33 +
+// 16.67 + 33.33 (at 3: P(>= 2) = 2/3, (1/3)/(2/3) x (1 - (1/3)^2) = 4/9 of 75).
+TEST(VaryingLengths, AStepTwiceAsLongMapsTheSixteenBitSetToo) {
+  support::StepLengths lengths;
+  lengths.min = 1;
+  lengths.max = 3;
+  lengths.steps = 2;
+  const support::LossPoolAtMax pool{525 * kMiB, 450 * kMiB, 3};
+  EXPECT_NEAR(support::expected_varying_length_pool(lengths, pool) / kMiB, 4425.0 / 9, 1e-9);
+  EXPECT_EQ(support::varying_length_pool_quantile(lengths, pool, 1), 800 * kMiB);
+  EXPECT_EQ(support::varying_length_pool_quantile(lengths, pool, 0), 175 * kMiB);
+}
+
 // A normal of mean 2 and sd 1 over {1, 2}: weights e^-1/2 = 0.60653 and 1, so
 // P(1) = 0.37754 cut to the range; truncated, the tail from 2.5 on,
 // sqrt(pi / 2) erfc(0.5 / sqrt 2) = 0.773389, runs at 2: P(1) = 0.25485. One

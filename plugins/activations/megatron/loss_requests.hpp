@@ -206,7 +206,8 @@ struct LossPathGrowth {
 // The replay behind LossPathGrowth: one step at `elements`; three steps at
 // 60 % of it and one at it. Above half, as a run's successive longest steps
 // are, the 16-bit requests fit the shorter steps' fp32 blocks; a jump from
-// below half maps one 16-bit segment more, which this leaves out.
+// below half maps the first step's 16-bit set too, which the consumer adds
+// (support/varying_lengths.hpp).
 inline LossPathGrowth loss_path_growth(CrossEntropy mode, double p, bool output_held, double elements,
                                        double shifted, bool softcap = false) {
   constexpr double kShorter = 0.6;

@@ -23,11 +23,12 @@
 // step needs s (lengths binned by the segment each request rounds to:
 // get_allocation_size, 2 MiB granules from 10 MiB, 20 MiB below). The first
 // step maps its own set (`first`, which holds the 16-bit requests too) where a
-// longer step maps only `longer`: the difference is added at the first step's
-// expected length. Left out: a step more than twice as long as every step
-// before maps a 16-bit segment too (its 16-bit requests no longer fit the
-// older fp32 blocks); by a full replay of random orders this puts the mean
-// about 1 % low.
+// longer step maps only `longer`; a step more than twice as long as every step
+// before maps the first step's set too (its 16-bit requests no longer fit the
+// older fp32 blocks): the difference first - longer is added at each step of
+// length l that is the first of the run at l / 2 or more with length l, with
+// probability p_l / P(>= l/2) x (1 - P(< l/2)^steps) (the first step is such a
+// step at its own length).
 #pragma once
 
 #include <algorithm>
@@ -89,16 +90,22 @@ class VaryingLengthPool {
   // The expected bytes at the run's end (0 where not valid()).
   double mean() const {
     if (!valid_) return 0;
-    double expected = 0, mean_length = 0, below = 0;
+    double expected = 0, below = 0;
     for (size_t i = 0; i < cumulative_.size(); i = bin_end_[i] + 1) {
       const size_t end = bin_end_[i];
-      for (size_t j = i; j <= end; ++j) mean_length += tokens(j) * (cumulative_[j] - (j == 0 ? 0.0 : cumulative_[j - 1]));
       const double in_bin = cumulative_[end] - below;
       if (in_bin > 0 && below < 1)
         expected += in_bin / (1 - below) * (1 - std::pow(below, lengths_.steps)) * pool_.segments * segment_at(i);
       below = cumulative_[end];
     }
-    return expected + first_extra(mean_length);
+    // The 16-bit set, at each step that is the first at half its length or more.
+    for (size_t i = 0; i < cumulative_.size(); ++i) {
+      const double p = cumulative_[i] - (i == 0 ? 0.0 : cumulative_[i - 1]);
+      const double shorter = below_half(i);  // P(a step < half of this length)
+      if (p > 0 && shorter < 1)
+        expected += p / (1 - shorter) * (1 - std::pow(shorter, lengths_.steps)) * first_extra(tokens(i));
+    }
+    return expected;
   }
 
   // The bytes at the run's end at each of `quantiles` (0 to 1), over `runs`
@@ -130,6 +137,7 @@ class VaryingLengthPool {
       size_t at = length_at(uniform());
       total = pool_.segments * segment_at(at) + first_extra(tokens(at));
       double steps_left = lengths_.steps - 1;
+      double longest = tokens(at);  // the longest step so far
       for (;;) {
         const double below = cumulative_[bin_end_[at]];
         const double above = 1 - below;
@@ -141,6 +149,8 @@ class VaryingLengthPool {
         const size_t past = bin_end_[at];  // above > 0: a longer bin exists
         at = std::max(length_at(below + uniform() * above), past + 1);
         total += pool_.segments * segment_at(at);
+        if (2 * longest < tokens(at)) total += first_extra(tokens(at));  // its 16-bit set finds no block either
+        longest = tokens(at);
       }
     }
     std::sort(totals.begin(), totals.end());
@@ -158,6 +168,13 @@ class VaryingLengthPool {
     constexpr double kRoundLarge = 2.0 * 1024 * 1024;
     const double request = pool_.longer / pool_.segments * tokens(i) / static_cast<double>(lengths_.max);
     return request < kMinLargeAlloc ? kLargeBuffer : std::ceil(request / kRoundLarge) * kRoundLarge;
+  }
+
+  // P(a step is shorter than half the length at index i): lengths below ceil(l / 2).
+  double below_half(size_t i) const {
+    const int64_t half = (lengths_.min + static_cast<int64_t>(i) + 1) / 2;  // ceil(l / 2)
+    if (half <= lengths_.min) return 0;
+    return cumulative_[static_cast<size_t>(half - 1 - lengths_.min)];
   }
 
   // The first step's requests beyond a longer step's (its 16-bit set), at `length`.
