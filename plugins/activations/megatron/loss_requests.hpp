@@ -214,7 +214,7 @@ inline LossPathGrowth loss_path_growth(CrossEntropy mode, double p, bool output_
   std::array<support::AllocatorRequest, 128> requests{};
   const auto replay = [&](int steps, std::span<const double> scales) {
     const size_t count = loss_path_requests(mode, p, output_held, steps, elements, shifted, requests, softcap, scales);
-    if (count == 0) return support::AllocatorReplay{0, 0, 0, 0, false};
+    if (count == 0) return support::AllocatorReplay{.valid = false};
     return support::replay_caching_allocator(std::span<const support::AllocatorRequest>(requests.data(), count));
   };
   const std::array<double, 4> scales{kShorter, kShorter, kShorter, 1.0};

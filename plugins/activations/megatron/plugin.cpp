@@ -777,8 +777,7 @@ class MegatronActivations {
         // ctx.save_for_backward(e, c, ...)): the head's input is kept as a trained head's would be.
         facts.lm_head && !facts.lm_head_trainable && cross_entropy_ != CrossEntropy::cut);
     const double scale = static_cast<double>(inflight) * factor / context;
-    double loss_segments = 0;  // the loss path's segments in the caching allocator (loss_requests.hpp)
-    bool loss_replayed = false;  // the path's order is known and was replayed this evaluation
+    const LossSegmentsMemo* loss_path = nullptr;  // its replay, where the order is known (loss_requests.hpp)
     double freed_by_loss_backward = 0;  // the head's activations and the loss's backward excess (kept_layer_inputs)
     if (layout.stage_has_embedding)
       add_outside(ctx, names_.embedding_dropout, outside.embedding_dropout * scale);
@@ -874,25 +873,21 @@ class MegatronActivations {
         // replayed). Measured: fms-acceleration's two 1-GPU device rows of
         // this path (transformers 4.39) read +5.5 and -1.7 % this way, +15.3
         // and +4.9 % at the real size (loss_requests.hpp).
-        loss_segments = replayed_loss_segments(settings.bytes, logit_elements);
-        loss_replayed = memplan::plugins::loss_order_known(cross_entropy_);
+        loss_path = replayed_loss_path(settings.bytes, logit_elements);
       }
     }
     // What the loss path's logits-sized segments settle at, where the order of
     // its requests is known (loss_requests.hpp), for the allocator's model
     // (attributes start unset each evaluation: absent elsewhere).
-    if (loss_segments > 0) ctx.set_attr(attributes_.loss_segments, loss_segments);
-    if (loss_replayed) {
-      // What the path maps at a first step and at a step longer than all
-      // before, for an allocator model of runs whose lengths vary
-      // (loss_requests.hpp loss_path_growth; support/varying_lengths.hpp);
-      // logits too small for the replay publish no growth (0 segments).
-      const LossSegmentsMemo& memo = loss_segments_memo_;
-      if (memo.growth.known) {
-        ctx.set_attr(attributes_.loss_first_step, memo.growth.first);
-        ctx.set_attr(attributes_.loss_longer_step, memo.growth.longer);
-        ctx.set_attr(attributes_.loss_longer_segments, static_cast<double>(memo.growth.segments));
-      }
+    if (loss_path && loss_path->segments > 0) ctx.set_attr(attributes_.loss_segments, loss_path->segments);
+    // What the path maps at a first step and at a step longer than all before,
+    // for an allocator model of runs whose lengths vary (loss_requests.hpp
+    // loss_path_growth; support/varying_lengths.hpp); logits too small for the
+    // replay publish no growth (0 segments).
+    if (loss_path && loss_path->growth.known) {
+      ctx.set_attr(attributes_.loss_first_step, loss_path->growth.first);
+      ctx.set_attr(attributes_.loss_longer_step, loss_path->growth.longer);
+      ctx.set_attr(attributes_.loss_longer_segments, static_cast<double>(loss_path->growth.segments));
     }
     // A tied embedding is one leaf used twice in one graph where the stage holds both ends, with one
     // AccumulateGrad node: the LM head's gradient (backward's start) waits in that node's input buffer, and at
@@ -950,19 +945,28 @@ class MegatronActivations {
   }
 
  private:
-  // The bytes the loss path's logits-sized segments settle at for `elements`
-  // logits of `bytes` each (the shifted copy at the same size, as apply()
-  // says why), 0 where the order of its requests is not known.
-  double replayed_loss_segments(double bytes, double elements) {
-    if (!memplan::plugins::loss_order_known(cross_entropy_)) return 0;
-    LossSegmentsMemo& memo = loss_segments_memo_;
-    if (bytes != memo.bytes || elements != memo.elements)
-      memo = {bytes, elements,
-              memplan::plugins::loss_segments(cross_entropy_, bytes, output_held_, elements, elements,
-                                              model_.final_logit_softcapping > 0),
-              memplan::plugins::loss_path_growth(cross_entropy_, bytes, output_held_, elements, elements,
-                                                 model_.final_logit_softcapping > 0)};
-    return memo.segments;
+  // The last replays of the loss path's requests (loss_requests.hpp) by their
+  // key, replaced in turn: a search that revisits a few batches and sequence
+  // lengths (and the dtype) replays each once.
+  struct LossSegmentsMemo {
+    double bytes = -1, elements = -1, segments = 0;  // segments: what they settle at, step after step
+    memplan::plugins::LossPathGrowth growth;         // what a first and a longer step map
+  };
+
+  // The replay of the loss path for `elements` logits of `bytes` each (the
+  // shifted copy at the same size, as apply() says why); null where the order
+  // of its requests is not known.
+  const LossSegmentsMemo* replayed_loss_path(double bytes, double elements) {
+    if (!memplan::plugins::loss_order_known(cross_entropy_)) return nullptr;
+    for (const LossSegmentsMemo& entry : loss_path_memo_)
+      if (entry.bytes == bytes && entry.elements == elements) return &entry;
+    LossSegmentsMemo& memo = loss_path_memo_[loss_path_memo_next_];
+    loss_path_memo_next_ = (loss_path_memo_next_ + 1) % loss_path_memo_.size();
+    const bool softcap = model_.final_logit_softcapping > 0;
+    memo = {bytes, elements,
+            memplan::plugins::loss_segments(cross_entropy_, bytes, output_held_, elements, elements, softcap),
+            memplan::plugins::loss_path_growth(cross_entropy_, bytes, output_held_, elements, elements, softcap)};
+    return &memo;
   }
 
   // The layer's dimensions, less the sequence and the micro-batch (set per evaluation).
@@ -1519,12 +1523,8 @@ class MegatronActivations {
   bool dequantized_buffer_ = false;      // the forward dequantizes into one kept buffer (dequantized_buffer)
   int64_t dequantized_copies_ = 1;       // copies of a dequantized 4-bit matrix held at once (dequantized_copies)
   bool torch_ops_dequantize_ = false;    // packed matmuls save their fp16 weight (packed_dequantize = "torch-ops")
-  // The last replay of the loss path's requests (loss_requests.hpp) and its
-  // key: a search that keeps the batch, the sequence and the dtype replays once.
-  struct LossSegmentsMemo {
-    double bytes = -1, elements = -1, segments = 0;
-    memplan::plugins::LossPathGrowth growth;
-  } loss_segments_memo_;
+  std::array<LossSegmentsMemo, 8> loss_path_memo_{};  // LossSegmentsMemo, above
+  size_t loss_path_memo_next_ = 0;
   bool rope_cache_ = false;
   bool causal_mask_buffer_ = false;
   bool layer_causal_mask_ = false;  // every attention layer's own causal-mask buffer (layer_causal_mask)

@@ -518,6 +518,7 @@ class AllocatorOverhead {
 
   double fragmentation_;
   bool rounding_;
+  bool expandable_;  // expandable_segments
   bool varying_ = false;  // length_min: the steps' lengths vary
   memplan::support::StepLengths lengths_;
   double samples_ = 0;     // run_samples
@@ -530,7 +531,6 @@ class AllocatorOverhead {
   };
   std::array<VaryingMemo, 16> varying_memo_{};
   size_t varying_memo_next_ = 0;
-  bool expandable_;  // expandable_segments
   sdk::Name rounding_name_;
   sdk::Name fragmentation_name_;
   sdk::Name stream_pools_name_;

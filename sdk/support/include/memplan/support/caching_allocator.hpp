@@ -83,6 +83,14 @@ struct Block {
 
 }  // namespace caching_allocator_detail
 
+// The segment the allocator maps for a request of `bytes` that no cached
+// block holds (get_allocation_size, large pool): 20 MiB below 10 MiB, else the
+// request rounded up to 2 MiB.
+inline double segment_size(double bytes) {
+  namespace d = caching_allocator_detail;
+  return bytes < d::kMinLargeAlloc ? d::kLargeBuffer : d::round_up(bytes, d::kRoundLarge);
+}
+
 inline AllocatorReplay replay_caching_allocator(std::span<const AllocatorRequest> requests) {
   namespace d = caching_allocator_detail;
   AllocatorReplay result;
@@ -105,8 +113,7 @@ inline AllocatorReplay replay_caching_allocator(std::span<const AllocatorRequest
         if (blocks[i].free && blocks[i].size >= size && (best == count || blocks[i].size < blocks[best].size)) best = i;
       if (best == count) {
         if (count == blocks.size()) return invalid();
-        const double mapped = size < d::kMinLargeAlloc ? d::kLargeBuffer : d::round_up(size, d::kRoundLarge);
-        blocks[count++] = d::Block{mapped, 0, 0, segments++, true};
+        blocks[count++] = d::Block{segment_size(size), 0, 0, segments++, true};
         result.mapped_requests += size;
       }
       const double rest = blocks[best].size - size;

@@ -31,6 +31,8 @@
 // step at its own length).
 #pragma once
 
+#include <memplan/support/caching_allocator.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -164,10 +166,7 @@ class VaryingLengthPool {
 
   // The segment one request maps at length index i (get_allocation_size).
   double segment_at(size_t i) const {
-    constexpr double kMinLargeAlloc = 10.0 * 1024 * 1024, kLargeBuffer = 20.0 * 1024 * 1024;
-    constexpr double kRoundLarge = 2.0 * 1024 * 1024;
-    const double request = pool_.longer / pool_.segments * tokens(i) / static_cast<double>(lengths_.max);
-    return request < kMinLargeAlloc ? kLargeBuffer : std::ceil(request / kRoundLarge) * kRoundLarge;
+    return segment_size(pool_.longer / pool_.segments * tokens(i) / static_cast<double>(lengths_.max));
   }
 
   // P(a step is shorter than half the length at index i): lengths below ceil(l / 2).
