@@ -217,5 +217,65 @@ TEST(LossSegments, TheMeasuredJobsSegmentsAreReported) {
   EXPECT_DOUBLE_EQ(figure, 36'072 * kMiB);
 }
 
+// The backward thread's cuBLAS workspace (W, PyTorch's per handle and
+// stream; 32 MiB from Hopper on: support/cublas_workspace.hpp), taken once,
+// at the head's backward in the first step, after the loss freed its fp32
+// gradients (loss_requests.hpp). n = 2^30 logits (sizes fit exactly):
+//   dropped output (the Trainer), p = 2: step 0 as in UpcastInLoss leaves
+//     three free F blocks when the head's GEMM runs; W splits the first (s2),
+//     for good. Step 1: ret L -> s1; copy F -> s3; log-softmax F -> s4; the
+//     copy and the output freed; nll's F -> s3; log_softmax's F finds only
+//     s2's F - W: new s5 => L + 4F = 18 n, less W (allocated, which
+//     cuda-context counts): 18 n - W, where 14 n without it.
+//   held output, p = 2: the cast back has split s2 (L and L remain) when
+//     the GEMM runs; W takes the L remainder (the smallest block it fits),
+//     and the steps after settle at L + 4F as without it: 18 n - W.
+//   fp32 logits (p = 4), dropped: ret F [s1]; log-softmax F [s2]; ret freed;
+//     nll's F -> s1; log_softmax's F -> new s3; W splits s1. Step 1: ret F ->
+//     s2; log-softmax F -> s3; nll's F -> s2; log_softmax's F: new s4 =>
+//     4F = 16 n - W, where 12 n without it.
+// Measured (validation/measured/h100-2026-11-28-dynamic.jsonl, segments_at_end):
+// 4 x 1,188 + 594 MiB with a 32 MiB block inside one 1,188 MiB segment at
+// 2,048 tokens; 4 x 298 + 150 at 512.
+TEST(LossSegments, TheBackwardThreadsWorkspaceCanPinAnFp32Block) {
+  using plugins::CrossEntropy;
+  constexpr double n = 1024.0 * 1024 * 1024, w = 32 * kMiB;
+  EXPECT_EQ(plugins::loss_segments(CrossEntropy::upcast_in_loss, 2, false, n, n, false, w), 18 * n - w);
+  EXPECT_EQ(plugins::loss_segments(CrossEntropy::upcast_in_loss, 2, true, n, n, false, w), 18 * n - w);
+  EXPECT_EQ(plugins::loss_segments(CrossEntropy::upcast_in_loss, 4, false, n, n, false, w), 16 * n - w);
+  // No workspace: the paths as UpcastInLoss replays them.
+  EXPECT_EQ(plugins::loss_segments(CrossEntropy::upcast_in_loss, 2, false, n, n, false, 0), 14 * n);
+}
+
+// The measured jobs (validation/H100-qwen-1.8b-trainer-lora-r8-qkv-gc-ga16-s2048-fixed and -s512-fixed): Qwen-1.8B's
+// shape, LoRA on q, k, v, flash attention, an H100 (sm_90: W = 33,554,432 B). The layers' largest request is
+// the MLP's 2,048 x 5,504 x 2 B = 21.5 MiB (a 22 MiB segment), under W: the workspace lands in a logits-sized
+// block. segments_at_end: 4 x 1,245,708,288 + 622,854,144 B, less W: 5,572,132,864 B; at 512 tokens 4 x
+// 312,475,648 + 157,286,400 - W = 1,373,634,560 B. At 4,096 tokens the MLP's 43 MiB segment holds W (the
+// replay without the workspace, 3 F + L: 3 x 2,489,319,424 + 1,245,708,288 B, F = 4,096 x 151,936 x 4 B being 1,187
+// MiB exactly and L rounding up to 594 MiB), and on an
+// A100 (sm_80, W = 8,519,680 B) the layers' 20 MiB segments do: 3 x 1,245,708,288 + 622,854,144 B.
+TEST(LossSegments, TheMeasuredTrainerJobsKeepAFourthFp32Segment) {
+  const auto segments = [](const std::string& id, const std::string& from = {}, const std::string& to = {}) {
+    std::string text = validation_case(id);
+    if (!from.empty()) {
+      const size_t at = text.find(from);
+      EXPECT_NE(at, std::string::npos) << from;
+      if (at != std::string::npos) text.replace(at, from.size(), to);
+    }
+    const Evaluation e = evaluate(text, id + ".toml");
+    double figure = 0;
+    for (const auto& [key, value] : e.estimator().report_details())
+      if (key == "allocator_loss_segments") figure = std::stod(value);
+    return figure;
+  };
+  const std::string at2048 = "H100-qwen-1.8b-trainer-lora-r8-qkv-gc-ga16-s2048-fixed";
+  EXPECT_DOUBLE_EQ(segments(at2048), 5'572'132'864.0);
+  EXPECT_DOUBLE_EQ(segments("H100-qwen-1.8b-trainer-lora-r8-qkv-gc-ga16-s512-fixed"), 1'373'634'560.0);
+  EXPECT_DOUBLE_EQ(segments(at2048, "seq_len = 2048", "seq_len = 4096"), 3 * 2'489'319'424.0 + 1'245'708'288.0);
+  EXPECT_DOUBLE_EQ(segments(at2048, "gpu = \"h100-sxm-80gb\"", "gpu = \"a100-sxm-80gb\""),
+                   3 * 1'245'708'288.0 + 622'854'144.0);
+}
+
 }  // namespace
 }  // namespace memplan::testing

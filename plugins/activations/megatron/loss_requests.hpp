@@ -37,6 +37,21 @@
 // Trainer's compute_loss returns the loss only), else when the next
 // forward's output replaces it (output_held), after that forward's requests.
 //
+// The backward thread's cuBLAS workspace (`workspace`, where given): PyTorch
+// keeps one per cuBLAS handle and stream (aten/src/ATen/cuda/CublasHandlePool.cpp,
+// getCurrentCUDABlasHandle: the workspace comes from the caching allocator
+// when a thread's handle first runs a GEMM on a stream), and autograd runs
+// CUDA backward on a thread of its own: its first GEMM, the head's input
+// gradient (the 16-bit gradient of the logits times the head's weight), takes
+// it from the caching allocator once per run, in the first step, after the
+// loss path has freed its fp32 gradients. Where every other free block is
+// smaller than the workspace (the plugin's condition), best fit splits a free
+// fp32 logits-sized block, which then holds the workspace for good, and the
+// next step's fp32 requests map one more segment. Measured (validation/measured/
+// h100-2026-11-28-dynamic.jsonl, segments_at_end, Qwen-1.8B's shape, LoRA on
+// q, k, v, the Trainer): 4 x 1,188 + 594 MiB at 2,048 tokens and 4 x 298 + 150
+// at 512, a 32 MiB block inside one fp32 segment; 3 x 2L + L without it.
+//
 // The n' sizes matter: a shifted request in a whole fp32 block leaves 4 b V
 // bytes (with the 2 MiB rounding, possibly more than 1 MiB: a split), and
 // the whole-size slice gradient then finds no block (transformers <= 4.45
@@ -74,10 +89,12 @@ inline bool loss_order_known(CrossEntropy mode) {
 // `scales`, where given (one per step, at least `steps`), multiplies the
 // step's logits and shifted elements: steps of varying lengths (a batch of
 // 1 at each sample's own length, or padded to each batch's longest).
+// `workspace` (bytes; 0: none) is the backward thread's cuBLAS workspace,
+// requested once, in the first step, at the head's backward and never freed.
 template <size_t N>
 size_t loss_path_requests(CrossEntropy mode, double p, bool output_held, int steps, double elements, double shifted,
                           std::array<support::AllocatorRequest, N>& out, bool softcap = false,
-                          std::span<const double> scales = {}) {
+                          std::span<const double> scales = {}, double workspace = 0) {
   using Request = support::AllocatorRequest;
   if (!loss_order_known(mode)) return 0;
   size_t count = 0;
@@ -107,6 +124,7 @@ size_t loss_path_requests(CrossEntropy mode, double p, bool output_held, int ste
     capped, divided, tanh_out, product_grad, tanh_grad, divided_grad
   };
   constexpr uint32_t kTensors = 15;
+  constexpr uint32_t kWorkspace = UINT32_MAX;  // an id no step's tensors reach
   for (int step = 0; step < steps; ++step) {
     scale = scales.empty() ? 1.0 : scales[static_cast<size_t>(step)];
     const auto id = [&](Tensor tensor, int at) { return static_cast<uint32_t>(at) * kTensors + tensor; };
@@ -167,6 +185,10 @@ size_t loss_path_requests(CrossEntropy mode, double p, bool output_held, int ste
       release(id(tanh_grad, step));
       last = id(divided_grad, step);
     }
+    // The head's backward: its input gradient's GEMM, the backward thread's
+    // first, with `last` (the logits' gradient) alive. Its output (b s h)
+    // is not replayed: blocks of that size are what the forward freed.
+    if (step == 0 && workspace > 0) push(Request::Kind::allocate, kWorkspace, workspace);
     release(last);
   }
   return overflow ? 0 : count;
@@ -176,15 +198,19 @@ size_t loss_path_requests(CrossEntropy mode, double p, bool output_held, int ste
 // of `p` bytes (`shifted` in the shifted copy; see loss_path_requests), 0
 // where the order is not known or the replay cannot take it (a request of
 // 1 MiB or less: the small pool). Four steps are replayed: every sequence
-// above settles from its second.
+// above settles from its second. With a `workspace` (see loss_path_requests)
+// the segments less the workspace's own bytes, which are allocated (the
+// cuda-context plugin counts them), not a cached block.
 inline double loss_segments(CrossEntropy mode, double p, bool output_held, double elements, double shifted,
-                            bool softcap = false) {
+                            bool softcap = false, double workspace = 0) {
   std::array<support::AllocatorRequest, 128> requests{};
-  const size_t count = loss_path_requests(mode, p, output_held, 4, elements, shifted, requests, softcap);
+  const size_t count = loss_path_requests(mode, p, output_held, 4, elements, shifted, requests, softcap, {}, workspace);
   if (count == 0) return 0;
   const support::AllocatorReplay replay =
       support::replay_caching_allocator(std::span<const support::AllocatorRequest>(requests.data(), count));
-  return replay.valid ? replay.reserved : 0;
+  if (!replay.valid) return 0;
+  namespace d = support::caching_allocator_detail;
+  return replay.reserved - d::round_up(workspace, d::kMinBlockSize);
 }
 
 // What the loss path's segments do when steps differ in length: a step

@@ -9,6 +9,7 @@
 #include <memplan/conventions.h>
 #include <memplan/dtypes.hpp>
 #include <memplan/sdk.hpp>
+#include <memplan/support/cublas_workspace.hpp>
 #include <memplan/support/items.hpp>
 #include <memplan/support/layout.hpp>
 #include <memplan/support/sharding.hpp>
@@ -23,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "largest_request.hpp"
 #include "loss_requests.hpp"
 #include "torch_ops_dequantize.hpp"
 #include "transformer_activations.hpp"
@@ -224,7 +226,7 @@ constexpr std::array<LossMode, 14> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.28.0",
+      "megatron", "1.29.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -873,7 +875,10 @@ class MegatronActivations {
         // replayed). Measured: fms-acceleration's two 1-GPU device rows of
         // this path (transformers 4.39) read +5.5 and -1.7 % this way, +15.3
         // and +4.9 % at the real size (loss_requests.hpp).
-        loss_path = replayed_loss_path(settings.bytes, logit_elements);
+        const double mask_bytes =
+            masks.kinds > 0 ? shape.batch * shape.seq * shape.seq * (masks.eager ? settings.bytes : 1) : 0;
+        loss_path = replayed_loss_path(settings.bytes, logit_elements,
+                                       backward_workspace(ctx, shape, settings, facts, layout, mask_bytes));
       }
     }
     // What the loss path's logits-sized segments settle at, where the order of
@@ -949,25 +954,33 @@ class MegatronActivations {
   // key, replaced in turn: a search that revisits a few batches and sequence
   // lengths (and the dtype) replays each once.
   struct LossSegmentsMemo {
-    double bytes = -1, elements = -1, segments = 0;  // segments: what they settle at, step after step
+    double bytes = -1, elements = -1, workspace = -1;
+    double segments = 0;                             // what they settle at, step after step
     memplan::plugins::LossPathGrowth growth;         // what a first and a longer step map
   };
 
   // The replay of the loss path for `elements` logits of `bytes` each (the
-  // shifted copy at the same size, as apply() says why); null where the order
-  // of its requests is not known.
-  const LossSegmentsMemo* replayed_loss_path(double bytes, double elements) {
+  // shifted copy at the same size, as apply() says why), with the backward
+  // thread's cuBLAS `workspace` where it lands among the path's blocks (0:
+  // elsewhere); null where the order of its requests is not known. The
+  // growth of steps of varying lengths is replayed without the workspace: it
+  // pins a block of the first step only, which a later step within the
+  // workspace's size of that step's logits, before any longer step, would
+  // need anew (one segment, in a narrow band of lengths: left out).
+  const LossSegmentsMemo* replayed_loss_path(double bytes, double elements, double workspace) {
     if (!memplan::plugins::loss_order_known(cross_entropy_)) return nullptr;
     for (const LossSegmentsMemo& entry : loss_path_memo_)
-      if (entry.bytes == bytes && entry.elements == elements) return &entry;
+      if (entry.bytes == bytes && entry.elements == elements && entry.workspace == workspace) return &entry;
     LossSegmentsMemo& memo = loss_path_memo_[loss_path_memo_next_];
     loss_path_memo_next_ = (loss_path_memo_next_ + 1) % loss_path_memo_.size();
     const bool softcap = model_.final_logit_softcapping > 0;
-    memo = {bytes, elements,
-            memplan::plugins::loss_segments(cross_entropy_, bytes, output_held_, elements, elements, softcap),
+    memo = {bytes, elements, workspace,
+            memplan::plugins::loss_segments(cross_entropy_, bytes, output_held_, elements, elements, softcap,
+                                            workspace),
             memplan::plugins::loss_path_growth(cross_entropy_, bytes, output_held_, elements, elements, softcap)};
     return &memo;
   }
+
 
   // The layer's dimensions, less the sequence and the micro-batch (set per evaluation).
   static TransformerShape layer_shape(const memplan_model& model) {
@@ -1040,12 +1053,13 @@ class MegatronActivations {
           loss_longer_step(options.attribute(MEMPLAN_ATTR_LOSS_LONGER_STEP)),
           loss_longer_segments(options.attribute(MEMPLAN_ATTR_LOSS_LONGER_SEGMENTS)),
           kept_layer_inputs(options.attribute(MEMPLAN_ATTR_KEPT_LAYER_INPUTS)),
-          gathered_weight_bytes(options.attribute(MEMPLAN_ATTR_GATHERED_WEIGHT_BYTES)) {}
+          gathered_weight_bytes(options.attribute(MEMPLAN_ATTR_GATHERED_WEIGHT_BYTES)),
+          architecture(options.attribute(MEMPLAN_ATTR_HARDWARE_ARCHITECTURE)) {}
     memplan::sdk::Attribute activation_dtype, activation_factor, residual_dtype, lora_rank_inputs, lora_inputs,
         lora_distinct_inputs, lora_qkv, lora_dropout, lora_mlp, lora_o, lora_kernels, recompute_policy,
         recompute_reentrant, pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
         pipeline_merged_outputs, context_kv_allgather, loss_segments, loss_first_step, loss_longer_step,
-        loss_longer_segments, kept_layer_inputs, gathered_weight_bytes;
+        loss_longer_segments, kept_layer_inputs, gathered_weight_bytes, architecture;
   };
 
   // The names of the items apply() adds, interned once.
@@ -1152,6 +1166,30 @@ class MegatronActivations {
       }
     }
     return facts;
+  }
+
+  // The backward thread's cuBLAS workspace, where the loss path's replay
+  // places it (loss_requests.hpp): autograd's first GEMM, the head's input
+  // gradient, takes it by best fit after the loss has freed its fp32
+  // gradients, and those logits-sized blocks are the only free ones at least
+  // its size where every segment the layers' requests map is smaller (a
+  // request under 10 MiB maps 20 MiB, a larger one its size rounded up to
+  // 2 MiB: support::segment_size). On Hopper and later (32 MiB) a small
+  // model's layers at a short batch qualify; below (8.125 MiB) the layers'
+  // 20 MiB segments always hold it. 0 where the layers may leave a block the
+  // workspace fits, or what they leave is not worked out: a sharding
+  // strategy's gathered weights in the step's pool, context parallelism, a
+  // packed base (its dequantized matrix), mixture-of-experts and latent
+  // attention (largest_request.hpp).
+  double backward_workspace(const memplan::sdk::Context& ctx, const TransformerShape& shape,
+                            const ActivationSettings& settings, const PlanFacts& facts,
+                            const memplan::support::Layout& layout, double mask_bytes) const {
+    if (layout.context > 1 || ctx.attr_double(attributes_.gathered_weight_bytes, 0) > 0) return 0;
+    const double workspace = memplan::support::cublas_workspace_bytes(ctx.attr_string(attributes_.architecture, ""));
+    double largest = std::max(memplan::plugins::largest_layer_request(shape, settings), mask_bytes);
+    if (facts.packed_linear) largest = std::max(largest, largest_linear_matrix(model_, settings.tensor_parallel) *
+                                                             settings.bytes);
+    return memplan::support::segment_size(largest) < workspace ? workspace : 0;
   }
 
   // Full recomputation of layers that autocast ran (the precision plugin's

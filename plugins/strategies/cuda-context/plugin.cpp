@@ -45,6 +45,7 @@
 //                     attention); transformers on FlashAttention use none.
 //                     Default 0.
 #include <memplan/sdk.hpp>
+#include <memplan/support/cublas_workspace.hpp>
 #include <memplan/support/format.hpp>
 #include <memplan/support/items.hpp>
 
@@ -94,32 +95,9 @@ double mebibytes(sdk::Options& options, const char* key, double fallback) {
   return value * support::kMiB;
 }
 
-// PyTorch's default cuBLAS workspace for one handle and stream on a GPU of this
-// architecture (aten/src/ATen/cuda/CublasHandlePool.cpp, parseChosenWorkspaceSize):
-// ":4096:8" from compute capability 9 (Hopper since PR #91564, PyTorch 2.0;
-// Blackwell 10.x and 12.x since PR #175344, 2026-02), ":4096:2:16:8" below;
-// under ROCm 32 MiB, 128 MiB on gfx942/gfx950 (MI300X, MI325X, MI355X). An
-// unknown GPU keeps 32 MiB, the Hopper figure the project measured. The rule is
-// current PyTorch's: releases before PR #175344 gave Blackwell 8.125 MiB (set
-// cublas_workspace_mib = 16.25 for training there), and before PR #91564 (2.0)
-// every GPU had cuBLAS's own default.
-double cublas_workspace_bytes(std::string_view architecture) {
-  constexpr double kLarge = 4096.0 * 8 * 1024;                // 33,554,432 B
-  constexpr double kSmall = 4096.0 * 1024 * 2 + 16.0 * 1024 * 8;  // 8,519,680 B
-  if (architecture.starts_with("sm_") && architecture.size() >= 5) {
-    // "sm_90" -> 9, "sm_100" -> 10: the capability without its last (minor) digit.
-    const std::string_view major = architecture.substr(3, architecture.size() - 4);
-    int value = 0;
-    for (char c : major) value = value * 10 + (c - '0');
-    return value >= 9 ? kLarge : kSmall;
-  }
-  // ROCm matches targets by prefix (getCUDAHooks().isGPUArch): {"gfx94", "gfx95"} in the release that gave MI300
-  // 128 MiB, {"gfx942", "gfx950", "gfx1250"} later; the two agree on every target but gfx940/941 and gfx1250.
-  for (std::string_view prefix : {"gfx94", "gfx95", "gfx1250"})
-    if (architecture.starts_with(prefix)) return 4 * kLarge;
-  return kLarge;
-}
-
+// The workspaces' size per handle and stream: support::cublas_workspace_bytes (one rule with megatron's
+// loss-path replay). For a PyTorch before PR #175344 on Blackwell (8.125 MiB a workspace), set
+// cublas_workspace_mib = 16.25 for training.
 class CudaContextOverhead {
  public:
   static constexpr sdk::PluginInfo info{"cuda-context", "1.5.0",
@@ -167,7 +145,7 @@ class CudaContextOverhead {
     support::add_bytes_if_any(ctx, {.name = context_name_, .role = sdk::Role::overhead, .pool = sdk::Pool::device,
                                     .bytes = context_});
     const double cublas =
-        cublas_ ? *cublas_ : workspaces_ * cublas_workspace_bytes(ctx.attr_string(architecture_attr_, ""));
+        cublas_ ? *cublas_ : workspaces_ * support::cublas_workspace_bytes(ctx.attr_string(architecture_attr_, ""));
     support::add_bytes_if_any(ctx, {.name = cublas_name_, .bytes = cublas});
     support::add_bytes_if_any(ctx, {.name = cudnn_name_, .bytes = cudnn_});
     ctx.set_attr(growth_attr_, static_cast<int64_t>(growth_));
