@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../../plugins/precision/quantized/nf4_build_replay.hpp"
 #include "memplan/core/estimator.hpp"
 #include "test_support.hpp"
 
@@ -480,23 +481,41 @@ TEST(Profiles, VersionPicksTheCheckpointVariant) {
 }
 
 // The torchtune profile's one [[since]] block (plugins/frameworks/torchtune/
-// profile.toml): QLoRA's set-up quantization holds 68 bytes a weight of the
-// largest NF4 matrix before 0.2 (torchao 0.1's whole-matrix
-// quantize_tensor_nearest and the bf16 source), 6 from it (torchao 0.3.1
-// quantizes in chunks): Llama-2-7B's MLP matrix, 45,088,768 weights:
-// 3,066,036,224 and 270,532,608 B.
+// profile.toml): on one GPU the set-up is the replayed build (setup_build =
+// "clones"), with torchao 0.1's whole-matrix to_nf4 and the load's second
+// quantization on the GPU before 0.2, torchao 0.3.1's chunks of 2^20 weights
+// and a CPU load from it: the item is the replay's high point less what stays
+// (plugins/precision/quantized/nf4_build_replay.hpp, tests Nf4Build.*). On
+// more GPUs the rule of one matrix stays: 68 bytes a weight of the largest NF4
+// matrix before 0.2 (quantize_tensor_nearest and the bf16 source), 6 from it:
+// Llama-2-7B's MLP matrix, 45,088,768 weights: 3,066,036,224 and 270,532,608 B.
 TEST(Profiles, TorchtuneVersionPicksTheNf4Quantization) {
-  auto working = [](const std::string& version) {
+  auto working = [](const std::string& version, bool two_gpus) {
     Evaluation e = evaluate("name = \"q\"\nmode = \"train\"\n[framework]\nuse = \"torchtune\"\n" + version +
                             "[model]\npreset = \"llama-2-7b\"\n[batch]\nseq_len = 512\n[precision]\nuse = "
                             "\"quantized\"\nformat = \"nf4\"\ndouble_quant = true\nscales_in_parameter = true\n"
                             "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n[[strategy]]\nuse = "
-                            "\"lora\"\nrank = 8\ntargets = \"q,k,v,o,mlp\"\n");
+                            "\"lora\"\nrank = 8\ntargets = \"q,k,v,o,mlp\"\n" +
+                            (two_gpus ? "[[strategy]]\nuse = \"data-parallel\"\nsize = 2\n[hardware]\ncount = 2\n" : ""));
     return e.item_bytes("quantized.quantize_working", MEMPLAN_ROLE_BUFFERS);
   };
-  EXPECT_EQ(working("version = \"0.1\"\n"), 3'066'036'224u);
-  EXPECT_EQ(working("version = \"0.2\"\n"), 270'532'608u);
-  EXPECT_EQ(working(""), 270'532'608u);  // the profile's own version, 0.4
+  namespace qb = memplan::plugins::quantized;
+  const auto replayed = [](double chunk, bool at_load) {
+    qb::Nf4Build build;
+    const double a = 4096.0 * 4096, m = 4096.0 * 11008;
+    build.layer = {{a, true}, {a, true}, {a, true}, {a, true}, {m, true}, {m, true}, {m, true}};
+    build.layers = 32;
+    build.embedding_bytes = build.head_bytes = 32000.0 * 4096 * 2;
+    build.chunk = chunk;
+    build.quantize_at_load = at_load;
+    const qb::Nf4BuildReplay replay = qb::replay_nf4_build(build);
+    return static_cast<uint64_t>(replay.high - replay.alive);
+  };
+  EXPECT_EQ(working("version = \"0.1\"\n", false), replayed(0, true));
+  EXPECT_EQ(working("version = \"0.2\"\n", false), replayed(1 << 20, false));
+  EXPECT_EQ(working("", false), replayed(1 << 20, false));  // the profile's own version, 0.4
+  EXPECT_EQ(working("version = \"0.1\"\n", true), 3'066'036'224u);
+  EXPECT_EQ(working("version = \"0.2\"\n", true), 270'532'608u);
 }
 
 // The hf-transformers profile's 4.46 block turns packed_linear_keeps_input off

@@ -6,5 +6,6 @@ memplan_add_test(test_trainability
   trainability/freeze_test.cpp
   trainability/lora_test.cpp
   trainability/qlora_test.cpp
+  trainability/nf4_build_test.cpp
   trainability/seed000_mixtral_test.cpp
   trainability/examples_test.cpp)

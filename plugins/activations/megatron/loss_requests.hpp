@@ -124,7 +124,7 @@ size_t loss_path_requests(CrossEntropy mode, double p, bool output_held, int ste
     capped, divided, tanh_out, product_grad, tanh_grad, divided_grad
   };
   constexpr uint32_t kTensors = 15;
-  constexpr uint32_t kWorkspace = UINT32_MAX;  // an id no step's tensors reach
+  constexpr uint32_t kWorkspace = UINT32_MAX - 1;  // an id no step's tensors reach (the replay reserves UINT32_MAX)
   for (int step = 0; step < steps; ++step) {
     scale = scales.empty() ? 1.0 : scales[static_cast<size_t>(step)];
     const auto id = [&](Tensor tensor, int at) { return static_cast<uint32_t>(at) * kTensors + tensor; };

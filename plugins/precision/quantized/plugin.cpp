@@ -41,6 +41,7 @@
 #include <string>
 #include <utility>
 
+#include "nf4_build_replay.hpp"
 #include "quantized_format.hpp"
 
 namespace {
@@ -49,7 +50,7 @@ namespace sdk = memplan::sdk;
 namespace q = memplan::plugins::quantized;
 using sdk::ParamClass;
 
-constexpr std::array<memplan_option_spec, 19> kOptions{{
+constexpr std::array<memplan_option_spec, 22> kOptions{{
     {"format", MEMPLAN_OPTION_STRING,
      "quantized weight format: int8, int4, nf4, fp8, fp8-block (DeepSeek-V3), mxfp4, gptq, awq, or a llama.cpp GGUF "
      "type (q4_0, q4_1, q5_0, q5_1, q8_0, q2_k .. q6_k, iq1_s .. iq4_xs, iq4_nl); \"auto\": the format the model's "
@@ -111,8 +112,26 @@ constexpr std::array<memplan_option_spec, 19> kOptions{{
      "with nf4: bytes per element of the largest quantized matrix that quantizing it on the GPU holds at "
      "set-up, beside the weights (torchtune's QLoRA with torchao 0.1's to_nf4, which compares every weight with the "
      "16 NF4 values at once, and its bf16 source: 68; torchao >= 0.2 quantizes in chunks of 2^20 weights: 6); the "
-     "blocks stay in the allocator's cache",
+     "blocks stay in the allocator's cache; on one GPU setup_build, where given, replaces it",
      "0", nullptr},
+    {"setup_build", MEMPLAN_OPTION_STRING,
+     "with nf4 on one GPU: replay the model's build on the GPU through the caching allocator, as torchtune's "
+     "single-device QLoRA recipes make it (nf4_build_replay.hpp): \"clones\" (one decoder layer made, each adapted "
+     "weight quantized by to_nf4 as made, then deep-copied per layer: torchtune's builders to 0.3.0, Llama 2 and 3 "
+     "after), \"layers\" (each layer made and quantized in turn: torchtune's Llama 3.1 builders from 0.3.1), or "
+     "\"none\"; adds the build's working memory at its high point (quantized.quantize_working) and the segments it "
+     "leaves cached (quantized.setup_cache). Left out for other formats, more GPUs (quantize_working_bytes then), "
+     "mixture-of-experts and latent attention",
+     "\"none\"", nullptr},
+    {"nf4_chunk", MEMPLAN_OPTION_INT,
+     "setup_build: weights torchao's to_nf4 compares with the 16 NF4 values at once (torchao >= 0.2.0: CHUNK_SIZE "
+     "= 1048576); 0: the whole matrix (torchao 0.1)",
+     "0", nullptr},
+    {"quantize_at_load", MEMPLAN_OPTION_BOOL,
+     "setup_build: loading the checkpoint quantizes each NF4 weight again on the GPU (torchtune's inplace_copy "
+     "with torchao < 0.2.0: to_nf4 of the checkpoint tensor moved to the GPU); false: torchao's copy_ quantizes "
+     "on the CPU",
+     "false", nullptr},
 }};
 
 constexpr std::array<std::string_view, 4> kScaleDtypes{"fp32", "fp16", "bf16", "fp8"};
@@ -269,7 +288,7 @@ std::optional<Declared> declared_format(sdk::Options& options) {
 class QuantizedPrecision {
  public:
   static constexpr sdk::PluginInfo info{
-      "quantized", "1.8.0",
+      "quantized", "1.9.0",
       "Quantized weights (int8, int4, nf4, fp8, fp8-block, mxfp4, gptq, awq, GGUF types) with their block scales; frozen in training (QLoRA)",
       sdk::Kind::precision, sdk::Phase::precision};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -397,6 +416,7 @@ class QuantizedPrecision {
       options.fail("quantize_working_bytes", "must be 0 to 1024 (bytes per element of the matrix being quantized), "
                                              "got " + memplan::support::number(quantize_working_bytes_));
     if (quantize_working_bytes_ > 0) quantize_working_ = options.intern("quantized.quantize_working");
+    read_setup_build(options, model, format->name == "nf4");
     // What the bytes describe: torchao's to_nf4 on a model built on the GPU for training (torchtune's QLoRA).
     // A profile sets it for every run of its framework, so other formats, inference, and a model known only by
     // its parameter count (no largest matrix) leave it out rather than fail.
@@ -514,10 +534,23 @@ class QuantizedPrecision {
     // (quantized_blocks[::2] << 4 | quantized_blocks[1::2]): 6 B a weight.
     // A model built or loaded this way quantizes so whatever the job does next: a training recipe's
     // set-up, or the same build logged before any step (validation TTPR-llama31-8b-qlora-init-i1398).
-    if (quantize_working_bytes_ > 0 && largest_quantized_ > 0 && nf4_ && !whole_model_)
+    // One GPU builds the whole model (torchtune's single-device recipes); the distributed recipes build on the
+    // meta device and load shards, which quantize_working_bytes' rule describes.
+    if (setup_build_ && largest_quantized_ > 0 && ctx.workload().gpu_count <= 1) {
+      // The replayed build (nf4_build_replay.hpp): its working memory at the high point beyond what stays
+      // allocated, and the segments beyond the high point, which stay cached (the plan's weights are the
+      // items above; the replay's own model, large tensors only, is used for the differences).
+      memplan::support::add_bytes(
+          ctx, {.name = quantize_working_, .role = sdk::Role::buffers, .lifetime = sdk::Lifetime::setup,
+                .bytes = setup_build_->high - setup_build_->alive});
+      memplan::support::add_bytes(
+          ctx, {.name = setup_cache_, .role = sdk::Role::buffers, .lifetime = sdk::Lifetime::setup,
+                .pool = sdk::Pool::reserve, .bytes = std::max(0.0, setup_build_->reserved - setup_build_->high)});
+    } else if (quantize_working_bytes_ > 0 && largest_quantized_ > 0 && nf4_ && !whole_model_) {
       memplan::support::add_bytes(
           ctx, {.name = quantize_working_, .role = sdk::Role::buffers, .lifetime = sdk::Lifetime::setup,
                 .bytes = quantize_working_bytes_ * largest_quantized_});
+    }
   }
 
  private:
@@ -555,6 +588,57 @@ class QuantizedPrecision {
   // gate), an expert item every expert's: one matrix is hidden x the MLP width
   // (split by tensor parallelism as the item is). Attention items (q, k, v, o)
   // and the LM head are one matrix each.
+  // setup_build and its options: the replay of the model's build on the GPU, run once here (it depends on the
+  // model and the options only). Where it does not apply (another format, a model without its architecture,
+  // mixture-of-experts, latent attention; more GPUs, decided per evaluation) the plugin keeps
+  // quantize_working_bytes' rule: a profile sets these for every run of its framework.
+  void read_setup_build(sdk::Options& options, const memplan_model& model, bool nf4) {
+    const std::string order = options.string("setup_build").value_or("none");
+    if (order != "none" && order != "clones" && order != "layers")
+      options.fail("setup_build", "is \"" + order + "\"; use \"clones\", \"layers\" or \"none\"");
+    const int64_t chunk = options.integer("nf4_chunk").value_or(0);
+    if (chunk < 0 || chunk > (int64_t{1} << 40))
+      options.fail("nf4_chunk", "must be 0 (the whole matrix) or a number of weights up to 2^40, got " +
+                                    std::to_string(chunk));
+    const bool at_load = options.boolean("quantize_at_load").value_or(false);
+    if (order == "none") {
+      if (options.integer("nf4_chunk") || options.boolean("quantize_at_load"))
+        options.fail("setup_build", "is \"none\", so nf4_chunk and quantize_at_load describe nothing; set "
+                                    "setup_build = \"clones\" or \"layers\", or remove them");
+      return;
+    }
+    if ((parts_ & kLmHead) != 0)
+      options.fail("setup_build", "replays torchtune's build, whose output head stays bf16 (quantize_base is not "
+                                  "applied to output_proj); remove lm_head from quantize, or setup_build");
+    const bool dense = model.has_architecture && model.experts == 0 && model.kv_lora_rank == 0;
+    if (!nf4 || !dense) return;
+    setup_cache_ = options.intern("quantized.setup_cache");
+    quantize_working_ = options.intern("quantized.quantize_working");
+    namespace qb = memplan::plugins::quantized;
+    qb::Nf4Build build;
+    const double h = static_cast<double>(model.hidden);
+    const double q = static_cast<double>(model.heads * model.head_dim);
+    const double kv = static_cast<double>(model.kv_heads * model.head_dim);
+    const double ffn = static_cast<double>(model.ffn_hidden);
+    const bool attention = (parts_ & kAttention) != 0, mlp = (parts_ & kMlp) != 0;
+    build.layer = {{h * q, attention}, {h * kv, attention}, {h * kv, attention}, {q * h, attention},
+                   {h * ffn, mlp},     {ffn * h, mlp}};
+    if (model.gated_mlp != 0) build.layer.push_back({h * ffn, mlp});
+    build.layers = model.layers;
+    build.embedding_bytes = static_cast<double>(model.vocab) * h * unquantized_;
+    build.head_bytes = model.tied_embeddings != 0 ? 0.0 : build.embedding_bytes;
+    build.order = order == "clones" ? qb::BuildOrder::clones : qb::BuildOrder::layers;
+    build.chunk = static_cast<double>(chunk);
+    build.quantize_at_load = at_load;
+    const qb::Nf4BuildReplay replay = qb::replay_nf4_build(build);
+    if (!replay.valid)
+      options.fail("setup_build", "the build's blocks outgrow the replay's table (" +
+                                      std::to_string(qb::kNf4BuildBlocks) + " blocks, " +
+                                      std::to_string(model.layers) + " layers); set setup_build = \"none\" and "
+                                      "quantize_working_bytes instead");
+    setup_build_ = replay;
+  }
+
   double one_matrix(const sdk::ItemRef& item) const {
     const double matrices = gated_mlp_ ? 3.0 : 2.0;
     if (item.param_class() == ParamClass::mlp) return item.elements() / matrices;
@@ -596,6 +680,8 @@ class QuantizedPrecision {
   double quantize_working_bytes_ = 0;  // set-up working memory of quantizing one matrix, bytes a weight
   bool nf4_ = false;                   // the format is nf4 (what quantize_working_bytes describes)
   sdk::Name quantize_working_{};       // "quantized.quantize_working", interned when that is set
+  sdk::Name setup_cache_{};            // "quantized.setup_cache", interned with setup_build
+  std::optional<memplan::plugins::quantized::Nf4BuildReplay> setup_build_;  // the replayed build, where it applies
   bool gated_mlp_ = false;          // three MLP matrices (gate, up, down), else two
   double expert_matrix_ = 0;        // hidden x expert_ffn_hidden: one expert matrix, unsplit
   sdk::Name dequantized_{};  // "activations.dequantized_weight", interned in the constructor

@@ -91,68 +91,116 @@ inline double segment_size(double bytes) {
   return bytes < d::kMinLargeAlloc ? d::kLargeBuffer : d::round_up(bytes, d::kRoundLarge);
 }
 
-inline AllocatorReplay replay_caching_allocator(std::span<const AllocatorRequest> requests) {
-  namespace d = caching_allocator_detail;
-  AllocatorReplay result;
-  std::array<d::Block, kReplayBlocks> blocks{};
-  size_t count = 0;
-  uint32_t segments = 0;
-  double alive = 0;
-  const auto invalid = [&result] {
-    result.valid = false;
-    return result;
-  };
-  for (const AllocatorRequest& request : requests) {
-    if (request.kind == AllocatorRequest::Kind::allocate) {
-      if (!std::isfinite(request.bytes) || request.bytes <= d::kSmallSize) return invalid();
-      const double size = d::round_up(request.bytes, d::kMinBlockSize);
-      // Best fit: the smallest free block that holds the request; ties go to
-      // the earlier block in the table (the lower address).
-      size_t best = count;
-      for (size_t i = 0; i < count; ++i)
-        if (blocks[i].free && blocks[i].size >= size && (best == count || blocks[i].size < blocks[best].size)) best = i;
-      if (best == count) {
-        if (count == blocks.size()) return invalid();
-        blocks[count++] = d::Block{segment_size(size), 0, 0, segments++, true};
-        result.mapped_requests += size;
-      }
-      const double rest = blocks[best].size - size;
-      if (rest > d::kSmallSize) {
-        if (count == blocks.size()) return invalid();
-        for (size_t i = count; i > best + 1; --i) blocks[i] = blocks[i - 1];
-        blocks[best + 1] = d::Block{rest, 0, 0, blocks[best].segment, true};
-        ++count;
-        blocks[best].size = size;
-      }
-      // Not split: the request keeps the whole block.
-      blocks[best].requested = size;
-      blocks[best].id = request.id;
-      blocks[best].free = false;
-      alive += size;
-      if (alive > result.alive_high) result.alive_high = alive;
-      continue;
+// The block table the replay runs on, for callers that generate their
+// requests as they go (a model's whole set-up: thousands of requests, more
+// blocks than a loss path's). Capacity is the blocks it can track at once;
+// past it, and on a bad request, the replay turns invalid and stays so.
+// Requests of 1 MiB or less belong to the small pool, which this table does
+// not model: allocate() refuses them (invalid) unless `skip_small` was given,
+// when they are left out (their frees too: pass the id allocate() returned).
+template <size_t Capacity>
+class CachingAllocatorBlocks {
+ public:
+  explicit CachingAllocatorBlocks(bool skip_small = false) : skip_small_(skip_small) {}
+
+  // Allocates `bytes` under `id` (nonzero); returns id, or 0 where the
+  // request was left out (small pool, skip_small) or the replay is invalid.
+  uint32_t allocate(uint32_t id, double bytes) {
+    namespace d = caching_allocator_detail;
+    if (!result_.valid) return 0;
+    if (!std::isfinite(bytes) || bytes < 0 || id == 0) return invalid();
+    if (bytes <= d::kSmallSize) return skip_small_ ? 0 : invalid();
+    const double size = d::round_up(bytes, d::kMinBlockSize);
+    // Best fit: the smallest free block that holds the request; ties go to
+    // the earlier block in the table (the lower address).
+    size_t best = count_;
+    for (size_t i = 0; i < count_; ++i)
+      if (blocks_[i].free && blocks_[i].size >= size && (best == count_ || blocks_[i].size < blocks_[best].size))
+        best = i;
+    if (best == count_) {
+      if (count_ == Capacity) return invalid();
+      blocks_[count_++] = d::Block{segment_size(size), 0, 0, segments_++, true};
+      result_.mapped_requests += size;
+      result_.reserved += blocks_[best].size;
     }
-    size_t at = count;
-    for (size_t i = 0; i < count && at == count; ++i)
-      if (!blocks[i].free && blocks[i].id == request.id) at = i;
-    if (at == count) return invalid();
-    alive -= blocks[at].requested;
-    blocks[at].free = true;
-    blocks[at].requested = 0;
+    const double rest = blocks_[best].size - size;
+    if (rest > d::kSmallSize) {
+      if (count_ == Capacity) return invalid();
+      for (size_t i = count_; i > best + 1; --i) blocks_[i] = blocks_[i - 1];
+      blocks_[best + 1] = d::Block{rest, 0, 0, blocks_[best].segment, true};
+      ++count_;
+      blocks_[best].size = size;
+    }
+    // Not split: the request keeps the whole block.
+    blocks_[best].requested = size;
+    blocks_[best].id = id;
+    blocks_[best].free = false;
+    alive_ += size;
+    if (alive_ > result_.alive_high) result_.alive_high = alive_;
+    return id;
+  }
+
+  // Frees what allocate() returned under `id`; 0 (a request left out) is a no-op.
+  void release(uint32_t id) {
+    if (!result_.valid || id == 0) return;
+    size_t at = count_;
+    for (size_t i = 0; i < count_ && at == count_; ++i)
+      if (!blocks_[i].free && blocks_[i].id == id) at = i;
+    if (at == count_) {
+      invalid();
+      return;
+    }
+    alive_ -= blocks_[at].requested;
+    blocks_[at].free = true;
+    blocks_[at].requested = 0;
     // Merge with the free neighbours of the same segment.
     const auto merge_next = [&](size_t i) {
-      if (i + 1 < count && blocks[i + 1].free && blocks[i + 1].segment == blocks[i].segment) {
-        blocks[i].size += blocks[i + 1].size;
-        for (size_t j = i + 1; j + 1 < count; ++j) blocks[j] = blocks[j + 1];
-        --count;
+      if (i + 1 < count_ && blocks_[i + 1].free && blocks_[i + 1].segment == blocks_[i].segment) {
+        blocks_[i].size += blocks_[i + 1].size;
+        for (size_t j = i + 1; j + 1 < count_; ++j) blocks_[j] = blocks_[j + 1];
+        --count_;
       }
     };
     merge_next(at);
-    if (at > 0 && blocks[at - 1].free && blocks[at - 1].segment == blocks[at].segment) merge_next(at - 1);
+    if (at > 0 && blocks_[at - 1].free && blocks_[at - 1].segment == blocks_[at].segment) merge_next(at - 1);
   }
-  for (size_t i = 0; i < count; ++i) result.reserved += blocks[i].size;
-  result.segments = static_cast<int>(segments);
-  return result;
+
+  // The replay so far; `alive` the bytes allocated now (rounded sizes).
+  AllocatorReplay result() const {
+    AllocatorReplay out = result_;
+    out.segments = static_cast<int>(segments_);
+    return out;
+  }
+  double alive() const { return alive_; }
+
+ private:
+  uint32_t invalid() {
+    result_.valid = false;
+    return 0;
+  }
+
+  std::array<caching_allocator_detail::Block, Capacity> blocks_{};
+  size_t count_ = 0;
+  uint32_t segments_ = 0;
+  double alive_ = 0;
+  AllocatorReplay result_{};
+  bool skip_small_ = false;
+};
+
+// A replay of `requests` through a table of kReplayBlocks blocks.
+inline AllocatorReplay replay_caching_allocator(std::span<const AllocatorRequest> requests) {
+  CachingAllocatorBlocks<kReplayBlocks> blocks;
+  for (const AllocatorRequest& request : requests) {
+    if (request.kind == AllocatorRequest::Kind::allocate) {
+      // Ids are the caller's; the table reserves 0 for "left out": shift them by one.
+      if (request.id == UINT32_MAX) return AllocatorReplay{.valid = false};
+      blocks.allocate(request.id + 1, request.bytes);
+    } else {
+      blocks.release(request.id + 1);
+    }
+    if (!blocks.result().valid) return blocks.result();
+  }
+  return blocks.result();
 }
 
 }  // namespace memplan::support
