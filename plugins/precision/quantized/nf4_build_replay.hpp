@@ -118,6 +118,19 @@ inline uint32_t block_absmax(Tensors& t, double m, double block) {
   return values;
 }
 
+// quantize_tensor_nearest on m weights: (value - nf4) and its abs, two (m, 16)
+// bf16 tensors, then min's values and int64 indices; returns the indices.
+inline uint32_t nearest_codes(Tensors& t, double m) {
+  const uint32_t difference = t.allocate(32 * m);
+  const uint32_t magnitude = t.allocate(32 * m);
+  t.release(difference);
+  const uint32_t min_values = t.allocate(2 * m);
+  const uint32_t indices = t.allocate(8 * m);
+  t.release(magnitude);
+  t.release(min_values);
+  return indices;
+}
+
 inline Nf4Weight to_nf4(Tensors& t, double n, double chunk) {
   Nf4Weight kept;
   // double_quantize_scalers
@@ -143,13 +156,7 @@ inline Nf4Weight to_nf4(Tensors& t, double n, double chunk) {
   const uint32_t block_max = block_absmax(t, n, 64);
   const uint32_t scaled = t.allocate(2 * n);
   if (chunk <= 0) {
-    const uint32_t difference = t.allocate(32 * n);
-    const uint32_t magnitude = t.allocate(32 * n);
-    t.release(difference);
-    const uint32_t min_values = t.allocate(2 * n);
-    const uint32_t indices = t.allocate(8 * n);
-    t.release(magnitude);
-    t.release(min_values);
+    const uint32_t indices = nearest_codes(t, n);
     const uint32_t shifted = t.allocate(4 * n);
     const uint32_t combined = t.allocate(4 * n);
     t.release(shifted);
@@ -160,13 +167,7 @@ inline Nf4Weight to_nf4(Tensors& t, double n, double chunk) {
     const uint32_t codes = t.allocate(n);
     for (double start = 0; start < n; start += chunk) {
       const double m = std::min(chunk, n - start);
-      const uint32_t difference = t.allocate(32 * m);
-      const uint32_t magnitude = t.allocate(32 * m);
-      t.release(difference);
-      const uint32_t min_values = t.allocate(2 * m);
-      const uint32_t indices = t.allocate(8 * m);
-      t.release(magnitude);
-      t.release(min_values);
+      const uint32_t indices = nearest_codes(t, m);
       const uint32_t as_uint8 = t.allocate(m);
       t.release(indices);
       t.release(as_uint8);
