@@ -51,6 +51,7 @@
 #include <memplan/support/caching_allocator.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -165,8 +166,14 @@ inline Nf4Weight to_nf4(Tensors& t, double n, double chunk) {
     t.release(indices);
   } else {
     const uint32_t codes = t.allocate(n);
-    for (double start = 0; start < n; start += chunk) {
-      const double m = std::min(chunk, n - start);
+    // Every chunk frees what it allocates, and its blocks merge back: from the
+    // second full chunk on, each finds the blocks the one before left and
+    // places its requests the same way. Two full chunks and the last, shorter
+    // one replay them all (a 405B model's MLP matrix has 832).
+    const double full = std::floor(n / chunk);
+    const double tail = n - full * chunk;
+    for (int i = 0; i < static_cast<int>(std::min(full, 2.0)) + (tail > 0 ? 1 : 0); ++i) {
+      const double m = i < std::min(full, 2.0) ? chunk : tail;
       const uint32_t indices = nearest_codes(t, m);
       const uint32_t as_uint8 = t.allocate(m);
       t.release(indices);

@@ -611,7 +611,7 @@ class QuantizedPrecision {
       options.fail("setup_build", "replays torchtune's build, whose output head stays bf16 (quantize_base is not "
                                   "applied to output_proj); remove lm_head from quantize, or setup_build");
     const bool dense = model.has_architecture && model.experts == 0 && model.kv_lora_rank == 0;
-    if (!nf4 || !dense) return;
+    if (!nf4 || !dense || options.workload().gpu_count > 1) return;  // more GPUs keep the rule (apply())
     setup_cache_ = options.intern("quantized.setup_cache");
     quantize_working_ = options.intern("quantized.quantize_working");
     namespace qb = memplan::plugins::quantized;
@@ -630,13 +630,13 @@ class QuantizedPrecision {
     build.order = order == "clones" ? qb::BuildOrder::clones : qb::BuildOrder::layers;
     build.chunk = static_cast<double>(chunk);
     build.quantize_at_load = at_load;
+    // Each layer keeps a few blocks per weight: a model whose kept blocks would outgrow the replay's table
+    // (hundreds of layers) keeps quantize_working_bytes' rule, as does a replay that overflows it.
+    if (static_cast<double>(model.layers) * static_cast<double>(build.layer.size()) * 4 >
+        static_cast<double>(qb::kNf4BuildBlocks))
+      return;
     const qb::Nf4BuildReplay replay = qb::replay_nf4_build(build);
-    if (!replay.valid)
-      options.fail("setup_build", "the build's blocks outgrow the replay's table (" +
-                                      std::to_string(qb::kNf4BuildBlocks) + " blocks, " +
-                                      std::to_string(model.layers) + " layers); set setup_build = \"none\" and "
-                                      "quantize_working_bytes instead");
-    setup_build_ = replay;
+    if (replay.valid) setup_build_ = replay;
   }
 
   double one_matrix(const sdk::ItemRef& item) const {
