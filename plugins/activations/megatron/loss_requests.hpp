@@ -209,8 +209,7 @@ inline double loss_segments(CrossEntropy mode, double p, bool output_held, doubl
   const support::AllocatorReplay replay =
       support::replay_caching_allocator(std::span<const support::AllocatorRequest>(requests.data(), count));
   if (!replay.valid) return 0;
-  namespace d = support::caching_allocator_detail;
-  return replay.reserved - d::round_up(workspace, d::kMinBlockSize);
+  return replay.reserved - support::round_size(workspace);
 }
 
 // What the loss path's segments do when steps differ in length: a step

@@ -592,10 +592,11 @@ class MegatronActivations {
     // backward when layers are recomputed, else freed when the forward returns (measured: the padded
     // H100 snapshot frees its mask after the last layer's forward; the OLMo 3 one, recomputed, holds it at
     // the loss's backward).
-    const double mask_elements = shape.batch * shape.seq * shape.seq * static_cast<double>(inflight) / context;
+    // One micro-batch's mask per kind (read again by the loss path's replay, backward_workspace).
+    const double mask_bytes = shape.batch * shape.seq * shape.seq * (masks.eager ? settings.bytes : 1);
     const bool recomputed =
         settings.recompute == RecomputePolicy::full || settings.recompute == RecomputePolicy::per_op;
-    add_outside(ctx, names_.sdpa_masks, masks.kinds * mask_elements * (masks.eager ? settings.bytes : 1),
+    add_outside(ctx, names_.sdpa_masks, masks.kinds * mask_bytes * static_cast<double>(inflight) / context,
                 recomputed ? memplan::sdk::Lifetime::activation : memplan::sdk::Lifetime::forward_in_layers);
     // A windowed layer that gets a mask keeps more than the stage's other layers: SDPA's bias
     // (EagerLayer::attention_bias) and, the mask ruling out enable_gqa (transformers' use_gqa_in_sdpa), K and V
@@ -875,10 +876,9 @@ class MegatronActivations {
         // replayed). Measured: fms-acceleration's two 1-GPU device rows of
         // this path (transformers 4.39) read +5.5 and -1.7 % this way, +15.3
         // and +4.9 % at the real size (loss_requests.hpp).
-        const double mask_bytes =
-            masks.kinds > 0 ? shape.batch * shape.seq * shape.seq * (masks.eager ? settings.bytes : 1) : 0;
         loss_path = replayed_loss_path(settings.bytes, logit_elements,
-                                       backward_workspace(ctx, shape, settings, facts, layout, mask_bytes));
+                                       backward_workspace(ctx, shape, settings, facts, layout,
+                                                          masks.kinds > 0 ? mask_bytes : 0));
       }
     }
     // What the loss path's logits-sized segments settle at, where the order of
@@ -980,7 +980,6 @@ class MegatronActivations {
             memplan::plugins::loss_path_growth(cross_entropy_, bytes, output_held_, elements, elements, softcap)};
     return &memo;
   }
-
 
   // The layer's dimensions, less the sequence and the micro-batch (set per evaluation).
   static TransformerShape layer_shape(const memplan_model& model) {

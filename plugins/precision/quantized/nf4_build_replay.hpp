@@ -220,8 +220,6 @@ inline Nf4BuildReplay replay_nf4_build(const Nf4Build& build) {
   using namespace nf4_build_detail;
   auto blocks = std::make_unique<Blocks>(/*skip_small=*/true);
   Tensors t(*blocks);
-  double high = 0;
-  const auto note_high = [&] { high = std::max(high, blocks->result().alive_high); };
   struct Kept {
     Nf4Weight nf4;
     uint32_t plain = 0;  // a bf16 weight (not quantized)
@@ -251,7 +249,6 @@ inline Nf4BuildReplay replay_nf4_build(const Nf4Build& build) {
     t.allocate(build.embedding_bytes);
     t.allocate(build.head_bytes);
     for (int64_t i = 0; i < build.layers; ++i) layers.push_back(make_layer(&template_layer));
-    note_high();
     for (const Kept& kept : template_layer) {
       t.release(kept.plain);
       t.release(kept.nf4.scalers);
@@ -274,9 +271,8 @@ inline Nf4BuildReplay replay_nf4_build(const Nf4Build& build) {
         t.release(moved);
       }
   }
-  note_high();
   const support::AllocatorReplay replay = blocks->result();
-  return {high, blocks->alive(), replay.reserved, replay.valid};
+  return {replay.alive_high, blocks->alive(), replay.reserved, replay.valid};
 }
 
 }  // namespace memplan::plugins::quantized

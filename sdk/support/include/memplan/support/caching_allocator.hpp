@@ -83,6 +83,13 @@ struct Block {
 
 }  // namespace caching_allocator_detail
 
+// The bytes the allocator books for a request of `bytes` (round_size: a
+// multiple of 512 B).
+inline double round_size(double bytes) {
+  namespace d = caching_allocator_detail;
+  return d::round_up(bytes, d::kMinBlockSize);
+}
+
 // The segment the allocator maps for a request of `bytes` that no cached
 // block holds (get_allocation_size, large pool): 20 MiB below 10 MiB, else the
 // request rounded up to 2 MiB.
@@ -110,7 +117,7 @@ class CachingAllocatorBlocks {
     if (!result_.valid) return 0;
     if (!std::isfinite(bytes) || bytes < 0 || id == 0) return invalid();
     if (bytes <= d::kSmallSize) return skip_small_ ? 0 : invalid();
-    const double size = d::round_up(bytes, d::kMinBlockSize);
+    const double size = round_size(bytes);
     // Best fit: the smallest free block that holds the request; ties go to
     // the earlier block in the table (the lower address).
     size_t best = count_;
