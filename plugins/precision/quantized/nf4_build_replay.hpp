@@ -80,6 +80,7 @@ struct Nf4BuildReplay {
   double high = 0;      // the most allocated at once (rounded sizes)
   double alive = 0;     // allocated when the build and load end: the model's large tensors
   double reserved = 0;  // the segments mapped, which stay
+  double largest_free = 0;  // the largest block left free in them when the build and load end
   bool valid = false;   // false: the table overflowed (more blocks than it tracks)
 };
 
@@ -272,7 +273,7 @@ inline Nf4BuildReplay replay_nf4_build(const Nf4Build& build) {
       }
   }
   const support::AllocatorReplay replay = blocks->result();
-  return {replay.alive_high, blocks->alive(), replay.reserved, replay.valid};
+  return {replay.alive_high, blocks->alive(), replay.reserved, blocks->largest_free(), replay.valid};
 }
 
 }  // namespace memplan::plugins::quantized

@@ -288,7 +288,7 @@ std::optional<Declared> declared_format(sdk::Options& options) {
 class QuantizedPrecision {
  public:
   static constexpr sdk::PluginInfo info{
-      "quantized", "1.9.0",
+      "quantized", "1.10.0",
       "Quantized weights (int8, int4, nf4, fp8, fp8-block, mxfp4, gptq, awq, GGUF types) with their block scales; frozen in training (QLoRA)",
       sdk::Kind::precision, sdk::Phase::precision};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -303,7 +303,8 @@ class QuantizedPrecision {
         optimizer_states_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_OPTIMIZER_STATES)),
         bits_per_weight_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "quantized_bits_per_weight")),
         note_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "quantized_note")),
-        format_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "quantized_format")) {
+        format_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "quantized_format")),
+        setup_largest_free_attr_(options.attribute(MEMPLAN_ATTR_SETUP_LARGEST_FREE_BLOCK)) {
     const std::optional<std::string> name = options.string("format");
     std::optional<Declared> declared;
     const q::Format* format = nullptr;
@@ -546,6 +547,8 @@ class QuantizedPrecision {
       memplan::support::add_bytes(
           ctx, {.name = setup_cache_, .role = sdk::Role::buffers, .lifetime = sdk::Lifetime::setup,
                 .pool = sdk::Pool::reserve, .bytes = std::max(0.0, setup_build_->reserved - setup_build_->high)});
+      // The step's requests are served from those cached blocks first (the allocator model reads this).
+      if (setup_build_->largest_free > 0) ctx.set_attr(setup_largest_free_attr_, setup_build_->largest_free);
     } else if (quantize_working_bytes_ > 0 && largest_quantized_ > 0 && nf4_ && !whole_model_) {
       memplan::support::add_bytes(
           ctx, {.name = quantize_working_, .role = sdk::Role::buffers, .lifetime = sdk::Lifetime::setup,
@@ -657,6 +660,7 @@ class QuantizedPrecision {
 
   sdk::Attribute weights_dtype_, activations_dtype_, gradients_dtype_, master_weights_dtype_, optimizer_states_dtype_;
   sdk::Attribute bits_per_weight_attr_, note_attr_, format_attr_;
+  sdk::Attribute setup_largest_free_attr_;  // setup.largest_free_block, from the replayed build
   unsigned parts_ = kAllParts;  // the parts whose linear weights are quantized
   std::string format_text_;     // for the report, when the format comes from the model's config
   double quantized_ = 0;   // values and constants, per element

@@ -125,7 +125,7 @@ double rounding_waste(double bytes, bool expandable) {
 
 class AllocatorOverhead {
  public:
-  static constexpr sdk::PluginInfo info{"allocator", "1.8.0",
+  static constexpr sdk::PluginInfo info{"allocator", "1.9.0",
                                         "PyTorch caching allocator: block rounding and fragmentation",
                                         sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -139,6 +139,7 @@ class AllocatorOverhead {
         stream_pools_name_(options.intern("allocator.stream_pools")),
         setup_cache_emptied_attr_(options.attribute(MEMPLAN_ATTR_SETUP_CACHE_EMPTIED)),
         setup_unfragmented_attr_(options.attribute(MEMPLAN_ATTR_SETUP_FRESH_SEGMENTS)),
+        setup_largest_free_attr_(options.attribute(MEMPLAN_ATTR_SETUP_LARGEST_FREE_BLOCK)),
         loss_segments_attr_(options.attribute(MEMPLAN_ATTR_LOSS_SEGMENTS)),
         loss_segments_report_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "allocator_loss_segments")),
         loss_first_step_attr_(options.attribute(MEMPLAN_ATTR_LOSS_FIRST_STEP)),
@@ -286,11 +287,19 @@ class AllocatorOverhead {
       });
       side_pools += std::max({pool[0], pool[1], pool[2]});
     }
+    // Where the set-up left a free block that holds the largest logits-sized
+    // request (setup.largest_free_block), those requests are served from the
+    // set-up's cached segments, which best fit splits, as are the smaller
+    // ones: the two classes share the set-up's free room, and only what the
+    // step needs beyond it maps segments of its own.
+    const double setup_free_block = emptied ? 0.0 : ctx.attr_double(setup_largest_free_attr_, 0);
+    const bool logits_in_setup_blocks = setup_free_block > 0 && largest_logits_request(ctx) <= setup_free_block;
     PhaseTotals wanted{};
     for (size_t phase = 0; phase < wanted.size(); ++phase) {
       const double together = std::max(one_pool[phase], setup_floor) + side_pools;
-      const double apart = std::max(smaller[phase], setup_floor) + larger_high +
-                           std::max(0.0, loss_excess - margin[phase]) + side_pools;
+      const double larger = larger_high + std::max(0.0, loss_excess - margin[phase]);
+      const double apart = logits_in_setup_blocks ? std::max(smaller[phase] + larger, setup_floor) + side_pools
+                                                  : std::max(smaller[phase], setup_floor) + larger + side_pools;
       wanted[phase] = expandable_ ? together : std::max(together, apart);
     }
     const PhaseTotals counted_now = step_rule(ctx, accumulating, counted);
@@ -311,6 +320,15 @@ class AllocatorOverhead {
   // and the loss's forward and backward transients; inference: the logits and
   // the sampler's), each tensor larger than the blocks a layer's tensors leave.
   static bool logits_sized(const sdk::ItemRef& item) { return item.vocab_sized(); }
+
+  // The largest single logits-sized request of the compute stream.
+  static double largest_logits_request(const sdk::Context& ctx) {
+    double largest = 0;
+    for (const sdk::ItemRef item : ctx.items())
+      if (counted(item) && item.stream() == MEMPLAN_STREAM_COMPUTE && logits_sized(item))
+        largest = std::max(largest, memplan::support::instance_bytes(item));
+    return largest;
+  }
 
   // Items in reserved memory: the allocator's tensors and its reserve.
   static bool counted(const sdk::ItemRef& item) {
@@ -536,6 +554,7 @@ class AllocatorOverhead {
   sdk::Name stream_pools_name_;
   sdk::Attribute setup_cache_emptied_attr_;  // set by a plugin whose framework empties the cache after set-up
   sdk::Attribute setup_unfragmented_attr_;   // set by a plugin whose set-up allocates into fresh segments
+  sdk::Attribute setup_largest_free_attr_;   // the largest block the set-up leaves free, where a plugin knows it
   sdk::Attribute loss_segments_attr_;        // the loss path's logits-sized segments, where their order is known
   sdk::Attribute loss_segments_report_;      // the same, for the report's details
   sdk::Attribute loss_first_step_attr_;       // the loss path's first step, for lengths that vary

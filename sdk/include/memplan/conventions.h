@@ -144,6 +144,14 @@
 #define MEMPLAN_ATTR_SETUP_CACHE_EMPTIED "setup.cache_emptied"
 #define MEMPLAN_ATTR_SETUP_FRESH_SEGMENTS "setup.fresh_segments"
 
+/* The bytes of the largest block the set-up leaves free in the compute
+ * stream's cached segments (double), set by a plugin that replays its set-up
+ * through the allocator's block rules (plugin support's caching_allocator.hpp),
+ * read by an allocator model: a later request of that size or less is served
+ * from the set-up's blocks (best fit splits them) instead of a segment of its
+ * own. Absent: the sizes of the set-up's free blocks are not known. */
+#define MEMPLAN_ATTR_SETUP_LARGEST_FREE_BLOCK "setup.largest_free_block"
+
 /* The bytes the caching allocator's segments for the loss path's
  * logits-sized requests settle at, step after step (double), set by an
  * activation plugin that knows the order of those requests (a replay through

@@ -179,6 +179,14 @@ class CachingAllocatorBlocks {
     return out;
   }
   double alive() const { return alive_; }
+  // The largest free block now, in any segment (0 when none): what a later
+  // request of that size or less is served from without mapping a segment.
+  double largest_free() const {
+    double largest = 0;
+    for (size_t i = 0; i < count_; ++i)
+      if (blocks_[i].free && blocks_[i].size > largest) largest = blocks_[i].size;
+    return largest;
+  }
 
  private:
   uint32_t invalid() {
