@@ -61,6 +61,36 @@ TEST(RunDates, BeforeTheFirstVersionTheProfilesOwnDefaultsHold) {
             1100 * kMiB);
 }
 
+// A day (or a month) written where the version goes, for a profile that
+// numbers its versions otherwise ("4.46"): as a version it would compare
+// later than every one the profile knows (2024 > 4), the latest behaviour.
+// It is read as the run's day, with a warning that says to write date. A
+// month is its last day (as validation reads a month in a case's prose). A profile whose versions are years themselves
+// (fsdp-qlora "2024.03.26") keeps it as a version.
+TEST(RunDates, ADayWrittenAsTheVersionIsTheRunsDay) {
+  constexpr uint64_t kLogits = 1024ull * 128'256;
+  const Evaluation day(llama1b("version = \"2024-10-23\"\n"));
+  EXPECT_EQ(day.scenario().framework.version, "4.39");
+  EXPECT_EQ(day.scenario().framework.date, "2024-10-23");
+  EXPECT_EQ(day.item_bytes("activations.loss_forward", MEMPLAN_ROLE_ACTIVATIONS), 8 * kLogits);
+  ASSERT_EQ(day.scenario().warnings.size(), 1u);
+  EXPECT_EQ(day.scenario().warnings[0],
+            "scenario.toml:5:11: warning: in [framework], version \"2024-10-23\" is a day, not a version of "
+            "'hf-transformers' (its versions read like \"" + catalog().find_framework("hf-transformers")->version +
+                "\"): read as date = 2024-10-23; write date = 2024-10-23 (or the version that ran) instead");
+  const Evaluation month(llama1b("version = \"2024-11\"\n"));
+  EXPECT_EQ(month.scenario().framework.date, "2024-11-30");
+  EXPECT_EQ(month.scenario().framework.version, "4.46");
+  EXPECT_NE(error_of(llama1b("version = \"2024-10-23\"\ndate = 2024-10-23\n")).find("is a day, and date gives the "
+                                                                                   "run's day too; keep date"),
+            std::string::npos);
+  // Not a day: a version like any other.
+  EXPECT_EQ(Evaluation(llama1b("version = \"4.46\"\n")).scenario().framework.date, "");
+  EXPECT_EQ(day_written_as_version("2024-13-01", *catalog().find_framework("hf-transformers")), "");
+  EXPECT_EQ(day_written_as_version("2024.03.26", *catalog().find_framework("hf-transformers")), "");
+  EXPECT_EQ(day_written_as_version("2024-03-26", *catalog().find_framework("fsdp-qlora")), "");
+}
+
 TEST(RunDates, TheReportsNameTheDay) {
   TempDir dir;
   const std::string file = dir.write("d.toml", llama1b("date = 2022-01-11\n"));

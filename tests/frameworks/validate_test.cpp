@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -202,6 +203,51 @@ TEST(Validate, ProjectSuiteEstimatesEveryCase) {
   const CommandResult result = run_cli("validate " + source_dir() + "/validation");
   EXPECT_EQ(result.out.find("FAILED"), std::string::npos) << result.out;
   EXPECT_NE(result.out.find("validation: "), std::string::npos) << result.out;
+}
+
+// A case's '# framework = ...' line says what its [framework] table says: run
+// without the table, as a file written only with the line would be (the
+// shared calibration files are), every case of the suite gets the same
+// profile and the same estimate. The line carries the version (or the month,
+// as "megatron-lm 2023-07", read with the header's day in it) that the table
+// gives.
+TEST(Validate, EveryCasesFrameworkLineGivesItsTablesEstimate) {
+  const std::string suite = source_dir() + "/validation";
+  TempDir lines;
+  size_t stripped = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(suite)) {
+    if (entry.path().extension() != ".toml") continue;
+    std::string text = read_text(entry.path().string());
+    const size_t table = text.find("\n[framework]\n");
+    if (table != std::string::npos) {
+      size_t end = text.find("\n[", table + 1);  // the next table
+      text.erase(table + 1, (end == std::string::npos ? text.size() : end + 1) - (table + 1));
+      ++stripped;
+    }
+    lines.write(entry.path().filename().string(), text);
+  }
+  ASSERT_GT(stripped, 400u);
+  // id -> "framework estimate" from the table of `memplan validate`.
+  const auto estimates = [](const std::string& out) {
+    std::map<std::string, std::string> by_id;
+    std::istringstream rows(out);
+    for (std::string row; std::getline(rows, row);) {
+      std::istringstream words(row);
+      std::string id, framework, quantity, measured, estimate;
+      if (words >> id >> framework >> quantity >> measured >> estimate && row.find('%') != std::string::npos)
+        by_id[id] = framework + " " + estimate;
+    }
+    return by_id;
+  };
+  const std::map<std::string, std::string> with_tables = estimates(run_cli("validate " + suite).out);
+  const std::map<std::string, std::string> with_lines = estimates(run_cli("validate " + lines.path()).out);
+  ASSERT_GT(with_tables.size(), 400u);
+  EXPECT_EQ(with_lines.size(), with_tables.size());
+  for (const auto& [id, figure] : with_tables) {
+    const auto line = with_lines.find(id);
+    ASSERT_NE(line, with_lines.end()) << id;
+    EXPECT_EQ(line->second, figure) << id << ": its '# framework = ' line gives another profile or estimate";
+  }
 }
 
 }  // namespace

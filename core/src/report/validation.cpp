@@ -190,6 +190,11 @@ ValidationResult validate_case(const ValidationCase& test, const Catalog& catalo
                     " <version>' or a [framework] table to give one)";
           version.clear();
         }
+        // A month in place of the version ("<name> 2023-07") with the header's day in that month:
+        // the day says more (the loader reads a month as its last day).
+        if (version.size() == 7 && !day_written_as_version(version, *profile).empty() &&
+            test.run_date.rfind(version + "-", 0) == 0)
+          version = test.run_date;
         std::vector<std::string> overrides{"framework.use=\"" + profile->name + "\""};
         if (!version.empty()) overrides.push_back("framework.version=\"" + version + "\"");
         // No version: the run had the behaviour of its day, when the header dates it and the

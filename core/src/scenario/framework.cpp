@@ -195,6 +195,17 @@ bool is_iso_date(std::string_view text) {
   return month >= 1 && month <= 12 && day >= 1 && day <= days_in_month(year, month);
 }
 
+std::string day_written_as_version(const std::string& given, const FrameworkProfile& profile) {
+  // A month is read as its last day, as validation reads a month in a case's prose.
+  std::string day = given;
+  if (given.size() == 7 && is_iso_date(given + "-01"))
+    day = given + "-" + std::to_string(days_in_month(std::stoi(given.substr(0, 4)), std::stoi(given.substr(5, 2))));
+  if (!is_iso_date(day)) return "";
+  const std::vector<long long> own = version_numbers(profile.version);
+  if (!own.empty() && own.front() >= 1000) return "";  // the profile's versions are years themselves
+  return day;
+}
+
 int days_in_month(int year, int month) {
   static constexpr int kDays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
   const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;

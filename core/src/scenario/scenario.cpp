@@ -339,10 +339,33 @@ void read_framework(const toml::table& root, const std::string& file, const Cata
                                  " Known profiles: " + join_alternatives(catalog.framework_names(), ", ") + ".");
     scenario.framework.from_scenario = true;
     scenario.framework.use_location = reader.value_location("use");
+    // A version written as the run's day (or month) where the profile numbers its versions otherwise:
+    // read as date, which the profile's dated versions place, and said (the number would otherwise
+    // compare as a version later than every one the profile knows).
+    std::string day_from_version;
     if (auto given = reader.string("version")) {
       bool has_number = false;
       for (char c : *given) has_number = has_number || (c >= '0' && c <= '9');
       if (!has_number) reader.fail_key("version", "must contain a version number, e.g. \"4.46\"");
+      day_from_version = day_written_as_version(*given, *profile);
+      // Only where the profile's versions all give their day can a date place the run; elsewhere the
+      // text stays a version, as before, and the warning says what that means.
+      if (!day_from_version.empty() && (!profile->has_dated_versions() || profile->undated_block() != nullptr)) {
+        scenario.warnings.push_back(reader.value_location("version").str() + ": warning: in [framework], version \"" +
+                                    *given + "\" is a day, not a version of '" + profile->name + "' (its versions " +
+                                    "read like \"" + profile->version + "\"), and its versions give no days to place " +
+                                    "it among: it is compared as a version number; give the version that ran");
+        day_from_version.clear();
+      } else if (!day_from_version.empty()) {
+        if (table->get("date") != nullptr)
+          reader.fail_key("version", "\"" + *given + "\" is a day, and date gives the run's day too; keep date");
+        scenario.warnings.push_back(reader.value_location("version").str() + ": warning: in [framework], version \"" +
+                                    *given + "\" is a day, not a version of '" + profile->name + "' (its versions " +
+                                    "read like \"" + profile->version + "\"): read as date = " + day_from_version +
+                                    "; write date = " + day_from_version + " (or the version that ran) instead");
+      }
+    }
+    if (auto given = reader.string("version"); given && day_from_version.empty()) {
       version = *given;
       // Software built on the profile's framework numbers its own versions: its number is read as the
       // profile's (as before), with a warning that says how to name the behaviour instead.
@@ -354,9 +377,10 @@ void read_framework(const toml::table& root, const std::string& file, const Cata
                                     "\" with its own version");
     }
     scenario.framework.version = version.empty() ? profile->version : version;
-    if (const toml::node* node = table->get("date")) {
+    const toml::node* date_node = table->get("date");
+    if (date_node != nullptr || !day_from_version.empty()) {
       // The day of the run: the profile's dated [[since]] versions say which behaviour it had.
-      const std::string day = day_text(*node);
+      const std::string day = date_node != nullptr ? day_text(*date_node) : day_from_version;
       if (!is_iso_date(day))
         reader.fail_key("date", "must be the day of the run, YYYY-MM-DD (e.g. date = 2024-03-14)");
       if (!version.empty())
