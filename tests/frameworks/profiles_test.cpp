@@ -539,6 +539,17 @@ TEST(Profiles, BuiltOnItVersionIsReadWithAWarning) {
   EXPECT_TRUE(own.estimator().scenario().warnings.empty());  // an alias shares the profile's versions
 }
 
+// Recipes and launchers on a framework find its profile by their own names: ms-swift (transformers'
+// Seq2SeqTrainer, validation/SWIFT-*) and LitGPT on Lightning Fabric (plain PyTorch modules,
+// validation/LITGPT-*).
+TEST(Profiles, RecipeNamesFindTheFrameworkTheyRunOn) {
+  EXPECT_EQ(catalog().find_framework("ms-swift")->name, "hf-transformers");
+  EXPECT_EQ(catalog().find_framework("swift")->name, "hf-transformers");
+  EXPECT_EQ(catalog().find_framework("litgpt")->name, "pytorch");
+  EXPECT_EQ(catalog().find_framework("lightning-fabric")->name, "pytorch");
+  EXPECT_FALSE(catalog().find_framework("litgpt")->shares_versions("litgpt"));
+}
+
 TEST(Profiles, Transformers446LeavesTheFourBitInputsToBitsandbytes0432) {
   auto stored = [](const std::string& version) {
     Evaluation e = evaluate("name = \"q\"\nmode = \"train\"\n[framework]\nuse = \"hf-transformers\"\nversion = \"" +
