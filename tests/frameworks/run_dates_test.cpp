@@ -65,8 +65,11 @@ TEST(RunDates, BeforeTheFirstVersionTheProfilesOwnDefaultsHold) {
 // numbers its versions otherwise ("4.46"): as a version it would compare
 // later than every one the profile knows (2024 > 4), the latest behaviour.
 // It is read as the run's day, with a warning that says to write date. A
-// month is its last day (as validation reads a month in a case's prose). A profile whose versions are years themselves
-// (fsdp-qlora "2024.03.26") keeps it as a version.
+// month is its last day (as validation reads a month in a case's prose). A
+// profile whose versions are years themselves (fsdp-qlora "2024.03.26") keeps
+// it as a version; date-shaped text that is no day of 2000-2099 stays a
+// version with a warning, as does a day for a profile whose versions give no
+// days to place it among.
 TEST(RunDates, ADayWrittenAsTheVersionIsTheRunsDay) {
   constexpr uint64_t kLogits = 1024ull * 128'256;
   const Evaluation day(llama1b("version = \"2024-10-23\"\n"));
@@ -81,14 +84,43 @@ TEST(RunDates, ADayWrittenAsTheVersionIsTheRunsDay) {
   const Evaluation month(llama1b("version = \"2024-11\"\n"));
   EXPECT_EQ(month.scenario().framework.date, "2024-11-30");
   EXPECT_EQ(month.scenario().framework.version, "4.46");
+  EXPECT_EQ(Evaluation(llama1b("version = \"2024-02\"\n")).scenario().framework.date, "2024-02-29");  // leap year
   EXPECT_NE(error_of(llama1b("version = \"2024-10-23\"\ndate = 2024-10-23\n")).find("is a day, and date gives the "
                                                                                    "run's day too; keep date"),
             std::string::npos);
-  // Not a day: a version like any other.
+  // Not a day: a version like any other; date-shaped text that is no day, with a warning.
   EXPECT_EQ(Evaluation(llama1b("version = \"4.46\"\n")).scenario().framework.date, "");
-  EXPECT_EQ(day_written_as_version("2024-13-01", *catalog().find_framework("hf-transformers")), "");
-  EXPECT_EQ(day_written_as_version("2024.03.26", *catalog().find_framework("hf-transformers")), "");
-  EXPECT_EQ(day_written_as_version("2024-03-26", *catalog().find_framework("fsdp-qlora")), "");
+  for (const char* shaped : {"2024-13", "2024-02-30", "0000-01", "1999-12-31"}) {
+    const Evaluation odd(llama1b(std::string("version = \"") + shaped + "\"\n"));
+    EXPECT_EQ(odd.scenario().framework.date, "") << shaped;
+    EXPECT_EQ(odd.scenario().framework.version, shaped);
+    ASSERT_EQ(odd.scenario().warnings.size(), 1u) << shaped;
+    EXPECT_NE(odd.scenario().warnings[0].find("has a date's shape but is no day of 2000-2099"), std::string::npos)
+        << odd.scenario().warnings[0];
+  }
+  const FrameworkProfile& hf = *catalog().find_framework("hf-transformers");
+  EXPECT_EQ(day_written_as_version("2024-10-23rc1", hf).day, "");
+  EXPECT_FALSE(day_written_as_version("2024-10-23rc1", hf).date_shaped);
+  EXPECT_FALSE(day_written_as_version("2024.03.26", hf).date_shaped);
+  EXPECT_EQ(day_written_as_version("2024-03-26", *catalog().find_framework("fsdp-qlora")).day, "");
+  EXPECT_FALSE(day_written_as_version("2024-03-26", *catalog().find_framework("fsdp-qlora")).date_shaped);
+  // A profile whose versions give no days (its [[since]] block has no `released`): the day stays a version.
+  TempDir dir;
+  dir.write("gpus.toml", "");
+  std::filesystem::create_directories(dir.path() + "/frameworks");
+  dir.write("frameworks/team.toml", "[framework]\nname = \"team\"\nsummary = \"t\"\nversion = \"3\"\n[[since]]\n"
+                                    "version = \"2\"\n[since.defaults.sgd]\nmomentum = 0.9\n");
+  const Scenario team = parse_scenario(
+      "name = \"t\"\nmode = \"train\"\n[framework]\nuse = \"team\"\nversion = \"2024-01-01\"\n[model]\n"
+      "params = 1e9\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"none\"\n",
+      "t.toml", Catalog::load(dir.path()));
+  EXPECT_EQ(team.framework.version, "2024-01-01");
+  EXPECT_EQ(team.framework.date, "");
+  ASSERT_EQ(team.warnings.size(), 1u);
+  EXPECT_NE(team.warnings[0].find("its [[since]] block of version 2 gives no released day to place it among: it is "
+                                  "compared as a version number"),
+            std::string::npos)
+      << team.warnings[0];
 }
 
 TEST(RunDates, TheReportsNameTheDay) {
@@ -239,6 +271,23 @@ TEST(RunDates, ValidateEstimatesAnUndatedLineAtItsHeadersDate) {
   EXPECT_NE(result.err.find("profile 'hf-transformers' 4.46, which"), std::string::npos) << result.err;
   const std::string torchtitan = dir.write("torchtitan.toml", header("#   run on 'Tue Jan 11 2022'", "torchtitan") + body);
   EXPECT_EQ(run_cli("validate " + torchtitan).err.find("as of"), std::string::npos);
+  // A month on the line ("hf-transformers 2024-10") is read with the header's day when that day is in
+  // it: 2024-10-20 is before 4.46's release (2024-10-24), so 4.39's loss path; the month's last day
+  // (a header day in another month) would be 4.46's.
+  const uint64_t hf439 = Evaluation(llama1b("version = \"4.39\"\n")).breakdown().quantities[kAllocated].peak;
+  ASSERT_NE(hf439, Evaluation(llama1b("version = \"4.46\"\n")).breakdown().quantities[kAllocated].peak);
+  auto at = [&](const std::string& prose) {
+    return "# r: a run\n" + prose + "\n# measured_bytes = " + std::to_string(hf439) +
+           "\n# quantity = allocated\n# framework = hf-transformers 2024-10\n\nname = \"r\"\nmode = \"train\"\n";
+  };
+  result = run_cli("validate " + dir.write("month.toml", at("#   logged 2024-10-20") + body));
+  EXPECT_NE(result.out.find("+0.0 %"), std::string::npos) << result.out << result.err;
+  result = run_cli("validate " + dir.write("month-other.toml", at("#   logged 2024-09-20") + body));
+  EXPECT_EQ(result.out.find("+0.0 %"), std::string::npos) << result.out << result.err;
+  EXPECT_NE(result.err.find("which its '# framework = hf-transformers 2024-10' line names; its date: as of 2024-10-31, "
+                            "so hf-transformers 4.46\n"),
+            std::string::npos)
+      << result.err;
   // A readings warning names the version of the day, not an internal one.
   const std::string unfused =
       dir.write("unfused.toml", header("#   run on 'Tue Jan 11 2022'", "hf-transformers") + body +

@@ -82,7 +82,7 @@ TEST(Nf4Build, TorchtuneTutorialInitReserved) {
 // reserved, 0.16 GB above the init's 9.13 GB, because the step's requests
 // (the largest, bs 2 x 512 tokens x 32,000 fp32 logits = 131,072,000 B) are
 // served from the blocks the build left free (setup.largest_free_block: the
-// replay's largest is a 512 MiB one) instead of segments of their own on top.
+// replay's largest is a 1,376 MiB one) instead of segments of their own on top.
 // memplan's step stays inside the set-up's reserve, and the peak is within
 // 2 % of the 9.29 GB.
 TEST(Nf4Build, TheStepsRequestsFitTheBuildsFreeBlocks) {
@@ -92,6 +92,16 @@ TEST(Nf4Build, TheStepsRequestsFitTheBuildsFreeBlocks) {
   EXPECT_EQ(reserved.timeline[kForward], reserved.timeline[kInit]);
   EXPECT_EQ(reserved.timeline[kBackward], reserved.timeline[kInit]);
   EXPECT_NEAR(static_cast<double>(reserved.peak), 9.29e9, 0.02 * 9.29e9);
+  // At micro-batch 24 one fp32 logits tensor is 24 x 512 x 32,000 x 4 = 1,572,864,000 B, more than the
+  // 1,376 MiB block (1,442,840,576 B): no logits-sized request fits the set-up's blocks, and the step's
+  // logits pool maps segments of its own above the set-up's reserve.
+  std::string text = validation_case(id);
+  const size_t at = text.find("micro_batch = 2\n");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 16, "micro_batch = 24\n");
+  const Evaluation wide(text, id + ".toml");
+  const StepPeak& wide_reserved = wide.breakdown().quantities[kReserved];
+  EXPECT_GT(wide_reserved.timeline[kForward], wide_reserved.timeline[kInit] + 1'442'840'576u);
 }
 
 // torchtune 0.2.1 (torchao 0.3.1: chunks of 2^20 weights; the checkpoint is

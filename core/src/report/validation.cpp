@@ -190,18 +190,24 @@ ValidationResult validate_case(const ValidationCase& test, const Catalog& catalo
                     " <version>' or a [framework] table to give one)";
           version.clear();
         }
-        // A month in place of the version ("<name> 2023-07") with the header's day in that month:
-        // the day says more (the loader reads a month as its last day).
-        if (version.size() == 7 && !day_written_as_version(version, *profile).empty() &&
-            test.run_date.rfind(version + "-", 0) == 0)
-          version = test.run_date;
+        // A day or a month in place of the version ("<name> 2023-07"), where the profile's versions
+        // are not years and all give their day: the run's date (the scenario reader's rule for a
+        // version written so), the header's day when it falls in that month (it says more than the
+        // month's last day).
+        std::string line_date;
+        if (const DayInVersion written = day_written_as_version(version, *profile);
+            !written.day.empty() && profile->has_dated_versions() && profile->undated_block() == nullptr) {
+          line_date = version.size() == 7 && test.run_date.rfind(version + "-", 0) == 0 ? test.run_date : written.day;
+          version.clear();
+        }
         std::vector<std::string> overrides{"framework.use=\"" + profile->name + "\""};
         if (!version.empty()) overrides.push_back("framework.version=\"" + version + "\"");
         // No version: the run had the behaviour of its day, when the header dates it and the
         // profile dates its versions; else the profile's latest.
-        const bool dated = version.empty() && !test.run_date.empty() && profile->has_dated_versions() &&
-                           profile->undated_block() == nullptr;
+        const bool dated = line_date.empty() && version.empty() && !test.run_date.empty() &&
+                           profile->has_dated_versions() && profile->undated_block() == nullptr;
         if (dated) overrides.push_back("framework.date=\"" + test.run_date + "\"");
+        if (!line_date.empty()) overrides.push_back("framework.date=\"" + line_date + "\"");
         scenario = load_scenario(test.file, catalog, overrides);
         result.notes.push_back(
             "no [framework] table: estimated under profile '" + profile->name + "'" +
@@ -213,7 +219,10 @@ ValidationResult validate_case(const ValidationCase& test, const Catalog& catalo
                               : ", the date its header gives first (line " + std::to_string(test.run_date_line) +
                                     ": '" + test.run_date_text + "')") +
                          ", so " + profile->name + " " + scenario.framework.version
-                   : ""));
+                   : "") +
+            (line_date.empty() ? ""
+                               : "; its date: as of " + line_date + ", so " + profile->name + " " +
+                                     scenario.framework.version));
       } else if (!scenario.framework.name.empty()) {
         result.notes.push_back("'# framework = " + test.framework + "' names no framework profile (known: " +
                                join_alternatives(catalog.framework_names(), ", ") + "); estimated under the default profile '" +

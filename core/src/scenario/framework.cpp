@@ -195,15 +195,24 @@ bool is_iso_date(std::string_view text) {
   return month >= 1 && month <= 12 && day >= 1 && day <= days_in_month(year, month);
 }
 
-std::string day_written_as_version(const std::string& given, const FrameworkProfile& profile) {
-  // A month is read as its last day, as validation reads a month in a case's prose.
-  std::string day = given;
-  if (given.size() == 7 && is_iso_date(given + "-01"))
-    day = given + "-" + std::to_string(days_in_month(std::stoi(given.substr(0, 4)), std::stoi(given.substr(5, 2))));
-  if (!is_iso_date(day)) return "";
+DayInVersion day_written_as_version(const std::string& given, const FrameworkProfile& profile) {
   const std::vector<long long> own = version_numbers(profile.version);
-  if (!own.empty() && own.front() >= 1000) return "";  // the profile's versions are years themselves
-  return day;
+  if (!own.empty() && own.front() >= 1000) return {};  // the profile's versions are years themselves
+  const auto digits = [&](size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i)
+      if (given[i] < '0' || given[i] > '9') return false;
+    return true;
+  };
+  DayInVersion out;
+  out.date_shaped = (given.size() == 7 || given.size() == 10) && given[4] == '-' && digits(0, 4) && digits(5, 7) &&
+                    (given.size() == 7 || (given[7] == '-' && digits(8, 10)));
+  if (!out.date_shaped) return out;
+  const int year = std::stoi(given.substr(0, 4)), month = std::stoi(given.substr(5, 2));
+  if (year < 2000 || year > 2099 || month < 1 || month > 12) return out;
+  // A month is read as its last day, as a case's prose month is read.
+  const std::string day = given.size() == 7 ? given + "-" + std::to_string(days_in_month(year, month)) : given;
+  if (is_iso_date(day)) out.day = day;
+  return out;
 }
 
 int days_in_month(int year, int month) {

@@ -347,22 +347,34 @@ void read_framework(const toml::table& root, const std::string& file, const Cata
       bool has_number = false;
       for (char c : *given) has_number = has_number || (c >= '0' && c <= '9');
       if (!has_number) reader.fail_key("version", "must contain a version number, e.g. \"4.46\"");
-      day_from_version = day_written_as_version(*given, *profile);
-      // Only where the profile's versions all give their day can a date place the run; elsewhere the
-      // text stays a version, as before, and the warning says what that means.
-      if (!day_from_version.empty() && (!profile->has_dated_versions() || profile->undated_block() != nullptr)) {
-        scenario.warnings.push_back(reader.value_location("version").str() + ": warning: in [framework], version \"" +
-                                    *given + "\" is a day, not a version of '" + profile->name + "' (its versions " +
-                                    "read like \"" + profile->version + "\"), and its versions give no days to place " +
-                                    "it among: it is compared as a version number; give the version that ran");
+      const DayInVersion written = day_written_as_version(*given, *profile);
+      day_from_version = written.day;
+      const std::string what = reader.value_location("version").str() + ": warning: in [framework], version \"" +
+                               *given + "\" ";
+      const std::string versions =
+          "'" + profile->name + "'" +
+          (profile->version.empty() ? std::string() : " (its versions read like \"" + profile->version + "\")");
+      if (written.date_shaped && written.day.empty()) {
+        // Date-shaped but no day ("2024-13", "0000-01"): still a version, as before, and said.
+        scenario.warnings.push_back(what + "has a date's shape but is no day of 2000-2099, nor a version of " +
+                                    versions + ": it is compared as a version number; give the version that ran, "
+                                    "or date = YYYY-MM-DD");
+      } else if (!day_from_version.empty() && (!profile->has_dated_versions() || profile->undated_block() != nullptr)) {
+        // Only where the profile's versions all give their day can a date place the run; elsewhere the
+        // text stays a version, as before, and the warning says what that means.
+        const FrameworkVersionDefaults* undated = profile->undated_block();
+        scenario.warnings.push_back(
+            what + "is a day, not a version of " + versions + ", and " +
+            (undated != nullptr ? "its [[since]] block of version " + undated->version + " gives no released day"
+                                : std::string("it has no dated versions")) +
+            " to place it among: it is compared as a version number; give the version that ran");
         day_from_version.clear();
       } else if (!day_from_version.empty()) {
         if (table->get("date") != nullptr)
           reader.fail_key("version", "\"" + *given + "\" is a day, and date gives the run's day too; keep date");
-        scenario.warnings.push_back(reader.value_location("version").str() + ": warning: in [framework], version \"" +
-                                    *given + "\" is a day, not a version of '" + profile->name + "' (its versions " +
-                                    "read like \"" + profile->version + "\"): read as date = " + day_from_version +
-                                    "; write date = " + day_from_version + " (or the version that ran) instead");
+        scenario.warnings.push_back(what + "is a day, not a version of " + versions + ": read as date = " +
+                                    day_from_version + "; write date = " + day_from_version +
+                                    " (or the version that ran) instead");
       }
     }
     if (auto given = reader.string("version"); given && day_from_version.empty()) {

@@ -548,7 +548,10 @@ class QuantizedPrecision {
           ctx, {.name = setup_cache_, .role = sdk::Role::buffers, .lifetime = sdk::Lifetime::setup,
                 .pool = sdk::Pool::reserve, .bytes = std::max(0.0, setup_build_->reserved - setup_build_->high)});
       // The step's requests are served from those cached blocks first (the allocator model reads this).
-      if (setup_build_->largest_free > 0) ctx.set_attr(setup_largest_free_attr_, setup_build_->largest_free);
+      // A writer keeps the larger of its block and one already published (conventions.h).
+      if (setup_build_->largest_free > 0)
+        ctx.set_attr(setup_largest_free_attr_,
+                     std::max(setup_build_->largest_free, ctx.attr_double(setup_largest_free_attr_, 0)));
     } else if (quantize_working_bytes_ > 0 && largest_quantized_ > 0 && nf4_ && !whole_model_) {
       memplan::support::add_bytes(
           ctx, {.name = quantize_working_, .role = sdk::Role::buffers, .lifetime = sdk::Lifetime::setup,

@@ -287,19 +287,23 @@ class AllocatorOverhead {
       });
       side_pools += std::max({pool[0], pool[1], pool[2]});
     }
-    // Where the set-up left a free block that holds the largest logits-sized
-    // request (setup.largest_free_block), those requests are served from the
-    // set-up's cached segments, which best fit splits, as are the smaller
-    // ones: the two classes share the set-up's free room, and only what the
-    // step needs beyond it maps segments of its own.
+    // Where the set-up left a free block B that holds the largest logits-sized
+    // item (setup.largest_free_block), the logits-sized requests are served
+    // from the set-up's cached segments, which best fit splits, as are the
+    // smaller ones: up to B of the logits pool shares the set-up's free room
+    // with the smaller requests, and only the rest maps segments of its own.
+    // (The largest item, not request: an item may hold several tensors, so
+    // the test errs towards segments of their own.)
     const double setup_free_block = emptied ? 0.0 : ctx.attr_double(setup_largest_free_attr_, 0);
-    const bool logits_in_setup_blocks = setup_free_block > 0 && largest_logits_request(ctx) <= setup_free_block;
+    const double shared_room =
+        setup_free_block > 0 && largest_logits_item(ctx) <= setup_free_block ? setup_free_block : 0.0;
     PhaseTotals wanted{};
     for (size_t phase = 0; phase < wanted.size(); ++phase) {
       const double together = std::max(one_pool[phase], setup_floor) + side_pools;
       const double larger = larger_high + std::max(0.0, loss_excess - margin[phase]);
-      const double apart = logits_in_setup_blocks ? std::max(smaller[phase] + larger, setup_floor) + side_pools
-                                                  : std::max(smaller[phase], setup_floor) + larger + side_pools;
+      const double in_setup = std::min(larger, shared_room);
+      const double apart =
+          std::max(smaller[phase] + in_setup, setup_floor) + (larger - in_setup) + side_pools;
       wanted[phase] = expandable_ ? together : std::max(together, apart);
     }
     const PhaseTotals counted_now = step_rule(ctx, accumulating, counted);
@@ -321,8 +325,8 @@ class AllocatorOverhead {
   // the sampler's), each tensor larger than the blocks a layer's tensors leave.
   static bool logits_sized(const sdk::ItemRef& item) { return item.vocab_sized(); }
 
-  // The largest single logits-sized request of the compute stream.
-  static double largest_logits_request(const sdk::Context& ctx) {
+  // The largest logits-sized item of the compute stream, one instance.
+  static double largest_logits_item(const sdk::Context& ctx) {
     double largest = 0;
     for (const sdk::ItemRef item : ctx.items())
       if (counted(item) && item.stream() == MEMPLAN_STREAM_COMPUTE && logits_sized(item))

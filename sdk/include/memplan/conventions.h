@@ -149,7 +149,8 @@
  * through the allocator's block rules (plugin support's caching_allocator.hpp),
  * read by an allocator model: a later request of that size or less is served
  * from the set-up's blocks (best fit splits them) instead of a segment of its
- * own. Absent: the sizes of the set-up's free blocks are not known. */
+ * own. A writer keeps the larger of its own block and one already set.
+ * Absent: the sizes of the set-up's free blocks are not known. */
 #define MEMPLAN_ATTR_SETUP_LARGEST_FREE_BLOCK "setup.largest_free_block"
 
 /* The bytes the caching allocator's segments for the loss path's

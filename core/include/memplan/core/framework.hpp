@@ -129,11 +129,17 @@ struct FrameworkProfile {
 // Whether `text` is a calendar day written "YYYY-MM-DD" (a real month and day).
 bool is_iso_date(std::string_view text);
 // A version written as a day ("2023-07-16") or a month ("2023-07": its last
-// day, as validation reads a month in a case's prose) for a profile whose own versions are not numbered by the year ("4.46",
-// "core_r0.14.0"): the run's day, as a date, which that profile's dated
-// versions place. Empty where `given` is no such day, or the profile numbers
-// its versions by the year ("2024.03.26"), where it is a version like any other.
-std::string day_written_as_version(const std::string& given, const FrameworkProfile& profile);
+// day) for a profile whose own versions are not numbered by the year ("4.46",
+// "core_r0.14.0"). `day` is that day (years 2000-2099, as the dates a case's
+// prose gives), which the profile's dated versions place; `date_shaped` says
+// the text has a date's shape (YYYY-MM or YYYY-MM-DD) whether or not it is a
+// day ("2024-13" is not). Both empty/false where the profile numbers its
+// versions by the year ("2024.03.26"): there such text is a version like any other.
+struct DayInVersion {
+  std::string day;
+  bool date_shaped = false;
+};
+DayInVersion day_written_as_version(const std::string& given, const FrameworkProfile& profile);
 // The days of `month` (1-12) in `year`, leap years counted.
 int days_in_month(int year, int month);
 
