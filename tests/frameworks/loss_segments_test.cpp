@@ -86,12 +86,17 @@ TEST(CachingAllocatorReplay, BadSequencesAreRefused) {
   EXPECT_FALSE(replay(many).valid);
 }
 
+// The loop's output held into the next forward, or dropped after the loss.
+plugins::HeldOutput held_until(bool held) {
+  return held ? plugins::HeldOutput::next_forward : plugins::HeldOutput::dropped;
+}
+
 // Bytes per logit element the path settles at where every request fits a
 // block of its own size exactly (2^30 logits: every size a multiple of the
 // 2 MiB rounding; the shifted copy as large as the logits, s -> infinity).
 double settled(plugins::CrossEntropy mode, double p, bool held) {
   constexpr double kElements = 1024.0 * 1024 * 1024;
-  return plugins::loss_segments(mode, p, held, kElements, kElements) / kElements;
+  return plugins::loss_segments(mode, p, held_until(held), kElements, kElements) / kElements;
 }
 
 // transformers >= 4.49 (ForCausalLMLoss upcasts), 16-bit head (p = 2), in
@@ -120,6 +125,50 @@ TEST(LossSegments, UpcastInLoss) {
   EXPECT_DOUBLE_EQ(settled(CrossEntropy::upcast_in_loss, 4, false), 12);
 }
 
+// A loop that drops its output after the step (fsdp_qlora train.py's
+// `output = None`; output_held_until = "step-end"): the returned logits are
+// freed after the step's backward, before the next forward.
+//   upcast_in_loss, p = 2: ret L [s1]; upcast F [s2]; log-softmax F [s3]; the
+//   upcast freed (s2); backward nll's F -> s2, log_softmax's F -> new s4; s2
+//   and s3 freed; the cast back L splits s2 (the earlier of the two F blocks);
+//   s4 and the cast freed (s2 whole again); then the output (s1). The next
+//   step finds s1 for its L and the same blocks for the rest: L + 3F = 14, as
+//   the dropped output's (the held-into-next-forward loop's 18 keeps a second
+//   L block for the next step's logits beside the held ones).
+//   fp32 logits (p = 4): ret F beside log-softmax F and the two gradients F,
+//   all alive at once in backward: 4F = 16, as held.
+//   upcast_shift_copy (transformers <= 4.45), p = 2: the returned F is alive
+//   through backward as when held into the next forward: 18 (ShiftedCopies).
+TEST(LossSegments, AnOutputDroppedAfterTheStep) {
+  using plugins::CrossEntropy;
+  constexpr double n = 1024.0 * 1024 * 1024;
+  const auto through_step = [&](CrossEntropy mode, double p) {
+    return plugins::loss_segments(mode, p, plugins::HeldOutput::through_step, n, n) / n;
+  };
+  EXPECT_DOUBLE_EQ(through_step(CrossEntropy::upcast_in_loss, 2), 14);
+  EXPECT_DOUBLE_EQ(through_step(CrossEntropy::upcast_in_loss, 4), 16);
+  EXPECT_DOUBLE_EQ(through_step(CrossEntropy::upcast_shift_copy, 2), 18);
+  // The plugin: the held logits are alive in backward and the optimizer step only (not in the next forward),
+  // and the option needs output_held.
+  const std::string job =
+      "name = \"h\"\nmode = \"train\"\n[framework]\nuse = \"hf-transformers\"\nversion = \"4.38\"\n[model]\n"
+      "preset = \"llama-3.2-1b\"\n[batch]\nseq_len = 1024\n[precision]\nuse = \"bf16\"\n[optimizer]\n"
+      "use = \"sgd\"\n[activations]\nuse = \"megatron\"\noutput_held = true\n";
+  const Evaluation next = evaluate(job);
+  const Evaluation step_end = evaluate(job + "output_held_until = \"step-end\"\n");
+  EXPECT_EQ(next.item_lifetime("activations.held_output"), MEMPLAN_LIFETIME_PERSISTENT);
+  EXPECT_EQ(step_end.item_lifetime("activations.held_output"), MEMPLAN_LIFETIME_TRANSIENT_BACKWARD);
+  // 1,024 x 128,256 fp32 logits held (transformers 4.38 returns them upcast): 525,336,576 B in each phase it
+  // is held, one item per phase when dropped after the step.
+  EXPECT_EQ(next.item_bytes("activations.held_output", MEMPLAN_ROLE_ACTIVATIONS), 525'336'576u);
+  EXPECT_EQ(step_end.item_bytes("activations.held_output", MEMPLAN_ROLE_ACTIVATIONS), 2 * 525'336'576u);
+  EXPECT_NE(error_of(job.substr(0, job.find("output_held")) + "output_held_until = \"step-end\"\n")
+                .find("says how long output_held keeps the output, but output_held is false"),
+            std::string::npos);
+  EXPECT_NE(error_of(job + "output_held_until = \"later\"\n").find("must be \"next-forward\" or \"step-end\""),
+            std::string::npos);
+}
+
 // Gemma 2's soft-capped logits (final_logit_softcapping), upcast_in_loss,
 // p = 2, the output dropped (the Trainer): forward the head's L [s1], the
 // division L [s2], s1 freed, tanh's L -> s1 (saved), s2 freed, the product L
@@ -134,7 +183,7 @@ TEST(LossSegments, UpcastInLoss) {
 TEST(LossSegments, SoftCappedLogits) {
   constexpr double kElements = 1024.0 * 1024 * 1024;
   const auto capped = [&](bool held) {
-    return plugins::loss_segments(plugins::CrossEntropy::upcast_in_loss, 2, held, kElements, kElements, true) /
+    return plugins::loss_segments(plugins::CrossEntropy::upcast_in_loss, 2, held_until(held), kElements, kElements, true) /
            kElements;
   };
   EXPECT_DOUBLE_EQ(capped(false), 16);
@@ -146,8 +195,8 @@ TEST(LossSegments, SoftCappedLogits) {
                                      plugins::CrossEntropy::upcast_shift_copy})
     for (double p : {2.0, 4.0})
       for (bool held : {false, true}) {
-        const double with = plugins::loss_segments(mode, p, held, kElements, kElements, true);
-        EXPECT_GE(with, plugins::loss_segments(mode, p, held, kElements, kElements)) << p << held;
+        const double with = plugins::loss_segments(mode, p, held_until(held), kElements, kElements, true);
+        EXPECT_GE(with, plugins::loss_segments(mode, p, held_until(held), kElements, kElements)) << p << held;
         EXPECT_GT(with, 0) << p << held;
       }
 }
@@ -184,11 +233,11 @@ TEST(LossSegments, ShiftedCopies) {
 // 22.0 B per logit (18 where the sizes fit exactly); step 1 reuses them all.
 TEST(LossSegments, ShiftedCopiesAtRealSizesSplitTheirBlocks) {
   const double n = 8.0 * 2048 * 128256, shifted = 8.0 * 2047 * 128256;
-  EXPECT_EQ(plugins::loss_segments(plugins::CrossEntropy::upcast_shift_copy, 2, true, n, shifted), 44'082 * kMiB);
+  EXPECT_EQ(plugins::loss_segments(plugins::CrossEntropy::upcast_shift_copy, 2, plugins::HeldOutput::next_forward, n, shifted), 44'082 * kMiB);
   // A path without a shifted copy is unchanged by it.
-  EXPECT_EQ(plugins::loss_segments(plugins::CrossEntropy::upcast_in_loss, 2, true, n, shifted), 18 * n);
+  EXPECT_EQ(plugins::loss_segments(plugins::CrossEntropy::upcast_in_loss, 2, plugins::HeldOutput::next_forward, n, shifted), 18 * n);
   // Logits of 1 MiB or less go to the small pool, which the replay does not model: nothing published.
-  EXPECT_EQ(plugins::loss_segments(plugins::CrossEntropy::upcast_in_loss, 2, true, 1000, 999), 0);
+  EXPECT_EQ(plugins::loss_segments(plugins::CrossEntropy::upcast_in_loss, 2, plugins::HeldOutput::next_forward, 1000, 999), 0);
 }
 
 // Where the order is not written down, nothing is published (the allocator
@@ -240,11 +289,11 @@ TEST(LossSegments, TheMeasuredJobsSegmentsAreReported) {
 TEST(LossSegments, TheBackwardThreadsWorkspaceCanPinAnFp32Block) {
   using plugins::CrossEntropy;
   constexpr double n = 1024.0 * 1024 * 1024, w = 32 * kMiB;
-  EXPECT_EQ(plugins::loss_segments(CrossEntropy::upcast_in_loss, 2, false, n, n, false, w), 18 * n - w);
-  EXPECT_EQ(plugins::loss_segments(CrossEntropy::upcast_in_loss, 2, true, n, n, false, w), 18 * n - w);
-  EXPECT_EQ(plugins::loss_segments(CrossEntropy::upcast_in_loss, 4, false, n, n, false, w), 16 * n - w);
+  EXPECT_EQ(plugins::loss_segments(CrossEntropy::upcast_in_loss, 2, plugins::HeldOutput::dropped, n, n, false, w), 18 * n - w);
+  EXPECT_EQ(plugins::loss_segments(CrossEntropy::upcast_in_loss, 2, plugins::HeldOutput::next_forward, n, n, false, w), 18 * n - w);
+  EXPECT_EQ(plugins::loss_segments(CrossEntropy::upcast_in_loss, 4, plugins::HeldOutput::dropped, n, n, false, w), 16 * n - w);
   // No workspace: the paths as UpcastInLoss replays them.
-  EXPECT_EQ(plugins::loss_segments(CrossEntropy::upcast_in_loss, 2, false, n, n, false, 0), 14 * n);
+  EXPECT_EQ(plugins::loss_segments(CrossEntropy::upcast_in_loss, 2, plugins::HeldOutput::dropped, n, n, false, 0), 14 * n);
 }
 
 // The measured jobs (validation/H100-qwen-1.8b-trainer-lora-r8-qkv-gc-ga16-s2048-fixed and -s512-fixed): Qwen-1.8B's

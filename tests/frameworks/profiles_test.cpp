@@ -176,7 +176,7 @@ TEST(Profiles, AnInstalledNameWinsOverABuiltInAlias) {
 // fsdp-qlora is train.py on transformers 4.38. A QLoRA-free LoRA job of
 // Llama-3.2-1B under it estimates exactly what hf-transformers 4.38 does with
 // the three things train.py sets written out (plugins/frameworks/fsdp-qlora/
-// README.md: output_held; LoRA rank 64, alpha 16, dropout 0.1 on q, k, v and
+// README.md: output_held until the step's end; LoRA rank 64, alpha 16, dropout 0.1 on q, k, v and
 // the MLP; FSDP sync_module_states), and the runtime components come from the base.
 TEST(Profiles, ExtendsTakesTheBaseBeneathItsOwn) {
   const std::string job =
@@ -193,7 +193,7 @@ TEST(Profiles, ExtendsTakesTheBaseBeneathItsOwn) {
                                fill(job, "", "", ""));
   Evaluation spelled = evaluate("name = \"s\"\nmode = \"train\"\n[framework]\nuse = \"hf-transformers\"\n"
                                 "version = \"4.38\"\n" +
-                                fill(job, "output_held = true\n", "rank = 64\nalpha = 16\ndropout = 0.1\n"
+                                fill(job, "output_held = true\noutput_held_until = \"step-end\"\n", "rank = 64\nalpha = 16\ndropout = 0.1\n"
                                      "targets = \"q,k,v,mlp\"\n", "sync_module_states = true\n"));
   EXPECT_EQ(script.scenario().framework.name, "fsdp-qlora");
   for (int q : {kAllocated, kReserved, kDevice})

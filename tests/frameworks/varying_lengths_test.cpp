@@ -42,21 +42,21 @@ constexpr double kVocab = 151'936;  // Qwen-1.8B's vocabulary
 TEST(VaryingLengths, ALongerStepMapsThreeFp32Segments) {
   const double n = 2048 * kVocab;
   const plugins::LossPathGrowth growth =
-      plugins::loss_path_growth(plugins::CrossEntropy::upcast_in_loss, 2, false, n, n);
+      plugins::loss_path_growth(plugins::CrossEntropy::upcast_in_loss, 2, plugins::HeldOutput::dropped, n, n);
   EXPECT_TRUE(growth.known);
   EXPECT_EQ(growth.first, 4'356'308'992.0);
   EXPECT_EQ(growth.longer, 3'733'979'136.0);
   EXPECT_EQ(growth.segments, 3);
   // An order that is not known gives nothing.
-  EXPECT_FALSE(plugins::loss_path_growth(plugins::CrossEntropy::chunked, 2, false, n, n).known);
+  EXPECT_FALSE(plugins::loss_path_growth(plugins::CrossEntropy::chunked, 2, plugins::HeldOutput::dropped, n, n).known);
   // 16 tokens x 128 vocabulary: requests below the replay's 1 MiB floor (the small pool): known, no growth.
   const plugins::LossPathGrowth tiny =
-      plugins::loss_path_growth(plugins::CrossEntropy::upcast_in_loss, 2, false, 16 * 128, 16 * 128);
+      plugins::loss_path_growth(plugins::CrossEntropy::upcast_in_loss, 2, plugins::HeldOutput::dropped, 16 * 128, 16 * 128);
   EXPECT_TRUE(tiny.known);
   EXPECT_EQ(tiny.segments, 0);
   // 2 MiB of fp32 logits (524,288 elements): both lengths' requests share one 20 MiB segment: known, no growth.
   const plugins::LossPathGrowth small =
-      plugins::loss_path_growth(plugins::CrossEntropy::upcast_in_loss, 4, false, 1 << 19, 1 << 19);
+      plugins::loss_path_growth(plugins::CrossEntropy::upcast_in_loss, 4, plugins::HeldOutput::dropped, 1 << 19, 1 << 19);
   EXPECT_TRUE(small.known);
   EXPECT_EQ(small.segments, 0);
 }
@@ -83,7 +83,7 @@ TEST(VaryingLengths, ReplayingTheMeasuredLengthsGivesTheMeasuredSegments) {
   for (size_t i = 0; i < kLengths.size(); ++i) scales[i] = kLengths[i] / 2048;
   auto requests = std::make_unique<std::array<support::AllocatorRequest, 2048>>();
   const double n = 2048 * kVocab;
-  const size_t count = plugins::loss_path_requests(plugins::CrossEntropy::upcast_in_loss, 2, false, 128, n, n,
+  const size_t count = plugins::loss_path_requests(plugins::CrossEntropy::upcast_in_loss, 2, plugins::HeldOutput::dropped, 128, n, n,
                                                    *requests, false, scales);
   ASSERT_GT(count, 0u);
   const support::AllocatorReplay replay =
@@ -95,7 +95,7 @@ TEST(VaryingLengths, ReplayingTheMeasuredLengthsGivesTheMeasuredSegments) {
   // same 13 segments: it splits one of the first step's 1,088 MiB blocks, as the snapshot shows (a 32 MiB block
   // in one), and no later step before the first longer one is within its size of 1,876 tokens (about 55
   // tokens: 32 MiB / (4 B x 151,936)).
-  const size_t with_workspace = plugins::loss_path_requests(plugins::CrossEntropy::upcast_in_loss, 2, false, 128, n,
+  const size_t with_workspace = plugins::loss_path_requests(plugins::CrossEntropy::upcast_in_loss, 2, plugins::HeldOutput::dropped, 128, n,
                                                             n, *requests, false, scales, 32 * kMiB);
   ASSERT_EQ(with_workspace, count + 1);
   const support::AllocatorReplay pinned = support::replay_caching_allocator(
@@ -235,7 +235,7 @@ TEST(VaryingLengths, TheAllocatorReportsTheExpectedPool) {
   const std::string options = "length_min = 91\nlength_mean = 3234.4\nlength_sd = 2547.5\nrun_samples = 128\n";
   const double n = 2048 * kVocab;
   const plugins::LossPathGrowth growth =
-      plugins::loss_path_growth(plugins::CrossEntropy::upcast_in_loss, 2, false, n, n);
+      plugins::loss_path_growth(plugins::CrossEntropy::upcast_in_loss, 2, plugins::HeldOutput::dropped, n, n);
   const support::LossPoolAtMax pool{growth.first, growth.longer, growth.segments};
   support::StepLengths lengths;
   lengths.min = 91;
@@ -264,7 +264,7 @@ TEST(VaryingLengths, TheAllocatorReportsTheExpectedPool) {
   lengths.per_step = 2;
   lengths.steps = 64;
   const plugins::LossPathGrowth growth2 =
-      plugins::loss_path_growth(plugins::CrossEntropy::upcast_in_loss, 2, false, 2 * n, 2 * n);
+      plugins::loss_path_growth(plugins::CrossEntropy::upcast_in_loss, 2, plugins::HeldOutput::dropped, 2 * n, 2 * n);
   const Evaluation e2 = evaluate(two, "a.toml");
   const double two_samples =
       support::expected_varying_length_pool(lengths, {growth2.first, growth2.longer, growth2.segments});

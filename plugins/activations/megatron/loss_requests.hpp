@@ -33,9 +33,10 @@
 // after the loss's gradient of the logits, the product's p, tanh's p (its
 // saved output freed) and the division's p, each freeing the one before.
 // The returned logits (p, or 4 for upcast_shift_copy) are freed when the
-// loop drops the output: after the loss when it does not hold it (the
-// Trainer's compute_loss returns the loss only), else when the next
-// forward's output replaces it (output_held), after that forward's requests.
+// loop drops the output (HeldOutput): after the loss when it does not hold it
+// (the Trainer's compute_loss returns the loss only), after the step's
+// backward when it drops it then (through_step), else when the next forward's
+// output replaces it (next_forward), after that forward's requests.
 //
 // The backward thread's cuBLAS workspace (`workspace`, where given): PyTorch
 // keeps one per cuBLAS handle and stream (aten/src/ATen/cuda/CublasHandlePool.cpp,
@@ -73,6 +74,14 @@
 
 namespace memplan::plugins {
 
+// How long the training loop keeps the model's output object (the logits it
+// returns) after the loss: `dropped` once the loss is computed (the Trainer's
+// compute_loss returns the loss only); `through_step` through backward and the
+// optimizer step, dropped before the next forward (fsdp_qlora train.py sets
+// `output = None` after the step); `next_forward` until the next forward's
+// output replaces it (`output = model(...)` with nothing dropping it).
+enum class HeldOutput : uint8_t { dropped, through_step, next_forward };
+
 // Whether the order of `mode`'s logits-sized requests is known here.
 inline bool loss_order_known(CrossEntropy mode) {
   return mode == CrossEntropy::upcast_in_loss || mode == CrossEntropy::upcast_in_loss_shift_copy ||
@@ -92,7 +101,7 @@ inline bool loss_order_known(CrossEntropy mode) {
 // `workspace` (bytes; 0: none) is the backward thread's cuBLAS workspace,
 // requested once, in the first step, at the head's backward and never freed.
 template <size_t N>
-size_t loss_path_requests(CrossEntropy mode, double p, bool output_held, int steps, double elements, double shifted,
+size_t loss_path_requests(CrossEntropy mode, double p, HeldOutput held, int steps, double elements, double shifted,
                           std::array<support::AllocatorRequest, N>& out, bool softcap = false,
                           std::span<const double> scales = {}, double workspace = 0) {
   using Request = support::AllocatorRequest;
@@ -154,9 +163,9 @@ size_t loss_path_requests(CrossEntropy mode, double p, bool output_held, int ste
     allocate_derived(id(log_softmax, step), 4);
     if (!model_upcasts && cast) release(id(upcast, step));
     if (shifted_path) release(id(shift, step));
-    if (output_held) {
+    if (held == HeldOutput::next_forward) {
       if (step > 0) release(id(returned, step - 1));
-    } else {
+    } else if (held == HeldOutput::dropped) {
       release(id(returned, step));
     }
     // Backward: nll_loss, log_softmax, the shift's slice, the cast back.
@@ -190,6 +199,8 @@ size_t loss_path_requests(CrossEntropy mode, double p, bool output_held, int ste
     // is not replayed: blocks of that size are what the forward freed.
     if (step == 0 && workspace > 0) push(Request::Kind::allocate, kWorkspace, workspace);
     release(last);
+    // The loop drops its output after the step (the optimizer's requests are not logits-sized).
+    if (held == HeldOutput::through_step) release(id(returned, step));
   }
   return overflow ? 0 : count;
 }
@@ -201,10 +212,10 @@ size_t loss_path_requests(CrossEntropy mode, double p, bool output_held, int ste
 // above settles from its second. With a `workspace` (see loss_path_requests)
 // the segments less the workspace's own bytes, which are allocated (the
 // cuda-context plugin counts them), not a cached block.
-inline double loss_segments(CrossEntropy mode, double p, bool output_held, double elements, double shifted,
+inline double loss_segments(CrossEntropy mode, double p, HeldOutput held, double elements, double shifted,
                             bool softcap = false, double workspace = 0) {
   std::array<support::AllocatorRequest, 128> requests{};
-  const size_t count = loss_path_requests(mode, p, output_held, 4, elements, shifted, requests, softcap, {}, workspace);
+  const size_t count = loss_path_requests(mode, p, held, 4, elements, shifted, requests, softcap, {}, workspace);
   if (count == 0) return 0;
   const support::AllocatorReplay replay =
       support::replay_caching_allocator(std::span<const support::AllocatorRequest>(requests.data(), count));
@@ -233,12 +244,12 @@ struct LossPathGrowth {
 // are, the 16-bit requests fit the shorter steps' fp32 blocks; a jump from
 // below half maps the first step's 16-bit set too, which the consumer adds
 // (support/varying_lengths.hpp).
-inline LossPathGrowth loss_path_growth(CrossEntropy mode, double p, bool output_held, double elements,
+inline LossPathGrowth loss_path_growth(CrossEntropy mode, double p, HeldOutput held, double elements,
                                        double shifted, bool softcap = false) {
   constexpr double kShorter = 0.6;
   std::array<support::AllocatorRequest, 128> requests{};
   const auto replay = [&](int steps, std::span<const double> scales) {
-    const size_t count = loss_path_requests(mode, p, output_held, steps, elements, shifted, requests, softcap, scales);
+    const size_t count = loss_path_requests(mode, p, held, steps, elements, shifted, requests, softcap, scales);
     if (count == 0) return support::AllocatorReplay{.valid = false};
     return support::replay_caching_allocator(std::span<const support::AllocatorRequest>(requests.data(), count));
   };

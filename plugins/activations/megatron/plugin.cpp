@@ -37,7 +37,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 30> kOptions{{
+constexpr std::array<memplan_option_spec, 31> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true",
@@ -119,6 +119,12 @@ constexpr std::array<memplan_option_spec, 30> kOptions{{
      "alive in every phase; with packed_linear_keeps_input and no recomputation also the 4-bit layers' inputs "
      "(activations.held_packed_inputs)",
      "false", nullptr},
+    {"output_held_until", MEMPLAN_OPTION_STRING,
+     "with output_held: \"next-forward\" (the output stays bound until the next forward's output replaces it) "
+     "or \"step-end\" (the loop drops it after backward and the optimizer step, before the next forward: "
+     "fsdp_qlora train.py's `output = None`): the held logits (and the KV cache, and the 4-bit layers' inputs "
+     "it keeps) are then alive in backward and the optimizer step, not in the next forward",
+     "\"next-forward\"", nullptr},
     {"softmax_keeps_input", MEMPLAN_OPTION_BOOL,
      "eager attention: the softmax also keeps its fp32 input for backward, as PyTorch up to 1.10 did (its "
      "_softmax_backward_data took the input for its dtype; 1.11 passes the dtype); no effect with flash_attention "
@@ -226,7 +232,7 @@ constexpr std::array<LossMode, 14> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.29.0",
+      "megatron", "1.30.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -343,6 +349,15 @@ class MegatronActivations {
     causal_mask_buffer_ = options.boolean("causal_mask_buffer").value_or(false);
     layer_causal_mask_ = options.boolean("layer_causal_mask").value_or(false);
     output_held_ = options.boolean("output_held").value_or(false);
+    if (const std::optional<std::string> until = options.string("output_held_until")) {
+      if (*until != "next-forward" && *until != "step-end")
+        options.fail("output_held_until", "must be \"next-forward\" or \"step-end\", not \"" + *until + "\"");
+      if (!output_held_)
+        options.fail("output_held_until", "says how long output_held keeps the output, but output_held is false; "
+                                          "set output_held = true in [activations], or remove output_held_until");
+      if (*until == "step-end") held_ = memplan::plugins::HeldOutput::through_step;
+    }
+    if (output_held_ && held_ == memplan::plugins::HeldOutput::dropped) held_ = memplan::plugins::HeldOutput::next_forward;
     if (output_held_ &&
         (cross_entropy_ == CrossEntropy::vocab_parallel || cross_entropy_ == CrossEntropy::vocab_parallel_copy))
       options.fail("output_held", "has nothing to hold under cross_entropy = \"" + loss +
@@ -567,7 +582,8 @@ class MegatronActivations {
     // and V at the kv heads, for the micro-batch whose output is returned. The returned output holds it:
     //   with output_held, into the next forward: the held step's cache in every phase (persistent), and
     //   this forward's beside it until the assignment frees the old one (transient_forward); K and V are
-    //   then the cache's, not the layers' (EagerLayer::kv_in_cache);
+    //   then the cache's, not the layers' (EagerLayer::kv_in_cache); a loop that drops the output after the
+    //   step (output_held_until = "step-end") holds it in backward and the optimizer step (add_held);
     //   otherwise until the loop drops the output after the loss (the Trainer's compute_loss returns the
     //   loss only): at the forward's end, beyond what attention saves only where attention saved repeated
     //   copies instead (repeat_kv; and the windowed layers that get a mask, which repeat theirs).
@@ -576,7 +592,7 @@ class MegatronActivations {
     if (kv_cache_counted(settings) && stage_layers > 0) {
       const double cache = static_cast<double>(stage_layers) * 2 * settings.bytes * shape.batch * shape.seq *
                            shape.kv_width / memplan::plugins::kv_divisor(shape, settings) / context;
-      if (output_held_) add_outside(ctx, names_.kv_cache, cache, memplan::sdk::Lifetime::persistent);
+      if (output_held_) add_held(ctx, names_.kv_cache, cache, false);
       const double repeated_layers =
           settings.eager.repeat_kv ? static_cast<double>(stage_layers)
           : grouped_query ? static_cast<double>(masks.windowed_biased)
@@ -766,7 +782,9 @@ class MegatronActivations {
                                 ((attention_out ? shape.q_width : 0) + (mlp ? shape.ffn : 0)) / t);
       const double head_input = head_matrix > 0 ? tokens * settings.bytes * shape.hidden / sequence_split : 0;
       const double held = per_layer * static_cast<double>(stage_layers) + head_input;
-      add_outside(ctx, names_.held_packed_inputs, held, memplan::sdk::Lifetime::transient_forward);
+      // Into the next forward only where the loop keeps its output until then; backward holds them anyway.
+      if (held_ == memplan::plugins::HeldOutput::next_forward)
+        add_outside(ctx, names_.held_packed_inputs, held, memplan::sdk::Lifetime::transient_forward);
       add_outside(ctx, names_.held_packed_inputs, held, memplan::sdk::Lifetime::transient_optimizer);
     }
 
@@ -820,8 +838,9 @@ class MegatronActivations {
         add_vocab_sized(ctx, names_.logits, logits - logits_released);
         add_vocab_sized(ctx, names_.logits, logits_released, memplan::sdk::Lifetime::forward_end);
         freed_by_loss_backward += std::max(0.0, logits - logits_released);
-        // The loop holds one output, whatever the micro-batches in flight.
-        add_vocab_sized(ctx, names_.held_output, outside.held_output / context, memplan::sdk::Lifetime::persistent);
+        // The loop holds one output, whatever the micro-batches in flight: in every phase when it keeps it
+        // into the next forward, in backward and the optimizer step when it drops it after the step.
+        add_held(ctx, names_.held_output, outside.held_output / context, true);
         add_vocab_sized(ctx, names_.cross_entropy, cross_entropy - ce_released);
         add_vocab_sized(ctx, names_.cross_entropy, ce_released, memplan::sdk::Lifetime::forward_end);
         // The soft-capping's tanh output (logit_softcap): saved from the head's forward to its backward, which
@@ -975,9 +994,9 @@ class MegatronActivations {
     loss_path_memo_next_ = (loss_path_memo_next_ + 1) % loss_path_memo_.size();
     const bool softcap = model_.final_logit_softcapping > 0;
     memo = {bytes, elements, workspace,
-            memplan::plugins::loss_segments(cross_entropy_, bytes, output_held_, elements, elements, softcap,
+            memplan::plugins::loss_segments(cross_entropy_, bytes, held_, elements, elements, softcap,
                                             workspace),
-            memplan::plugins::loss_path_growth(cross_entropy_, bytes, output_held_, elements, elements, softcap)};
+            memplan::plugins::loss_path_growth(cross_entropy_, bytes, held_, elements, elements, softcap)};
     return &memo;
   }
 
@@ -1548,6 +1567,23 @@ class MegatronActivations {
     ctx.items()[ctx.items().size() - 1].set_vocab_sized(true);
   }
 
+  // What the loop's held output keeps (output_held): in every phase when it keeps the output into the next
+  // forward; in backward and the optimizer step when it drops it after the step (output_held_until).
+  void add_held(memplan::sdk::Context& ctx, memplan::sdk::Name name, double bytes, bool vocab_sized) const {
+    const auto add = [&](memplan::sdk::Lifetime lifetime) {
+      if (vocab_sized)
+        add_vocab_sized(ctx, name, bytes, lifetime);
+      else
+        add_outside(ctx, name, bytes, lifetime);
+    };
+    if (held_ == memplan::plugins::HeldOutput::next_forward) {
+      add(memplan::sdk::Lifetime::persistent);
+    } else if (held_ == memplan::plugins::HeldOutput::through_step) {
+      add(memplan::sdk::Lifetime::transient_backward);
+      add(memplan::sdk::Lifetime::transient_optimizer);
+    }
+  }
+
   bool flash_attention_;
   bool dropout_;
   CrossEntropy cross_entropy_ = CrossEntropy::unfused;
@@ -1570,6 +1606,7 @@ class MegatronActivations {
   bool use_cache_ = false;            // the forward fills a KV cache the returned output holds
   bool cache_under_recompute_ = false;  // cache_under_recompute: a wrapper transformers does not see recomputes
   bool output_held_ = false;
+  memplan::plugins::HeldOutput held_ = memplan::plugins::HeldOutput::dropped;  // output_held and output_held_until
   bool softmax_keeps_input_ = false;
   bool softmax_upcast_ = false;  // softmax_upcast: eager attention's fp32 softmax transients
   bool masked_scores_kept_ = false;   // eager attention keeps the clamped scores' input (OPTAttention's torch.max)
