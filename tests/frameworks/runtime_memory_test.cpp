@@ -360,14 +360,22 @@ TEST(QuantizedBase, DequantizedWeightAtTheHighPoints) {
 // stored activations live in host memory; the GPU holds two layers' worth in
 // forward and in backward. Llama-3.2-3B eager at 1024 tokens: a layer is
 // 139,368 x 1024 = 142,712,832 B, 28 layers 3,995,959,296 B on the host, two
-// layers 285,425,664 B on the GPU in each pass.
+// layers 285,425,664 B on the GPU in each pass. torchtune's OffloadActivations
+// wraps the model's whole forward but the output head (offload_scope =
+// "model"): the final RMSNorm's saves go to the host too, its fp32 input copy,
+// rsqrt and the trained scale's normalized bf16 copy, (4 h + 4 + 2 h) = 18,436
+// B a token x 1024 = 18,878,464 B; the head's own saved input (2 h a token,
+// the tied embedding trains under SGD) stays on the GPU.
+constexpr uint64_t kFinalNormOnHost = 18'436ull * 1024;
+
 TEST(ActivationOffload, TwoLayersStayOnTheGpu) {
   Evaluation e = evaluate_paper(
       "name = \"a\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nseq_len = 1024\n"
       "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n"
       "layer = \"eager\"\nflash_attention = true\ndropout = false\ncross_entropy = \"upcast\"\noffload = true\n");
-  EXPECT_EQ(e.breakdown().cpu_components[MEMPLAN_ROLE_ACTIVATIONS], 28ull * 139'368 * 1024);
+  EXPECT_EQ(e.breakdown().cpu_components[MEMPLAN_ROLE_ACTIVATIONS], 28ull * 139'368 * 1024 + kFinalNormOnHost);
   EXPECT_EQ(e.item_bytes("layers.0-27.activations", MEMPLAN_ROLE_ACTIVATIONS), 0u);  // not on the GPU
+  EXPECT_EQ(e.item_bytes("activations.final_norm", MEMPLAN_ROLE_ACTIVATIONS), 2ull * 3072 * 1024);  // the head's input
   EXPECT_EQ(e.item_bytes("activations.offload_window", MEMPLAN_ROLE_ACTIVATIONS), 2ull * 2 * 139'368 * 1024);
 }
 
@@ -383,7 +391,7 @@ TEST(ActivationOffload, BackwardHoldsTheLayersItIsTold) {
       "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\n"
       "layer = \"eager\"\nflash_attention = true\ndropout = false\ncross_entropy = \"upcast\"\noffload = true\n"
       "offload_backward_layers = 1\n");
-  EXPECT_EQ(e.breakdown().cpu_components[MEMPLAN_ROLE_ACTIVATIONS], 28ull * 139'368 * 1024);
+  EXPECT_EQ(e.breakdown().cpu_components[MEMPLAN_ROLE_ACTIVATIONS], 28ull * 139'368 * 1024 + kFinalNormOnHost);
   EXPECT_EQ(e.item_bytes("activations.offload_window", MEMPLAN_ROLE_ACTIVATIONS), 3ull * 139'368 * 1024);
   uint64_t backward = 0;
   for (const PlanItem& item : e.estimator().plan().items)
@@ -460,11 +468,33 @@ TEST(ActivationOffload, UnslothRecomputesOnTheGpu) {
       "flash_attention = true\ndropout = false\ncross_entropy = \"cut\"\n";
   const std::string recompute = "[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\n";
   Evaluation plain = evaluate_paper(base + recompute);
-  Evaluation offloaded = evaluate_paper(base + "offload = true\n" + recompute);
+  Evaluation offloaded = evaluate_paper(base + "offload = true\noffload_scope = \"layers\"\n" + recompute);
   const auto working_set = plain.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS);
   ASSERT_GT(working_set, 0u);
   EXPECT_EQ(offloaded.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS), working_set);
   EXPECT_EQ(offloaded.breakdown().cpu_components[MEMPLAN_ROLE_ACTIVATIONS], 28ull * 1024 * 3072 * 2);
+  // The final norm stays on the GPU (Unsloth offloads the checkpointed inputs only: offload_scope "layers", as
+  // the unsloth profile sets); torchtune's scope ("model", the default) moves its saved input there, 2 h a
+  // token for the fused norm (its output, the head's input, stays): 1024 x 6,144 B.
+  EXPECT_EQ(evaluate_paper(base + "offload = true\n" + recompute).breakdown().cpu_components[MEMPLAN_ROLE_ACTIVATIONS],
+            28ull * 1024 * 3072 * 2 + 1024ull * 6144);
+  EXPECT_NE(error_of(paper(base + "offload_scope = \"layers\"\n")).find("but offload is false"), std::string::npos);
+  EXPECT_NE(error_of(paper(base + "offload = true\noffload_scope = \"all\"\n")).find("must be \"model\" or \"layers\""),
+            std::string::npos);
+}
+
+// A tied LM head is the token embedding's weight: where that is frozen (LoRA), F.linear(h, embedding.weight)
+// saves no input for a weight gradient (autograd saves mm's operand only for the other one's gradient,
+// derivatives.yaml), as an untied frozen head keeps none. Llama-3.2-3B eager, LoRA on q and v, 1024 tokens:
+// the final norm keeps its fp32 input copy and rsqrt (its scale frozen: no normalized copy), 4 h + 4 =
+// 12,292 B a token, and nothing for the head: 12,587,008 B (with a trained embedding, 2 h more a token).
+TEST(ActivationOffload, AFrozenTiedHeadSavesNoInput) {
+  const std::string job =
+      "name = \"t\"\nmode = \"train\"\n[model]\npreset = \"llama-3.2-3b\"\n[batch]\nseq_len = 1024\n"
+      "[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n"
+      "layer = \"eager\"\nflash_attention = true\ndropout = false\ncross_entropy = \"upcast\"\n";
+  const Evaluation lora = evaluate_paper(job + "[[strategy]]\nuse = \"lora\"\nrank = 8\ntargets = \"q,v\"\n");
+  EXPECT_EQ(lora.item_bytes("activations.final_norm", MEMPLAN_ROLE_ACTIVATIONS), 12'292ull * 1024);
 }
 
 }  // namespace

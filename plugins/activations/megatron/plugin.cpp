@@ -37,7 +37,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 31> kOptions{{
+constexpr std::array<memplan_option_spec, 32> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true",
@@ -78,6 +78,11 @@ constexpr std::array<memplan_option_spec, 31> kOptions{{
      "enable_activation_offloading): the GPU keeps two layers' worth in forward and offload_backward_layers' in "
      "backward",
      "false", nullptr},
+    {"offload_scope", MEMPLAN_OPTION_STRING,
+     "with offload: what goes to the host: \"model\" (torchtune's OffloadActivations around the model's whole "
+     "forward but its output head, NoOpManager on model.output: the layers' saves and the final norm's) or "
+     "\"layers\" (Unsloth's offloaded gradient checkpointing: the checkpointed layers' inputs only)",
+     "\"model\"", nullptr},
     {"dequantized_buffer", MEMPLAN_OPTION_BOOL,
      "a base packed below one byte is dequantized for the forward's matmuls into one buffer kept across steps "
      "(Unsloth's fast_dequantize with use_global_buffer, 2025.2.1 on): the largest matrix persistent, and a "
@@ -274,6 +279,14 @@ class MegatronActivations {
     repeat_kv_ = options.boolean("repeat_kv").value_or(true);
     offload_ = options.boolean("offload").value_or(false);
     offload_backward_layers_ = static_cast<double>(options.positive_integer("offload_backward_layers", 2));
+    if (const std::optional<std::string> scope = options.string("offload_scope")) {
+      if (*scope != "model" && *scope != "layers")
+        options.fail("offload_scope", "must be \"model\" or \"layers\", not \"" + *scope + "\"");
+      if (!offload_)
+        options.fail("offload_scope", "says what offload moves to the host, but offload is false; set offload = true "
+                                      "in [activations], or remove offload_scope");
+      offload_model_ = *scope == "model";
+    }
     dequantized_buffer_ = options.boolean("dequantized_buffer").value_or(false);
     dequantized_copies_ = options.positive_integer("dequantized_copies", 1);
     const std::string dequantize = options.string("packed_dequantize").value_or("kernel");
@@ -796,7 +809,10 @@ class MegatronActivations {
         loss_chunks_, output_held_, facts.final_norm && !facts.final_norm_trainable,
         // Cut Cross-Entropy saves its input e for backward whether or not the head trains (cce.py
         // ctx.save_for_backward(e, c, ...)): the head's input is kept as a trained head's would be.
-        facts.lm_head && !facts.lm_head_trainable && cross_entropy_ != CrossEntropy::cut);
+        // A tied head is the token embedding's weight (F.linear(h, embedding.weight)): frozen when it is.
+        (facts.lm_head ? !facts.lm_head_trainable
+                       : model.tied_embeddings != 0 && facts.embedding && facts.trained_embedding_bytes == 0) &&
+            cross_entropy_ != CrossEntropy::cut);
     const double scale = static_cast<double>(inflight) * factor / context;
     const LossSegmentsMemo* loss_path = nullptr;  // its replay, where the order is known (loss_requests.hpp)
     double freed_by_loss_backward = 0;  // the head's activations and the loss's backward excess (kept_layer_inputs)
@@ -808,8 +824,16 @@ class MegatronActivations {
       const double head_scale = static_cast<double>(inflight) / context;
       if (facts.final_norm) {
         const double final_norm = outside.final_norm * head_scale;
-        add_outside(ctx, names_.final_norm, final_norm);
-        freed_by_loss_backward += std::max(0.0, final_norm);
+        // torchtune's OffloadActivations packs every saved tensor of the model's forward of 1 KiB or more that
+        // is not a parameter or buffer (training/_activation_offloading.py @ 1814feb17, pack_tensor), all but
+        // the output head's (NoOpManager, get_act_offloading_ctx_manager): the final norm's saves wait on the
+        // host until its backward, after the loss's (offload_scope = "model").
+        // The output head's own saved input stays on the GPU (under the NoOpManager).
+        const double on_host = offload_ && offload_model_ ? (outside.final_norm - outside.head_input) * head_scale : 0;
+        if (on_host > 0)
+          add_bytes(ctx, names_.final_norm, on_host, memplan::sdk::Lifetime::activation, memplan::sdk::Device::cpu);
+        add_outside(ctx, names_.final_norm, final_norm - on_host);
+        freed_by_loss_backward += std::max(0.0, final_norm - on_host);
       }
       // Logits need an output projection: an LM head, or the embedding reused
       // as one (tied). An encoder without a head (BERT's output_head = "none")
@@ -1592,6 +1616,7 @@ class MegatronActivations {
   bool compiled_ = false;  // layer = "compiled" (ActivationSettings::compiled)
   bool repeat_kv_ = true;
   bool offload_ = false;
+  bool offload_model_ = true;  // offload_scope = "model": the final norm's saves go to the host too
   double offload_backward_layers_ = 2;  // layers' stored activations on the GPU in backward (offload_backward_layers)
   bool dequantized_buffer_ = false;      // the forward dequantizes into one kept buffer (dequantized_buffer)
   int64_t dequantized_copies_ = 1;       // copies of a dequantized 4-bit matrix held at once (dequantized_copies)

@@ -887,6 +887,7 @@ struct OutputShape {
 struct OutputActivations {
   double embedding_dropout = 0;  // the embedding dropout's 1-byte mask, sbh (the stage holding the embedding)
   double final_norm = 0;         // final norm input and output (the output projection's input), 2p sbh
+  double head_input = 0;         // of which the output projection's saved input (its own, or the norm's output)
   double logits = 0;             // fp32 logits kept into backward, 4 sbv / t (vocabulary-parallel)
   double cross_entropy = 0;      // the loss's saved fp32 softmax, 4 sbv / t, unless computed in place
   double loss_forward = 0;       // transient at the loss's forward high point
@@ -932,11 +933,12 @@ inline OutputActivations output_activations(const OutputShape& x, const Activati
   // Compiled layers (layer = "compiled") leave the final norm and the LM head eager: torchtitan's
   // apply_compile and torchtune's compile_model compile the decoder blocks one by one, nothing outside them
   // (torchtitan models/llama3/infra/parallelize.py @ 9dec370 and @ 6fc499f6; torchtune training/_compile.py).
-  if (o.layer == LayerImplementation::legacy && o.eager.rms_norm)
+  if (o.layer == LayerImplementation::legacy && o.eager.rms_norm) {
     // Megatron-LM's legacy RMSNorm (megatron/model/rms_norm.py) keeps the fp32 input copy, rsqrt and the
     // normalized copy; the output layer keeps its input on the rank's tokens (as the fused path).
     out.final_norm = sb * (4 * x.hidden + 4 + r * x.hidden + o.bytes * x.hidden) / replicated_divisor;
-  else if ((o.layer == LayerImplementation::eager || o.compiled) && o.eager.rms_norm)
+    out.head_input = sb * o.bytes * x.hidden / replicated_divisor;
+  } else if ((o.layer == LayerImplementation::eager || o.compiled) && o.eager.rms_norm) {
     // The final RMSNorm's fp32 input copy and rsqrt and its normalized copy,
     // on the tokens the rank holds (a sequence-parallel norm: torchtitan's
     // "norm": SequenceParallel()), and the LM head's input, whole: DTensor's
@@ -946,13 +948,16 @@ inline OutputActivations output_activations(const OutputShape& x, const Activati
     // fused path saves the sharded input and gathers again in backward). A norm that computes in its input's
     // dtype (rms_norm_upcast = false: LitGPT's RMSNorm, Unsloth's Triton kernel) keeps that input and its
     // rsqrt, as the layers' norms do (eager_layer_terms).
+    out.head_input = frozen_head ? 0 : sb * o.bytes * x.hidden;
     out.final_norm = sb *
                          ((o.eager.rms_norm_upcast ? 4 * x.hidden + 4 : r * x.hidden + r) +
                           (frozen_norm ? 0 : (o.eager.norm_scale_fp32 && o.eager.rms_norm_upcast ? 4 : r) * x.hidden)) /
                          replicated_divisor +
-                     (frozen_head ? 0 : sb * o.bytes * x.hidden);
-  else
+                     out.head_input;
+  } else {
     out.final_norm = (r + o.bytes) * sb * x.hidden / replicated_divisor;
+    out.head_input = o.bytes * sb * x.hidden / replicated_divisor;
+  }
   const double logit_elements = sb * x.vocab / t;
   const LossBytes bytes = loss_bytes(loss, o.bytes, chunks);
   const double held = output_held ? returned_logit_bytes(loss, o.bytes) : 0;
