@@ -279,14 +279,9 @@ class MegatronActivations {
     repeat_kv_ = options.boolean("repeat_kv").value_or(true);
     offload_ = options.boolean("offload").value_or(false);
     offload_backward_layers_ = static_cast<double>(options.positive_integer("offload_backward_layers", 2));
-    if (const std::optional<std::string> scope = options.string("offload_scope")) {
-      if (*scope != "model" && *scope != "layers")
-        options.fail("offload_scope", "must be \"model\" or \"layers\", not \"" + *scope + "\"");
-      if (!offload_)
-        options.fail("offload_scope", "says what offload moves to the host, but offload is false; set offload = true "
-                                      "in [activations], or remove offload_scope");
+    if (const std::optional<std::string> scope =
+            qualifier(options, "offload_scope", {"model", "layers"}, "offload", offload_, "what offload moves to the host"))
       offload_model_ = *scope == "model";
-    }
     dequantized_buffer_ = options.boolean("dequantized_buffer").value_or(false);
     dequantized_copies_ = options.positive_integer("dequantized_copies", 1);
     const std::string dequantize = options.string("packed_dequantize").value_or("kernel");
@@ -362,14 +357,9 @@ class MegatronActivations {
     causal_mask_buffer_ = options.boolean("causal_mask_buffer").value_or(false);
     layer_causal_mask_ = options.boolean("layer_causal_mask").value_or(false);
     output_held_ = options.boolean("output_held").value_or(false);
-    if (const std::optional<std::string> until = options.string("output_held_until")) {
-      if (*until != "next-forward" && *until != "step-end")
-        options.fail("output_held_until", "must be \"next-forward\" or \"step-end\", not \"" + *until + "\"");
-      if (!output_held_)
-        options.fail("output_held_until", "says how long output_held keeps the output, but output_held is false; "
-                                          "set output_held = true in [activations], or remove output_held_until");
-      if (*until == "step-end") held_ = memplan::plugins::HeldOutput::through_step;
-    }
+    if (qualifier(options, "output_held_until", {"next-forward", "step-end"}, "output_held", output_held_,
+                  "how long output_held keeps the output") == "step-end")
+      held_ = memplan::plugins::HeldOutput::through_step;
     if (output_held_ && held_ == memplan::plugins::HeldOutput::dropped) held_ = memplan::plugins::HeldOutput::next_forward;
     if (output_held_ &&
         (cross_entropy_ == CrossEntropy::vocab_parallel || cross_entropy_ == CrossEntropy::vocab_parallel_copy))
@@ -1589,6 +1579,21 @@ class MegatronActivations {
     if (!(bytes > 0)) return;
     add_bytes(ctx, name, bytes, lifetime);
     ctx.items()[ctx.items().size() - 1].set_vocab_sized(true);
+  }
+
+  // A string option that says more about a boolean one (`parent`, `on`): one of `choices`, and only where
+  // the parent is on; what it says (`says`) goes into the error.
+  static std::optional<std::string> qualifier(memplan::sdk::Options& options, const char* key,
+                                              std::array<const char*, 2> choices, const char* parent, bool on,
+                                              const char* says) {
+    const std::optional<std::string> value = options.string(key);
+    if (!value) return value;
+    if (*value != choices[0] && *value != choices[1])
+      options.fail(key, std::string("must be \"") + choices[0] + "\" or \"" + choices[1] + "\", not \"" + *value + "\"");
+    if (!on)
+      options.fail(key, std::string("says ") + says + ", but " + parent + " is false; set " + parent +
+                            " = true in [activations], or remove " + key);
+    return value;
   }
 
   // What the loop's held output keeps (output_held): in every phase when it keeps the output into the next
