@@ -196,7 +196,7 @@ ValidationResult validate_case(const ValidationCase& test, const Catalog& catalo
         // month's last day).
         std::string line_date;
         if (const DayInVersion written = day_written_as_version(version, *profile);
-            !written.day.empty() && profile->has_dated_versions() && profile->undated_block() == nullptr) {
+            !written.day.empty() && profile->dates_place_versions()) {
           line_date = version.size() == 7 && test.run_date.rfind(version + "-", 0) == 0 ? test.run_date : written.day;
           version.clear();
         }
@@ -204,8 +204,8 @@ ValidationResult validate_case(const ValidationCase& test, const Catalog& catalo
         if (!version.empty()) overrides.push_back("framework.version=\"" + version + "\"");
         // No version: the run had the behaviour of its day, when the header dates it and the
         // profile dates its versions; else the profile's latest.
-        const bool dated = line_date.empty() && version.empty() && !test.run_date.empty() &&
-                           profile->has_dated_versions() && profile->undated_block() == nullptr;
+        const bool dated =
+            line_date.empty() && version.empty() && !test.run_date.empty() && profile->dates_place_versions();
         if (dated) overrides.push_back("framework.date=\"" + test.run_date + "\"");
         if (!line_date.empty()) overrides.push_back("framework.date=\"" + line_date + "\"");
         scenario = load_scenario(test.file, catalog, overrides);

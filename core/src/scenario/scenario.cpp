@@ -348,7 +348,6 @@ void read_framework(const toml::table& root, const std::string& file, const Cata
       for (char c : *given) has_number = has_number || (c >= '0' && c <= '9');
       if (!has_number) reader.fail_key("version", "must contain a version number, e.g. \"4.46\"");
       const DayInVersion written = day_written_as_version(*given, *profile);
-      day_from_version = written.day;
       const std::string what = reader.value_location("version").str() + ": warning: in [framework], version \"" +
                                *given + "\" ";
       const std::string versions =
@@ -359,7 +358,7 @@ void read_framework(const toml::table& root, const std::string& file, const Cata
         scenario.warnings.push_back(what + "has a date's shape but is no day of 2000-2099, nor a version of " +
                                     versions + ": it is compared as a version number; give the version that ran, "
                                     "or date = YYYY-MM-DD");
-      } else if (!day_from_version.empty() && (!profile->has_dated_versions() || profile->undated_block() != nullptr)) {
+      } else if (!written.day.empty() && !profile->dates_place_versions()) {
         // Only where the profile's versions all give their day can a date place the run; elsewhere the
         // text stays a version, as before, and the warning says what that means.
         const FrameworkVersionDefaults* undated = profile->undated_block();
@@ -368,25 +367,25 @@ void read_framework(const toml::table& root, const std::string& file, const Cata
             (undated != nullptr ? "its [[since]] block of version " + undated->version + " gives no released day"
                                 : std::string("it has no dated versions")) +
             " to place it among: it is compared as a version number; give the version that ran");
-        day_from_version.clear();
-      } else if (!day_from_version.empty()) {
+      } else if (!written.day.empty()) {
         if (table->get("date") != nullptr)
           reader.fail_key("version", "\"" + *given + "\" is a day, and date gives the run's day too; keep date");
         scenario.warnings.push_back(what + "is a day, not a version of " + versions + ": read as date = " +
-                                    day_from_version + "; write date = " + day_from_version +
+                                    written.day + "; write date = " + written.day +
                                     " (or the version that ran) instead");
+        day_from_version = written.day;
       }
-    }
-    if (auto given = reader.string("version"); given && day_from_version.empty()) {
-      version = *given;
-      // Software built on the profile's framework numbers its own versions: its number is read as the
-      // profile's (as before), with a warning that says how to name the behaviour instead.
-      if (!profile->shares_versions(*use))
-        scenario.warnings.push_back(reader.value_location("version").str() + ": warning: in [framework], version \"" +
-                                    *given + "\" is read as a version of '" + profile->name + "', but '" + *use +
-                                    "' numbers its own versions; give date = <the run's day> (the behaviour '" +
-                                    profile->name + "' had then), or use = \"" + profile->name +
-                                    "\" with its own version");
+      if (day_from_version.empty()) {
+        version = *given;
+        // Software built on the profile's framework numbers its own versions: its number is read as the
+        // profile's (as before), with a warning that says how to name the behaviour instead.
+        if (!profile->shares_versions(*use))
+          scenario.warnings.push_back(reader.value_location("version").str() + ": warning: in [framework], version \"" +
+                                      *given + "\" is read as a version of '" + profile->name + "', but '" + *use +
+                                      "' numbers its own versions; give date = <the run's day> (the behaviour '" +
+                                      profile->name + "' had then), or use = \"" + profile->name +
+                                      "\" with its own version");
+      }
     }
     scenario.framework.version = version.empty() ? profile->version : version;
     const toml::node* date_node = table->get("date");

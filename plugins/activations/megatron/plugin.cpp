@@ -357,10 +357,11 @@ class MegatronActivations {
     causal_mask_buffer_ = options.boolean("causal_mask_buffer").value_or(false);
     layer_causal_mask_ = options.boolean("layer_causal_mask").value_or(false);
     output_held_ = options.boolean("output_held").value_or(false);
-    if (qualifier(options, "output_held_until", {"next-forward", "step-end"}, "output_held", output_held_,
-                  "how long output_held keeps the output") == "step-end")
-      held_ = memplan::plugins::HeldOutput::through_step;
-    if (output_held_ && held_ == memplan::plugins::HeldOutput::dropped) held_ = memplan::plugins::HeldOutput::next_forward;
+    const bool until_step_end = qualifier(options, "output_held_until", {"next-forward", "step-end"}, "output_held",
+                                          output_held_, "how long output_held keeps the output") == "step-end";
+    held_ = !output_held_     ? memplan::plugins::HeldOutput::dropped
+            : until_step_end ? memplan::plugins::HeldOutput::through_step
+                             : memplan::plugins::HeldOutput::next_forward;
     if (output_held_ &&
         (cross_entropy_ == CrossEntropy::vocab_parallel || cross_entropy_ == CrossEntropy::vocab_parallel_copy))
       options.fail("output_held", "has nothing to hold under cross_entropy = \"" + loss +

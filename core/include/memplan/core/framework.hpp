@@ -120,6 +120,8 @@ struct FrameworkProfile {
   const FrameworkVersionDefaults* undated_block() const;
   // Whether the profile has [[since]] versions a date chooses among (version "0" blocks aside).
   bool has_dated_versions() const;
+  // Whether a date places a run among them: dated versions, every one with its day.
+  bool dates_place_versions() const { return has_dated_versions() && undated_block() == nullptr; }
   // The oldest of them ("4.18"): a day before it gets the profile's own defaults.
   std::string first_dated_version() const;
   // The version for `date` ("YYYY-MM-DD"); call only when undated_block() is nullptr.
