@@ -110,6 +110,31 @@ TEST(MegatronLegacy, EagerSwigluAndTheAttentionOutputCopy) {
             std::string::npos);
 }
 
+// The megatron-lm profile dates the layers (profile.toml; Megatron-LM's pretrain_gpt.py and arguments.py):
+// before core_r0.7.0 (tag 2024-05-30) the legacy layers of --transformer-impl "local", flash attention
+// only under --use-flash-attn; from core_r0.7.0 Transformer Engine's layers (e7b74a4b, 2024-04-02), from
+// core_r0.8.0 Megatron-Core's GPTModel with the TE spec (9ad1a56f, 2024-05-24): the fused count. Llama-2-7B,
+// b 2, s 4096, flash attention stated: 1,594,949,632 a layer legacy, 1,078,984,704 fused (derived above).
+// A run of "early 2024" (validation MG1-MG4: the README's model print shows the local layers) is the legacy one.
+TEST(MegatronLegacy, TheProfileDatesTheLayers) {
+  auto layers = [](const std::string& framework, const std::string& flash) {
+    Evaluation e = evaluate("name = \"l\"\nmode = \"train\"\n[framework]\nuse = \"megatron-lm\"\n" + framework +
+                            "[model]\npreset = \"llama-2-7b\"\n[batch]\nmicro_batch = 2\nseq_len = 4096\n[precision]\n"
+                            "use = \"mixed-bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n"
+                            "dropout = false\n" + flash);
+    return e.item_bytes("layers.0-31.activations", kAct);
+  };
+  const std::string flash = "flash_attention = true\n";
+  EXPECT_EQ(layers("date = 2024-04-30\n", flash), uint64_t{32} * 1'594'949'632u);
+  EXPECT_EQ(layers("version = \"core_r0.6.0\"\n", flash), uint64_t{32} * 1'594'949'632u);
+  EXPECT_EQ(layers("date = 2024-05-30\n", flash), uint64_t{32} * 1'078'984'704u);
+  EXPECT_EQ(layers("version = \"core_r0.8.0\"\n", flash), uint64_t{32} * 1'078'984'704u);
+  EXPECT_EQ(layers("", flash), uint64_t{32} * 1'078'984'704u);  // no version, no date: the latest
+  // Unstated, the legacy layers attend without FlashAttention (their softmax's s x s terms), TE's with it.
+  EXPECT_GT(layers("date = 2024-04-30\n", ""), layers("date = 2024-04-30\n", flash));
+  EXPECT_EQ(layers("date = 2024-05-30\n", ""), uint64_t{32} * 1'078'984'704u);
+}
+
 // The legacy layers' global memory buffer (megatron/core/utils.py GlobalMemoryBuffer, "mpu"; Megatron-LM @
 // 390c1c91): without flash attention CoreAttention hands baddbmm a (b np, s, s) buffer as its beta = 0 input
 // (megatron/model/transformer.py:264), and with sequence parallelism the column-parallel linears all-gather

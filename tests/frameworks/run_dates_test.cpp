@@ -230,6 +230,11 @@ TEST(RunDates, ValidationReadsTheFirstDateOfTheHeader) {
   EXPECT_EQ(date_of("# 31 Feb 2024, 32 Jan 2022, Apr 31 2024"), "-");
   EXPECT_EQ(date_of("# May 2048 tokens, Dec 2050, v2024-01-01, 12024-01-01"), "-");  // after today, or inside a word
   EXPECT_EQ(date_of("# 31 Feb 2024 then Mar 2024"), "2024-03-31 2 Mar 2024");
+  // A third of a year: its last month's last day (January-April, May-August, September-December).
+  EXPECT_EQ(date_of("#   branch, early 2024, legacy megatron/model path"), "2024-04-30 2 early 2024");
+  EXPECT_EQ(date_of("# no later release until mid-2022"), "2022-08-31 2 mid-2022");
+  EXPECT_EQ(date_of("# torch of Late 2023"), "2023-12-31 2 Late 2023");
+  EXPECT_EQ(date_of("# yearly 2024, timely 2023, mid 20245, early-bird 2024, late 2050"), "-");
   // A `# run_date` line wins over the prose, wherever it stands.
   const ValidationCase stated = read_validation_case(
       dir.write("r.toml", "# r: run on Jan 11 2022\n# measured_bytes = 1000\n# quantity = allocated\n"

@@ -28,6 +28,17 @@ int month_of(std::string_view word) {
   return 0;
 }
 
+// "early", "mid", "late" (or capitalised): the last month of the year's first, second or last
+// third (April, August, December); 0 for any other word. "mid-2022" reads as August 2022.
+int third_of_year_end(std::string_view word) {
+  std::string lower;
+  for (char c : word) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "early") return 4;
+  if (lower == "mid") return 8;
+  if (lower == "late") return 12;
+  return 0;
+}
+
 // A whole number of `digits` digits at `at` (not part of a longer number).
 std::optional<int> number_at(std::string_view text, size_t at, size_t min_digits, size_t max_digits, size_t& end) {
   size_t i = at;
@@ -80,10 +91,21 @@ std::optional<std::string> date_at(std::string_view text, size_t at, size_t& end
     }
     return std::nullopt;
   }
-  // Jan 11 2022, January 11, 2022, Mar 2024
+  // Jan 11 2022, January 11, 2022, Mar 2024, early 2024, mid-2022
   if (at > 0 && is_letter(text[at - 1])) return std::nullopt;
   size_t word_end = at;
   while (word_end < text.size() && is_letter(text[word_end])) ++word_end;
+  if (const int last_month = third_of_year_end(text.substr(at, word_end - at))) {
+    size_t i = word_end, after = 0;
+    if (i < text.size() && text[i] == '-') ++i;
+    else i = skip_spaces(text, i);
+    if (auto year = i < text.size() ? number_at(text, i, 4, 4, after) : std::nullopt;
+        year && *year >= 2000 && *year <= 2099) {
+      end = after;
+      return iso(*year, last_month, days_in_month(*year, last_month));
+    }
+    return std::nullopt;
+  }
   const int month = month_of(text.substr(at, word_end - at));
   if (month == 0) return std::nullopt;
   size_t i = skip_spaces(text, word_end), after = 0;
@@ -122,7 +144,7 @@ std::optional<RunDate> first_date_in(std::string_view line) {
   const std::string latest = today_iso();
   for (size_t at = 0; at < line.size(); ++at) {
     const char c = line[at];
-    if (!is_digit(c) && !std::isupper(static_cast<unsigned char>(c))) continue;
+    if (!is_digit(c) && !std::isupper(static_cast<unsigned char>(c)) && c != 'e' && c != 'm' && c != 'l') continue;
     size_t end = 0;
     if (auto day = date_at(line, at, end)) {
       // A month read as its last day, or a day later this month, is this month's run: today.
