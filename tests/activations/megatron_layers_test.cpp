@@ -130,9 +130,27 @@ TEST(MegatronLegacy, TheProfileDatesTheLayers) {
   EXPECT_EQ(layers("date = 2024-05-30\n", flash), uint64_t{32} * 1'078'984'704u);
   EXPECT_EQ(layers("version = \"core_r0.8.0\"\n", flash), uint64_t{32} * 1'078'984'704u);
   EXPECT_EQ(layers("", flash), uint64_t{32} * 1'078'984'704u);  // no version, no date: the latest
-  // Unstated, the legacy layers attend without FlashAttention (their softmax's s x s terms), TE's with it.
+  // Unstated, the legacy layers attend without FlashAttention (--use-flash-attn is opt-in): the same as saying
+  // so at the latest version; TE's layers attend with it.
+  EXPECT_EQ(layers("date = 2024-04-30\n", ""), layers("", "layer = \"legacy\"\nflash_attention = false\n"));
   EXPECT_GT(layers("date = 2024-04-30\n", ""), layers("date = 2024-04-30\n", flash));
   EXPECT_EQ(layers("date = 2024-05-30\n", ""), uint64_t{32} * 1'078'984'704u);
+  // Megatron-Core models (--use-mcore-models, NeMo: the megatron-core profile, aliases mcore, nemo) keep the
+  // fused count at every date; before core_r0.7.0 --transformer-impl "local" gave megatron.core's own unfused
+  // DotProductAttention (flash attention off unless said), from it TE's.
+  auto core_layers = [](const std::string& name, const std::string& framework, const std::string& flash) {
+    Evaluation e = evaluate("name = \"l\"\nmode = \"train\"\n[framework]\nuse = \"" + name + "\"\n" + framework +
+                            "[model]\npreset = \"llama-2-7b\"\n[batch]\nmicro_batch = 2\nseq_len = 4096\n[precision]\n"
+                            "use = \"mixed-bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n"
+                            "dropout = false\n" + flash);
+    return e.item_bytes("layers.0-31.activations", kAct);
+  };
+  EXPECT_EQ(core_layers("megatron-core", "date = 2024-04-30\n", flash), uint64_t{32} * 1'078'984'704u);
+  EXPECT_EQ(core_layers("mcore", "version = \"core_r0.6.0\"\n", flash), uint64_t{32} * 1'078'984'704u);
+  EXPECT_EQ(core_layers("nemo", "date = 2023-12-01\n", flash), uint64_t{32} * 1'078'984'704u);
+  EXPECT_EQ(core_layers("mcore", "date = 2024-04-30\n", ""),
+            layers("", "layer = \"fused\"\nflash_attention = false\n"));
+  EXPECT_EQ(core_layers("mcore", "date = 2024-05-30\n", ""), uint64_t{32} * 1'078'984'704u);
 }
 
 // The legacy layers' global memory buffer (megatron/core/utils.py GlobalMemoryBuffer, "mpu"; Megatron-LM @

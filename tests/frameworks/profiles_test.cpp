@@ -113,16 +113,23 @@ TEST(Profiles, UnknownFrameworkIsLocatedWithTheKnownOnes) {
   const std::string error = error_of(llama7b_sgd("[framework]\nuse = \"megatron-lmm\"\n"), "u.toml");
   EXPECT_EQ(error.rfind("u.toml:4:7: error: in [framework], 'use' names no framework profile in the catalog (", 0), 0u)
       << error;
-  EXPECT_NE(error.find("Did you mean 'megatron-lm'?"), std::string::npos) << error;
-  EXPECT_NE(error.find("Known profiles: deepspeed, fsdp-qlora, hf-transformers, megatron-lm, paper,"), std::string::npos) << error;
+  EXPECT_NE(error.find("Did you mean 'megatron-lm' or 'megatron-core'?"), std::string::npos) << error;
+  EXPECT_NE(error.find("Known profiles: deepspeed, fsdp-qlora, hf-transformers, megatron-core, megatron-lm, paper,"),
+            std::string::npos)
+      << error;
 }
 
 // A profile answers to its aliases too ([framework] aliases in its file), in
-// any case and with '_' for '-': "megatron" and "Megatron_Core" are Megatron-LM.
+// any case and with '_' for '-': "megatron" is Megatron-LM, "Megatron_Core" and
+// "mcore" the Megatron-Core models (megatron-core extends megatron-lm).
 TEST(Profiles, AliasesFindTheProfile) {
-  for (const std::string name : {"megatron", "Megatron_Core", "mcore", "megatron-lm"}) {
+  for (const std::string name : {"megatron", "megatron-lm"}) {
     const Scenario scenario = parse_scenario(llama7b_sgd("[framework]\nuse = \"" + name + "\"\n"), "a.toml", catalog());
     EXPECT_EQ(scenario.framework.name, "megatron-lm") << name;
+  }
+  for (const std::string name : {"Megatron_Core", "mcore", "nemo"}) {
+    const Scenario scenario = parse_scenario(llama7b_sgd("[framework]\nuse = \"" + name + "\"\n"), "a.toml", catalog());
+    EXPECT_EQ(scenario.framework.name, "megatron-core") << name;
   }
   EXPECT_EQ(parse_scenario(llama7b_sgd("[framework]\nuse = \"peft\"\n"), "a.toml", catalog()).framework.name,
             "hf-transformers");
@@ -527,11 +534,11 @@ TEST(Profiles, TorchtuneVersionPicksTheNf4Quantization) {
 // lora_A keeps the shared q/v input, 2 x 3072 = 6,144: 22,528 B a token less,
 // x 1024 tokens x 28 layers = 645,922,816 B.
 // A built_on_it name numbers its own versions (NeMo 24.05 ships Megatron-Core 0.7): its version is still read
-// as the profile's, as before, and a warning says how to name the behaviour instead (date, or the profile's name).
+// as the profile's (megatron-core's), as before, and a warning says how to name the behaviour instead (date, or the profile's name).
 TEST(Profiles, BuiltOnItVersionIsReadWithAWarning) {
   const Evaluation nemo = evaluate(llama7b_sgd("[framework]\nuse = \"nemo\"\nversion = \"24.05\"\n"));
   ASSERT_EQ(nemo.estimator().scenario().warnings.size(), 1u);
-  EXPECT_NE(nemo.estimator().scenario().warnings[0].find("version \"24.05\" is read as a version of 'megatron-lm', "
+  EXPECT_NE(nemo.estimator().scenario().warnings[0].find("version \"24.05\" is read as a version of 'megatron-core', "
                                                           "but 'nemo' numbers its own versions; give date"),
             std::string::npos)
       << nemo.estimator().scenario().warnings[0];

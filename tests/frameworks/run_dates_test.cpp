@@ -5,6 +5,7 @@
 // plugins/frameworks/hf-transformers/README.md ("Release days").
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <filesystem>
 #include <string>
 
@@ -234,7 +235,18 @@ TEST(RunDates, ValidationReadsTheFirstDateOfTheHeader) {
   EXPECT_EQ(date_of("#   branch, early 2024, legacy megatron/model path"), "2024-04-30 2 early 2024");
   EXPECT_EQ(date_of("# no later release until mid-2022"), "2022-08-31 2 mid-2022");
   EXPECT_EQ(date_of("# torch of Late 2023"), "2023-12-31 2 Late 2023");
-  EXPECT_EQ(date_of("# yearly 2024, timely 2023, mid 20245, early-bird 2024, late 2050"), "-");
+  EXPECT_EQ(date_of("# yearly 2024, timely 2023, mid 20245, early-bird 2024, late 2050, the late 2020s"), "-");
+  // The third of this year that holds today reads as today, as this month does.
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char day[16];
+  std::strftime(day, sizeof day, "%Y-%m-%d", &utc);
+  const std::string today = day;
+  const int month = std::stoi(today.substr(5, 2));
+  const std::string third = month <= 4 ? "early " : month <= 8 ? "mid-" : "late ";
+  EXPECT_EQ(date_of("# run in " + third + today.substr(0, 4) + " on torch of Mar 2024"),
+            today + " 2 " + third + today.substr(0, 4));
   // A `# run_date` line wins over the prose, wherever it stands.
   const ValidationCase stated = read_validation_case(
       dir.write("r.toml", "# r: run on Jan 11 2022\n# measured_bytes = 1000\n# quantity = allocated\n"

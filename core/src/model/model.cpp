@@ -171,7 +171,7 @@ std::vector<PlanItem> parameter_inventory(const ModelSpec& spec) {
   }
   items.push_back(weight("norms", MEMPLAN_CLASS_NORM, 0, layers, static_cast<double>(spec.layer_norms) * norm));
   // Each multi-token-prediction module (DeepSeek-V3 report, arXiv 2412.19437,
-  // section 2.2; README_WEIGHTS.md; Megatron-Core's MultiTokenPredictionLayer)
+  // section 2.2; README_WEIGHTS.md; NVIDIA's MultiTokenPredictionLayer)
   // adds to its transformer layer the projection of the concatenated normed
   // hidden state and embedding, eh_proj (2h x h), the norms enorm and hnorm,
   // and the norm before the shared output head; the embedding and the head

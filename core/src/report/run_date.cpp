@@ -61,7 +61,8 @@ size_t skip_spaces(std::string_view text, size_t i) {
   return i;
 }
 
-// A date starting at `at` (a digit or a capital letter), with `end` after it.
+// A date starting at `at` (a digit, a capital letter, or the e, m or l of "early", "mid", "late"), with
+// `end` after it.
 std::optional<std::string> date_at(std::string_view text, size_t at, size_t& end) {
   if (is_digit(text[at])) {
     if (at > 0 && (is_letter(text[at - 1]) || is_digit(text[at - 1]))) return std::nullopt;  // v2024-01-01, 12024
@@ -100,8 +101,11 @@ std::optional<std::string> date_at(std::string_view text, size_t at, size_t& end
     if (i < text.size() && text[i] == '-') ++i;
     else i = skip_spaces(text, i);
     if (auto year = i < text.size() ? number_at(text, i, 4, 4, after) : std::nullopt;
-        year && *year >= 2000 && *year <= 2099) {
-      end = after;
+        year && *year >= 2000 && *year <= 2099 && (after == text.size() || !is_letter(text[after]))) {
+      end = after;  // not "the late 2020s": a decade
+      // A third of the year that holds today is this third's run: today (first_date_in's clamp).
+      const std::string first_day = iso(*year, last_month - 3, 1), latest = today_iso();
+      if (first_day <= latest && iso(*year, last_month, days_in_month(*year, last_month)) > latest) return latest;
       return iso(*year, last_month, days_in_month(*year, last_month));
     }
     return std::nullopt;
