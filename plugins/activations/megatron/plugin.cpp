@@ -81,7 +81,8 @@ constexpr std::array<memplan_option_spec, 32> kOptions{{
     {"offload_scope", MEMPLAN_OPTION_STRING,
      "with offload: what goes to the host: \"model\" (torchtune's OffloadActivations around the model's whole "
      "forward but its output head, NoOpManager on model.output: the layers' saves and the final norm's) or "
-     "\"layers\" (Unsloth's offloaded gradient checkpointing: the checkpointed layers' inputs only)",
+     "\"layers\" (Unsloth's offloaded gradient checkpointing: the checkpointed layers' inputs only); "
+     "nothing where offload is false",
      "\"model\"", nullptr},
     {"dequantized_buffer", MEMPLAN_OPTION_BOOL,
      "a base packed below one byte is dequantized for the forward's matmuls into one buffer kept across steps "
@@ -128,7 +129,8 @@ constexpr std::array<memplan_option_spec, 32> kOptions{{
      "with output_held: \"next-forward\" (the output stays bound until the next forward's output replaces it) "
      "or \"step-end\" (the loop drops it after backward and the optimizer step, before the next forward: "
      "fsdp_qlora train.py's `output = None`): the held logits (and the KV cache, and the 4-bit layers' inputs "
-     "it keeps) are then alive in backward and the optimizer step, not in the next forward",
+     "it keeps) are then alive in backward and the optimizer step, not in the next forward; nothing where "
+     "output_held is false",
      "\"next-forward\"", nullptr},
     {"softmax_keeps_input", MEMPLAN_OPTION_BOOL,
      "eager attention: the softmax also keeps its fp32 input for backward, as PyTorch up to 1.10 did (its "
@@ -237,7 +239,7 @@ constexpr std::array<LossMode, 14> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.30.0",
+      "megatron", "1.30.1",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -280,7 +282,7 @@ class MegatronActivations {
     offload_ = options.boolean("offload").value_or(false);
     offload_backward_layers_ = static_cast<double>(options.positive_integer("offload_backward_layers", 2));
     if (const std::optional<std::string> scope =
-            qualifier(options, "offload_scope", {"model", "layers"}, "offload", offload_, "what offload moves to the host"))
+            qualifier(options, "offload_scope", {"model", "layers"}, offload_))
       offload_model_ = *scope == "model";
     dequantized_buffer_ = options.boolean("dequantized_buffer").value_or(false);
     dequantized_copies_ = options.positive_integer("dequantized_copies", 1);
@@ -357,8 +359,8 @@ class MegatronActivations {
     causal_mask_buffer_ = options.boolean("causal_mask_buffer").value_or(false);
     layer_causal_mask_ = options.boolean("layer_causal_mask").value_or(false);
     output_held_ = options.boolean("output_held").value_or(false);
-    const bool until_step_end = qualifier(options, "output_held_until", {"next-forward", "step-end"}, "output_held",
-                                          output_held_, "how long output_held keeps the output") == "step-end";
+    const bool until_step_end =
+        qualifier(options, "output_held_until", {"next-forward", "step-end"}, output_held_) == "step-end";
     held_ = !output_held_     ? memplan::plugins::HeldOutput::dropped
             : until_step_end ? memplan::plugins::HeldOutput::through_step
                              : memplan::plugins::HeldOutput::next_forward;
@@ -1582,18 +1584,18 @@ class MegatronActivations {
     ctx.items()[ctx.items().size() - 1].set_vocab_sized(true);
   }
 
-  // A string option that says more about a boolean one (`parent`, `on`): one of `choices`, and only where
-  // the parent is on; what it says (`says`) goes into the error.
+  // A string option that says more about a boolean one (on: that boolean's value): one of `choices`, and
+  // nullopt where the boolean is off.
   static std::optional<std::string> qualifier(memplan::sdk::Options& options, const char* key,
-                                              std::array<const char*, 2> choices, const char* parent, bool on,
-                                              const char* says) {
+                                              std::array<const char*, 2> choices, bool on) {
     const std::optional<std::string> value = options.string(key);
     if (!value) return value;
     if (*value != choices[0] && *value != choices[1])
       options.fail(key, std::string("must be \"") + choices[0] + "\" or \"" + choices[1] + "\", not \"" + *value + "\"");
-    if (!on)
-      options.fail(key, std::string("says ") + says + ", but " + parent + " is false; set " + parent +
-                            " = true in [activations], or remove " + key);
+    // Where the boolean is off the qualifier has nothing to qualify: a framework profile sets both (fsdp-qlora's
+    // output_held_until, unsloth's offload_scope) and a scenario that turns the boolean off must still compose
+    // with it, so the value is read (and checked) but changes nothing.
+    if (!on) return std::nullopt;
     return value;
   }
 
