@@ -122,8 +122,8 @@ constexpr std::array<memplan_option_spec, 32> kOptions{{
     {"output_held", MEMPLAN_OPTION_BOOL,
      "the training loop keeps the model's output object (its logits) after the loss, until the next forward's "
      "output replaces it (`output = model(...); loss = output.loss; loss.backward()`): the returned logits are "
-     "alive in every phase; with packed_linear_keeps_input and no recomputation also the 4-bit layers' inputs "
-     "(activations.held_packed_inputs)",
+     "alive in every phase (none under a loss that returns no logits: cut, vocab-parallel); with "
+     "packed_linear_keeps_input and no recomputation also the 4-bit layers' inputs (activations.held_packed_inputs)",
      "false", nullptr},
     {"output_held_until", MEMPLAN_OPTION_STRING,
      "with output_held: \"next-forward\" (the output stays bound until the next forward's output replaces it) "
@@ -364,15 +364,10 @@ class MegatronActivations {
     held_ = !output_held_     ? memplan::plugins::HeldOutput::dropped
             : until_step_end ? memplan::plugins::HeldOutput::through_step
                              : memplan::plugins::HeldOutput::next_forward;
-    if (output_held_ &&
-        (cross_entropy_ == CrossEntropy::vocab_parallel || cross_entropy_ == CrossEntropy::vocab_parallel_copy))
-      options.fail("output_held", "has nothing to hold under cross_entropy = \"" + loss +
-                                  "\": Megatron-LM computes the loss inside the model, which returns the loss, not "
-                                  "the logits");
-    if (output_held_ && cross_entropy_ == CrossEntropy::cut)
-      options.fail("output_held", "has nothing to hold under cross_entropy = \"cut\": Cut Cross-Entropy's "
-                                  "forward returns the loss and no logits; set output_held = false in [activations] "
-                                  "(a framework profile may set it: fsdp-qlora does)");
+    // A loss that returns no logits (Megatron-LM's vocabulary-parallel loss inside the model, Cut
+    // Cross-Entropy) leaves a held output nothing of the logits' size (returned_logit_bytes: 0); the loop still
+    // holds the loss's graph (held_packed_inputs). Not an error: the fsdp-qlora profile holds the output and a
+    // scenario under it may choose such a loss.
     if (const std::optional<std::string> dtype = options.string("buffer_dtype")) {
       const std::optional<double> bytes = memplan::sdk::dtype_bytes(*dtype);
       if (!bytes)
