@@ -489,8 +489,17 @@ TEST(QuantizedErrors, TheConfigsFormatMustBeOneThePluginReads) {
 TEST(QuantizedErrors, OptionsThatDoNotApplyToTheFormat) {
   EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"int4\"\ndouble_quant = true\n"), "q.toml"),
             "q.toml:8:16: error: in [precision], precision plugin 'quantized', option 'double_quant': applies to "
-            "nf4 only (QLoRA's double quantization of the absmax constants); remove it or use format = \"nf4\"" +
+            "nf4 only (QLoRA's double quantization of the absmax constants); remove it, set double_quant = false "
+            "(where a framework profile sets it: unsloth does) or use format = \"nf4\"" +
                 library());
+  // double_quant = false states nothing a format fixes: it is how a scenario turns off a profile's double
+  // quantization (unsloth sets nf4 with it) to run another format.
+  EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"int4\"\ndouble_quant = false\n")), "");
+  EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"q4_0\"\ndouble_quant = false\n")), "");
+  EXPECT_NE(error_of(scenario(kLlama2_7b, "format = \"q4_0\"\ndouble_quant = true\n"))
+                .find("option 'double_quant': is fixed by the q4_0 block (18 bytes per 32 weights, llama.cpp's "
+                      "block_q4_0); remove it (or set double_quant = false where a framework profile sets it"),
+            std::string::npos);
   EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"nf4\"\nzero_point = true\n"), "q.toml"),
             "q.toml:8:14: error: in [precision], precision plugin 'quantized', option 'zero_point': nf4 is "
             "symmetric: QLoRA scales each block by its absmax and stores no zero point; remove zero_point" +

@@ -288,7 +288,7 @@ std::optional<Declared> declared_format(sdk::Options& options) {
 class QuantizedPrecision {
  public:
   static constexpr sdk::PluginInfo info{
-      "quantized", "1.10.0",
+      "quantized", "1.10.1",
       "Quantized weights (int8, int4, nf4, fp8, fp8-block, mxfp4, gptq, awq, GGUF types) with their block scales; frozen in training (QLoRA)",
       sdk::Kind::precision, sdk::Phase::precision};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -333,20 +333,26 @@ class QuantizedPrecision {
       const std::pair<const char*, bool> fixed_keys[] = {{"group_size", options.integer("group_size").has_value()},
                                                          {"scale_dtype", options.string("scale_dtype").has_value()},
                                                          {"zero_point", options.boolean("zero_point").has_value()},
-                                                         {"double_quant", options.boolean("double_quant").has_value()}};
+                                                         // false states nothing the block fixes (and is how a
+                                                         // scenario turns a profile's double_quant off: unsloth)
+                                                         {"double_quant", options.boolean("double_quant").value_or(false)}};
       for (const auto& [fixed, given] : fixed_keys)
         if (given)
           options.fail(fixed, "is fixed by the " + std::string(format->name) + " block (" +
                                   std::to_string(format->block_bytes) + " bytes per " +
                                   std::to_string(format->default_group) + " weights, llama.cpp's block_" +
-                                  std::string(format->name) + "); remove it");
+                                  std::string(format->name) + "); remove it" +
+                                  (std::string_view(fixed) == "double_quant"
+                                       ? " (or set double_quant = false where a framework profile sets it: unsloth does)"
+                                       : ""));
       layout.group = static_cast<double>(format->default_group);
       layout.block_bytes = static_cast<double>(format->block_bytes);
     }
     layout.double_quant = options.boolean("double_quant").value_or(declared && declared->double_quant);
     if (layout.double_quant && format->name != "nf4")
       options.fail("double_quant", "applies to nf4 only (QLoRA's double quantization of the absmax constants); "
-                                   "remove it or use format = \"nf4\"");
+                                   "remove it, set double_quant = false (where a framework profile sets it: "
+                                   "unsloth does) or use format = \"nf4\"");
 
     const std::optional<int64_t> group = options.integer("group_size");
     if (group && *group < 1) options.fail("group_size", "must be a positive integer, got " + std::to_string(*group));
