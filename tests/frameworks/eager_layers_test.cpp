@@ -574,6 +574,15 @@ TEST(EagerLayers, CompiledLayersCountAsFused) {
   EXPECT_EQ(run("compiled", "repeat_kv = false\n"), run("fused"));
   EXPECT_EQ(run("compiled") - run("fused"), 234'881'024u);
   EXPECT_LT(run("compiled"), 28ull * 139'368 * 1024);
+  // Under the hf-transformers profile (use_cache, and from 4.53 mask_bias_per_layer, set for its eager
+  // modules) a torch.compile'd run says layer = "compiled": those options size nothing there, and the layers
+  // keep the compiled count (megatron 1.30.1; refused before), K and V at the kv heads as the profile's 4.54
+  // block says (SDPA's enable_gqa: repeat_kv = false).
+  const Evaluation hf = evaluate(
+      "name = \"e\"\nmode = \"train\"\n[framework]\nuse = \"hf-transformers\"\n[model]\npreset = \"llama-3.2-3b\"\n"
+      "[batch]\nseq_len = 1024\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"sgd\"\n[activations]\n"
+      "use = \"megatron\"\nflash_attention = true\ndropout = false\nlayer = \"compiled\"\n");
+  EXPECT_EQ(hf.item_bytes("layers.0-27.activations", MEMPLAN_ROLE_ACTIVATIONS), run("compiled", "repeat_kv = false\n"));
 }
 
 // Compiled layers keep no input of a frozen projection: AOTAutograd's partitioner saves only what the

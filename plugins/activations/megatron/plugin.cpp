@@ -353,9 +353,10 @@ class MegatronActivations {
     if (cache_under_recompute_ && !use_cache_)
       options.fail("cache_under_recompute", "keeps the KV cache on under recomputation, but use_cache is off; set "
                                             "use_cache = true (the model's config default) or remove it");
-    for (const char* key : {"padding_mask", "mask_bias_per_layer", "use_cache"})
-      if (options.boolean(key).value_or(false) && layer_ != LayerImplementation::eager)
-        options.fail(key, "describes eager layers; it needs layer = \"eager\"");
+    // padding_mask, mask_bias_per_layer and use_cache describe what Hugging Face's modules build around their
+    // layers; the hf-transformers profile sets them, and a scenario under it may choose compiled (torch.compile)
+    // or fused layers: there they size nothing (the masks' biases and the cache are counted for eager layers
+    // only; a compiled model's cache is not modelled), as before, but are not refused.
     causal_mask_buffer_ = options.boolean("causal_mask_buffer").value_or(false);
     layer_causal_mask_ = options.boolean("layer_causal_mask").value_or(false);
     output_held_ = options.boolean("output_held").value_or(false);
