@@ -111,11 +111,12 @@ TEST(MegatronLegacy, EagerSwigluAndTheAttentionOutputCopy) {
 }
 
 // The megatron-lm profile dates the layers (profile.toml; Megatron-LM's pretrain_gpt.py and arguments.py):
-// before core_r0.7.0 (tag 2024-05-30) the legacy layers of --transformer-impl "local", flash attention
-// only under --use-flash-attn; from core_r0.7.0 Transformer Engine's layers (e7b74a4b, 2024-04-02), from
-// core_r0.8.0 Megatron-Core's GPTModel with the TE spec (9ad1a56f, 2024-05-24): the fused count. Llama-2-7B,
-// b 2, s 4096, flash attention stated: 1,594,949,632 a layer legacy, 1,078,984,704 fused (derived above).
-// A run of "early 2024" (validation MG1-MG4: the README's model print shows the local layers) is the legacy one.
+// before core_r0.6.0 (tag core_v0.6.0, 2024-04-18) the legacy layers of --transformer-impl "local", flash
+// attention only under --use-flash-attn; from core_r0.6.0 Transformer Engine's layers (e7b74a4b, merged
+// 2024-04-03), from core_r0.8.0 Megatron-Core's GPTModel with the TE spec (9ad1a56f, 2024-05-24): the fused
+// count. Llama-2-7B, b 2, s 4096, flash attention stated: 1,594,949,632 a layer legacy, 1,078,984,704 fused
+// (derived above). Validation MG1-MG4 (pull request #482's runs of 2023; the README's model print shows the
+// local layers) are the legacy ones.
 TEST(MegatronLegacy, TheProfileDatesTheLayers) {
   auto layers = [](const std::string& framework, const std::string& flash) {
     Evaluation e = evaluate("name = \"l\"\nmode = \"train\"\n[framework]\nuse = \"megatron-lm\"\n" + framework +
@@ -125,32 +126,30 @@ TEST(MegatronLegacy, TheProfileDatesTheLayers) {
     return e.item_bytes("layers.0-31.activations", kAct);
   };
   const std::string flash = "flash_attention = true\n";
-  EXPECT_EQ(layers("date = 2024-04-30\n", flash), uint64_t{32} * 1'594'949'632u);
-  EXPECT_EQ(layers("version = \"core_r0.6.0\"\n", flash), uint64_t{32} * 1'594'949'632u);
-  EXPECT_EQ(layers("date = 2024-05-30\n", flash), uint64_t{32} * 1'078'984'704u);
-  EXPECT_EQ(layers("version = \"core_r0.8.0\"\n", flash), uint64_t{32} * 1'078'984'704u);
+  EXPECT_EQ(layers("date = 2024-04-17\n", flash), uint64_t{32} * 1'594'949'632u);
+  EXPECT_EQ(layers("version = \"core_r0.5.0\"\n", flash), uint64_t{32} * 1'594'949'632u);
+  EXPECT_EQ(layers("date = 2024-04-18\n", flash), uint64_t{32} * 1'078'984'704u);
+  EXPECT_EQ(layers("version = \"core_r0.6.0\"\n", flash), uint64_t{32} * 1'078'984'704u);
   EXPECT_EQ(layers("", flash), uint64_t{32} * 1'078'984'704u);  // no version, no date: the latest
   // Unstated, the legacy layers attend without FlashAttention (--use-flash-attn is opt-in): the same as saying
   // so at the latest version; TE's layers attend with it.
-  EXPECT_EQ(layers("date = 2024-04-30\n", ""), layers("", "layer = \"legacy\"\nflash_attention = false\n"));
-  EXPECT_GT(layers("date = 2024-04-30\n", ""), layers("date = 2024-04-30\n", flash));
-  EXPECT_EQ(layers("date = 2024-05-30\n", ""), uint64_t{32} * 1'078'984'704u);
+  EXPECT_EQ(layers("date = 2023-10-12\n", ""), layers("", "layer = \"legacy\"\nflash_attention = false\n"));
+  EXPECT_GT(layers("date = 2023-10-12\n", ""), layers("date = 2023-10-12\n", flash));
+  EXPECT_EQ(layers("date = 2024-04-18\n", ""), uint64_t{32} * 1'078'984'704u);
   // Megatron-Core models (--use-mcore-models, NeMo: the megatron-core profile, aliases mcore, nemo) keep the
-  // fused count at every date; before core_r0.7.0 --transformer-impl "local" gave megatron.core's own unfused
-  // DotProductAttention (flash attention off unless said), from it TE's.
-  auto core_layers = [](const std::string& name, const std::string& framework, const std::string& flash) {
+  // fused count with flash attention at every date: pretrain_gpt.py gave them the TE layer spec always up to
+  // core_r0.5.0 and by the --transformer-impl default from core_r0.6.0.
+  auto core_layers = [](const std::string& name, const std::string& framework) {
     Evaluation e = evaluate("name = \"l\"\nmode = \"train\"\n[framework]\nuse = \"" + name + "\"\n" + framework +
                             "[model]\npreset = \"llama-2-7b\"\n[batch]\nmicro_batch = 2\nseq_len = 4096\n[precision]\n"
                             "use = \"mixed-bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n"
-                            "dropout = false\n" + flash);
+                            "dropout = false\n");
     return e.item_bytes("layers.0-31.activations", kAct);
   };
-  EXPECT_EQ(core_layers("megatron-core", "date = 2024-04-30\n", flash), uint64_t{32} * 1'078'984'704u);
-  EXPECT_EQ(core_layers("mcore", "version = \"core_r0.6.0\"\n", flash), uint64_t{32} * 1'078'984'704u);
-  EXPECT_EQ(core_layers("nemo", "date = 2023-12-01\n", flash), uint64_t{32} * 1'078'984'704u);
-  EXPECT_EQ(core_layers("mcore", "date = 2024-04-30\n", ""),
-            layers("", "layer = \"fused\"\nflash_attention = false\n"));
-  EXPECT_EQ(core_layers("mcore", "date = 2024-05-30\n", ""), uint64_t{32} * 1'078'984'704u);
+  EXPECT_EQ(core_layers("megatron-core", "date = 2023-10-12\n"), uint64_t{32} * 1'078'984'704u);
+  EXPECT_EQ(core_layers("mcore", "version = \"core_r0.5.0\"\n"), uint64_t{32} * 1'078'984'704u);
+  EXPECT_EQ(core_layers("nemo", "date = 2023-12-01\n"), uint64_t{32} * 1'078'984'704u);
+  EXPECT_EQ(core_layers("mcore", ""), uint64_t{32} * 1'078'984'704u);
 }
 
 // The legacy layers' global memory buffer (megatron/core/utils.py GlobalMemoryBuffer, "mpu"; Megatron-LM @

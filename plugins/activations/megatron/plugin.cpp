@@ -192,7 +192,8 @@ constexpr std::array<memplan_option_spec, 32> kOptions{{
      "so attention runs with an explicit mask: SDPA's memory-efficient kernel, which reads K and V at every query "
      "head whatever repeat_kv says (transformers' use_gqa_in_sdpa: enable_gqa only without a mask), and with "
      "mask_bias_per_layer the bias in the activations' dtype it keeps per layer; false: every sample fills seq_len "
-     "(fixed length, packing) and the mask is None. SDPA only: flash_attention_2 unpads the batch (leave it false)",
+     "(fixed length, packing) and the mask is None. SDPA only: flash_attention_2 unpads the batch (leave it false). "
+     "Compiled layers repeat K and V with it too; fused and legacy layers: nothing",
      "false", nullptr},
     {"mask_bias_per_layer", MEMPLAN_OPTION_BOOL,
      "eager layers on transformers >= 4.53's masking_utils. Eager attention (flash_attention = false): a float "
@@ -200,14 +201,14 @@ constexpr std::array<memplan_option_spec, 32> kOptions{{
      "(padding_mask; or, without padding, the model's windowed layers once seq_len reaches sliding_window) the "
      "model builds a b x s x s boolean mask per kind of layer, which every attention call converts into a "
      "b x s x s bias in the activations' dtype and keeps for backward (the hf-transformers profile sets it from "
-     "4.53). flash_attention_2 takes no mask: set it false for those runs",
+     "4.53). flash_attention_2 takes no mask: set it false for those runs. Other layers than eager: nothing",
      "false", nullptr},
     {"use_cache", MEMPLAN_OPTION_BOOL,
      "eager layers of a decoder: the forward fills a KV cache (Hugging Face use_cache, on by default in decoder "
      "configs and off under gradient checkpointing) that the returned output holds: each layer's K and V at the kv "
      "heads stay alive while the output does (with output_held, into the next forward); no effect with recompute or "
      "latent attention. Encoders (BERT) have none, and the 5.17 Trainer, TRL >= 0.22 and fsdp_qlora turn it off: "
-     "set false there",
+     "set false there. Other layers than eager: nothing (a compiled model's cache is not modelled)",
      "false", nullptr},
     {"buffer_dtype", MEMPLAN_OPTION_STRING,
      "the rotary tables' dtype: torch's default dtype when the model was built (fp32 unless from_pretrained or "
@@ -465,7 +466,10 @@ class MegatronActivations {
       settings.eager.kernel_qkv = read.kernel_qkv;
       settings.eager.kernel_mlp = read.kernel_mlp;
       settings.eager.adapter_qkv = read.adapter_qkv;
-      settings.eager.repeat_kv = repeat_kv_ && model.kv_heads > 0 && model.kv_heads < model.heads;
+      // The same Python code runs compiled: a padding mask or eager attention still repeats K and V (as on the
+      // eager layer, eager_layer below).
+      settings.eager.repeat_kv =
+          (repeat_kv_ || !flash_attention_ || padding_mask_) && model.kv_heads > 0 && model.kv_heads < model.heads;
     }
     if (layer_ == LayerImplementation::eager) {
       settings.eager = eager_layer(ctx, model, facts);

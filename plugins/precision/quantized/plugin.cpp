@@ -70,7 +70,9 @@ constexpr std::array<memplan_option_spec, 22> kOptions{{
      "asymmetric quantization: one zero point per group, as wide as the format's values (AWQ stores 4-bit zeros)",
      "false", nullptr},
     {"double_quant", MEMPLAN_OPTION_BOOL,
-     "nf4 only: QLoRA's double quantization, 8-bit scales with one fp32 constant per 256 of them", "false", nullptr},
+     "nf4 only: QLoRA's double quantization, 8-bit scales with one fp32 constant per 256 of them; false is "
+     "accepted with any format (how a scenario turns off a profile's: unsloth sets it)",
+     "false", nullptr},
     {"unquantized", MEMPLAN_OPTION_STRING, "dtype of the embeddings, LM head, norms and router", "\"bf16\"", nullptr},
     {"activations", MEMPLAN_OPTION_STRING, "dtype of activations (and the KV cache an inference plugin adds)",
      "\"bf16\"", nullptr},
