@@ -62,8 +62,8 @@ size_t skip_spaces(std::string_view text, size_t i) {
 }
 
 // A date starting at `at` (a digit, a capital letter, or the e, m or l of "early", "mid", "late"), with
-// `end` after it.
-std::optional<std::string> date_at(std::string_view text, size_t at, size_t& end) {
+// `end` after it; for a third of a year, `first` is the third's first day.
+std::optional<std::string> date_at(std::string_view text, size_t at, size_t& end, std::string& first) {
   if (is_digit(text[at])) {
     if (at > 0 && (is_letter(text[at - 1]) || is_digit(text[at - 1]))) return std::nullopt;  // v2024-01-01, 12024
     size_t after = 0;
@@ -103,9 +103,7 @@ std::optional<std::string> date_at(std::string_view text, size_t at, size_t& end
     if (auto year = i < text.size() ? number_at(text, i, 4, 4, after) : std::nullopt;
         year && *year >= 2000 && *year <= 2099 && (after == text.size() || !is_letter(text[after]))) {
       end = after;  // not "the late 2020s": a decade
-      // A third of the year that holds today is this third's run: today (first_date_in's clamp).
-      const std::string first_day = iso(*year, last_month - 3, 1), latest = today_iso();
-      if (first_day <= latest && iso(*year, last_month, days_in_month(*year, last_month)) > latest) return latest;
+      first = iso(*year, last_month - 3, 1);
       return iso(*year, last_month, days_in_month(*year, last_month));
     }
     return std::nullopt;
@@ -150,9 +148,13 @@ std::optional<RunDate> first_date_in(std::string_view line) {
     const char c = line[at];
     if (!is_digit(c) && !std::isupper(static_cast<unsigned char>(c)) && c != 'e' && c != 'm' && c != 'l') continue;
     size_t end = 0;
-    if (auto day = date_at(line, at, end)) {
-      // A month read as its last day, or a day later this month, is this month's run: today.
-      if (!day->empty() && *day > latest && day->compare(0, 7, latest, 0, 7) == 0) *day = latest;
+    std::string first;
+    if (auto day = date_at(line, at, end, first)) {
+      // A month read as its last day, a day later this month, or a third of the year that holds today is
+      // this month's (this third's) run: today.
+      if (!day->empty() && *day > latest &&
+          (day->compare(0, 7, latest, 0, 7) == 0 || (!first.empty() && first <= latest)))
+        *day = latest;
       if (!day->empty() && *day <= latest) return RunDate{*day, std::string(line.substr(at, end - at))};
       at = end - 1;  // date-shaped but not a day of a run: read on after it
     }

@@ -466,10 +466,8 @@ class MegatronActivations {
       settings.eager.kernel_qkv = read.kernel_qkv;
       settings.eager.kernel_mlp = read.kernel_mlp;
       settings.eager.adapter_qkv = read.adapter_qkv;
-      // The same Python code runs compiled: a padding mask or eager attention still repeats K and V (as on the
-      // eager layer, eager_layer below).
-      settings.eager.repeat_kv =
-          (repeat_kv_ || !flash_attention_ || padding_mask_) && model.kv_heads > 0 && model.kv_heads < model.heads;
+      // The same Python code runs compiled: the eager layer's rule (repeats_kv).
+      settings.eager.repeat_kv = repeats_kv() && model.kv_heads > 0 && model.kv_heads < model.heads;
     }
     if (layer_ == LayerImplementation::eager) {
       settings.eager = eager_layer(ctx, model, facts);
@@ -1344,10 +1342,7 @@ class MegatronActivations {
                                           const PlanFacts& facts) const {
     using memplan::sdk::ParamClass;
     memplan::plugins::EagerLayer eager;
-    // K and V at every query head: where the framework repeats them, where attention is eager (its matmuls read
-    // every head), and under SDPA with an explicit mask: torch's memory-efficient kernel takes no enable_gqa, so
-    // transformers repeats them (integrations/sdpa_attention.py, use_gqa_in_sdpa: only when attention_mask is None).
-    eager.repeat_kv = (repeat_kv_ || !flash_attention_ || padding_mask_) && model.kv_heads < model.heads;
+    eager.repeat_kv = repeats_kv() && model.kv_heads < model.heads;
     eager.attention_bias = padding_mask_ && mask_bias_per_layer_;
     // From the model, not from the norms' sizes, which sharding plugins (phase 500) have already divided.
     eager.rms_norm = model.layer_norm == 0;
@@ -1583,6 +1578,12 @@ class MegatronActivations {
     add_bytes(ctx, name, bytes, lifetime);
     ctx.items()[ctx.items().size() - 1].set_vocab_sized(true);
   }
+
+  // K and V at every query head (eager and compiled layers): where the framework repeats them, where attention
+  // is eager (its matmuls read every head), and under SDPA with an explicit mask: torch's memory-efficient kernel
+  // takes no enable_gqa, so transformers repeats them (integrations/sdpa_attention.py, use_gqa_in_sdpa: only when
+  // attention_mask is None).
+  bool repeats_kv() const { return repeat_kv_ || !flash_attention_ || padding_mask_; }
 
   // A string option that says more about a boolean one (on: that boolean's value): one of `choices`, and
   // nullopt where the boolean is off.
