@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fused_loss_chunks.hpp"
 #include "largest_request.hpp"
 #include "loss_requests.hpp"
 #include "torch_ops_dequantize.hpp"
@@ -37,7 +38,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 32> kOptions{{
+constexpr std::array<memplan_option_spec, 35> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true",
@@ -54,10 +55,24 @@ constexpr std::array<memplan_option_spec, 32> kOptions{{
      "loss_parallel() on vocabulary-sharded logits: torchtitan with tensor parallelism), "
      "\"upcast-compiled\" and \"chunked-compiled\" (the same losses under torch.compile, torchtune's compile: "
      "True: the loss's input is saved, not its fp32 log-softmax), \"cut\" (Cut Cross-Entropy, axolotl's "
-     "CutCrossEntropyPlugin: no logits materialized)",
+     "CutCrossEntropyPlugin: no logits materialized), \"chunked-fused\" (the head and the loss chunk by chunk "
+     "inside the forward, the input's gradient computed there: unsloth-zoo's fused loss; one chunk's 16-bit "
+     "logits and gradient at the forward's end)",
      "\"unfused\"", nullptr},
-    {"loss_chunks", MEMPLAN_OPTION_INT, "chunks of the chunked cross entropy", "8 (torchtune's num_output_chunks)",
-     nullptr},
+    {"loss_chunks", MEMPLAN_OPTION_INT,
+     "chunks of the chunked cross entropy; for \"chunked-fused\" a fixed count instead of the target's rule",
+     "8 (torchtune's num_output_chunks); chunked-fused: by loss_chunk_target_gib", nullptr},
+    {"loss_chunk_target_gib", MEMPLAN_OPTION_DOUBLE,
+     "chunked-fused: the GiB of fp32 logits one chunk is sized to (unsloth-zoo's target_gb); 0: no fixed target",
+     "4 (unsloth-zoo from 2026.7.1)", nullptr},
+    {"loss_chunk_free_share", MEMPLAN_OPTION_DOUBLE,
+     "chunked-fused: a target of this share of the GPU's memory (unsloth-zoo takes half the free memory; the GPU's "
+     "whole memory stands for it, an upper bound); the smaller of the two targets holds; 0: none",
+     "0.5", nullptr},
+    {"loss_chunk_rounding", MEMPLAN_OPTION_STRING,
+     "chunked-fused: \"nearest\" (n = max(round(F / T / 4) x 4, 1), unsloth-zoo before 2026.7.1) or \"up\" "
+     "(1 chunk where F <= T, else ceil(F / T / 4) x 4), F the fp32 logits and T the target in GiB",
+     "\"up\"", nullptr},
     {"layer", MEMPLAN_OPTION_STRING,
      "\"fused\": Megatron-LM / Transformer Engine layers (Korthikanti et al.'s tensors); \"eager\": PyTorch "
      "modules as Hugging Face Transformers and torchtune write them (fp32 RMSNorm inputs, K/V repeated to every "
@@ -220,7 +235,7 @@ struct LossMode {
   const char* name;
   CrossEntropy mode;
 };
-constexpr std::array<LossMode, 14> kLossModes{{
+constexpr std::array<LossMode, 15> kLossModes{{
     {"unfused", CrossEntropy::unfused},
     {"vocab-parallel", CrossEntropy::vocab_parallel},
     {"vocab-parallel-copy", CrossEntropy::vocab_parallel_copy},
@@ -235,12 +250,13 @@ constexpr std::array<LossMode, 14> kLossModes{{
     {"upcast-compiled", CrossEntropy::upcast_compiled},
     {"chunked-compiled", CrossEntropy::chunked_compiled},
     {"cut", CrossEntropy::cut},
+    {"chunked-fused", CrossEntropy::chunked_fused},
 }};
 
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.30.1",
+      "megatron", "1.31.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -264,8 +280,10 @@ class MegatronActivations {
     if (!known) options.fail("cross_entropy", "must be one of " + names + ", not \"" + loss + "\"");
     loss_chunks_ = static_cast<double>(options.positive_integer("loss_chunks", 8));
     if (options.integer("loss_chunks") && cross_entropy_ != CrossEntropy::chunked &&
-        cross_entropy_ != CrossEntropy::chunked_compiled)
-      options.fail("loss_chunks", "applies to cross_entropy = \"chunked\" or \"chunked-compiled\" only");
+        cross_entropy_ != CrossEntropy::chunked_compiled && cross_entropy_ != CrossEntropy::chunked_fused)
+      options.fail("loss_chunks",
+                   "applies to cross_entropy = \"chunked\", \"chunked-compiled\" or \"chunked-fused\" only");
+    read_fused_chunking(options);
     const std::string layer = options.string("layer").value_or("fused");
     if (layer != "fused" && layer != "eager" && layer != "compiled" && layer != "legacy")
       options.fail("layer", "must be \"fused\", \"eager\", \"compiled\" or \"legacy\", not \"" + layer + "\"");
@@ -795,15 +813,23 @@ class MegatronActivations {
     // Outside the layers (not recomputed under any policy), for the same
     // micro-batches in flight as the stage's layers. A single stage holds both
     // ends; pipeline-parallel says which end the reported stage holds.
+    // The fused chunked loss sizes its chunks by the rows of one call (a micro-batch's tokens on this rank).
+    const double loss_chunks =
+        cross_entropy_ == CrossEntropy::chunked_fused
+            ? memplan::plugins::fused_loss_chunks(fused_chunking_, shape.seq * shape.batch / context,
+                                                  static_cast<double>(model.vocab) / settings.tensor_parallel,
+                                                  static_cast<double>(workload.gpu_memory_bytes))
+            : loss_chunks_;
     const memplan::plugins::OutputActivations outside = memplan::plugins::output_activations(
         {shape.seq, shape.batch, shape.hidden, static_cast<double>(model.vocab)}, settings, cross_entropy_,
-        loss_chunks_, output_held_, facts.final_norm && !facts.final_norm_trainable,
+        loss_chunks, output_held_, facts.final_norm && !facts.final_norm_trainable,
         // Cut Cross-Entropy saves its input e for backward whether or not the head trains (cce.py
-        // ctx.save_for_backward(e, c, ...)): the head's input is kept as a trained head's would be.
+        // ctx.save_for_backward(e, c, ...)), the fused chunked loss a gradient buffer of its size: the head's
+        // input is kept as a trained head's would be.
         // A tied head is the token embedding's weight (F.linear(h, embedding.weight)): frozen when it is.
         (facts.lm_head ? !facts.lm_head_trainable
                        : model.tied_embeddings != 0 && facts.embedding && facts.trained_embedding_bytes == 0) &&
-            cross_entropy_ != CrossEntropy::cut);
+            !memplan::plugins::keeps_head_input(cross_entropy_));
     const double scale = static_cast<double>(inflight) * factor / context;
     const LossSegmentsMemo* loss_path = nullptr;  // its replay, where the order is known (loss_requests.hpp)
     double freed_by_loss_backward = 0;  // the head's activations and the loss's backward excess (kept_layer_inputs)
@@ -1585,6 +1611,27 @@ class MegatronActivations {
   // attention_mask is None).
   bool repeats_kv() const { return repeat_kv_ || !flash_attention_ || padding_mask_; }
 
+  // The fused chunked loss's chunk rule (fused_loss_chunks.hpp). The options describe that loss only: a
+  // framework profile sets them beside cross_entropy = "chunked-fused", and a scenario that names another loss
+  // must still compose with them, so they are checked and otherwise change nothing.
+  void read_fused_chunking(memplan::sdk::Options& options) {
+    const auto bounded = [&](const char* key, double fallback, double most, const char* what) {
+      const double value = options.number(key).value_or(fallback);
+      if (!(value >= 0) || value > most) options.fail(key, std::string("must be ") + what);
+      return value;
+    };
+    fused_chunking_.target_gib =
+        bounded("loss_chunk_target_gib", 4, 1e6, "a size in GiB from 0 (no fixed target) to 1e6");
+    fused_chunking_.free_share =
+        bounded("loss_chunk_free_share", 0.5, 1, "a share of the GPU's memory from 0 (none) to 1");
+    const std::string rounding = options.string("loss_chunk_rounding").value_or("up");
+    if (rounding != "nearest" && rounding != "up")
+      options.fail("loss_chunk_rounding", "must be \"nearest\" or \"up\", not \"" + rounding + "\"");
+    fused_chunking_.rounding =
+        rounding == "nearest" ? memplan::plugins::ChunkRounding::nearest : memplan::plugins::ChunkRounding::up;
+    if (options.integer("loss_chunks")) fused_chunking_.fixed_chunks = loss_chunks_;
+  }
+
   // A string option that says more about a boolean one (on: that boolean's value): one of `choices`, and
   // nullopt where the boolean is off.
   static std::optional<std::string> qualifier(memplan::sdk::Options& options, const char* key,
@@ -1621,6 +1668,7 @@ class MegatronActivations {
   bool dropout_;
   CrossEntropy cross_entropy_ = CrossEntropy::unfused;
   double loss_chunks_ = 8;
+  memplan::plugins::FusedLossChunking fused_chunking_;  // cross_entropy = "chunked-fused" (read_fused_chunking)
   LayerImplementation layer_ = LayerImplementation::fused;
   bool compiled_ = false;  // layer = "compiled" (ActivationSettings::compiled)
   bool repeat_kv_ = true;

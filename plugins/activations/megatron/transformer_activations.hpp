@@ -749,7 +749,16 @@ enum class CrossEntropy {
   // Cut Cross-Entropy (Wijmans et al. 2024, arXiv 2411.09009; apple/ml-cross-entropy, axolotl's
   // CutCrossEntropyPlugin): the loss from the head's input and weight, no logits in global memory (0; 0, 0)
   cut,
+  // The head and the loss chunk by chunk inside the forward, the head input's gradient computed there and kept
+  // for backward (unsloth-zoo's unsloth_fused_ce_loss): one chunk's 16-bit logits and gradient (0; 2p/n, 0)
+  chunked_fused,
 };
+
+// The losses that save the head's input (or a tensor of its size) whether or not the head trains: Cut
+// Cross-Entropy's save_for_backward(e, c, ...), the fused chunked loss's input-gradient buffer.
+inline bool keeps_head_input(CrossEntropy loss) {
+  return loss == CrossEntropy::cut || loss == CrossEntropy::chunked_fused;
+}
 
 // The eager losses that compute on the whole logits the model returns (not chunked, compiled, fused or
 // vocabulary-parallel): their fp32 gradients are freed before the LM head's backward, and a model's soft-capping
@@ -844,6 +853,15 @@ inline LossBytes loss_bytes(CrossEntropy mode, double p, double chunks) {
     // fp32 per-token statistics (not counted, as above); backward recomputes the blocks and writes only the
     // gradients of e (and of c when it trains). Nothing of the logits' size in either pass.
     case CrossEntropy::cut: return {0, 0, 0, 0};
+    // unsloth-zoo's UnslothFusedLoss.forward (unsloth_zoo/fused_losses/cross_entropy_loss.py @ ce232d6c):
+    // torch.func.grad_and_value of compute_fused_ce_loss (linear, .float(), cross_entropy) per chunk of rows,
+    // under torch.compile, writing each chunk's input gradient into one b x s x h buffer it saves for
+    // backward (the head's input size, counted as `cut` counts the head's input); backward only scales that
+    // buffer. Inside a chunk the compiled graph materializes the matmul's 16-bit logits and the 16-bit gradient
+    // it feeds to the gradient's matmul, the upcast and log-softmax fused into the kernels between them (the
+    // same reading as `compiled`'s backward, 2p; not measured here): 2p per element of one chunk, at the
+    // forward's end. Nothing of the logits' size outlives the call.
+    case CrossEntropy::chunked_fused: return {0, 0, 2 * p / chunks, 0};
   }
   return {};
 }
@@ -872,7 +890,9 @@ inline double returned_logit_bytes(CrossEntropy mode, double p) {
     case CrossEntropy::vocab_parallel_copy:
     // Cut Cross-Entropy's patched forward returns logits=None when it computes the loss
     // (apple/ml-cross-entropy @ d42911f9 cut_cross_entropy/transformers/llama.py, cce_forward).
-    case CrossEntropy::cut: return 0;
+    case CrossEntropy::cut:
+    // Unsloth's CausalLM_fast_forward returns EMPTY_LOGITS beside the fused loss.
+    case CrossEntropy::chunked_fused: return 0;
   }
   return 0;
 }

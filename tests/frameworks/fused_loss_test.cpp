@@ -1,0 +1,114 @@
+// cross_entropy = "chunked-fused": the LM head and the loss chunk by chunk inside the forward, the head
+// input's gradient computed there (unslothai/unsloth-zoo unsloth_zoo/fused_losses/cross_entropy_loss.py,
+// UnslothFusedLoss and get_chunk_size; docs/formulas.md, "Logits and loss"), and the unsloth profile's
+// versions of it (plugins/frameworks/unsloth/README.md, "The loss by version").
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "../../plugins/activations/megatron/fused_loss_chunks.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+using memplan::plugins::ChunkRounding;
+using memplan::plugins::fused_loss_chunks;
+using memplan::plugins::FusedLossChunking;
+using memplan::testing::evaluate;
+using memplan::testing::Evaluation;
+
+constexpr double kGiB = 1073741824.0;
+
+// get_chunk_size by hand, F the fp32 logits in GiB (rows x V x 4 / 2^30), T the target:
+//   nearest, T 1 (unsloth 2025.8.5 to 2025.9.1 pass target_gb = 1):
+//     Llama 3.1 (V 128,256), 4,096 rows: F = 1.957; round(0.489) = 0 -> max(0, 1) = 1 chunk;
+//     8,192 rows: F = 3.914; round(0.978) = 1 -> 4 chunks;
+//     Qwen3 (V 151,936), 4,096 rows: F = 2.318; round(0.580) = 1 -> 4 chunks;
+//     F exactly 2 (rows x V = 2^29): round(0.5) = 0 (Python rounds halves to even) -> 1 chunk;
+//     F exactly 6 (3 x 2^29): round(1.5) = 2 -> 8 chunks;
+//   up, T 4 (zoo from 2026.7.1): 8,192 Llama rows: F = 3.914 <= 4 -> 1 chunk; 16,384 rows: F = 7.83,
+//     ceil(0.489) = 1 -> 4 chunks; F exactly 4 -> 1 chunk;
+//   a share of the GPU's memory as the target: 0.5 of 80 GiB = 40, so 16,384 Llama rows (F 7.83) are
+//     one chunk under "nearest" (round(0.049) = 0) and four under "up" with the 4 GiB cap (the smaller
+//     target holds);
+//   torch.chunk cuts 10 rows into 4 pieces of ceil(10 / 4) = 3 rows: the largest chunk is 3 of 10 rows,
+//     a ratio of 10 / 3.
+TEST(FusedLossChunks, UnslothZoosRule) {
+  const FusedLossChunking one_gib{0, 1, 0, ChunkRounding::nearest};
+  EXPECT_EQ(fused_loss_chunks(one_gib, 4096, 128'256, 0), 1);
+  EXPECT_EQ(fused_loss_chunks(one_gib, 8192, 128'256, 0), 4);
+  EXPECT_EQ(fused_loss_chunks(one_gib, 4096, 151'936, 0), 4);
+  EXPECT_EQ(fused_loss_chunks(one_gib, 1 << 20, 512, 0), 1);      // F = 2: a half rounds to even, 0
+  EXPECT_EQ(fused_loss_chunks(one_gib, 3 << 20, 512, 0), 8);      // F = 6: round(1.5) = 2
+
+  const FusedLossChunking capped{0, 4, 0.5, ChunkRounding::up};
+  EXPECT_EQ(fused_loss_chunks(capped, 8192, 128'256, 80 * kGiB), 1);
+  EXPECT_EQ(fused_loss_chunks(capped, 16'384, 128'256, 80 * kGiB), 4);
+  EXPECT_EQ(fused_loss_chunks(capped, 2 << 20, 512, 80 * kGiB), 1);  // F = 4 = T: one chunk
+
+  const FusedLossChunking half_free{0, 0, 0.5, ChunkRounding::nearest};
+  EXPECT_EQ(fused_loss_chunks(half_free, 16'384, 128'256, 80 * kGiB), 1);
+  EXPECT_EQ(fused_loss_chunks(capped, 16'384, 128'256, 0), 4);  // no GPU named: the cap alone
+
+  const FusedLossChunking fixed{4, 0, 0, ChunkRounding::up};  // UNSLOTH_CE_LOSS_N_CHUNKS = 4
+  EXPECT_DOUBLE_EQ(fused_loss_chunks(fixed, 10, 128'256, 0), 10.0 / 3);
+  EXPECT_EQ(fused_loss_chunks(fixed, 2, 128'256, 0), 2);  // never more pieces than rows
+}
+
+std::string unsloth(const std::string& version, int micro_batch, const std::string& extra = "") {
+  return "name = \"u\"\nmode = \"train\"\n[framework]\nuse = \"unsloth\"\n" + version +
+         "[model]\npreset = \"llama-3.1-8b\"\n[batch]\nmicro_batch = " + std::to_string(micro_batch) +
+         "\nseq_len = 4096\n[precision]\nuse = \"quantized\"\nunquantized = \"bf16\"\nadapters = \"fp32\"\n"
+         "[optimizer]\nuse = \"adam-8bit\"\n[activations]\nuse = \"megatron\"\n" + extra +
+         "[[strategy]]\nuse = \"lora\"\nrank = 16\ntargets = \"all-linear\"\n[hardware]\ngpu = \"h100-sxm-80gb\"\n";
+}
+
+uint64_t loss_forward(const Evaluation& e) {
+  return e.item_bytes("activations.loss_forward", MEMPLAN_ROLE_ACTIVATIONS);
+}
+
+// One chunk's 16-bit logits and 16-bit gradient (2 x 2 bytes a logit) at the forward's end, nothing of the
+// logits' size kept; the head's frozen input is kept as "cut" keeps it (the gradient buffer of its size).
+// Llama 3.1 8B, V 128,256:
+//   2025.8.4 (Cut Cross-Entropy): 0;
+//   2025.8.5 (T 1, nearest): 1 x 4,096 rows, one chunk: 4 x 4,096 x 128,256 = 2,101,346,304 B;
+//     2 x 4,096 rows, four chunks of 2,048: 4 x 2,048 x 128,256 = 1,050,673,152 B;
+//   2025.9.2 (half the H100's memory, nearest): 2 x 4,096 rows in one chunk: 4,202,692,608 B;
+//   2026.7.1 and the latest (T 4, up): 2 x 4,096 rows (F 3.914) one chunk, 4,202,692,608 B; 4 x 4,096
+//     (F 7.83) four chunks of 4,096 rows: 2,101,346,304 B.
+TEST(FusedLoss, TheUnslothProfileByVersion) {
+  EXPECT_EQ(loss_forward(evaluate(unsloth("version = \"2025.8.4\"\n", 1))), 0u);
+  EXPECT_EQ(loss_forward(evaluate(unsloth("version = \"2025.8.5\"\n", 1))), 2'101'346'304u);
+  EXPECT_EQ(loss_forward(evaluate(unsloth("version = \"2025.8.5\"\n", 2))), 1'050'673'152u);
+  EXPECT_EQ(loss_forward(evaluate(unsloth("version = \"2025.9.2\"\n", 2))), 4'202'692'608u);
+  EXPECT_EQ(loss_forward(evaluate(unsloth("version = \"2026.7.1\"\n", 2))), 4'202'692'608u);
+  EXPECT_EQ(loss_forward(evaluate(unsloth("", 4))), 2'101'346'304u);
+
+  const Evaluation fused = evaluate(unsloth("", 1)), cut = evaluate(unsloth("version = \"2025.8.4\"\n", 1));
+  for (const char* item : {"activations.logits", "activations.cross_entropy", "activations.loss_backward"})
+    EXPECT_EQ(fused.item_bytes(item, MEMPLAN_ROLE_ACTIVATIONS), 0u) << item;
+  EXPECT_EQ(fused.item_bytes("activations.final_norm", MEMPLAN_ROLE_ACTIVATIONS),
+            cut.item_bytes("activations.final_norm", MEMPLAN_ROLE_ACTIVATIONS));
+
+  // UNSLOTH_CE_LOSS_N_CHUNKS = 8: 4 x 4,096 rows in pieces of 2,048: 4 x 2,048 x 128,256.
+  EXPECT_EQ(loss_forward(evaluate(unsloth("", 4, "loss_chunks = 8\n"))), 1'050'673'152u);
+  // A scenario that names another loss composes with the profile's chunk options, which then size nothing.
+  EXPECT_EQ(loss_forward(evaluate(unsloth("", 4, "cross_entropy = \"cut\"\n"))), 0u);
+}
+
+TEST(FusedLoss, OptionErrors) {
+  const auto error = [](const std::string& extra) {
+    return memplan::testing::error_of(unsloth("", 1, extra), "u.toml");
+  };
+  EXPECT_NE(error("loss_chunk_target_gib = -1\n").find("option 'loss_chunk_target_gib': must be a size in GiB"),
+            std::string::npos);
+  EXPECT_NE(error("loss_chunk_target_gib = nan\n").find("'loss_chunk_target_gib' must be a finite number"),
+            std::string::npos);  // the host refuses it before the plugin reads it
+  EXPECT_NE(error("loss_chunk_free_share = 1.5\n").find("option 'loss_chunk_free_share': must be a share"),
+            std::string::npos);
+  EXPECT_NE(error("loss_chunk_rounding = \"down\"\n")
+                .find("option 'loss_chunk_rounding': must be \"nearest\" or \"up\", not \"down\""),
+            std::string::npos);
+}
+
+}  // namespace
