@@ -46,6 +46,10 @@ TEST(FusedLossChunks, UnslothZoosRule) {
   EXPECT_EQ(fused_loss_chunks(capped, 16'384, 128'256, 80 * kGiB), 4);
   EXPECT_EQ(fused_loss_chunks(capped, 2 << 20, 512, 80 * kGiB), 1);  // F = 4 = T: one chunk
 
+  // A GPU of 6 GiB: half of it (3 GiB) is below the cap and holds: 8,192 Llama rows (F 3.914 > 3) in
+  // ceil(3.914 / 3 / 4) x 4 = 4 chunks, against 1 on an 80 GiB GPU (above).
+  EXPECT_EQ(fused_loss_chunks(capped, 8192, 128'256, 6 * kGiB), 4);
+
   const FusedLossChunking half_free{0, 0, 0.5, ChunkRounding::nearest};
   EXPECT_EQ(fused_loss_chunks(half_free, 16'384, 128'256, 80 * kGiB), 1);
   EXPECT_EQ(fused_loss_chunks(capped, 16'384, 128'256, 0), 4);  // no GPU named: the cap alone
@@ -55,34 +59,41 @@ TEST(FusedLossChunks, UnslothZoosRule) {
   EXPECT_EQ(fused_loss_chunks(fixed, 2, 128'256, 0), 2);  // never more pieces than rows
 }
 
-std::string unsloth(const std::string& version, int micro_batch, const std::string& extra = "") {
+std::string unsloth(const std::string& version, int micro_batch, const std::string& extra = "",
+                    int seq_len = 4096, const std::string& gpu = "h100-sxm-80gb") {
   return "name = \"u\"\nmode = \"train\"\n[framework]\nuse = \"unsloth\"\n" + version +
          "[model]\npreset = \"llama-3.1-8b\"\n[batch]\nmicro_batch = " + std::to_string(micro_batch) +
-         "\nseq_len = 4096\n[precision]\nuse = \"quantized\"\nunquantized = \"bf16\"\nadapters = \"fp32\"\n"
+         "\nseq_len = " + std::to_string(seq_len) +
+         "\n[precision]\nuse = \"quantized\"\nunquantized = \"bf16\"\nadapters = \"fp32\"\n"
          "[optimizer]\nuse = \"adam-8bit\"\n[activations]\nuse = \"megatron\"\n" + extra +
-         "[[strategy]]\nuse = \"lora\"\nrank = 16\ntargets = \"all-linear\"\n[hardware]\ngpu = \"h100-sxm-80gb\"\n";
+         "[[strategy]]\nuse = \"lora\"\nrank = 16\ntargets = \"all-linear\"\n[hardware]\ngpu = \"" + gpu + "\"\n";
 }
 
 uint64_t loss_forward(const Evaluation& e) {
   return e.item_bytes("activations.loss_forward", MEMPLAN_ROLE_ACTIVATIONS);
 }
 
-// One chunk's 16-bit logits and 16-bit gradient (2 x 2 bytes a logit) at the forward's end, nothing of the
-// logits' size kept; the head's frozen input is kept as "cut" keeps it (the gradient buffer of its size).
-// Llama 3.1 8B, V 128,256:
+// One chunk's 16-bit logits and 16-bit gradient (2 x 2 bytes a logit) at the forward's end, with the head's
+// 16-bit input beside the gradient buffer (2 x 4,096 = 8,192 bytes a row), nothing of the logits' size kept;
+// the head's frozen input is kept as "cut" keeps it (the gradient buffer of its size). Llama 3.1 8B,
+// V 128,256, rows = micro-batch x 4,096:
 //   2025.8.4 (Cut Cross-Entropy): 0;
-//   2025.8.5 (T 1, nearest): 1 x 4,096 rows, one chunk: 4 x 4,096 x 128,256 = 2,101,346,304 B;
-//     2 x 4,096 rows, four chunks of 2,048: 4 x 2,048 x 128,256 = 1,050,673,152 B;
-//   2025.9.2 (half the H100's memory, nearest): 2 x 4,096 rows in one chunk: 4,202,692,608 B;
-//   2026.7.1 and the latest (T 4, up): 2 x 4,096 rows (F 3.914) one chunk, 4,202,692,608 B; 4 x 4,096
-//     (F 7.83) four chunks of 4,096 rows: 2,101,346,304 B.
+//   2025.8.5 (T 1, nearest): 4,096 rows, one chunk: 4 x 4,096 x 128,256 = 2,101,346,304 B + 33,554,432;
+//     8,192 rows, four chunks of 2,048: 4 x 2,048 x 128,256 = 1,050,673,152 B + 67,108,864;
+//   2025.9.2 (half the H100's memory, nearest): 8,192 rows in one chunk: 4,202,692,608 B + 67,108,864;
+//     on a T4 (14.56 GiB as CUDA reports it: T = 7.28), 65,536 rows (F 31.31): round(1.075) x 4 = 4 chunks
+//     of 16,384: 4 x 16,384 x 128,256 = 8,405,385,216 B + 536,870,912;
+//   2026.7.1 and the latest (T 4, up): 8,192 rows (F 3.914) one chunk, 4,202,692,608 B + 67,108,864;
+//     16,384 (F 7.83) four chunks of 4,096: 2,101,346,304 B + 134,217,728.
 TEST(FusedLoss, TheUnslothProfileByVersion) {
   EXPECT_EQ(loss_forward(evaluate(unsloth("version = \"2025.8.4\"\n", 1))), 0u);
-  EXPECT_EQ(loss_forward(evaluate(unsloth("version = \"2025.8.5\"\n", 1))), 2'101'346'304u);
-  EXPECT_EQ(loss_forward(evaluate(unsloth("version = \"2025.8.5\"\n", 2))), 1'050'673'152u);
-  EXPECT_EQ(loss_forward(evaluate(unsloth("version = \"2025.9.2\"\n", 2))), 4'202'692'608u);
-  EXPECT_EQ(loss_forward(evaluate(unsloth("version = \"2026.7.1\"\n", 2))), 4'202'692'608u);
-  EXPECT_EQ(loss_forward(evaluate(unsloth("", 4))), 2'101'346'304u);
+  EXPECT_EQ(loss_forward(evaluate(unsloth("version = \"2025.8.5\"\n", 1))), 2'101'346'304u + 33'554'432u);
+  EXPECT_EQ(loss_forward(evaluate(unsloth("version = \"2025.8.5\"\n", 2))), 1'050'673'152u + 67'108'864u);
+  EXPECT_EQ(loss_forward(evaluate(unsloth("version = \"2025.9.2\"\n", 2))), 4'202'692'608u + 67'108'864u);
+  EXPECT_EQ(loss_forward(evaluate(unsloth("version = \"2025.9.2\"\n", 1, "", 65'536, "t4-16gb"))),
+            8'405'385'216u + 536'870'912u);
+  EXPECT_EQ(loss_forward(evaluate(unsloth("version = \"2026.7.1\"\n", 2))), 4'202'692'608u + 67'108'864u);
+  EXPECT_EQ(loss_forward(evaluate(unsloth("", 4))), 2'101'346'304u + 134'217'728u);
 
   const Evaluation fused = evaluate(unsloth("", 1)), cut = evaluate(unsloth("version = \"2025.8.4\"\n", 1));
   for (const char* item : {"activations.logits", "activations.cross_entropy", "activations.loss_backward"})
@@ -91,9 +102,22 @@ TEST(FusedLoss, TheUnslothProfileByVersion) {
             cut.item_bytes("activations.final_norm", MEMPLAN_ROLE_ACTIVATIONS));
 
   // UNSLOTH_CE_LOSS_N_CHUNKS = 8: 4 x 4,096 rows in pieces of 2,048: 4 x 2,048 x 128,256.
-  EXPECT_EQ(loss_forward(evaluate(unsloth("", 4, "loss_chunks = 8\n"))), 1'050'673'152u);
+  EXPECT_EQ(loss_forward(evaluate(unsloth("", 4, "loss_chunks = 8\n"))), 1'050'673'152u + 134'217'728u);
+  EXPECT_EQ(memplan::testing::report_detail(evaluate(unsloth("", 4, "loss_chunks = 8\n")), "loss_chunks"), "8");
   // A scenario that names another loss composes with the profile's chunk options, which then size nothing.
   EXPECT_EQ(loss_forward(evaluate(unsloth("", 4, "cross_entropy = \"cut\"\n"))), 0u);
+}
+
+// A trained head (full fine-tuning under the profile, bf16): grad_lm_head = zeros_like(lm_head_weight) made in
+// the forward and kept for backward, and one chunk's own head gradient before it is added in: twice the head's
+// bf16 gradient, 2 x 128,256 x 4,096 x 2 = 2,101,346,304 B, beside the chunk (4,096 rows, one chunk under the
+// 4 GiB cap: 2,101,346,304 B) and the head's input (33,554,432 B).
+TEST(FusedLoss, ATrainedHeadsGradientInTheForward) {
+  const Evaluation e = evaluate(
+      "name = \"u\"\nmode = \"train\"\n[framework]\nuse = \"unsloth\"\n[model]\npreset = \"llama-3.1-8b\"\n"
+      "[batch]\nseq_len = 4096\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\n"
+      "use = \"megatron\"\n[hardware]\ngpu = \"h100-sxm-80gb\"\n");
+  EXPECT_EQ(loss_forward(e), 2'101'346'304u + 33'554'432u + 2'101'346'304u);
 }
 
 TEST(FusedLoss, OptionErrors) {

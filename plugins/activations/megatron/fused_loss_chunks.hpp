@@ -26,7 +26,7 @@ namespace memplan::plugins {
 enum class ChunkRounding : uint8_t { nearest, up };
 
 struct FusedLossChunking {
-  double fixed_chunks = 0;  // loss_chunks: a fixed count (UNSLOTH_CE_LOSS_N_CHUNKS); 0: by the target
+  double fixed_chunks = 0;  // loss_chunks: a fixed count (UNSLOTH_CE_LOSS_N_CHUNKS, zoo 2025.11.6 on); 0: by the target
   double target_gib = 0;    // loss_chunk_target_gib: the fp32 chunk's target in GiB; 0: none
   double free_share = 0;    // loss_chunk_free_share: a share of the GPU's memory as a target; 0: none
   ChunkRounding rounding = ChunkRounding::up;

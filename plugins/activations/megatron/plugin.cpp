@@ -900,6 +900,21 @@ class MegatronActivations {
         const double saves_released = logits_released + ce_released;
         // The loss's transients belong to one micro-batch: the one whose loss is computed.
         add_vocab_sized(ctx, names_.loss_forward, outside.loss_forward / context, memplan::sdk::Lifetime::forward_end);
+        if (cross_entropy_ == CrossEntropy::chunked_fused) {
+          // UnslothFusedLoss.forward (unsloth-zoo cross_entropy_loss.py @ ce232d6c): beside the chunk, the head's
+          // input (the caller's hidden_states, alive until the loss returns, beside the gradient buffer counted
+          // as the head's input) and, where the head trains, grad_lm_head = zeros_like(lm_head_weight), saved
+          // for backward, with one chunk's own head gradient before grad_lm_head.add_() (the head's gradient as
+          // the plan holds it, twice).
+          const double head_input = settings.bytes * shape.batch * shape.seq * shape.hidden /
+                                    (settings.sequence_parallel ? settings.tensor_parallel : 1) / context;
+          add_outside(ctx, names_.loss_forward, head_input + 2 * facts.head_gradient,
+                      memplan::sdk::Lifetime::forward_end);
+          // loss_chunks is the rows over the largest piece's: torch.chunk makes ceil(rows / piece) pieces.
+          const double rows = shape.batch * shape.seq / context;
+          ctx.set_attr(attributes_.loss_chunks_report,
+                       static_cast<int64_t>(std::ceil(rows / std::ceil(rows / loss_chunks - 1e-9) - 1e-9)));
+        }
         // Backward runs the loss first and frees its fp32 gradients and the
         // saves above before the first layer is recomputed: the loss's moment
         // and the recompute working set never coexist, so the item is what the
@@ -1113,8 +1128,10 @@ class MegatronActivations {
           loss_longer_segments(options.attribute(MEMPLAN_ATTR_LOSS_LONGER_SEGMENTS)),
           kept_layer_inputs(options.attribute(MEMPLAN_ATTR_KEPT_LAYER_INPUTS)),
           gathered_weight_bytes(options.attribute(MEMPLAN_ATTR_GATHERED_WEIGHT_BYTES)),
-          architecture(options.attribute(MEMPLAN_ATTR_HARDWARE_ARCHITECTURE)) {}
-    memplan::sdk::Attribute activation_dtype, activation_factor, residual_dtype, lora_rank_inputs, lora_inputs,
+          architecture(options.attribute(MEMPLAN_ATTR_HARDWARE_ARCHITECTURE)),
+          loss_chunks_report(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "loss_chunks")) {}
+    // loss_chunks_report: the fused chunked loss's chunk count, for the report's details.
+    memplan::sdk::Attribute loss_chunks_report, activation_dtype, activation_factor, residual_dtype, lora_rank_inputs, lora_inputs,
         lora_distinct_inputs, lora_qkv, lora_dropout, lora_mlp, lora_o, lora_kernels, recompute_policy,
         recompute_reentrant, pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
         pipeline_merged_outputs, context_kv_allgather, loss_segments, loss_first_step, loss_longer_step,

@@ -856,11 +856,12 @@ inline LossBytes loss_bytes(CrossEntropy mode, double p, double chunks) {
     // unsloth-zoo's UnslothFusedLoss.forward (unsloth_zoo/fused_losses/cross_entropy_loss.py @ ce232d6c):
     // torch.func.grad_and_value of compute_fused_ce_loss (linear, .float(), cross_entropy) per chunk of rows,
     // under torch.compile, writing each chunk's input gradient into one b x s x h buffer it saves for
-    // backward (the head's input size, counted as `cut` counts the head's input); backward only scales that
-    // buffer. Inside a chunk the compiled graph materializes the matmul's 16-bit logits and the 16-bit gradient
+    // backward (the head's input size, counted as `cut` counts the head's input); backward scales that buffer
+    // (out of place from 46d587c4, 2026-04-23: a second one at backward's start, not counted). Inside a chunk the compiled graph materializes the matmul's 16-bit logits and the 16-bit gradient
     // it feeds to the gradient's matmul, the upcast and log-softmax fused into the kernels between them (the
     // same reading as `compiled`'s backward, 2p; not measured here): 2p per element of one chunk, at the
-    // forward's end. Nothing of the logits' size outlives the call.
+    // forward's end (the plugin adds the head's input and a trained head's gradient there). Nothing of the
+    // logits' size outlives the call.
     case CrossEntropy::chunked_fused: return {0, 0, 2 * p / chunks, 0};
   }
   return {};
