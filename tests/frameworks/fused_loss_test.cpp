@@ -120,6 +120,27 @@ TEST(FusedLoss, ATrainedHeadsGradientInTheForward) {
   EXPECT_EQ(loss_forward(e), 2'101'346'304u + 33'554'432u + 2'101'346'304u);
 }
 
+// Unsloth's other loss paths by version (plugins/frameworks/unsloth/README.md, "The loss by version"): up to
+// 2024.11.7 the Triton fast_cross_entropy_loss over the LM head's 16-bit logits, kept and overwritten by their
+// gradient (cross_entropy "in-place": 2 bytes a logit); from 2024.11.8 Cut Cross-Entropy, with micro-batches of at
+// most 1,024 tokens still on the Triton loss (short_batch_tokens); from 2025.10.11 those take the fused loss too.
+// Llama 3.1 8B, V 128,256: 2,048 tokens keep 2 x 2,048 x 128,256 = 525,336,576 B of logits, 1,024 tokens
+// 262,668,288 B; under the fused loss 1,024 tokens are one chunk: 4 x 1,024 x 128,256 = 525,336,576 B and the
+// head's input 1,024 x 8,192 = 8,388,608 B at the forward's end.
+TEST(FusedLoss, ShortMicroBatchesAndTheTritonLoss) {
+  const auto logits = [](const Evaluation& e) { return e.item_bytes("activations.logits", MEMPLAN_ROLE_ACTIVATIONS); };
+  const Evaluation before_cut = evaluate(unsloth("version = \"2024.11.7\"\n", 1, "", 2048));
+  EXPECT_EQ(logits(before_cut), 525'336'576u);
+  EXPECT_EQ(loss_forward(before_cut), 0u);
+  EXPECT_EQ(logits(evaluate(unsloth("version = \"2025.1.5\"\n", 1, "", 1024))), 262'668'288u);
+  EXPECT_EQ(logits(evaluate(unsloth("version = \"2025.1.5\"\n", 2, "", 512))), 262'668'288u);
+  EXPECT_EQ(logits(evaluate(unsloth("version = \"2025.1.5\"\n", 1, "", 1025))), 0u);
+  EXPECT_EQ(logits(evaluate(unsloth("version = \"2025.9.1\"\n", 1, "", 1024))), 262'668'288u);
+  const Evaluation fused = evaluate(unsloth("version = \"2025.10.11\"\n", 1, "", 1024));
+  EXPECT_EQ(logits(fused), 0u);
+  EXPECT_EQ(loss_forward(fused), 525'336'576u + 8'388'608u);
+}
+
 TEST(FusedLoss, OptionErrors) {
   const auto error = [](const std::string& extra) {
     return memplan::testing::error_of(unsloth("", 1, extra), "u.toml");
@@ -129,6 +150,17 @@ TEST(FusedLoss, OptionErrors) {
   EXPECT_NE(error("loss_chunk_target_gib = nan\n").find("'loss_chunk_target_gib' must be a finite number"),
             std::string::npos);  // the host refuses it before the plugin reads it
   EXPECT_NE(error("loss_chunk_free_share = 1.5\n").find("option 'loss_chunk_free_share': must be a share"),
+            std::string::npos);
+  EXPECT_NE(error("short_batch_tokens = -1\n").find("option 'short_batch_tokens': must be 0 (no short path)"),
+            std::string::npos);
+  EXPECT_NE(error("short_batch_cross_entropy = \"triton\"\n")
+                .find("option 'short_batch_cross_entropy': must be one of \"unfused\""),
+            std::string::npos);
+  const std::string plain = "name = \"p\"\nmode = \"train\"\n[model]\npreset = \"llama-3.1-8b\"\n[batch]\n"
+                            "seq_len = 1024\n[precision]\nuse = \"bf16\"\n[optimizer]\nuse = \"adamw\"\n"
+                            "[activations]\nuse = \"megatron\"\nshort_batch_cross_entropy = \"in-place\"\n";
+  EXPECT_NE(memplan::testing::error_of(plain, "p.toml")
+                .find("option 'short_batch_cross_entropy': needs short_batch_tokens"),
             std::string::npos);
   EXPECT_NE(error("loss_chunk_rounding = \"down\"\n")
                 .find("option 'loss_chunk_rounding': must be \"nearest\" or \"up\", not \"down\""),

@@ -38,7 +38,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 35> kOptions{{
+constexpr std::array<memplan_option_spec, 37> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true",
@@ -57,8 +57,15 @@ constexpr std::array<memplan_option_spec, 35> kOptions{{
      "True: the loss's input is saved, not its fp32 log-softmax), \"cut\" (Cut Cross-Entropy, axolotl's "
      "CutCrossEntropyPlugin: no logits materialized), \"chunked-fused\" (the head and the loss chunk by chunk "
      "inside the forward, the input's gradient computed there: unsloth-zoo's fused loss; one chunk's 16-bit "
-     "logits and gradient at the forward's end)",
+     "logits and gradient at the forward's end), \"in-place\" (the 16-bit logits kept, the loss kernel writing "
+     "their gradient over them: Unsloth's Triton fast_cross_entropy_loss)",
      "\"unfused\"", nullptr},
+    {"short_batch_tokens", MEMPLAN_OPTION_INT,
+     "micro-batches of at most this many tokens (micro_batch x seq_len) take short_batch_cross_entropy instead "
+     "(Unsloth before 2025.10.11: 1,024); 0: none",
+     "0", nullptr},
+    {"short_batch_cross_entropy", MEMPLAN_OPTION_STRING,
+     "the loss path of the short micro-batches (one of cross_entropy's names)", "\"in-place\"", nullptr},
     {"loss_chunks", MEMPLAN_OPTION_INT,
      "chunks of the chunked cross entropy; for \"chunked-fused\" a fixed count instead of the target's rule",
      "8 (torchtune's num_output_chunks); chunked-fused: by loss_chunk_target_gib", nullptr},
@@ -235,7 +242,7 @@ struct LossMode {
   const char* name;
   CrossEntropy mode;
 };
-constexpr std::array<LossMode, 15> kLossModes{{
+constexpr std::array<LossMode, 16> kLossModes{{
     {"unfused", CrossEntropy::unfused},
     {"vocab-parallel", CrossEntropy::vocab_parallel},
     {"vocab-parallel-copy", CrossEntropy::vocab_parallel_copy},
@@ -251,6 +258,7 @@ constexpr std::array<LossMode, 15> kLossModes{{
     {"chunked-compiled", CrossEntropy::chunked_compiled},
     {"cut", CrossEntropy::cut},
     {"chunked-fused", CrossEntropy::chunked_fused},
+    {"in-place", CrossEntropy::in_place},
 }};
 
 class MegatronActivations {
@@ -267,20 +275,26 @@ class MegatronActivations {
         attributes_(options),
         layout_(options),
         names_(options) {
-    const std::string loss = options.string("cross_entropy").value_or("unfused");
-    bool known = false;
-    std::string names;
-    for (const LossMode& mode : kLossModes) {
-      names += std::string(names.empty() ? "" : ", ") + "\"" + mode.name + "\"";
-      if (loss == mode.name) {
-        cross_entropy_ = mode.mode;
-        known = true;
-      }
-    }
-    if (!known) options.fail("cross_entropy", "must be one of " + names + ", not \"" + loss + "\"");
+    long_loss_ = loss_mode(options, "cross_entropy", "unfused");
+    // A framework that takes another loss path for short micro-batches (Unsloth's CausalLM_fast_forward
+    // before 2025.10.11: bsz * q_len <= 1024 materializes the logits). Checked whether or not it applies.
+    const int64_t short_tokens = options.integer("short_batch_tokens").value_or(0);
+    if (short_tokens < 0)
+      options.fail("short_batch_tokens", "must be 0 (no short path) or a positive token count, got " +
+                                             std::to_string(short_tokens));
+    short_batch_tokens_ = static_cast<double>(short_tokens);
+    short_loss_ = loss_mode(options, "short_batch_cross_entropy", "in-place");
+    if (options.string("short_batch_cross_entropy") && short_tokens == 0 &&
+        !options.integer("short_batch_tokens"))
+      options.fail("short_batch_cross_entropy", "needs short_batch_tokens, the micro-batch tokens up to which "
+                                                "it applies; set it, or remove this option");
+    cross_entropy_ = long_loss_;
+    const auto chunks = [](CrossEntropy mode) {
+      return mode == CrossEntropy::chunked || mode == CrossEntropy::chunked_compiled ||
+             mode == CrossEntropy::chunked_fused;
+    };
     loss_chunks_ = static_cast<double>(options.positive_integer("loss_chunks", 8));
-    if (options.integer("loss_chunks") && cross_entropy_ != CrossEntropy::chunked &&
-        cross_entropy_ != CrossEntropy::chunked_compiled && cross_entropy_ != CrossEntropy::chunked_fused)
+    if (options.integer("loss_chunks") && !chunks(long_loss_) && !(short_batch_tokens_ > 0 && chunks(short_loss_)))
       options.fail("loss_chunks",
                    "applies to cross_entropy = \"chunked\", \"chunked-compiled\" or \"chunked-fused\" only");
     read_fused_chunking(options);
@@ -428,6 +442,9 @@ class MegatronActivations {
     TransformerShape shape = model_shape_;
     shape.seq = static_cast<double>(workload.seq_len);
     shape.batch = static_cast<double>(workload.micro_batch);
+    // The loss path of this micro-batch's size (short_batch_tokens); the members below read cross_entropy_.
+    cross_entropy_ =
+        short_batch_tokens_ > 0 && shape.batch * shape.seq <= short_batch_tokens_ ? short_loss_ : long_loss_;
 
     const Attributes& a = attributes_;
     const memplan::support::Layout layout = layout_.read(ctx);
@@ -1628,6 +1645,17 @@ class MegatronActivations {
   // attention_mask is None).
   bool repeats_kv() const { return repeat_kv_ || !flash_attention_ || padding_mask_; }
 
+  // A loss path option: one of kLossModes' names.
+  static CrossEntropy loss_mode(memplan::sdk::Options& options, const char* key, const char* fallback) {
+    const std::string loss = options.string(key).value_or(fallback);
+    std::string names;
+    for (const LossMode& mode : kLossModes) {
+      if (loss == mode.name) return mode.mode;
+      names += std::string(names.empty() ? "" : ", ") + "\"" + mode.name + "\"";
+    }
+    options.fail(key, "must be one of " + names + ", not \"" + loss + "\"");
+  }
+
   // The fused chunked loss's chunk rule (fused_loss_chunks.hpp). The options describe that loss only: a
   // framework profile sets them beside cross_entropy = "chunked-fused", and a scenario that names another loss
   // must still compose with them, so they are checked and otherwise change nothing.
@@ -1683,7 +1711,10 @@ class MegatronActivations {
 
   bool flash_attention_;
   bool dropout_;
-  CrossEntropy cross_entropy_ = CrossEntropy::unfused;
+  CrossEntropy cross_entropy_ = CrossEntropy::unfused;  // this evaluation's loss path (apply() sets it)
+  CrossEntropy long_loss_ = CrossEntropy::unfused;      // cross_entropy
+  CrossEntropy short_loss_ = CrossEntropy::in_place;    // short_batch_cross_entropy
+  double short_batch_tokens_ = 0;                       // micro-batch tokens up to which short_loss_ holds; 0: none
   double loss_chunks_ = 8;
   memplan::plugins::FusedLossChunking fused_chunking_;  // cross_entropy = "chunked-fused" (read_fused_chunking)
   LayerImplementation layer_ = LayerImplementation::fused;

@@ -752,6 +752,9 @@ enum class CrossEntropy {
   // The head and the loss chunk by chunk inside the forward, the head input's gradient computed there and kept
   // for backward (unsloth-zoo's unsloth_fused_ce_loss): one chunk's 16-bit logits and gradient (0; 2p/n, 0)
   chunked_fused,
+  // The 16-bit logits kept and the loss kernel writing their gradient over them in backward (Unsloth's Triton
+  // fast_cross_entropy_loss): p; 0, 0
+  in_place,
 };
 
 // The losses that save the head's input (or a tensor of its size) whether or not the head trains: Cut
@@ -863,6 +866,12 @@ inline LossBytes loss_bytes(CrossEntropy mode, double p, double chunks) {
     // forward's end (the plugin adds the head's input and a trained head's gradient there). Nothing of the
     // logits' size outlives the call.
     case CrossEntropy::chunked_fused: return {0, 0, 2 * p / chunks, 0};
+    // Unsloth's Fast_CrossEntropyLoss (unsloth/kernels/cross_entropy_loss.py @ 734a9a0611): forward writes an
+    // fp32 loss and log-sum-exp per row (not counted, as above) and saves the logits, the LM head's 16-bit
+    // output; backward's _cross_entropy_backward writes the gradient into those logits and returns them.
+    // CausalLM_fast_forward's logits.to(config.torch_dtype) copies only where the config's dtype differs from
+    // the run's (not counted: transformers' from_pretrained sets the config's dtype to the loaded one).
+    case CrossEntropy::in_place: return {p, 0, 0, 0};
   }
   return {};
 }
@@ -885,6 +894,7 @@ inline double returned_logit_bytes(CrossEntropy mode, double p) {
     case CrossEntropy::chunked_compiled:
     case CrossEntropy::shift_copy:
     case CrossEntropy::compiled:       // torchtitan: the model returns 16-bit logits, the compiled loss upcasts
+    case CrossEntropy::in_place:       // Unsloth: the 16-bit logits in the output (their storage the gradient's)
     case CrossEntropy::loss_parallel:  // the 16-bit vocabulary shard (a DTensor)
       return p;
     case CrossEntropy::vocab_parallel:
