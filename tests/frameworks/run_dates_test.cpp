@@ -261,6 +261,15 @@ TEST(RunDates, ValidationReadsTheFirstDateOfTheHeader) {
     EXPECT_EQ(std::string(error.what()), dir.path() + "/bad.toml:3:1: error: run_date must be the day of the run, "
                                                       "YYYY-MM-DD, got 'Jan 2024'");
   }
+  // A day after today is refused (found by the scenario fuzzer: "2423-10-12" was read as the run's day).
+  try {
+    (void)read_validation_case(dir.write("late.toml", "# measured_bytes = 1000\n# quantity = allocated\n"
+                                                      "# run_date = 2423-10-12\n\nname = \"b\"\n"));
+    FAIL() << "a run_date after today was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(std::string(error.what()), dir.path() + "/late.toml:3:1: error: run_date 2423-10-12 is after today (" +
+                                             today + "); give the day the run was made");
+  }
 }
 
 // A case without a [framework] table whose framework line names no version is

@@ -126,6 +126,10 @@ ValidationCase parse_validation_case(std::string_view text, const std::string& f
     } else if (key == "run_date") {
       // The run's day, stated: it wins over any date the prose gives.
       if (!is_iso_date(value)) fail_at(where, "run_date must be the day of the run, YYYY-MM-DD, got '" + value + "'");
+      // A measured run's day is past: a later one is a typing error, and would date the estimate after every
+      // version the profiles know.
+      if (const std::string today = today_iso(); value > today)
+        fail_at(where, "run_date " + value + " is after today (" + today + "); give the day the run was made");
       test.run_date = value;
       test.run_date_text = value;
       test.run_date_line = number;
