@@ -122,21 +122,44 @@ TEST(FusedLoss, ATrainedHeadsGradientInTheForward) {
 
 // Unsloth's other loss paths by version (plugins/frameworks/unsloth/README.md, "The loss by version"): up to
 // 2024.11.7 the Triton fast_cross_entropy_loss over the LM head's 16-bit logits, kept and overwritten by their
-// gradient (cross_entropy "in-place": 2 bytes a logit); from 2024.11.8 Cut Cross-Entropy, with micro-batches of at
-// most 1,024 tokens still on the Triton loss (short_batch_tokens); from 2025.10.11 those take the fused loss too.
-// Llama 3.1 8B, V 128,256: 2,048 tokens keep 2 x 2,048 x 128,256 = 525,336,576 B of logits, 1,024 tokens
-// 262,668,288 B; under the fused loss 1,024 tokens are one chunk: 4 x 1,024 x 128,256 = 525,336,576 B and the
-// head's input 1,024 x 8,192 = 8,388,608 B at the forward's end.
+// gradient (cross_entropy "in-place": 2 bytes a logit, nothing more in either pass); from 2024.11.8 Cut
+// Cross-Entropy at every size; from 2024.12.5 micro-batches of at most 1,024 tokens back on the Triton loss
+// (short_batch_tokens); from 2025.10.8 those take the fused loss too. Llama 3.1 8B, V 128,256, LoRA (a frozen
+// head): 2,048 tokens keep 2 x 2,048 x 128,256 = 525,336,576 B of logits, 1,024 tokens 262,668,288 B; Cut
+// Cross-Entropy keeps none but the head's 16-bit input (2 x 4,096 bytes a token, with the final norm's); the
+// fused loss puts one chunk at 1,024 tokens, 4 x 1,024 x 128,256 = 525,336,576 B, and the head's input,
+// 8,388,608 B, at the forward's end.
 TEST(FusedLoss, ShortMicroBatchesAndTheTritonLoss) {
   const auto logits = [](const Evaluation& e) { return e.item_bytes("activations.logits", MEMPLAN_ROLE_ACTIVATIONS); };
-  const Evaluation before_cut = evaluate(unsloth("version = \"2024.11.7\"\n", 1, "", 2048));
-  EXPECT_EQ(logits(before_cut), 525'336'576u);
-  EXPECT_EQ(loss_forward(before_cut), 0u);
-  EXPECT_EQ(logits(evaluate(unsloth("version = \"2025.1.5\"\n", 1, "", 1024))), 262'668'288u);
-  EXPECT_EQ(logits(evaluate(unsloth("version = \"2025.1.5\"\n", 2, "", 512))), 262'668'288u);
-  EXPECT_EQ(logits(evaluate(unsloth("version = \"2025.1.5\"\n", 1, "", 1025))), 0u);
-  EXPECT_EQ(logits(evaluate(unsloth("version = \"2025.9.1\"\n", 1, "", 1024))), 262'668'288u);
-  const Evaluation fused = evaluate(unsloth("version = \"2025.10.11\"\n", 1, "", 1024));
+  const auto norm = [](const Evaluation& e) { return e.item_bytes("activations.final_norm", MEMPLAN_ROLE_ACTIVATIONS); };
+  const auto at = [](const std::string& version, int micro_batch, int seq_len, const std::string& extra = "") {
+    return evaluate(unsloth("version = \"" + version + "\"\n", micro_batch, extra, seq_len));
+  };
+  const Evaluation triton = at("2024.11.7", 1, 2048);
+  EXPECT_EQ(logits(triton), 525'336'576u);
+  EXPECT_EQ(loss_forward(triton), 0u);
+  // Its gradient is written over the kept logits: the loss's moment in backward holds them alone, 2 bytes a
+  // logit less than "compiled", which writes a 16-bit gradient beside them.
+  const auto backward = [](const Evaluation& e) {
+    return e.item_bytes("activations.loss_backward", MEMPLAN_ROLE_ACTIVATIONS);
+  };
+  EXPECT_EQ(backward(at("2024.11.7", 1, 2048, "cross_entropy = \"compiled\"\n")), backward(triton) + 525'336'576u);
+
+  // Cut Cross-Entropy at 1,024 tokens from 2024.11.8 to 2024.12.4: no logits, the head's input kept.
+  const Evaluation cut = at("2024.11.8", 1, 1024), short_triton = at("2024.12.5", 1, 1024);
+  EXPECT_EQ(logits(cut), 0u);
+  EXPECT_EQ(norm(cut), norm(short_triton) + 1024ull * 8'192);
+  EXPECT_EQ(logits(short_triton), 262'668'288u);
+  EXPECT_EQ(logits(at("2025.1.5", 2, 512)), 262'668'288u);
+  EXPECT_EQ(logits(at("2025.1.5", 1, 1025)), 0u);
+  EXPECT_EQ(norm(at("2025.1.5", 1, 1025)), norm(at("2024.11.8", 1, 1025)));
+  EXPECT_EQ(logits(at("2025.10.7", 1, 1024)), 262'668'288u);
+  // A scenario turns the short path off.
+  const Evaluation off = at("2025.1.5", 1, 1024, "short_batch_tokens = 0\n");
+  EXPECT_EQ(logits(off), 0u);
+  EXPECT_EQ(norm(off), norm(cut));
+
+  const Evaluation fused = at("2025.10.8", 1, 1024);
   EXPECT_EQ(logits(fused), 0u);
   EXPECT_EQ(loss_forward(fused), 525'336'576u + 8'388'608u);
 }

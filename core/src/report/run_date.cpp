@@ -136,7 +136,9 @@ std::optional<std::string> date_at(std::string_view text, size_t at, size_t& end
 }  // namespace
 
 std::string today_iso() {
-  const std::time_t now = std::time(nullptr);
+  // The latest calendar day anywhere now: UTC+14 (the Line Islands), so that a run recorded on its local day is
+  // never after "today" where that day began before UTC's.
+  const std::time_t now = std::time(nullptr) + 14 * 3600;
   std::tm utc{};
   gmtime_r(&now, &utc);
   return iso(utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday);

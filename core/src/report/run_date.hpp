@@ -26,7 +26,7 @@ struct RunDate {
 // an ISO day must not follow a letter or digit ("v2024-01-01").
 std::optional<RunDate> first_date_in(std::string_view line);
 
-// Today (UTC), "YYYY-MM-DD": no run is dated after it.
+// Today where the day is latest (UTC+14), "YYYY-MM-DD": no run is dated after it.
 std::string today_iso();
 
 }  // namespace memplan

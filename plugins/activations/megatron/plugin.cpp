@@ -62,7 +62,7 @@ constexpr std::array<memplan_option_spec, 37> kOptions{{
      "\"unfused\"", nullptr},
     {"short_batch_tokens", MEMPLAN_OPTION_INT,
      "micro-batches of at most this many tokens (micro_batch x seq_len) take short_batch_cross_entropy instead "
-     "(Unsloth before 2025.10.11: 1,024); 0: none",
+     "(Unsloth from 2024.12.5 to 2025.10.7: 1,024), counted per context-parallel rank; 0: none",
      "0", nullptr},
     {"short_batch_cross_entropy", MEMPLAN_OPTION_STRING,
      "the loss path of the short micro-batches (one of cross_entropy's names)", "\"in-place\"", nullptr},
@@ -277,7 +277,8 @@ class MegatronActivations {
         names_(options) {
     long_loss_ = loss_mode(options, "cross_entropy", "unfused");
     // A framework that takes another loss path for short micro-batches (Unsloth's CausalLM_fast_forward
-    // before 2025.10.11: bsz * q_len <= 1024 materializes the logits). Checked whether or not it applies.
+    // from 2024.12.5 to 2025.10.7: bsz * q_len <= 1024 materializes the logits). Checked whether or not it
+    // applies.
     const int64_t short_tokens = options.integer("short_batch_tokens").value_or(0);
     if (short_tokens < 0)
       options.fail("short_batch_tokens", "must be 0 (no short path) or a positive token count, got " +
@@ -442,12 +443,15 @@ class MegatronActivations {
     TransformerShape shape = model_shape_;
     shape.seq = static_cast<double>(workload.seq_len);
     shape.batch = static_cast<double>(workload.micro_batch);
-    // The loss path of this micro-batch's size (short_batch_tokens); the members below read cross_entropy_.
-    cross_entropy_ =
-        short_batch_tokens_ > 0 && shape.batch * shape.seq <= short_batch_tokens_ ? short_loss_ : long_loss_;
-
     const Attributes& a = attributes_;
     const memplan::support::Layout layout = layout_.read(ctx);
+    // The loss path of this micro-batch's size (short_batch_tokens): the tokens one forward of this rank sees
+    // (context parallelism splits them; sequence parallelism gathers them before the head). The members below
+    // read cross_entropy_.
+    cross_entropy_ = short_batch_tokens_ > 0 &&
+                             shape.batch * shape.seq / static_cast<double>(layout.context) <= short_batch_tokens_
+                         ? short_loss_
+                         : long_loss_;
     ActivationSettings settings;
     settings.bytes = activation_bytes(ctx);
     settings.dropout = dropout_;
@@ -1046,6 +1050,7 @@ class MegatronActivations {
   // key, replaced in turn: a search that revisits a few batches and sequence
   // lengths (and the dtype) replays each once.
   struct LossSegmentsMemo {
+    CrossEntropy mode = CrossEntropy::unfused;  // the evaluation's loss path (short_batch_tokens changes it)
     double bytes = -1, elements = -1, workspace = -1;
     double segments = 0;                             // what they settle at, step after step
     memplan::plugins::LossPathGrowth growth;         // what a first and a longer step map
@@ -1062,11 +1067,13 @@ class MegatronActivations {
   const LossSegmentsMemo* replayed_loss_path(double bytes, double elements, double workspace) {
     if (!memplan::plugins::loss_order_known(cross_entropy_)) return nullptr;
     for (const LossSegmentsMemo& entry : loss_path_memo_)
-      if (entry.bytes == bytes && entry.elements == elements && entry.workspace == workspace) return &entry;
+      if (entry.mode == cross_entropy_ && entry.bytes == bytes && entry.elements == elements &&
+          entry.workspace == workspace)
+        return &entry;
     LossSegmentsMemo& memo = loss_path_memo_[loss_path_memo_next_];
     loss_path_memo_next_ = (loss_path_memo_next_ + 1) % loss_path_memo_.size();
     const bool softcap = model_.final_logit_softcapping > 0;
-    memo = {bytes, elements, workspace,
+    memo = {cross_entropy_, bytes, elements, workspace,
             memplan::plugins::loss_segments(cross_entropy_, bytes, held_, elements, elements, softcap,
                                             workspace),
             memplan::plugins::loss_path_growth(cross_entropy_, bytes, held_, elements, elements, softcap)};
