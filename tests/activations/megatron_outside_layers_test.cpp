@@ -212,7 +212,7 @@ TEST(MegatronOutsideLayers, CrossEntropyOptionIsChecked) {
             "\"unfused\", \"vocab-parallel\", \"vocab-parallel-copy\", \"upcast-shift-copy\", \"shift-copy\", "
             "\"upcast-in-loss-shift-copy\", "
             "\"upcast-in-loss\", \"upcast\", \"chunked\", \"compiled\", \"loss-parallel\", \"upcast-compiled\", "
-            "\"chunked-compiled\", \"cut\", \"chunked-fused\", \"in-place\", not \"fused\"" + library());
+            "\"chunked-compiled\", \"cut\", \"chunked-fused\", \"chunked-fused-eager\", \"in-place\", not \"fused\"" + library());
 }
 
 // Eager layers under tensor parallelism with a sequence-parallel final norm

@@ -542,7 +542,7 @@ TEST(EagerLayers, OptionErrors) {
   EXPECT_EQ(error_of(base + "repeat_kv = false\nrms_norm_upcast = false\n", "e.toml"), "");
   EXPECT_EQ(error_of(base + "loss_chunks = 4\n", "e.toml"),
             "e.toml:13:15: error: in [activations], activations plugin 'megatron', option 'loss_chunks': applies to "
-            "cross_entropy = \"chunked\", \"chunked-compiled\" or \"chunked-fused\" only" + library);
+            "cross_entropy = \"chunked\", \"chunked-compiled\", \"chunked-fused\" or \"chunked-fused-eager\" only" + library);
 }
 
 }  // namespace

@@ -104,6 +104,11 @@ TEST(FusedLoss, TheUnslothProfileByVersion) {
   // UNSLOTH_CE_LOSS_N_CHUNKS = 8: 4 x 4,096 rows in pieces of 2,048: 4 x 2,048 x 128,256.
   EXPECT_EQ(loss_forward(evaluate(unsloth("", 4, "loss_chunks = 8\n"))), 1'050'673'152u + 134'217'728u);
   EXPECT_EQ(memplan::testing::report_detail(evaluate(unsloth("", 4, "loss_chunks = 8\n")), "loss_chunks"), "8");
+  // The chunk computed eagerly (UNSLOTH_FUSED_CE_COMPILE_DISABLE=1): p + 16 = 18 bytes a chunk element, the
+  // figure unsloth-zoo issue #946 measured (18.00-18.02); 2 x 4,096 rows in one chunk under the 4 GiB cap:
+  // 18 x 8,192 x 128,256 = 18,912,116,736 B, with the head's input.
+  EXPECT_EQ(loss_forward(evaluate(unsloth("", 2, "cross_entropy = \"chunked-fused-eager\"\n"))),
+            18'912'116'736u + 67'108'864u);
   // A scenario that names another loss composes with the profile's chunk options, which then size nothing.
   EXPECT_EQ(loss_forward(evaluate(unsloth("", 4, "cross_entropy = \"cut\"\n"))), 0u);
 }

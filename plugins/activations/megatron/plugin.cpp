@@ -57,7 +57,8 @@ constexpr std::array<memplan_option_spec, 37> kOptions{{
      "True: the loss's input is saved, not its fp32 log-softmax), \"cut\" (Cut Cross-Entropy, axolotl's "
      "CutCrossEntropyPlugin: no logits materialized), \"chunked-fused\" (the head and the loss chunk by chunk "
      "inside the forward, the input's gradient computed there: unsloth-zoo's fused loss; one chunk's 16-bit "
-     "logits and gradient at the forward's end), \"in-place\" (the 16-bit logits kept, the loss kernel writing "
+     "logits and gradient at the forward's end), \"chunked-fused-eager\" (the same computed without "
+     "torch.compile: p + 16 bytes a chunk element), \"in-place\" (the 16-bit logits kept, the loss kernel writing "
      "their gradient over them: Unsloth's Triton fast_cross_entropy_loss)",
      "\"unfused\"", nullptr},
     {"short_batch_tokens", MEMPLAN_OPTION_INT,
@@ -242,7 +243,7 @@ struct LossMode {
   const char* name;
   CrossEntropy mode;
 };
-constexpr std::array<LossMode, 16> kLossModes{{
+constexpr std::array<LossMode, 17> kLossModes{{
     {"unfused", CrossEntropy::unfused},
     {"vocab-parallel", CrossEntropy::vocab_parallel},
     {"vocab-parallel-copy", CrossEntropy::vocab_parallel_copy},
@@ -258,6 +259,7 @@ constexpr std::array<LossMode, 16> kLossModes{{
     {"chunked-compiled", CrossEntropy::chunked_compiled},
     {"cut", CrossEntropy::cut},
     {"chunked-fused", CrossEntropy::chunked_fused},
+    {"chunked-fused-eager", CrossEntropy::chunked_fused_eager},
     {"in-place", CrossEntropy::in_place},
 }};
 
@@ -291,13 +293,13 @@ class MegatronActivations {
                                                 "it applies; set it, or remove this option");
     cross_entropy_ = long_loss_;
     const auto chunks = [](CrossEntropy mode) {
-      return mode == CrossEntropy::chunked || mode == CrossEntropy::chunked_compiled ||
-             mode == CrossEntropy::chunked_fused;
+      return mode == CrossEntropy::chunked || mode == CrossEntropy::chunked_compiled || fused_chunks(mode);
     };
     loss_chunks_ = static_cast<double>(options.positive_integer("loss_chunks", 8));
     if (options.integer("loss_chunks") && !chunks(long_loss_) && !(short_batch_tokens_ > 0 && chunks(short_loss_)))
       options.fail("loss_chunks",
-                   "applies to cross_entropy = \"chunked\", \"chunked-compiled\" or \"chunked-fused\" only");
+                   "applies to cross_entropy = \"chunked\", \"chunked-compiled\", \"chunked-fused\" or "
+                   "\"chunked-fused-eager\" only");
     read_fused_chunking(options);
     const std::string layer = options.string("layer").value_or("fused");
     if (layer != "fused" && layer != "eager" && layer != "compiled" && layer != "legacy")
@@ -836,7 +838,7 @@ class MegatronActivations {
     // ends; pipeline-parallel says which end the reported stage holds.
     // The fused chunked loss sizes its chunks by the rows of one call (a micro-batch's tokens on this rank).
     const double loss_chunks =
-        cross_entropy_ == CrossEntropy::chunked_fused
+        fused_chunks(cross_entropy_)
             ? memplan::plugins::fused_loss_chunks(fused_chunking_, shape.seq * shape.batch / context,
                                                   static_cast<double>(model.vocab) / settings.tensor_parallel,
                                                   static_cast<double>(workload.gpu_memory_bytes))
@@ -921,7 +923,7 @@ class MegatronActivations {
         const double saves_released = logits_released + ce_released;
         // The loss's transients belong to one micro-batch: the one whose loss is computed.
         add_vocab_sized(ctx, names_.loss_forward, outside.loss_forward / context, memplan::sdk::Lifetime::forward_end);
-        if (cross_entropy_ == CrossEntropy::chunked_fused) {
+        if (fused_chunks(cross_entropy_)) {
           // UnslothFusedLoss.forward (unsloth-zoo cross_entropy_loss.py @ ce232d6c): beside the chunk, the head's
           // input (the caller's hidden_states, alive until the loss returns, beside the gradient buffer counted
           // as the head's input) and, where the head trains, grad_lm_head = zeros_like(lm_head_weight), saved
@@ -1651,6 +1653,11 @@ class MegatronActivations {
   // takes no enable_gqa, so transformers repeats them (integrations/sdpa_attention.py, use_gqa_in_sdpa: only when
   // attention_mask is None).
   bool repeats_kv() const { return repeat_kv_ || !flash_attention_ || padding_mask_; }
+
+  // The losses that chunk by unsloth-zoo's rule (fused_loss_chunks.hpp).
+  static bool fused_chunks(CrossEntropy mode) {
+    return mode == CrossEntropy::chunked_fused || mode == CrossEntropy::chunked_fused_eager;
+  }
 
   // A loss path option: one of kLossModes' names.
   static CrossEntropy loss_mode(memplan::sdk::Options& options, const char* key, const char* fallback) {

@@ -752,6 +752,9 @@ enum class CrossEntropy {
   // The head and the loss chunk by chunk inside the forward, the head input's gradient computed there and kept
   // for backward (unsloth-zoo's unsloth_fused_ce_loss): one chunk's 16-bit logits and gradient (0; 2p/n, 0)
   chunked_fused,
+  // The same with each chunk computed eagerly (UNSLOTH_FUSED_CE_COMPILE_DISABLE=1, or where torch.compile
+  // fails): the chunk's 16-bit logits, fp32 copy, log-softmax and two fp32 gradients (0; (p + 16)/n, 0)
+  chunked_fused_eager,
   // The 16-bit logits kept and the loss kernel writing their gradient over them in backward (Unsloth's Triton
   // fast_cross_entropy_loss): p; 0, 0
   in_place,
@@ -760,7 +763,8 @@ enum class CrossEntropy {
 // The losses that save the head's input (or a tensor of its size) whether or not the head trains: Cut
 // Cross-Entropy's save_for_backward(e, c, ...), the fused chunked loss's input-gradient buffer.
 inline bool keeps_head_input(CrossEntropy loss) {
-  return loss == CrossEntropy::cut || loss == CrossEntropy::chunked_fused;
+  return loss == CrossEntropy::cut || loss == CrossEntropy::chunked_fused ||
+         loss == CrossEntropy::chunked_fused_eager;
 }
 
 // The eager losses that compute on the whole logits the model returns (not chunked, compiled, fused or
@@ -866,6 +870,13 @@ inline LossBytes loss_bytes(CrossEntropy mode, double p, double chunks) {
     // forward's end (the plugin adds the head's input and a trained head's gradient there). Nothing of the
     // logits' size outlives the call.
     case CrossEntropy::chunked_fused: return {0, 0, 2 * p / chunks, 0};
+    // Eager (torch.func.grad_and_value without torch.compile): linear's p-byte logits, .float()'s fp32 copy,
+    // log_softmax's fp32 output, and in its backward nll_loss's fp32 gradient and log_softmax's fp32 gradient
+    // before the cast back: p + 16 bytes a chunk element. Measured: 18.00-18.02 bytes an element at p = 2 for
+    // linear -> .float() -> cross_entropy -> backward at 1,024-4,096 tokens, vocabulary 151,936, on two GPUs
+    // (unslothai/unsloth-zoo issue #946, 2026-07-25), 18.34 in the fused loss's own operation order on Kaggle
+    // T4 and P100 (pull request #947, 2026-08-19).
+    case CrossEntropy::chunked_fused_eager: return {0, 0, (p + 16) / chunks, 0};
     // Unsloth's Fast_CrossEntropyLoss (unsloth/kernels/cross_entropy_loss.py @ 734a9a0611): forward writes an
     // fp32 loss and log-sum-exp per row (not counted, as above) and saves the logits, the LM head's 16-bit
     // output; backward's _cross_entropy_backward writes the gradient into those logits and returns them.
@@ -903,7 +914,8 @@ inline double returned_logit_bytes(CrossEntropy mode, double p) {
     // (apple/ml-cross-entropy @ d42911f9 cut_cross_entropy/transformers/llama.py, cce_forward).
     case CrossEntropy::cut:
     // Unsloth's CausalLM_fast_forward returns EMPTY_LOGITS beside the fused loss.
-    case CrossEntropy::chunked_fused: return 0;
+    case CrossEntropy::chunked_fused:
+    case CrossEntropy::chunked_fused_eager: return 0;
   }
   return 0;
 }
