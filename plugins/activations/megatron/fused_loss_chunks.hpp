@@ -32,11 +32,11 @@ struct FusedLossChunking {
   ChunkRounding rounding = ChunkRounding::up;
 };
 
-// The chunks' count as the size ratio it gives: `rows` over the largest
-// chunk's rows (so that bytes per logit element / chunks is that chunk's).
-inline double fused_loss_chunks(const FusedLossChunking& rule, double rows, double vocab, double gpu_bytes) {
+// The rows of the largest piece torch.chunk cuts: ceil(rows / n), n the rule's count (at most the rows). The
+// pieces are ceil(rows / that) in number.
+inline double fused_loss_piece_rows(const FusedLossChunking& rule, double rows, double vocab, double gpu_bytes) {
   constexpr double kGiB = 1073741824.0;
-  if (rows <= 0 || vocab <= 0) return 1;
+  if (rows <= 0 || vocab <= 0) return rows > 0 ? rows : 1;
   double n = 1;
   if (rule.fixed_chunks > 0) {
     n = rule.fixed_chunks;
@@ -54,8 +54,14 @@ inline double fused_loss_chunks(const FusedLossChunking& rule, double rows, doub
         n = ratio <= 1 + 1e-9 ? 1 : std::ceil(ratio / 4 - 1e-9) * 4;
     }
   }
-  const double piece = std::ceil(rows / std::min(n, rows));
-  return rows / piece;
+  return std::ceil(rows / std::min(n, rows));
+}
+
+// The chunks' count as the size ratio it gives: `rows` over the largest chunk's rows (so that bytes per logit
+// element / chunks is that chunk's).
+inline double fused_loss_chunks(const FusedLossChunking& rule, double rows, double vocab, double gpu_bytes) {
+  if (rows <= 0 || vocab <= 0) return 1;
+  return rows / fused_loss_piece_rows(rule, rows, vocab, gpu_bytes);
 }
 
 }  // namespace memplan::plugins

@@ -836,13 +836,16 @@ class MegatronActivations {
     // Outside the layers (not recomputed under any policy), for the same
     // micro-batches in flight as the stage's layers. A single stage holds both
     // ends; pipeline-parallel says which end the reported stage holds.
-    // The fused chunked loss sizes its chunks by the rows of one call (a micro-batch's tokens on this rank).
-    const double loss_chunks =
+    // The fused chunked loss sizes its chunks by the rows of one call (a micro-batch's tokens on this rank):
+    // loss_chunks is those rows over the largest piece's.
+    const double loss_rows = shape.seq * shape.batch / context;
+    const double piece_rows =
         fused_chunks(cross_entropy_)
-            ? memplan::plugins::fused_loss_chunks(fused_chunking_, shape.seq * shape.batch / context,
-                                                  static_cast<double>(model.vocab) / settings.tensor_parallel,
-                                                  static_cast<double>(workload.gpu_memory_bytes))
-            : loss_chunks_;
+            ? memplan::plugins::fused_loss_piece_rows(fused_chunking_, loss_rows,
+                                                      static_cast<double>(model.vocab) / settings.tensor_parallel,
+                                                      static_cast<double>(workload.gpu_memory_bytes))
+            : 0;
+    const double loss_chunks = piece_rows > 0 ? loss_rows / piece_rows : loss_chunks_;
     const memplan::plugins::OutputActivations outside = memplan::plugins::output_activations(
         {shape.seq, shape.batch, shape.hidden, static_cast<double>(model.vocab)}, settings, cross_entropy_,
         loss_chunks, output_held_, facts.final_norm && !facts.final_norm_trainable,
@@ -925,18 +928,13 @@ class MegatronActivations {
         add_vocab_sized(ctx, names_.loss_forward, outside.loss_forward / context, memplan::sdk::Lifetime::forward_end);
         if (fused_chunks(cross_entropy_)) {
           // UnslothFusedLoss.forward (unsloth-zoo cross_entropy_loss.py @ ce232d6c): beside the chunk, the head's
-          // input (the caller's hidden_states, alive until the loss returns, beside the gradient buffer counted
-          // as the head's input) and, where the head trains, grad_lm_head = zeros_like(lm_head_weight), saved
-          // for backward, with one chunk's own head gradient before grad_lm_head.add_() (the head's gradient as
-          // the plan holds it, twice).
-          const double head_input = settings.bytes * shape.batch * shape.seq * shape.hidden /
-                                    (settings.sequence_parallel ? settings.tensor_parallel : 1) / context;
-          add_outside(ctx, names_.loss_forward, head_input + 2 * facts.head_gradient,
+          // input (the caller's hidden_states, alive until the loss returns, beside the gradient buffer of its
+          // size that output_activations counts as the head's input) and, where the head trains,
+          // grad_lm_head = zeros_like(lm_head_weight), saved for backward, with one chunk's own head gradient
+          // before grad_lm_head.add_() (the head's gradient as the plan holds it, twice).
+          add_outside(ctx, names_.loss_forward, outside.head_input / context + 2 * facts.head_gradient,
                       memplan::sdk::Lifetime::forward_end);
-          // loss_chunks is the rows over the largest piece's: torch.chunk makes ceil(rows / piece) pieces.
-          const double rows = shape.batch * shape.seq / context;
-          ctx.set_attr(attributes_.loss_chunks_report,
-                       static_cast<int64_t>(std::ceil(rows / std::ceil(rows / loss_chunks - 1e-9) - 1e-9)));
+          ctx.set_attr(attributes_.loss_chunks_report, static_cast<int64_t>(std::ceil(loss_rows / piece_rows)));
         }
         // Backward runs the loss first and frees its fp32 gradients and the
         // saves above before the first layer is recomputed: the loss's moment
