@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../../plugins/activations/megatron/loss_requests.hpp"
+#include "../../plugins/strategies/allocator/step_lengths.hpp"
 #include "test_support.hpp"
 
 namespace memplan::testing {
@@ -68,19 +69,20 @@ TEST(VaryingLengths, ALongerStepMapsThreeFp32Segments) {
 // tokens. The snapshot's logits-sized segments at the run's end: 3 x 1,088,
 // 3 x 1,100, 3 x 1,120, 3 x 1,168 and one 544 MiB: 13,972 MiB. The replay of
 // the loss path alone over the same lengths maps the same segments.
+constexpr std::array<int64_t, 128> kMeasuredOrder{
+  1876, 1414, 1287, 1897, 1045, 880, 1813, 1752, 1143, 1375, 265, 1133, 1080, 1318, 567, 226,
+  721, 1494, 670, 1540, 1931, 1672, 639, 2013, 1657, 1024, 733, 1648, 1830, 449, 245, 882,
+  284, 1196, 1300, 864, 1704, 1860, 1216, 1168, 1755, 1064, 651, 878, 559, 1638, 1314, 1163,
+  679, 926, 280, 1541, 1469, 1977, 1141, 257, 1882, 1873, 1152, 1580, 1125, 762, 1984, 1263,
+  1899, 1652, 829, 1600, 371, 1221, 1367, 890, 1029, 831, 793, 219, 268, 1998, 1630, 1003,
+  1243, 520, 1478, 1740, 707, 986, 1086, 871, 538, 2009, 1833, 631, 1598, 1536, 1294, 292,
+  621, 1004, 1934, 785, 209, 1648, 1814, 1336, 974, 1701, 1883, 709, 201, 1062, 1139, 896,
+  98, 795, 1388, 1581, 2008, 1911, 159, 271, 1639, 288, 1466, 246, 1345, 588, 772, 1709,
+};
+
 TEST(VaryingLengths, ReplayingTheMeasuredLengthsGivesTheMeasuredSegments) {
-  constexpr std::array<double, 128> kLengths{
-    1876, 1414, 1287, 1897, 1045, 880, 1813, 1752, 1143, 1375, 265, 1133, 1080, 1318, 567, 226,
-    721, 1494, 670, 1540, 1931, 1672, 639, 2013, 1657, 1024, 733, 1648, 1830, 449, 245, 882,
-    284, 1196, 1300, 864, 1704, 1860, 1216, 1168, 1755, 1064, 651, 878, 559, 1638, 1314, 1163,
-    679, 926, 280, 1541, 1469, 1977, 1141, 257, 1882, 1873, 1152, 1580, 1125, 762, 1984, 1263,
-    1899, 1652, 829, 1600, 371, 1221, 1367, 890, 1029, 831, 793, 219, 268, 1998, 1630, 1003,
-    1243, 520, 1478, 1740, 707, 986, 1086, 871, 538, 2009, 1833, 631, 1598, 1536, 1294, 292,
-    621, 1004, 1934, 785, 209, 1648, 1814, 1336, 974, 1701, 1883, 709, 201, 1062, 1139, 896,
-    98, 795, 1388, 1581, 2008, 1911, 159, 271, 1639, 288, 1466, 246, 1345, 588, 772, 1709,
-  };
   std::array<double, 128> scales{};
-  for (size_t i = 0; i < kLengths.size(); ++i) scales[i] = kLengths[i] / 2048;
+  for (size_t i = 0; i < kMeasuredOrder.size(); ++i) scales[i] = static_cast<double>(kMeasuredOrder[i]) / 2048;
   auto requests = std::make_unique<std::array<support::AllocatorRequest, 2048>>();
   const double n = 2048 * kVocab;
   const size_t count = plugins::loss_path_requests(plugins::CrossEntropy::upcast_in_loss, 2, plugins::HeldOutput::dropped, 128, n, n,
@@ -163,6 +165,48 @@ TEST(VaryingLengths, AStepTwiceAsLongMapsTheSixteenBitSetToo) {
   EXPECT_NEAR(support::expected_varying_length_pool(lengths, pool) / kMiB, 4425.0 / 9, 1e-9);
   EXPECT_EQ(support::varying_length_pool_quantile(lengths, pool, 1), 800 * kMiB);
   EXPECT_EQ(support::varying_length_pool_quantile(lengths, pool, 0), 175 * kMiB);
+}
+
+// The run's own order (step_lengths): the same rule step by step. The toy
+// runs above, order by order: (1,1) 175, (1,2) 475, (2,1) and (2,2) 350 MiB,
+// whose mean is the expectation's 337.5; and the three-length toy's nine
+// orders, (1,3) 175 + 450 + 75 = 700 (the 3-token step more than twice the
+// 1-token one maps the 16-bit set too), 4,425 MiB in all.
+TEST(VaryingLengths, TheRunsOwnOrder) {
+  const auto pool = [](std::initializer_list<int64_t> steps, int64_t max, const support::LossPoolAtMax& figures) {
+    const std::vector<int64_t> list(steps);
+    return support::pool_over_order(list, max, figures) / kMiB;
+  };
+  EXPECT_EQ(pool({1, 1}, 2, toy_pool()), 175);
+  EXPECT_EQ(pool({1, 2}, 2, toy_pool()), 475);
+  EXPECT_EQ(pool({2, 1}, 2, toy_pool()), 350);
+  EXPECT_EQ(pool({2, 2}, 2, toy_pool()), 350);
+  const support::LossPoolAtMax three{525 * kMiB, 450 * kMiB, 3};
+  EXPECT_EQ(pool({1, 3}, 3, three), 700);
+  EXPECT_EQ(pool({2, 3}, 3, three), 800);
+  double all = 0;
+  for (int64_t a = 1; a <= 3; ++a)
+    for (int64_t b = 1; b <= 3; ++b) all += pool({a, b}, 3, three);
+  EXPECT_NEAR(all, 4425, 1e-9);
+  // A step outside [1, max], no step, or figures that describe no run: nothing.
+  EXPECT_EQ(pool({1, 3}, 2, toy_pool()), 0);
+  EXPECT_EQ(pool({0, 1}, 2, toy_pool()), 0);
+  EXPECT_EQ(support::pool_over_order({}, 2, toy_pool()), 0);
+  EXPECT_EQ(pool({1, 2}, 2, {350 * kMiB, 0, 3}), 0);
+}
+
+// The option's text: whole numbers between commas, spaces, tabs and new lines.
+TEST(VaryingLengths, StepLengthsAreWholeNumbersInOrder) {
+  std::vector<int64_t> steps;
+  EXPECT_EQ(plugins::parse_step_lengths("1876, 1414,1287\n 1897\t\r\n,1045,", steps), "");
+  EXPECT_EQ(steps, (std::vector<int64_t>{1876, 1414, 1287, 1897, 1045}));
+  EXPECT_EQ(plugins::parse_step_lengths("12, 1.5e3", steps), "step 2 ('1.5e3') is not a whole number of tokens");
+  EXPECT_EQ(plugins::parse_step_lengths("12 -4", steps), "step 2 ('-4') is not a whole number of tokens");
+  EXPECT_EQ(plugins::parse_step_lengths("7, 0", steps), "step 2 ('0') has no tokens; every step has at least 1");
+  EXPECT_EQ(plugins::parse_step_lengths("9" + std::string(29, '9'), steps),
+            "step 1 ('" + std::string(24, '9') + "...') is above 1000000000 tokens, longer than any sequence");
+  EXPECT_EQ(plugins::parse_step_lengths(" ,\n", steps),
+            "lists no step: give each micro-batch's tokens, e.g. \"1876, 1414, 1287\"");
 }
 
 // A normal of mean 2 and sd 1 over {1, 2}: weights e^-1/2 = 0.60653 and 1, so
@@ -271,6 +315,27 @@ TEST(VaryingLengths, TheAllocatorReportsTheExpectedPool) {
   EXPECT_DOUBLE_EQ(std::stod(report_detail(e2, "allocator_loss_segments")), std::round(two_samples));
 }
 
+// The measured order itself (step_lengths, as the validation case writes it:
+// 16 steps a line): the segments the snapshot showed at the run's end,
+// 3 x (1,088 + 1,100 + 1,120 + 1,168) MiB, and the first step's 16-bit
+// logits, 2 B x 1,876 x 151,936 = 570,063,872 B (its request, unrounded, as
+// the expectation counts it): 14,650,342,400 B, 0.4 MB below the snapshot's
+// 13,972 MiB (the 544 MiB segment's rounding). No spread is printed: the
+// order is the run's.
+TEST(VaryingLengths, TheAllocatorFollowsTheRunsOwnOrder) {
+  std::string list = "step_lengths = \"\"\"\n";
+  for (size_t i = 0; i < kMeasuredOrder.size(); ++i)
+    list += std::to_string(kMeasuredOrder[i]) + (i % 16 == 15 ? ",\n" : ", ");
+  list += "\"\"\"\n";
+  const Evaluation e = evaluate(measured_case(list), "a.toml");
+  EXPECT_EQ(std::stod(report_detail(e, "allocator_loss_segments")), 14'650'342'400.0);
+  EXPECT_TRUE(report_detail(e, "allocator_loss_segments_p90").empty());
+  // Longest first (ms-swift's --test_oom_error sorts so): one step longer than all, the fixed-length run's
+  // first step at 2,048 tokens, 3 x 1,188 MiB and its 16-bit logits, 622,329,856 B.
+  EXPECT_EQ(loss_segments_detail(measured_case("step_lengths = \"2048, 1024, 2048, 512\"\n")),
+            3 * 1188 * kMiB + 622'329'856.0);
+}
+
 // Short logits need no error: at 16 tokens (9.3 MiB of fp32 logits, requests
 // in 20 MiB segments) a longer step maps one 20 MiB segment; at 4 tokens the
 // 60 % step's 16-bit logits (0.7 MiB) are the small pool's, which the replay
@@ -320,6 +385,26 @@ TEST(VaryingLengths, OptionErrors) {
             std::string::npos)
       << above;
   EXPECT_NE(above.find(library), std::string::npos) << above;
+  // The run's own order: alone, well formed, within seq_len.
+  EXPECT_NE(error("step_lengths = \"100\"\nlength_min = 10\nrun_samples = 5\n")
+                .find("option 'length_min': describes a random order of the samples, and step_lengths gives the "
+                      "run's own order: keep one of them"),
+            std::string::npos)
+      << error("step_lengths = \"100\"\nlength_min = 10\nrun_samples = 5\n");
+  EXPECT_NE(error("step_lengths = \"100\"\nlength_quantile = 0.9\n").find("option 'length_quantile': describes a random"),
+            std::string::npos);
+  EXPECT_NE(error("expandable_segments = true\nstep_lengths = \"100\"\n")
+                .find("option 'step_lengths': with expandable_segments = true the large pool is one segment"),
+            std::string::npos);
+  const std::string bad = error("step_lengths = \"100, 2x0\"\n");
+  EXPECT_NE(bad.find("option 'step_lengths': step 2 ('2x0') is not a whole number of tokens"), std::string::npos) << bad;
+  EXPECT_NE(bad.find(library), std::string::npos) << bad;
+  EXPECT_NE(error("step_lengths = \"\"\n").find("option 'step_lengths': lists no step"), std::string::npos);
+  const std::string longer = error("step_lengths = \"100, 4096\"\n");
+  EXPECT_NE(longer.find("'allocator': step_lengths holds a step of 4096 tokens, above [batch] seq_len (2048), the "
+                        "longest step memplan prices: raise seq_len to it"),
+            std::string::npos)
+      << longer;
   // A serving plan has no training steps.
   const std::string serving = error_of(
       "name = \"s\"\nmode = \"infer\"\n[model]\npreset = \"llama-3.1-8b\"\n[batch]\nmicro_batch = 1\n"
@@ -327,6 +412,15 @@ TEST(VaryingLengths, OptionErrors) {
       "use = \"allocator\"\nlength_min = 10\nrun_samples = 5\n[hardware]\ngpu = \"h100-sxm-80gb\"\n",
       "a.toml");
   EXPECT_NE(serving.find("length_min describes training steps of varying lengths"), std::string::npos) << serving;
+  const std::string serving_text =
+      "name = \"s\"\nmode = \"infer\"\n[model]\npreset = \"llama-3.1-8b\"\n[batch]\nmicro_batch = 1\n"
+      "seq_len = 1024\n[precision]\nuse = \"bf16\"\n[activations]\nuse = \"inference\"\n[[strategy]]\n"
+      "use = \"allocator\"\nstep_lengths = \"10, 20\"\n[hardware]\ngpu = \"h100-sxm-80gb\"\n";
+  const std::string listed = error_of(serving_text, "a.toml");
+  EXPECT_NE(listed.find("step_lengths describes training steps of varying lengths (the loss path's segments); this "
+                        "plan serves: remove step_lengths"),
+            std::string::npos)
+      << listed;
 }
 
 }  // namespace

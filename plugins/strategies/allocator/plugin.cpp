@@ -63,6 +63,8 @@
 #include <memplan/support/items.hpp>
 #include <memplan/support/varying_lengths.hpp>
 
+#include "step_lengths.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -78,7 +80,7 @@ constexpr double kMinBlockSize = 512;                  // kMinBlockSize
 constexpr double kMinLargeAlloc = 10.0 * 1024 * 1024;  // kMinLargeAlloc: own segment from here
 constexpr double kRoundLarge = 2.0 * 1024 * 1024;      // kRoundLarge
 
-constexpr std::array<memplan_option_spec, 9> kOptions{{
+constexpr std::array<memplan_option_spec, 10> kOptions{{
     {"fragmentation", MEMPLAN_OPTION_DOUBLE,
      "reserved-but-unused memory as a fraction of what the step allocates and frees (activations, gradients, "
      "transients), 0 to 1",
@@ -108,6 +110,11 @@ constexpr std::array<memplan_option_spec, 9> kOptions{{
     {"length_quantile", MEMPLAN_OPTION_DOUBLE,
      "with length_min: plan with this quantile (0 to 1) of the pool over random orders of the samples instead of "
      "its mean (0.9: nine orders in ten stay below)", "the mean", nullptr},
+    {"step_lengths", MEMPLAN_OPTION_STRING,
+     "the run's micro-batches on one GPU in the order it trains on them, each one's tokens (its padded length, at "
+     "most seq_len), separated by commas, spaces or new lines: the loss path's segments followed over this order "
+     "instead of the expectation over orders that length_min gives",
+     "none", nullptr},
 }};
 
 // Bytes the allocator reserves for one allocation of `bytes`, beyond them.
@@ -125,7 +132,7 @@ double rounding_waste(double bytes, bool expandable) {
 
 class AllocatorOverhead {
  public:
-  static constexpr sdk::PluginInfo info{"allocator", "1.9.0",
+  static constexpr sdk::PluginInfo info{"allocator", "1.10.0",
                                         "PyTorch caching allocator: block rounding and fragmentation",
                                         sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -187,8 +194,9 @@ class AllocatorOverhead {
     // In inference the logits come in the same pass as the layers' transients:
     // the size classes change nothing there, so the pools are not worked out.
     if (varying_ && !ctx.training())
-      ctx.fail("length_min describes training steps of varying lengths (the loss path's segments); this plan "
-               "serves: remove the length_* options and run_samples");
+      ctx.fail(std::string(lengths_option_) +
+               " describes training steps of varying lengths (the loss path's segments); this plan serves: "
+               "remove " + (listed_ ? "step_lengths" : "the length_* options and run_samples"));
     if (side_streams || setup || (logits && ctx.training()) || varying_) add_pools(ctx);
   }
 
@@ -443,6 +451,28 @@ class AllocatorOverhead {
     const std::optional<int64_t> samples = options.integer("run_samples");
     const std::optional<bool> truncated = options.boolean("length_truncated");
     const std::optional<double> quantile = options.number("length_quantile");
+    if (const std::optional<std::string> listed = options.string("step_lengths")) {
+      const char* beside = min         ? "length_min"
+                           : mean      ? "length_mean"
+                           : sd        ? "length_sd"
+                           : samples   ? "run_samples"
+                           : truncated ? "length_truncated"
+                           : quantile  ? "length_quantile"
+                                       : nullptr;
+      if (beside)
+        options.fail(beside, "describes a random order of the samples, and step_lengths gives the run's own order: "
+                             "keep one of them");
+      if (expandable_)
+        options.fail("step_lengths", "with expandable_segments = true the large pool is one segment whose free "
+                                     "blocks merge, so a longer step keeps no segments of its own: remove "
+                                     "step_lengths or expandable_segments");
+      const std::string problem = memplan::plugins::parse_step_lengths(*listed, steps_);
+      if (!problem.empty()) options.fail("step_lengths", problem);
+      varying_ = listed_ = true;
+      lengths_option_ = "step_lengths";
+      longest_step_ = *std::max_element(steps_.begin(), steps_.end());
+      return;
+    }
     if (!min) {
       const char* without = mean        ? "length_mean"
                             : sd        ? "length_sd"
@@ -490,17 +520,22 @@ class AllocatorOverhead {
   // what the activation plugin's replay maps at a first and at a longer step.
   double varying_length_pool(sdk::Context& ctx) {
     const memplan_workload& workload = ctx.workload();
-    if (workload.seq_len < lengths_.min)
+    if (listed_ && workload.seq_len < longest_step_)
+      ctx.fail("step_lengths holds a step of " + std::to_string(longest_step_) + " tokens, above [batch] seq_len (" +
+               std::to_string(workload.seq_len) + "), the longest step memplan prices: raise seq_len to it");
+    if (!listed_ && workload.seq_len < lengths_.min)
       ctx.fail("length_min (" + std::to_string(lengths_.min) + ") is above [batch] seq_len (" +
                std::to_string(workload.seq_len) + "), the longest step; lower length_min");
     // Absent: no plugin replayed the path; present and 0: a longer step's requests fit the older blocks.
     const double longer = ctx.attr_double(loss_longer_step_attr_, -1);
     const double segments = ctx.attr_double(loss_longer_segments_attr_, -1);
     if (longer < 0 || segments < 0)
-      ctx.fail("length_min says the steps' lengths vary, but no activation plugin replayed the loss path's "
+      ctx.fail(std::string(lengths_option_) +
+               " says the steps' lengths vary, but no activation plugin replayed the loss path's "
                "logits-sized requests (megatron does for Hugging Face Transformers' eager losses, cross_entropy "
                "upcast-in-loss, upcast-in-loss-shift-copy and upcast-shift-copy, in training): the growth is "
-               "modelled for those paths only; remove length_min and run_samples");
+               "modelled for those paths only; remove " +
+               (listed_ ? "step_lengths" : "length_min and run_samples"));
     const double fixed = ctx.attr_double(loss_segments_attr_, 0);
     if (segments < 1) return fixed;  // logits so small that a longer step's requests fit the older segments
     memplan::support::StepLengths lengths = lengths_;
@@ -509,6 +544,7 @@ class AllocatorOverhead {
     lengths.steps = std::ceil(samples_ / static_cast<double>(workload.micro_batch));
     const memplan::support::LossPoolAtMax pool{ctx.attr_double(loss_first_step_attr_, 0), longer,
                                                static_cast<int>(segments)};
+    if (listed_) return listed_order_pool(workload.seq_len, pool);
     // A search revisits a few (micro_batch, seq_len) points over and over: a
     // small cache of the last ones, replaced in turn (the options are fixed per
     // instance, so these inputs are the whole key).
@@ -538,10 +574,28 @@ class AllocatorOverhead {
     return quantile_ >= 0 ? memo.chosen : memo.mean;
   }
 
+  // The same pool over the run's own order (step_lengths): one walk per
+  // (seq_len, replay figures), remembered as the expectation's are.
+  double listed_order_pool(int64_t seq_len, const memplan::support::LossPoolAtMax& pool) {
+    for (VaryingMemo& entry : varying_memo_)
+      if (entry.max == seq_len && entry.first == pool.first && entry.longer == pool.longer &&
+          entry.segments == pool.segments)
+        return entry.chosen;
+    VaryingMemo& memo = varying_memo_[varying_memo_next_];
+    varying_memo_next_ = (varying_memo_next_ + 1) % varying_memo_.size();
+    memo = {seq_len, -1, pool.first, pool.longer, pool.segments, 0, 0, 0,
+            memplan::support::pool_over_order(steps_, seq_len, pool)};
+    return memo.chosen;
+  }
+
   double fragmentation_;
   bool rounding_;
   bool expandable_;  // expandable_segments
-  bool varying_ = false;  // length_min: the steps' lengths vary
+  bool varying_ = false;  // length_min or step_lengths: the steps' lengths vary
+  bool listed_ = false;   // step_lengths: in a known order
+  const char* lengths_option_ = "length_min";
+  std::vector<int64_t> steps_;  // step_lengths
+  int64_t longest_step_ = 0;
   memplan::support::StepLengths lengths_;
   double samples_ = 0;     // run_samples
   double quantile_ = -1;   // length_quantile; -1: the mean

@@ -66,6 +66,17 @@ struct LossPoolAtMax {
   int segments = 0;
 };
 
+// The segment one of a longer step's requests maps at `tokens` of `max`
+// (get_allocation_size rounding): the requests scale with the step's length.
+inline double longer_step_segment(const LossPoolAtMax& pool, double tokens, int64_t max) {
+  return segment_size(pool.longer / pool.segments * tokens / static_cast<double>(max));
+}
+
+// A first step's requests beyond a longer step's (its 16-bit set), at `tokens` of `max`.
+inline double first_step_extra(const LossPoolAtMax& pool, double tokens, int64_t max) {
+  return std::max(0.0, pool.first - pool.longer) * tokens / static_cast<double>(max);
+}
+
 // The distribution and its bins, built once; the mean and the quantiles read them.
 class VaryingLengthPool {
  public:
@@ -165,9 +176,7 @@ class VaryingLengthPool {
   double tokens(size_t i) const { return static_cast<double>(lengths_.min + static_cast<int64_t>(i)); }
 
   // The segment one request maps at length index i (get_allocation_size).
-  double segment_at(size_t i) const {
-    return segment_size(pool_.longer / pool_.segments * tokens(i) / static_cast<double>(lengths_.max));
-  }
+  double segment_at(size_t i) const { return longer_step_segment(pool_, tokens(i), lengths_.max); }
 
   // P(a step is shorter than half the length at index i): lengths below ceil(l / 2).
   double below_half(size_t i) const {
@@ -177,9 +186,7 @@ class VaryingLengthPool {
   }
 
   // The first step's requests beyond a longer step's (its 16-bit set), at `length`.
-  double first_extra(double length) const {
-    return std::max(0.0, pool_.first - pool_.longer) * length / static_cast<double>(lengths_.max);
-  }
+  double first_extra(double length) const { return first_step_extra(pool_, length, lengths_.max); }
 
   // A sample's cumulative distribution over [min, max], one entry per token
   // count; false where the figures give none. The normal's weights are taken
@@ -245,6 +252,35 @@ inline double varying_length_pool_quantile(const StepLengths& lengths, const Los
   double out = 0;
   const double q[1] = {quantile};
   return VaryingLengthPool(lengths, pool).quantiles(q, std::span<double>(&out, 1)) ? out : 0;
+}
+
+// The bytes of the loss path's segments at the end of a run whose steps'
+// lengths are known in order (`steps`: each step's tokens, its padded
+// length, 1 to `max`), where the expectation above averages over orders:
+// the same rule followed step by step. The first step maps its own set; a
+// step whose requests' segment is larger than every step's before maps
+// `segments` new ones; one more than twice as long as every step before maps
+// the first step's 16-bit set too. 0 where the inputs cannot describe a run
+// (no step, a step outside [1, max], figures non-positive or not finite).
+inline double pool_over_order(std::span<const int64_t> steps, int64_t max, const LossPoolAtMax& pool) {
+  if (steps.empty() || max < 1 || !(pool.longer > 0) || !std::isfinite(pool.longer) || pool.segments < 1 ||
+      !(pool.first >= 0) || !std::isfinite(pool.first))
+    return 0;
+  double total = 0, largest_segment = 0;
+  int64_t longest = 0;  // the longest step so far, tokens
+  for (const int64_t step : steps) {
+    if (step < 1 || step > max) return 0;
+    const double tokens = static_cast<double>(step);
+    const double segment = longer_step_segment(pool, tokens, max);
+    if (segment > largest_segment) {  // no cached block holds its requests: new segments
+      total += pool.segments * segment;
+      // The first step, or one whose 16-bit requests outgrow the older fp32 blocks.
+      if (2 * longest < step) total += first_step_extra(pool, tokens, max);
+      largest_segment = segment;
+    }
+    longest = std::max(longest, step);
+  }
+  return total;
 }
 
 }  // namespace memplan::support
