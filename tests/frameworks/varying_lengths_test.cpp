@@ -200,13 +200,19 @@ TEST(VaryingLengths, StepLengthsAreWholeNumbersInOrder) {
   std::vector<int64_t> steps;
   EXPECT_EQ(plugins::parse_step_lengths("1876, 1414,1287\n 1897\t\r\n,1045,", steps), "");
   EXPECT_EQ(steps, (std::vector<int64_t>{1876, 1414, 1287, 1897, 1045}));
-  EXPECT_EQ(plugins::parse_step_lengths("12, 1.5e3", steps), "step 2 ('1.5e3') is not a whole number of tokens");
-  EXPECT_EQ(plugins::parse_step_lengths("12 -4", steps), "step 2 ('-4') is not a whole number of tokens");
+  const std::string how = " (digits only; steps are separated by commas, spaces or new lines)";
+  EXPECT_EQ(plugins::parse_step_lengths("12, 1.5e3", steps), "step 2 ('1.5e3') is not a whole number of tokens" + how);
+  EXPECT_EQ(plugins::parse_step_lengths("12 -4", steps), "step 2 ('-4') is not a whole number of tokens" + how);
+  EXPECT_EQ(plugins::parse_step_lengths("12;14", steps), "step 1 ('12;14') is not a whole number of tokens" + how);
+  // A long step's text is cut at 24 bytes, or before, where a character starts (here a 2-byte 'é' at bytes
+  // 24-25, 1-based, is left out whole).
+  EXPECT_EQ(plugins::parse_step_lengths(std::string(23, '1') + "\xc3\xa9" + "999", steps),
+            "step 1 ('" + std::string(23, '1') + "...') is not a whole number of tokens" + how);
   EXPECT_EQ(plugins::parse_step_lengths("7, 0", steps), "step 2 ('0') has no tokens; every step has at least 1");
   EXPECT_EQ(plugins::parse_step_lengths("9" + std::string(29, '9'), steps),
             "step 1 ('" + std::string(24, '9') + "...') is above 1000000000 tokens, longer than any sequence");
   EXPECT_EQ(plugins::parse_step_lengths(" ,\n", steps),
-            "lists no step: give each micro-batch's tokens, e.g. \"1876, 1414, 1287\"");
+            "lists no step: give each micro-batch's tokens in order, e.g. [1876, 1414, 1287]");
 }
 
 // A normal of mean 2 and sd 1 over {1, 2}: weights e^-1/2 = 0.60653 and 1, so
@@ -323,13 +329,18 @@ TEST(VaryingLengths, TheAllocatorReportsTheExpectedPool) {
 // 13,972 MiB (the 544 MiB segment's rounding). No spread is printed: the
 // order is the run's.
 TEST(VaryingLengths, TheAllocatorFollowsTheRunsOwnOrder) {
-  std::string list = "step_lengths = \"\"\"\n";
+  std::string list = "step_lengths = [\n";
   for (size_t i = 0; i < kMeasuredOrder.size(); ++i)
     list += std::to_string(kMeasuredOrder[i]) + (i % 16 == 15 ? ",\n" : ", ");
-  list += "\"\"\"\n";
+  list += "]\n";
   const Evaluation e = evaluate(measured_case(list), "a.toml");
   EXPECT_EQ(std::stod(report_detail(e, "allocator_loss_segments")), 14'650'342'400.0);
   EXPECT_TRUE(report_detail(e, "allocator_loss_segments_p90").empty());
+  // The same steps as one string, separated by spaces and new lines.
+  std::string text = "step_lengths = \"\"\"\n";
+  for (size_t i = 0; i < kMeasuredOrder.size(); ++i) text += std::to_string(kMeasuredOrder[i]) + (i % 16 == 15 ? "\n" : " ");
+  text += "\"\"\"\n";
+  EXPECT_EQ(loss_segments_detail(measured_case(text)), 14'650'342'400.0);
   // Longest first (ms-swift's --test_oom_error sorts so): one step longer than all, the fixed-length run's
   // first step at 2,048 tokens, 3 x 1,188 MiB and its 16-bit logits, 622,329,856 B.
   EXPECT_EQ(loss_segments_detail(measured_case("step_lengths = \"2048, 1024, 2048, 512\"\n")),
@@ -400,11 +411,18 @@ TEST(VaryingLengths, OptionErrors) {
   EXPECT_NE(bad.find("option 'step_lengths': step 2 ('2x0') is not a whole number of tokens"), std::string::npos) << bad;
   EXPECT_NE(bad.find(library), std::string::npos) << bad;
   EXPECT_NE(error("step_lengths = \"\"\n").find("option 'step_lengths': lists no step"), std::string::npos);
-  const std::string longer = error("step_lengths = \"100, 4096\"\n");
-  EXPECT_NE(longer.find("'allocator': step_lengths holds a step of 4096 tokens, above [batch] seq_len (2048), the "
-                        "longest step memplan prices: raise seq_len to it"),
+  EXPECT_NE(error("step_lengths = [100, 0]\n").find("option 'step_lengths': step 2 ('0') has no tokens"),
+            std::string::npos);
+  const std::string longer = error("step_lengths = [100, 4096, 20]\n");
+  EXPECT_NE(longer.find("'allocator': step_lengths holds a step of 4096 tokens (step 2), above [batch] seq_len "
+                        "(2048), the longest step memplan prices: set seq_len to it (seq_len = \"max\" cannot be "
+                        "solved for: the listed steps fix the lengths)"),
             std::string::npos)
       << longer;
+  // A list that mixes integers and text is the scenario reader's error, at the value.
+  EXPECT_NE(error("step_lengths = [100, \"200\"]\n").find("'step_lengths' is an array; a plugin option is"),
+            std::string::npos)
+      << error("step_lengths = [100, \"200\"]\n");
   // A serving plan has no training steps.
   const std::string serving = error_of(
       "name = \"s\"\nmode = \"infer\"\n[model]\npreset = \"llama-3.1-8b\"\n[batch]\nmicro_batch = 1\n"

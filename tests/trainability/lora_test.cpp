@@ -237,9 +237,9 @@ TEST(LoraErrors, PeftNames) {
   // A list where the option takes one value says so, naming the key.
   EXPECT_EQ(lora_error(kLlama, "rank = [\"8\"]\ntargets = \"q\"\n"),
             "l.toml:13:8: error: in [[strategy]] #1, 'rank' of strategy plugin 'lora' must be an integer, not a list");
-  EXPECT_EQ(lora_error(kLlama, "rank = 8\ntargets = [1, 2]\n"),
+  EXPECT_EQ(lora_error(kLlama, "rank = 8\ntargets = [1.5, 2]\n"),
             "l.toml:14:11: error: in [[strategy]] #1, 'targets' is an array; a plugin option is an integer, a float, "
-            "a boolean, a string, or a list of strings (for example [\"q\", \"v\"])");
+            "a boolean, a string, or a list of strings or of integers (for example [\"q\", \"v\"] or [512, 1024])");
 }
 
 TEST(LoraErrors, Targets) {

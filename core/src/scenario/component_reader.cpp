@@ -32,23 +32,31 @@ std::vector<OptionValue> read_options(const toml::table& table, const std::strin
     } else if (node.is_string()) {
       option.type = OptionValue::Type::string;
       option.text = node.as_string()->get();
-    } else if (const toml::array* list = node.as_array(); list != nullptr && list->is_homogeneous(toml::node_type::string)) {
-      // The option ABI has no list type: a list of strings reaches a string
-      // option as its comma-separated text (targets = ["q", "v"] is "q,v").
+    } else if (const toml::array* list = node.as_array();
+               list != nullptr && !list->empty() &&
+               (list->is_homogeneous(toml::node_type::string) || list->is_homogeneous(toml::node_type::integer))) {
+      // The option ABI has no list type: a list of strings or of integers
+      // reaches a string option as its comma-separated text (targets =
+      // ["q", "v"] is "q,v"; step_lengths = [1876, 1414] is "1876,1414").
       option.type = OptionValue::Type::string;
       option.list = true;
       for (const toml::node& element : *list) {
-        const std::string& text = element.as_string()->get();
-        if (text.find(',') != std::string::npos)
-          fail_at(location_of(file, element.source()),
-                  "in " + section + ", an element of '" + option.key + "' holds a comma; list each entry separately");
+        std::string text;
+        if (const auto* integer = element.as_integer()) {
+          text = std::to_string(integer->get());
+        } else {
+          text = element.as_string()->get();
+          if (text.find(',') != std::string::npos)
+            fail_at(location_of(file, element.source()), "in " + section + ", an element of '" + option.key +
+                                                             "' holds a comma; list each entry separately");
+        }
         option.text += (option.text.empty() ? "" : ",") + text;
       }
     } else {
       fail_at(option.value_location, "in " + section + ", '" + option.key + "' is " +
                                          std::string(describe_type(node)) +
                                          "; a plugin option is an integer, a float, a boolean, a string, or a list "
-                                         "of strings (for example [\"q\", \"v\"])");
+                                         "of strings or of integers (for example [\"q\", \"v\"] or [512, 1024])");
     }
     options.push_back(std::move(option));
   }

@@ -112,8 +112,8 @@ constexpr std::array<memplan_option_spec, 10> kOptions{{
      "its mean (0.9: nine orders in ten stay below)", "the mean", nullptr},
     {"step_lengths", MEMPLAN_OPTION_STRING,
      "the run's micro-batches on one GPU in the order it trains on them, each one's tokens (its padded length, at "
-     "most seq_len), separated by commas, spaces or new lines: the loss path's segments followed over this order "
-     "instead of the expectation over orders that length_min gives",
+     "most seq_len), as a list of integers or a string of them separated by commas, spaces or new lines: the loss "
+     "path's segments followed over this order instead of the expectation over orders that length_min gives",
      "none", nullptr},
 }};
 
@@ -470,7 +470,9 @@ class AllocatorOverhead {
       if (!problem.empty()) options.fail("step_lengths", problem);
       varying_ = listed_ = true;
       lengths_option_ = "step_lengths";
-      longest_step_ = *std::max_element(steps_.begin(), steps_.end());
+      const auto longest = std::max_element(steps_.begin(), steps_.end());
+      longest_step_ = *longest;
+      longest_at_ = static_cast<size_t>(longest - steps_.begin()) + 1;
       return;
     }
     if (!min) {
@@ -521,8 +523,10 @@ class AllocatorOverhead {
   double varying_length_pool(sdk::Context& ctx) {
     const memplan_workload& workload = ctx.workload();
     if (listed_ && workload.seq_len < longest_step_)
-      ctx.fail("step_lengths holds a step of " + std::to_string(longest_step_) + " tokens, above [batch] seq_len (" +
-               std::to_string(workload.seq_len) + "), the longest step memplan prices: raise seq_len to it");
+      ctx.fail("step_lengths holds a step of " + std::to_string(longest_step_) + " tokens (step " +
+               std::to_string(longest_at_) + "), above [batch] seq_len (" + std::to_string(workload.seq_len) +
+               "), the longest step memplan prices: set seq_len to it (seq_len = \"max\" cannot be solved for: the "
+               "listed steps fix the lengths)");
     if (!listed_ && workload.seq_len < lengths_.min)
       ctx.fail("length_min (" + std::to_string(lengths_.min) + ") is above [batch] seq_len (" +
                std::to_string(workload.seq_len) + "), the longest step; lower length_min");
@@ -596,6 +600,7 @@ class AllocatorOverhead {
   const char* lengths_option_ = "length_min";
   std::vector<int64_t> steps_;  // step_lengths
   int64_t longest_step_ = 0;
+  size_t longest_at_ = 0;  // its position, 1-based
   memplan::support::StepLengths lengths_;
   double samples_ = 0;     // run_samples
   double quantile_ = -1;   // length_quantile; -1: the mean

@@ -1,9 +1,11 @@
 // The allocator's `step_lengths` option: a run's micro-batch lengths in the
-// order it trains on them, written as whole numbers of tokens separated by
-// commas, spaces, tabs or new lines (a TOML string, multi-line for a long
-// run: plugin options are scalars).
+// order it trains on them, whole numbers of tokens separated by commas,
+// spaces, tabs or new lines (plugin options are scalars: a TOML list of
+// integers reaches the plugin as its comma-separated text, a string as
+// written).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -32,11 +34,17 @@ inline std::string parse_step_lengths(std::string_view text, std::vector<int64_t
     size_t end = at;
     while (end < text.size() && !separator(text[end])) ++end;
     const std::string_view word = text.substr(at, end - at);
-    const std::string where = "step " + std::to_string(steps.size() + 1) + " ('" +
-                              std::string(word.substr(0, 24)) + (word.size() > 24 ? "...'" : "'") + ")";
+    // At most 24 bytes of the step's text, cut where a UTF-8 character starts.
+    size_t shown = std::min<size_t>(word.size(), 24);
+    while (shown < word.size() && shown > 0 && (static_cast<unsigned char>(word[shown]) & 0xC0) == 0x80) --shown;
+    const std::string where = "step " + std::to_string(steps.size() + 1) + " ('" + std::string(word.substr(0, shown)) +
+                              (shown < word.size() ? "...'" : "'") + ")";
+    for (const char c : word)
+      if (c < '0' || c > '9')
+        return where + " is not a whole number of tokens (digits only; steps are separated by commas, spaces or "
+                       "new lines)";
     int64_t tokens = 0;
     for (const char c : word) {
-      if (c < '0' || c > '9') return where + " is not a whole number of tokens";
       tokens = tokens * 10 + (c - '0');
       if (tokens > kMaxStepTokens)
         return where + " is above " + std::to_string(kMaxStepTokens) + " tokens, longer than any sequence";
@@ -48,7 +56,7 @@ inline std::string parse_step_lengths(std::string_view text, std::vector<int64_t
     steps.push_back(tokens);
     at = end;
   }
-  if (steps.empty()) return "lists no step: give each micro-batch's tokens, e.g. \"1876, 1414, 1287\"";
+  if (steps.empty()) return "lists no step: give each micro-batch's tokens in order, e.g. [1876, 1414, 1287]";
   return {};
 }
 

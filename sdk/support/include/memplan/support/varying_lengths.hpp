@@ -257,10 +257,13 @@ inline double varying_length_pool_quantile(const StepLengths& lengths, const Los
 // The bytes of the loss path's segments at the end of a run whose steps'
 // lengths are known in order (`steps`: each step's tokens, its padded
 // length, 1 to `max`), where the expectation above averages over orders:
-// the same rule followed step by step. The first step maps its own set; a
-// step whose requests' segment is larger than every step's before maps
-// `segments` new ones; one more than twice as long as every step before maps
-// the first step's 16-bit set too. 0 where the inputs cannot describe a run
+// the same rule followed step by step, as the sampled orders (quantiles)
+// follow it. The first step maps its own set; a step whose requests' segment
+// is larger than every step's before maps `segments` new ones and, if it is
+// more than twice as long as every step before, the first step's 16-bit set
+// too (below 10 MiB a request, where every length's segment is the same 20
+// MiB, no step maps either; the expectation's second sum counts the 16-bit
+// set there still, a few MiB at most). 0 where the inputs cannot describe a run
 // (no step, a step outside [1, max], figures non-positive or not finite).
 inline double pool_over_order(std::span<const int64_t> steps, int64_t max, const LossPoolAtMax& pool) {
   if (steps.empty() || max < 1 || !(pool.longer > 0) || !std::isfinite(pool.longer) || pool.segments < 1 ||
