@@ -424,17 +424,16 @@ TEST(VaryingLengths, OptionErrors) {
             std::string::npos)
       << error("step_lengths = [100, \"200\"]\n");
   // A serving plan has no training steps.
-  const std::string serving = error_of(
-      "name = \"s\"\nmode = \"infer\"\n[model]\npreset = \"llama-3.1-8b\"\n[batch]\nmicro_batch = 1\n"
-      "seq_len = 1024\n[precision]\nuse = \"bf16\"\n[activations]\nuse = \"inference\"\n[[strategy]]\n"
-      "use = \"allocator\"\nlength_min = 10\nrun_samples = 5\n[hardware]\ngpu = \"h100-sxm-80gb\"\n",
-      "a.toml");
+  const auto serving_error = [](const std::string& allocator_options) {
+    return error_of("name = \"s\"\nmode = \"infer\"\n[model]\npreset = \"llama-3.1-8b\"\n[batch]\nmicro_batch = 1\n"
+                    "seq_len = 1024\n[precision]\nuse = \"bf16\"\n[activations]\nuse = \"inference\"\n[[strategy]]\n"
+                    "use = \"allocator\"\n" +
+                        allocator_options + "[hardware]\ngpu = \"h100-sxm-80gb\"\n",
+                    "a.toml");
+  };
+  const std::string serving = serving_error("length_min = 10\nrun_samples = 5\n");
   EXPECT_NE(serving.find("length_min describes training steps of varying lengths"), std::string::npos) << serving;
-  const std::string serving_text =
-      "name = \"s\"\nmode = \"infer\"\n[model]\npreset = \"llama-3.1-8b\"\n[batch]\nmicro_batch = 1\n"
-      "seq_len = 1024\n[precision]\nuse = \"bf16\"\n[activations]\nuse = \"inference\"\n[[strategy]]\n"
-      "use = \"allocator\"\nstep_lengths = \"10, 20\"\n[hardware]\ngpu = \"h100-sxm-80gb\"\n";
-  const std::string listed = error_of(serving_text, "a.toml");
+  const std::string listed = serving_error("step_lengths = \"10, 20\"\n");
   EXPECT_NE(listed.find("step_lengths describes training steps of varying lengths (the loss path's segments); this "
                         "plan serves: remove step_lengths"),
             std::string::npos)
