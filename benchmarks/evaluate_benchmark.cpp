@@ -14,6 +14,13 @@
 //   .../threads:2                one estimator per thread, both cores
 //   ReconfigureAndEvaluate       change two strategies' sizes without the scenario file, evaluate
 //   ParseAndConfigure/<example>  the one-time cost: parse, create every plugin, evaluate
+//   ListedOrder/<steps>          the varying-lengths example with the run's own order (the
+//                                allocator's step_lengths, <steps> micro-batches): evaluate_at
+//                                over micro-batch 1..32, more than the allocator remembers (16),
+//                                so each evaluation walks the list again (its steps longer
+//                                than all before, kept when the option is read)
+//   ParseListedOrder/<steps>     the one-time cost of the same scenario: the list read
+//                                as TOML, joined, parsed by the plugin, one evaluation
 //
 // Run: build/bin/memplan_bench (items_per_second is evaluations per second,
 // summed over the threads; allocs_per_eval, on one thread, is operator new
@@ -142,6 +149,46 @@ void ParseAndConfigure(benchmark::State& state) {
   state.SetLabel(kExamples[state.range(0)]);
 }
 BENCHMARK(ParseAndConfigure)->DenseRange(0, 2);
+
+// The varying-lengths example with `steps` listed lengths in place of the
+// length_* options: lengths in [91, 2048] from a fixed linear congruential
+// sequence (the same text every run), seq_len 2048.
+std::string listed_order_text(int64_t steps) {
+  std::string text = example_text(3);
+  const std::string options = "length_min = 91\nlength_mean = 3234.4\nlength_sd = 2547.5\nrun_samples = 1200\n";
+  std::string list = "step_lengths = [";
+  uint64_t state = 12345;
+  for (int64_t i = 0; i < steps; ++i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    list += std::to_string(91 + static_cast<int64_t>((state >> 33) % 1958)) + (i + 1 < steps ? ", " : "]\n");
+  }
+  text.replace(text.find(options), options.size(), list);
+  return text;
+}
+
+void ListedOrder(benchmark::State& state) {
+  const memplan::Scenario scenario =
+      memplan::parse_scenario(listed_order_text(state.range(0)), example_path(3), fixture().catalog);
+  memplan::Estimator estimator(scenario, fixture().registry);
+  for (int64_t warm = 1; warm <= 32; ++warm) estimator.evaluate_at(warm, scenario.seq_len);  // buffers sized for 32
+  int64_t micro_batch = 0;
+  for (auto _ : state) {
+    micro_batch = micro_batch % 32 + 1;
+    benchmark::DoNotOptimize(estimator.evaluate_at(micro_batch, scenario.seq_len).peak);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(ListedOrder)->Arg(1'000)->Arg(100'000)->ArgName("steps");
+
+void ParseListedOrder(benchmark::State& state) {
+  const std::string text = listed_order_text(state.range(0));
+  for (auto _ : state) {
+    const memplan::Scenario scenario = memplan::parse_scenario(text, example_path(3), fixture().catalog);
+    memplan::Estimator estimator(scenario, fixture().registry);
+    benchmark::DoNotOptimize(estimator.evaluate().peak);
+  }
+}
+BENCHMARK(ParseListedOrder)->Arg(1'000)->Arg(100'000)->ArgName("steps")->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -341,6 +341,15 @@ TEST(VaryingLengths, TheAllocatorFollowsTheRunsOwnOrder) {
   for (size_t i = 0; i < kMeasuredOrder.size(); ++i) text += std::to_string(kMeasuredOrder[i]) + (i % 16 == 15 ? "\n" : " ");
   text += "\"\"\"\n";
   EXPECT_EQ(loss_segments_detail(measured_case(text)), 14'650'342'400.0);
+  // The plugin walks only the steps longer than all before (1,876, 1,897, 1,931, 2,013): the same figure as
+  // the walk over all 128.
+  const double n = 2048 * kVocab;
+  const plugins::LossPathGrowth growth =
+      plugins::loss_path_growth(plugins::CrossEntropy::upcast_in_loss, 2, plugins::HeldOutput::dropped, n, n);
+  const support::LossPoolAtMax pool{growth.first, growth.longer, growth.segments};
+  const std::vector<int64_t> records{1876, 1897, 1931, 2013};
+  EXPECT_EQ(support::pool_over_order(kMeasuredOrder, 2048, pool), 14'650'342'400.0);
+  EXPECT_EQ(support::pool_over_order(records, 2048, pool), 14'650'342'400.0);
   // Longest first (ms-swift's --test_oom_error sorts so): one step longer than all, the fixed-length run's
   // first step at 2,048 tokens, 3 x 1,188 MiB and its 16-bit logits, 622,329,856 B.
   EXPECT_EQ(loss_segments_detail(measured_case("step_lengths = \"2048, 1024, 2048, 512\"\n")),

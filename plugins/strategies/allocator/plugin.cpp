@@ -473,6 +473,15 @@ class AllocatorOverhead {
       const auto longest = std::max_element(steps_.begin(), steps_.end());
       longest_step_ = *longest;
       longest_at_ = static_cast<size_t>(longest - steps_.begin()) + 1;
+      // Only a step longer than every one before can map segments (the
+      // segment grows with the length, and the 16-bit rule compares with the
+      // longest so far): the walk needs those alone, about ln N of N steps.
+      int64_t longest_so_far = 0;
+      size_t kept = 0;
+      for (const int64_t step : steps_)
+        if (step > longest_so_far) steps_[kept++] = longest_so_far = step;
+      steps_.resize(kept);
+      steps_.shrink_to_fit();
       return;
     }
     if (!min) {
@@ -598,7 +607,7 @@ class AllocatorOverhead {
   bool varying_ = false;  // length_min or step_lengths: the steps' lengths vary
   bool listed_ = false;   // step_lengths: in a known order
   const char* lengths_option_ = "length_min";
-  std::vector<int64_t> steps_;  // step_lengths
+  std::vector<int64_t> steps_;  // step_lengths: the steps longer than all before them, in order
   int64_t longest_step_ = 0;
   size_t longest_at_ = 0;  // its position, 1-based
   memplan::support::StepLengths lengths_;
