@@ -54,7 +54,7 @@ constexpr const char* kUsage =
     "                                                and from installed bundles\n"
     "  gpus [--allow-unsigned]                       the GPUs of the catalog ([hardware] gpu), built-in\n"
     "                                                and from installed bundles\n"
-    "  validate [FOLDER|FILE ...]                    compare estimates with measured runs (default: validation/)\n"
+    "  validate [FOLDER|FILE ...] [--by-framework]   compare estimates with measured runs (default: validation/)\n"
     "  bundle create|keygen|sign|verify|install|list|remove|publish|upgrade\n"
     "                                                signed plugin bundles (docs/bundles.md)\n"
     "  trust add|list|remove                         the public keys whose bundles you trust\n"
@@ -265,17 +265,24 @@ int plugins_command(const std::vector<std::string>& args) {
 
 int validate_command(const std::vector<std::string>& args) {
   std::vector<std::string> paths;
+  bool by_framework = false;
   for (const std::string& arg : args) {
     if (arg == "--help" || arg == "-h") {
-      std::cout << "usage: memplan validate [FOLDER|FILE ...]\n\n"
+      std::cout << "usage: memplan validate [FOLDER|FILE ...] [--by-framework]\n\n"
                    "Estimates each measured run (a scenario whose leading comments give '# measured_bytes = N',\n"
                    "'# quantity = allocated|reserved|device', '# framework = NAME [VERSION]' and optionally\n"
                    "'# tolerance_percent = T', default 10) and prints id, framework, quantity, measured, estimate\n"
                    "and signed error, then a summary line. A case without a [framework] table runs under the\n"
                    "profile its framework line names (a profile's name or alias; a note on standard error says so).\n"
                    "Folders are read for *.toml; the default is validation/. Exit status 1 when a case fails or\n"
-                   "falls outside its tolerance (docs/validation.md).\n";
+                   "falls outside its tolerance (docs/validation.md).\n\n"
+                   "  --by-framework  before the summary line, a table per framework profile: cases, median\n"
+                   "                  |error|, median signed error, estimates below the measurement, within 10 %\n";
       return 0;
+    }
+    if (arg == "--by-framework") {
+      by_framework = true;
+      continue;
     }
     if (!arg.empty() && arg[0] == '-') {
       std::cerr << "memplan: error: `memplan validate` takes folders or case files, not '" << arg << "'\n";
@@ -291,7 +298,7 @@ int validate_command(const std::vector<std::string>& args) {
   for (const std::string& file : memplan::validation_files(paths))
     results.push_back(memplan::validate_case(memplan::read_validation_case(file), catalog, layout, load_options));
   memplan::write_validation_notes(std::cerr, results);
-  memplan::write_validation_table(std::cout, results);
+  memplan::write_validation_table(std::cout, results, by_framework);
   bool ok = true;
   for (const memplan::ValidationResult& result : results) ok = ok && result.failure.empty() && result.within;
   return ok ? 0 : 1;

@@ -59,6 +59,35 @@ TEST(Validate, TableSummaryAndExitStatus) {
   EXPECT_NE(d.out.find("+0.0 %"), std::string::npos) << d.out;
 }
 
+// --by-framework: a table per profile between the cases and the summary line,
+// which stays last. The two cases above: errors 0 and -50 % => median |error|
+// 25.0 %, median signed -25.0 %, one estimate below the measurement, one of
+// two within 10 %.
+TEST(Validate, ByFrameworkBeforeTheSummaryLine) {
+  const uint64_t allocated = evaluate(kScenario).breakdown().quantities[kAllocated].peak;
+  TempDir dir;
+  dir.write("a-exact.toml", with_header(allocated, "allocated"));
+  dir.write("b-half.toml", with_header(2 * allocated, "allocated"));
+  const CommandResult result = run_cli("validate " + dir.path() + " --by-framework");
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  const std::string block =
+      "\nframework  cases  median |error|  median error  below  within 10 %\n"
+      "pytorch        2          25.0 %       -25.0 %      1          1/2\n"
+      "validation: 2 cases, median |error| 25.0 %, max |error| 50.0 % (b-half), within 10 %: 1/2\n";
+  ASSERT_GE(result.out.size(), block.size()) << result.out;
+  EXPECT_EQ(result.out.substr(result.out.size() - block.size()), block) << result.out;
+  // Without the flag the table ends with the summary line alone.
+  EXPECT_EQ(run_cli("validate " + dir.path()).out.find("median error"), std::string::npos);
+  // A case that could not be estimated counts among the cases only.
+  TempDir broken;
+  std::string text = with_header(allocated, "allocated");
+  text.replace(text.find("llama-2-7b"), 10, "no-such-model");
+  broken.write("c-broken.toml", text);
+  const CommandResult failed = run_cli("validate " + broken.path() + " --by-framework");
+  EXPECT_NE(failed.out.find("\npytorch        1  none estimated\nvalidation: 1 cases, none estimated\n"), std::string::npos)
+      << failed.out;
+}
+
 TEST(Validate, CaseErrorsAreLocated) {
   TempDir dir;
   const std::string missing = dir.write("m.toml", "# quantity = device\n" + kScenario);

@@ -29,6 +29,13 @@ std::string trimmed(std::string_view text) {
   return std::string(text.substr(first, last - first + 1));
 }
 
+// The median of a non-empty list.
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
 std::string percent(double value, bool sign) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, sign ? "%+.1f %%" : "%.1f %%", value);
@@ -259,7 +266,7 @@ void write_validation_notes(std::ostream& out, const std::vector<ValidationResul
   }
 }
 
-void write_validation_table(std::ostream& out, const std::vector<ValidationResult>& results) {
+void write_validation_table(std::ostream& out, const std::vector<ValidationResult>& results, bool by_framework) {
   size_t id_width = 2, framework_width = 9;
   for (const ValidationResult& r : results) {
     id_width = std::max(id_width, r.test.id.size());
@@ -280,7 +287,44 @@ void write_validation_table(std::ostream& out, const std::vector<ValidationResul
     out << left(gib(r.estimate), 12) << "  " << left(percent(r.error_percent, true), 9) << "  "
         << left(percent(r.test.tolerance_percent, false), 9) << (r.within ? "" : "  OUTSIDE") << "\n";
   }
+  if (by_framework) out << "\n" << validation_by_framework(results) << "\n";
   out << validation_summary(results) << "\n";
+}
+
+std::string validation_by_framework(const std::vector<ValidationResult>& results) {
+  struct Group {
+    size_t cases = 0, below = 0, within_ten = 0;
+    std::vector<double> signed_errors;
+  };
+  std::map<std::string, Group> groups;  // by name: the same order on every run
+  size_t name_width = std::string("framework").size();
+  for (const ValidationResult& r : results) {
+    Group& group = groups[r.test.framework];  // the table's column: the profile the case ran under
+    name_width = std::max(name_width, r.test.framework.size());
+    ++group.cases;
+    if (!r.failure.empty()) continue;
+    group.signed_errors.push_back(r.error_percent);
+    if (r.error_percent < 0) ++group.below;
+    if (std::fabs(r.error_percent) <= 10.0) ++group.within_ten;
+  }
+  auto pad = [](const std::string& text, size_t width) { return text + std::string(width - std::min(width, text.size()), ' '); };
+  auto left = [](const std::string& text, size_t width) { return std::string(width - std::min(width, text.size()), ' ') + text; };
+  std::string text = pad("framework", name_width) + "  " + left("cases", 5) + "  " + left("median |error|", 14) + "  " +
+                     left("median error", 12) + "  " + left("below", 5) + "  " + left("within 10 %", 11) + "\n";
+  for (const auto& [name, group] : groups) {
+    text += pad(name, name_width) + "  " + left(std::to_string(group.cases), 5) + "  ";
+    if (group.signed_errors.empty()) {
+      text += "none estimated\n";
+      continue;
+    }
+    std::vector<double> magnitudes;
+    for (double error : group.signed_errors) magnitudes.push_back(std::fabs(error));
+    text += left(percent(median_of(magnitudes), false), 14) + "  " +
+            left(percent(median_of(group.signed_errors), true), 12) + "  " + left(std::to_string(group.below), 5) +
+            "  " + left(std::to_string(group.within_ten) + "/" + std::to_string(group.cases), 11) + "\n";
+  }
+  text.pop_back();  // the caller ends the block
+  return text;
 }
 
 std::string validation_summary(const std::vector<ValidationResult>& results) {
@@ -303,10 +347,7 @@ std::string validation_summary(const std::vector<ValidationResult>& results) {
   }
   std::string line = "validation: " + std::to_string(results.size()) + " cases";
   if (errors.empty()) return line + ", none estimated";
-  std::sort(errors.begin(), errors.end());
-  const size_t n = errors.size();
-  const double median = n % 2 == 1 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
-  line += ", median |error| " + percent(median, false) + ", max |error| " + percent(worst, false) + " (" + worst_id +
+  line += ", median |error| " + percent(median_of(errors), false) + ", max |error| " + percent(worst, false) + " (" + worst_id +
           "), within 10 %: " + std::to_string(within_ten) + "/" + std::to_string(results.size());
   if (failed > 0) line += ", failed: " + std::to_string(failed);
   return line;

@@ -68,7 +68,13 @@ ValidationResult validate_case(const ValidationCase& test, const Catalog& catalo
 // standard error (the table and its last line stay parseable on standard output).
 void write_validation_notes(std::ostream& out, const std::vector<ValidationResult>& results);
 // The table, then one summary line; returns the results' summary figures through the stream only.
-void write_validation_table(std::ostream& out, const std::vector<ValidationResult>& results);
+// With `by_framework`, a table per framework profile between them (validation_by_framework).
+void write_validation_table(std::ostream& out, const std::vector<ValidationResult>& results,
+                            bool by_framework = false);
+// Per framework (the table's framework column: the profile each case ran under): cases, median |error|, median
+// signed error, how many estimates are below the measurement, and within 10 %; failed cases count
+// in `cases` only. One header line, then one line per framework in name order.
+std::string validation_by_framework(const std::vector<ValidationResult>& results);
 // "validation: N cases, median |error| X %, max |error| Y % (ID), within 10 %: K/N"
 std::string validation_summary(const std::vector<ValidationResult>& results);
 
