@@ -29,6 +29,10 @@ std::string trimmed(std::string_view text) {
   return std::string(text.substr(first, last - first + 1));
 }
 
+// `text` in a column of `width`, left-aligned (pad) or right-aligned (left).
+std::string pad(const std::string& text, size_t width) { return text + std::string(width - std::min(width, text.size()), ' '); }
+std::string left(const std::string& text, size_t width) { return std::string(width - std::min(width, text.size()), ' ') + text; }
+
 // The median of a non-empty list.
 double median_of(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -272,8 +276,6 @@ void write_validation_table(std::ostream& out, const std::vector<ValidationResul
     id_width = std::max(id_width, r.test.id.size());
     framework_width = std::max(framework_width, r.test.framework.size());
   }
-  auto pad = [](const std::string& text, size_t width) { return text + std::string(width - std::min(width, text.size()), ' '); };
-  auto left = [](const std::string& text, size_t width) { return std::string(width - std::min(width, text.size()), ' ') + text; };
   out << pad("id", id_width) << "  " << pad("framework", framework_width) << "  " << pad("quantity", 9)
       << left("measured GiB", 12) << "  " << left("estimate GiB", 12) << "  " << left("error", 9) << "  "
       << left("tolerance", 9) << "\n";
@@ -307,8 +309,6 @@ std::string validation_by_framework(const std::vector<ValidationResult>& results
     if (r.error_percent < 0) ++group.below;
     if (std::fabs(r.error_percent) <= 10.0) ++group.within_ten;
   }
-  auto pad = [](const std::string& text, size_t width) { return text + std::string(width - std::min(width, text.size()), ' '); };
-  auto left = [](const std::string& text, size_t width) { return std::string(width - std::min(width, text.size()), ' ') + text; };
   std::string text = pad("framework", name_width) + "  " + left("cases", 5) + "  " + left("median |error|", 14) + "  " +
                      left("median error", 12) + "  " + left("below", 5) + "  " + left("within 10 %", 11) + "\n";
   for (const auto& [name, group] : groups) {

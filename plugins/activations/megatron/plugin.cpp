@@ -287,8 +287,7 @@ class MegatronActivations {
                                              std::to_string(short_tokens));
     short_batch_tokens_ = static_cast<double>(short_tokens);
     short_loss_ = loss_mode(options, "short_batch_cross_entropy", "in-place");
-    if (options.string("short_batch_cross_entropy") && short_tokens == 0 &&
-        !options.integer("short_batch_tokens"))
+    if (options.string("short_batch_cross_entropy") && !options.integer("short_batch_tokens"))
       options.fail("short_batch_cross_entropy", "needs short_batch_tokens, the micro-batch tokens up to which "
                                                 "it applies; set it, or remove this option");
     cross_entropy_ = long_loss_;
@@ -1154,12 +1153,12 @@ class MegatronActivations {
           gathered_weight_bytes(options.attribute(MEMPLAN_ATTR_GATHERED_WEIGHT_BYTES)),
           architecture(options.attribute(MEMPLAN_ATTR_HARDWARE_ARCHITECTURE)),
           loss_chunks_report(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "loss_chunks")) {}
-    // loss_chunks_report: the fused chunked loss's chunk count, for the report's details.
-    memplan::sdk::Attribute loss_chunks_report, activation_dtype, activation_factor, residual_dtype, lora_rank_inputs, lora_inputs,
+    memplan::sdk::Attribute activation_dtype, activation_factor, residual_dtype, lora_rank_inputs, lora_inputs,
         lora_distinct_inputs, lora_qkv, lora_dropout, lora_mlp, lora_o, lora_kernels, recompute_policy,
         recompute_reentrant, pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
         pipeline_merged_outputs, context_kv_allgather, loss_segments, loss_first_step, loss_longer_step,
         loss_longer_segments, kept_layer_inputs, gathered_weight_bytes, architecture;
+    memplan::sdk::Attribute loss_chunks_report;  // the fused chunked loss's chunk count, for the report's details
   };
 
   // The names of the items apply() adds, interned once.

@@ -194,7 +194,7 @@ class AllocatorOverhead {
     // In inference the logits come in the same pass as the layers' transients:
     // the size classes change nothing there, so the pools are not worked out.
     if (varying_ && !ctx.training())
-      ctx.fail(std::string(lengths_option_) +
+      ctx.fail(std::string(lengths_option()) +
                " describes training steps of varying lengths (the loss path's segments); this plan serves: "
                "remove " + (listed_ ? "step_lengths" : "the length_* options and run_samples"));
     if (side_streams || setup || (logits && ctx.training()) || varying_) add_pools(ctx);
@@ -469,10 +469,7 @@ class AllocatorOverhead {
       const std::string problem = memplan::plugins::parse_step_lengths(*listed, steps_);
       if (!problem.empty()) options.fail("step_lengths", problem);
       varying_ = listed_ = true;
-      lengths_option_ = "step_lengths";
-      const auto longest = std::max_element(steps_.begin(), steps_.end());
-      longest_step_ = *longest;
-      longest_at_ = static_cast<size_t>(longest - steps_.begin()) + 1;
+      longest_at_ = static_cast<size_t>(std::max_element(steps_.begin(), steps_.end()) - steps_.begin()) + 1;
       // Only a step longer than every one before can map segments (the
       // segment grows with the length, and the 16-bit rule compares with the
       // longest so far): the walk needs those alone, about ln N of N steps.
@@ -531,8 +528,8 @@ class AllocatorOverhead {
   // what the activation plugin's replay maps at a first and at a longer step.
   double varying_length_pool(sdk::Context& ctx) {
     const memplan_workload& workload = ctx.workload();
-    if (listed_ && workload.seq_len < longest_step_)
-      ctx.fail("step_lengths holds a step of " + std::to_string(longest_step_) + " tokens (step " +
+    if (listed_ && workload.seq_len < steps_.back())  // the kept steps grow: the last is the longest
+      ctx.fail("step_lengths holds a step of " + std::to_string(steps_.back()) + " tokens (step " +
                std::to_string(longest_at_) + "), above [batch] seq_len (" + std::to_string(workload.seq_len) +
                "), the longest step memplan prices: set seq_len to it (seq_len = \"max\" cannot be solved for: the "
                "listed steps fix the lengths)");
@@ -543,7 +540,7 @@ class AllocatorOverhead {
     const double longer = ctx.attr_double(loss_longer_step_attr_, -1);
     const double segments = ctx.attr_double(loss_longer_segments_attr_, -1);
     if (longer < 0 || segments < 0)
-      ctx.fail(std::string(lengths_option_) +
+      ctx.fail(std::string(lengths_option()) +
                " says the steps' lengths vary, but no activation plugin replayed the loss path's "
                "logits-sized requests (megatron does for Hugging Face Transformers' eager losses, cross_entropy "
                "upcast-in-loss, upcast-in-loss-shift-copy and upcast-shift-copy, in training): the growth is "
@@ -551,13 +548,13 @@ class AllocatorOverhead {
                (listed_ ? "step_lengths" : "length_min and run_samples"));
     const double fixed = ctx.attr_double(loss_segments_attr_, 0);
     if (segments < 1) return fixed;  // logits so small that a longer step's requests fit the older segments
+    const memplan::support::LossPoolAtMax pool{ctx.attr_double(loss_first_step_attr_, 0), longer,
+                                               static_cast<int>(segments)};
+    if (listed_) return listed_order_pool(workload.seq_len, pool);
     memplan::support::StepLengths lengths = lengths_;
     lengths.max = workload.seq_len;
     lengths.per_step = workload.micro_batch;
     lengths.steps = std::ceil(samples_ / static_cast<double>(workload.micro_batch));
-    const memplan::support::LossPoolAtMax pool{ctx.attr_double(loss_first_step_attr_, 0), longer,
-                                               static_cast<int>(segments)};
-    if (listed_) return listed_order_pool(workload.seq_len, pool);
     // A search revisits a few (micro_batch, seq_len) points over and over: a
     // small cache of the last ones, replaced in turn (the options are fixed per
     // instance, so these inputs are the whole key).
@@ -601,15 +598,16 @@ class AllocatorOverhead {
     return memo.chosen;
   }
 
+  // The option that says the lengths vary, for messages.
+  const char* lengths_option() const { return listed_ ? "step_lengths" : "length_min"; }
+
   double fragmentation_;
   bool rounding_;
   bool expandable_;  // expandable_segments
   bool varying_ = false;  // length_min or step_lengths: the steps' lengths vary
   bool listed_ = false;   // step_lengths: in a known order
-  const char* lengths_option_ = "length_min";
   std::vector<int64_t> steps_;  // step_lengths: the steps longer than all before them, in order
-  int64_t longest_step_ = 0;
-  size_t longest_at_ = 0;  // its position, 1-based
+  size_t longest_at_ = 0;  // the longest listed step's position, 1-based
   memplan::support::StepLengths lengths_;
   double samples_ = 0;     // run_samples
   double quantile_ = -1;   // length_quantile; -1: the mean
