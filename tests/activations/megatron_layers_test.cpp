@@ -62,6 +62,30 @@ TEST(MegatronLayers, GroupedQueryAttentionSwiGluFlashAttention) {
   EXPECT_EQ(e.item_bytes("layers.0-79.activations", kAct), uint64_t{80} * 1'125'122'048u);
 }
 
+// --qk-layernorm in Megatron-Core's fused layer (megatron 1.32.0): q_layernorm and k_layernorm run per head
+// after the split (megatron/core/transformer/attention.py lines 1029/1032 @ core_r0.14.0), Transformer Engine
+// norms that keep their contiguous 16-bit input and one fp32 rstd per row (transformer_engine/pytorch/ops/basic/
+// rmsnorm.py @ 02dc7709, RMSNorm.op_forward). Qwen3-8B (h 4096, 32 heads and 8 kv heads of 128, SwiGLU 12288,
+// per-head q/k norms) at s 4096, b 1, bf16, flash attention, no dropout. Bytes per token and layer:
+//   norms' inputs and outputs 4 x 2 x 4096                    32,768
+//   Q and attention output 2 x 2 x 4096; K and V 2 x 2 x 1024  20,480
+//   SwiGLU 3 x 2 x 12288                                       73,728
+//   FlashAttention's log-sum-exp 4 x 32                           128
+//   q norm: 2 x 4096 + 4 x 32 = 8,320; k norm: 2 x 1024 + 4 x 8 = 2,080   10,400
+//   = 137,504 x 4096 = 563,216,384 per layer (126,976 + 128 = 127,104 a token without the q/k norms).
+// Checked on a published run: LAION open-sci-ref 1.7B (24 layers, h 2048, 32 heads, --qk-layernorm, selective
+// recomputation, micro-batch 4 x 4096) read 6.0 % below its logged max allocated without this term, +0.3 % with
+// it (a log quoted in a parser script whose repository was not found, so not a validation case).
+TEST(MegatronLayers, PerHeadQkNormsKeepTheirInputsInFusedLayers) {
+  Evaluation e = evaluate_paper(scenario("qwen3-8b"));
+  EXPECT_EQ(e.item_bytes("layers.0-35.activations", kAct), uint64_t{36} * 563'216'384u);
+  // Compiled layers leave the norms' saves to AOTAutograd's partitioner, not counted: the fused 127,104 a token,
+  // with K and V repeated to every head (2 x 2 x 4096 in place of 2 x 2 x 1024, +12,288) = 139,392 x 4096 =
+  // 570,949,632 per layer.
+  Evaluation compiled = evaluate_paper(scenario("qwen3-8b") + "layer = \"compiled\"\n");
+  EXPECT_EQ(compiled.item_bytes("layers.0-35.activations", kAct), uint64_t{36} * 570'949'632u);
+}
+
 // layer = "legacy": Megatron-LM's layers before Megatron-Core
 // (megatron/model/transformer.py and rms_norm.py @ b35d061e). Llama-2-7B (h
 // 4096, 32 heads, SwiGLU 11008, RMSNorm) at s 4096, bf16, flash attention, no

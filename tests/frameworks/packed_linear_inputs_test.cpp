@@ -150,6 +150,55 @@ TEST(PackedLinearInputs, AHeldOutputKeepsThePreviousMicroBatchsInputs) {
             0u);
 }
 
+// Non-reentrant checkpointing (megatron 1.32.0) runs each layer's first forward with autograd on; its
+// saved-tensor hooks (torch/utils/checkpoint.py, _checkpoint_hook) swap what save_for_backward keeps for
+// recomputed tensors, but not MatMul4Bit's plain ctx.tensors = (A, B) (bitsandbytes 0.42.0 to 0.43.1): every
+// 4-bit matrix's input stays with its node until the layer's backward frees it, as without recomputation
+// (the fsdp_qlora README of 2024-03 asks for --reentrant_checkpointing True against "a bug in bitsandbytes
+// which results in high memory usage"). The run above under full recomputation: per layer and micro-batch
+// 1,024 tokens x 46,592 B = 47,710,208 B, x 32 layers = 1,526,726,656 B (layers.0-31.activations.checkpointed_packed_inputs,
+// the head's input not among them: the head is outside the checkpointed layers), beside each layer's input the
+// recomputation keeps; with the output held, the previous micro-batch's too (held_packed_inputs, as above).
+// Reentrant checkpointing, or bitsandbytes >= 0.43.2 (packed_linear_keeps_input = false): none.
+TEST(PackedLinearInputs, NonReentrantCheckpointingKeepsThe4BitInputs) {
+  const std::string non_reentrant = "[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\nreentrant = false\n";
+  const std::string reentrant = "[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\nreentrant = true\n";
+  const char* item = "layers.0-31.activations.checkpointed_packed_inputs";
+  const Evaluation kept = evaluate_paper(litgpt_qlora("", non_reentrant));
+  EXPECT_EQ(kept.item_bytes(item, MEMPLAN_ROLE_ACTIVATIONS), 1'526'726'656u);
+  EXPECT_EQ(evaluate_paper(litgpt_qlora("output_held = true\n", non_reentrant))
+                .item_bytes("activations.held_packed_inputs", MEMPLAN_ROLE_ACTIVATIONS),
+            2u * 1'535'115'264);
+  EXPECT_EQ(evaluate_paper(litgpt_qlora("", reentrant)).item_bytes(item, MEMPLAN_ROLE_ACTIVATIONS), 0u);
+  std::string after_0432 = litgpt_qlora("", non_reentrant);
+  const std::string keeps = "packed_linear_keeps_input = true";
+  after_0432.replace(after_0432.find(keeps), keeps.size(), "packed_linear_keeps_input = false");
+  EXPECT_EQ(evaluate_paper(after_0432).item_bytes(item, MEMPLAN_ROLE_ACTIVATIONS), 0u);
+  // recompute 1.4.0's reentrant_when_packed: where `reentrant` is not given, reentrant for 4-bit layers.
+  const std::string when_packed = "[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\nreentrant_when_packed = true\n";
+  EXPECT_EQ(evaluate_paper(litgpt_qlora("", when_packed)).item_bytes(item, MEMPLAN_ROLE_ACTIVATIONS), 0u);
+  EXPECT_EQ(evaluate_paper(litgpt_qlora("", when_packed + "reentrant = false\n")).item_bytes(item, MEMPLAN_ROLE_ACTIVATIONS),
+            1'526'726'656u);
+}
+
+// The fsdp-qlora profile (train.py's reentrant_checkpointing defaults to False, but its README @ 50efa1e adds
+// --reentrant_checkpointing true to every bitsandbytes command): a QLoRA run that does not say is reentrant and
+// keeps no 4-bit inputs; one that says reentrant = false keeps them. Llama-2-7B, every linear of the layers 4-bit
+// (the head 16-bit), 1 x 2048 tokens on each of 2 FSDP ranks: per layer 2048 x 46,592 B = 95,420,416 B, x 32 =
+// 3,053,453,312 B.
+TEST(PackedLinearInputs, FsdpQloraRunsBitsandbytesReentrantUnlessTold) {
+  const std::string run =
+      "name = \"q\"\nmode = \"train\"\n[framework]\nuse = \"fsdp-qlora\"\n[model]\npreset = \"llama-2-7b\"\n"
+      "[batch]\nmicro_batch = 1\nseq_len = 2048\n[precision]\nuse = \"quantized\"\nformat = \"nf4\"\n"
+      "double_quant = true\nunquantized = \"bf16\"\nadapters = \"bf16\"\noptimizer_states = \"bf16\"\n"
+      "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\nflash_attention = true\ndropout = false\n"
+      "[[strategy]]\nuse = \"lora\"\n[[strategy]]\nuse = \"data-parallel\"\nsize = 2\n[[strategy]]\nuse = \"fsdp\"\n"
+      "[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\n";
+  const char* item = "layers.0-31.activations.checkpointed_packed_inputs";
+  EXPECT_EQ(evaluate(run).item_bytes(item, MEMPLAN_ROLE_ACTIVATIONS), 0u);
+  EXPECT_EQ(evaluate(run + "reentrant = false\n").item_bytes(item, MEMPLAN_ROLE_ACTIVATIONS), 3'053'453'312u);
+}
+
 // dequantized_copies = 2: MatMul4Bit's dequantize_4bit(B, state).to(A.dtype)
 // with an fp16 quant_state under bf16 compute (Lightning Fabric quantizes
 // from .to(torch.half)) holds both copies of the matrix. The same run: the

@@ -266,7 +266,7 @@ constexpr std::array<LossMode, 17> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.31.0",
+      "megatron", "1.32.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -509,6 +509,9 @@ class MegatronActivations {
       // The same Python code runs compiled: the eager layer's rule (repeats_kv).
       settings.eager.repeat_kv = repeats_kv() && model.kv_heads > 0 && model.kv_heads < model.heads;
     }
+    // Fused layers keep the per-head q/k norms' inputs (layer_activation_terms); compiled ones are left to the
+    // partitioner's choice, not modelled.
+    if (layer_ == LayerImplementation::fused && !compiled_) settings.eager.qk_norm = eager_layer(ctx, model, facts).qk_norm;
     if (layer_ == LayerImplementation::eager) {
       settings.eager = eager_layer(ctx, model, facts);
       settings.eager.kv_in_cache =
@@ -807,29 +810,44 @@ class MegatronActivations {
     // micro-batch's forward, until that forward's output replaces the held one: per layer the attention's
     // input (h, shared by q, k and v) and o's (the query width) where the attention is 4-bit, the MLP's input
     // (h, shared by gate and up; the attention's own where one norm feeds both, layer_norms = 1) and down's
-    // (the MLP width) where the MLP is, and a 4-bit head's input (h). Not under recomputation: reentrant
-    // checkpointing runs the forward under no_grad, where MatMul4Bit stores nothing; non-reentrant is not
-    // modelled. Dense layers only (a MoE layer's experts see a subset of the tokens), and not multi-head latent
+    // (the MLP width) where the MLP is, and a 4-bit head's input (h). Not under reentrant recomputation:
+    // reentrant checkpointing runs the forward under no_grad, where MatMul4Bit stores nothing; non-reentrant
+    // checkpointing runs it with autograd on, and the nodes keep their inputs as without recomputation. Dense layers only (a MoE layer's experts see a subset of the tokens), and not multi-head latent
     // attention (its down-projections' inputs are not the q/k/v input counted here). Over-counted: layer 0's
     // attention input when nothing before it trains (MatMul4Bit then stores nothing for it).
-    if (output_held_ && settings.eager.packed_inputs_kept && settings.recompute == RecomputePolicy::none &&
-        layout.stage_has_lm_head && shape.top_k == 0 && !shape.latent()) {
-      const bool attention_in = facts.packed_attention_in, attention_out = facts.packed_attention_out,
-                 mlp = facts.packed_mlp;
-      const double t = settings.tensor_parallel;
-      const double sequence_split = settings.sequence_parallel ? t : 1;
-      const double tokens = shape.seq * shape.batch / context;
-      const bool shared_norm = model.layer_norms == 1 && attention_in && mlp;
-      const double normed_inputs = (attention_in ? 1 : 0) + (mlp && !shared_norm ? 1 : 0);
-      const double per_layer = tokens * settings.bytes *
-                               (normed_inputs * shape.hidden / sequence_split +
-                                ((attention_out ? shape.q_width : 0) + (mlp ? shape.ffn : 0)) / t);
-      const double head_input = head_matrix > 0 ? tokens * settings.bytes * shape.hidden / sequence_split : 0;
+    const double sequence_split = settings.sequence_parallel ? settings.tensor_parallel : 1;
+    const bool first_forward_grad =
+        settings.recompute == RecomputePolicy::none || (settings.recompute == RecomputePolicy::full && !settings.reentrant);
+    if (output_held_ && settings.eager.packed_inputs_kept && first_forward_grad && layout.stage_has_lm_head && shape.top_k == 0 && !shape.latent()) {
+      const double per_layer = packed_inputs_per_layer(facts, model, shape, settings) / context;
+      const double head_input =
+          head_matrix > 0 ? shape.seq * shape.batch / context * settings.bytes * shape.hidden / sequence_split : 0;
       const double held = per_layer * static_cast<double>(stage_layers) + head_input;
       // Into the next forward only where the loop keeps its output until then; backward holds them anyway.
       if (held_ == memplan::plugins::HeldOutput::next_forward)
         add_outside(ctx, names_.held_packed_inputs, held, memplan::sdk::Lifetime::transient_forward);
       add_outside(ctx, names_.held_packed_inputs, held, memplan::sdk::Lifetime::transient_optimizer);
+    }
+
+    // Non-reentrant checkpointing runs the layer's first forward with autograd on and swaps the tensors nodes save
+    // (save_for_backward) for recomputed ones (torch/utils/checkpoint.py, _checkpoint_hook's saved_tensors_hooks),
+    // but MatMul4Bit's ctx.tensors = (A, B) (bitsandbytes autograd/_functions.py @ 0.42.0 to 0.43.1) is a plain
+    // attribute the hooks never see: every 4-bit matrix's input stays with its node until the layer's backward
+    // frees it, what packed_inputs_per_layer counts, per micro-batch in flight like the layers' own saves. The
+    // fsdp_qlora README of 2024-03 asks for --reentrant_checkpointing True for this reason ("a bug in
+    // bitsandbytes which results in high memory usage"). Reentrant checkpointing (no_grad first forward) keeps
+    // none; dense layers only, as above.
+    if (settings.recompute == RecomputePolicy::full && !settings.reentrant && settings.eager.packed_inputs_kept &&
+        stage_layers > 0 && shape.top_k == 0 && !shape.latent()) {
+      const double per_layer =
+          packed_inputs_per_layer(facts, model, shape, settings) * static_cast<double>(inflight) * factor / context;
+      memplan::support::add_bytes(ctx, {.name = names_.checkpointed_packed_inputs,
+                                        .role = memplan::sdk::Role::activations,
+                                        .lifetime = memplan::sdk::Lifetime::activation,
+                                        .device = memplan::sdk::Device::gpu,
+                                        .layer = facts.first_layer,
+                                        .count = stage_layers,
+                                        .bytes = per_layer});
     }
 
     // Outside the layers (not recomputed under any policy), for the same
@@ -1194,6 +1212,7 @@ class MegatronActivations {
           ring_backward(options.intern("context_parallel.ring_backward")),
           kept_layer_inputs(options.intern("activations.kept_layer_inputs")),
           held_packed_inputs(options.intern("activations.held_packed_inputs")),
+          checkpointed_packed_inputs(options.intern("activations.checkpointed_packed_inputs")),
           global_memory_buffer(options.intern("activations.global_memory_buffer")),
           attention_forward(options.intern("activations.attention_forward")),
           attention_backward(options.intern("activations.attention_backward")) {}
@@ -1202,7 +1221,7 @@ class MegatronActivations {
         windowed_attention, logit_softcap, rope_cache, causal_mask, layer_causal_mask, expanded_causal_mask, recompute_casts,
         pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
         pipeline_merged_outputs, ring_forward, ring_backward, kept_layer_inputs, held_packed_inputs,
-        global_memory_buffer, attention_forward, attention_backward;
+        checkpointed_packed_inputs, global_memory_buffer, attention_forward, attention_backward;
   };
 
   // What apply() needs to know of the reported rank's weights, from one pass
@@ -1224,6 +1243,25 @@ class MegatronActivations {
     double head_gradient = 0;  // the LM head's gradient on the GPU (the tied embedding's when the head is tied)
     double trained_embedding_bytes = 0;  // bytes per element of the token embedding where it trains (0: frozen)
   };
+
+  // The inputs bitsandbytes' MatMul4Bit keeps of one layer for one micro-batch on this rank (whole, before
+  // context parallelism): the attention's input (h, shared by q, k and v) and o's (the query width) where the
+  // attention is 4-bit, the MLP's input (h, shared by gate and up; the attention's own where one norm feeds both,
+  // layer_norms = 1) and down's (the MLP width) where the MLP is. Over-counted: layer 0's attention input when
+  // nothing before it trains (MatMul4Bit then stores nothing for it).
+  static double packed_inputs_per_layer(const PlanFacts& facts, const memplan_model& model,
+                                        const memplan::plugins::TransformerShape& shape,
+                                        const memplan::plugins::ActivationSettings& settings) {
+    const bool attention_in = facts.packed_attention_in, attention_out = facts.packed_attention_out,
+               mlp = facts.packed_mlp;
+    const double t = settings.tensor_parallel;
+    const double sequence_split = settings.sequence_parallel ? t : 1;
+    const bool shared_norm = model.layer_norms == 1 && attention_in && mlp;
+    const double normed_inputs = (attention_in ? 1 : 0) + (mlp && !shared_norm ? 1 : 0);
+    return shape.seq * shape.batch * settings.bytes *
+           (normed_inputs * shape.hidden / sequence_split +
+            ((attention_out ? shape.q_width : 0) + (mlp ? shape.ffn : 0)) / t);
+  }
 
   static PlanFacts scan_plan(const memplan::sdk::Context& ctx) {
     using memplan::sdk::ParamClass;

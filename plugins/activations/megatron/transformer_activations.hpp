@@ -417,6 +417,18 @@ inline LayerActivations layer_activation_terms(const TransformerShape& x, const 
     terms.split += x.top_k * (2 * p * sb * x.hidden + mlp) + p * sb * x.experts;
   else
     terms.split += mlp;
+  if (o.layer == LayerImplementation::fused && !o.compiled && o.eager.qk_norm && !x.latent()) {
+    // Megatron-Core's --qk-layernorm: q_layernorm and k_layernorm run on each head of query and key after the
+    // split (megatron/core/transformer/attention.py, SelfAttention.get_query_key_value_tensors: lines 657/660 @
+    // core_v0.11.0, 1029/1032 @ core_r0.14.0), modules of the layer spec (TENorm: Transformer Engine's RMSNorm or
+    // LayerNorm), which keep their contiguous 16-bit input and one fp32 rstd per row, that is per head and token
+    // (transformer_engine/pytorch/ops/basic/rmsnorm.py @ 02dc7709, RMSNorm.op_forward: x = input_.contiguous(),
+    // ctx.save_for_backward(x, rstdevs)). Their outputs go through RoPE into attention, which keeps its own Q and K
+    // (counted above).
+    const double kv_heads = x.kv_heads > 0 ? x.kv_heads : x.heads;
+    terms.split += sb * (p * x.q_width + 4 * x.heads);
+    terms.split_kv += sb * (p * x.kv_width + 4 * kv_heads);
+  }
   if (o.layer == LayerImplementation::legacy && !x.latent()) {
     // Megatron-LM's legacy layers (megatron/model/transformer.py @ b35d061e, the ParallelTransformerLayer
     // of --use-legacy-models; docs/formulas.md, "megatron: legacy layers"):

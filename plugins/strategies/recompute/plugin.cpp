@@ -14,15 +14,23 @@
 // the layer's backward ends; the non-reentrant _checkpoint_without_reentrant_
 // generator stops recomputing once the last saved tensor is made,
 // _StopRecomputationError, the early stop of torch >= 2.1).
+// `reentrant_when_packed` (1.4.0) stands for a framework whose documentation
+// pairs 4-bit layers with reentrant checkpointing: where `reentrant` is not
+// given, the checkpoint is reentrant when a layer's weights are packed below
+// one byte per element and non-reentrant otherwise. Answer.AI's fsdp_qlora
+// (README.md @ 50efa1e) adds `--reentrant_checkpointing true` to its qlora and
+// custom_qlora commands, "to avoid triggering a bug in bitsandbytes which
+// results in high memory usage", while train.py's own default is False.
 // The activation model reads the policy; this plugin only declares it.
 #include <memplan/sdk.hpp>
 
 #include <array>
+#include <optional>
 #include <string>
 
 namespace {
 
-constexpr std::array<memplan_option_spec, 2> kOptions{{
+constexpr std::array<memplan_option_spec, 3> kOptions{{
     {"policy", MEMPLAN_OPTION_STRING,
      "\"none\", \"selective\", \"full\" or \"op\" (torchtitan's per-op selective checkpointing)", "required",
      "selective,op,full"},
@@ -31,11 +39,16 @@ constexpr std::array<memplan_option_spec, 2> kOptions{{
      "and unsloth profiles): the whole layer is rerun and its output held through its backward; false: the "
      "non-reentrant checkpoint, which stops recomputing once the last saved tensor is made",
      "false", nullptr},
+    {"reentrant_when_packed", MEMPLAN_OPTION_BOOL,
+     "where reentrant is not given: reentrant checkpointing when a layer's weights are packed below one byte "
+     "(4-bit), non-reentrant otherwise (the fsdp-qlora profile: its README pairs bitsandbytes runs with "
+     "--reentrant_checkpointing true)",
+     "false", nullptr},
 }};
 
 class RecomputeStrategy {
  public:
-  static constexpr memplan::sdk::PluginInfo info{"recompute", "1.3.0",
+  static constexpr memplan::sdk::PluginInfo info{"recompute", "1.4.0",
                                                  "Activation recomputation policy: none, selective, full or per-op",
                                                  memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout,
                                                  memplan::sdk::Reads::nothing};
@@ -49,20 +62,30 @@ class RecomputeStrategy {
     if (*policy != "none" && *policy != "selective" && *policy != "full" && *policy != "op")
       options.fail("policy", "must be \"none\", \"selective\", \"full\" or \"op\", not \"" + *policy + "\"");
     policy_ = *policy;
-    reentrant_ = options.boolean("reentrant").value_or(false);
+    reentrant_ = options.boolean("reentrant");
+    reentrant_when_packed_ = options.boolean("reentrant_when_packed").value_or(false);
   }
 
   // By handle: a warm set reuses the attribute's storage, no key compared.
   void apply(memplan::sdk::Context& ctx) {
     ctx.set_attr(policy_attr_, policy_.c_str());
-    ctx.set_attr(reentrant_attr_, static_cast<int64_t>(reentrant_ ? 1 : 0));
+    const bool reentrant = reentrant_ ? *reentrant_ : reentrant_when_packed_ && packed_layers(ctx);
+    ctx.set_attr(reentrant_attr_, static_cast<int64_t>(reentrant ? 1 : 0));
+  }
+
+  // A layer's weights packed below one byte per element (the precision phase has run).
+  static bool packed_layers(const memplan::sdk::Context& ctx) {
+    for (memplan::sdk::ItemRef item : ctx.items())
+      if (item.role() == memplan::sdk::Role::weights && item.layer() >= 0 && item.bytes_per_element() < 1) return true;
+    return false;
   }
 
  private:
   memplan::sdk::Attribute policy_attr_;
   memplan::sdk::Attribute reentrant_attr_;
   std::string policy_;
-  bool reentrant_ = false;
+  std::optional<bool> reentrant_;  // given: wins over reentrant_when_packed
+  bool reentrant_when_packed_ = false;
 };
 
 }  // namespace
