@@ -86,6 +86,21 @@ inline LayerMix classify_layers(int64_t first, int64_t count, int64_t window, in
   return mix;
 }
 
+// Tokens of the prefill pass an engine sizes to the context length when no
+// chunk is given (the inference plugin's prefill_rule = "context"): one pass
+// must hold a whole prompt of `context` tokens, and at least `min_tokens`;
+// above `long_above` tokens of context (> 0) the engine chunks prompts
+// instead, `long_chunk` tokens a pass. vLLM V0: SchedulerConfig sets
+// max_num_batched_tokens = max(max_model_len, 2048) without chunked prefill
+// (vllm/config.py @ 02dbf30e9a, v0.6.4, lines 1103-1118), and
+// EngineArgs.create_engine_config switches chunked prefill on for
+// max_model_len > 32768 (vllm/engine/arg_utils.py @ 02dbf30e9a, lines 996-1020),
+// then 512 tokens (2048 from PR #10544, v0.6.5).
+inline int64_t context_prefill_tokens(int64_t context, int64_t min_tokens, int64_t long_above, int64_t long_chunk) {
+  if (long_above > 0 && context > long_above) return long_chunk;
+  return std::max(context, min_tokens);
+}
+
 struct KvShape {
   double kv_heads = 0;  // per rank
   double head_dim = 0;

@@ -39,7 +39,7 @@ using memplan::sdk::Lifetime;
 using memplan::sdk::ParamClass;
 using memplan::sdk::Role;
 
-constexpr std::array<memplan_option_spec, 12> kOptions{{
+constexpr std::array<memplan_option_spec, 16> kOptions{{
     {"kv_dtype", MEMPLAN_OPTION_STRING, "dtype of the cached keys and values: fp32, fp16, bf16, fp8 or int8",
      "the activation dtype of [precision]", nullptr},
     {"block_size", MEMPLAN_OPTION_INT,
@@ -51,6 +51,21 @@ constexpr std::array<memplan_option_spec, 12> kOptions{{
      "tokens one forward pass processes at once (vLLM's max_num_batched_tokens)",
      "micro_batch x seq_len (whole prompts); the vllm profile, the default of serving, sets vLLM's 8192 or 2048 by GPU",
      nullptr},
+    {"prefill_rule", MEMPLAN_OPTION_STRING,
+     "how the tokens of a prefill pass follow from the scenario when prefill_chunk is not set: \"whole\" "
+     "(micro_batch x seq_len, whole prompts) or \"context\" (one pass sized to hold a whole prompt of the "
+     "context length: max(seq_len, prefill_min) tokens; prefill_long_chunk tokens once seq_len exceeds "
+     "prefill_long_above; vLLM V0's max_num_batched_tokens)",
+     "\"whole\"; the vllm profile sets \"context\" before 0.8", nullptr},
+    {"prefill_min", MEMPLAN_OPTION_INT,
+     "with prefill_rule = \"context\": the fewest tokens a pass is sized for (vLLM V0: 2048)", "1; the vllm "
+     "profile sets 2048", nullptr},
+    {"prefill_long_above", MEMPLAN_OPTION_INT,
+     "with prefill_rule = \"context\": a context length (seq_len) above which the engine chunks prompts instead, "
+     "prefill_long_chunk tokens a pass; 0 = never", "0; the vllm profile sets 32768 before 0.8", nullptr},
+    {"prefill_long_chunk", MEMPLAN_OPTION_INT,
+     "with prefill_rule = \"context\": tokens a pass once seq_len exceeds prefill_long_above", "none (needed when "
+     "prefill_long_above > 0); the vllm profile sets 512, 2048 from 0.6.5", nullptr},
     {"logits", MEMPLAN_OPTION_STRING,
      "fp32 logits kept: \"last\" (the last position of each sequence, as vLLM's sampler) or \"all\" (every token "
      "of the chunk)",
@@ -95,7 +110,7 @@ constexpr std::array<const char*, 5> kKvDtypes{"fp32", "fp16", "bf16", "fp8", "i
 class InferenceMemory {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "inference", "1.7.0", "KV cache (paged, GQA, latent attention, sliding window) and forward transients for serving",
+      "inference", "1.8.0", "KV cache (paged, GQA, latent attention, sliding window) and forward transients for serving",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
@@ -130,6 +145,32 @@ class InferenceMemory {
       window_ = *window;
     }
     if (options.integer("prefill_chunk")) prefill_chunk_ = options.positive_integer("prefill_chunk", 1);
+    // The pass size when prefill_chunk is not given: whole prompts, or one
+    // sized to the context length (vLLM V0's max_num_batched_tokens =
+    // max(max_model_len, 2048) without chunked prefill, and chunked prefill
+    // switched on above 32K; plugins/frameworks/vllm/README.md).
+    const std::string rule = options.string("prefill_rule").value_or("whole");
+    if (rule != "whole" && rule != "context")
+      options.fail("prefill_rule", "must be \"whole\" (micro_batch x seq_len tokens a pass) or \"context\" "
+                                   "(a pass sized to the context length: max(seq_len, prefill_min)), not \"" +
+                                       rule + "\"");
+    context_rule_ = rule == "context";
+    if (options.integer("prefill_min")) prefill_min_ = options.positive_integer("prefill_min", 1);
+    if (auto above = options.integer("prefill_long_above")) {
+      if (*above < 0)
+        options.fail("prefill_long_above",
+                     "must be 0 (never chunk) or a context length in tokens, got " + std::to_string(*above));
+      prefill_long_above_ = *above;
+    }
+    if (options.integer("prefill_long_chunk"))
+      prefill_long_chunk_ = options.positive_integer("prefill_long_chunk", 1);
+    if (context_rule_ && prefill_long_above_ > 0 && !prefill_long_chunk_)
+      options.fail("prefill_long_above", "is " + std::to_string(prefill_long_above_) +
+                                             " but prefill_long_chunk is not set: give the tokens a pass holds "
+                                             "once seq_len exceeds it");
+    if (prefill_min_ > 1'000'000'000)
+      options.fail("prefill_min", "is " + std::to_string(prefill_min_) + ", implausibly large (the limit is "
+                                  "1000000000 tokens)");
     if (auto rows = options.integer("sampler_rows")) {
       if (*rows < 0 || *rows > 1'000'000'000)
         options.fail("sampler_rows", "must be 0 (no sampler run) or a number of requests up to 1000000000 (vLLM's "
@@ -204,7 +245,8 @@ class InferenceMemory {
     // in the blocks those positions fall in (a window that does not start on
     // a block boundary spans one block more; vLLM reserves that block).
     // Per sequence, a pass is its whole prompt, or a chunk of it.
-    const int64_t pass = std::min(seq_len, prefill_chunk_.value_or(seq_len));
+    const std::optional<int64_t> chunk_tokens = prefill_tokens(seq_len);
+    const int64_t pass = std::min(seq_len, chunk_tokens.value_or(seq_len));
     // min(seq_len, W - 1 + pass), written so that no sum can overflow.
     const int64_t held = window <= 0 ? 0 : pass >= seq_len - (window - 1) ? seq_len : window - 1 + pass;
     const int64_t window_tokens = window > 0 ? inf::window_blocks(seq_len, held, block_size_) * block_size_ : 0;
@@ -237,12 +279,21 @@ class InferenceMemory {
       ctx.items()[ctx.items().size() - 1].set_non_parameter(true);
     }
 
-    add_transients(ctx, model, t, activation_bytes, seq_len, sequences,
+    add_transients(ctx, model, t, activation_bytes, seq_len, sequences, chunk_tokens,
                    mix.global_count > 0 ? seq_len : std::min(seq_len, window), rank.lm_head,
                    first < model.dense_layers, rank.experts, rank.quantized_experts, rank.learned_positions);
   }
 
  private:
+  // Tokens of one prefill pass: prefill_chunk when given; under prefill_rule
+  // = "context" the pass an engine sizes to the context length
+  // (inf::context_prefill_tokens); none (whole prompts) otherwise.
+  std::optional<int64_t> prefill_tokens(int64_t seq_len) const {
+    if (prefill_chunk_) return prefill_chunk_;
+    if (!context_rule_) return std::nullopt;
+    return inf::context_prefill_tokens(seq_len, prefill_min_, prefill_long_above_, prefill_long_chunk_.value_or(0));
+  }
+
   // `bytes` per layer.
   static void add_kv(memplan::sdk::Context& ctx, memplan::sdk::Name name, int64_t first, int64_t count,
                      double bytes) {
@@ -254,7 +305,8 @@ class InferenceMemory {
   // The forward transient of one layer, prefill or decode, whichever is
   // larger, and the fp32 logits on the rank that holds the LM head.
   void add_transients(memplan::sdk::Context& ctx, const memplan_model& model, int64_t t, double activation_bytes,
-                      int64_t seq_len, int64_t sequences, int64_t context, bool lm_head,
+                      int64_t seq_len, int64_t sequences, std::optional<int64_t> chunk_tokens, int64_t context,
+                      bool lm_head,
                       bool dense_layers_here, bool experts_here, bool quantized_experts,
                       bool learned_positions) const {
     inf::ForwardShape shape;
@@ -285,7 +337,7 @@ class InferenceMemory {
     shape.flash_attention = flash_attention_;
 
     const double b = static_cast<double>(sequences);
-    const double chunk = static_cast<double>(prefill_chunk_.value_or(sequences * seq_len));
+    const double chunk = static_cast<double>(chunk_tokens.value_or(sequences * seq_len));
     // vLLM's fused-MoE workspace: sized by the largest pass (the prefill chunk or
     // the decode step) and kept, so the routed experts' temporaries leave the
     // layer's transient. Quantized experts run other kernels (Marlin, mxfp4,
@@ -384,6 +436,10 @@ class InferenceMemory {
   std::optional<double> kv_bytes_;
   std::optional<int64_t> window_;
   std::optional<int64_t> prefill_chunk_;
+  bool context_rule_ = false;          // prefill_rule = "context"
+  int64_t prefill_min_ = 1;            // prefill_min
+  int64_t prefill_long_above_ = 0;     // prefill_long_above (0: never)
+  std::optional<int64_t> prefill_long_chunk_;
   int64_t sampler_rows_ = 0;
   bool triton_sampler_ = false;
   bool all_logits_ = false;
