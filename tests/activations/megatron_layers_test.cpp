@@ -86,6 +86,25 @@ TEST(MegatronLayers, PerHeadQkNormsKeepTheirInputsInFusedLayers) {
   EXPECT_EQ(compiled.item_bytes("layers.0-35.activations", kAct), uint64_t{36} * 570'949'632u);
 }
 
+// fp8 1.3.0 (dtype.linear_inputs = 1) in the fused layer: Transformer Engine's fp8 modules save the fp8 cast of
+// each linear layer's input (TE v1.9 layernorm_linear.py 137/317-327, linear.py 118-150/299-337, layernorm_mlp.py
+// 264-275/462-478). Llama-2-7B (h 4096, 32 heads, SwiGLU 11008) at s 4096, b 1, bf16 activations, flash, no
+// dropout: the fused 131,712 bytes a token (MegatronLegacy below) less the two norms' outputs at 1 byte instead of
+// 2 (-2 x 4096), plus the output projection's fp8 copy of the attention output beside flash's own (+4096), less
+// the activation's output at 1 byte (-11008): 131,712 - 15,104 = 116,608 x 4096 = 477,626,368 per layer.
+// saved_inputs = "activations" keeps the 16-bit count: 131,712 x 4096 = 539,492,352.
+TEST(MegatronLayers, Fp8ModulesSaveTheirInputsInFp8) {
+  const auto run = [](const std::string& precision) {
+    return "name = \"fp8\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[batch]\nmicro_batch = 1\n"
+           "seq_len = 4096\n[precision]\nuse = \"fp8\"\n" + precision + "[optimizer]\nuse = \"adamw\"\n"
+           "[activations]\nuse = \"megatron\"\nflash_attention = true\ndropout = false\n";
+  };
+  EXPECT_EQ(evaluate_paper(run("")).item_bytes("layers.0-31.activations", kAct), uint64_t{32} * 477'626'368u);
+  EXPECT_EQ(evaluate_paper(run("saved_inputs = \"activations\"\n")).item_bytes("layers.0-31.activations", kAct),
+            uint64_t{32} * 539'492'352u);
+  EXPECT_NE(error_of(run("saved_inputs = \"e4m3\"\n")).find("must be \"fp8\""), std::string::npos);
+}
+
 // layer = "legacy": Megatron-LM's layers before Megatron-Core
 // (megatron/model/transformer.py and rms_norm.py @ b35d061e). Llama-2-7B (h
 // 4096, 32 heads, SwiGLU 11008, RMSNorm) at s 4096, bf16, flash attention, no

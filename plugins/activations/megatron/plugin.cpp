@@ -519,6 +519,7 @@ class MegatronActivations {
       // Autocast over fp32 weights: the residual stream's dtype (0 without).
       settings.residual_bytes = ctx.attr_double(a.residual_dtype, 0);
     }
+    settings.linear_input_bytes = ctx.attr_double(a.linear_input_dtype, 0);
 
     const uint32_t stage_layers = static_cast<uint32_t>(layout.stage_layers);
     const int64_t inflight = layout.inflight_microbatches;
@@ -1147,6 +1148,7 @@ class MegatronActivations {
         : activation_dtype(options.attribute(MEMPLAN_ATTR_DTYPE_ACTIVATIONS)),
           activation_factor(options.attribute(MEMPLAN_ATTR_ACTIVATION_FACTOR)),
           residual_dtype(options.attribute(MEMPLAN_ATTR_DTYPE_RESIDUAL)),
+          linear_input_dtype(options.attribute(MEMPLAN_ATTR_DTYPE_LINEAR_INPUTS)),
           lora_rank_inputs(options.attribute(MEMPLAN_ATTR_LORA_RANK_INPUTS)),
           lora_inputs(options.attribute(MEMPLAN_ATTR_LORA_INPUTS)),
           lora_distinct_inputs(options.attribute(MEMPLAN_ATTR_LORA_DISTINCT_INPUTS)),
@@ -1171,7 +1173,8 @@ class MegatronActivations {
           gathered_weight_bytes(options.attribute(MEMPLAN_ATTR_GATHERED_WEIGHT_BYTES)),
           architecture(options.attribute(MEMPLAN_ATTR_HARDWARE_ARCHITECTURE)),
           loss_chunks_report(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "loss_chunks")) {}
-    memplan::sdk::Attribute activation_dtype, activation_factor, residual_dtype, lora_rank_inputs, lora_inputs,
+    memplan::sdk::Attribute activation_dtype, activation_factor, residual_dtype, linear_input_dtype, lora_rank_inputs,
+        lora_inputs,
         lora_distinct_inputs, lora_qkv, lora_dropout, lora_mlp, lora_o, lora_kernels, recompute_policy,
         recompute_reentrant, pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
         pipeline_merged_outputs, context_kv_allgather, loss_segments, loss_first_step, loss_longer_step,

@@ -168,6 +168,9 @@ struct ActivationSettings {
   bool sequence_parallel = false;
   RecomputePolicy recompute = RecomputePolicy::none;
   bool reentrant = false;      // recompute.reentrant: the whole layer is rerun and its output held in its backward
+  // dtype.linear_inputs: bytes per element of what the linear layers save of their inputs (Transformer Engine's
+  // fp8: 1); 0: the input itself, at `bytes`. Read by fused layers.
+  double linear_input_bytes = 0;
   // The model soft-caps its logits (Gemma 2's final_logit_softcapping: cap x tanh(logits / cap) before returning
   // them): tanh saves its output, p per logit, from the head's forward to its backward (output_activations).
   bool logit_softcap = false;
@@ -417,6 +420,20 @@ inline LayerActivations layer_activation_terms(const TransformerShape& x, const 
     terms.split += x.top_k * (2 * p * sb * x.hidden + mlp) + p * sb * x.experts;
   else
     terms.split += mlp;
+  if (o.layer == LayerImplementation::fused && !o.compiled && o.linear_input_bytes > 0 && x.top_k == 0 &&
+      !x.latent()) {
+    // Transformer Engine's fp8 modules save the fp8 cast of each linear layer's input for the weight gradient
+    // (TE v1.9: LayerNormLinear writes ln_out in fp8 and saves it, layernorm_linear.py 137 and 317-327; Linear
+    // saves the fp8 transpose it casts, linear.py 118-150 and 299-337; LayerNormMLP's activation writes its output
+    // in fp8 and saves it beside the 16-bit fc1 output, layernorm_mlp.py 264-275 and 462-478; Megatron-Core's
+    // TELayerNormColumnParallelLinear and TERowParallelLinear are the first two): the two norms' outputs and the
+    // activation's output at l bytes, not p; the projection's fp8 copy of the attention output beside the 16-bit
+    // output flash attention keeps (without flash, only the copy: the output is kept by nothing else). Dense layers
+    // (routed experts' grouped linears not read).
+    const double l = o.linear_input_bytes;
+    terms.replicated += 2 * (l - p) * sb * x.hidden;
+    terms.split += (o.flash_attention ? l : l - p) * sb * x.q_width + (l - p) * sb * x.ffn;
+  }
   if (o.layer == LayerImplementation::fused && !o.compiled && o.eager.qk_norm && !x.latent()) {
     // Megatron-Core's --qk-layernorm: q_layernorm and k_layernorm run on each head of query and key after the
     // split (megatron/core/transformer/attention.py, SelfAttention.get_query_key_value_tensors: lines 657/660 @

@@ -35,10 +35,16 @@
 // weights, no bf16 copy) only the transpose remains. fp8_transpose = false
 // drops the transpose (a GPU whose fp8 GEMMs take both layouts).
 //
-// Not modelled: the fp8 inputs Transformer Engine saves for backward instead
-// of bf16 ones (the activation model counts them in dtype.activations, so
-// activations are overstated for the linear layers' inputs); per-tensor
-// scaling metadata (a few floats per tensor); MXFP8's per-32-element scales.
+// The linear layers' inputs (1.3.0): Transformer Engine saves the fp8 cast of
+// each input for the weight gradient, not the 16-bit tensor (TE v1.9
+// module/linear.py 118-150 and 299-337: fp8_cast_transpose_fused, the fp8
+// transpose saved_inputmat_t; layernorm_linear.py 137 and 317-327: the norm
+// writes ln_out in uint8 and saves it; layernorm_mlp.py 264-275 and 462-478:
+// the activation writes gelu_out in fp8, saved, beside the 16-bit fc1_out):
+// dtype.linear_inputs = 1 (conventions.h), which activation models read;
+// saved_inputs = "activations" for a recipe that keeps them 16-bit
+// (override_linear_precision.wgrad).
+// Not modelled: per-tensor scaling metadata (a few floats per tensor); MXFP8's per-32-element scales.
 // The embedding, LM head, norms and MoE router are not run in fp8 (Megatron's
 // output layer and router are not Transformer Engine modules). A params-only
 // model's one `parameters` item is treated as linear layers, which overstates
@@ -53,7 +59,7 @@ namespace sdk = memplan::sdk;
 
 class Fp8WeightCopies {
  public:
-  static constexpr std::array<memplan_option_spec, 2> kOptions{{
+  static constexpr std::array<memplan_option_spec, 3> kOptions{{
       {"cache_fp8_weights", MEMPLAN_OPTION_BOOL,
        "keep each linear layer's fp8 weight (and transpose) for the whole step, as Transformer Engine does with "
        "is_first_microbatch (Megatron-LM's default); false: cast in every forward and keep the transpose until "
@@ -61,10 +67,16 @@ class Fp8WeightCopies {
        "true", nullptr},
       {"fp8_transpose", MEMPLAN_OPTION_BOOL,
        "keep an fp8 transpose of each linear weight for the backward pass (Hopper fp8 GEMMs need it)", "true", nullptr},
+      {"saved_inputs", MEMPLAN_OPTION_STRING,
+       "what the linear layers keep of their inputs for the weight gradients: \"fp8\" (Transformer Engine saves the "
+       "fp8 cast, 1 byte an element: dtype.linear_inputs) or \"activations\" (the 16-bit input, as a recipe with "
+       "override_linear_precision.wgrad)",
+       "\"fp8\"", "fp8,activations"},
   }};
 
   Fp8WeightCopies(sdk::Options& options, const memplan::support::RecipeDtypes& dtypes)
       : cache_(options.boolean("cache_fp8_weights").value_or(true)),
+        saved_inputs_fp8_(saved_inputs_fp8(options)),
         transpose_(options.boolean("fp8_transpose").value_or(true)),
         names_(cache_ ? ".fp8" : ".fp8_t") {
     if (!options.training())
@@ -92,7 +104,17 @@ class Fp8WeightCopies {
     copy.set_bytes_per_element(bytes);
   }
 
+  bool saved_inputs_fp8() const { return saved_inputs_fp8_; }
+
  private:
+  static bool saved_inputs_fp8(sdk::Options& options) {
+    const std::string saved = options.string("saved_inputs").value_or("fp8");
+    if (saved != "fp8" && saved != "activations")
+      options.fail("saved_inputs", "must be \"fp8\" (Transformer Engine saves the fp8 cast of each linear layer's "
+                                   "input) or \"activations\" (the input itself), not \"" + saved + "\"");
+    return saved == "fp8";
+  }
+
   // The linear layers (support::sharding::is_linear, the one list of them),
   // and a params-only model's one item.
   static bool runs_in_fp8(sdk::ParamClass param_class) {
@@ -100,6 +122,7 @@ class Fp8WeightCopies {
   }
 
   bool cache_;
+  bool saved_inputs_fp8_;
   bool transpose_;
   double cached_bytes_ = 0;
   double saved_bytes_ = 0;
@@ -108,7 +131,7 @@ class Fp8WeightCopies {
 
 struct Fp8Traits {
   static constexpr const char* name = "fp8";
-  static constexpr const char* version = "1.2.1";
+  static constexpr const char* version = "1.3.0";
   static constexpr const char* summary =
       "fp8 training (Transformer Engine, Micikevicius et al. 2022): fp8 weight copies beside bf16 weights, fp32 "
       "master weights and gradients";
@@ -116,7 +139,27 @@ struct Fp8Traits {
   using Extension = Fp8WeightCopies;
 };
 
+using Recipe = memplan::support::PrecisionRecipe<Fp8Traits>;
+
+// The recipe, and dtype.linear_inputs: 1 where the linear layers save their inputs' fp8 cast.
+class Fp8Precision {
+ public:
+  static constexpr sdk::PluginInfo info = Recipe::info;
+  static std::span<const memplan_option_spec> options() { return Recipe::options(); }
+
+  explicit Fp8Precision(sdk::Options& options)
+      : recipe_(options), linear_inputs_attr_(options.attribute(MEMPLAN_ATTR_DTYPE_LINEAR_INPUTS)) {}
+
+  void apply(sdk::Context& ctx) {
+    recipe_.apply(ctx);
+    ctx.set_attr(linear_inputs_attr_, recipe_.extension().saved_inputs_fp8() ? 1.0 : 0.0);
+  }
+
+ private:
+  Recipe recipe_;
+  sdk::Attribute linear_inputs_attr_;
+};
+
 }  // namespace
 
-using Fp8Precision = memplan::support::PrecisionRecipe<Fp8Traits>;
 MEMPLAN_PLUGIN(Fp8Precision)

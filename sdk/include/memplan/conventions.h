@@ -26,6 +26,12 @@
  * multiplies compute in (autocast runs layer_norm in fp32, and the residual
  * adds promote to their widest input). Absent or 0: dtype.activations. */
 #define MEMPLAN_ATTR_DTYPE_RESIDUAL "dtype.residual"
+/* Bytes per element of what the linear layers keep of their inputs for their
+ * weights' gradients (double), set by a precision plugin whose recipe casts
+ * those inputs before saving them (Transformer Engine's fp8 Linear,
+ * LayerNormLinear and LayerNormMLP save the fp8 cast: 1). Absent or 0:
+ * dtype.activations (the input itself is kept). */
+#define MEMPLAN_ATTR_DTYPE_LINEAR_INPUTS "dtype.linear_inputs"
 /* The name suffix of the cast copies of weights such a precision plugin adds
  * (`<weight name>.autocast`, role buffers, lifetime activation): autocast's
  * cache holds each until the forward ends and the matrix multiply saves it

@@ -144,6 +144,9 @@ class PrecisionRecipe {
                                         sdk::Phase::precision, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
+  // The recipe's extension, for a plugin that wraps the recipe and sets more attributes from its options.
+  const Extension& extension() const { return extension_; }
+
   explicit PrecisionRecipe(sdk::Options& options)
       : extension_(options, read_dtypes(options)),
         weights_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_WEIGHTS)),
