@@ -72,6 +72,25 @@ TEST(PackedLinearInputs, Bitsandbytes0432KeepsNoInputButPeftStillSkipsTheCast) {
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o) - not_kept, 6'144.0);
 }
 
+// fp32 norm weights ahead of bitsandbytes 4-bit MLP linears (megatron 1.32.0; PEFT's
+// prepare_model_for_kbit_training casts the non-quantized parameters to fp32): the norm's output is fp32 and
+// Linear4bit returns its input's dtype (out.to(inp_dtype)), so gate, SiLU's output and up are kept in fp32, and
+// down's fp32 output makes the residual stream fp32. Llama-3.2-3B as above, every weight frozen: the 98,408 bytes
+// a token with SwiGLU's 6f at 2 bytes become 12f at 4: + 6 x 8192 = 49,152 -> 147,560 (the norms keep their
+// fp32 input copy, 4h + 4, either way). Under full recomputation each layer keeps its input in the stream's
+// dtype: 4 x 3072 = 12,288 bytes a token, not 6,144.
+TEST(PackedLinearInputs, Fp32NormsMakeThe4BitMlpsOutputsFp32) {
+  ActivationSettings o = eager_bf16_flash_frozen();
+  const TransformerShape x = llama(3072, 24, 8, 8192);
+  o.eager.packed_base = true;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 98'408.0);
+  o.eager.packed_outputs_fp32 = true;
+  o.residual_bytes = 4;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 147'560.0);
+  o.recompute = plugins::RecomputePolicy::full;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 12'288.0);
+}
+
 // Through the plugin and the hf-transformers profile: Llama-2-7B QLoRA (nf4
 // base, r 8 on q,k,v,o and the MLP, lora dropout 0), micro-batch 1 x 2048
 // tokens, full recomputation (the profile's reentrant checkpointing). The
@@ -94,6 +113,19 @@ std::string llama7b(const std::string& precision, const std::string& activations
          precision + "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n" + activations +
          "[[strategy]]\nuse = \"lora\"\nrank = 8\ntargets = \"q,k,v,o,mlp\"\n[[strategy]]\nuse = \"recompute\"\n"
          "policy = \"full\"\n";
+}
+
+// Through the plugin: Llama-2-7B QLoRA under the hf-transformers profile with full recomputation, unquantized
+// "fp32" (the norms fp32) against "bf16": each of the 32 layers keeps its fp32 input, 4 x 4096 x 2048 =
+// 33,554,432 bytes instead of 16,777,216.
+TEST(PackedLinearInputs, Fp32NormsThroughTheProfile) {
+  const auto stored = [](const std::string& unquantized) {
+    const std::string nf4 = "use = \"quantized\"\nformat = \"nf4\"\ndouble_quant = true\nunquantized = \"" +
+                            unquantized + "\"\nactivations = \"bf16\"\n";
+    return evaluate(llama7b(nf4, "")).item_bytes("layers.0-31.activations", MEMPLAN_ROLE_ACTIVATIONS);
+  };
+  EXPECT_EQ(stored("bf16"), 32u * 16'777'216u);
+  EXPECT_EQ(stored("fp32"), 32u * 33'554'432u);
 }
 
 TEST(PackedLinearInputs, ThroughTheHfTransformersProfile) {

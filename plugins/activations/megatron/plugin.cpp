@@ -518,6 +518,9 @@ class MegatronActivations {
           kv_cache_counted(settings) && output_held_ && settings.recompute == RecomputePolicy::none;
       // Autocast over fp32 weights: the residual stream's dtype (0 without).
       settings.residual_bytes = ctx.attr_double(a.residual_dtype, 0);
+      // fp32 norms over 4-bit MLP linears make down's output, and the residual stream after it, fp32: as under
+      // autocast over fp32 weights, each projection then computes on its own 16-bit cast of an fp32 input.
+      if (settings.eager.packed_outputs_fp32) settings.residual_bytes = std::max(settings.residual_bytes, 4.0);
     }
     settings.linear_input_bytes = ctx.attr_double(a.linear_input_dtype, 0);
 
@@ -1522,6 +1525,10 @@ class MegatronActivations {
     // (MatMul4Bit, packed_linear_keeps_input).
     eager.packed_base = facts.packed_linear;
     eager.packed_inputs_kept = eager.packed_base && packed_linear_keeps_input_;
+    // fp32 norm weights ahead of 4-bit MLP linears in a 16-bit run (EagerLayer::packed_outputs_fp32); not Unsloth's
+    // fused LoRA_MLP, which computes in its own dtype.
+    eager.packed_outputs_fp32 =
+        facts.packed_mlp && facts.norm_bytes >= 4 && activation_bytes(ctx) < 4 && !eager.kernel_mlp;
     return eager;
   }
 

@@ -114,6 +114,13 @@ struct EagerLayer {
   // autocast PEFT's bitsandbytes Linear4bit casts nothing for its adapters (peft tuners/lora/bnb.py:
   // requires_conversion = not torch.is_autocast_enabled()), where a 16-bit Linear's adapters get a cast copy.
   bool packed_base = false;
+  // fp32 norm weights ahead of bitsandbytes 4-bit MLP linears in a 16-bit run (PEFT's
+  // prepare_model_for_kbit_training casts every non-quantized parameter to fp32: peft src/peft/utils/other.py
+  // @ v0.15.2 lines 136-141): a norm returns weight x normalized in fp32 (transformers' LlamaRMSNorm), and
+  // Linear4bit returns its input's dtype (bitsandbytes nn/modules.py, Linear4bit.forward: out.to(inp_dtype)), so
+  // gate, up, SiLU's output and their product are fp32, down's output too and with it the residual stream
+  // (ActivationSettings::residual_bytes = 4 from the plugin). Attention's 16-bit casts under autocast are as before.
+  bool packed_outputs_fp32 = false;
   // RMSNorm computes in its input's dtype instead of upcasting to fp32 (lit_gpt/rmsnorm.py @ 8641822: x * rsqrt(mean(x
   // * x) + eps), no .float()): it keeps its input at the residual's width and the rsqrt per token, not 4h + 4.
   bool rms_norm_upcast = true;
@@ -357,9 +364,12 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
   auto mlp_of = [&](double ffn) {
     if (e.kernel_mlp && x.gated) return 2 * p * ffn;  // LoRA_MLP: gate and up (X is the MLP input above)
     const bool down_input = e.down_trainable || e.packed_inputs_kept;
-    if (!x.gated && e.relu_mlp) return p * ffn;  // ReLU's result: also the second projection's input
-    return x.gated ? (e.fused_swiglu ? 2 : 3) * p * ffn + (down_input ? p * ffn : 0)
-                   : p * ffn + (down_input ? p * ffn : 0);
+    // The activation's saves at the linears' output dtype (fp32 under packed_outputs_fp32); what down keeps of
+    // its input stays p: MatMul4Bit keeps the 16-bit cast it computes on.
+    const double a = e.packed_outputs_fp32 ? 4 : p;
+    if (!x.gated && e.relu_mlp) return a * ffn;  // ReLU's result: also the second projection's input
+    return x.gated ? (e.fused_swiglu ? 2 : 3) * a * ffn + (down_input ? p * ffn : 0)
+                   : a * ffn + (down_input ? p * ffn : 0);
   };
   const double mlp = mlp_of(x.ffn);
   terms.split += sb * (x.top_k > 0 ? x.top_k * (2 * p * x.hidden + mlp) + p * x.experts : mlp);
