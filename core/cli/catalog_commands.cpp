@@ -1,5 +1,6 @@
 #include "catalog_commands.hpp"
 
+#include "profile_detail.hpp"
 #include "scenario_report.hpp"
 #include "terminal_output.hpp"
 
@@ -66,6 +67,35 @@ std::string option_type(int32_t type) {
   return "unknown";
 }
 
+// One plugin in detail: kind, name, version, library, summary, then each option.
+void print_plugin(const LoadedPlugin& plugin) {
+  const memplan_plugin_descriptor& descriptor = plugin.descriptor;
+  print_line(std::string(kind_name(descriptor.kind)) + " " + plugin.name + " " + plugin.version);
+  print_line("library: " + plugin.path);
+  if (descriptor.summary != nullptr) print_line(std::string("summary: ") + descriptor.summary);
+  if (plugin.options.empty()) {
+    print_line("options: none");
+    return;
+  }
+  print_line("options:");
+  for (const memplan_option_spec& option : plugin.options) {
+    print_line(std::string("  ") + (option.name ? option.name : "?") + " (" + option_type(option.type) +
+               ", default: " + (option.default_text ? option.default_text : "none") + ")");
+    if (option.help != nullptr) print_line(std::string("      ") + option.help);
+    if (option.levers != nullptr) {
+      const OptionLevers levers = parse_levers(option.levers);
+      std::string values;
+      for (const std::string& value : levers.values) values += (values.empty() ? "" : ",") + value;
+      if (levers.layout)
+        print_line("      layout size: memplan explain lays a job that does not fit out again with the values that "
+                   "divide its GPUs");
+      if (levers.fill) print_line("      fill: memplan explain sets it to fill the GPUs another layout leaves");
+      if (!values.empty())
+        print_line("      levers (memplan explain tries them on a job that does not fit): " + values);
+    }
+  }
+}
+
 }  // namespace
 
 int presets_command(const std::vector<std::string>& args) {
@@ -115,39 +145,23 @@ int plugin_detail_command(const std::string& name, bool allow_unsigned) {
   PluginRegistry registry;
   load_plugins(registry, layout, nullptr, cli::cli_load_options(allow_unsigned));
   cli::print_warnings(registry);
+  // Profiles are found by alias too, and some aliases are plugin names (docs/frameworks.md): a name that
+  // answers for both shows both, as either may be what the reader looks for.
+  const Catalog catalog = load_catalog(layout, allow_unsigned);
   const LoadedPlugin* plugin = registry.find(name);
-  if (plugin == nullptr) {
-    std::string known;
-    for (const auto& loaded : registry.plugins()) known += (known.empty() ? "" : ", ") + loaded->name;
-    cli::print_line(std::cerr, "memplan: error: no plugin named '" + name + "' was found; `memplan plugins` lists them "
-                               "all (" + known + ")");
+  const FrameworkProfile* profile = catalog.find_framework(name);
+  if (plugin == nullptr && profile == nullptr) {
+    std::string plugins, profiles;
+    for (const auto& loaded : registry.plugins()) plugins += (plugins.empty() ? "" : ", ") + loaded->name;
+    for (const FrameworkProfile& known : catalog.frameworks()) profiles += (profiles.empty() ? "" : ", ") + known.name;
+    cli::print_line(std::cerr, "memplan: error: no plugin or framework profile named '" + name + "' was found; "
+                               "`memplan plugins` lists them all (plugins: " + plugins + "; framework profiles: " +
+                               profiles + ")");
     return 1;
   }
-  const memplan_plugin_descriptor& descriptor = plugin->descriptor;
-  print_line(std::string(kind_name(descriptor.kind)) + " " + plugin->name + " " + plugin->version);
-  print_line("library: " + plugin->path);
-  if (descriptor.summary != nullptr) print_line(std::string("summary: ") + descriptor.summary);
-  if (plugin->options.empty()) {
-    print_line("options: none");
-    return 0;
-  }
-  print_line("options:");
-  for (const memplan_option_spec& option : plugin->options) {
-    print_line(std::string("  ") + (option.name ? option.name : "?") + " (" + option_type(option.type) +
-               ", default: " + (option.default_text ? option.default_text : "none") + ")");
-    if (option.help != nullptr) print_line(std::string("      ") + option.help);
-    if (option.levers != nullptr) {
-      const OptionLevers levers = parse_levers(option.levers);
-      std::string values;
-      for (const std::string& value : levers.values) values += (values.empty() ? "" : ",") + value;
-      if (levers.layout)
-        print_line("      layout size: memplan explain lays a job that does not fit out again with the values that "
-                   "divide its GPUs");
-      if (levers.fill) print_line("      fill: memplan explain sets it to fill the GPUs another layout leaves");
-      if (!values.empty())
-        print_line("      levers (memplan explain tries them on a job that does not fit): " + values);
-    }
-  }
+  if (plugin != nullptr) print_plugin(*plugin);
+  if (plugin != nullptr && profile != nullptr) print_line("");
+  if (profile != nullptr) print_framework_profile(*profile, catalog);
   return 0;
 }
 

@@ -49,7 +49,8 @@ constexpr const char* kUsage =
     "  explain FILE                                  for a job that does not fit: what fills the GPU and the\n"
     "                                                smallest changes that make it fit, with their time cost\n"
     "  plugins [NAME]                                list every plugin found: kind, name, version, library,\n"
-    "                                                and every framework profile; NAME: one plugin's options\n"
+    "                                                and every framework profile; NAME: one plugin's options,\n"
+    "                                                or a framework profile's defaults and dated blocks\n"
     "  presets [--allow-unsigned]                    the model presets ([model] preset), built-in\n"
     "                                                and from installed bundles\n"
     "  gpus [--allow-unsigned]                       the GPUs of the catalog ([hardware] gpu), built-in\n"
@@ -223,12 +224,17 @@ int run_command(const std::vector<std::string>& args) {
 
 int plugins_command(const std::vector<std::string>& args) {
   bool allow_unsigned = false;
-  std::string name;  // `memplan plugins NAME`: that plugin in detail
+  std::string name;  // `memplan plugins NAME`: that plugin or framework profile in detail
   for (const std::string& arg : args) {
     if (arg == "--help" || arg == "-h") {
       std::cout << "usage: memplan plugins [NAME] [--allow-unsigned]\n\nLists every plugin found; exit status 1 if a "
                    "library or bundle was rejected. With NAME, that plugin in detail: kind, version, library,\n"
-                   "summary and each option with its type, default and help.\n";
+                   "summary and each option with its type, default and help. NAME may also be a framework\n"
+                   "profile's name or alias: then its version, file, summary, source, aliases, what it is the\n"
+                   "default for, its defaults per plugin table, its readings and runtime components, and each\n"
+                   "dated [[since]] block in file order (version, released day, note, GPU conditions, the\n"
+                   "defaults it changes). A name that is both shows both, the plugin first; exit status 1 when\n"
+                   "it is neither.\n";
       return 0;
     }
     if (arg == "--allow-unsigned") {
@@ -236,8 +242,8 @@ int plugins_command(const std::vector<std::string>& args) {
       continue;
     }
     if (arg.starts_with("-") || !name.empty()) {
-      print_line(std::cerr, "memplan: error: `memplan plugins` takes one plugin name and --allow-unsigned, got '" +
-                                arg + "'");
+      print_line(std::cerr, "memplan: error: `memplan plugins` takes one plugin or framework profile name and "
+                            "--allow-unsigned, got '" + arg + "'");
       return 2;
     }
     name = arg;

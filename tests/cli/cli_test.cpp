@@ -180,9 +180,93 @@ TEST(Cli, PresetsGpusAndOnePluginsOptions) {
     EXPECT_NE(zero.out.find(text), std::string::npos) << text;
   CommandResult missing = run_cli("plugins zer0");
   EXPECT_EQ(missing.exit_code, 1);
-  EXPECT_TRUE(missing.err.starts_with("memplan: error: no plugin named 'zer0' was found; `memplan plugins` lists them "
-                                      "all ("))
+  EXPECT_TRUE(missing.err.starts_with("memplan: error: no plugin or framework profile named 'zer0' was found; "
+                                      "`memplan plugins` lists them all (plugins: "))
       << missing.err;
+  // Framework profiles can be shown by name too, so the error names them as well.
+  EXPECT_NE(missing.err.find("; framework profiles: "), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("torchtune"), std::string::npos) << missing.err;
+}
+
+// What a profile file writes after `key = ` on the first line that starts with
+// it below the line `table` (a table header): read from the file the CLI
+// reads, so that the tests below check the output against the data and not
+// against the loader that produced it.
+std::string profile_value(const std::string& profile, const std::string& table, const std::string& key) {
+  std::ifstream file(data_dir() + "/frameworks/" + profile + ".toml");
+  std::string line;
+  bool in_table = false;
+  while (std::getline(file, line)) {
+    if (line == table) in_table = true;
+    else if (in_table && line.starts_with(key + " = ")) return line.substr(key.size() + 3);
+  }
+  return "";
+}
+
+std::string unquoted(const std::string& text) {
+  return text.size() >= 2 && text.front() == '"' && text.back() == '"' ? text.substr(1, text.size() - 2) : text;
+}
+
+// Three users had to read share/memplan/frameworks/*.toml to learn a profile's
+// defaults: `memplan plugins NAME` shows a profile as it shows a plugin. The
+// figures are torchtune.toml's: version "0.4", [defaults.quantized]
+// quantize_working_bytes = 68, and the [[since]] block of 0.2 (released
+// 2024-07-16) that sets it to 6.
+TEST(Cli, PluginsNameShowsAFrameworkProfile) {
+  const std::string version = unquoted(profile_value("torchtune", "[framework]", "version"));
+  const std::string base_bytes = profile_value("torchtune", "[defaults.quantized]", "quantize_working_bytes");
+  const std::string since_version = unquoted(profile_value("torchtune", "[[since]]", "version"));
+  const std::string released = profile_value("torchtune", "[[since]]", "released");
+  const std::string note = unquoted(profile_value("torchtune", "[[since]]", "note"));
+  const std::string since_bytes = profile_value("torchtune", "[since.defaults.quantized]", "quantize_working_bytes");
+  for (const std::string& figure : {version, base_bytes, since_version, released, note, since_bytes})
+    ASSERT_FALSE(figure.empty()) << "torchtune.toml no longer has a figure this test reads";
+  ASSERT_NE(base_bytes, since_bytes) << "the test tells the base default from the dated one by its value";
+  CommandResult profile = run_cli("plugins torchtune");
+  ASSERT_EQ(profile.exit_code, 0) << profile.err;
+  EXPECT_TRUE(profile.out.starts_with("framework torchtune " + version + "\nfile: ")) << profile.out;
+  EXPECT_NE(profile.out.find("/frameworks/torchtune.toml\nfrom: built-in\nsummary: "), std::string::npos);
+  EXPECT_NE(profile.out.find("\naliases: none\ndefault for: none\n"), std::string::npos) << profile.out;
+  // The base default under its table, before the dated blocks; the dated block's own value indented below it.
+  const size_t base = profile.out.find("\n  [defaults.quantized]\n");
+  const size_t since = profile.out.find("\nsince (");
+  ASSERT_NE(base, std::string::npos) << profile.out;
+  ASSERT_NE(since, std::string::npos) << profile.out;
+  const size_t base_value = profile.out.find("\n    quantize_working_bytes = " + base_bytes + "\n", base);
+  EXPECT_LT(base_value, since) << profile.out;
+  const size_t block = profile.out.find("\n  version " + since_version + ", released " + released + "\n    note: " +
+                                        note + "\n", since);
+  ASSERT_NE(block, std::string::npos) << profile.out;
+  EXPECT_NE(profile.out.find("\n    [since.defaults.quantized]\n", block), std::string::npos);
+  EXPECT_NE(profile.out.find("\n      quantize_working_bytes = " + since_bytes + "\n", block), std::string::npos);
+}
+
+// A profile answers to its aliases, in any case and with '_' for '-', as in
+// [framework] use; a name that is a plugin's and an alias shows both (the
+// aliases are hf-transformers.toml's, megatron-lm.toml's; vllm.toml says
+// default_for = "infer" and gives its 0.8 block a GPU condition).
+TEST(Cli, PluginsNameFindsAProfileByAlias) {
+  CommandResult by_name = run_cli("plugins hf-transformers");
+  ASSERT_EQ(by_name.exit_code, 0) << by_name.err;
+  EXPECT_TRUE(by_name.out.starts_with("framework hf-transformers ")) << by_name.out;
+  const std::string aliases = profile_value("hf-transformers", "[framework]", "aliases");
+  ASSERT_TRUE(aliases.starts_with("[\"transformers\", ")) << aliases;
+  EXPECT_NE(by_name.out.find("\naliases: transformers, "), std::string::npos) << by_name.out;
+  EXPECT_EQ(run_cli("plugins transformers").out, by_name.out);
+  EXPECT_EQ(run_cli("plugins Hugging_Face").out, by_name.out);
+  CommandResult both = run_cli("plugins megatron");
+  ASSERT_EQ(both.exit_code, 0) << both.err;
+  EXPECT_TRUE(both.out.starts_with("activations megatron ")) << both.out;
+  EXPECT_NE(both.out.find("\n\nframework megatron-lm "), std::string::npos) << both.out;
+  CommandResult serving = run_cli("plugins vllm");
+  ASSERT_EQ(serving.exit_code, 0) << serving.err;
+  EXPECT_NE(serving.out.find("\ndefault for: scenarios of mode \"infer\" without a [framework] table\n"),
+            std::string::npos)
+      << serving.out;
+  const std::string gpus = profile_value("vllm", "[[since]]", "gpu_name_contains");
+  ASSERT_FALSE(gpus.empty());
+  EXPECT_NE(serving.out.find("\n    only on GPUs where: gpu_name_contains = " + gpus + "\n"), std::string::npos)
+      << serving.out;
 }
 
 // The header gives the sizes the estimate used; a scenario without [batch]
