@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -162,7 +163,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Family{"qwen3-0.6b", 596'049'920.0}, Family{"qwen3-8b", 8'190'735'360.0},
                       Family{"qwen3-32b", 32'762'123'264.0}, Family{"qwen3-235b-a22b", 235'093'634'560.0},
                       Family{"phi-3.5-mini", 3'821'079'552.0},
-                      Family{"llama-4-scout-17b-16e", 107'769'861'120.0}),
+                      Family{"llama-4-scout-17b-16e", 107'769'861'120.0},
+                      // OPT (hand counts in the preset files; HfConfig.OptThreeFiftyM derives 350m's).
+                      Family{"opt-125m", 125'239'296.0}, Family{"opt-350m", 331'196'416.0},
+                      Family{"opt-1.3b", 1'315'758'080.0}, Family{"opt-6.7b", 6'658'473'984.0},
+                      Family{"opt-13b", 12'853'473'280.0}, Family{"opt-66b", 65'719'701'504.0}),
     [](const ::testing::TestParamInfo<Family>& info) {
       std::string name = info.param.preset;
       for (char& c : name)
@@ -1013,16 +1018,139 @@ TEST(HfConfig, LlamaBiases) {
 }
 
 TEST(HfConfig, UnsupportedModelType) {
-  const std::string path = fixtures() + "/opt-13b/config.json";
-  EXPECT_EQ(error_of(replaced(std::string(kInfer), "MODEL", "hf_config = \"opt-13b/config.json\""),
-                     fixtures() + "/s.toml"),
-            path +
-                ": error: Hugging Face config: model_type \"opt\" is not supported; memplan reads \"bert\", "
+  // The OPT-13B fixture relabelled as BLOOM, a family memplan does not read.
+  const ConfigFile config(replaced(fixture_text("opt-13b"), "\"model_type\": \"opt\"", "\"model_type\": \"bloom\""));
+  EXPECT_EQ(config.error(),
+            config.path() +
+                ": error: Hugging Face config: model_type \"bloom\" is not supported; memplan reads \"bert\", "
                 "\"deepseek_v2\", \"deepseek_v3\", \"gemma\", \"gemma2\", \"gemma3\", \"gemma3_text\", \"gpt2\", "
-                "\"gpt_oss\", \"llama\", \"llama4\", \"llama4_text\", \"mistral\", \"mixtral\", \"olmo2\", \"olmo3\", \"phi3\", "
-                "\"qwen2\", \"qwen2_moe\", "
+                "\"gpt_oss\", \"llama\", \"llama4\", \"llama4_text\", \"mistral\", \"mixtral\", \"olmo2\", \"olmo3\", "
+                "\"opt\", \"phi3\", \"qwen2\", \"qwen2_moe\", "
                 "\"qwen3\" and \"qwen3_moe\" configs. For another model, remove 'hf_config' "
                 "and describe the architecture with [model] keys (layers, hidden, heads, ...)");
+}
+
+// facebook/opt-350m (fixture opt-350m): h = 1024, f = 4096 (ffn_dim), 24
+// layers, 16 heads, V = 50272, word_embed_proj_dim e = 512,
+// max_position_embeddings 2048, do_layer_norm_before false. Summing the
+// shapes of transformers' OPTForCausalLM (modeling_opt.py):
+//   per layer: q_proj, k_proj, v_proj, out_proj 4 x (h x h + h) = 4,198,400;
+//   fc1 h x f + f = 4,198,400; fc2 f x h + h = 4,195,328; self_attn_layer_norm
+//   and final_layer_norm 2 x 2h = 4,096: 12,596,224; x 24 = 302,309,376
+//   embed_tokens V x e = 50272 x 512 = 25,739,264
+//   embed_positions (2048 + 2) x h = 2,099,200 (OPTLearnedPositionalEmbedding's offset 2)
+//   project_in e x h = 524,288 and project_out h x e = 524,288 (no bias)
+//   no decoder final_layer_norm (do_layer_norm_before false); lm_head tied to embed_tokens
+//   total 302,309,376 + 25,739,264 + 2,099,200 + 1,048,576 = 331,196,416
+// (the model's 331,196,416 parameters; 662,392,832 bytes in fp16).
+TEST(HfConfig, OptThreeFiftyM) {
+  EXPECT_EQ(fixture_total("opt-350m"), 331'196'416.0);
+  EXPECT_EQ(24 * 12'596'224.0 + 50272.0 * 512 + 2050.0 * 1024 + 2 * 512.0 * 1024, 331'196'416.0);
+  const ModelSpec opt = fixture_model("opt-350m");
+  EXPECT_EQ(opt.hidden, 1024);
+  EXPECT_EQ(opt.embedding_dim, 512);
+  EXPECT_EQ(opt.ffn_hidden, 4096);
+  EXPECT_EQ(opt.position_embeddings, 2050);
+  EXPECT_EQ(opt.max_context, 2048);
+  EXPECT_FALSE(opt.final_norm);  // post-LN
+  EXPECT_TRUE(opt.tied_embeddings);
+  EXPECT_TRUE(opt.qkv_bias && opt.output_bias && opt.mlp_bias);
+  EXPECT_EQ(opt.mlp, MlpKind::gelu);  // fc1, fc2 (ReLU: the same weights)
+  EXPECT_EQ(opt.norm, NormKind::layernorm);
+  std::map<std::string, std::pair<double, int32_t>> items;  // elements x count, class
+  for (const PlanItem& item : parameter_inventory(opt))
+    items[std::string(item.name_view())] = {item.elements * item.count, item.param_class};
+  EXPECT_EQ(items.at("embed_tokens"), std::make_pair(50272.0 * 512, int32_t{MEMPLAN_CLASS_EMBEDDING}));
+  EXPECT_EQ(items.at("project_in"), std::make_pair(512.0 * 1024, int32_t{MEMPLAN_CLASS_OTHER}));
+  EXPECT_EQ(items.at("project_out"), std::make_pair(1024.0 * 512, int32_t{MEMPLAN_CLASS_OTHER}));
+  EXPECT_EQ(items.count("final_norm"), 0u);
+  EXPECT_EQ(items.count("lm_head"), 0u);
+  // The other sizes: word_embed_proj_dim equals hidden_size, no projections, pre-LN with a final LayerNorm.
+  const ModelSpec opt13 = fixture_model("opt-13b");
+  EXPECT_EQ(opt13.embedding_dim, 0);
+  EXPECT_TRUE(opt13.final_norm);
+  EXPECT_EQ(opt13.position_embeddings, 2050);
+}
+
+// What OPTConfig's switches change, on the OPT-350m fixture.
+TEST(HfConfig, OptSwitches) {
+  const std::string opt = fixture_text("opt-350m");
+  const double total = 331'196'416.0;
+  // An untied head reads the projected state: lm_head of e x V.
+  EXPECT_EQ(ConfigFile(replaced(opt, "\"use_cache\"", "\"tie_word_embeddings\": false, \"use_cache\""))
+                .evaluation().breakdown().params_total,
+            total + 512.0 * 50272);
+  // enable_bias false: no biases on q, k, v, out_proj (4h), fc1 (f) and fc2 (h) in 24 layers.
+  EXPECT_EQ(ConfigFile(replaced(opt, "\"use_cache\"", "\"enable_bias\": false, \"use_cache\""))
+                .evaluation().breakdown().params_total,
+            total - 24 * (4 * 1024.0 + 4096 + 1024));
+  // Pre-LN: the decoder's final LayerNorm (2h) appears, unless _remove_final_layer_norm.
+  const std::string pre_ln = replaced(opt, "\"do_layer_norm_before\": false", "\"do_layer_norm_before\": true");
+  EXPECT_EQ(ConfigFile(pre_ln).evaluation().breakdown().params_total, total + 2 * 1024.0);
+  EXPECT_EQ(ConfigFile(replaced(pre_ln, "\"use_cache\"", "\"_remove_final_layer_norm\": true, \"use_cache\""))
+                .evaluation().breakdown().params_total,
+            total);
+  // word_embed_proj_dim absent: OPTConfig's default, hidden_size (no projections; the embedding h wide).
+  const double unprojected = total - 2 * 512.0 * 1024 + 50272.0 * (1024 - 512);
+  EXPECT_EQ(ConfigFile(replaced(opt, ",\n  \"word_embed_proj_dim\": 512", "")).evaluation().breakdown().params_total,
+            unprojected);
+  EXPECT_EQ(ConfigFile(replaced(opt, "\"word_embed_proj_dim\": 512", "\"word_embed_proj_dim\": 1024"))
+                .evaluation().breakdown().params_total,
+            unprojected);
+  // A [model] key overrides the config's width.
+  EXPECT_EQ(ConfigFile(opt).evaluation("\nembedding_dim = 256").breakdown().params_total,
+            total + 50272.0 * (256 - 512) + 2 * 1024.0 * (256 - 512));
+}
+
+TEST(HfConfig, OptErrors) {
+  const std::string opt = fixture_text("opt-350m");
+  auto with = [&](std::string_view value) {
+    return ConfigFile(replaced(opt, "\"word_embed_proj_dim\": 512", "\"word_embed_proj_dim\": " + std::string(value)));
+  };
+  for (const auto& [value, described] : {std::pair<std::string_view, std::string_view>{"0", "the integer 0"},
+                                         {"-512", "the integer -512"},
+                                         {"\"512\"", "the string \"512\""},
+                                         {"512.0", "the number 512.0"}}) {
+    const ConfigFile config = with(value);
+    EXPECT_EQ(config.error(), config.path() + ": error: Hugging Face config: \"word_embed_proj_dim\" must be a "
+                                              "positive integer, not " + std::string(described) +
+                                  "; correct it in the file");
+  }
+  {
+    const ConfigFile config = with("2048");
+    EXPECT_EQ(config.error(), config.path() +
+                                  ": error: Hugging Face config: \"word_embed_proj_dim\" 2048 is wider than "
+                                  "\"hidden_size\" 1024: memplan models a token embedding narrower than the hidden "
+                                  "state (OPT-350m: 512 with 1024); correct it in the file, or describe the model "
+                                  "with [model] keys instead of hf_config");
+  }
+  {
+    const ConfigFile config(replaced(opt, "\"ffn_dim\": 4096,", ""));
+    EXPECT_EQ(config.error(), config.path() +
+                                  ": error: Hugging Face config: \"ffn_dim\" is missing (the MLP's inner width; "
+                                  "model_type \"opt\" needs it); add it to the file");
+  }
+  {
+    const ConfigFile config(replaced(opt, "\"max_position_embeddings\": 2048,", ""));
+    EXPECT_EQ(config.error(), config.path() +
+                                  ": error: Hugging Face config: \"max_position_embeddings\" is missing (the learned "
+                                  "positions; model_type \"opt\" needs it); add it to the file");
+  }
+  {
+    const ConfigFile config(replaced(opt, "\"do_layer_norm_before\": false", "\"do_layer_norm_before\": 0"));
+    EXPECT_EQ(config.error(), config.path() +
+                                  ": error: Hugging Face config: \"do_layer_norm_before\" must be true or false, not "
+                                  "the integer 0; correct it in the file");
+  }
+  {
+    const ConfigFile config(
+        replaced(opt, "\"use_cache\"", "\"layer_norm_elementwise_affine\": false, \"use_cache\""));
+    EXPECT_EQ(config.error(), config.path() +
+                                  ": error: Hugging Face config: \"layer_norm_elementwise_affine\" is false: memplan "
+                                  "counts a LayerNorm's scale and shift (2 x hidden_size each) and cannot model "
+                                  "LayerNorms without weights; set it to true or describe the model with [model] "
+                                  "keys instead of hf_config");
+  }
 }
 
 TEST(HfConfig, MissingAndMistypedFields) {

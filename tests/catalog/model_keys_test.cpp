@@ -6,6 +6,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "memplan/core/model.hpp"
 #include "test_support.hpp"
@@ -183,6 +184,81 @@ TEST(ModelKeys, AttentionSinksRouterAndExpertBiases) {
             "expert's projections'); add [model.moe] or set it to false");
 }
 
+// embedding_dim: a token embedding narrower than the hidden state (OPT-350m),
+// projected in and out of the layers. A decoder of h = 128, f = 512, 2
+// layers, V = 1000, e = 32, GELU MLP and LayerNorm without biases: per layer
+// 4 x 128^2 + 2 x 128 x 512 + 2 x 256 = 197,120; x 2 = 394,240; embedding
+// 1000 x 32 = 32,000; project_in and project_out 2 x 32 x 128 = 8,192; final
+// norm 256: 434,688 tied; an untied head adds 32 x 1000.
+TEST(ModelKeys, EmbeddingDim) {
+  const std::string model =
+      "name = \"m\"\nmode = \"infer\"\n[model]\nlayers = 2\nhidden = 128\nheads = 4\nffn_hidden = 512\n"
+      "vocab = 1000\nmlp = \"gelu\"\nnorm = \"layernorm\"\ntied_embeddings = true\nembedding_dim = 32\n"
+      "[precision]\nuse = \"bf16\"\n[activations]\nuse = \"none\"\n";
+  EXPECT_EQ(evaluate(model).breakdown().params_total, 434'688.0);
+  EXPECT_EQ(evaluate(replaced(model, "tied_embeddings = true", "tied_embeddings = false")).breakdown().params_total,
+            434'688.0 + 32 * 1000.0);
+  // As wide as hidden, or 0: no projections, the embedding h wide.
+  const double unprojected = 434'688.0 - 8'192 + 1000.0 * (128 - 32);
+  EXPECT_EQ(evaluate(replaced(model, "embedding_dim = 32", "embedding_dim = 128")).breakdown().params_total,
+            unprojected);
+  EXPECT_EQ(evaluate(replaced(model, "embedding_dim = 32", "embedding_dim = 0")).breakdown().params_total,
+            unprojected);
+  // The inventory: the projections are layer -1 weights of class other, in module order (project_in after the
+  // embeddings, project_out after the final norm).
+  ModelSpec spec = catalog().find_model("opt-350m")->spec;
+  std::vector<std::string> names;
+  for (const PlanItem& item : parameter_inventory(spec)) {
+    names.emplace_back(item.name_view());
+    if (item.name_view().starts_with("project_")) {
+      EXPECT_EQ(item.param_class, MEMPLAN_CLASS_OTHER);
+      EXPECT_EQ(item.layer, -1);
+      EXPECT_EQ(item.elements, 512.0 * 1024);
+    }
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"embed_tokens", "embed_positions", "project_in", "attn.q", "attn.k",
+                                             "attn.v", "attn.o", "mlp", "norms", "project_out"}));
+  spec.tied_embeddings = false;
+  spec.final_norm = true;
+  names.clear();
+  for (const PlanItem& item : parameter_inventory(spec)) names.emplace_back(item.name_view());
+  EXPECT_EQ(names, (std::vector<std::string>{"embed_tokens", "embed_positions", "project_in", "attn.q", "attn.k",
+                                             "attn.v", "attn.o", "mlp", "norms", "final_norm", "project_out",
+                                             "lm_head"}));
+  EXPECT_EQ(count_parameters(parameter_inventory(spec)), 331'196'416.0 + 2048 + 512.0 * 50272);
+}
+
+TEST(ModelKeys, EmbeddingDimErrors) {
+  const std::string model =
+      "name = \"m\"\nmode = \"infer\"\n[model]\npreset = \"opt-350m\"\nKEY\n[precision]\nuse = \"bf16\"\n"
+      "[activations]\nuse = \"none\"\n";
+  auto error = [&](const std::string& key) { return error_of(replaced(model, "KEY", key), "s.toml"); };
+  EXPECT_EQ(error("embedding_dim = -1"),
+            "s.toml:5:17: error: in [model], 'embedding_dim' must be zero (the token embedding as wide as hidden) or "
+            "positive");
+  EXPECT_EQ(error("embedding_dim = 512.0"),
+            "s.toml:5:17: error: in [model], 'embedding_dim' must be an integer, not a float");
+  EXPECT_EQ(error("embedding_dim = 2048"),
+            "s.toml:5:17: error: [model]: embedding_dim 2048 is wider than hidden 1024; it gives a token embedding "
+            "narrower than the hidden state (OPT-350m: 512 with hidden 1024): lower it, or set it to 0 (as wide as "
+            "hidden)");
+  EXPECT_EQ(error("embedding_dim = 20000000"),
+            "s.toml:5:17: error: [model]: 'embedding_dim' = 20000000 is implausibly large (the limit is 10000000); "
+            "check the number");
+  EXPECT_EQ(error("output_head = \"mlm\""),
+            "s.toml:3:1: error: [model]: embedding_dim 512 needs output_head = \"lm\" (the language-model head reads "
+            "the projected hidden state back at the embedding's width); set embedding_dim to 0 for an encoder or a "
+            "masked-LM head");
+  EXPECT_EQ(error("mtp_layers = 1"),
+            "s.toml:3:1: error: [model]: embedding_dim 512 with mtp_layers is not modelled (a multi-token-prediction "
+            "module projects the hidden-wide embedding); set one of them to 0");
+  EXPECT_EQ(error_of("name = \"m\"\nmode = \"infer\"\n[model]\nparams = 3e8\nembedding_dim = 512\n[precision]\n"
+                     "use = \"bf16\"\n[activations]\nuse = \"none\"\n",
+                     "s.toml"),
+            "s.toml:3:1: error: [model] gives both 'params' and architecture keys; give one or the other (a preset or "
+            "an hf_config counts as architecture)");
+}
+
 TEST(ModelKeys, Errors) {
   EXPECT_EQ(error_of(with("output_head = \"cls\""), "s.toml"),
             "s.toml:4:15: error: in [model], 'output_head' must be \"lm\", \"mlm\" or \"none\", not \"cls\"");
@@ -195,7 +271,8 @@ TEST(ModelKeys, Errors) {
             "cap up to 1e6");
   EXPECT_EQ(error_of(with("final_nrom = false"), "s.toml"),
             "s.toml:4:1: error: unknown key 'final_nrom' in [model]. Did you mean 'final_norm'? Accepted keys: "
-            "params, layers, hidden, heads, kv_heads, head_dim, ffn_hidden, vocab, mlp, norm, tied_embeddings, "
+            "params, layers, hidden, heads, kv_heads, head_dim, ffn_hidden, vocab, embedding_dim, mlp, norm, "
+            "tied_embeddings, "
             "qkv_bias, output_bias, mlp_bias, position_embeddings, type_vocab, embedding_norm, final_norm, pooler, "
             "output_head, moe, sliding_window, global_attention_every, max_context, qk_norm, layer_norms, "
             "shared_expert_ffn_hidden, shared_expert_gate, dense_layers, attention_sinks, router_bias, expert_bias, "

@@ -68,6 +68,15 @@ constexpr Exact kExact[] = {
     {"qwen3-235b-a22b", 235'093'634'560.0, 40960},
     {"phi-3.5-mini", 3'821'079'552.0, 131072},
     {"llama-4-scout-17b-16e", 107'769'861'120.0, 262144},
+    // OPT (Zhang et al. 2022, Table 1, rounds: 125M ... 66B): the hand counts in the preset files, equal to
+    // hf_config's (hf_config_test.cpp; OptThreeFiftyM derives 350m's, with its narrower embedding).
+    {"opt-125m", 125'239'296.0, 2048},
+    {"opt-350m", 331'196'416.0, 2048},
+    {"opt-1.3b", 1'315'758'080.0, 2048},
+    {"opt-2.7b", 2'651'596'800.0, 2048},
+    {"opt-6.7b", 6'658'473'984.0, 2048},
+    {"opt-30b", 29'974'540'288.0, 2048},
+    {"opt-66b", 65'719'701'504.0, 2048},
 };
 
 struct Rounded {

@@ -19,10 +19,10 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::string_view, 21> kModelTypes = {
+constexpr std::array<std::string_view, 22> kModelTypes = {
     "bert",   "deepseek_v2", "deepseek_v3", "gemma",     "gemma2",    "gemma3", "gemma3_text",
     "gpt2",   "gpt_oss",     "llama",       "llama4",    "llama4_text", "mistral", "mixtral",
-    "olmo2",  "olmo3",       "phi3",        "qwen2",     "qwen2_moe", "qwen3",  "qwen3_moe"};
+    "olmo2",  "olmo3",       "opt",         "phi3",      "qwen2",     "qwen2_moe", "qwen3",  "qwen3_moe"};
 
 // "the string \"4096\"", "null", ... for messages.
 std::string describe(const json& value) {
@@ -507,6 +507,51 @@ void read_gpt2(const ConfigReader& config, ModelSpec& spec) {
   spec.tied_embeddings = config.boolean("tie_word_embeddings").value_or(true);
 }
 
+// OPT (transformers' OPTForCausalLM, models/opt/modeling_opt.py): LayerNorm
+// decoder, two-projection MLP (fc1, fc2; ReLU, the same weights as GELU's),
+// biases on q, k, v, out_proj, fc1 and fc2 unless enable_bias is false, a
+// learned position table of max_position_embeddings + 2 rows
+// (OPTLearnedPositionalEmbedding offsets positions by 2), LM head tied to the
+// token embedding. The token embedding is word_embed_proj_dim wide; where that
+// differs from hidden_size, OPTDecoder adds project_in and project_out
+// (linear, no bias), which memplan's embedding_dim models when narrower.
+// do_layer_norm_before false (OPT-350m) is post-LN: each layer's two
+// LayerNorms follow attention and the MLP instead of preceding them, the same
+// weights, and there is no final LayerNorm; so is _remove_final_layer_norm.
+void read_opt(const ConfigReader& config, ModelSpec& spec) {
+  spec.layers = config.required("num_hidden_layers", "the number of layers");
+  spec.hidden = config.required("hidden_size", "the hidden size");
+  spec.heads = config.required("num_attention_heads", "the number of attention heads");
+  spec.ffn_hidden = config.required("ffn_dim", "the MLP's inner width");
+  spec.vocab = config.required("vocab_size", "the vocabulary size");
+  const int64_t positions = config.required("max_position_embeddings", "the learned positions");
+  // OPTLearnedPositionalEmbedding: num_embeddings + offset 2 (an implausible value is left for validate_model
+  // to report, not overflowed).
+  spec.position_embeddings = positions <= 1'000'000'000'000 ? positions + 2 : positions;
+  spec.max_context = positions;
+  // word_embed_proj_dim: OPTConfig's default is hidden_size (OPTConfig.__init__: word_embed_proj_dim if not
+  // None else hidden_size).
+  const int64_t embedding = config.positive("word_embed_proj_dim").value_or(spec.hidden);
+  if (embedding > spec.hidden)
+    config.fail("\"word_embed_proj_dim\" " + std::to_string(embedding) + " is wider than \"hidden_size\" " +
+                std::to_string(spec.hidden) +
+                ": memplan models a token embedding narrower than the hidden state (OPT-350m: 512 with 1024); "
+                "correct it in the file, or describe the model with [model] keys instead of hf_config");
+  spec.embedding_dim = embedding == spec.hidden ? 0 : embedding;
+  config.string("activation_function");
+  spec.mlp = MlpKind::gelu;  // fc1 and fc2 whatever the activation (OPT: "relu")
+  spec.norm = NormKind::layernorm;
+  const bool bias = config.boolean("enable_bias").value_or(true);
+  spec.qkv_bias = spec.output_bias = spec.mlp_bias = bias;
+  if (!config.boolean("layer_norm_elementwise_affine").value_or(true))
+    config.fail("\"layer_norm_elementwise_affine\" is false: memplan counts a LayerNorm's scale and shift (2 x "
+                "hidden_size each) and cannot model LayerNorms without weights; set it to true or describe the "
+                "model with [model] keys instead of hf_config");
+  const bool pre_norm = config.boolean("do_layer_norm_before").value_or(true);
+  spec.final_norm = pre_norm && !config.boolean("_remove_final_layer_norm").value_or(false);
+  spec.tied_embeddings = config.boolean("tie_word_embeddings").value_or(true);
+}
+
 // BERT (transformers' BertModel): post-norm LayerNorm encoder, GELU MLP,
 // biases everywhere, learned positions and token types, a LayerNorm on the
 // embeddings, a pooler, no output head (set [model] output_head = "mlm" and
@@ -829,6 +874,8 @@ ModelSpec read_hf_config(std::string_view json_text, const std::string& path) {
     read_gpt_oss(config, spec);
   else if (*type == "bert")
     read_bert(config, spec);
+  else if (*type == "opt")
+    read_opt(config, spec);
   else
     config.fail("model_type \"" + *type + "\" is not supported; memplan reads " + join_alternatives(names, " and ") +
                 " configs. For another model, remove 'hf_config' and describe the architecture with [model] keys "

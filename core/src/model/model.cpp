@@ -101,7 +101,9 @@ std::vector<PlanItem> parameter_inventory(const ModelSpec& spec) {
   // A LayerNorm has a scale and a shift per channel; an RMSNorm only a scale.
   const double norm = spec.norm == NormKind::layernorm ? 2 * h : h;
 
-  items.push_back(weight("embed_tokens", MEMPLAN_CLASS_EMBEDDING, -1, 1, vocab * h));
+  // The token embedding is embedding_dim wide (hidden unless narrower: OPT-350m's word_embed_proj_dim).
+  const double embedding = static_cast<double>(spec.effective_embedding_dim());
+  items.push_back(weight("embed_tokens", MEMPLAN_CLASS_EMBEDDING, -1, 1, vocab * embedding));
   if (spec.position_embeddings > 0)
     items.push_back(weight("embed_positions", MEMPLAN_CLASS_POSITION_EMBEDDING, -1, 1,
                            static_cast<double>(spec.position_embeddings) * h));
@@ -111,6 +113,14 @@ std::vector<PlanItem> parameter_inventory(const ModelSpec& spec) {
     items.push_back(weight("embed_token_types", MEMPLAN_CLASS_POSITION_EMBEDDING, -1, 1,
                            static_cast<double>(spec.type_vocab) * h));
   if (spec.embedding_norm) items.push_back(weight("embed_norm", MEMPLAN_CLASS_NORM, -1, 1, norm));
+  // A narrower embedding enters the layers through project_in (embedding_dim x hidden, no bias;
+  // transformers' OPTDecoder.project_in, added to the learned positions after it) and leaves them through
+  // project_out (hidden x embedding_dim, no bias; after the final norm, before the LM head). Class other: a
+  // plain linear layer that tensor parallelism does not split (replicated, as serving engines hold OPT's),
+  // that no `quantize` or `train` part names, and that pipeline parallelism keeps on every stage (no class
+  // says "first" or "last stage" for a linear layer; at most hidden^2 elements each).
+  if (spec.projects_embedding())
+    items.push_back(weight("project_in", MEMPLAN_CLASS_OTHER, -1, 1, embedding * h));
 
   if (spec.latent_attention()) {
     latent_attention_items(spec, items);
@@ -183,11 +193,14 @@ std::vector<PlanItem> parameter_inventory(const ModelSpec& spec) {
     items.push_back(weight("mtp.norms", MEMPLAN_CLASS_NORM, first, modules, 3 * norm));
   }
   if (spec.final_norm) items.push_back(weight("final_norm", MEMPLAN_CLASS_FINAL_NORM, -1, 1, norm));
+  if (spec.projects_embedding())
+    items.push_back(weight("project_out", MEMPLAN_CLASS_OTHER, -1, 1, h * embedding));
   // BERT's pooler: dense h x h with a bias, applied to the first token.
   if (spec.pooler) items.push_back(weight("pooler", MEMPLAN_CLASS_OTHER, -1, 1, h * h + h));
   switch (spec.output_head) {
     case OutputHead::lm:
-      if (!spec.tied_embeddings) items.push_back(weight("lm_head", MEMPLAN_CLASS_LM_HEAD, -1, 1, h * vocab));
+      // The head reads the projected hidden state: embedding_dim wide (hidden without a projection).
+      if (!spec.tied_embeddings) items.push_back(weight("lm_head", MEMPLAN_CLASS_LM_HEAD, -1, 1, embedding * vocab));
       break;
     case OutputHead::mlm:
       // BERT's masked-LM head (transformers' BertLMPredictionHead): a dense

@@ -53,6 +53,7 @@ void read_model_keys(const TomlReader& reader, const toml::table& table, ModelSp
       field = *v;
     }
   };
+  non_negative("embedding_dim", "the token embedding as wide as hidden", spec.embedding_dim);
   non_negative("dense_layers", "every layer routes to experts", spec.dense_layers);
   non_negative("mtp_layers", "no multi-token-prediction module", spec.mtp_layers);
   non_negative("q_lora_rank", "queries projected from the hidden state directly", spec.q_lora_rank);
@@ -113,6 +114,26 @@ void validate_latent_attention(const ModelSpec& spec, const std::string& section
                                               "'output_bias' or 'qk_norm'");
 }
 
+// A token embedding narrower than the hidden state (OPT-350m): projected in
+// and out of the layers, read back by a language-model head.
+template <typename AtKey>
+void validate_embedding_dim(const ModelSpec& spec, const std::string& section, const AtKey& at_key) {
+  if (!spec.projects_embedding()) return;
+  const std::string value = "embedding_dim " + std::to_string(spec.embedding_dim);
+  if (spec.embedding_dim > spec.hidden)
+    fail_at(at_key("embedding_dim"), section + ": " + value + " is wider than hidden " + std::to_string(spec.hidden) +
+                                         "; it gives a token embedding narrower than the hidden state (OPT-350m: "
+                                         "512 with hidden 1024): lower it, or set it to 0 (as wide as hidden)");
+  if (spec.output_head != OutputHead::lm)
+    fail_at(at_key("embedding_dim"), section + ": " + value + " needs output_head = \"lm\" (the language-model head "
+                                         "reads the projected hidden state back at the embedding's width); set "
+                                         "embedding_dim to 0 for an encoder or a masked-LM head");
+  if (spec.mtp_layers > 0)
+    fail_at(at_key("embedding_dim"), section + ": " + value + " with mtp_layers is not modelled (a multi-token-"
+                                         "prediction module projects the hidden-wide embedding); set one of them "
+                                         "to 0");
+}
+
 }  // namespace
 
 void validate_model(const ModelSpec& spec, const TomlReader& where) {
@@ -121,7 +142,7 @@ void validate_model(const ModelSpec& spec, const TomlReader& where) {
   // Point at the scenario's own key when it has one (it may come from a preset).
   auto at_key = [&](std::string_view key) { return where.contains(key) ? where.value_location(key) : at; };
   if (!spec.has_architecture()) {
-    if (spec.layers || spec.hidden || spec.heads || spec.vocab)
+    if (spec.layers || spec.hidden || spec.heads || spec.vocab || spec.embedding_dim)
       fail_at(at, section + " gives both 'params' and architecture keys; give one or the other (a preset or an "
                             "hf_config counts as architecture)");
     return;
@@ -137,6 +158,7 @@ void validate_model(const ModelSpec& spec, const TomlReader& where) {
                              Bound{"heads", spec.heads, 1'000'000}, Bound{"kv_heads", spec.kv_heads, 1'000'000},
                              Bound{"head_dim", spec.head_dim, 1'000'000}, Bound{"ffn_hidden", spec.ffn_hidden, 100'000'000},
                              Bound{"vocab", spec.vocab, 100'000'000},
+                             Bound{"embedding_dim", spec.embedding_dim, 10'000'000},
                              Bound{"position_embeddings", spec.position_embeddings, 100'000'000},
                              Bound{"type_vocab", spec.type_vocab, 100'000'000}, Bound{"experts", spec.experts, 1'000'000},
                              Bound{"expert_ffn_hidden", spec.expert_ffn_hidden, 100'000'000},
@@ -200,6 +222,7 @@ void validate_model(const ModelSpec& spec, const TomlReader& where) {
       fail_at(at_key("dense_layers"), section + ": 'dense_layers' needs 'ffn_hidden' (the dense layers' MLP width)");
   }
   validate_latent_attention(spec, section, at_key);
+  validate_embedding_dim(spec, section, at_key);
   for (const auto& [key, set] : {std::pair{"router_bias", spec.router_bias}, std::pair{"expert_bias", spec.expert_bias}})
     if (set && spec.experts == 0)
       fail_at(at_key(key), section + ": '" + key + "' is a bias of a mixture of experts (the router's, or each "

@@ -10,8 +10,8 @@
 namespace memplan {
 
 // The architecture keys a [model] table and a preset file share.
-inline constexpr std::array<std::string_view, 40> kModelKeys = {
-    "params", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "vocab", "mlp", "norm",
+inline constexpr std::array<std::string_view, 41> kModelKeys = {
+    "params", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "vocab", "embedding_dim", "mlp", "norm",
     "tied_embeddings", "qkv_bias", "output_bias", "mlp_bias", "position_embeddings", "type_vocab",
     "embedding_norm", "final_norm", "pooler", "output_head", "moe", "sliding_window", "global_attention_every",
     "max_context", "qk_norm", "layer_norms", "shared_expert_ffn_hidden", "shared_expert_gate", "dense_layers",

@@ -53,6 +53,11 @@ struct ModelSpec {
   int64_t head_dim = 0;     // 0: hidden / heads
   int64_t ffn_hidden = 0;
   int64_t vocab = 0;
+  // The token embedding's width when it is narrower than the hidden size (OPT-350m's word_embed_proj_dim, 512
+  // with hidden 1024): the embedding (and a tied LM head) is vocab x embedding_dim, and two linear layers
+  // without bias, project_in (embedding_dim -> hidden) and project_out (hidden -> embedding_dim), carry the
+  // hidden state in and out of the layers (transformers' OPTDecoder). 0, or equal to hidden: no projections.
+  int64_t embedding_dim = 0;
   MlpKind mlp = MlpKind::swiglu;
   NormKind norm = NormKind::rmsnorm;
   bool tied_embeddings = false;
@@ -107,6 +112,10 @@ struct ModelSpec {
   bool has_architecture() const { return params_only <= 0; }
   // The output layer reuses the token embedding (no head: nothing to share).
   bool shares_embedding() const { return tied_embeddings && output_head != OutputHead::none; }
+  // The token embedding's width: embedding_dim when set, else hidden.
+  int64_t effective_embedding_dim() const { return embedding_dim > 0 ? embedding_dim : hidden; }
+  // The embedding is narrower than the hidden state: project_in and project_out exist.
+  bool projects_embedding() const { return embedding_dim > 0 && embedding_dim != hidden; }
   int64_t effective_kv_heads() const { return kv_heads > 0 ? kv_heads : heads; }
   int64_t effective_head_dim() const { return head_dim > 0 ? head_dim : (heads > 0 ? hidden / heads : 0); }
   bool latent_attention() const { return kv_lora_rank > 0; }
@@ -120,9 +129,11 @@ struct ModelSpec {
 // The C view plugins read through the host table.
 memplan_model to_abi_model(const ModelSpec& spec, double total_params);
 
-// Parameter groups: embeddings (tokens, positions, token types, their norm),
+// Parameter groups: embeddings (tokens, positions, token types, their norm,
+// the projection into the layers of an embedding narrower than hidden),
 // per-layer attention (GQA aware), MLP (gated or not) or MoE router and
-// experts, norms, final norm, pooler, output head (the LM head is absent when
+// experts, norms, final norm, the projection out of the layers (with a
+// narrower embedding), pooler, output head (the LM head is absent when
 // tied). Identical layers are one item with count = layers. All items are
 // weights, trainable, with bytes_per_element still 0 (precision sets it).
 std::vector<PlanItem> parameter_inventory(const ModelSpec& spec);
