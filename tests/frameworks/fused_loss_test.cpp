@@ -142,7 +142,11 @@ TEST(FusedLoss, ShortMicroBatchesAndTheTritonLoss) {
   };
   const Evaluation triton = at("2024.11.7", 1, 2048);
   EXPECT_EQ(logits(triton), 525'336'576u);
-  EXPECT_EQ(loss_forward(triton), 0u);
+  // The logits the model returns get accelerate's fp32 copy as the forward returns (convert_outputs_to_fp32 under
+  // the Trainer's mixed precision; the profile's returned_logits_fp32_copy, megatron 1.32.0): 4 x 2,048 x 128,256 =
+  // 1,050,673,152 B at the forward's end; none where the loop applies no such wrapper.
+  EXPECT_EQ(loss_forward(triton), 1'050'673'152u);
+  EXPECT_EQ(loss_forward(at("2024.11.7", 1, 2048, "returned_logits_fp32_copy = false\n")), 0u);
   // Its gradient is written over the kept logits: the loss's moment in backward holds them alone, 2 bytes a
   // logit less than "compiled", which writes a 16-bit gradient beside them.
   const auto backward = [](const Evaluation& e) {

@@ -38,7 +38,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 37> kOptions{{
+constexpr std::array<memplan_option_spec, 38> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true",
@@ -147,6 +147,11 @@ constexpr std::array<memplan_option_spec, 37> kOptions{{
      "output replaces it (`output = model(...); loss = output.loss; loss.backward()`): the returned logits are "
      "alive in every phase (none under a loss that returns no logits: cut, vocab-parallel); with "
      "packed_linear_keeps_input and no recomputation also the 4-bit layers' inputs (activations.held_packed_inputs)",
+     "false", nullptr},
+    {"returned_logits_fp32_copy", MEMPLAN_OPTION_BOOL,
+     "the loop's wrapper casts the model's returned 16-bit logits to fp32 as the forward returns (accelerate's "
+     "convert_outputs_to_fp32 under fp16/bf16 mixed precision, which the Hugging Face Trainer applies): 4 bytes a "
+     "returned logit at the forward's end beside what the loss keeps, and a held output holds that copy",
      "false", nullptr},
     {"output_held_until", MEMPLAN_OPTION_STRING,
      "with output_held: \"next-forward\" (the output stays bound until the next forward's output replaces it) "
@@ -395,6 +400,7 @@ class MegatronActivations {
     causal_mask_buffer_ = options.boolean("causal_mask_buffer").value_or(false);
     layer_causal_mask_ = options.boolean("layer_causal_mask").value_or(false);
     output_held_ = options.boolean("output_held").value_or(false);
+    returned_logits_fp32_copy_ = options.boolean("returned_logits_fp32_copy").value_or(false);
     const bool until_step_end =
         qualifier(options, "output_held_until", {"next-forward", "step-end"}, output_held_) == "step-end";
     held_ = !output_held_     ? memplan::plugins::HeldOutput::dropped
@@ -523,6 +529,7 @@ class MegatronActivations {
       if (settings.eager.packed_outputs_fp32) settings.residual_bytes = std::max(settings.residual_bytes, 4.0);
     }
     settings.linear_input_bytes = ctx.attr_double(a.linear_input_dtype, 0);
+    settings.returned_logits_fp32_copy = returned_logits_fp32_copy_;
 
     const uint32_t stage_layers = static_cast<uint32_t>(layout.stage_layers);
     const int64_t inflight = layout.inflight_microbatches;
@@ -1777,6 +1784,7 @@ class MegatronActivations {
   double loss_chunks_ = 8;
   memplan::plugins::FusedLossChunking fused_chunking_;  // cross_entropy = "chunked-fused" (read_fused_chunking)
   LayerImplementation layer_ = LayerImplementation::fused;
+  bool returned_logits_fp32_copy_ = false;  // returned_logits_fp32_copy (ActivationSettings)
   bool compiled_ = false;  // layer = "compiled" (ActivationSettings::compiled)
   bool repeat_kv_ = true;
   bool offload_ = false;

@@ -178,6 +178,12 @@ struct ActivationSettings {
   // dtype.linear_inputs: bytes per element of what the linear layers save of their inputs (Transformer Engine's
   // fp8: 1); 0: the input itself, at `bytes`. Read by fused layers.
   double linear_input_bytes = 0;
+  // The loop's wrapper casts the model's returned 16-bit logits to fp32 as the forward returns: accelerate's
+  // convert_outputs_to_fp32 under native AMP (Accelerator.prepare_model wraps model.forward in autocast and
+  // convert_outputs_to_fp32 for fp16 and bf16: accelerate v0.30.1 accelerator.py 1356-1365, utils/operations.py
+  // 768-815, convert_to_fp32's tensor.float(); the same at 1.13.0), which the Hugging Face Trainer applies: 4 bytes
+  // a returned logit at the forward's end, beside what the loss keeps, until the loop drops the output.
+  bool returned_logits_fp32_copy = false;
   // The model soft-caps its logits (Gemma 2's final_logit_softcapping: cap x tanh(logits / cap) before returning
   // them): tanh saves its output, p per logit, from the head's forward to its backward (output_activations).
   bool logit_softcap = false;
@@ -1041,11 +1047,23 @@ inline OutputActivations output_activations(const OutputShape& x, const Activati
     out.head_input = o.bytes * sb * x.hidden / replicated_divisor;
   }
   const double logit_elements = sb * x.vocab / t;
-  const LossBytes bytes = loss_bytes(loss, o.bytes, chunks);
-  const double held = output_held ? returned_logit_bytes(loss, o.bytes) : 0;
+  LossBytes bytes = loss_bytes(loss, o.bytes, chunks);
+  const double returned = returned_logit_bytes(loss, o.bytes);
+  double held = output_held ? returned : 0;
+  double held_overlap = std::min(held, bytes.saved_logits);
+  if (o.returned_logits_fp32_copy && returned > 0 && returned < 4) {
+    // At the return: the fp32 copy, beside the 16-bit logits unless the loss keeps them (counted as saved) and
+    // the loss's own saves; the loss paths whose forward high point already holds as much stay as they are.
+    bytes.forward_extra = std::max(bytes.forward_extra, (bytes.saved_logits >= returned ? 0 : returned) + 4);
+    // A loop that holds the output holds the copy, a tensor of its own.
+    if (output_held) {
+      held = 4;
+      held_overlap = 0;
+    }
+  }
   out.held_output = held * logit_elements;
   out.logits = bytes.saved_logits * logit_elements;
-  out.held_overlap = std::min(held, bytes.saved_logits) * logit_elements;
+  out.held_overlap = held_overlap * logit_elements;
   out.cross_entropy = bytes.saved_loss * logit_elements;
   out.loss_forward = bytes.forward_extra * logit_elements;
   out.loss_backward = bytes.backward_extra * logit_elements;
