@@ -29,7 +29,9 @@ std::string llama1b(const std::string& framework) {
 // The loss path by day: 4.46 (released 2024-10-24) upcasts in the loss and
 // copies the shifted logits, 10 bytes per logit at the forward high point;
 // the day before, 4.39's path keeps 8 (Profiles.VersionPicksTheLossPath has
-// both figures by version). 1,024 x 128,256 logits.
+// both figures by version); that day's version is 4.42 (2024-06-27), whose
+// block changes only generate's cache (inference previous_cache_held).
+// 1,024 x 128,256 logits.
 TEST(RunDates, TheDayPicksTheVersionReleasedByThen) {
   constexpr uint64_t kLogits = 1024ull * 128'256;
   const Evaluation on_release(llama1b("date = 2024-10-24\n"));
@@ -38,7 +40,7 @@ TEST(RunDates, TheDayPicksTheVersionReleasedByThen) {
   EXPECT_EQ(on_release.scenario().framework.date, "2024-10-24");
   const Evaluation day_before(llama1b("date = \"2024-10-23\"\n"));  // a string is read the same way
   EXPECT_EQ(day_before.item_bytes("activations.loss_forward", MEMPLAN_ROLE_ACTIVATIONS), 8 * kLogits);
-  EXPECT_EQ(day_before.scenario().framework.version, "4.39");
+  EXPECT_EQ(day_before.scenario().framework.version, "4.42");
 }
 
 // Before every dated version the profile's own defaults hold: in January 2022
@@ -74,7 +76,7 @@ TEST(RunDates, BeforeTheFirstVersionTheProfilesOwnDefaultsHold) {
 TEST(RunDates, ADayWrittenAsTheVersionIsTheRunsDay) {
   constexpr uint64_t kLogits = 1024ull * 128'256;
   const Evaluation day(llama1b("version = \"2024-10-23\"\n"));
-  EXPECT_EQ(day.scenario().framework.version, "4.39");
+  EXPECT_EQ(day.scenario().framework.version, "4.42");  // the newest released by then (4.39's loss path)
   EXPECT_EQ(day.scenario().framework.date, "2024-10-23");
   EXPECT_EQ(day.item_bytes("activations.loss_forward", MEMPLAN_ROLE_ACTIVATIONS), 8 * kLogits);
   ASSERT_EQ(day.scenario().warnings.size(), 1u);

@@ -11,4 +11,5 @@ memplan_add_test(test_inference
   inference/moe_workspace_test.cpp
   inference/rope_cache_test.cpp
   inference/model_held_test.cpp
-  inference/v0_engine_test.cpp)
+  inference/v0_engine_test.cpp
+  inference/generate_test.cpp)

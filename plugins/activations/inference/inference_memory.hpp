@@ -137,6 +137,7 @@ struct ForwardShape {
   double tensor = 1;         // t
   double bytes = 2;          // p, the activation dtype size
   bool flash_attention = true;
+  double score_bytes = 0;    // bytes a score holds at eager attention's high point (eager_score_bytes); 0: p
 };
 
 // The largest transient of one layer's forward pass over c tokens whose
@@ -148,7 +149,8 @@ struct ForwardShape {
 //                (latent attention, prefill's up-projected path, vllm/v1/attention/
 //                backends/mla/common.py: Q and K of heads/t x head_dim, V of
 //                heads/t x v_head_dim, and the replicated latents q_c, kv_c, k_pe)
-//                scores without FlashAttention   p (heads/t) c context
+//                scores without FlashAttention   e (heads/t) c context
+//                (e: what the softmax holds per score, eager_score_bytes; p by default)
 //     MLP:       p c f (3 if gated, else 2) / t   gate and up outputs and their product
 //                (x top_k for MoE: each token visits top_k experts; plus the
 //                shared expert's p c f_s (3 or 2) / t, whose output waits for
@@ -164,13 +166,46 @@ inline double layer_transient(const ForwardShape& x, double tokens, double conte
   const double v_head_dim = x.v_head_dim > 0 ? x.v_head_dim : x.head_dim;
   double attention =
       p * c * (x.heads * x.head_dim / x.tensor + x.kv_heads_rank * (x.head_dim + v_head_dim) + x.latent);
-  if (!x.flash_attention) attention += p * (x.heads / x.tensor) * c * context;
+  if (!x.flash_attention) attention += (x.score_bytes > 0 ? x.score_bytes : p) * (x.heads / x.tensor) * c * context;
   const double projections = x.gated ? 3 : 2;
   double mlp = p * c * x.ffn * projections / x.tensor;
   if (x.top_k > 0)
     mlp = (x.routed_in_workspace ? 0 : mlp * x.top_k) + p * c * x.shared_ffn * projections / x.tensor;
   mlp = std::max(mlp, p * c * x.dense_ffn * projections / x.tensor);
   return residual + std::max(attention, mlp);
+}
+
+// How eager attention's softmax treats the 16-bit scores (the inference
+// plugin's eager_softmax), and so the bytes per score element (b x heads/t x
+// c x context) at the attention's high point, p the activation dtype size:
+//   dtype          p          the score matrix in the activation dtype (the
+//                             first-order figure memplan used before 1.9.0)
+//   fp32           p + 4 + 4  softmax(x, dtype=torch.float32) on a bf16 input:
+//                             at::softmax converts the input to fp32 before
+//                             _softmax (pytorch aten/src/ATen/native/SoftMax.cpp,
+//                             softmax(input_, dim_, dtype): `input_.toType(dtype)`),
+//                             so the input, the fp32 copy and the fp32 output
+//                             coexist; AutoAWQ 0.1.6's fused attention alike
+//                             (`F.softmax(scores.float(), dim=-1)`); the cast back
+//                             (input p + output 4 + cast p) is below it
+//   half-to-float  p + 4 + p  the same call on an fp16 CUDA input takes
+//                             _softmax(input, dim, half_to_float=true): no copy;
+//                             the input and the fp32 output (p + 4), then the
+//                             `.to(dtype)` cast beside both (the input is still
+//                             bound to attn_weights until the statement ends)
+// With fp32 activations (p = 4) the conversion returns the input itself: 8.
+enum class EagerSoftmax { dtype, fp32, half_to_float };
+
+inline double eager_score_bytes(EagerSoftmax rule, double p) {
+  switch (rule) {
+    case EagerSoftmax::fp32:
+      return p < 4 ? p + 8 : 8;
+    case EagerSoftmax::half_to_float:
+      return p < 4 ? 2 * p + 4 : 8;
+    case EagerSoftmax::dtype:
+      break;
+  }
+  return p;
 }
 
 // vLLM's fused-MoE workspace (the unquantized experts' TritonExperts run through

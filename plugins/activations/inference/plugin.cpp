@@ -39,7 +39,7 @@ using memplan::sdk::Lifetime;
 using memplan::sdk::ParamClass;
 using memplan::sdk::Role;
 
-constexpr std::array<memplan_option_spec, 16> kOptions{{
+constexpr std::array<memplan_option_spec, 19> kOptions{{
     {"kv_dtype", MEMPLAN_OPTION_STRING, "dtype of the cached keys and values: fp32, fp16, bf16, fp8 or int8",
      "the activation dtype of [precision]", nullptr},
     {"block_size", MEMPLAN_OPTION_INT,
@@ -101,6 +101,25 @@ constexpr std::array<memplan_option_spec, 16> kOptions{{
      "position_embeds beside inputs_embeds) or \"all\" (those, or rotary cos and sin, 2 x tokens x head_dim: "
      "the model's rotary_emb, transformers 4.43 for Llama, 4.45 for the others)",
      "\"none\"; the hf-transformers profile sets \"learned\", and \"all\" from 4.46", nullptr},
+    {"eager_softmax", MEMPLAN_OPTION_STRING,
+     "with flash_attention = false, what the softmax of eager attention holds per score element at its high "
+     "point: \"dtype\" (the scores in the activation dtype, p bytes), \"fp32\" (softmax(x, dtype=float32) on a "
+     "bf16 input, or AutoAWQ's softmax(scores.float()): the input, an fp32 copy and the fp32 output, p + 8) or "
+     "\"half-to-float\" (the same call on an fp16 CUDA input: no copy, the input, the fp32 output and the cast "
+     "back, 2p + 4)",
+     "\"dtype\"; the hf-transformers profile sets \"fp32\"", nullptr},
+    {"new_tokens", MEMPLAN_OPTION_INT,
+     "a generate-style run: tokens generated per sequence after a prompt of seq_len - new_tokens tokens (Hugging "
+     "Face's max_new_tokens). The prefill's transients then run over the prompt's cache, and the last decode step "
+     "over a cache of seq_len - 1 tokens (the last token generated is never fed back); the larger moment is the "
+     "peak. 0: seq_len is the cache at the moment of every transient",
+     "0", nullptr},
+    {"previous_cache_held", MEMPLAN_OPTION_BOOL,
+     "with new_tokens >= 2: at a decode step the previous step's cache stays referenced while the layers build the "
+     "new one by concatenation (transformers' generate before PR #30536: model_kwargs keeps the old "
+     "past_key_values until the forward returns), so the last step holds the caches of seq_len - 2 and "
+     "seq_len - 1 tokens (item kv_cache.previous)",
+     "false; the hf-transformers profile sets true before 4.42", nullptr},
 }};
 
 // The KV cache dtypes a serving engine stores (vLLM's kv_cache_dtype: auto,
@@ -110,7 +129,7 @@ constexpr std::array<const char*, 5> kKvDtypes{"fp32", "fp16", "bf16", "fp8", "i
 class InferenceMemory {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "inference", "1.8.0", "KV cache (paged, GQA, latent attention, sliding window) and forward transients for serving",
+      "inference", "1.9.0", "KV cache (paged, GQA, latent attention, sliding window) and forward transients for serving",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
@@ -211,6 +230,23 @@ class InferenceMemory {
       options.fail("held_position_embeddings", "must be \"none\", \"learned\" or \"all\", not \"" + positions + "\"");
     held_learned_positions_ = positions != "none";
     held_rotary_tables_ = positions == "all";
+    const std::string softmax = options.string("eager_softmax").value_or("dtype");
+    if (softmax != "dtype" && softmax != "fp32" && softmax != "half-to-float")
+      options.fail("eager_softmax", "must be \"dtype\" (the scores in the activation dtype), \"fp32\" (an fp32 "
+                                    "copy and fp32 output beside the 16-bit scores) or \"half-to-float\" (fp16 "
+                                    "scores, fp32 output, no copy), not \"" + softmax + "\"");
+    eager_softmax_ = softmax == "fp32"            ? inf::EagerSoftmax::fp32
+                     : softmax == "half-to-float" ? inf::EagerSoftmax::half_to_float
+                                                  : inf::EagerSoftmax::dtype;
+    if (auto generated = options.integer("new_tokens")) {
+      const int64_t seq_len = options.workload().seq_len;
+      if (*generated < 0 || *generated >= seq_len)
+        options.fail("new_tokens", "must be 0 (seq_len is the cache throughout) or a count of generated tokens below "
+                                   "seq_len (" + std::to_string(seq_len) + ": the prompt is seq_len - new_tokens, at "
+                                   "least 1 token), got " + std::to_string(*generated));
+      new_tokens_ = *generated;
+    }
+    previous_cache_held_ = options.boolean("previous_cache_held").value_or(false);
   }
 
   void apply(memplan::sdk::Context& ctx) {
@@ -237,24 +273,75 @@ class InferenceMemory {
                              kv_bytes)
             : inf::KvShape{static_cast<double>(support::kv_heads_per_rank(model.kv_heads, t)),
                            static_cast<double>(model.head_dim), kv_bytes};
-    const int64_t global_tokens = inf::paged_tokens(seq_len, block_size_);
-    // A windowed layer evicts tokens older than the window only after a pass:
-    // while a pass of c tokens runs it holds the window's last W - 1 tokens
-    // and the c new ones (vLLM v1 vllm/v1/kv_cache_interface.py,
-    // SlidingWindowSpec: min(W - 1 + max_num_batched_tokens, max_model_len)),
-    // in the blocks those positions fall in (a window that does not start on
-    // a block boundary spans one block more; vLLM reserves that block).
-    // Per sequence, a pass is its whole prompt, or a chunk of it.
+    // The cache of one layer of each kind while a pass of `pass` tokens per
+    // sequence runs over a cache of `length` tokens. A windowed layer evicts
+    // tokens older than the window only after a pass: while a pass of c
+    // tokens runs it holds the window's last W - 1 tokens and the c new ones
+    // (vLLM v1 vllm/v1/kv_cache_interface.py, SlidingWindowSpec: min(W - 1 +
+    // max_num_batched_tokens, max_model_len)), in the blocks those positions
+    // fall in (a window that does not start on a block boundary spans one
+    // block more; vLLM reserves that block).
+    const auto cache_at = [&](int64_t length, int64_t pass) {
+      // min(length, W - 1 + pass), written so that no sum can overflow.
+      const int64_t held = window <= 0 ? 0 : pass >= length - (window - 1) ? length : window - 1 + pass;
+      const int64_t window_tokens = window > 0 ? inf::window_blocks(length, held, block_size_) * block_size_ : 0;
+      const double b = static_cast<double>(sequences);
+      return Cache{inf::kv_bytes_per_layer(kv, static_cast<double>(inf::paged_tokens(length, block_size_)), b),
+                   inf::kv_bytes_per_layer(kv, static_cast<double>(window_tokens), b)};
+    };
+    const auto stage_bytes = [&](const Cache& c) {
+      return c.global * static_cast<double>(mix.global_count) + c.window * static_cast<double>(mix.window_count);
+    };
+    // The keys a query attends to over a cache of `length` tokens.
+    const auto context_at = [&](int64_t length) { return mix.global_count > 0 ? length : std::min(length, window); };
+
+    // Per sequence, a pass is its whole prompt, or a chunk of it. Without
+    // new_tokens the prompt is seq_len: the cache every transient sees.
+    const int64_t prompt = seq_len - new_tokens_;
     const std::optional<int64_t> chunk_tokens = prefill_tokens(seq_len);
-    const int64_t pass = std::min(seq_len, chunk_tokens.value_or(seq_len));
-    // min(seq_len, W - 1 + pass), written so that no sum can overflow.
-    const int64_t held = window <= 0 ? 0 : pass >= seq_len - (window - 1) ? seq_len : window - 1 + pass;
-    const int64_t window_tokens = window > 0 ? inf::window_blocks(seq_len, held, block_size_) * block_size_ : 0;
+    const Cache prefill_cache = cache_at(prompt, std::min(prompt, chunk_tokens.value_or(prompt)));
+    const double chunk = static_cast<double>(chunk_tokens.value_or(sequences * prompt));
+    const Forward forward = forward_shape(model, t, activation_bytes, first < model.dense_layers, rank.experts,
+                                          rank.quantized_experts, rank.learned_positions);
+    const double b = static_cast<double>(sequences);
+    const double vocab = static_cast<double>(model.vocab);
+
+    Cache cache = prefill_cache;
+    Cache previous;
+    Pass pass;
+    if (new_tokens_ == 0) {
+      // seq_len is the cache at every moment: the larger of the two passes'
+      // transients over it.
+      pass = larger_pass(forward, chunk, b, static_cast<double>(context_at(seq_len)), rank.lm_head, vocab, t);
+    } else {
+      // A generate-style run (transformers' generate, new_tokens after a
+      // prompt): the prefill runs over the prompt's cache; decode step k feeds
+      // generated token k (1 <= k < new_tokens) and leaves prompt + k tokens
+      // cached, so the last step (there is one from new_tokens = 2) holds
+      // seq_len - 1 tokens, and, with previous_cache_held, the previous step's
+      // cache of seq_len - 2 beside it. The moments do not overlap: the items
+      // are those of the larger.
+      pass = prefill_pass(forward, chunk, b, static_cast<double>(context_at(prompt)), rank.lm_head, vocab, t);
+      if (new_tokens_ >= 2) {
+        const Cache last = cache_at(seq_len - 1, 1);
+        const Cache before = previous_cache_held_ ? cache_at(seq_len - 2, 1) : Cache{};
+        const Pass step = decode_pass(forward, b, static_cast<double>(context_at(seq_len - 1)), rank.lm_head, vocab, t);
+        if (stage_bytes(last) + stage_bytes(before) + step.total() > stage_bytes(prefill_cache) + pass.total()) {
+          cache = last;
+          previous = before;
+          pass = step;
+        }
+      }
+    }
+
     const bool hybrid = mix.global_count > 0 && mix.window_count > 0;
-    add_kv(ctx, hybrid ? names_.kv_cache_global : names_.kv_cache, mix.global_first, mix.global_count,
-           inf::kv_bytes_per_layer(kv, static_cast<double>(global_tokens), static_cast<double>(sequences)));
-    add_kv(ctx, hybrid ? names_.kv_cache_window : names_.kv_cache, mix.window_first, mix.window_count,
-           inf::kv_bytes_per_layer(kv, static_cast<double>(window_tokens), static_cast<double>(sequences)));
+    add_kv(ctx, hybrid ? names_.kv_cache_global : names_.kv_cache, mix.global_first, mix.global_count, cache.global);
+    add_kv(ctx, hybrid ? names_.kv_cache_window : names_.kv_cache, mix.window_first, mix.window_count, cache.window);
+    // The previous decode step's cache, still referenced while the last step
+    // runs: the stage's layers together, for that moment only.
+    if (stage_bytes(previous) > 0)
+      support::add_bytes(ctx, {.name = names_.kv_cache_previous, .role = Role::kv_cache,
+                               .lifetime = Lifetime::transient_forward, .bytes = stage_bytes(previous)});
 
     // One paged block: block_size tokens of one sequence in every layer of the
     // rank, as vLLM's CacheEngine.get_cache_block_size (num_layers x 2 x
@@ -279,9 +366,7 @@ class InferenceMemory {
       ctx.items()[ctx.items().size() - 1].set_non_parameter(true);
     }
 
-    add_transients(ctx, model, t, activation_bytes, seq_len, sequences, chunk_tokens,
-                   mix.global_count > 0 ? seq_len : std::min(seq_len, window), rank.lm_head,
-                   first < model.dense_layers, rank.experts, rank.quantized_experts, rank.learned_positions);
+    add_transients(ctx, forward, pass, chunk, b, vocab, activation_bytes, rank.lm_head);
   }
 
  private:
@@ -294,6 +379,12 @@ class InferenceMemory {
     return inf::context_prefill_tokens(seq_len, prefill_min_, prefill_long_above_, prefill_long_chunk_.value_or(0));
   }
 
+  // One layer's cache of each kind, bytes.
+  struct Cache {
+    double global = 0;
+    double window = 0;
+  };
+
   // `bytes` per layer.
   static void add_kv(memplan::sdk::Context& ctx, memplan::sdk::Name name, int64_t first, int64_t count,
                      double bytes) {
@@ -302,14 +393,16 @@ class InferenceMemory {
                              .count = static_cast<uint32_t>(count), .bytes = bytes});
   }
 
-  // The forward transient of one layer, prefill or decode, whichever is
-  // larger, and the fp32 logits on the rank that holds the LM head.
-  void add_transients(memplan::sdk::Context& ctx, const memplan_model& model, int64_t t, double activation_bytes,
-                      int64_t seq_len, int64_t sequences, std::optional<int64_t> chunk_tokens, int64_t context,
-                      bool lm_head,
-                      bool dense_layers_here, bool experts_here, bool quantized_experts,
-                      bool learned_positions) const {
+  // The rank's layer shape and what the model's forward keeps per token.
+  struct Forward {
     inf::ForwardShape shape;
+    double held_per_token = 0;  // activations.model_held per token of a pass
+    bool workspace = false;     // the routed experts' temporaries are the persistent workspace
+  };
+  Forward forward_shape(const memplan_model& model, int64_t t, double activation_bytes, bool dense_layers_here,
+                        bool experts_here, bool quantized_experts, bool learned_positions) const {
+    Forward f;
+    inf::ForwardShape& shape = f.shape;
     shape.hidden = static_cast<double>(model.hidden);
     shape.heads = static_cast<double>(model.heads);
     shape.head_dim = static_cast<double>(model.head_dim);
@@ -335,45 +428,74 @@ class InferenceMemory {
     shape.tensor = static_cast<double>(t);
     shape.bytes = activation_bytes;
     shape.flash_attention = flash_attention_;
-
-    const double b = static_cast<double>(sequences);
-    const double chunk = static_cast<double>(chunk_tokens.value_or(sequences * seq_len));
+    shape.score_bytes = inf::eager_score_bytes(eager_softmax_, activation_bytes);
     // vLLM's fused-MoE workspace: sized by the largest pass (the prefill chunk or
     // the decode step) and kept, so the routed experts' temporaries leave the
     // layer's transient. Quantized experts run other kernels (Marlin, mxfp4,
     // CUTLASS) whose workspaces are not modelled: their temporaries stay in the
     // layer's transient.
-    const bool workspace = persistent_moe_workspace_ && shape.top_k > 0 && !quantized_experts;
-    shape.routed_in_workspace = workspace;
-    const double prefill = inf::layer_transient(shape, chunk, static_cast<double>(context));
-    const double decode = inf::layer_transient(shape, b, static_cast<double>(context));
-    const double layer = std::max(prefill, decode);  // the larger pass's transient
-    add_transient(ctx, names_.layer, layer);
+    f.workspace = persistent_moe_workspace_ && shape.top_k > 0 && !quantized_experts;
+    shape.routed_in_workspace = f.workspace;
     // What the model's forward keeps beside the running layer, per token of the pass (Hugging Face
     // transformers, models/llama/modeling_llama.py LlamaModel.forward, and its copies: inputs_embeds stays a
     // local while the loop runs, the loop's hidden_states holds the layer's input until the layer returns,
     // and (Llama from 4.43, the others from 4.45) the position_embeddings (cos, sin) computed once before the
-    // loop; GPT-2 style models
-    // keep position_embeds beside inputs_embeds). Counted with the pass, prefill or decode, whose transient
-    // is the larger with it: the item is what it adds to the layer's.
-    const double held_per_token =
-        activation_bytes *
-        (held_hidden_states_ * shape.hidden +
-         (learned_positions ? (held_learned_positions_ ? shape.hidden : 0.0)
-                            : (held_rotary_tables_ ? 2 * shape.head_dim : 0.0)));
-    const double held = held_per_token > 0 ? std::max(prefill + held_per_token * chunk, decode + held_per_token * b) -
-                                                 layer
-                                           : 0.0;
-    if (held > 0) add_transient(ctx, names_.model_held, held);
-    if (workspace)
+    // loop; GPT-2 style models keep position_embeds beside inputs_embeds).
+    f.held_per_token = activation_bytes * (held_hidden_states_ * shape.hidden +
+                                           (learned_positions ? (held_learned_positions_ ? shape.hidden : 0.0)
+                                                              : (held_rotary_tables_ ? 2 * shape.head_dim : 0.0)));
+    return f;
+  }
+
+  // The transients of one moment: the layer's, what the model's forward keeps
+  // beside it, and the fp32 logits (0 on a rank without the LM head).
+  struct Pass {
+    double layer = 0;
+    double held = 0;
+    double logits = 0;
+    double total() const { return layer + held + logits; }
+  };
+  double logits_of(double rows, bool lm_head, double vocab, int64_t t) const {
+    return lm_head ? inf::logits_bytes(rows, vocab, static_cast<double>(t)) : 0.0;
+  }
+  // The prefill pass of `chunk` tokens over `context` keys.
+  Pass prefill_pass(const Forward& f, double chunk, double b, double context, bool lm_head, double vocab,
+                    int64_t t) const {
+    return {inf::layer_transient(f.shape, chunk, context), f.held_per_token * chunk,
+            logits_of(all_logits_ ? chunk : b, lm_head, vocab, t)};
+  }
+  // A decode step: one token per sequence over `context` keys.
+  Pass decode_pass(const Forward& f, double b, double context, bool lm_head, double vocab, int64_t t) const {
+    return {inf::layer_transient(f.shape, b, context), f.held_per_token * b, logits_of(b, lm_head, vocab, t)};
+  }
+  // Both passes over the same cache: the layer's transient of the larger
+  // pass, the held tensors with the pass whose transient they make the larger
+  // (the item is what they add to the layer's), and the logits of the larger
+  // row count.
+  Pass larger_pass(const Forward& f, double chunk, double b, double context, bool lm_head, double vocab,
+                   int64_t t) const {
+    const double prefill = inf::layer_transient(f.shape, chunk, context);
+    const double decode = inf::layer_transient(f.shape, b, context);
+    const double layer = std::max(prefill, decode);
+    const double held = f.held_per_token > 0
+                            ? std::max(prefill + f.held_per_token * chunk, decode + f.held_per_token * b) - layer
+                            : 0.0;
+    return {layer, held, logits_of(all_logits_ ? std::max(chunk, b) : b, lm_head, vocab, t)};
+  }
+
+  // The items of the chosen moment's transients, vLLM's MoE workspace and the
+  // start-up sampler run's excess.
+  void add_transients(memplan::sdk::Context& ctx, const Forward& f, const Pass& pass, double chunk, double b,
+                      double vocab, double activation_bytes, bool lm_head) const {
+    add_transient(ctx, names_.layer, pass.layer);
+    if (pass.held > 0) add_transient(ctx, names_.model_held, pass.held);
+    if (f.workspace)
       add_transient(ctx, names_.moe_workspace,
-                    inf::moe_workspace_bytes(activation_bytes, std::max(chunk, b), shape.top_k,
-                                             shape.ffn / shape.tensor, shape.hidden, shape.gated));
+                    inf::moe_workspace_bytes(activation_bytes, std::max(chunk, b), f.shape.top_k,
+                                             f.shape.ffn / f.shape.tensor, f.shape.hidden, f.shape.gated));
 
     if (!lm_head) return;  // an earlier pipeline stage computes no logits
-    const double rows = all_logits_ ? std::max(chunk, b) : b;
-    const double logits = inf::logits_bytes(rows, static_cast<double>(model.vocab), static_cast<double>(t));
-    add_transient(ctx, names_.logits, logits, true);
+    add_transient(ctx, names_.logits, pass.logits, true);
 
     // The sampler run comes after the forward pass, so it does not add to
     // the layer's transient: the host sums the forward transients, and this
@@ -381,8 +503,8 @@ class InferenceMemory {
     if (sampler_rows_ <= 0) return;
     const double sampler_rows = std::min(static_cast<double>(sampler_rows_), chunk);
     const double excess = inf::sampler_excess_bytes(
-        static_cast<double>(model.hidden), chunk, sampler_rows, static_cast<double>(model.vocab), activation_bytes,
-        inf::sampler_bytes_per_element(triton_sampler_, sampler_rows), layer + held + logits);
+        f.shape.hidden, chunk, sampler_rows, vocab, activation_bytes,
+        inf::sampler_bytes_per_element(triton_sampler_, sampler_rows), pass.total());
     if (excess > 0) add_transient(ctx, names_.sampler, excess, true);
   }
 
@@ -445,6 +567,9 @@ class InferenceMemory {
   bool all_logits_ = false;
   bool persistent_moe_workspace_ = false;
   bool rope_cache_ = false;
+  inf::EagerSoftmax eager_softmax_ = inf::EagerSoftmax::dtype;  // eager_softmax
+  int64_t new_tokens_ = 0;              // new_tokens (0: seq_len is the cache throughout)
+  bool previous_cache_held_ = false;    // previous_cache_held
   double held_hidden_states_ = 0;         // held_hidden_states
   bool held_learned_positions_ = false;  // held_position_embeddings "learned" or "all"
   bool held_rotary_tables_ = false;     // held_position_embeddings "all"
@@ -463,9 +588,10 @@ class InferenceMemory {
           sampler(options.intern("activations.sampler")),
           moe_workspace(options.intern("activations.moe_workspace")),
           rope_cache(options.intern("rope_cache")),
-          model_held(options.intern("activations.model_held")) {}
+          model_held(options.intern("activations.model_held")),
+          kv_cache_previous(options.intern("kv_cache.previous")) {}
     memplan::sdk::Name kv_cache, kv_cache_global, kv_cache_window, layer, logits, sampler, moe_workspace, rope_cache,
-        model_held;
+        model_held, kv_cache_previous;
   } names_;
 };
 
