@@ -147,13 +147,28 @@ int plugin_detail_command(const std::string& name, bool allow_unsigned) {
   cli::print_warnings(registry);
   // Profiles are found by alias too, and some aliases are plugin names (docs/frameworks.md): a name that
   // answers for both shows both, as either may be what the reader looks for.
-  const Catalog catalog = load_catalog(layout, allow_unsigned);
+  // A catalog that does not load (a broken preset or profile file) still leaves the plugins to show: its error
+  // becomes a warning, and only a name no plugin answers to fails with it.
+  std::optional<Catalog> catalog;
+  std::string catalog_error;
+  try {
+    catalog.emplace(load_catalog(layout, allow_unsigned));
+  } catch (const Error& error) {
+    catalog_error = error.what();
+  }
   const LoadedPlugin* plugin = registry.find(name);
-  const FrameworkProfile* profile = catalog.find_framework(name);
+  const FrameworkProfile* profile = catalog ? catalog->find_framework(name) : nullptr;
+  if (!catalog_error.empty()) {
+    if (plugin == nullptr) {
+      cli::print_line(std::cerr, "memplan: error: " + catalog_error);
+      return 1;
+    }
+    cli::print_line(std::cerr, "memplan: warning: framework profiles not shown: " + catalog_error);
+  }
   if (plugin == nullptr && profile == nullptr) {
     std::string plugins, profiles;
     for (const auto& loaded : registry.plugins()) plugins += (plugins.empty() ? "" : ", ") + loaded->name;
-    for (const FrameworkProfile& known : catalog.frameworks()) profiles += (profiles.empty() ? "" : ", ") + known.name;
+    for (const FrameworkProfile& known : catalog->frameworks()) profiles += (profiles.empty() ? "" : ", ") + known.name;
     cli::print_line(std::cerr, "memplan: error: no plugin or framework profile named '" + name + "' was found; "
                                "`memplan plugins` lists them all (plugins: " + plugins + "; framework profiles: " +
                                profiles + ")");
@@ -161,7 +176,7 @@ int plugin_detail_command(const std::string& name, bool allow_unsigned) {
   }
   if (plugin != nullptr) print_plugin(*plugin);
   if (plugin != nullptr && profile != nullptr) print_line("");
-  if (profile != nullptr) print_framework_profile(*profile, catalog);
+  if (profile != nullptr) print_framework_profile(*profile, *catalog);
   return 0;
 }
 

@@ -87,6 +87,12 @@ TEST(PackedLinearInputs, Fp32NormsMakeThe4BitMlpsOutputsFp32) {
   o.eager.packed_outputs_fp32 = true;
   o.residual_bytes = 4;
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 147'560.0);
+  // bitsandbytes <= 0.43.1 keeps MatMul4Bit's input, and its Linear4bit then computes in the fp32 input's dtype
+  // (set_compute_type): the fp32 tensors themselves, shared, not 16-bit casts: the attention's input 4h, the MLP's
+  // 4h and down's 4f, 12,288 + 12,288 + 32,768 = 57,344 -> 204,904 (at 2 bytes and shared: 28,672).
+  o.eager.packed_inputs_kept = true;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 204'904.0);
+  o.eager.packed_inputs_kept = false;
   o.recompute = plugins::RecomputePolicy::full;
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 12'288.0);
 }
@@ -206,18 +212,19 @@ TEST(PackedLinearInputs, NonReentrantCheckpointingKeepsThe4BitInputs) {
   const std::string keeps = "packed_linear_keeps_input = true";
   after_0432.replace(after_0432.find(keeps), keeps.size(), "packed_linear_keeps_input = false");
   EXPECT_EQ(evaluate_paper(after_0432).item_bytes(item, MEMPLAN_ROLE_ACTIVATIONS), 0u);
-  // recompute 1.4.0's reentrant_when_packed: where `reentrant` is not given, reentrant for 4-bit layers.
+  // recompute 1.4.0's reentrant_when_packed: reentrant for 4-bit layers, whatever `reentrant` says.
   const std::string when_packed = "[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\nreentrant_when_packed = true\n";
   EXPECT_EQ(evaluate_paper(litgpt_qlora("", when_packed)).item_bytes(item, MEMPLAN_ROLE_ACTIVATIONS), 0u);
   EXPECT_EQ(evaluate_paper(litgpt_qlora("", when_packed + "reentrant = false\n")).item_bytes(item, MEMPLAN_ROLE_ACTIVATIONS),
-            1'526'726'656u);
+            0u);
 }
 
 // The fsdp-qlora profile (train.py's reentrant_checkpointing defaults to False, but its README @ 50efa1e adds
-// --reentrant_checkpointing true to every bitsandbytes command): a QLoRA run that does not say is reentrant and
-// keeps no 4-bit inputs; one that says reentrant = false keeps them. Llama-2-7B, every linear of the layers 4-bit
-// (the head 16-bit), 1 x 2048 tokens on each of 2 FSDP ranks: per layer 2048 x 46,592 B = 95,420,416 B, x 32 =
-// 3,053,453,312 B.
+// --reentrant_checkpointing true to every bitsandbytes command): a QLoRA run is reentrant and keeps no 4-bit inputs;
+// one that says reentrant_when_packed = false keeps them. Llama-2-7B, every linear of the layers 4-bit (the head
+// 16-bit), 1 x 2048 tokens on each of 2 FSDP ranks: per layer 2048 x 46,592 B = 95,420,416 B, x 32 =
+// 3,053,453,312 B. A 16-bit LoRA run stays non-reentrant, train.py's default: its estimate equals the same run
+// with reentrant = false said, and differs from reentrant = true (the recomputed layer's high point).
 TEST(PackedLinearInputs, FsdpQloraRunsBitsandbytesReentrantUnlessTold) {
   const std::string run =
       "name = \"q\"\nmode = \"train\"\n[framework]\nuse = \"fsdp-qlora\"\n[model]\npreset = \"llama-2-7b\"\n"
@@ -228,7 +235,15 @@ TEST(PackedLinearInputs, FsdpQloraRunsBitsandbytesReentrantUnlessTold) {
       "[[strategy]]\nuse = \"recompute\"\npolicy = \"full\"\n";
   const char* item = "layers.0-31.activations.checkpointed_packed_inputs";
   EXPECT_EQ(evaluate(run).item_bytes(item, MEMPLAN_ROLE_ACTIVATIONS), 0u);
-  EXPECT_EQ(evaluate(run + "reentrant = false\n").item_bytes(item, MEMPLAN_ROLE_ACTIVATIONS), 3'053'453'312u);
+  EXPECT_EQ(evaluate(run + "reentrant_when_packed = false\n").item_bytes(item, MEMPLAN_ROLE_ACTIVATIONS),
+            3'053'453'312u);
+  std::string lora = run;
+  const std::string nf4 = "use = \"quantized\"\nformat = \"nf4\"\ndouble_quant = true\nunquantized = \"bf16\"\n"
+                          "adapters = \"bf16\"\noptimizer_states = \"bf16\"\n";
+  lora.replace(lora.find(nf4), nf4.size(), "use = \"bf16\"\n");
+  const auto peak = [](const Evaluation& e) { return e.breakdown().quantities[kAllocated].peak; };
+  EXPECT_EQ(peak(evaluate(lora)), peak(evaluate(lora + "reentrant = false\n")));
+  EXPECT_NE(peak(evaluate(lora)), peak(evaluate(lora + "reentrant = true\n")));
 }
 
 // dequantized_copies = 2: MatMul4Bit's dequantize_4bit(B, state).to(A.dtype)

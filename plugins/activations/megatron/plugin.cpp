@@ -827,8 +827,11 @@ class MegatronActivations {
     // attention (its down-projections' inputs are not the q/k/v input counted here). Over-counted: layer 0's
     // attention input when nothing before it trains (MatMul4Bit then stores nothing for it).
     const double sequence_split = settings.sequence_parallel ? settings.tensor_parallel : 1;
-    const bool first_forward_grad =
-        settings.recompute == RecomputePolicy::none || (settings.recompute == RecomputePolicy::full && !settings.reentrant);
+    // The first forward runs with autograd on: no recomputation, the non-reentrant checkpoint, and torch's selective
+    // checkpointing (policy "op", non-reentrant by construction).
+    const bool checkpoint_with_grad =
+        (settings.recompute == RecomputePolicy::full && !settings.reentrant) || settings.recompute == RecomputePolicy::per_op;
+    const bool first_forward_grad = settings.recompute == RecomputePolicy::none || checkpoint_with_grad;
     if (output_held_ && settings.eager.packed_inputs_kept && first_forward_grad && layout.stage_has_lm_head && shape.top_k == 0 && !shape.latent()) {
       const double per_layer = packed_inputs_per_layer(facts, model, shape, settings) / context;
       const double head_input =
@@ -847,9 +850,12 @@ class MegatronActivations {
     // frees it, what packed_inputs_per_layer counts, per micro-batch in flight like the layers' own saves. The
     // fsdp_qlora README of 2024-03 asks for --reentrant_checkpointing True for this reason ("a bug in
     // bitsandbytes which results in high memory usage"). Reentrant checkpointing (no_grad first forward) keeps
-    // none; dense layers only, as above.
-    if (settings.recompute == RecomputePolicy::full && !settings.reentrant && settings.eager.packed_inputs_kept &&
-        stage_layers > 0 && shape.top_k == 0 && !shape.latent()) {
+    // none; dense layers only, as above. The node, and ctx.tensors with it, lives as long as the graph, to the end of
+    // backward (autograd's release_variables frees saved variables only): counted with the layers' saves (lifetime
+    // activation), the same at backward's start, where the layers' saves peak, and less than the run holds later in
+    // backward. On the GPU: ctx.tensors bypasses the saved-tensor hooks an activation offload would use.
+    if (checkpoint_with_grad && settings.eager.packed_inputs_kept && stage_layers > 0 && shape.top_k == 0 &&
+        !shape.latent()) {
       const double per_layer =
           packed_inputs_per_layer(facts, model, shape, settings) * static_cast<double>(inflight) * factor / context;
       memplan::support::add_bytes(ctx, {.name = names_.checkpointed_packed_inputs,

@@ -193,7 +193,7 @@ struct ActivationSettings {
   // (per_op_saved_down below). Read by the per_op policy and by output_activations (the final norm and the
   // LM head outside the compiled blocks stay eager); the layers' other terms are the fused layer's.
   bool compiled = false;
-  EagerLayer eager;            // read when layer is eager
+  EagerLayer eager;  // the eager layer's; compiled layers read what trains, fused layers qk_norm
   // Eager layers under autocast over wider weights (dtype.residual): the
   // residual stream and the norms keep this dtype while the matrix multiplies
   // compute in `bytes`. 0 (or not wider than `bytes`): no autocast.
@@ -269,14 +269,23 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
   const double norm = e.rms_norm ? rms_kept + (e.norms_trainable ? normalized * x.hidden : 0) : r * x.hidden + 8;
   // Copies of a norm's output the projections after it keep: one shared, or under autocast one per projection
   // (multi-head latent attention's down-projections are left at one).
-  const double attention_copies = autocast && !x.latent() ? 3 : 1;
-  const double mlp_copies = autocast && x.gated ? 2 : 1;
+  double attention_copies = autocast && !x.latent() ? 3 : 1;
+  double mlp_copies = autocast && x.gated ? 2 : 1;
+  // fp32 inputs kept by bitsandbytes <= 0.43.1's MatMul4Bit (packed_inputs_kept): its Linear4bit switches the
+  // compute dtype to an fp32 input's (set_compute_type, before bitsandbytes pull request #1623), so x.to(compute)
+  // is x itself: one fp32 tensor shared by the projections that read it, not a 16-bit cast each.
+  const bool fp32_kept = e.packed_outputs_fp32 && e.packed_inputs_kept;
+  double kept_bytes = p;
+  if (fp32_kept) {
+    attention_copies = mlp_copies = 1;
+    kept_bytes = 4;
+  }
   LayerActivations terms;
   // The norms, the norm outputs the trained projections keep, the residual dropout masks, and the adapters.
   const bool attention_input = e.attention_trainable || e.packed_inputs_kept || e.kernel_qkv;
   const bool mlp_input = mlp_input_kept(e);
-  terms.replicated = sb * (e.layer_norms * norm + (attention_input ? attention_copies * p * x.hidden : 0) +
-                           (mlp_input ? mlp_copies * p * x.hidden : 0) + 2 * mask * x.hidden);
+  terms.replicated = sb * (e.layer_norms * norm + (attention_input ? attention_copies * kept_bytes * x.hidden : 0) +
+                           (mlp_input ? mlp_copies * kept_bytes * x.hidden : 0) + 2 * mask * x.hidden);
   if (e.adapter_rank > 0) {
     // PEFT casts each adapted layer's input to its adapters' dtype (peft src/peft/tuners/lora/layer.py @ d787f51b,
     // Linear.forward: x = self._cast_input_dtype(x, lora_A.weight.dtype), which returns x itself when the dtypes
@@ -371,11 +380,12 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
     if (e.kernel_mlp && x.gated) return 2 * p * ffn;  // LoRA_MLP: gate and up (X is the MLP input above)
     const bool down_input = e.down_trainable || e.packed_inputs_kept;
     // The activation's saves at the linears' output dtype (fp32 under packed_outputs_fp32); what down keeps of
-    // its input stays p: MatMul4Bit keeps the 16-bit cast it computes on.
+    // its input: the fp32 product itself where MatMul4Bit keeps its input (fp32_kept), else p.
     const double a = e.packed_outputs_fp32 ? 4 : p;
+    const double down_bytes = fp32_kept ? 4 : p;
     if (!x.gated && e.relu_mlp) return a * ffn;  // ReLU's result: also the second projection's input
-    return x.gated ? (e.fused_swiglu ? 2 : 3) * a * ffn + (down_input ? p * ffn : 0)
-                   : a * ffn + (down_input ? p * ffn : 0);
+    return x.gated ? (e.fused_swiglu ? 2 : 3) * a * ffn + (down_input ? down_bytes * ffn : 0)
+                   : a * ffn + (down_input ? down_bytes * ffn : 0);
   };
   const double mlp = mlp_of(x.ffn);
   terms.split += sb * (x.top_k > 0 ? x.top_k * (2 * p * x.hidden + mlp) + p * x.experts : mlp);

@@ -15,9 +15,10 @@
 // generator stops recomputing once the last saved tensor is made,
 // _StopRecomputationError, the early stop of torch >= 2.1).
 // `reentrant_when_packed` (1.4.0) stands for a framework whose documentation
-// pairs 4-bit layers with reentrant checkpointing: where `reentrant` is not
-// given, the checkpoint is reentrant when a layer's weights are packed below
-// one byte per element and non-reentrant otherwise. Answer.AI's fsdp_qlora
+// pairs 4-bit layers with reentrant checkpointing: when a layer's weights are
+// packed below one byte per element the checkpoint is reentrant, whatever
+// `reentrant` says (which then holds for the other runs); a 4-bit run that
+// checkpoints non-reentrantly sets reentrant_when_packed = false. Answer.AI's fsdp_qlora
 // (README.md @ 50efa1e) adds `--reentrant_checkpointing true` to its qlora and
 // custom_qlora commands, "to avoid triggering a bug in bitsandbytes which
 // results in high memory usage", while train.py's own default is False.
@@ -40,9 +41,9 @@ constexpr std::array<memplan_option_spec, 3> kOptions{{
      "non-reentrant checkpoint, which stops recomputing once the last saved tensor is made",
      "false", nullptr},
     {"reentrant_when_packed", MEMPLAN_OPTION_BOOL,
-     "where reentrant is not given: reentrant checkpointing when a layer's weights are packed below one byte "
-     "(4-bit), non-reentrant otherwise (the fsdp-qlora profile: its README pairs bitsandbytes runs with "
-     "--reentrant_checkpointing true)",
+     "reentrant checkpointing when a layer's weights are packed below one byte (4-bit), whatever reentrant says "
+     "(which holds for the other runs); the fsdp-qlora profile sets it: its README pairs bitsandbytes runs with "
+     "--reentrant_checkpointing true. A 4-bit run that checkpoints non-reentrantly sets it to false",
      "false", nullptr},
 }};
 
@@ -69,7 +70,7 @@ class RecomputeStrategy {
   // By handle: a warm set reuses the attribute's storage, no key compared.
   void apply(memplan::sdk::Context& ctx) {
     ctx.set_attr(policy_attr_, policy_.c_str());
-    const bool reentrant = reentrant_ ? *reentrant_ : reentrant_when_packed_ && packed_layers(ctx);
+    const bool reentrant = (reentrant_when_packed_ && packed_layers(ctx)) || reentrant_.value_or(false);
     ctx.set_attr(reentrant_attr_, static_cast<int64_t>(reentrant ? 1 : 0));
   }
 
@@ -84,7 +85,7 @@ class RecomputeStrategy {
   memplan::sdk::Attribute policy_attr_;
   memplan::sdk::Attribute reentrant_attr_;
   std::string policy_;
-  std::optional<bool> reentrant_;  // given: wins over reentrant_when_packed
+  std::optional<bool> reentrant_;  // the runs reentrant_when_packed leaves
   bool reentrant_when_packed_ = false;
 };
 
