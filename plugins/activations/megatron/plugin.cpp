@@ -517,7 +517,10 @@ class MegatronActivations {
     }
     // Fused layers keep the per-head q/k norms' inputs (layer_activation_terms); compiled ones are left to the
     // partitioner's choice, not modelled.
-    if (layer_ == LayerImplementation::fused && !compiled_) settings.eager.qk_norm = eager_layer(ctx, model, facts).qk_norm;
+    if (layer_ == LayerImplementation::fused && !compiled_) {
+      settings.eager.qk_norm = eager_layer(ctx, model, facts).qk_norm;
+      settings.eager.rms_norm = model.layer_norm == 0;  // which norm the q/k norms are (the model's)
+    }
     if (layer_ == LayerImplementation::eager) {
       settings.eager = eager_layer(ctx, model, facts);
       settings.eager.kv_in_cache =
@@ -1311,8 +1314,7 @@ class MegatronActivations {
       facts.learned_positions = facts.learned_positions || param_class == ParamClass::position_embedding;
       if (param_class == ParamClass::norm && item.layer() >= 0 && facts.norm_bytes == 0)
         facts.norm_bytes = item.bytes_per_element();
-      facts.packed_linear = facts.packed_linear ||
-                            (item.bytes_per_element() < 1 && memplan::support::sharding::is_linear(param_class));
+      facts.packed_linear = facts.packed_linear || memplan::support::sharding::is_packed_linear(item);
       facts.packed_head = facts.packed_head || (item.bytes_per_element() < 1 && param_class == ParamClass::lm_head);
       if (item.layer() >= 0 && item.bytes_per_element() < 1) {
         // attn.o is an attention-class item (the model's naming): the name is compared only for those.

@@ -468,9 +468,11 @@ inline LayerActivations layer_activation_terms(const TransformerShape& x, const 
     // (transformer_engine/pytorch/ops/basic/rmsnorm.py @ 02dc7709, RMSNorm.op_forward: x = input_.contiguous(),
     // ctx.save_for_backward(x, rstdevs)). Their outputs go through RoPE into attention, which keeps its own Q and K
     // (counted above).
+    // TE's LayerNorm keeps the mean too (mu and rsigma, 8 bytes a row).
     const double kv_heads = x.kv_heads > 0 ? x.kv_heads : x.heads;
-    terms.split += sb * (p * x.q_width + 4 * x.heads);
-    terms.split_kv += sb * (p * x.kv_width + 4 * kv_heads);
+    const double stats = o.eager.rms_norm ? 4 : 8;
+    terms.split += sb * (p * x.q_width + stats * x.heads);
+    terms.split_kv += sb * (p * x.kv_width + stats * kv_heads);
   }
   if (o.layer == LayerImplementation::legacy && !x.latent()) {
     // Megatron-LM's legacy layers (megatron/model/transformer.py @ b35d061e, the ParallelTransformerLayer

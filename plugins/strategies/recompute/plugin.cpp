@@ -24,6 +24,7 @@
 // results in high memory usage", while train.py's own default is False.
 // The activation model reads the policy; this plugin only declares it.
 #include <memplan/sdk.hpp>
+#include <memplan/support/sharding.hpp>
 
 #include <array>
 #include <optional>
@@ -74,10 +75,10 @@ class RecomputeStrategy {
     ctx.set_attr(reentrant_attr_, static_cast<int64_t>(reentrant ? 1 : 0));
   }
 
-  // A layer's weights packed below one byte per element (the precision phase has run).
+  // A layer's linear weights packed below one byte per element (the precision phase has run).
   static bool packed_layers(const memplan::sdk::Context& ctx) {
     for (memplan::sdk::ItemRef item : ctx.items())
-      if (item.role() == memplan::sdk::Role::weights && item.layer() >= 0 && item.bytes_per_element() < 1) return true;
+      if (item.layer() >= 0 && memplan::support::sharding::is_packed_linear(item)) return true;
     return false;
   }
 

@@ -74,6 +74,12 @@ inline bool is_linear(sdk::ParamClass param_class) {
          param_class == sdk::ParamClass::attention_latent || param_class == sdk::ParamClass::mlp || param_class == sdk::ParamClass::expert;
 }
 
+// A linear weight packed below one byte per element (a 4-bit base): the one rule the activation model (what
+// 4-bit layers keep) and the recompute plugin (reentrant_when_packed) share.
+inline bool is_packed_linear(const sdk::ItemRef& item) {
+  return item.role() == sdk::Role::weights && item.bytes_per_element() < 1 && is_linear(item.param_class());
+}
+
 // Fills `layout`, a plugin state member kept between evaluations: its vectors
 // keep their capacity, so a warm evaluation allocates nothing.
 inline void weight_layout(const sdk::Context& ctx, WeightLayout& layout, double gather_bytes = 0,
