@@ -105,6 +105,28 @@ TEST(MegatronLayers, Fp8ModulesSaveTheirInputsInFp8) {
   EXPECT_NE(error_of(run("saved_inputs = \"e4m3\"\n")).find("must be \"fp8\""), std::string::npos);
 }
 
+// Multi-token prediction's losses (megatron 1.32.0): Megatron-Core's MultiTokenPredictionBlock runs the output
+// layer and the loss of each depth inside the forward (megatron/core/transformer/multi_token_prediction.py lines
+// 667-689 @ core_v0.13.0) and MTPLossAutoScaler saves that loss on the main hidden states (line 256), so each
+// depth's loss saves stand, as the main loss's do, at the forward's end and at the loss's moment in backward.
+// Llama-2-7B with one MTP module, 4,096 tokens, V 32,000, the plugin's default loss ("unfused": the fp32 logits and
+// the fp32 softmax, 4 + 4 bytes a logit): 8 x 4,096 x 32,000 = 1,048,576,000 B at each of the two moments.
+TEST(MegatronLayers, MultiTokenPredictionKeepsEachDepthsLoss) {
+  std::string with_mtp = scenario("llama-2-7b");
+  const std::string preset = "preset = \"llama-2-7b\"\n";
+  with_mtp.replace(with_mtp.find(preset), preset.size(), preset + "mtp_layers = 1\n");
+  const Evaluation e = evaluate_paper(with_mtp);
+  uint64_t forward_end = 0, backward_start = 0;
+  for (const PlanItem& item : e.estimator().plan().items) {
+    if (item.name_view() != "activations.mtp_loss") continue;
+    if (item.lifetime == MEMPLAN_LIFETIME_FORWARD_END) forward_end += item.bytes();
+    if (item.lifetime == MEMPLAN_LIFETIME_BACKWARD_START) backward_start += item.bytes();
+  }
+  EXPECT_EQ(forward_end, 1'048'576'000u);
+  EXPECT_EQ(backward_start, 1'048'576'000u);
+  EXPECT_EQ(evaluate_paper(scenario("llama-2-7b")).item_bytes("activations.mtp_loss", kAct), 0u);
+}
+
 // layer = "legacy": Megatron-LM's layers before Megatron-Core
 // (megatron/model/transformer.py and rms_norm.py @ b35d061e). Llama-2-7B (h
 // 4096, 32 heads, SwiGLU 11008, RMSNorm) at s 4096, bf16, flash attention, no

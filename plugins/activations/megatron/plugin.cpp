@@ -947,6 +947,19 @@ class MegatronActivations {
         add_held(ctx, names_.held_output, outside.held_output / context, true);
         add_vocab_sized(ctx, names_.cross_entropy, cross_entropy - ce_released);
         add_vocab_sized(ctx, names_.cross_entropy, ce_released, memplan::sdk::Lifetime::forward_end);
+        // Multi-token prediction (Megatron-Core's MultiTokenPredictionBlock, megatron/core/transformer/
+        // multi_token_prediction.py @ core_v0.13.0 lines 667-689): each depth runs the output layer and the
+        // language-model loss inside the forward, before the main head's, and MTPLossAutoScaler saves that loss
+        // (line 256, ctx.save_for_backward(mtp_loss)) on the main hidden states, so each depth's loss graph, its
+        // saves per logit as the main loss's, stands until backward reaches it, right after the main head's: at
+        // the forward's end and at the loss's moment in backward, gone before the layers' backward.
+        if (facts.mtp_modules > 0) {
+          const double depths = static_cast<double>(facts.mtp_modules);
+          const double released = depths * (logits_released + ce_released);
+          add_vocab_sized(ctx, names_.mtp_loss, depths * (logits + cross_entropy) - released);
+          add_vocab_sized(ctx, names_.mtp_loss, released, memplan::sdk::Lifetime::forward_end);
+          add_vocab_sized(ctx, names_.mtp_loss, released, memplan::sdk::Lifetime::backward_start);
+        }
         // The soft-capping's tanh output (logit_softcap): saved from the head's forward to its backward, which
         // runs after the loss's: alive at the forward's end and at the loss's moment in backward. Measured
         // (snapshot-gemma2-9b-trainer-lora-r16-all-gcdefault-eager-bs1-s4096): 2,097,152,000 B from
@@ -1234,6 +1247,7 @@ class MegatronActivations {
           ring_backward(options.intern("context_parallel.ring_backward")),
           kept_layer_inputs(options.intern("activations.kept_layer_inputs")),
           held_packed_inputs(options.intern("activations.held_packed_inputs")),
+          mtp_loss(options.intern("activations.mtp_loss")),
           checkpointed_packed_inputs(options.intern("activations.checkpointed_packed_inputs")),
           global_memory_buffer(options.intern("activations.global_memory_buffer")),
           attention_forward(options.intern("activations.attention_forward")),
@@ -1243,7 +1257,7 @@ class MegatronActivations {
         windowed_attention, logit_softcap, rope_cache, causal_mask, layer_causal_mask, expanded_causal_mask, recompute_casts,
         pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
         pipeline_merged_outputs, ring_forward, ring_backward, kept_layer_inputs, held_packed_inputs,
-        checkpointed_packed_inputs, global_memory_buffer, attention_forward, attention_backward;
+        checkpointed_packed_inputs, mtp_loss, global_memory_buffer, attention_forward, attention_backward;
   };
 
   // What apply() needs to know of the reported rank's weights, from one pass
@@ -1264,6 +1278,7 @@ class MegatronActivations {
     bool lm_head_trainable = false;     // the LM head's weight trains
     double head_gradient = 0;  // the LM head's gradient on the GPU (the tied embedding's when the head is tied)
     double trained_embedding_bytes = 0;  // bytes per element of the token embedding where it trains (0: frozen)
+    uint32_t mtp_modules = 0;  // multi-token-prediction modules on the rank (the model's mtp.eh_proj items)
   };
 
   // The inputs bitsandbytes' MatMul4Bit keeps of one layer for one micro-batch on this rank (whole, before
@@ -1315,6 +1330,7 @@ class MegatronActivations {
       if (param_class == ParamClass::norm && item.layer() >= 0 && facts.norm_bytes == 0)
         facts.norm_bytes = item.bytes_per_element();
       facts.packed_linear = facts.packed_linear || memplan::support::sharding::is_packed_linear(item);
+      if (item.name() == "mtp.eh_proj") facts.mtp_modules += item.count();
       facts.packed_head = facts.packed_head || (item.bytes_per_element() < 1 && param_class == ParamClass::lm_head);
       if (item.layer() >= 0 && item.bytes_per_element() < 1) {
         // attn.o is an attention-class item (the model's naming): the name is compared only for those.
