@@ -186,3 +186,28 @@ TEST(Generate, BadOptionValuesNameTheOption) {
 
 }  // namespace
 }  // namespace memplan::testing
+
+namespace memplan::testing {
+namespace {
+
+// torchtune's KVCache held K and V at the query heads before 0.5 (modules/kv_cache.py @ v0.4.0: cache_shape =
+// (batch_size, num_heads, max_seq_len, head_dim); num_kv_heads from PR #1961, first in v0.5.0): the torchtune
+// profile's cache_heads = "query" before 0.5 (inference 1.9.0). Llama-3.1-8B (32 layers, 32 query heads, 8 kv heads
+// of 128), one sequence of 4,096 tokens, bf16: at the query heads 32 x 2 x 32 x 128 x 4,096 x 2 B = 2,147,483,648 B;
+// at the kv heads a quarter, 536,870,912 B.
+std::string torchtune_generate(const std::string& version) {
+  return "name = \"g\"\nmode = \"infer\"\n[framework]\nuse = \"torchtune\"\n" + version +
+         "[model]\npreset = \"llama-3.1-8b\"\n[batch]\nmicro_batch = 1\nseq_len = 4096\n[precision]\nuse = \"bf16\"\n"
+         "[activations]\nuse = \"inference\"\nblock_size = 1\n";
+}
+
+TEST(Generate, TorchtuneCachedTheQueryHeadsBefore05) {
+  EXPECT_EQ(evaluate(torchtune_generate("version = \"0.4\"\n")).item_bytes("layers.0-31.kv_cache", MEMPLAN_ROLE_KV_CACHE),
+            2'147'483'648u);
+  EXPECT_EQ(evaluate(torchtune_generate("version = \"0.5\"\n")).item_bytes("layers.0-31.kv_cache", MEMPLAN_ROLE_KV_CACHE),
+            536'870'912u);
+  EXPECT_NE(error_of(torchtune_generate("") + "cache_heads = \"all\"\n").find("must be \"kv\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace memplan::testing

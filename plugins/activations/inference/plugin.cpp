@@ -39,7 +39,7 @@ using memplan::sdk::Lifetime;
 using memplan::sdk::ParamClass;
 using memplan::sdk::Role;
 
-constexpr std::array<memplan_option_spec, 19> kOptions{{
+constexpr std::array<memplan_option_spec, 20> kOptions{{
     {"kv_dtype", MEMPLAN_OPTION_STRING, "dtype of the cached keys and values: fp32, fp16, bf16, fp8 or int8",
      "the activation dtype of [precision]", nullptr},
     {"block_size", MEMPLAN_OPTION_INT,
@@ -90,6 +90,10 @@ constexpr std::array<memplan_option_spec, 19> kOptions{{
      "dtype, whole on every rank (vLLM's RotaryEmbedding.cos_sin_cache, one instance shared by the layers through "
      "get_rope's cache; item rope_cache)",
      "false; the vllm profile sets true", nullptr},
+    {"cache_heads", MEMPLAN_OPTION_STRING,
+     "the heads the KV cache holds K and V at: \"kv\" (the model's kv heads) or \"query\" (expanded to every query "
+     "head before caching: torchtune's KVCache before 0.5, modules/kv_cache.py's cache_shape with num_heads)",
+     "\"kv\"; the torchtune profile: \"query\" before 0.5", "kv,query"},
     {"held_hidden_states", MEMPLAN_OPTION_INT,
      "hidden-state tensors (tokens x h) the model's own forward keeps beside a layer's while the layers run: "
      "Hugging Face transformers' decoder models keep inputs_embeds (a local of the model's forward) and the "
@@ -219,6 +223,14 @@ class InferenceMemory {
       options.fail("logits", "must be \"last\" or \"all\", not \"" + logits + "\"");
     all_logits_ = logits == "all";
     rope_cache_ = options.boolean("rope_cache").value_or(false);
+    // torchtune's KVCache before 0.5 held K and V at the query heads (modules/kv_cache.py: cache_shape = (batch_size,
+    // num_heads, max_seq_len, head_dim) @ v0.4.0, MultiHeadAttention expanding K and V before the cache; num_kv_heads
+    // from PR #1961, e1caa9f82, 2024-11-10, first in v0.5.0).
+    const std::string cache_heads = options.string("cache_heads").value_or("kv");
+    if (cache_heads != "kv" && cache_heads != "query")
+      options.fail("cache_heads", "must be \"kv\" (the model's kv heads) or \"query\" (K and V expanded to every "
+                                  "query head before caching), not \"" + cache_heads + "\"");
+    cache_query_heads_ = cache_heads == "query";
     if (auto held = options.integer("held_hidden_states")) {
       if (*held < 0 || *held > 16)
         options.fail("held_hidden_states", "must be a count of hidden-state tensors from 0 to 16, got " +
@@ -271,7 +283,8 @@ class InferenceMemory {
         model.kv_lora_rank > 0
             ? inf::latent_kv(static_cast<double>(model.kv_lora_rank), static_cast<double>(model.qk_rope_head_dim),
                              kv_bytes)
-            : inf::KvShape{static_cast<double>(support::kv_heads_per_rank(model.kv_heads, t)),
+            : inf::KvShape{cache_query_heads_ ? static_cast<double>(model.heads) / static_cast<double>(t)
+                                              : static_cast<double>(support::kv_heads_per_rank(model.kv_heads, t)),
                            static_cast<double>(model.head_dim), kv_bytes};
     // The cache of one layer of each kind while a pass of `pass` tokens per
     // sequence runs over a cache of `length` tokens. A windowed layer evicts
@@ -571,6 +584,7 @@ class InferenceMemory {
   int64_t new_tokens_ = 0;              // new_tokens (0: seq_len is the cache throughout)
   bool previous_cache_held_ = false;    // previous_cache_held
   double held_hidden_states_ = 0;         // held_hidden_states
+  bool cache_query_heads_ = false;        // cache_heads = "query"
   bool held_learned_positions_ = false;  // held_position_embeddings "learned" or "all"
   bool held_rotary_tables_ = false;     // held_position_embeddings "all"
   support::LayoutReader layout_;
