@@ -52,6 +52,13 @@ uint64_t Evaluation::item_bytes(std::string_view display_name, int32_t role) con
   return bytes;
 }
 
+uint64_t Evaluation::item_bytes_at(std::string_view name, int32_t lifetime) const {
+  uint64_t bytes = 0;
+  for (const PlanItem& item : estimator_->plan().items)
+    if (item.name_view() == name && item.lifetime == lifetime) bytes += item.bytes();
+  return bytes;
+}
+
 int32_t Evaluation::item_lifetime(std::string_view name) const {
   for (const PlanItem& item : estimator_->plan().items)
     if (item.name_view() == name) return item.lifetime;

@@ -35,6 +35,8 @@ class Evaluation {
   uint64_t component(int32_t role) const { return breakdown().components[static_cast<size_t>(role)]; }
   // Sum of bytes of the GPU items named `display_name` with `role`.
   uint64_t item_bytes(std::string_view display_name, int32_t role) const;
+  // Sum of bytes of the items named `name` (as plugins name them) with `lifetime` (MEMPLAN_LIFETIME_*).
+  uint64_t item_bytes_at(std::string_view name, int32_t lifetime) const;
   // The lifetime (MEMPLAN_LIFETIME_*) of the first item named `name`, or -1 when there is none.
   int32_t item_lifetime(std::string_view name) const;
 
