@@ -518,7 +518,7 @@ class MegatronActivations {
     // Fused layers keep the per-head q/k norms' inputs (layer_activation_terms); compiled ones are left to the
     // partitioner's choice, not modelled.
     if (layer_ == LayerImplementation::fused && !compiled_) {
-      settings.eager.qk_norm = eager_layer(ctx, model, facts).qk_norm;
+      settings.eager.qk_norm = facts.qk_norm;
       settings.eager.rms_norm = model.layer_norm == 0;  // which norm the q/k norms are (the model's)
     }
     if (layer_ == LayerImplementation::eager) {
@@ -1279,6 +1279,7 @@ class MegatronActivations {
     double head_gradient = 0;  // the LM head's gradient on the GPU (the tied embedding's when the head is tied)
     double trained_embedding_bytes = 0;  // bytes per element of the token embedding where it trains (0: frozen)
     uint32_t mtp_modules = 0;  // multi-token-prediction modules on the rank (the model's mtp.eh_proj items)
+    bool qk_norm = false;      // per-layer q/k norms (core model inventory: "attn.qk_norm")
   };
 
   // The inputs bitsandbytes' MatMul4Bit keeps of one layer for one micro-batch on this rank (whole, before
@@ -1327,6 +1328,8 @@ class MegatronActivations {
       if (param_class == ParamClass::embedding && item.trainable())
         facts.trained_embedding_bytes = item.bytes_per_element();
       facts.learned_positions = facts.learned_positions || param_class == ParamClass::position_embedding;
+      if (param_class == ParamClass::norm && item.layer() >= 0 && item.name().ends_with("attn.qk_norm"))
+        facts.qk_norm = true;
       if (param_class == ParamClass::norm && item.layer() >= 0 && facts.norm_bytes == 0)
         facts.norm_bytes = item.bytes_per_element();
       facts.packed_linear = facts.packed_linear || memplan::support::sharding::is_packed_linear(item);
@@ -1506,8 +1509,6 @@ class MegatronActivations {
       const bool trainable = item.trainable();
       switch (param_class) {
         case ParamClass::norm:
-          // The model's per-layer q/k norms (core model inventory: "attn.qk_norm").
-          if (item.name().ends_with("attn.qk_norm")) eager.qk_norm = true;
           any_norm = true;
           eager.norms_trainable = eager.norms_trainable || trainable;
           break;
@@ -1554,6 +1555,7 @@ class MegatronActivations {
     eager.adapter_autocast = autocast_;
     // A linear weight packed below one byte (a 4-bit base); under bitsandbytes <= 0.43.1 it keeps its input
     // (MatMul4Bit, packed_linear_keeps_input).
+    eager.qk_norm = facts.qk_norm;
     eager.packed_base = facts.packed_linear;
     eager.packed_inputs_kept = eager.packed_base && packed_linear_keeps_input_;
     // fp32 norm weights ahead of 4-bit MLP linears in a 16-bit run (EagerLayer::packed_outputs_fp32); not Unsloth's
