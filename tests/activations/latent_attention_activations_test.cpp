@@ -113,11 +113,11 @@ TEST(LatentAttentionActivations, EagerTensorParallel) {
 // Eager attention without SDPA (flash_attention = false): matmul(probs, v)
 // keeps a contiguous copy of V (2 x 2048, not kv_b's whole output), o_proj its
 // input (2 x 2048); the scores cost 16 x 4096 x (4 + 2) bytes per token (fp32
-// softmax and its 16-bit copy) instead of the log-sum-exp. Per token of the
+// softmax and its 16-bit copy: transformers' DeepSeek-V2 upcasts the softmax, softmax_upcast) instead of the log-sum-exp. Per token of the
 // dense layer: 36,876 + 2 x (3072 + 3072 + 2048 + 2048) + 87,552 + 393,216
 // = 538,124 x 4096 = 2,204,155,904.
 TEST(LatentAttentionActivations, EagerWithoutSdpaCopiesV) {
-  std::string text = scenario("deepseek-v2-lite", "layer = \"eager\"\n");
+  std::string text = scenario("deepseek-v2-lite", "layer = \"eager\"\nsoftmax_upcast = true\n");
   text.replace(text.find("flash_attention = true"), 22, "flash_attention = false");
   Evaluation e = evaluate_paper(text);
   EXPECT_EQ(e.item_bytes("layers.0.activations", kAct), 2'204'155'904u);

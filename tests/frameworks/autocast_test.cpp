@@ -108,8 +108,12 @@ TEST(Autocast, Errors) {
 //   GELU MLP: fc1's output and GELU's       2 x 2f          = 16,384
 //   attention: fp32 softmax input and output, 1-byte mask, the fp16 cast the
 //   PV matmul saves: (4 + 4 + 1 + 2) as = 11 x 16 x 512     = 90,112
-// = 133,136 bytes; 8h = 8,192 more than the same layer at p = 2 without
-// autocast (124,944: the fp16 LayerNorm inputs and one shared q/k/v input).
+// = 133,136 bytes; 8h = 8,192 more than the same layer at p = 2 with the
+// softmax upcast but no autocast (124,944: the fp16 LayerNorm inputs and one
+// shared q/k/v input). In pure fp16 without the upcast (HF BERT's eager
+// attention calls softmax(scores, dim=-1) in the scores' dtype) the softmax's
+// input and output are fp16 and its output is the PV matmul's input: (2 + 2 +
+// 1 + 2) as = 7 x 8,192 in place of 11 x 8,192, 124,944 - 32,768 = 92,176.
 TEST(Autocast, HuggingFaceBertLayerPerToken) {
   const TransformerShape x = bert_large_layer();
   ActivationSettings o = bert_eager(2);
@@ -117,6 +121,8 @@ TEST(Autocast, HuggingFaceBertLayerPerToken) {
   ActivationSettings autocast = o;
   autocast.residual_bytes = 4;
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, autocast), 133'136.0 * 512);
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 92'176.0 * 512);
+  o.eager.softmax_upcast = true;
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 124'944.0 * 512);
   // Full recomputation keeps the layer's fp32 input: 4h = 4,096 bytes per token (2h without autocast).
   autocast.recompute = RecomputePolicy::full;

@@ -99,6 +99,10 @@ TEST(EagerLayers, OptClampReluAndResidualOnlyDropout) {
   x.ffn = 8192;
   ActivationSettings o = bert_eager(2);
   o.dropout = false;
+  // GPT-2's and BERT's eager attention in pure fp16 run the softmax in fp16: its one 2-byte output is also the
+  // PV matmul's input, 2 a s in place of (4 + 2) a s: 163,856 - 4 x 32 x 512 = 98,320 bytes a token.
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 98'320.0 * 512);
+  o.eager.softmax_upcast = true;  // OPTAttention upcasts fp16 scores to fp32 for the softmax (PR #17437)
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 163'856.0 * 512);
   o.eager.masked_scores_kept = true;
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 196'624.0 * 512);
@@ -783,6 +787,9 @@ TEST(EagerLayers, GemmaNormsMultiplyInFp32) {
 //     backward's 12 B a score, 6 beyond the layer's saves (4 + 2), 3,221,225,472 B, go into the recomputed layer's
 //     working set as the larger of it and the residual the recomputation holds there (2 x 4 x 2048 x 4096 =
 //     67,108,864): the working set grows by 3,221,225,472 - 67,108,864 = 3,154,116,608 B
+//   the layer's saves themselves: the fp32 probabilities beside their 16-bit cast (4 + 2 B a score) where the
+//     16-bit softmax without the upcast keeps its 2 B output alone, 4 x 536,870,912 = 2,147,483,648 B more in the
+//     recomputed layer: 3,154,116,608 + 2,147,483,648 = 5,301,600,256 B beside the run without softmax_upcast
 //   not recomputed: the forward's copy only, 4 x 536,870,912 = 2,147,483,648 B; the backward's 6 B a score,
 //     3,221,225,472 B (activations.attention_backward, transient_backward_in_layers)
 //   without softmax_upcast (the plugin's default): neither item.
@@ -801,7 +808,7 @@ TEST(EagerLayers, SoftmaxUpcastTransientsAndTheCacheUnderAWrapper) {
             5'368'709'120u);
   EXPECT_EQ(recomputed.item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS) -
                 run("", full).item_bytes("activations.recompute", MEMPLAN_ROLE_ACTIVATIONS),
-            3'154'116'608u);
+            5'301'600'256u);
   const Evaluation stored = run("softmax_upcast = true\n", "");
   EXPECT_EQ(with_lifetime(stored, "activations.attention_forward", MEMPLAN_LIFETIME_FORWARD_IN_LAYERS), 2'147'483'648u);
   EXPECT_EQ(with_lifetime(stored, "activations.attention_backward", MEMPLAN_LIFETIME_BACKWARD_IN_LAYERS),

@@ -175,8 +175,9 @@ constexpr std::array<memplan_option_spec, 38> kOptions{{
      "eager attention without flash: the softmax runs in fp32 on the 16-bit scores (transformers' Llama-family "
      "eager attention, softmax(..., dtype=torch.float32), and any softmax under autocast), so one layer's forward "
      "holds its input, an fp32 copy and the fp32 output, and its backward three fp32 score-sized tensors "
-     "(activations.attention_forward, activations.attention_backward); false: those transients are not counted "
-     "(GPT-2 style attention in the model's 16 bits without autocast differs)",
+     "(activations.attention_forward, activations.attention_backward) and the kept probabilities are the fp32 "
+     "output beside its 16-bit cast; false (and no autocast): the softmax runs in the model's 16 bits, as GPT-2's "
+     "and BERT's eager attention in pure fp16, and keeps one 16-bit output, with none of those transients",
      "false; the hf-transformers profile sets true", nullptr},
     {"masked_scores_kept", MEMPLAN_OPTION_BOOL,
      "eager attention: the masked 16-bit scores pass torch.max(scores, finfo.min) before the softmax, which keeps "
@@ -271,7 +272,7 @@ constexpr std::array<LossMode, 17> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.32.0",
+      "megatron", "1.33.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }

@@ -397,8 +397,15 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
   } else {
     const double scores = x.heads * x.seq * x.batch * x.seq;
     const bool dropped = o.dropout && e.attention_dropout;
-    terms.attention_core = scores * (4 + (p < 4 || dropped ? p : 0) + (dropped ? 1.0 : 0.0) +
-                                     (e.softmax_keeps_input ? 4 : 0) + (e.masked_scores_kept ? p : 0) +
+    // The softmax keeps its output for its backward: fp32 where it runs in fp32 (softmax_upcast, or any softmax
+    // under autocast, whose fp32 op list has softmax), and the matmul with V keeps the 16-bit cast of it (or the
+    // dropped copy); in the model's 16 bits without autocast (HF BERT and GPT-2 eager attention in pure fp16:
+    // modeling_bert.py BertSelfAttention, nn.functional.softmax(attention_scores, dim=-1)) the one 16-bit output
+    // is both, and only dropout adds its copy. PyTorch up to 1.10 also keeps the softmax's input, in the
+    // softmax's dtype (softmax_keeps_input).
+    const double probabilities = e.softmax_upcast || autocast || e.adapter_autocast || p >= 4 ? 4 : p;
+    terms.attention_core = scores * (probabilities + (probabilities != p || dropped ? p : 0) + (dropped ? 1.0 : 0.0) +
+                                     (e.softmax_keeps_input ? probabilities : 0) + (e.masked_scores_kept ? p : 0) +
                                      (e.attention_softcap ? p : 0));
   }
   return terms;
