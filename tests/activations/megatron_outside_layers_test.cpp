@@ -107,6 +107,34 @@ TEST(MegatronOutsideLayers, VocabParallelLossBeforeCoreR08CopiesTheLogits) {
   EXPECT_EQ(loss_forward("[framework]\nuse = \"megatron-lm\"\n", ""), 103'022'592u);
 }
 
+// Megatron-Core's --cross-entropy-loss-fusion (megatron/core/fusions/fused_cross_entropy.py @ d98e8a64, its
+// helpers under torch.compile through jit_fuser): the compiled helpers' in-place updates of the fp32 logits are
+// written into a new buffer and copied back, one more fp32 tensor of the logits' size in each pass
+// (docs/formulas.md, "Logits and loss"). GPT-345M's 51,511,296 logit elements, fp16:
+//   forward (activations.loss_forward, beside the kept fp32 copy): the 16-bit logits and the new buffer,
+//     (2 + 4) x 51,511,296 = 309,067,776 (the eager "vocab-parallel" loss: 2 x 51,511,296 = 103,022,592)
+//   backward (activations.loss_backward, the high point's whole at backward's start: the saved softmax, the new
+//     buffer and the 16-bit gradient): (4 + 4 + 2) x 51,511,296 = 515,112,960 (eager: 6 x 51,511,296 =
+//     309,067,776); kept: 4 x 51,511,296 either way.
+TEST(MegatronOutsideLayers, FusedVocabParallelLossUnderCompileCopiesOnce) {
+  auto evaluation = [](const std::string& loss) {
+    return evaluate_paper("name = \"g\"\nmode = \"train\"\n[model]\nlayers = 24\nhidden = 1024\nheads = 16\n"
+                          "ffn_hidden = 4096\nvocab = 50304\nmlp = \"gelu\"\nnorm = \"layernorm\"\n"
+                          "position_embeddings = 1024\ntied_embeddings = true\n[batch]\nseq_len = 1024\n[precision]\n"
+                          "use = \"mixed-fp16\"\n[optimizer]\nuse = \"adam\"\n[activations]\nuse = \"megatron\"\n"
+                          "cross_entropy = \"" + loss + "\"\n");
+  };
+  const Evaluation fused = evaluation("vocab-parallel-fused");
+  const Evaluation eager = evaluation("vocab-parallel");
+  EXPECT_EQ(fused.item_bytes("activations.loss_forward", MEMPLAN_ROLE_ACTIVATIONS), 309'067'776u);
+  EXPECT_EQ(eager.item_bytes("activations.loss_forward", MEMPLAN_ROLE_ACTIVATIONS), 103'022'592u);
+  EXPECT_EQ(fused.item_bytes("activations.loss_backward", MEMPLAN_ROLE_ACTIVATIONS), 515'112'960u);
+  EXPECT_EQ(eager.item_bytes("activations.loss_backward", MEMPLAN_ROLE_ACTIVATIONS), 309'067'776u);
+  EXPECT_EQ(fused.item_bytes("activations.logits", MEMPLAN_ROLE_ACTIVATIONS),
+            eager.item_bytes("activations.logits", MEMPLAN_ROLE_ACTIVATIONS));
+  EXPECT_EQ(eager.item_bytes("activations.logits", MEMPLAN_ROLE_ACTIVATIONS), 4u * 51'511'296u);
+}
+
 TEST(MegatronOutsideLayers, LargeVocabularyLogitsAreGigabytes) {
   Evaluation e = evaluate_paper(llama3_8b(kOneSequence, "dropout = false\n"));
   EXPECT_EQ(e.item_bytes("activations.logits", kAct), 4'202'692'608u);
@@ -209,7 +237,8 @@ std::string library() { return " (plugin library " + plugin_dir() + "/memplan-me
 TEST(MegatronOutsideLayers, CrossEntropyOptionIsChecked) {
   EXPECT_EQ(error_of(llama3_8b(kOneSequence, "cross_entropy = \"fused\"\n"), "m.toml"),
             "m.toml:15:17: error: in [activations], activations plugin 'megatron', option 'cross_entropy': must be one of "
-            "\"unfused\", \"vocab-parallel\", \"vocab-parallel-copy\", \"upcast-shift-copy\", \"shift-copy\", "
+            "\"unfused\", \"vocab-parallel\", \"vocab-parallel-copy\", \"vocab-parallel-fused\", \"upcast-shift-copy\", "
+            "\"shift-copy\", "
             "\"upcast-in-loss-shift-copy\", "
             "\"upcast-in-loss\", \"upcast\", \"chunked\", \"compiled\", \"loss-parallel\", \"upcast-compiled\", "
             "\"chunked-compiled\", \"cut\", \"chunked-fused\", \"chunked-fused-eager\", \"in-place\", not \"fused\"" + library());

@@ -46,7 +46,9 @@ constexpr std::array<memplan_option_spec, 38> kOptions{{
     {"cross_entropy", MEMPLAN_OPTION_STRING,
      "the loss path: \"unfused\" (fp32 logits and the loss's fp32 softmax both kept), \"vocab-parallel\" "
      "(Megatron-LM: softmax in place in an fp32 copy of the logits), \"vocab-parallel-copy\" (Megatron-LM before "
-     "core_r0.8.0: the max subtracted out of place, a second fp32 copy at the forward), \"upcast-shift-copy\" (Hugging Face "
+     "core_r0.8.0: the max subtracted out of place, a second fp32 copy at the forward), \"vocab-parallel-fused\" "
+     "(Megatron-Core's --cross-entropy-loss-fusion under torch.compile: one more fp32 copy in each pass), "
+     "\"upcast-shift-copy\" (Hugging Face "
      "transformers <= 4.45), \"shift-copy\" (the same in the logits' 16 bits: GPT-2 and other models without the "
      "upcast before 4.46, user losses), \"upcast-in-loss-shift-copy\" (transformers 4.46-4.48), \"upcast-in-loss\" "
      "(transformers >= 4.49), \"upcast\" (fp32 logits held while the loss runs: torchtune), \"chunked\" (chunk by "
@@ -249,10 +251,11 @@ struct LossMode {
   const char* name;
   CrossEntropy mode;
 };
-constexpr std::array<LossMode, 17> kLossModes{{
+constexpr std::array<LossMode, 18> kLossModes{{
     {"unfused", CrossEntropy::unfused},
     {"vocab-parallel", CrossEntropy::vocab_parallel},
     {"vocab-parallel-copy", CrossEntropy::vocab_parallel_copy},
+    {"vocab-parallel-fused", CrossEntropy::vocab_parallel_fused},
     {"upcast-shift-copy", CrossEntropy::upcast_shift_copy},
     {"shift-copy", CrossEntropy::shift_copy},
     {"upcast-in-loss-shift-copy", CrossEntropy::upcast_in_loss_shift_copy},
@@ -1248,8 +1251,8 @@ class MegatronActivations {
           ring_backward(options.intern("context_parallel.ring_backward")),
           kept_layer_inputs(options.intern("activations.kept_layer_inputs")),
           held_packed_inputs(options.intern("activations.held_packed_inputs")),
-          mtp_loss(options.intern("activations.mtp_loss")),
           checkpointed_packed_inputs(options.intern("activations.checkpointed_packed_inputs")),
+          mtp_loss(options.intern("activations.mtp_loss")),
           global_memory_buffer(options.intern("activations.global_memory_buffer")),
           attention_forward(options.intern("activations.attention_forward")),
           attention_backward(options.intern("activations.attention_backward")) {}

@@ -798,6 +798,9 @@ enum class CrossEntropy {
   unfused,            // fp32 logits kept, and the loss saves its own fp32 (log-)softmax of the same size
   vocab_parallel,     // Megatron-LM: fp32 copy of the 16-bit logits, softmax in place and saved (4; 6 at both peaks)
   vocab_parallel_copy,  // Megatron-LM before core_r0.8.0: the max subtracted out of place, a second fp32 copy (4; 10, 6)
+  // Megatron-Core's --cross-entropy-loss-fusion (native impl) under torch.compile: the in-place updates of the
+  // fp32 logits written out of place, one more fp32 copy at each pass's high point (4; 10, 10)
+  vocab_parallel_fused,
   upcast_shift_copy,  // HF transformers <= 4.45: fp32 logits in the output, a shifted fp32 copy, log-softmax (4; 12, 12)
   shift_copy,         // the same without the upcast (GPT-2 and others before 4.46, user losses): all in 16 bits (p; 3p, 3p)
   upcast_in_loss_shift_copy,  // HF 4.46-4.48: 16-bit logits in the output, fp32 copy, shifted copy (4; 14, 12)
@@ -898,6 +901,22 @@ inline LossBytes loss_bytes(CrossEntropy mode, double p, double chunks) {
     // vocab_parallel_logits = vocab_parallel_logits - logits_max.unsqueeze(-1): a new fp32 tensor beside the
     // caller's output.float(), which the call's argument keeps: 4 bytes more at the forward's high point.
     case CrossEntropy::vocab_parallel_copy: return {4, 0, p + 4, p};
+    // Megatron-Core's fused loss (--cross-entropy-loss-fusion, cross_entropy_fusion_impl "native":
+    // megatron/core/fusions/fused_cross_entropy.py, added 7b4a6d76, 2024-06-14; read @ d98e8a64) runs the same
+    // steps as vocab_parallel_cross_entropy in helpers wrapped in jit_fuser, which megatron/core/jit.py makes
+    // torch.compile for torch >= 2.2. Those helpers update their fp32 input in place (the max subtracted and
+    // exp'd in calculate_predicted_logits; divided by the sum in calculate_cross_entropy_loss; in backward the
+    // target's entry and the scaling of the saved softmax in calculate_gradients, then .to(bfloat16)).
+    // AOTAutograd functionalizes a compiled graph's mutation of its input: the graph computes the updated
+    // values into a buffer of its own and copies them back into the input at its end, so each pass holds one
+    // more fp32 tensor of the logits' size than the eager loss: p + 4 beyond the kept 4 at the forward's
+    // high point (the 16-bit logits, the new buffer) and at the backward's (the new buffer, the 16-bit
+    // gradient). Measured: Megatron-LM's CI goldens (tests/functional_tests/test_cases/gpt/
+    // gpt3_mcore_te_tp2_pp2_resume_torch_dist and ..._cross_entropy_loss_fusion @ d98e8a64, dev_dgx_h100):
+    // the fused run's mem-max-allocated-bytes 0.381 GiB above the unfused one, one fp32 copy of the last
+    // stage's 4 x 1024 x 25,216 logits (0.385 GiB). The A100 "dev" goldens show two copies (0.78 GiB): not
+    // modelled (another container's torch).
+    case CrossEntropy::vocab_parallel_fused: return {4, 0, p + 4, p + 4};
     case CrossEntropy::upcast_shift_copy: return {0, 4, 8, 8};
     // The 16-bit logits (the model's output) and their shifted copy beside the
     // saved log-softmax; backward: the log-softmax and two 16-bit gradients.
@@ -974,6 +993,7 @@ inline double returned_logit_bytes(CrossEntropy mode, double p) {
       return p;
     case CrossEntropy::vocab_parallel:
     case CrossEntropy::vocab_parallel_copy:
+    case CrossEntropy::vocab_parallel_fused:
     // Cut Cross-Entropy's patched forward returns logits=None when it computes the loss
     // (apple/ml-cross-entropy @ d42911f9 cut_cross_entropy/transformers/llama.py, cce_forward).
     case CrossEntropy::cut:
