@@ -137,6 +137,17 @@ TEST(Sampler, TritonFromEightRows) {
   EXPECT_EQ(sampler(sort), 4'233'670'656u);
 }
 
+// vLLM V1 with FlashInfer installed (its log: "Using FlashInfer for top-p & top-k sampling") samples through
+// flashinfer.sampling.top_k_top_p_sampling_from_logits: 14 bytes a row and vocabulary entry at any row count
+// (inference_memory.hpp). With prefill_chunk = 8 and 7 rows: run 2 x 4096 x (8 + 14) + 14 x 7 x 128,256 =
+// 180,224 + 12,569,088 = 12,749,312, item 12,749,312 - 2,871,296 = 9,878,016 (the sort path's 31,425,024 above).
+TEST(Sampler, FlashInferAtAnyRowCount) {
+  Evaluation seven = evaluate(
+      llama8b("", gpu("h100-sxm-80gb"), "prefill_chunk = 8\nsampler_rows = 7\nsampler_path = \"flashinfer\"\n"));
+  EXPECT_EQ(forward(seven), 2'871'296u);
+  EXPECT_EQ(sampler(seven), 9'878'016u);
+}
+
 // The plugin's own default (the paper and pytorch profiles) has no sampler
 // run; a run smaller than the forward adds nothing: one row (the sort path,
 // fewer than 8), run 2 x 4096 x 8194 + 38 x 128,256 = 71,998,976 < 840,912,896.
@@ -166,7 +177,7 @@ TEST(Sampler, ServingBudgetSeesIt) {
 }
 
 TEST(SamplerErrors, UnknownPath) {
-  const std::string error = error_of(llama8b("", gpu("h100-sxm-80gb"), "sampler_path = \"flashinfer\"\n"));
+  const std::string error = error_of(llama8b("", gpu("h100-sxm-80gb"), "sampler_path = \"cub\"\n"));
   EXPECT_NE(error.find("sampler_path"), std::string::npos) << error;
   EXPECT_NE(error.find("must be \"sort\""), std::string::npos) << error;
 }

@@ -268,11 +268,33 @@ inline constexpr double kSamplerSortBytesPerElement = 38;
 inline constexpr double kSamplerTritonBytesPerElement = 14;
 inline constexpr double kSamplerTritonMinRows = 8;
 
-// The bytes per (row x vocabulary entry) of the masking path `triton` (false:
-// the sort path) for `rows` sampled rows: vLLM 0.17 sends fewer than 8 rows
-// to the sort path (apply_top_k_top_p: HAS_TRITON and logits.shape[0] >= 8).
-inline double sampler_bytes_per_element(bool triton, double rows) {
-  return triton && rows >= kSamplerTritonMinRows ? kSamplerTritonBytesPerElement : kSamplerSortBytesPerElement;
+// "flashinfer": vLLM V1's TopKTopPSampler.forward_cuda, which V1 selects where
+// FlashInfer >= 0.2.3 is installed and VLLM_USE_FLASHINFER_SAMPLER is not set to
+// 0 ("In V0, None means False, while in V1, None means True"; the start-up log
+// says "Using FlashInfer for top-p & top-k sampling"; vllm/v1/sample/ops/
+// topk_topp_sampler.py @ v0.9.2, read in the ROCm/vllm mirror at f8c9a3852). With
+// both top-k and top-p set, as the dummy run sets them, flashinfer_sample calls
+// flashinfer.sampling.top_k_top_p_sampling_from_logits on the fp32 logits, whose
+// default filter order "top_k_first" makes masked_logits = top_k_mask_logits(...)
+// and probs = torch.softmax(masked_logits) before the rejection-sampling kernel
+// (flashinfer/sampling.py, 0.2.x): 2 (bf16 logits) + 4 (fp32 logits) + 4 (masked)
+// + 4 (probs) = 14, at any row count; no sort.
+inline constexpr double kSamplerFlashInferBytesPerElement = 14;
+
+// How the start-up sampler run masks top-k/top-p (the plugin's sampler_path).
+enum class SamplerPath { sort, triton, flashinfer };
+
+// The bytes per (row x vocabulary entry) of a masking path for `rows` sampled
+// rows: vLLM 0.17's Triton path sends fewer than 8 rows to the sort path
+// (apply_top_k_top_p: HAS_TRITON and logits.shape[0] >= 8).
+inline double sampler_bytes_per_element(SamplerPath path, double rows) {
+  switch (path) {
+    case SamplerPath::flashinfer: return kSamplerFlashInferBytesPerElement;
+    case SamplerPath::triton:
+      return rows >= kSamplerTritonMinRows ? kSamplerTritonBytesPerElement : kSamplerSortBytesPerElement;
+    case SamplerPath::sort: break;
+  }
+  return kSamplerSortBytesPerElement;
 }
 
 // What the sampler run of `rows` requests holds beyond the forward pass's own

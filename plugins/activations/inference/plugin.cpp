@@ -77,8 +77,10 @@ constexpr std::array<memplan_option_spec, 20> kOptions{{
      "min(sampler_rows, prefill_chunk) rows over the whole vocabulary on every tensor-parallel rank); 0 = none",
      "0 (no sampler run: the papers' view); the vllm profile sets vLLM's max_num_seqs, 1024 or 256 by GPU", nullptr},
     {"sampler_path", MEMPLAN_OPTION_STRING,
-     "how the sampler run masks top-k/top-p: \"sort\" (PyTorch's sort, 38 bytes per row x vocabulary entry) or "
-     "\"triton\" (vLLM 0.17's in-place Triton kernel, 14 bytes, for 8 rows or more)",
+     "how the sampler run masks top-k/top-p: \"sort\" (PyTorch's sort, 38 bytes per row x vocabulary entry), "
+     "\"triton\" (vLLM 0.17's in-place Triton kernel, 14 bytes, for 8 rows or more) or \"flashinfer\" (vLLM V1's "
+     "FlashInfer sampler where FlashInfer is installed, as vLLM's Docker images have it: a masked copy and its "
+     "softmax, 14 bytes, no sort)",
      "\"sort\"; the vllm profile sets \"triton\" from version 0.17", nullptr},
     {"moe_workspace", MEMPLAN_OPTION_STRING,
      "how a MoE layer's routed-expert temporaries live when the experts are unquantized: \"transient\" (freed "
@@ -133,7 +135,7 @@ constexpr std::array<const char*, 5> kKvDtypes{"fp32", "fp16", "bf16", "fp8", "i
 class InferenceMemory {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "inference", "1.9.0", "KV cache (paged, GQA, latent attention, sliding window) and forward transients for serving",
+      "inference", "1.10.0", "KV cache (paged, GQA, latent attention, sliding window) and forward transients for serving",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
@@ -209,10 +211,14 @@ class InferenceMemory {
       options.fail("sliding_window", "is " + std::to_string(*window_) + ", implausibly large (the limit is "
                                      "1000000000 tokens)");
     const std::string path = options.string("sampler_path").value_or("sort");
-    if (path != "sort" && path != "triton")
-      options.fail("sampler_path", "must be \"sort\" (PyTorch's sort-based top-k/top-p, vLLM up to 0.16) or "
-                                   "\"triton\" (vLLM 0.17's Triton kernel), not \"" + path + "\"");
-    triton_sampler_ = path == "triton";
+    if (path != "sort" && path != "triton" && path != "flashinfer")
+      options.fail("sampler_path", "must be \"sort\" (PyTorch's sort-based top-k/top-p, vLLM up to 0.16), "
+                                   "\"triton\" (vLLM 0.17's Triton kernel) or \"flashinfer\" (vLLM V1 with FlashInfer "
+                                   "installed: its log says \"Using FlashInfer for top-p & top-k sampling\"), not \"" +
+                                       path + "\"");
+    sampler_path_ = path == "triton"       ? inf::SamplerPath::triton
+                    : path == "flashinfer" ? inf::SamplerPath::flashinfer
+                                           : inf::SamplerPath::sort;
     const std::string workspace = options.string("moe_workspace").value_or("transient");
     if (workspace != "transient" && workspace != "persistent")
       options.fail("moe_workspace", "must be \"transient\" (each MoE layer frees its temporaries) or \"persistent\" "
@@ -517,7 +523,7 @@ class InferenceMemory {
     const double sampler_rows = std::min(static_cast<double>(sampler_rows_), chunk);
     const double excess = inf::sampler_excess_bytes(
         f.shape.hidden, chunk, sampler_rows, vocab, activation_bytes,
-        inf::sampler_bytes_per_element(triton_sampler_, sampler_rows), pass.total());
+        inf::sampler_bytes_per_element(sampler_path_, sampler_rows), pass.total());
     if (excess > 0) add_transient(ctx, names_.sampler, excess, true);
   }
 
@@ -576,7 +582,7 @@ class InferenceMemory {
   int64_t prefill_long_above_ = 0;     // prefill_long_above (0: never)
   std::optional<int64_t> prefill_long_chunk_;
   int64_t sampler_rows_ = 0;
-  bool triton_sampler_ = false;
+  inf::SamplerPath sampler_path_ = inf::SamplerPath::sort;  // sampler_path
   bool all_logits_ = false;
   bool persistent_moe_workspace_ = false;
   bool rope_cache_ = false;
