@@ -949,6 +949,12 @@ class MegatronActivations {
         // The loop holds one output, whatever the micro-batches in flight: in every phase when it keeps it
         // into the next forward, in backward and the optimizer step when it drops it after the step.
         add_held(ctx, names_.held_output, outside.held_output / context, true);
+        // Where the loss saves the returned logits themselves (held_overlap: the held output is this micro-batch's
+        // kept logits), the held output of the step before is a second tensor until the loop rebinds its variable
+        // after this forward returns (`outputs = model(...)`): both at the forward's end, as the KV cache's twin
+        // above. Found on transformers' OPT SDPA training table (PR #33298's benchmark loop keeps `outputs`).
+        if (held_ == memplan::plugins::HeldOutput::next_forward && outside.held_overlap > 0)
+          add_vocab_sized(ctx, names_.held_output, outside.held_overlap / context, memplan::sdk::Lifetime::forward_end);
         add_vocab_sized(ctx, names_.cross_entropy, cross_entropy - ce_released);
         add_vocab_sized(ctx, names_.cross_entropy, ce_released, memplan::sdk::Lifetime::forward_end);
         // Multi-token prediction (Megatron-Core's MultiTokenPredictionBlock, megatron/core/transformer/
