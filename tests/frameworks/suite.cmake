@@ -12,6 +12,7 @@ memplan_add_test(test_frameworks
   frameworks/torch_ops_dequantize_test.cpp
   frameworks/litgpt_layers_test.cpp
   frameworks/lora_kernels_test.cpp
+  frameworks/dora_test.cpp
   frameworks/hf_measured_layers_test.cpp
   frameworks/stream_pools_test.cpp
   frameworks/loss_segments_test.cpp

@@ -481,6 +481,22 @@ class MegatronActivations {
     // Compiled layers: the final norm outside them stays eager and reads the norm kind
     // (transformer_activations.hpp output_activations); the layers themselves are counted as fused.
     if (compiled_ || layer_ == LayerImplementation::legacy) settings.eager.rms_norm = model.layer_norm == 0;
+    // DoRA (the lora strategy's dora: lora.dora_outputs) is counted in eager layers, PEFT's and torchtune's modules,
+    // and in compiled ones, the same modules under torch.compile (transformer_activations.hpp, dora_saves); refused
+    // where memplan counts Megatron's own layers, and under tensor parallelism, which PEFT's DoRA does not run with.
+    if (ctx.attr_double(a.lora_dora_outputs, 0) > 0) {
+      if (layer_ != LayerImplementation::eager && !compiled_)
+        ctx.fail(std::string("layer = \"") + (layer_ == LayerImplementation::legacy ? "legacy" : "fused") +
+                 "\" counts Megatron's own layers, in which memplan does not model DoRA adapters (Megatron-Bridge's "
+                 "DoRA, src/megatron/bridge/peft/dora_layers.py, is not modelled), but the lora strategy has dora = "
+                 "true, PEFT's or torchtune's DoRA: use layer = \"eager\" (or \"compiled\" under torch.compile), or "
+                 "drop dora");
+      if (layout.tensor > 1)
+        ctx.fail("the lora strategy's dora is PEFT's DoRA, which does not run under tensor parallelism (its "
+                 "LoraParallelLinear raises with use_dora: peft src/peft/tuners/lora/tp_layer.py @ d787f51b, lines "
+                 "65-66), and memplan does not split DoRA's saves over the " + std::to_string(layout.tensor) +
+                 " tensor-parallel ranks: drop dora or the tensor-parallel strategy");
+    }
     if (layer_ == LayerImplementation::legacy) {
       // What Megatron-LM's legacy layers cannot run, or memplan does not model for them, is refused rather
       // than counted as fused: context parallelism and per-op checkpointing are Megatron-Core/torchtitan
@@ -516,6 +532,8 @@ class MegatronActivations {
       settings.eager.kernel_qkv = read.kernel_qkv;
       settings.eager.kernel_mlp = read.kernel_mlp;
       settings.eager.adapter_qkv = read.adapter_qkv;
+      settings.eager.dora_outputs = read.dora_outputs;
+      settings.eager.dora_weights = read.dora_weights;
       // The same Python code runs compiled: the eager layer's rule (repeats_kv).
       settings.eager.repeat_kv = repeats_kv() && model.kv_heads > 0 && model.kv_heads < model.heads;
     }
@@ -723,6 +741,15 @@ class MegatronActivations {
       if (working_set <= 0)
         add_outside(ctx, names_.attention_backward, attention.backward / context,
                     memplan::sdk::Lifetime::backward_in_layers);
+    }
+    // DoRA's weight norm (transformer_activations.hpp, dora_weight_norm_bytes): the largest adapted matrix's
+    // transients while a layer's forward runs, and while backward recomputes a layer; detached, so a layer's
+    // backward computes nothing of it otherwise.
+    if (stage_layers > 0 && settings.eager.dora_outputs > 0) {
+      const double norm = memplan::plugins::dora_weight_norm_bytes(
+          settings, ctx.attr_double(a.lora_dora_widest_input, 0), ctx.attr_double(a.lora_dora_largest_matrix, 0));
+      add_outside(ctx, names_.dora_weight_norm, norm, memplan::sdk::Lifetime::forward_in_layers);
+      if (recomputed) add_outside(ctx, names_.dora_weight_norm, norm, memplan::sdk::Lifetime::backward_in_layers);
     }
     if (settings.recompute == RecomputePolicy::full) retime_cached_casts(ctx);
 
@@ -1199,6 +1226,10 @@ class MegatronActivations {
           lora_mlp(options.attribute(MEMPLAN_ATTR_LORA_MLP)),
           lora_o(options.attribute(MEMPLAN_ATTR_LORA_O)),
           lora_kernels(options.attribute(MEMPLAN_ATTR_LORA_KERNELS)),
+          lora_dora_outputs(options.attribute(MEMPLAN_ATTR_LORA_DORA_OUTPUTS)),
+          lora_dora_weights(options.attribute(MEMPLAN_ATTR_LORA_DORA_WEIGHTS)),
+          lora_dora_widest_input(options.attribute(MEMPLAN_ATTR_LORA_DORA_WIDEST_INPUT)),
+          lora_dora_largest_matrix(options.attribute(MEMPLAN_ATTR_LORA_DORA_LARGEST_MATRIX)),
           recompute_policy(options.attribute(MEMPLAN_ATTR_RECOMPUTE_POLICY)),
           recompute_reentrant(options.attribute(MEMPLAN_ATTR_RECOMPUTE_REENTRANT)),
           pipeline_input_buffers(options.attribute(MEMPLAN_ATTR_PIPELINE_INPUT_BUFFERS)),
@@ -1217,7 +1248,8 @@ class MegatronActivations {
           loss_chunks_report(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "loss_chunks")) {}
     memplan::sdk::Attribute activation_dtype, activation_factor, residual_dtype, linear_input_dtype, lora_rank_inputs,
         lora_inputs,
-        lora_distinct_inputs, lora_qkv, lora_dropout, lora_mlp, lora_o, lora_kernels, recompute_policy,
+        lora_distinct_inputs, lora_qkv, lora_dropout, lora_mlp, lora_o, lora_kernels, lora_dora_outputs,
+        lora_dora_weights, lora_dora_widest_input, lora_dora_largest_matrix, recompute_policy,
         recompute_reentrant, pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
         pipeline_merged_outputs, context_kv_allgather, loss_segments, loss_first_step, loss_longer_step,
         loss_longer_segments, kept_layer_inputs, gathered_weight_bytes, architecture;
@@ -1261,13 +1293,15 @@ class MegatronActivations {
           mtp_loss(options.intern("activations.mtp_loss")),
           global_memory_buffer(options.intern("activations.global_memory_buffer")),
           attention_forward(options.intern("activations.attention_forward")),
-          attention_backward(options.intern("activations.attention_backward")) {}
+          attention_backward(options.intern("activations.attention_backward")),
+          dora_weight_norm(options.intern("activations.dora_weight_norm")) {}
     memplan::sdk::Name stored, offload_window, recompute, dequantized_weight, embedding_dropout, final_norm, logits,
         held_output, cross_entropy, loss_forward, loss_backward, tied_gradient, kv_cache, sdpa_masks,
         windowed_attention, logit_softcap, rope_cache, causal_mask, layer_causal_mask, expanded_causal_mask, recompute_casts,
         pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
         pipeline_merged_outputs, ring_forward, ring_backward, kept_layer_inputs, held_packed_inputs,
-        checkpointed_packed_inputs, mtp_loss, global_memory_buffer, attention_forward, attention_backward;
+        checkpointed_packed_inputs, mtp_loss, global_memory_buffer, attention_forward, attention_backward,
+        dora_weight_norm;
   };
 
   // What apply() needs to know of the reported rank's weights, from one pass
@@ -1554,6 +1588,8 @@ class MegatronActivations {
     eager.kernel_o = (kernels & MEMPLAN_LORA_KERNEL_O) != 0;
     eager.kernel_mlp = (kernels & MEMPLAN_LORA_KERNEL_MLP) != 0;
     eager.kernel_adds_in_place = (kernels & MEMPLAN_LORA_KERNEL_ADD_IN_PLACE) != 0;
+    eager.dora_outputs = ctx.attr_double(attributes_.lora_dora_outputs, 0);
+    eager.dora_weights = ctx.attr_double(attributes_.lora_dora_weights, 0);
     eager.softmax_keeps_input = softmax_keeps_input_;
     eager.softmax_upcast = softmax_upcast_;
     eager.masked_scores_kept = masked_scores_kept_;

@@ -86,6 +86,10 @@ struct EagerLayer {
   bool adapter_mlp = false;          // the dense MLP's matrices are adapted through PEFT (lora.mlp): peft_mlp_excess
   bool adapter_o = false;            // o is adapted through PEFT (lora.o): its lora_A reads the attention output
   bool adapter_qkv = false;          // q, k or v is adapted (lora.qkv): read by compiled layers only
+  // DoRA (lora.dora_outputs, lora.dora_weights; dora_saves below): the adapted matrices' output widths summed, per
+  // token, and their d_in x d_out summed, per layer. 0: no DoRA.
+  double dora_outputs = 0;
+  double dora_weights = 0;
   // The forward runs under torch.autocast in the activations' dtype over 16-bit weights (the HF Trainer and
   // accelerate with bf16/fp16 on a model loaded in that dtype: megatron's autocast): adapters in a wider dtype
   // compute in the activations' (eager_layer_terms, peft_mlp_excess).
@@ -217,6 +221,82 @@ struct LayerActivations {
   double attention_core = 0;  // softmax, its dropout, attention over V (or flash-attention statistics)
   double attention_mask = 0;  // SDPA's 16-bit bias from a boolean padding mask: per layer, not split by heads
 };
+
+// What DoRA adds to a layer's saves (docs/formulas.md, "DoRA"): per token,
+// bytes; per layer, bytes. PEFT's DoRA (peft src/peft/tuners/lora/dora.py @
+// d787f51b, DoraLinearLayer.forward 132-166; variants.py DoraLinearVariant.forward
+// 218-246; lora/layer.py 1056: x cast to the adapters' dtype) and torchtune's
+// (torchtune/modules/peft/dora.py @ 1814feb1, DoRALinear.forward 126-162) compute
+//   mag_norm_scale = magnitude / weight_norm.detach()      (paper, section 4.3)
+//   (mag_norm_scale - 1) * base_result + mag_norm_scale * lora_result * scaling
+// where both products save their d_out-wide operand for the trainable
+// magnitude's gradient (derivatives.yaml, mul: other for self's gradient):
+// base_result, the base layer's output (p), and lora_result = lora_B(lora_A(x)),
+// lora_B's output: in the adapters' dtype p_a where PEFT cast x to it, in p
+// under autocast (which runs lora_B in p). With lora_dropout in training PEFT
+// recomputes base_result = F.linear(dropout(x), W.to(x.dtype)) (the dropped
+// input's dtype: p_a, or p under autocast), and that matmul saves its weight
+// for the input's gradient: a copy of each adapted weight (d_in x d_out per
+// matrix and layer) wherever W.to(x.dtype) (or dequantize_module_weight, for
+// a packed base) or autocast's cast makes a new tensor: at p_a without
+// autocast, at p under it; none for a 16-bit base whose weight is used as is.
+// torchtune reuses the undropped base_out (no copy; not told apart here: a
+// dropout above 0 counts PEFT's). The weight norm itself is detached: its
+// tensors are transients of the forward (dora_weight_norm_bytes).
+struct DoraSaves {
+  double per_token = 0;  // bytes a token: the base and lora_B outputs of every DoRA-adapted matrix
+  double per_layer = 0;  // bytes a layer: the weight copies PEFT's dropped path saves
+};
+inline DoraSaves dora_saves(const ActivationSettings& o) {
+  const EagerLayer& e = o.eager;
+  if (e.dora_outputs <= 0) return {};
+  const double p = o.bytes;
+  const bool autocast = residual_dtype_bytes(o) > p;
+  const bool in_p = autocast || e.adapter_autocast;  // lora_B (and a dropped base matmul) compute in p
+  const bool dropped = e.adapter_dropout > 0;
+  const double lora_out = in_p ? p : e.adapter_bytes;
+  const double base_out = dropped && !in_p ? e.adapter_bytes : p;
+  DoraSaves saves;
+  saves.per_token = e.dora_outputs * (base_out + lora_out);
+  if (dropped) {
+    // Under autocast over fp32 weights autocast casts every weight to p; over 16-bit weights the 16-bit
+    // Linear's W.to(fp32) is cast back to p (new) unless the adapters are p (W itself), and a packed base's
+    // dequantized p copy is used as is; without autocast W.to(p_a) is new when p_a differs, a packed base's
+    // always.
+    const bool new_copy = e.packed_base || e.adapter_bytes != p;
+    const double copy = autocast ? p : !new_copy ? 0 : e.adapter_autocast ? p : e.adapter_bytes;
+    saves.per_layer = e.dora_weights * copy;
+  }
+  return saves;
+}
+
+// The high point of DoRA's weight norm in one adapted matrix's forward, bytes
+// (one matrix at a time, while a layer's forward runs and, recomputed, while
+// its backward recomputes it). PEFT's get_lora_weight (dora.py @ d787f51b
+// 94-99) runs lora_B(lora_A(x_eye)) on an identity of d_in x d_in in the
+// adapters' dtype p_a, which lora_A's graph keeps while the product lives
+// (to the end of forward); forward 137-145 holds lora_weight (d_in x d_out,
+// cast to x's dtype p_x), W.to(p_x) (a new tensor for a packed base or p_x
+// other than the weights' dtype), and get_weight_norm (85-91) adds the scaled
+// product to the weight: two more d_in x d_out tensors at once, before the
+// d_out norm. torchtune's forward (dora.py @ 1814feb1, 148-156) the same with
+// x_eye in x's dtype. lora_A(x_eye), d_in x r, is left out.
+//   widest_input^2 p_a + (3 + [new weight copy]) p_x largest_matrix
+// with the largest d_in and d_in x d_out of the DoRA-adapted matrices.
+inline double dora_weight_norm_bytes(const ActivationSettings& o, double widest_input, double largest_matrix) {
+  const EagerLayer& e = o.eager;
+  if (e.dora_outputs <= 0) return 0;
+  const double p = o.bytes;
+  const double r = residual_dtype_bytes(o);
+  // x's dtype at the adapters: the layer's input dtype (the residual's under autocast over fp32 weights), cast
+  // to p_a by PEFT where it differs, except bitsandbytes' Linear4bit under autocast (no conversion).
+  const double input = r > p ? r : p;
+  const bool cast = e.adapter_bytes != input && !(e.adapter_autocast && e.packed_base);
+  const double x_bytes = cast ? e.adapter_bytes : input;
+  const double weight_bytes = r > p ? r : p;  // an unpacked base's weights
+  const bool new_copy = e.packed_base || x_bytes != weight_bytes;
+  return widest_input * widest_input * e.adapter_bytes + (3 + (new_copy ? 1 : 0)) * x_bytes * largest_matrix;
+}
 
 // What an eager layer keeps for backward, per token, from the autograd rules
 // of each op (PyTorch tools/autograd/derivatives.yaml; Hugging Face
@@ -376,6 +456,11 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
     terms.split_kv += sb * norm_kept(x.kv_width, x.kv_heads > 0 ? x.kv_heads : x.heads);
   }
   if (e.attention_bias && o.flash_attention) terms.attention_mask = x.batch * x.seq * x.seq * p;
+  // DoRA's saved outputs beside the adapters' (replicated, as the adapters' terms), and with dropout PEFT's weight
+  // copies (split: a weight's shard per rank; dora_saves).
+  const DoraSaves dora = dora_saves(o);
+  terms.replicated += sb * dora.per_token;
+  terms.split += dora.per_layer;
   auto mlp_of = [&](double ffn) {
     if (e.kernel_mlp && x.gated) return 2 * p * ffn;  // LoRA_MLP: gate and up (X is the MLP input above)
     const bool down_input = e.down_trainable || e.packed_inputs_kept;
@@ -517,6 +602,12 @@ inline LayerActivations layer_activation_terms(const TransformerShape& x, const 
     if (!e.down_trainable && !e.adapter_mlp && !kept && !e.kernel_mlp) terms.split -= p * sb * x.ffn;
     terms.replicated += e.adapter_bytes * sb * e.adapter_rank;
     if (e.adapter_dropout > 0) terms.replicated += (e.adapter_bytes + 1) * sb * e.adapter_inputs;
+    // DoRA's two saved outputs and, with dropout, the weights' copies (dora_saves): the magnitude's gradient reads
+    // the base output and lora_B's, both matmul outputs, which the partitioner never recomputes (partitioners.py
+    // should_ban_recomputation: compute-intensive ops), and the dropped path's F.linear reads its weight copy.
+    const DoraSaves dora = dora_saves(o);
+    terms.replicated += sb * dora.per_token;
+    terms.split += dora.per_layer;
   }
   // K and V copied to every query head before attention, and kept at its width (split like Q): in Megatron-LM's
   // legacy layers (above), and in compiled layers where the model repeats them (torchtune's expand and reshape,

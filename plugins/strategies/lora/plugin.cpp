@@ -19,9 +19,19 @@
 // a count of layers; the precision plugin (which runs after) gives them their
 // dtype, gradients and master copies, the optimizer its states. Every other
 // weight is frozen. `alpha` scales B A by alpha / r and changes no memory.
+//
+// `dora` (PEFT's use_dora; Liu et al. 2024, "DoRA: Weight-Decomposed Low-Rank
+// Adaptation", arXiv 2402.09353, section 4): each adapted matrix also trains a
+// magnitude vector of d_out (item <adapter>.dora_magnitude), and its forward
+// (peft src/peft/tuners/lora/dora.py @ d787f51b, DoraLinearLayer.forward 132-166;
+// torchtune torchtune/modules/peft/dora.py @ 1814feb1, DoRALinear.forward)
+// multiplies the base output and lora_B's output by the trainable magnitude
+// over the detached weight norm, which saves both for backward: the
+// lora.dora_* attributes tell activation models their widths.
 #include <memplan/sdk.hpp>
 #include <memplan/support/format.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -36,9 +46,9 @@ namespace sdk = memplan::sdk;
 using sdk::ParamClass;
 
 // PEFT's LoraConfig names (huggingface/peft src/peft/tuners/lora/config.py:
-// r, lora_alpha, lora_dropout, target_modules) are accepted beside memplan's,
+// r, lora_alpha, lora_dropout, target_modules, use_dora) are accepted beside memplan's,
 // so a config can be copied over; giving both names of one option is an error.
-constexpr std::array<memplan_option_spec, 12> kOptions{{
+constexpr std::array<memplan_option_spec, 14> kOptions{{
     {"rank", MEMPLAN_OPTION_INT, "adapter rank r (positive)", "required", nullptr},
     {"alpha", MEMPLAN_OPTION_DOUBLE, "scaling numerator: the update is (alpha / r) B A; no memory effect",
      "not reported", nullptr},
@@ -74,6 +84,13 @@ constexpr std::array<memplan_option_spec, 12> kOptions{{
      "PEFT's module names embed_tokens, wte, tok_embeddings, lm_head, output); PEFT's ModulesToSaveWrapper trains a "
      "deepcopy and keeps the frozen original beside it (item modules_to_save.original.<part>)",
      "none", nullptr},
+    {"dora", MEMPLAN_OPTION_BOOL,
+     "DoRA (Liu et al. 2024, arXiv 2402.09353), as PEFT's LoraConfig(use_dora=True) and torchtune's DoRALinear run "
+     "it: a trainable magnitude vector of d_out per adapted matrix (items <adapter>.dora_magnitude), and a forward "
+     "whose magnitude scaling keeps each adapted matrix's base output and lora_B's output for backward "
+     "(lora.dora_outputs, read by the megatron activation model's eager and compiled layers); not with lm_head or "
+     "experts in targets, fused_qkv, or kernels = \"axolotl\"",
+     "false", nullptr},
     {"r", MEMPLAN_OPTION_INT, "PEFT's name for rank", "rank", nullptr},
     {"lora_alpha", MEMPLAN_OPTION_DOUBLE, "PEFT's name for alpha", "alpha", nullptr},
     {"lora_dropout", MEMPLAN_OPTION_DOUBLE, "PEFT's name for dropout", "dropout", nullptr},
@@ -81,6 +98,7 @@ constexpr std::array<memplan_option_spec, 12> kOptions{{
      "PEFT's name for targets: module names (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head) "
      "or \"all-linear\", a string or a list",
      "targets", nullptr},
+    {"use_dora", MEMPLAN_OPTION_BOOL, "PEFT's name for dora", "dora", nullptr},
 }};
 
 // The comma-separated fields of a list option (a TOML list of strings arrives
@@ -158,11 +176,19 @@ struct Adapter {
   double inputs;
   double distinct_inputs;
   double matrices;
+  // DoRA, per layer: the output widths of the adapted matrices a token passes (per token: lora.dora_outputs),
+  // the magnitude vectors' elements (d_out per matrix), d_in x d_out summed (lora.dora_weights), the largest
+  // d_in and the largest d_in x d_out (the weight norm's transients, one matrix at a time).
+  double outputs = 0;
+  double magnitude = 0;
+  double weights = 0;
+  double widest_input = 0;
+  double largest_matrix = 0;
 };
 
 class LoraStrategy {
  public:
-  static constexpr sdk::PluginInfo info{"lora", "1.8.0",
+  static constexpr sdk::PluginInfo info{"lora", "1.9.0",
                                         "LoRA adapters r (d_in + d_out) on frozen weights (Hu et al. 2021)",
                                         sdk::Kind::strategy, sdk::Phase::trainability};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -180,6 +206,10 @@ class LoraStrategy {
         qkv_attr_(options.attribute(MEMPLAN_ATTR_LORA_QKV)),
         kernels_attr_(options.attribute(MEMPLAN_ATTR_LORA_KERNELS)),
         kernels_report_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "lora_kernels")),
+        dora_outputs_attr_(options.attribute(MEMPLAN_ATTR_LORA_DORA_OUTPUTS)),
+        dora_weights_attr_(options.attribute(MEMPLAN_ATTR_LORA_DORA_WEIGHTS)),
+        dora_widest_input_attr_(options.attribute(MEMPLAN_ATTR_LORA_DORA_WIDEST_INPUT)),
+        dora_largest_matrix_attr_(options.attribute(MEMPLAN_ATTR_LORA_DORA_LARGEST_MATRIX)),
         rank_attr_(options.attribute(MEMPLAN_ATTR_LORA_RANK)),
         scaling_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "lora_scaling")) {
     const memplan_model& model = options.model();
@@ -216,6 +246,10 @@ class LoraStrategy {
     if (targets && !options.string("targets")) targets = targets_from_modules(options, *targets);
     if (!targets) options.fail(std::string("needs targets = \"...\", the adapted matrices: ") + kTargetList);
     const uint32_t wanted = parse_targets(options, *targets, model);
+    // DoRA (Liu et al. 2024, arXiv 2402.09353, section 4; PEFT's LoraConfig use_dora): a magnitude vector of d_out
+    // per adapted matrix beside lora_A and lora_B. Read before the kernels, which leave DoRA adapters to PEFT.
+    dora_ = either(options, "dora", "use_dora", [&](const char* key) { return options.boolean(key); }).value_or(false);
+    if (dora_) refuse_dora(options, wanted);
 
     const double r = static_cast<double>(*rank);
     rank_ = r;
@@ -229,13 +263,17 @@ class LoraStrategy {
     const double top_k = static_cast<double>(model.experts_top_k);
     // MLP inputs: gate and up read the hidden state (shared), down reads f.
     const double mlp_inputs = (projections - 1) * h + f;
+    // The MLP's outputs: gate and up (or the first projection) f wide, down h wide.
+    const double mlp_outputs = (projections - 1) * f + h;
     const std::array<Adapter, 8> all{{
-        {"lora.attn.q", kQ, true, r * (h + q), h, h, 1},
-        {"lora.attn.k", kK, true, r * (h + kv), h, h, 1},
-        {"lora.attn.v", kV, true, r * (h + kv), h, h, 1},
-        {"lora.attn.o", kO, true, r * (q + h), q, q, 1},
-        {"lora.mlp", kMlp, true, projections * r * (h + f), mlp_inputs, h + f, projections},
-        {"lora.moe.router", kRouter, true, r * (h + experts), h, h, 1},
+        {"lora.attn.q", kQ, true, r * (h + q), h, h, 1, q, q, h * q, h, h * q},
+        {"lora.attn.k", kK, true, r * (h + kv), h, h, 1, kv, kv, h * kv, h, h * kv},
+        {"lora.attn.v", kV, true, r * (h + kv), h, h, 1, kv, kv, h * kv, h, h * kv},
+        {"lora.attn.o", kO, true, r * (q + h), q, q, 1, h, h, q * h, q, q * h},
+        {"lora.mlp", kMlp, true, projections * r * (h + f), mlp_inputs, h + f, projections, mlp_outputs, mlp_outputs,
+         projections * h * f, f, h * f},
+        {"lora.moe.router", kRouter, true, r * (h + experts), h, h, 1, experts, experts, h * experts, h, h * experts},
+        // DoRA is refused on the experts and the LM head (below): no DoRA figures.
         {"lora.moe.experts", kExperts, true, experts * projections * r * (h + fe),
          top_k * ((projections - 1) * h + fe), top_k * (h + fe), top_k * projections},
         {"lora.lm_head", kLmHead, false, r * (h + static_cast<double>(model.vocab)), 0, 0, 0},
@@ -243,6 +281,8 @@ class LoraStrategy {
     for (const Adapter& adapter : all)
       if ((wanted & adapter.target) != 0) {
         names_[adapter_count_] = options.intern(adapter.name);
+        if (dora_)
+          magnitude_names_[adapter_count_] = options.intern((std::string(adapter.name) + ".dora_magnitude").c_str());
         adapters_[adapter_count_++] = adapter;
       }
     // The fused LoRA functions cover whole groups: q, k and v adapted together, o, a gated MLP. A covered
@@ -260,12 +300,17 @@ class LoraStrategy {
       if (options.boolean("fused_qkv").value_or(false))
         options.fail("kernels", "and fused_qkv describe two different q, k, v adapters (axolotl's LoRA_QKV "
                                 "function, LitGPT's LoRAQKVLinear); keep one of them");
-      if (dropout_ == 0) {
+      if (dropout_ == 0 && !dora_) {
         if ((wanted & (kQ | kK | kV)) == (kQ | kK | kV)) kernel_groups_ |= MEMPLAN_LORA_KERNEL_QKV;
         if ((wanted & kO) != 0) kernel_groups_ |= MEMPLAN_LORA_KERNEL_O;
         if ((wanted & kMlp) != 0 && model.gated_mlp) kernel_groups_ |= MEMPLAN_LORA_KERNEL_MLP;
       }
-      if (dropout_ > 0)
+      // Unsloth patches no projection that has a DoRA magnitude (unsloth/models/llama.py @ 015bdef0d9 lines
+      // 3714-3716, 3744-3746, 3764: len(lora_magnitude_vector) == 0), so PEFT's DoRA forward runs; axolotl's
+      // kernels with DoRA are refused in refuse_dora.
+      if (dora_)
+        kernels_report_ = "none: DoRA adapters, which " + kernels + " leaves to PEFT's forward (its patch check)";
+      else if (dropout_ > 0)
         kernels_report_ = "none: lora_dropout is not 0, where " + kernels + " keeps PEFT's forward (its patch check)";
       else if (kernel_groups_ == 0)
         kernels_report_ = "none: targets \"" + *targets + "\" adapt no group the fused functions cover (q, k and v "
@@ -361,6 +406,28 @@ class LoraStrategy {
                            .elements = adapter.elements});
       total += adapter.elements * count;
     }
+    // DoRA's magnitude vectors (PEFT's lora_magnitude_vector, DoraLinearLayer.weight: the column norms of W + s B A,
+    // d_out per adapted matrix, trainable; torchtune's DoRALinear.magnitude): an item of class adapter per target
+    // beside its lora_A and lora_B, so the precision plugin gives them the adapters' dtype and training bytes
+    // (PEFT's autocast_adapter_dtype upcasts them with the adapters) and the optimizer its states.
+    double dora_outputs = 0, dora_weights = 0, dora_widest_input = 0, dora_largest_matrix = 0;
+    for (size_t a = 0; dora_ && a < adapter_count_; ++a) {
+      const Adapter& adapter = adapters_[a];
+      const uint32_t count = adapter.layered ? layers_ : 1;
+      ctx.add(sdk::NewItem{.name = magnitude_names_[a],
+                           .role = sdk::Role::weights,
+                           .lifetime = sdk::Lifetime::persistent,
+                           .param_class = ParamClass::adapter,
+                           .layer = adapter.layered ? 0 : -1,
+                           .count = count,
+                           .trainable = true,
+                           .elements = adapter.magnitude});
+      total += adapter.magnitude * count;
+      dora_outputs += adapter.outputs;
+      dora_weights += adapter.weights;
+      dora_widest_input = std::max(dora_widest_input, adapter.widest_input);
+      dora_largest_matrix = std::max(dora_largest_matrix, adapter.largest_matrix);
+    }
     ctx.set_attr(parameters_attr_, static_cast<int64_t>(std::llround(total)));
     // What the adapters keep for backward per token of a layer, for activation models (conventions in
     // docs/plugin-abi.md, "Attributes"): the adapted inputs, the same with shared inputs once, r x matrices.
@@ -372,12 +439,47 @@ class LoraStrategy {
     ctx.set_attr(o_attr_, static_cast<int64_t>(o_adapted_ ? 1 : 0));
     ctx.set_attr(qkv_attr_, static_cast<int64_t>(qkv_adapted_ ? 1 : 0));
     ctx.set_attr(kernels_attr_, static_cast<int64_t>(kernel_groups_));
+    // DoRA's saves and transients for activation models (conventions.h, MEMPLAN_ATTR_LORA_DORA_*); 0 without dora.
+    ctx.set_attr(dora_outputs_attr_, dora_outputs);
+    ctx.set_attr(dora_weights_attr_, dora_weights);
+    ctx.set_attr(dora_widest_input_attr_, dora_widest_input);
+    ctx.set_attr(dora_largest_matrix_attr_, dora_largest_matrix);
     if (!kernels_report_.empty()) ctx.set_attr(kernels_report_attr_, kernels_report_.c_str());
     ctx.set_attr(rank_attr_, rank_);
     if (scaling_) ctx.set_attr(scaling_attr_, *scaling_);
   }
 
  private:
+  // What DoRA does not run with, or memplan does not model it with: each refused with the reason and the fix.
+  static void refuse_dora(sdk::Options& options, uint32_t wanted) {
+    const char* key = options.boolean("dora") ? "dora" : "use_dora";
+    if ((wanted & kLmHead) != 0)
+      options.fail(key, "asks for DoRA with lm_head in targets: PEFT's DoRA on the head (a Linear) keeps the head's base "
+                        "output and lora_B's output for the magnitude's gradient, two tensors of the logits' size that "
+                        "memplan's loss paths do not count; take lm_head out of targets (or train the head whole: "
+                        "modules_to_save = \"lm_head\")");
+    if ((wanted & kExperts) != 0)
+      options.fail(key, "asks for DoRA with experts in targets: transformers 5 keeps a layer's experts in fused 3-D "
+                        "parameters, which PEFT adapts through target_parameters (ParamWrapper), and ParamWrapper raises "
+                        "with use_dora (peft src/peft/tuners/lora/layer.py @ d787f51b, line 2273); memplan does not "
+                        "model per-expert DoRA either: give DoRA the attention (and router) targets, or adapt the "
+                        "experts with plain LoRA (dora = false)");
+    if (options.boolean("fused_qkv").value_or(false))
+      options.fail(key, "and fused_qkv describe two different q, k, v adapters: fused_qkv is LitGPT's LoRAQKVLinear "
+                        "(lit_gpt/lora.py @ 8641822), which has no magnitude vector, where DoRA (PEFT's, torchtune's) "
+                        "scales each adapted matrix by its own; keep one of them");
+    // axolotl's kernels as memplan models them (src/axolotl/kernels/lora.py @ 8c6a6ea6e) read no magnitude
+    // (get_lora_parameters); axolotl refused them with peft_use_dora from e758343ca (2025-08-03,
+    // utils/schemas/validation.py check_lora_kernels_dora) until b3289fd19 (2026-03-22, "LoRA kernel support for
+    // bias, dropout, dora, embeddings"), whose DoRA kernels keep what memplan does not model.
+    if (options.string("kernels").value_or("none") == "axolotl")
+      options.fail("kernels", "is \"axolotl\" with DoRA: axolotl refused its LoRA kernels with peft_use_dora from "
+                              "e758343ca (2025-08-03: \"not compatible with DoRA at the moment\") to b3289fd19 "
+                              "(2026-03-22), whose DoRA kernels memplan does not model; count PEFT's DoRA forward "
+                              "with kernels = \"none\" (axolotl's lora_qkv_kernel, lora_o_kernel, lora_mlp_kernel: "
+                              "false)");
+  }
+
   // PEFT's modules_to_save (src/peft/utils/other.py, ModulesToSaveWrapper @ v0.5.0 and since: update() adds
   // copy.deepcopy(self.original_module) under the adapter's name and the original's parameters get
   // requires_grad False): the forward runs the copy, which trains; the original stays on the device beside
@@ -431,9 +533,12 @@ class LoraStrategy {
   }
 
   sdk::Attribute parameters_attr_, inputs_attr_, distinct_inputs_attr_, rank_inputs_attr_, dropout_attr_, mlp_attr_,
-      o_attr_, qkv_attr_, kernels_attr_, kernels_report_attr_, rank_attr_, scaling_attr_;
+      o_attr_, qkv_attr_, kernels_attr_, kernels_report_attr_, dora_outputs_attr_, dora_weights_attr_,
+      dora_widest_input_attr_, dora_largest_matrix_attr_, rank_attr_, scaling_attr_;
   std::array<Adapter, 8> adapters_{};
-  std::array<sdk::Name, 8> names_{};  // adapters_[i]'s interned name
+  std::array<sdk::Name, 8> names_{};            // adapters_[i]'s interned name
+  std::array<sdk::Name, 8> magnitude_names_{};  // with dora: adapters_[i]'s magnitude item, "<name>.dora_magnitude"
+  bool dora_ = false;                           // dora (PEFT's use_dora)
   size_t adapter_count_ = 0;
   uint32_t layers_ = 0;
   std::optional<double> scaling_;

@@ -260,6 +260,26 @@
  * 'zero', which keeps the adapter matrices at most
  * stage3_param_persistence_threshold elements whole on every rank. */
 #define MEMPLAN_ATTR_LORA_RANK "lora.rank"
+/* DoRA (Liu et al. 2024, arXiv 2402.09353; PEFT's LoraConfig(use_dora=True),
+ * torchtune's DoRALinear), set by 'lora' (1.9.0, option dora; all 0 without
+ * it) for activation models (double):
+ *   DORA_OUTPUTS         per token of a layer, the output widths of the
+ *                        DoRA-adapted matrices summed (elements): the
+ *                        magnitude scaling saves each matrix's base output
+ *                        and lora_B's output for the magnitude's gradient;
+ *   DORA_WEIGHTS         per layer, d_in x d_out of those matrices summed
+ *                        (elements): with lora_dropout PEFT recomputes the
+ *                        base output from the dropped input with a cast copy
+ *                        of the weight, which that matmul saves;
+ *   DORA_WIDEST_INPUT    the largest d_in of those matrices, and
+ *   DORA_LARGEST_MATRIX  the largest d_in x d_out: the weight norm each
+ *                        forward computes (an identity of d_in x d_in through
+ *                        the adapters, the weight plus the scaled product),
+ *                        transients of one matrix at a time. */
+#define MEMPLAN_ATTR_LORA_DORA_OUTPUTS "lora.dora_outputs"
+#define MEMPLAN_ATTR_LORA_DORA_WEIGHTS "lora.dora_weights"
+#define MEMPLAN_ATTR_LORA_DORA_WIDEST_INPUT "lora.dora_widest_input"
+#define MEMPLAN_ATTR_LORA_DORA_LARGEST_MATRIX "lora.dora_largest_matrix"
 
 /* Names of work records (ABI 1.2) that more than one plugin knows. The
  * data-parallel gradient reduction: the step-work plugin counts it as an
