@@ -54,6 +54,32 @@ TEST(MegatronMoe, OneExpertPerTokenCostsTheDenseMlpPlusTheRoutingCopies) {
                    67'108'864.0 + 65'536.0);
 }
 
+// Megatron-Core from core_r0.13.0 multiplies the routing probabilities into each expert's activation output
+// (megatron/core/transformer/moe/experts.py @ 5fe3f06658; moe_probs_in_expert) and the unpermute keeps no expert
+// output. Mixtral 8x7B as above, per routed token: the expert's input 2 x 4096 + SwiGLU's fused weighted function
+// (its inputs 2 x 2 x 14336, the output down keeps 2 x 14336) = 8,192 + 86,016 = 94,208, 8,192 less than the
+// 102,400 above: x top-2 = 16,384 less a token, 258,192 - 16,384 = 241,808 x 4096 = 990,445,568 per layer. A GELU
+// expert MLP (two projections) keeps the activation's output for the multiply beside the weighted product:
+// per routed token 2h + 2 x 2f (before) -> h: 2 h + 3 x 2 f (after), 2 (f - h) = 2 x (14336 - 4096) = 20,480 more.
+TEST(MegatronMoe, ProbabilitiesInsideTheExpertKeepNoExpertOutput) {
+  Evaluation e = evaluate_paper(scenario("mixtral-8x7b") + "moe_probs_in_expert = true\n");
+  EXPECT_EQ(e.item_bytes("layers.0-31.activations", kAct), uint64_t{32} * 990'445'568u);
+  plugins::TransformerShape gelu{4096, 1, 4096, 32, 4096, 1024, 14336, false, 0, 0, 8};
+  gelu.top_k = 1;
+  gelu.experts = 8;
+  plugins::ActivationSettings before;
+  before.dropout = false;
+  before.flash_attention = true;
+  plugins::ActivationSettings after = before;
+  after.moe_probs_in_expert = true;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(gelu, after) - plugins::stored_bytes_per_layer(gelu, before),
+                   20'480.0 * 4096);
+  // Eager layers (Hugging Face Mixtral weights the experts' outputs) are unchanged by it.
+  Evaluation eager = evaluate_paper(scenario("mixtral-8x7b") + "layer = \"eager\"\nmoe_probs_in_expert = true\n");
+  Evaluation eager_before = evaluate_paper(scenario("mixtral-8x7b") + "layer = \"eager\"\n");
+  EXPECT_EQ(eager.item_bytes("layers.0-31.activations", kAct), eager_before.item_bytes("layers.0-31.activations", kAct));
+}
+
 // Grouped-query attention, SwiGLU and FlashAttention through the plugin:
 // Llama-2-70B at s 4096, b 1 stores 1,125,122,048 bytes per layer (derived in
 // korthikanti_table2_test.cpp, GeneralizedActivations), x 80 layers.

@@ -84,6 +84,30 @@ TEST(CudaContext, Options) {
   EXPECT_EQ(mib.item_bytes("cuda_context", kOverhead), 1'073'741'824u);
 }
 
+// Transformer Engine's own cuBLASLt workspaces (te_workspaces; transformer_engine/pytorch/module/base.py
+// get_cublas_workspace_size_bytes @ v2.8): 32 MiB + 1 KiB = 33,555,456 B from compute capability 9, 4 MiB =
+// 4,194,304 B below; five with grouped GEMM (one per cuBLAS stream beside the first); none by default. The
+// megatron-core profile sets one: an H100 run holds 33,555,456 B of it.
+TEST(CudaContext, TransformerEngineWorkspaces) {
+  const auto te = [](const std::string& gpu, const std::string& options) {
+    return evaluate_paper(scenario(kNoActivations + "[[strategy]]\nuse = \"cuda-context\"\n" + options +
+                                   "[hardware]\ngpu = \"" + gpu + "\"\n"))
+        .item_bytes("te_cublas_workspace", kBuffers);
+  };
+  EXPECT_EQ(te("h100-sxm-80gb", ""), 0u);
+  EXPECT_EQ(te("h100-sxm-80gb", "te_workspaces = 1\n"), 33'555'456u);
+  EXPECT_EQ(te("a100-sxm-80gb", "te_workspaces = 1\n"), 4'194'304u);
+  EXPECT_EQ(te("b200-180gb", "te_workspaces = 5\n"), 5u * 33'555'456);
+  EXPECT_EQ(evaluate("name = \"c\"\nmode = \"train\"\n[framework]\nuse = \"megatron-core\"\n[model]\npreset = "
+                     "\"gpt2-xl\"\n[batch]\nseq_len = 1024\n[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adam\"\n[activations]\n"
+                     "use = \"megatron\"\n[hardware]\ngpu = \"h100-sxm-80gb\"\n")
+                .item_bytes("te_cublas_workspace", kBuffers),
+            33'555'456u);
+  EXPECT_NE(error_of(scenario(kNoActivations + "[[strategy]]\nuse = \"cuda-context\"\nte_workspaces = -1\n"))
+                .find("option 'te_workspaces': must be a count from 0 to 64"),
+            std::string::npos);
+}
+
 // cuda.context_growth_bytes and cuda.context_start_bytes: the context less the 527 MiB (552,599,552 B) the H100 process held right after
 // creating it (cuda-context README; vLLM 0.19's start-up snapshot reads 0.51 GiB): 767 - 527 = 240 MiB =
 // 251,658,240 B by default in training; a measured size below 527 MiB grows by nothing; eager loading has

@@ -237,8 +237,9 @@ TEST(MegatronProfile, GradientBufferLivesFromStartUp) {
     }
   }
   // 18 bytes per parameter at init: bf16 weights, fp32 gradients, master weights and two Adam moments, and the
-  // two 32 MiB cuBLAS workspaces of training (no GPU named: Hopper's size).
-  EXPECT_EQ(e.breakdown().quantities[kAllocated].timeline[kInit], 18ull * 1'557'686'400 + 64 * 1024 * 1024);
+  // two 32 MiB cuBLAS workspaces of training and Transformer Engine's 32 MiB + 1 KiB (no GPU named: Hopper's size).
+  EXPECT_EQ(e.breakdown().quantities[kAllocated].timeline[kInit],
+            18ull * 1'557'686'400 + 64 * 1024 * 1024 + 33'555'456);
   // The embeddings' dense bf16 gradients before the hook adds them to the buffer (backward only):
   // 50,304 x 1,600 x 2 = 160,972,800 and 1,024 x 1,600 x 2 = 3,276,800 bytes.
   EXPECT_EQ(e.item_bytes("embed_tokens.grad", MEMPLAN_ROLE_GRADIENTS), 160'972'800u);

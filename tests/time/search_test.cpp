@@ -560,7 +560,7 @@ TEST(Search, CommandLinePrintsCostsAndLayouts) {
   EXPECT_NE(result.out.find("best by the run's cost\n"), std::string::npos) << result.out;
   EXPECT_NE(result.out.find("MFU %  USD/GPU-h  USD/Mtok  run USD  pareto\n"), std::string::npos) << result.out;
   // Row 1 (docs/search.md, section 12): 64 H100s at 2.50 USD per GPU-hour.
-  EXPECT_NE(result.out.find("  1  64  h100-sxm-80gb  8  none  4  1  2  512  74.02  "), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("  1  64  h100-sxm-80gb  8  none  4  1  2  512  74.06  "), std::string::npos) << result.out;
   EXPECT_NE(result.out.find("  2.50  0.710  1419061  \n"), std::string::npos) << result.out;
   result = run_cli("explain " + examples + "search-llama2-70b-h100.toml --set strategy.1.size=1 --set strategy.2.size=1 "
                    "--set strategy.3.size=128 --set batch.grad_accum=8");
@@ -581,7 +581,7 @@ TEST(Search, CommandLinePrintsCostsAndLayouts) {
   }
   result = run_cli("search " + file + " --merge" + parts + " --output " + stem + "-merged.csv");
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_NE(result.out.find("  1  64  h100-sxm-80gb  8  none  4  1  2  512  74.02  "), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("  1  64  h100-sxm-80gb  8  none  4  1  2  512  74.06  "), std::string::npos) << result.out;
   ASSERT_EQ(run_cli("search " + file + " --threads 2 --output " + stem + "-whole.csv").exit_code, 0);
   auto text_of = [](const std::string& path) {
     std::ifstream in(path);

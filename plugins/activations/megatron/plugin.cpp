@@ -38,7 +38,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 38> kOptions{{
+constexpr std::array<memplan_option_spec, 39> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true",
@@ -214,6 +214,13 @@ constexpr std::array<memplan_option_spec, 38> kOptions{{
      "silu in backward, so silu's output (p f a token) is not kept: Liger's LigerSiLUMulFunction "
      "(liger_kernel/ops/swiglu.py @ ead96b61, HF's use_liger_kernel)",
      "false", nullptr},
+    {"moe_probs_in_expert", MEMPLAN_OPTION_BOOL,
+     "fused layers with routed experts: the router's probabilities multiply each expert's activation output "
+     "inside the expert and the unpermute sums the outputs unweighted (Megatron-Core from core_r0.13.0: "
+     "moe/experts.py, activation_func(x) * permuted_probs), so a routed token keeps the expert's input, the MLP's "
+     "saves and, for a two-projection MLP, the weighted product (p (h + mlp + f)); false: the unpermute weights the "
+     "outputs and keeps each (p (2h + mlp)); sizes nothing in eager or legacy layers or without experts",
+     "false; the megatron-lm and megatron-core profiles set true from core_r0.13.0", nullptr},
     {"fused_qkv", MEMPLAN_OPTION_BOOL,
      "eager layers written as LitGPT's CausalSelfAttention (lit_gpt/model.py @ 8641822): q, k, v are views of the "
      "fused qkv output and SDPA's saved v holds all of it (MHA), and o's input is a copy of SDPA's output at micro-batch 1",
@@ -362,6 +369,7 @@ class MegatronActivations {
     rms_norm_upcast_ = options.boolean("rms_norm_upcast").value_or(true);
     fused_qkv_ = options.boolean("fused_qkv").value_or(false);
     fused_swiglu_ = options.boolean("fused_swiglu").value_or(false);
+    moe_probs_in_expert_ = options.boolean("moe_probs_in_expert").value_or(false);
     autocast_ = options.boolean("autocast").value_or(false);
     if (fused_swiglu_ && options.model().has_architecture && options.model().gated_mlp == 0)
       options.fail("fused_swiglu", "sizes a gated MLP's SwiGLU, but the model's MLP has two projections; remove "
@@ -478,6 +486,7 @@ class MegatronActivations {
     settings.logit_softcap = model.final_logit_softcapping > 0;
     settings.layer = layer_;
     settings.compiled = compiled_;
+    settings.moe_probs_in_expert = moe_probs_in_expert_;
     // Compiled layers: the final norm outside them stays eager and reads the norm kind
     // (transformer_activations.hpp output_activations); the layers themselves are counted as fused.
     if (compiled_ || layer_ == LayerImplementation::legacy) settings.eager.rms_norm = model.layer_norm == 0;
@@ -1885,6 +1894,7 @@ class MegatronActivations {
   bool rms_norm_upcast_ = true;   // EagerLayer::rms_norm_upcast
   bool fused_qkv_ = false;        // EagerLayer::fused_qkv (LitGPT's attention)
   bool fused_swiglu_ = false;     // EagerLayer::fused_swiglu (Liger's SwiGLU)
+  bool moe_probs_in_expert_ = false;  // ActivationSettings::moe_probs_in_expert (Megatron-Core >= core_r0.13.0)
   bool autocast_ = false;         // EagerLayer::adapter_autocast (autocast over 16-bit weights)
   double buffer_bytes_ = 0;  // 0: the layers' norm weights' dtype
   struct CastRange {

@@ -197,6 +197,9 @@ struct ActivationSettings {
   // (per_op_saved_down below). Read by the per_op policy and by output_activations (the final norm and the
   // LM head outside the compiled blocks stay eager); the layers' other terms are the fused layer's.
   bool compiled = false;
+  // Megatron-Core from core_r0.13.0 applies the router's probabilities inside each expert, to the activation's
+  // output (fused_layer MoE term below); before, the unpermute multiplied the experts' outputs by them.
+  bool moe_probs_in_expert = false;
   EagerLayer eager;  // the eager layer's; compiled layers read what trains, fused layers qk_norm
   // Eager layers under autocast over wider weights (dtype.residual): the
   // residual stream and the norms keep this dtype while the matrix multiplies
@@ -528,7 +531,17 @@ inline LayerActivations layer_activation_terms(const TransformerShape& x, const 
   // The shared expert every token passes (Megatron-Core SharedExpertMLP): a dense MLP of its width on the
   // pre-MLP norm's output, which the norm terms already count.
   if (x.top_k > 0 && x.shared_ffn > 0) terms.split += mlp_of(x.shared_ffn);
-  if (x.top_k > 0)
+  if (x.top_k > 0 && o.moe_probs_in_expert)
+    // Megatron-Core from core_r0.13.0 (2659630721, 2025-04-09, "Memory efficient token permutation"; tag
+    // core_v0.13.0, 2025-07-25) passes the permuted probabilities into the experts and multiplies the
+    // activation's output by them (megatron/core/transformer/moe/experts.py @ 5fe3f06658, TEGroupedMLP's
+    // bias_act_func: activation_func(x) * permuted_probs, then .to(dtype); SequentialMLP through mlp.py's
+    // activation_func_with_probs; the fused weighted_bias_swiglu_impl for SwiGLU, which saves its input and the
+    // probabilities); the unpermute then sums the experts' outputs unweighted, keeping none of them. Per routed
+    // token: the expert's input (p h), the MLP's saves, and for a two-projection MLP the weighted product beside
+    // the activation's output the multiply keeps (p f more; SwiGLU's fused function keeps its inputs only).
+    terms.split += x.top_k * (p * sb * x.hidden + mlp + (x.gated ? 0 : p * sb * x.ffn)) + p * sb * x.experts;
+  else if (x.top_k > 0)
     // Each token's hidden state is dispatched to top_k experts: per routed
     // token the expert keeps its input (the permuted copy of the hidden state)
     // and its MLP activations, and the weighted sum of the experts' outputs

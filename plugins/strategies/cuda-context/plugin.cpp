@@ -72,7 +72,7 @@ constexpr double kEagerContextMiB = 1343;  // HF model_memory_anatomy.md, V100, 
 // docs/inference.md section 4). What a context holds beyond it is the kernels loaded as the job runs.
 constexpr double kLazyStartContextMiB = 527;
 
-constexpr std::array<memplan_option_spec, 5> kOptions{{
+constexpr std::array<memplan_option_spec, 6> kOptions{{
     {"mib", MEMPLAN_OPTION_DOUBLE, "the CUDA context, in MiB (2^20 bytes)", "767 (lazy loading; 719 serving) or 1343 (eager)",
      nullptr},
     {"module_loading", MEMPLAN_OPTION_STRING,
@@ -86,6 +86,11 @@ constexpr std::array<memplan_option_spec, 5> kOptions{{
      "from compute capability 9, 8.125 below, 128 on AMD gfx942)",
      "by the GPU's architecture: 2 workspaces in training, 1 in inference", nullptr},
     {"cudnn_workspace_mib", MEMPLAN_OPTION_DOUBLE, "cuDNN workspace per GPU, in MiB", "0", nullptr},
+    {"te_workspaces", MEMPLAN_OPTION_INT,
+     "Transformer Engine's own cuBLASLt workspaces per GPU (torch.empty, so allocated): one for its GEMMs, one "
+     "per cuBLAS stream (4) more for grouped GEMM (--moe-grouped-gemm), 3 more under --tp-comm-overlap's userbuffer "
+     "GEMMs; 32 MiB + 1 KiB each from compute capability 9, 4 MiB below (module/base.py @ v2.8)",
+     "0; the megatron-lm profile sets 1 from core_r0.6.0 (TE layers), megatron-core 1", nullptr},
 }};
 
 double mebibytes(sdk::Options& options, const char* key, double fallback) {
@@ -100,7 +105,7 @@ double mebibytes(sdk::Options& options, const char* key, double fallback) {
 // cublas_workspace_mib = 16.25 for training.
 class CudaContextOverhead {
  public:
-  static constexpr sdk::PluginInfo info{"cuda-context", "1.5.0",
+  static constexpr sdk::PluginInfo info{"cuda-context", "1.6.0",
                                         "CUDA context and cuBLAS/cuDNN workspaces per GPU (PyTorch figures)",
                                         sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -109,6 +114,7 @@ class CudaContextOverhead {
       : context_name_(options.intern("cuda_context")),
         cublas_name_(options.intern("cublas_workspace")),
         cudnn_name_(options.intern("cudnn_workspace")),
+        te_name_(options.intern("te_cublas_workspace")),
         growth_attr_(options.attribute(MEMPLAN_ATTR_CUDA_CONTEXT_GROWTH)),
         start_attr_(options.attribute(MEMPLAN_ATTR_CUDA_CONTEXT_START)),
         architecture_attr_(options.attribute(MEMPLAN_ATTR_HARDWARE_ARCHITECTURE)) {
@@ -137,6 +143,12 @@ class CudaContextOverhead {
     // engine's device thread in backward.
     workspaces_ = options.training() ? 2 : 1;
     cudnn_ = mebibytes(options, "cudnn_workspace_mib", 0);
+    if (const auto te = options.integer("te_workspaces")) {
+      if (*te < 0 || *te > 64)
+        options.fail("te_workspaces", "must be a count from 0 to 64 (Transformer Engine makes 1, 5 with grouped "
+                                      "GEMM), got " + std::to_string(*te));
+      te_workspaces_ = static_cast<double>(*te);
+    }
   }
 
   void apply(sdk::Context& ctx) {
@@ -148,6 +160,9 @@ class CudaContextOverhead {
         cublas_ ? *cublas_ : workspaces_ * support::cublas_workspace_bytes(ctx.attr_string(architecture_attr_, ""));
     support::add_bytes_if_any(ctx, {.name = cublas_name_, .bytes = cublas});
     support::add_bytes_if_any(ctx, {.name = cudnn_name_, .bytes = cudnn_});
+    support::add_bytes_if_any(
+        ctx, {.name = te_name_,
+              .bytes = te_workspaces_ * support::te_cublas_workspace_bytes(ctx.attr_string(architecture_attr_, ""))});
     ctx.set_attr(growth_attr_, static_cast<int64_t>(growth_));
     ctx.set_attr(start_attr_, static_cast<int64_t>(context_ - growth_));
   }
@@ -157,6 +172,7 @@ class CudaContextOverhead {
   sdk::Name context_name_;
   sdk::Name cublas_name_;
   sdk::Name cudnn_name_;
+  sdk::Name te_name_;
   sdk::Attribute growth_attr_;
   sdk::Attribute start_attr_;
   sdk::Attribute architecture_attr_;
@@ -165,6 +181,7 @@ class CudaContextOverhead {
   std::optional<double> cublas_;  // cublas_workspace_mib, when given: the total
   double workspaces_ = 1;          // handles that run GEMMs (threads), one workspace each
   double cudnn_ = 0;
+  double te_workspaces_ = 0;  // te_workspaces: Transformer Engine's own cuBLASLt workspaces
 };
 
 }  // namespace

@@ -39,4 +39,16 @@ inline double cublas_workspace_bytes(std::string_view architecture) {
   return kLarge;
 }
 
+// Transformer Engine's own cuBLASLt workspace, one tensor from the caching
+// allocator (torch.empty) per use: transformer_engine/pytorch/module/base.py
+// get_cublas_workspace_size_bytes @ v2.8 (cpp_extensions/gemm.py @ v2.14 to
+// v2.16, get_cublas_workspace): 32 MiB + 1 KiB from compute capability 9 ("32
+// MiB for NVFP4 GEMM, plus additional 1024 B for alignment and misc scales"),
+// 4 MiB below. An unknown GPU or a ROCm one keeps the large figure.
+inline double te_cublas_workspace_bytes(std::string_view architecture) {
+  constexpr double kLarge = 32.0 * 1024 * 1024 + 1024;  // 33,555,456 B
+  constexpr double kSmall = 4'194'304;
+  return cublas_workspace_bytes(architecture) == 4096.0 * 1024 * 2 + 16.0 * 1024 * 8 ? kSmall : kLarge;
+}
+
 }  // namespace memplan::support
