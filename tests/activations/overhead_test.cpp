@@ -371,6 +371,22 @@ TEST(CommBuffers, DdpBucketViewAndNone) {
   EXPECT_EQ(evaluate_paper(parallel("buckets = \"none\"\n")).item_bytes("ddp.buckets", kBuffers), 0u);
 }
 
+// DeepSpeed's engine without ZeRO all-reduces after backward through buffered_allreduce_fallback's flat
+// temporaries (runtime/engine.py @ v0.9.0 1756-1772, 2172-2173): no persistent buckets. unsharded_buckets = "none"
+// says what "auto" gives where no sharding plugin declares buckets (the deepspeed profile's); "ddp" keeps DDP's
+// 1e9 x 2 B = 2,000,000,000 / 2 (tensor parallel 2) = 1,000,000,000 B of persistent buckets.
+TEST(CommBuffers, UnshardedBucketsUnderDeepSpeedsEngine) {
+  EXPECT_EQ(evaluate_paper(parallel("")).item_bytes("ddp.buckets", kBuffers), 1'000'000'000u);
+  EXPECT_EQ(evaluate_paper(parallel("unsharded_buckets = \"none\"\n")).item_bytes("ddp.buckets", kBuffers), 0u);
+  const std::string deepspeed = "name = \"d\"\nmode = \"train\"\n[framework]\nuse = \"deepspeed\"\n[model]\nparams = 1e9\n"
+                                "[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adam\"\n[activations]\nuse = "
+                                "\"none\"\n[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n";
+  EXPECT_EQ(evaluate(deepspeed).item_bytes("ddp.buckets", kBuffers), 0u);
+  EXPECT_NE(error_of(parallel("unsharded_buckets = \"fsdp\"\n")).find("option 'unsharded_buckets': must be \"ddp\" or "
+                                                                     "\"none\""),
+            std::string::npos);
+}
+
 // DeepSpeed ZeRO 1/2 (deepspeed/runtime/zero/stage_1_and_2.py @ v0.19.4):
 // each backward allocates a reduce bucket of reduce_bucket_size = 5e8
 // elements x 2 bytes = 1e9 at its first gradient hook (process_gradients ->

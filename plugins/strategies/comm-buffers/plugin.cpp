@@ -139,7 +139,7 @@ constexpr double kNvlsBufferPerGpu = 32 * kMiB;  // 16 NVLS channels x 2 x 1 MiB
 constexpr int64_t kNvlsMinLocalGpus = 3;         // nvls.cc: no NVLS at 2 GPUs or fewer
 constexpr int64_t kNvlsAllReduceLocalGpus = 5;   // tuning.cc: below 5 GPUs ring Simple beats NVLS
 
-constexpr std::array<memplan_option_spec, 21> kOptions{{
+constexpr std::array<memplan_option_spec, 22> kOptions{{
     {"nccl_channels", MEMPLAN_OPTION_INT, "channels per NCCL communicator", "16", nullptr},
     {"nccl_peers", MEMPLAN_OPTION_INT, "connections with buffers per channel", "2 (ring and tree)", nullptr},
     {"nccl_buffsize", MEMPLAN_OPTION_INT, "NCCL_BUFFSIZE: the Simple protocol's buffer per connection, bytes",
@@ -152,6 +152,11 @@ constexpr std::array<memplan_option_spec, 21> kOptions{{
      "gradient buckets: \"ddp\", \"deepspeed\", \"none\", or \"auto\" (what the sharding plugin declares, else "
      "\"ddp\")",
      "\"auto\"", nullptr},
+    {"unsharded_buckets", MEMPLAN_OPTION_STRING,
+     "what buckets = \"auto\" gives where no sharding plugin declares buckets: \"ddp\" (PyTorch DDP's persistent "
+     "buckets) or \"none\" (DeepSpeed's engine without ZeRO: it all-reduces after backward through a flat "
+     "temporary, engine.py allreduce_gradients -> buffered_allreduce_fallback, not at the backward's high point)",
+     "\"ddp\"; the deepspeed profile sets \"none\"", nullptr},
     {"gradient_as_bucket_view", MEMPLAN_OPTION_BOOL, "ddp: gradients are views of the buckets (no copy)", "false",
      nullptr},
     {"reduce_bucket_size", MEMPLAN_OPTION_DOUBLE, "deepspeed: elements reduced at a time", "5e8", nullptr},
@@ -315,7 +320,7 @@ void add_nvls_facts(const Layout& layout, Group group, int64_t node, GroupUse& u
 
 class CommBuffers {
  public:
-  static constexpr sdk::PluginInfo info{"comm-buffers", "1.5.0",
+  static constexpr sdk::PluginInfo info{"comm-buffers", "1.6.0",
                                         "NCCL communicators and buffers, data-parallel gradient buckets (DDP, DeepSpeed)",
                                         sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -357,6 +362,10 @@ class CommBuffers {
                : buckets == "ddp"       ? Buckets::ddp
                : buckets == "deepspeed" ? Buckets::deepspeed
                                         : Buckets::none;
+    const std::string unsharded = options.string("unsharded_buckets").value_or("ddp");
+    if (unsharded != "ddp" && unsharded != "none")
+      options.fail("unsharded_buckets", "must be \"ddp\" or \"none\", not \"" + unsharded + "\"");
+    unsharded_none_ = unsharded == "none";
     reduce_bucket_ = elements(options, "reduce_bucket_size", 5e8);
     allgather_bucket_ = elements(options, "allgather_bucket_size", 0);
     nvls_ = options.number("nvls_mib").value_or(0) * kMiB;
@@ -394,7 +403,9 @@ class CommBuffers {
     const bool zero = declared == "deepspeed" || stage3;  // DeepSpeed's ZeRO optimizer runs
     Buckets buckets = buckets_;
     if (buckets == Buckets::automatic)
-      buckets = zero ? Buckets::deepspeed : declared == "none" ? Buckets::none : Buckets::ddp;
+      buckets = zero                                   ? Buckets::deepspeed
+                : declared == "none" || unsharded_none_ ? Buckets::none
+                                                        : Buckets::ddp;
     if (nccl_)
       add_nccl(ctx, declared, buckets == Buckets::deepspeed && !stage3 && reduce_copy_ == ReduceCopy::bucket);
     if (!ctx.training()) return;
@@ -706,6 +717,7 @@ class CommBuffers {
   bool all_protocols_ = true;
   std::optional<int64_t> communicators_;
   Buckets buckets_ = Buckets::ddp;
+  bool unsharded_none_ = false;  // unsharded_buckets = "none": auto without a sharding declaration keeps no buckets
   ReduceCopy reduce_copy_ = ReduceCopy::bucket;
   std::optional<double> communication_bytes_;  // communication_data_type's bytes; unset: the gradients' dtype
   double reduce_bucket_ = 5e8;
