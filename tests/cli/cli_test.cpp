@@ -174,7 +174,7 @@ TEST(Cli, PresetsGpusAndOnePluginsOptions) {
   EXPECT_EQ(run_cli("gpus extra").exit_code, 2);
   CommandResult zero = run_cli("plugins zero");
   ASSERT_EQ(zero.exit_code, 0) << zero.err;
-  EXPECT_TRUE(zero.out.starts_with("strategy zero 1.10.0\nlibrary: ")) << zero.out;
+  EXPECT_TRUE(zero.out.starts_with("strategy zero 1.11.0\nlibrary: ")) << zero.out;
   for (const char* text : {"\n  stage (integer, default: required)\n      0 (off), 1 (optimizer states)",
                            "\n  max_reuse_distance (integer, default: 1000000000)\n"})
     EXPECT_NE(zero.out.find(text), std::string::npos) << text;
