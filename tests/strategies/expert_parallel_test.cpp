@@ -70,6 +70,30 @@ TEST(ExpertParallel, ComposesWithTensorParallelism) {
   EXPECT_EQ(e.breakdown().world_size, 8);
 }
 
+// Megatron-Core's expert_tensor_parallel_size (tensor_size, ETP) with MoE parallel folding: t 2, dp 4, ep 4,
+// ETP 1: each expert matrix is whole on its rank, a rank holds 1,409,286,144 / 4 = 352,321,536 expert elements a
+// layer (twice the ETP-2 figure above), and the expert data-parallel group is t x dp / (ep x ETP) = 8 / 4 = 2
+// ranks: ZeRO-1's fp32 master copy of the experts 4 x 32 x 352,321,536 / 2 = 22,548,578,304 B. The dense q
+// stays split by t: 16,777,216 / 2 per layer, its master over dp 4.
+// EP 2 x ETP 2 out of t 4 with no data parallelism (the run the old rule refused): 1,409,286,144 / 4 a layer.
+TEST(ExpertParallel, ExpertTensorSizeFoldsTheGroups) {
+  const std::string t2dp4 = "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 2\n[[strategy]]\nuse = \"data-parallel\"\n"
+                            "size = 4\n";
+  Evaluation e = evaluate_paper(mixtral(t2dp4 + "[[strategy]]\nuse = \"expert-parallel\"\nsize = 4\ntensor_size = 1\n" +
+                                        kZero1));
+  EXPECT_EQ(e.item_bytes("layers.0-31.moe.experts", MEMPLAN_ROLE_WEIGHTS), 2ull * 32 * 352'321'536);
+  EXPECT_EQ(e.item_bytes("layers.0-31.moe.experts", MEMPLAN_ROLE_MASTER_WEIGHTS), 22'548'578'304u);
+  EXPECT_EQ(e.item_bytes("layers.0-31.attn.q", MEMPLAN_ROLE_WEIGHTS), 2ull * 32 * 8'388'608);
+  EXPECT_EQ(e.item_bytes("layers.0-31.attn.q", MEMPLAN_ROLE_MASTER_WEIGHTS), 4ull * 32 * 2'097'152);
+  // tensor_size equal to t is the default.
+  Evaluation same = evaluate_paper(mixtral(t2dp4 + "[[strategy]]\nuse = \"expert-parallel\"\nsize = 4\ntensor_size = 2\n"));
+  EXPECT_EQ(same.item_bytes("layers.0-31.moe.experts", MEMPLAN_ROLE_WEIGHTS), 2ull * 32 * 176'160'768);
+  Evaluation folded = evaluate_paper(mixtral("[[strategy]]\nuse = \"tensor-parallel\"\nsize = 4\n[[strategy]]\nuse = "
+                                             "\"data-parallel\"\nsize = 1\n[[strategy]]\nuse = \"expert-parallel\"\n"
+                                             "size = 2\ntensor_size = 2\n"));
+  EXPECT_EQ(folded.item_bytes("layers.0-31.moe.experts", MEMPLAN_ROLE_WEIGHTS), 2ull * 32 * 352'321'536);
+}
+
 // Runs after every layout plugin: listed before data-parallel it still sees
 // the data-parallel size, and gives the same plan.
 TEST(ExpertParallel, ScenarioOrderDoesNotMatter) {
@@ -96,7 +120,14 @@ TEST(ExpertParallel, Errors) {
   EXPECT_EQ(error_of(mixtral("[[strategy]]\nuse = \"data-parallel\"\nsize = 4\n" + kEp8), "ep.toml"),
             "ep.toml:19:8: error: in [[strategy]] #2, strategy plugin 'expert-parallel', option 'size': 8 "
             "expert-parallel ranks are taken from the data-parallel x context-parallel ranks, but there are 4 x 1 = "
-            "4; make the data-parallel size (times the context-parallel size) a multiple of 8" + library);
+            "4; make the data-parallel size (times the context-parallel size) a multiple of 8, or give tensor_size "
+            "(the experts' own tensor size) to fold the expert groups out of tensor x context x data" + library);
+  // Folded: ep 4 x ETP 1 out of t 2 x dp 1 = 2 ranks does not divide.
+  EXPECT_NE(error_of(mixtral("[[strategy]]\nuse = \"tensor-parallel\"\nsize = 2\n[[strategy]]\nuse = \"data-parallel\"\n"
+                             "size = 1\n[[strategy]]\nuse = \"expert-parallel\"\nsize = 4\ntensor_size = 1\n"))
+                .find("option 'tensor_size': 4 expert-parallel x 1 expert tensor-parallel ranks are folded out of the "
+                      "tensor x context x data ranks, but there are 2 x 1 x 1 = 2"),
+            std::string::npos);
   EXPECT_EQ(error_of("name = \"ep\"\nmode = \"train\"\n[model]\npreset = \"llama-2-7b\"\n[precision]\nuse = "
                      "\"mixed-bf16\"\n[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"none\"\n"
                      "[[strategy]]\nuse = \"expert-parallel\"\nsize = 2\n",

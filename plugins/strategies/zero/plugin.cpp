@@ -233,7 +233,9 @@ class ZeroShardingStrategy {
                                             groups.tensor, weight_bytes, true, overlap_);
     }
     const double dense = static_cast<double>(groups.dense_replicas());
-    const double expert = dense / static_cast<double>(groups.expert);
+    // The experts' states over the expert data-parallel group (data x context / expert, or with folding and an
+    // expert tensor size of its own, tensor x context x data / (expert x expert tensor)).
+    const double expert = static_cast<double>(groups.expert_replicas());
     const int stage = stage_;
     const double whole = setup_whole_model_ ? gpu_parameter_bytes(ctx) : 0;
     const double first_partition = setup_whole_model_ ? embedding_bytes(ctx) / dense : 0;

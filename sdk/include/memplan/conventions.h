@@ -66,6 +66,13 @@
  * of the data-parallel (and context-parallel) ranks, so it is not a world-size
  * factor (Megatron-LM's expert_model_parallel_size). */
 #define MEMPLAN_ATTR_EXPERT_PARALLEL "layout.expert_parallel"
+/* Expert tensor parallelism (int), set by 'expert-parallel' (added with its
+ * 1.2.0): the ranks each expert's matrices are split over (Megatron-Core's
+ * expert_tensor_parallel_size, the tensor-parallel size unless given). With
+ * MoE parallel folding the experts' groups are carved out of tensor x
+ * context x data: the expert data-parallel group is tensor x context x data /
+ * (expert x expert tensor). Absent: the tensor-parallel size. */
+#define MEMPLAN_ATTR_EXPERT_TENSOR_PARALLEL "layout.expert_tensor_parallel"
 /* Whether the reported stage holds the token embedding / the LM head (int 0/1),
  * for activation models that add the embedding's and the logits' activations. */
 #define MEMPLAN_ATTR_STAGE_HAS_EMBEDDING "layout.stage_has_embedding"

@@ -8,6 +8,7 @@
 //   pipeline               ranks.pipeline                 pipeline-parallel      1
 //   context                ranks.context                  context-parallel       1
 //   expert                 layout.expert_parallel         expert-parallel        1
+//   expert_tensor          layout.expert_tensor_parallel  expert-parallel        tensor
 //   sequence_parallel      layout.sequence_parallel       tensor-parallel        off
 //   stage_layers           layout.stage_layers            pipeline-parallel      the model's layers
 //   inflight_microbatches  layout.inflight_microbatches   pipeline-parallel      1
@@ -29,6 +30,7 @@
 
 #include <memplan/sdk.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
@@ -40,13 +42,21 @@ struct Ranks {
   int64_t tensor = 1;
   int64_t pipeline = 1;
   int64_t context = 1;
-  int64_t expert = 1;  // experts are divided over these ranks, taken from data x context
+  int64_t expert = 1;  // experts are divided over these ranks, taken from data x context (x tensor, folded)
+  int64_t expert_tensor = 1;  // each expert's matrices are split over these ranks (the tensor size by default)
   bool data_declared = false;
 
   // The ranks that hold replicas of a dense weight: the sharding group of
   // Megatron-LM's distributed optimizer (intra_dp_cp_group, data x context),
   // and the group ZeRO and FSDP are given, the same ranks.
   int64_t dense_replicas() const { return data * context; }
+  // The ranks that hold replicas of an expert's shard: the expert data-parallel group (Megatron-Core's
+  // intra_expt_dp_group), tensor x context x data / (expert x expert tensor); data x context / expert when the
+  // experts keep the tensor-parallel split.
+  int64_t expert_replicas() const {
+    const int64_t carved = expert * expert_tensor;
+    return carved > 0 ? std::max<int64_t>(1, data * context * tensor / carved) : 1;
+  }
   // Every GPU of the job.
   int64_t world() const { return data * tensor * pipeline * context; }
 };
@@ -76,6 +86,7 @@ class LayoutReader {
         pipeline_(options.attribute(MEMPLAN_ATTR_RANKS_PIPELINE)),
         context_(options.attribute(MEMPLAN_ATTR_RANKS_CONTEXT)),
         expert_(options.attribute(MEMPLAN_ATTR_EXPERT_PARALLEL)),
+        expert_tensor_(options.attribute(MEMPLAN_ATTR_EXPERT_TENSOR_PARALLEL)),
         sequence_parallel_(options.attribute(MEMPLAN_ATTR_SEQUENCE_PARALLEL)),
         stage_layers_(options.attribute(MEMPLAN_ATTR_STAGE_LAYERS)),
         inflight_(options.attribute(MEMPLAN_ATTR_INFLIGHT_MICROBATCHES)),
@@ -92,6 +103,7 @@ class LayoutReader {
     ranks.pipeline = rank_count(ctx.attr_int(pipeline_, 1));
     ranks.context = rank_count(ctx.attr_int(context_, 1));
     ranks.expert = expert(ctx);
+    ranks.expert_tensor = rank_count(ctx.attr_int(expert_tensor_, ranks.tensor));
     return ranks;
   }
 
@@ -122,7 +134,7 @@ class LayoutReader {
   bool stage_has_lm_head(const sdk::Context& ctx) const { return ctx.attr_int(has_lm_head_, 1) != 0; }
 
  private:
-  sdk::Attribute data_, tensor_, pipeline_, context_, expert_, sequence_parallel_, stage_layers_, inflight_,
+  sdk::Attribute data_, tensor_, pipeline_, context_, expert_, expert_tensor_, sequence_parallel_, stage_layers_, inflight_,
       has_embedding_, has_lm_head_;
 };
 
