@@ -135,6 +135,31 @@ TEST(MegatronOutsideLayers, FusedVocabParallelLossUnderCompileCopiesOnce) {
   EXPECT_EQ(eager.item_bytes("activations.logits", MEMPLAN_ROLE_ACTIVATIONS), 4u * 51'511'296u);
 }
 
+// --defer-embedding-wgrad-compute (megatron/core/tensor_parallel/layers.py @ d98e8a64: grad_output_buffer and
+// embedding_activation_buffer, drained by pipeline_parallel/schedules.py finish_embedding_wgrad_compute after the
+// step's last micro-batch): GPT-345M (h 1024, V 50,304, 1024 tokens, fp16), grad_accum 4. Per micro-batch the
+// logits gradient 1024 x 50,304 x 2 = 103,022,592 B and the head's input 1024 x 1024 x 2 = 2,097,152 B.
+//   limit 2: 2 x 103,022,592 + (2 - 1) x 2,097,152 = 208,142,336 B, in forward and in backward
+//   limit 0 (every micro-batch): 4 x 103,022,592 + 3 x 2,097,152 = 418,381,824 B
+TEST(MegatronOutsideLayers, DeferredEmbeddingWgradKeepsTheLogitsGradients) {
+  auto text = [](const std::string& options) {
+    return std::string("name = \"g\"\nmode = \"train\"\n[model]\nlayers = 24\nhidden = 1024\nheads = 16\n"
+                          "ffn_hidden = 4096\nvocab = 50304\nmlp = \"gelu\"\nnorm = \"layernorm\"\n"
+                          "position_embeddings = 1024\ntied_embeddings = true\n[batch]\nseq_len = 1024\ngrad_accum = 4\n"
+                          "[precision]\nuse = \"mixed-fp16\"\n[optimizer]\nuse = \"adam\"\n[activations]\nuse = "
+                          "\"megatron\"\ncross_entropy = \"vocab-parallel\"\n") + options;
+  };
+  auto deferred = [&](const std::string& options) { return evaluate_paper(text(options)); };
+  const Evaluation two = deferred("defer_embedding_wgrad = true\nwgrad_deferral_limit = 2\n");
+  EXPECT_EQ(two.item_bytes_at("activations.deferred_wgrad", MEMPLAN_LIFETIME_TRANSIENT_FORWARD), 208'142'336u);
+  EXPECT_EQ(two.item_bytes_at("activations.deferred_wgrad", MEMPLAN_LIFETIME_TRANSIENT_BACKWARD), 208'142'336u);
+  EXPECT_EQ(deferred("defer_embedding_wgrad = true\n").item_bytes_at("activations.deferred_wgrad",
+                                                                   MEMPLAN_LIFETIME_TRANSIENT_BACKWARD),
+            418'381'824u);
+  EXPECT_EQ(deferred("").item_bytes("activations.deferred_wgrad", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+  EXPECT_NE(error_of(text("wgrad_deferral_limit = 2\n")).find("set defer_embedding_wgrad = true"), std::string::npos);
+}
+
 TEST(MegatronOutsideLayers, LargeVocabularyLogitsAreGigabytes) {
   Evaluation e = evaluate_paper(llama3_8b(kOneSequence, "dropout = false\n"));
   EXPECT_EQ(e.item_bytes("activations.logits", kAct), 4'202'692'608u);

@@ -38,7 +38,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 39> kOptions{{
+constexpr std::array<memplan_option_spec, 41> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true",
@@ -214,6 +214,17 @@ constexpr std::array<memplan_option_spec, 39> kOptions{{
      "silu in backward, so silu's output (p f a token) is not kept: Liger's LigerSiLUMulFunction "
      "(liger_kernel/ops/swiglu.py @ ead96b61, HF's use_liger_kernel)",
      "false", nullptr},
+    {"defer_embedding_wgrad", MEMPLAN_OPTION_BOOL,
+     "Megatron-Core's --defer-embedding-wgrad-compute: the output layer's backward keeps each micro-batch's logits "
+     "gradient (and its forward each micro-batch's input) in buffers drained after the step's last micro-batch, for "
+     "up to wgrad_deferral_limit micro-batches (tensor_parallel/layers.py, grad_output_buffer; "
+     "pipeline_parallel/schedules.py, finish_embedding_wgrad_compute): item activations.deferred_wgrad on the stage "
+     "with the output layer, in forward and backward",
+     "false", nullptr},
+    {"wgrad_deferral_limit", MEMPLAN_OPTION_INT,
+     "with defer_embedding_wgrad: the micro-batches whose logits gradient is kept (Megatron-Core's "
+     "--wgrad-deferral-limit; 0: every micro-batch of the step, Megatron's default)",
+     "0", nullptr},
     {"moe_probs_in_expert", MEMPLAN_OPTION_BOOL,
      "fused layers with routed experts: the router's probabilities multiply each expert's activation output "
      "inside the expert and the unpermute sums the outputs unweighted (Megatron-Core from core_r0.13.0: "
@@ -370,6 +381,16 @@ class MegatronActivations {
     fused_qkv_ = options.boolean("fused_qkv").value_or(false);
     fused_swiglu_ = options.boolean("fused_swiglu").value_or(false);
     moe_probs_in_expert_ = options.boolean("moe_probs_in_expert").value_or(false);
+    defer_embedding_wgrad_ = options.boolean("defer_embedding_wgrad").value_or(false);
+    if (const auto limit = options.integer("wgrad_deferral_limit")) {
+      if (*limit < 0 || *limit > 1'000'000)
+        options.fail("wgrad_deferral_limit", "must be 0 (every micro-batch of the step) or a number of micro-batches, "
+                                             "got " + std::to_string(*limit));
+      if (!defer_embedding_wgrad_)
+        options.fail("wgrad_deferral_limit", "limits the deferred output-layer gradients, but defer_embedding_wgrad "
+                                             "is not set; set defer_embedding_wgrad = true or remove it");
+      wgrad_deferral_limit_ = *limit;
+    }
     autocast_ = options.boolean("autocast").value_or(false);
     if (fused_swiglu_ && options.model().has_architecture && options.model().gated_mlp == 0)
       options.fail("fused_swiglu", "sizes a gated MLP's SwiGLU, but the model's MLP has two projections; remove "
@@ -993,6 +1014,25 @@ class MegatronActivations {
           add_vocab_sized(ctx, names_.held_output, outside.held_overlap / context, memplan::sdk::Lifetime::forward_end);
         add_vocab_sized(ctx, names_.cross_entropy, cross_entropy - ce_released);
         add_vocab_sized(ctx, names_.cross_entropy, ce_released, memplan::sdk::Lifetime::forward_end);
+        // --defer-embedding-wgrad-compute (Megatron-Core tensor_parallel/layers.py @ d98e8a64: the output layer's
+        // forward appends its input to embedding_activation_buffer, its backward appends grad_output, cast to the
+        // input's dtype, to grad_output_buffer and skips the weight gradient, while fewer than wgrad_deferral_limit
+        // are held, 0 meaning no limit; pipeline_parallel/schedules.py finish_embedding_wgrad_compute drains both
+        // after the step's last micro-batch): k = min(limit, micro-batches) logits gradients of a micro-batch's
+        // tokens x V / t in the activations' dtype at the last one's backward (and k - 1 in later forwards, taken
+        // as k), and k - 1 head inputs beside the one the layer saves anyway. Measured: Megatron-LM's CI golden
+        // gpt3_mcore_te_tp2_pp2_defer_embedding_wgrad_compute (limit 2): 0.39 GiB above its twin without it.
+        if (defer_embedding_wgrad_ && ctx.training()) {
+          const double micro_batches = static_cast<double>(std::max<int64_t>(1, workload.grad_accum));
+          const double kept = wgrad_deferral_limit_ > 0
+                                  ? std::min(static_cast<double>(wgrad_deferral_limit_), micro_batches)
+                                  : micro_batches;
+          const double gradients = kept * shape.seq * shape.batch / context * static_cast<double>(model.vocab) /
+                                   settings.tensor_parallel * settings.bytes;
+          const double inputs = (kept - 1) * outside.head_input / context;
+          add_bytes(ctx, names_.deferred_wgrad, gradients + inputs, memplan::sdk::Lifetime::transient_forward);
+          add_bytes(ctx, names_.deferred_wgrad, gradients + inputs, memplan::sdk::Lifetime::transient_backward);
+        }
         // Multi-token prediction (Megatron-Core's MultiTokenPredictionBlock, megatron/core/transformer/
         // multi_token_prediction.py @ core_v0.13.0 lines 667-689): each depth runs the output layer and the
         // language-model loss inside the forward, before the main head's, and MTPLossAutoScaler saves that loss
@@ -1299,6 +1339,7 @@ class MegatronActivations {
           kept_layer_inputs(options.intern("activations.kept_layer_inputs")),
           held_packed_inputs(options.intern("activations.held_packed_inputs")),
           checkpointed_packed_inputs(options.intern("activations.checkpointed_packed_inputs")),
+          deferred_wgrad(options.intern("activations.deferred_wgrad")),
           mtp_loss(options.intern("activations.mtp_loss")),
           global_memory_buffer(options.intern("activations.global_memory_buffer")),
           attention_forward(options.intern("activations.attention_forward")),
@@ -1309,7 +1350,7 @@ class MegatronActivations {
         windowed_attention, logit_softcap, rope_cache, causal_mask, layer_causal_mask, expanded_causal_mask, recompute_casts,
         pipeline_input_buffers, pipeline_grad_buffers, pipeline_input_grads, pipeline_kept_outputs,
         pipeline_merged_outputs, ring_forward, ring_backward, kept_layer_inputs, held_packed_inputs,
-        checkpointed_packed_inputs, mtp_loss, global_memory_buffer, attention_forward, attention_backward,
+        checkpointed_packed_inputs, deferred_wgrad, mtp_loss, global_memory_buffer, attention_forward, attention_backward,
         dora_weight_norm;
   };
 
@@ -1895,6 +1936,8 @@ class MegatronActivations {
   bool fused_qkv_ = false;        // EagerLayer::fused_qkv (LitGPT's attention)
   bool fused_swiglu_ = false;     // EagerLayer::fused_swiglu (Liger's SwiGLU)
   bool moe_probs_in_expert_ = false;  // ActivationSettings::moe_probs_in_expert (Megatron-Core >= core_r0.13.0)
+  bool defer_embedding_wgrad_ = false;  // defer_embedding_wgrad (Megatron-Core's --defer-embedding-wgrad-compute)
+  int64_t wgrad_deferral_limit_ = 0;    // wgrad_deferral_limit; 0: every micro-batch of the step
   bool autocast_ = false;         // EagerLayer::adapter_autocast (autocast over 16-bit weights)
   double buffer_bytes_ = 0;  // 0: the layers' norm weights' dtype
   struct CastRange {
