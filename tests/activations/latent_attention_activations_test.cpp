@@ -61,15 +61,17 @@ TEST(LatentAttentionActivations, FusedDeepSeekV2LiteDenseAndMoeLayers) {
 // replicated linears); the heads' tensors, the MLPs and the attention core
 // halve (16 heads >= 2 ranks):
 //   dense: 18,432 + (10,240 + 10,240 + 65,664 + 64) / 2 = 61,536 x 4096 = 252,051,456
-//   MoE:   18,432 + (10,240 + 10,240 + 116,864 + 64) / 2 = 87,136 x 4096 = 356,909,056
-// With sequence parallelism every term halves: 52,320 and 77,920 per token.
+//   MoE:   18,432 + (10,240 + 10,240 + 116,864 + 64) / 2 = 87,136, and the routed tokens' input and output
+//          copies (2 x 2 x 2048 x top-6 = 49,152), gathered over the expert tensor group (ETP = t = 2) before
+//          the experts, stay whole: + 49,152 / 2 = 111,712 x 4096 = 457,572,352
+// With sequence parallelism every other term halves: 52,320 and 77,920 + 24,576 = 102,496 per token.
 TEST(LatentAttentionActivations, FusedTensorParallelKeepsTheLatentsWhole) {
   Evaluation tp = evaluate_paper(scenario("deepseek-v2-lite", "", kTensorParallel));
   EXPECT_EQ(tp.item_bytes("layers.0.activations", kAct), 252'051'456u);
-  EXPECT_EQ(tp.item_bytes("layers.1-26.activations", kAct), uint64_t{26} * 356'909'056u);
+  EXPECT_EQ(tp.item_bytes("layers.1-26.activations", kAct), uint64_t{26} * 457'572'352u);
   Evaluation sp = evaluate_paper(scenario("deepseek-v2-lite", "", kSequenceParallel));
   EXPECT_EQ(sp.item_bytes("layers.0.activations", kAct), uint64_t{52'320} * 4096);
-  EXPECT_EQ(sp.item_bytes("layers.1-26.activations", kAct), uint64_t{26} * 77'920 * 4096);
+  EXPECT_EQ(sp.item_bytes("layers.1-26.activations", kAct), uint64_t{26} * 102'496 * 4096);
 }
 
 // Eager (transformers' DeepseekV3Attention through SDPA, every weight

@@ -32,10 +32,13 @@ std::string scenario(const std::string& preset, const std::string& strategies = 
 TEST(MegatronMoe, TopTwoRoutingStoresTwoExpertsPerToken) {
   Evaluation e = evaluate_paper(scenario("mixtral-8x7b"));
   EXPECT_EQ(e.item_bytes("layers.0-31.activations", kAct), uint64_t{32} * 1'057'554'432u);
-  // Tensor parallelism 2 with sequence parallelism halves every term (8 kv heads >= 2 ranks).
+  // Tensor parallelism 2 with sequence parallelism halves every term (8 kv heads >= 2 ranks) but the routed
+  // tokens' hidden-width copies, which the dispatcher gathers over the expert tensor group (ETP = t = 2) before
+  // fc1 (moe/token_dispatcher.py @ core_v0.13.0): 258,192 / 2 + 2 x 2 x 2 x 4096 / 2 = 129,096 + 16,384 = 145,480
+  // x 4096 = 595,886,080 per layer.
   Evaluation tp = evaluate_paper(scenario("mixtral-8x7b", "[[strategy]]\nuse = \"tensor-parallel\"\nsize = 2\n"
                                                     "sequence_parallel = true\n"));
-  EXPECT_EQ(tp.item_bytes("layers.0-31.activations", kAct), uint64_t{32} * 528'777'216u);
+  EXPECT_EQ(tp.item_bytes("layers.0-31.activations", kAct), uint64_t{32} * 595'886'080u);
 }
 
 // Routing each token to one expert of the dense MLP's width costs what the

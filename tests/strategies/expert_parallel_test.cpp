@@ -94,6 +94,20 @@ TEST(ExpertParallel, ExpertTensorSizeFoldsTheGroups) {
   EXPECT_EQ(folded.item_bytes("layers.0-31.moe.experts", MEMPLAN_ROLE_WEIGHTS), 2ull * 32 * 352'321'536);
 }
 
+// The step-time model sees the same work either way (transformer-step): with ETP 1 each whole-width expert
+// takes 1 / (t / ETP) of the tokens the split ones took, so the model FLOPs per GPU are equal at ETP 1 and 2.
+TEST(ExpertParallel, ExpertTensorSizeKeepsTheStepsWork) {
+  const auto flops = [](const std::string& etp) {
+    return evaluate_paper(mixtral("[[strategy]]\nuse = \"tensor-parallel\"\nsize = 2\n[[strategy]]\nuse = "
+                                  "\"data-parallel\"\nsize = 4\n[[strategy]]\nuse = \"expert-parallel\"\nsize = 4\n"
+                                  "tensor_size = " + etp + "\n[[strategy]]\nuse = \"transformer-step\"\n[hardware]\n"
+                                  "gpu = \"h100-sxm-80gb\"\ncount = 8\n"))
+        .breakdown()
+        .time.model_flops;
+  };
+  EXPECT_NEAR(flops("1") / flops("2"), 1.0, 1e-12);
+}
+
 // Runs after every layout plugin: listed before data-parallel it still sees
 // the data-parallel size, and gives the same plan.
 TEST(ExpertParallel, ScenarioOrderDoesNotMatter) {

@@ -80,7 +80,7 @@ TEST(ZeroStage3Step, SubGroupsCloseOnceTheyReachTheSize) {
 // A torch optimizer under ZeRO-3 is handed one sub-group's flat fp32 tensor per step() (stage3.py _optimizer_step
 // @ v0.19.5-27): torch.optim.Adam's foreach temporaries (_foreach_sqrt of exp_avg_sq, 1 x the parameters at 4 B)
 // are one sub-group's, 4 x S = 4,031,922,176 B (within 1 KiB, as main_grads), not the partition's 4 x P =
-// 6,146,422,784 B; with one sub-group they stay the partition's.
+// 6,146,422,784 B; with one sub-group they stay the partition's; without main_grads the same 4 x S.
 uint64_t foreach_temp_bytes(const Evaluation& e) {
   uint64_t bytes = 0;
   for (const PlanItem& item : e.estimator().plan().items)
@@ -89,14 +89,16 @@ uint64_t foreach_temp_bytes(const Evaluation& e) {
   return bytes;
 }
 TEST(ZeroStage3Step, ForeachTemporariesAreOneSubGroups) {
-  const auto foreach = [](const std::string& zero) {
-    std::string text = gpt2_12b(zero);
+  const auto foreach = [](const std::string& zero, const std::string& precision = "main_grads = \"fp32\"\n") {
+    std::string text = gpt2_12b(zero, precision);
     text.replace(text.find("implementation = \"fused\""), 24, "implementation = \"foreach\"");
     return evaluate_paper(text);
   };
   EXPECT_NEAR(static_cast<double>(foreach_temp_bytes(foreach(""))), 4'031'922'176.0, 1024.0);
   EXPECT_NEAR(static_cast<double>(foreach_temp_bytes(foreach("sub_group_size = 1000000000000\n"))), 6'146'422'784.0,
               1024.0);
+  // Without the recipe's fp32 gradient copies the sub-group walk runs on the temporaries themselves: the same S.
+  EXPECT_NEAR(static_cast<double>(foreach_temp_bytes(foreach("", ""))), 4'031'922'176.0, 1024.0);
 }
 
 // main_grads in the gradients' dtype: .to() returns the flat tensor itself,

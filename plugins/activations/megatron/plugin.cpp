@@ -497,6 +497,7 @@ class MegatronActivations {
     settings.dropout = dropout_;
     settings.flash_attention = flash_attention_;
     settings.tensor_parallel = static_cast<double>(layout.tensor);
+    settings.expert_tensor_parallel = static_cast<double>(layout.expert_tensor);
     settings.sequence_parallel = layout.sequence_parallel;
     const std::string_view policy = ctx.attr_string(a.recompute_policy, "none");
     settings.recompute = policy == "full"        ? RecomputePolicy::full

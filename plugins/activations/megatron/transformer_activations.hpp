@@ -176,6 +176,9 @@ struct ActivationSettings {
   bool dropout = true;         // Korthikanti et al. assume dropout (1-byte masks)
   bool flash_attention = false;
   double tensor_parallel = 1;  // t
+  // The ranks each expert's matrices are split over (layout.expert_tensor_parallel; t unless the expert-parallel
+  // plugin's tensor_size says otherwise). The dispatcher gathers the routed tokens over them before fc1.
+  double expert_tensor_parallel = 1;
   bool sequence_parallel = false;
   RecomputePolicy recompute = RecomputePolicy::none;
   bool reentrant = false;      // recompute.reentrant: the whole layer is rerun and its output held in its backward
@@ -489,11 +492,12 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
     // under autocast, whose fp32 op list has softmax), and the matmul with V keeps the 16-bit cast of it (or the
     // dropped copy); in the model's 16 bits without autocast (HF BERT and GPT-2 eager attention in pure fp16:
     // modeling_bert.py BertSelfAttention, nn.functional.softmax(attention_scores, dim=-1)) the one 16-bit output
-    // is both, and only dropout adds its copy. PyTorch up to 1.10 also keeps the softmax's input, in the
-    // softmax's dtype (softmax_keeps_input).
+    // is both, and only dropout adds its copy. PyTorch up to 1.10 also keeps the softmax's input
+    // (softmax_keeps_input): fp32 under autocast, which casts it first; otherwise the 16-bit scores themselves,
+    // softmax(x, dtype=float32) on fp16 taking _softmax's half_to_float path without a copy.
     const double probabilities = e.softmax_upcast || autocast || e.adapter_autocast || p >= 4 ? 4 : p;
     terms.attention_core = scores * (probabilities + (probabilities != p || dropped ? p : 0) + (dropped ? 1.0 : 0.0) +
-                                     (e.softmax_keeps_input ? probabilities : 0) + (e.masked_scores_kept ? p : 0) +
+                                     (e.softmax_keeps_input ? (autocast || e.adapter_autocast || p >= 4 ? 4 : p) : 0) + (e.masked_scores_kept ? p : 0) +
                                      (e.attention_softcap ? p : 0));
   }
   return terms;
@@ -527,6 +531,12 @@ inline LayerActivations layer_activation_terms(const TransformerShape& x, const 
   }
   // MLP: first projection's output(s) and the activation function's output.
   auto mlp_of = [&](double ffn) { return p * sb * ffn * (x.gated ? 2 : 1) + p * sb * ffn; };
+  // Megatron-Core's token dispatchers gather the routed tokens over the expert tensor-parallel group before fc1
+  // (moe/token_dispatcher.py @ core_v0.13.0: the all-to-all dispatcher's all-gather over the expert TP group,
+  // 646-654; the all-gather dispatcher over TP x EP, 244-258), so each rank's experts keep hidden-width rows for
+  // ETP times its own routed tokens (the split terms are divided by t below): the expert's input, and before
+  // core_r0.13.0 its output too. The MLP's own terms are each matrix's 1 / ETP slice of those rows: 1 / t in all.
+  const double routed_gather = std::max(1.0, o.expert_tensor_parallel);
   const double mlp = mlp_of(x.ffn);
   // The shared expert every token passes (Megatron-Core SharedExpertMLP): a dense MLP of its width on the
   // pre-MLP norm's output, which the norm terms already count.
@@ -540,7 +550,8 @@ inline LayerActivations layer_activation_terms(const TransformerShape& x, const 
     // probabilities); the unpermute then sums the experts' outputs unweighted, keeping none of them. Per routed
     // token: the expert's input (p h), the MLP's saves, and for a two-projection MLP the weighted product beside
     // the activation's output the multiply keeps (p f more; SwiGLU's fused function keeps its inputs only).
-    terms.split += x.top_k * (p * sb * x.hidden + mlp + (x.gated ? 0 : p * sb * x.ffn)) + p * sb * x.experts;
+    terms.split += x.top_k * (p * sb * x.hidden * routed_gather + mlp + (x.gated ? 0 : p * sb * x.ffn)) +
+                   p * sb * x.experts;
   else if (x.top_k > 0)
     // Each token's hidden state is dispatched to top_k experts: per routed
     // token the expert keeps its input (the permuted copy of the hidden state)
@@ -548,7 +559,7 @@ inline LayerActivations layer_activation_terms(const TransformerShape& x, const 
     // keeps each output for the gradient of its routing weight (Hugging Face
     // Mixtral: expert_layer(x) * routing_weights; Megatron-LM: the unpermute
     // that applies the probabilities). Plus the router's probabilities, p sb E.
-    terms.split += x.top_k * (2 * p * sb * x.hidden + mlp) + p * sb * x.experts;
+    terms.split += x.top_k * (2 * p * sb * x.hidden * routed_gather + mlp) + p * sb * x.experts;
   else
     terms.split += mlp;
   if (o.layer == LayerImplementation::fused && !o.compiled && o.linear_input_bytes > 0 && x.top_k == 0 &&

@@ -322,6 +322,12 @@ class FsdpStrategy {
           "shard_size", std::to_string(shard) + " does not divide the " + std::to_string(replicas) +
                             " data-parallel ranks" + (groups.context > 1 ? " (times context-parallel ranks)" : "") +
                             "; HYBRID_SHARD replicates whole shard groups, so choose a divisor");
+    if (groups.expert_tensor != groups.tensor)
+      throw memplan::sdk::PluginError(
+          "shard_size", "the experts have an expert tensor size of their own (expert-parallel tensor_size " +
+                            std::to_string(groups.expert_tensor) + ", tensor " + std::to_string(groups.tensor) +
+                            "), Megatron-Core's MoE parallel folding, which fsdp does not model (it shards the experts "
+                            "over data x context / expert); remove tensor_size or use zero");
     if (shard % groups.expert != 0)
       throw memplan::sdk::PluginError(
           "shard_size", "the experts are sharded over the shard group's " + std::to_string(shard) + " ranks / " +

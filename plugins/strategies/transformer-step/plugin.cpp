@@ -246,8 +246,11 @@ class TransformerStep {
         case ParamClass::norm:
         case ParamClass::final_norm: continue;
         case ParamClass::expert:
+          // A rank's experts see its tokens' routed share; with an expert tensor size ETP of its own (expert-parallel
+          // tensor_size) each whole-width expert takes 1 / (t / ETP) of the tokens the split ones took.
           flops = 2 * elements * tokens * static_cast<double>(model.experts_top_k) *
-                  static_cast<double>(layout.expert) / static_cast<double>(std::max<int64_t>(model.experts, 1));
+                  static_cast<double>(layout.expert) / static_cast<double>(std::max<int64_t>(model.experts, 1)) *
+                  static_cast<double>(layout.expert_tensor) / static_cast<double>(layout.tensor);
           break;
         case ParamClass::lm_head: has_head = true; [[fallthrough]];
         default: flops = 2 * elements * tokens; break;
@@ -352,7 +355,9 @@ class TransformerStep {
     const int64_t replicas = layout.dense_replicas();
     collective(names_.data, Pass::optimizer, Collective::all_reduce, replicas, layout.tensor, dense_gradients,
                gradient_overlap_);
-    collective(names_.data, Pass::optimizer, Collective::all_reduce, replicas / layout.expert,
+    // The experts' gradients over the expert data-parallel group (Ranks::expert_replicas: data x context / expert,
+    // or t x cp x dp / (expert x ETP) with an expert tensor size of its own).
+    collective(names_.data, Pass::optimizer, Collective::all_reduce, layout.expert_replicas(),
                layout.tensor * layout.context * layout.expert, expert_gradients, gradient_overlap_);
   }
 

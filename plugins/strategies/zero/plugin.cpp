@@ -305,7 +305,21 @@ class ZeroShardingStrategy {
         partition += item.elements() * static_cast<double>(item.count());
         main_bytes = item.bytes_per_element();
       }
-    if (partition <= 0) return;
+    // Without the recipe's fp32 gradient copies a torch optimizer's foreach temporaries still follow the sub-groups:
+    // the walk runs on them (one per trainable weight, the partition's elements).
+    walk_foreach_ = partition <= 0;
+    if (walk_foreach_) {
+      for (const memplan::sdk::ItemRef item : ctx.items())
+        if (foreach_temporaries(item)) partition += item.elements() * static_cast<double>(item.count());
+      if (partition <= 0) return;
+      if (sub_group_size_ < partition) {
+        const double fraction = largest_sub_group(ctx, expert_parallel) / partition;
+        for (memplan::sdk::ItemRef item : ctx.items())
+          if (foreach_temporaries(item)) item.set_elements(item.elements() * fraction);
+        ctx.set_attr(sub_group_fraction_attr_, fraction);
+      }
+      return;
+    }
     // One sub-group (the common case: sub_group_size at least the partition)
     // leaves main_grads whole; only more than one needs the walk.
     double largest = partition;
@@ -342,7 +356,7 @@ class ZeroShardingStrategy {
     const memplan_model& model = ctx.model();
     sub_group_modules_.clear();
     for (const memplan::sdk::ItemRef item : ctx.items()) {
-      if (!main_grad(item)) continue;
+      if (!(walk_foreach_ ? foreach_temporaries(item) : main_grad(item))) continue;
       const double modules = sharding::modules_in(item, model, expert_parallel);
       const double module = item.elements() / modules;
       const memplan::sdk::ParamClass param_class = item.param_class();
@@ -624,6 +638,7 @@ class ZeroShardingStrategy {
   int stage_ = 0;
   double sub_group_size_ = kSubGroupDefault;
   std::vector<SubGroupModule> sub_group_modules_;  // kept between evaluations (no allocation once warm)
+  bool walk_foreach_ = false;  // the sub-group walk runs on the foreach temporaries (no main_grad copies)
   bool gathered_ = false;
   bool setup_whole_model_ = false;  // setup = "whole"
   zero3::Settings settings_;
