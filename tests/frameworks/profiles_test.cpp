@@ -177,7 +177,7 @@ TEST(Profiles, AnInstalledNameWinsOverABuiltInAlias) {
   const Catalog with_bundle = Catalog::load(data_dir(), {bundle});
   ASSERT_NE(with_bundle.find_framework("peft"), nullptr);
   EXPECT_EQ(with_bundle.find_framework("peft")->origin, "bundle team 1.0.0");
-  EXPECT_EQ(with_bundle.find_framework("trl")->name, "hf-transformers");  // the other aliases still answer
+  EXPECT_EQ(with_bundle.find_framework("accelerate")->name, "hf-transformers");  // the other aliases still answer
 }
 
 // A profile can build on another ([framework] extends, at extends_version):
@@ -536,6 +536,21 @@ TEST(Profiles, TorchtuneVersionPicksTheNf4Quantization) {
 // x 1024 tokens x 28 layers = 645,922,816 B.
 // A built_on_it name numbers its own versions (NeMo 24.05 ships Megatron-Core 0.7): its version is still read
 // as the profile's (megatron-core's), as before, and a warning says how to name the behaviour instead (date, or the profile's name).
+// A version whose major number is more than one past the profile's own (e.g. a Transformers version given to
+// the trl profile, a name that meant hf-transformers before TRL had a profile): read as the latest behaviour,
+// with a warning that says so; versions near the profile's (vLLM 0.19 beside the profile's 0.17) say nothing.
+TEST(Profiles, AVersionFarPastTheProfilesIsSaid) {
+  const std::string rest = "[model]\npreset = \"llama-3.1-8b\"\n[batch]\nseq_len = 1024\n[precision]\nuse = \"bf16\"\n"
+                           "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n";
+  Evaluation far = evaluate("name = \"t\"\nmode = \"train\"\n[framework]\nuse = \"trl\"\nversion = \"4.45\"\n" + rest);
+  ASSERT_EQ(far.estimator().scenario().warnings.size(), 1u);
+  EXPECT_NE(far.estimator().scenario().warnings[0].find("version \"4.45\" is far past the versions of 'trl'"),
+            std::string::npos)
+      << far.estimator().scenario().warnings[0];
+  Evaluation near = evaluate("name = \"t\"\nmode = \"train\"\n[framework]\nuse = \"trl\"\nversion = \"1.12\"\n" + rest);
+  EXPECT_TRUE(near.estimator().scenario().warnings.empty());
+}
+
 TEST(Profiles, BuiltOnItVersionIsReadWithAWarning) {
   const Evaluation nemo = evaluate(llama7b_sgd("[framework]\nuse = \"nemo\"\nversion = \"24.05\"\n"));
   ASSERT_EQ(nemo.estimator().scenario().warnings.size(), 1u);

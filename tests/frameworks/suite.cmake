@@ -18,6 +18,7 @@ memplan_add_test(test_frameworks
   frameworks/loss_segments_test.cpp
   frameworks/varying_lengths_test.cpp
   frameworks/fused_loss_test.cpp
+  frameworks/trl_profile_test.cpp
   frameworks/validate_test.cpp
   frameworks/run_dates_test.cpp
   frameworks/torchtune_readme_test.cpp)

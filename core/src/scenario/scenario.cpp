@@ -377,6 +377,22 @@ void read_framework(const toml::table& root, const std::string& file, const Cata
       }
       if (day_from_version.empty()) {
         version = *given;
+        // A major version more than one past the profile's own runs as the profile's latest behaviour: said,
+        // since such a number is likely another software's (a name that once meant the framework it builds on).
+        const auto major = [](const std::string& text) {
+          int value = 0;
+          for (char c : text) {
+            if (c < '0' || c > '9') break;
+            value = std::min(value * 10 + (c - '0'), 1'000'000);
+          }
+          return value;
+        };
+        if (!profile->version.empty() && !written.date_shaped && profile->shares_versions(*use) &&
+            major(*given) > major(profile->version) + 1)
+          scenario.warnings.push_back(what + "is far past the versions of " + versions + " (memplan's reading ends "
+                                      "at " + profile->version + "): read as its latest behaviour; if it is the "
+                                      "version of other software, use that software's profile or give date = "
+                                      "<the run's day>");
         // Software built on the profile's framework numbers its own versions: its number is read as the
         // profile's (as before), with a warning that says how to name the behaviour instead.
         if (!profile->shares_versions(*use))

@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fused_loss_chunks.hpp"
@@ -38,7 +39,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 41> kOptions{{
+constexpr std::array<memplan_option_spec, 44> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true",
@@ -155,6 +156,21 @@ constexpr std::array<memplan_option_spec, 41> kOptions{{
      "convert_outputs_to_fp32 under fp16/bf16 mixed precision, which the Hugging Face Trainer applies): 4 bytes a "
      "returned logit at the forward's end beside what the loss keeps, and a held output holds that copy",
      "false", nullptr},
+    {"returned_logits_shifted_copies", MEMPLAN_OPTION_INT,
+     "after the loss, the loop copies the returned logits without their last position for its metrics "
+     "(logits[..., :-1, :].contiguous(): TRL's SFTTrainer token accuracy): this many such copies at once, in the "
+     "logits' dtype as the loop sees them (fp32 with returned_logits_fp32_copy), beside them and the loss's saves "
+     "at the forward's end; none at a micro-batch of one row, whose slice is already contiguous",
+     "0", nullptr},
+    {"returned_logits_chunk_copies", MEMPLAN_OPTION_INT,
+     "after the loss, the loop computes a metric over the returned logits chunk by chunk (TRL's "
+     "entropy_from_logits: log_softmax, exp and their product, 3): tensors of one chunk held at once, at the "
+     "forward's end; the larger of this and returned_logits_shifted_copies counts (one runs after the other)",
+     "0", nullptr},
+    {"returned_logits_chunk_rows", MEMPLAN_OPTION_INT,
+     "the rows (tokens) of returned_logits_chunk_copies' chunk (TRL from v0.23.0: 128); 0: one batch row, "
+     "seq_len tokens (TRL v0.22)",
+     "0", nullptr},
     {"output_held_until", MEMPLAN_OPTION_STRING,
      "with output_held: \"next-forward\" (the output stays bound until the next forward's output replaces it) "
      "or \"step-end\" (the loop drops it after backward and the optimizer step, before the next forward: "
@@ -293,7 +309,7 @@ constexpr std::array<LossMode, 18> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.33.0",
+      "megatron", "1.34.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -434,6 +450,15 @@ class MegatronActivations {
     layer_causal_mask_ = options.boolean("layer_causal_mask").value_or(false);
     output_held_ = options.boolean("output_held").value_or(false);
     returned_logits_fp32_copy_ = options.boolean("returned_logits_fp32_copy").value_or(false);
+    // The loop's metrics over the returned logits after the loss (ActivationSettings): counts, each 0 or more.
+    for (auto [key, target] : {std::pair{"returned_logits_shifted_copies", &returned_logits_shifted_copies_},
+                               std::pair{"returned_logits_chunk_copies", &returned_logits_chunk_copies_},
+                               std::pair{"returned_logits_chunk_rows", &returned_logits_chunk_rows_}}) {
+      const int64_t value = options.integer(key).value_or(0);
+      if (value < 0)
+        options.fail(key, std::string("must be 0 or a positive count, got ") + std::to_string(value));
+      *target = static_cast<double>(std::max<int64_t>(value, 0));
+    }
     const bool until_step_end =
         qualifier(options, "output_held_until", {"next-forward", "step-end"}, output_held_) == "step-end";
     held_ = !output_held_     ? memplan::plugins::HeldOutput::dropped
@@ -586,6 +611,9 @@ class MegatronActivations {
     }
     settings.linear_input_bytes = ctx.attr_double(a.linear_input_dtype, 0);
     settings.returned_logits_fp32_copy = returned_logits_fp32_copy_;
+    settings.returned_logits_shifted_copies = returned_logits_shifted_copies_;
+    settings.returned_logits_chunk_copies = returned_logits_chunk_copies_;
+    settings.returned_logits_chunk_rows = returned_logits_chunk_rows_;
 
     const uint32_t stage_layers = static_cast<uint32_t>(layout.stage_layers);
     const int64_t inflight = layout.inflight_microbatches;
@@ -1908,6 +1936,9 @@ class MegatronActivations {
   memplan::plugins::FusedLossChunking fused_chunking_;  // cross_entropy = "chunked-fused" (read_fused_chunking)
   LayerImplementation layer_ = LayerImplementation::fused;
   bool returned_logits_fp32_copy_ = false;  // returned_logits_fp32_copy (ActivationSettings)
+  double returned_logits_shifted_copies_ = 0;  // returned_logits_shifted_copies (ActivationSettings)
+  double returned_logits_chunk_copies_ = 0;    // returned_logits_chunk_copies
+  double returned_logits_chunk_rows_ = 0;      // returned_logits_chunk_rows (0: one batch row)
   bool compiled_ = false;  // layer = "compiled" (ActivationSettings::compiled)
   bool repeat_kv_ = true;
   bool offload_ = false;

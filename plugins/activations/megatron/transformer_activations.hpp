@@ -191,6 +191,18 @@ struct ActivationSettings {
   // 768-815, convert_to_fp32's tensor.float(); the same at 1.13.0), which the Hugging Face Trainer applies: 4 bytes
   // a returned logit at the forward's end, beside what the loss keeps, until the loop drops the output.
   bool returned_logits_fp32_copy = false;
+  // After the loss, while its saves and the returned logits are alive (the graph stands until backward), the loop
+  // computes metrics over the returned logits in their dtype as it sees them (fp32 with returned_logits_fp32_copy):
+  // TRL's SFTTrainer.compute_loss (trl/trainer/sft_trainer.py, token accuracy from v0.15.0, entropy from v0.22.0).
+  // `returned_logits_shifted_copies`: copies of the logits without their last position held at once
+  // (logits[..., :-1, :].contiguous(), or reshape of that slice), made only where the micro-batch has more than
+  // one row: at one row the slice is contiguous (a size-1 dimension's stride is not checked) and both return it.
+  // `returned_logits_chunk_copies` tensors of a chunk of `returned_logits_chunk_rows` rows (0: one batch row, s
+  // tokens) at once (entropy_from_logits: log_softmax, exp and their product). The two run one after the other:
+  // the larger counts, beside the returned logits, at the forward's end.
+  double returned_logits_shifted_copies = 0;
+  double returned_logits_chunk_copies = 0;
+  double returned_logits_chunk_rows = 0;
   // The model soft-caps its logits (Gemma 2's final_logit_softcapping: cap x tanh(logits / cap) before returning
   // them): tanh saves its output, p per logit, from the head's forward to its backward (output_activations).
   bool logit_softcap = false;
@@ -1214,6 +1226,21 @@ inline OutputActivations output_activations(const OutputShape& x, const Activati
       held = 4;
       held_overlap = 0;
     }
+  }
+  // The loop's metrics over the returned logits after the loss (TRL's SFTTrainer.compute_loss): beside the
+  // logits as the loop sees them (unless the loss keeps that very tensor) and the loss's saves, the larger of the
+  // shifted copies (micro-batches of more than one row) and the metric's chunks, in the logits' dtype as seen.
+  if (returned > 0) {
+    const double seen = o.returned_logits_fp32_copy && returned < 4 ? 4 : returned;
+    const double rows = x.seq * x.batch;
+    const double shifted = x.batch > 1 ? o.returned_logits_shifted_copies : 0;
+    const double chunk_rows =
+        o.returned_logits_chunk_rows > 0 ? std::min(o.returned_logits_chunk_rows, rows) : std::min(x.seq, rows);
+    const double chunks = rows > 0 ? o.returned_logits_chunk_copies * chunk_rows / rows : 0;
+    const double copies = std::max(shifted, chunks);
+    if (copies > 0)
+      bytes.forward_extra =
+          std::max(bytes.forward_extra, (bytes.saved_logits >= seen ? 0 : seen) + copies * seen);
   }
   out.held_output = held * logit_elements;
   out.logits = bytes.saved_logits * logit_elements;
