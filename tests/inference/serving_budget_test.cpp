@@ -136,6 +136,16 @@ TEST(ServingBudget, Vllm012ChargesWhatTheProcessAddsAfterItsSnapshot) {
   };
   Evaluation one(at(1));
   EXPECT_EQ(one.estimator().attribute_int("report.non_kv_bytes"), 18'251'522'048);
+  // V1 before 0.12 (charged = "since-context", the profile's from 0.8: the snapshot after the CUDA context,
+  // before NCCL; gpu_worker.py init_device @ v0.9.2) charges NCCL's buffers too, of which one GPU has none: the
+  // device non-KV less the context's 527 MiB at start-up and the allocator's reserve, what "since-nccl" charges
+  // (at 0.11 the sampler's sort path makes both 21,403,541,504: 1024 x 128,256 x (38 - 14) = 3,152,019,456 more).
+  std::string v011 = at(1);
+  v011.replace(v011.find("version = \"0.19\""), 16, "version = \"0.11\"");
+  std::string nccl = v011;
+  nccl.replace(nccl.find("gpu_memory_utilization = 0.95\n"), 29, "gpu_memory_utilization = 0.95\ncharged = \"since-nccl\"\n");
+  EXPECT_EQ(Evaluation(v011).estimator().attribute_int("report.non_kv_bytes"), 21'403'541'504);
+  EXPECT_EQ(Evaluation(nccl).estimator().attribute_int("report.non_kv_bytes"), 21'403'541'504);
   EXPECT_EQ(one.estimator().attribute_int("report.kv_budget_bytes"), 62'445'007'864);
   EXPECT_EQ(one.estimator().attribute_int("report.kv_blocks"), 29'776);
   EXPECT_EQ(one.estimator().attribute_int("report.kv_tokens"), 476'416);
@@ -188,7 +198,8 @@ TEST(ServingBudgetErrors, ChargedNamesAnAccounting) {
   EXPECT_NE(error_of(infer_scenario(preset("llama-2-7b"), 1, 4096, "",
                                     budget("charged = \"allocated\"\n", "memory_gib = 24\n")),
                      "s.toml")
-                .find("option 'charged': must be \"device\", \"since-nccl\" or \"static\", not \"allocated\""),
+                .find("option 'charged': must be \"device\", \"since-nccl\", \"since-context\" or \"static\", not "
+                      "\"allocated\""),
             std::string::npos);
 }
 

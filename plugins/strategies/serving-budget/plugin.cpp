@@ -61,14 +61,17 @@ constexpr std::array<memplan_option_spec, 2> kOptions{{
      "allocator reserve, CUDA context and NCCL included) or \"since-nccl\" (vLLM's memory_profiling from a snapshot "
      "taken after the CUDA context and NCCL: the weights, the allocated high point and the context's growth; what "
      "it leaves out is allowed beside u x GPU memory) or \"static\" (SGLang's mem_fraction_static: the pool gets "
-     "u x the memory free once the CUDA context exists, less the weights' segments)",
+     "u x the memory free once the CUDA context exists, less the weights' segments) or \"since-context\" (vLLM V1 "
+     "before 0.12: the snapshot follows the CUDA context but precedes NCCL, so the weights, the allocated high point "
+     "and the non-torch increase, NCCL's buffers and the context's growth, are charged; the context as created and "
+     "the allocator's reserve are not)",
      "\"device\"", nullptr},
 }};
 
 class ServingBudget {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "serving-budget", "1.2.0", "KV cache blocks, tokens and sequences that fit in u x GPU memory (vLLM)",
+      "serving-budget", "1.3.0", "KV cache blocks, tokens and sequences that fit in u x GPU memory (vLLM)",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::budget};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
@@ -89,8 +92,10 @@ class ServingBudget {
     if (charged == "device") charged_ = Charged::device;
     else if (charged == "since-nccl") charged_ = Charged::since_nccl;
     else if (charged == "static") charged_ = Charged::static_share;
+    else if (charged == "since-context") charged_ = Charged::since_context;
     else
-      options.fail("charged", "must be \"device\", \"since-nccl\" or \"static\", not \"" + charged + "\"");
+      options.fail("charged", "must be \"device\", \"since-nccl\", \"since-context\" or \"static\", not \"" +
+                                  charged + "\"");
     if (!(utilization_ > 0 && utilization_ <= 1))
       options.fail("gpu_memory_utilization",
                    "must be greater than 0 and at most 1 (a fraction of GPU memory), got " +
@@ -124,6 +129,20 @@ class ServingBudget {
         // exactly when the KV cache fits the budget (capped at the whole GPU).
         const double growth = static_cast<double>(ctx.attr_int(context_growth_attr_, 0));
         non_kv = std::max(0.0, static_cast<double>(timeline.peak(support::Quantity::allocated)) - kv_cache) + growth;
+        fraction = std::min(1.0, utilization_ + std::max(0.0, device_non_kv - non_kv) / gpu);
+        break;
+      }
+      case Charged::since_context: {
+        // vLLM V1 before PR #25359 (gpu_worker.py init_device @ v0.9.2, read in the ROCm/vllm mirror: the
+        // init_snapshot = MemorySnapshot() right after torch.cuda.set_device, before
+        // init_worker_distributed_environment; determine_available_memory charges memory_profiling's
+        // non_kv_cache_memory: the weights, the torch peak increase, allocated bytes, and the non-torch increase
+        // since the snapshot, NCCL's buffers and the kernels loaded later). Left out: the context as created and
+        // the allocator's reserve above its allocations.
+        const double reserve = std::max(0.0, static_cast<double>(timeline.peak(support::Quantity::reserved)) -
+                                                 static_cast<double>(timeline.peak(support::Quantity::allocated)));
+        const double start = static_cast<double>(ctx.attr_int(context_start_attr_, 0));
+        non_kv = std::max(0.0, device_non_kv - reserve - start);
         fraction = std::min(1.0, utilization_ + std::max(0.0, device_non_kv - non_kv) / gpu);
         break;
       }
@@ -177,7 +196,7 @@ class ServingBudget {
   }
 
   double utilization_;
-  enum class Charged { device, since_nccl, static_share };
+  enum class Charged { device, since_nccl, since_context, static_share };
   Charged charged_ = Charged::device;
   // Resolved once, in the constructor: no key lookup per evaluation. The
   // report's in the order apply() sets them, the order the report prints.
