@@ -382,6 +382,9 @@ TEST(CommBuffers, UnshardedBucketsUnderDeepSpeedsEngine) {
                                 "[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adam\"\n[activations]\nuse = "
                                 "\"none\"\n[[strategy]]\nuse = \"data-parallel\"\nsize = 8\n";
   EXPECT_EQ(evaluate(deepspeed).item_bytes("ddp.buckets", kBuffers), 0u);
+  // What it allocates instead: one flattened bucket of up to 5e8 elements beside every gradient at backward's end,
+  // min(2e9 B of bf16 gradients, 5e8 x 2 B) = 1,000,000,000 B (engine.py @ v0.9.0 2172-2173).
+  EXPECT_EQ(evaluate(deepspeed).item_bytes_at("deepspeed.allreduce_copy", MEMPLAN_LIFETIME_BACKWARD_END), 1'000'000'000u);
   EXPECT_NE(error_of(parallel("unsharded_buckets = \"fsdp\"\n")).find("option 'unsharded_buckets': must be \"ddp\" or "
                                                                      "\"none\""),
             std::string::npos);

@@ -402,6 +402,8 @@ class CommBuffers {
     const bool stage3 = declared == "deepspeed-stage3";
     const bool zero = declared == "deepspeed" || stage3;  // DeepSpeed's ZeRO optimizer runs
     Buckets buckets = buckets_;
+    // unsharded_buckets = "none" where no sharding plugin declared buckets: DeepSpeed's engine without ZeRO.
+    const bool engine_fallback = buckets == Buckets::automatic && !zero && declared != "none" && unsharded_none_;
     if (buckets == Buckets::automatic)
       buckets = zero                                   ? Buckets::deepspeed
                 : declared == "none" || unsharded_none_ ? Buckets::none
@@ -465,7 +467,15 @@ class CommBuffers {
         break;
       }
       case Buckets::automatic:
-      case Buckets::none: break;
+      case Buckets::none:
+        // DeepSpeed's engine without ZeRO: allreduce_gradients -> buffered_allreduce_fallback flattens the
+        // gradients into buckets of up to allreduce_bucket_size (5e8) elements, one at a time, after backward
+        // (runtime/engine.py @ v0.9.0 1756-1772, allreduce_bucket's flatten 2172-2173): one bucket's copy beside
+        // every gradient at backward's end.
+        if (engine_fallback)
+          add(ctx, names_.allreduce_copy, sdk::Lifetime::backward_end,
+              std::min(gradient_bytes(ctx), 5e8 * ctx.attr_double(gradients_dtype_attr_, 2.0)));
+        break;
     }
   }
 
