@@ -33,6 +33,12 @@ ActivationSettings qv_r32(double adapter_bytes) {
   return o;
 }
 
+// DoRA on q (3072 -> 3072) and v (3072 -> 1024): the outputs' widths and the matrices' elements (lora.dora_*).
+void with_dora_on_q_and_v(ActivationSettings& o) {
+  o.eager.dora_outputs = 3072 + 1024;
+  o.eager.dora_weights = 3072.0 * 3072 + 3072.0 * 1024;
+}
+
 // Per token and layer, fp32 adapters on the bf16 base (PEFT's autocast_adapter_dtype), no autocast, no dropout:
 // LoRA keeps 123,240 bytes (EagerLayers.LoraAdaptersInAnotherDtypeCastTheirInputEach). DoRA's two products with
 // the trainable magnitude save base_result, q's and v's base outputs in bf16 (2 x (3072 + 1024) = 8,192), and
@@ -47,8 +53,7 @@ TEST(Dora, SavesBaseAndAdapterOutputsPerToken) {
   const TransformerShape x = llama(3072, 24, 8, 8192);
   ActivationSettings o = qv_r32(4);
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 123'240.0);
-  o.eager.dora_outputs = 3072 + 1024;
-  o.eager.dora_weights = 3072.0 * 3072 + 3072.0 * 1024;
+  with_dora_on_q_and_v(o);
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 147'816.0);
   o.eager.adapter_dropout = 0.05;
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 50'493'800.0);
@@ -67,14 +72,12 @@ TEST(Dora, AutocastAndSixteenBitAdapters) {
   const TransformerShape x = llama(3072, 24, 8, 8192);
   ActivationSettings o = qv_r32(4);
   o.eager.adapter_autocast = true;
-  o.eager.dora_outputs = 3072 + 1024;
-  o.eager.dora_weights = 3072.0 * 3072 + 3072.0 * 1024;
+  with_dora_on_q_and_v(o);
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 127'208.0);
   o.eager.adapter_dropout = 0.05;
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, o), 25'299'176.0);
   ActivationSettings bf16 = qv_r32(2);
-  bf16.eager.dora_outputs = 3072 + 1024;
-  bf16.eager.dora_weights = 3072.0 * 3072 + 3072.0 * 1024;
+  with_dora_on_q_and_v(bf16);
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, bf16), 121'064.0);
   bf16.eager.adapter_dropout = 0.05;
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(x, bf16), 133'352.0);

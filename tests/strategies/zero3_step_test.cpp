@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <string_view>
 
 #include "test_support.hpp"
 
@@ -35,14 +36,16 @@ std::string gpt2_12b(const std::string& zero, const std::string& precision = "ma
          zero + extra;
 }
 
-// The GPU bytes of the recipe's fp32 gradient copies (items named *.main_grad).
-uint64_t main_grad_bytes(const Evaluation& e) {
+// The GPU bytes of the items whose names end with `suffix`.
+uint64_t gpu_bytes_ending(const Evaluation& e, std::string_view suffix) {
   uint64_t bytes = 0;
   for (const PlanItem& item : e.estimator().plan().items)
-    if (item.device == MEMPLAN_DEVICE_GPU && Estimator::display_name(item).ends_with(".main_grad"))
-      bytes += item.bytes();
+    if (item.device == MEMPLAN_DEVICE_GPU && Estimator::display_name(item).ends_with(suffix)) bytes += item.bytes();
   return bytes;
 }
+
+// The GPU bytes of the recipe's fp32 gradient copies (items named *.main_grad).
+uint64_t main_grad_bytes(const Evaluation& e) { return gpu_bytes_ending(e, ".main_grad"); }
 
 constexpr const char* kFlat = "zero3.step_flat_gradient";
 
@@ -81,13 +84,7 @@ TEST(ZeroStage3Step, SubGroupsCloseOnceTheyReachTheSize) {
 // @ v0.19.5-27): torch.optim.Adam's foreach temporaries (_foreach_sqrt of exp_avg_sq, 1 x the parameters at 4 B)
 // are one sub-group's, 4 x S = 4,031,922,176 B (within 1 KiB, as main_grads), not the partition's 4 x P =
 // 6,146,422,784 B; with one sub-group they stay the partition's; without main_grads the same 4 x S.
-uint64_t foreach_temp_bytes(const Evaluation& e) {
-  uint64_t bytes = 0;
-  for (const PlanItem& item : e.estimator().plan().items)
-    if (item.device == MEMPLAN_DEVICE_GPU && Estimator::display_name(item).ends_with(".foreach_temps"))
-      bytes += item.bytes();
-  return bytes;
-}
+uint64_t foreach_temp_bytes(const Evaluation& e) { return gpu_bytes_ending(e, ".foreach_temps"); }
 TEST(ZeroStage3Step, ForeachTemporariesAreOneSubGroups) {
   const auto foreach = [](const std::string& zero, const std::string& precision = "main_grads = \"fp32\"\n") {
     std::string text = gpt2_12b(zero, precision);

@@ -393,19 +393,20 @@ class LoraStrategy {
       if (item.role() == sdk::Role::weights && item.param_class() != ParamClass::adapter && item.trainable())
         item.set_trainable(false);
     add_modules_to_save(ctx);
-    for (size_t a = 0; a < adapter_count_; ++a) {
-      const Adapter& adapter = adapters_[a];
+    // A trainable weight of class adapter per target (its count of layers), returning its elements in all.
+    const auto add_adapter_item = [&](sdk::Name name, const Adapter& adapter, double elements) {
       const uint32_t count = adapter.layered ? layers_ : 1;
-      ctx.add(sdk::NewItem{.name = names_[a],
+      ctx.add(sdk::NewItem{.name = name,
                            .role = sdk::Role::weights,
                            .lifetime = sdk::Lifetime::persistent,
                            .param_class = ParamClass::adapter,
                            .layer = adapter.layered ? 0 : -1,
                            .count = count,
                            .trainable = true,
-                           .elements = adapter.elements});
-      total += adapter.elements * count;
-    }
+                           .elements = elements});
+      return elements * count;
+    };
+    for (size_t a = 0; a < adapter_count_; ++a) total += add_adapter_item(names_[a], adapters_[a], adapters_[a].elements);
     // DoRA's magnitude vectors (PEFT's lora_magnitude_vector, DoraLinearLayer.weight: the column norms of W + s B A,
     // d_out per adapted matrix, trainable; torchtune's DoRALinear.magnitude): an item of class adapter per target
     // beside its lora_A and lora_B, so the precision plugin gives them the adapters' dtype and training bytes
@@ -413,16 +414,7 @@ class LoraStrategy {
     double dora_outputs = 0, dora_weights = 0, dora_widest_input = 0, dora_largest_matrix = 0;
     for (size_t a = 0; dora_ && a < adapter_count_; ++a) {
       const Adapter& adapter = adapters_[a];
-      const uint32_t count = adapter.layered ? layers_ : 1;
-      ctx.add(sdk::NewItem{.name = magnitude_names_[a],
-                           .role = sdk::Role::weights,
-                           .lifetime = sdk::Lifetime::persistent,
-                           .param_class = ParamClass::adapter,
-                           .layer = adapter.layered ? 0 : -1,
-                           .count = count,
-                           .trainable = true,
-                           .elements = adapter.magnitude});
-      total += adapter.magnitude * count;
+      total += add_adapter_item(magnitude_names_[a], adapter, adapter.magnitude);
       dora_outputs += adapter.outputs;
       dora_weights += adapter.weights;
       dora_widest_input = std::max(dora_widest_input, adapter.widest_input);
