@@ -85,6 +85,8 @@ class Fp8WeightCopies {
           "master weights), so it needs mode = \"train\"; for fp8 weights in inference use [precision] use = \"bf16\" "
           "with weights = \"fp8\", or the quantized plugin");
     const bool fp8_primary = dtypes.weights == 1.0;  // fp8_model_init: the weight itself is fp8
+    fp8_primary_ = fp8_primary;
+    sixteen_bit_ = dtypes.activations;
     // Cached: the fp8 weight (unless it is the weight itself) and its transpose.
     cached_bytes_ = (fp8_primary ? 0.0 : 1.0) + (transpose_ ? 1.0 : 0.0);
     // Not cached: what backward keeps, the transpose (or the fp8 weight itself
@@ -102,6 +104,16 @@ class Fp8WeightCopies {
     copy.set_lifetime(cache_ ? sdk::Lifetime::persistent : sdk::Lifetime::activation);
     copy.set_trainable(false);
     copy.set_bytes_per_element(bytes);
+  }
+
+  // fp8 primary weights are Transformer Engine's modules' (fp8_model_init makes TE's Linear, LayerNormLinear and
+  // LayerNormMLP allocate fp8 weights: their matrices): the embeddings, the output layer (Megatron-Core's
+  // ColumnParallelLinear, not a TE module), the norms and the biases stay in the 16-bit dtype. Found on
+  // Megatron-LM's CI goldens (--fp8-param-gather tiny GPT tests: the bf16 embedding counted at 1 byte).
+  double weight_bytes(const sdk::ItemRef& weight, double weights) const {
+    if (!fp8_primary_) return weights;
+    return runs_in_fp8(weight.param_class()) && !memplan::support::is_vector_weight(weight.name()) ? weights
+                                                                                                  : sixteen_bit_;
   }
 
   bool saved_inputs_fp8() const { return saved_inputs_fp8_; }
@@ -122,6 +134,8 @@ class Fp8WeightCopies {
   }
 
   bool cache_;
+  bool fp8_primary_ = false;   // weights = "fp8": the linear layers' weights are fp8 themselves
+  double sixteen_bit_ = 2;     // the other weights' bytes (the recipe's activations dtype)
   bool saved_inputs_fp8_;
   bool transpose_;
   double cached_bytes_ = 0;
@@ -131,7 +145,7 @@ class Fp8WeightCopies {
 
 struct Fp8Traits {
   static constexpr const char* name = "fp8";
-  static constexpr const char* version = "1.3.0";
+  static constexpr const char* version = "1.4.0";
   static constexpr const char* summary =
       "fp8 training (Transformer Engine, Micikevicius et al. 2022): fp8 weight copies beside bf16 weights, fp32 "
       "master weights and gradients";

@@ -108,7 +108,10 @@ struct RecipeDtypes {
 };
 
 // No extension: the plain recipe. An extension's add_items appends what it
-// keeps next to one weight (already at the weights' dtype) to `batch`.
+// keeps next to one weight (already at the weights' dtype) to `batch`; its
+// weight_bytes says one weight's dtype, the recipe's `weights` unless the
+// extension keeps some weights in another (fp8 primary weights: only the
+// linear layers').
 struct NoRecipeExtension {
   static constexpr std::array<memplan_option_spec, 0> kOptions{};
   NoRecipeExtension(sdk::Options&, const RecipeDtypes&) {}
@@ -174,13 +177,13 @@ class PrecisionRecipe {
       // PEFT's get_peft_model(autocast_adapter_dtype=True), its default, upcasts bf16/fp16 adapters to fp32
       // (peft src/peft/tuners/tuners_utils.py @ d787f51b, _cast_adapter_dtype): `adapters` gives them their own dtype.
       const bool adapter = adapters_ && item.param_class() == sdk::ParamClass::adapter;
-      item.set_bytes_per_element(adapter ? *adapters_ : d.weights);
+      item.set_bytes_per_element(adapter ? *adapters_ : weight_bytes(item, d.weights));
       extension_.add_items(ctx, batch_, item);
       if (!training || !item.trainable()) continue;
       add_copy(item, sdk::Role::gradients, gradient_lifetime_, adapter ? *adapters_ : d.gradients);
       if (gradient_lifetime_ == sdk::Lifetime::persistent && (item.param_class() == sdk::ParamClass::embedding ||
                                                               item.param_class() == sdk::ParamClass::position_embedding))
-        add_copy(item, sdk::Role::gradients, sdk::Lifetime::transient_backward, d.weights)
+        add_copy(item, sdk::Role::gradients, sdk::Lifetime::transient_backward, item.bytes_per_element())
             .set_name(unfused_names_(ctx, item));
       // The accumulation buffer lives across steps (Megatron allocates it once).
       if (grad_accumulation_) add_copy(item, sdk::Role::gradients, sdk::Lifetime::persistent, *grad_accumulation_);
@@ -193,6 +196,14 @@ class PrecisionRecipe {
   }
 
  private:
+  // One weight's dtype: the extension's where it says (weight_bytes), else the recipe's `weights`.
+  double weight_bytes(const sdk::ItemRef& item, double weights) const {
+    if constexpr (requires { extension_.weight_bytes(item, weights); })
+      return extension_.weight_bytes(item, weights);
+    else
+      return weights;
+  }
+
   sdk::ItemRef add_copy(const sdk::ItemRef& item, sdk::Role role, sdk::Lifetime lifetime, double bytes) {
     sdk::ItemRef copy = batch_.copy_of(item);
     copy.set_role(role);
