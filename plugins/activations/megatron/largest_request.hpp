@@ -37,10 +37,8 @@ inline double largest_layer_request(const TransformerShape& x, const ActivationS
   const double mlp = tokens * x.ffn / t * o.bytes;
   double attention = 0;
   if (!o.flash_attention) {
-    // fp32 where the softmax runs in fp32: softmax_upcast, or autocast (an fp32 residual or autocast over 16-bit
-    // weights), as the eager layer's terms read it.
-    const bool fp32_softmax = o.eager.softmax_upcast || o.residual_bytes > o.bytes || o.eager.adapter_autocast;
-    const double probability_bytes = eager && fp32_softmax ? 4.0 : o.bytes;
+    // The softmax output's bytes as the eager layer's terms read them (fp32 under softmax_upcast or autocast).
+    const double probability_bytes = eager ? softmax_output_bytes(o) : o.bytes;
     attention = tokens * x.heads / t * x.seq * probability_bytes;
   }
   const double bias = eager && o.eager.attention_bias ? tokens * x.seq * o.bytes : 0;

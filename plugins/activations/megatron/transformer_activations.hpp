@@ -232,6 +232,18 @@ inline double residual_dtype_bytes(const ActivationSettings& o) {
   return o.residual_bytes > o.bytes ? o.residual_bytes : o.bytes;
 }
 
+// The forward runs under torch.autocast: over fp32 weights (an fp32 residual) or over 16-bit ones
+// (EagerLayer::adapter_autocast). Autocast's fp32 op list has softmax: its input is cast to fp32 first.
+inline bool under_autocast(const ActivationSettings& o) {
+  return residual_dtype_bytes(o) > o.bytes || o.eager.adapter_autocast;
+}
+
+// Eager attention's softmax output bytes: fp32 where it runs in fp32 (softmax_upcast's dtype=torch.float32, or
+// autocast), the model's own dtype otherwise (GPT-2's and BERT's eager attention in pure fp16).
+inline double softmax_output_bytes(const ActivationSettings& o) {
+  return o.eager.softmax_upcast || under_autocast(o) || o.bytes >= 4 ? 4 : o.bytes;
+}
+
 struct LayerActivations {
   double replicated = 0;      // norms, their outputs and dropout masks: split only with sequence parallelism
   double split = 0;           // projections and MLP: split t ways
@@ -507,9 +519,10 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
     // is both, and only dropout adds its copy. PyTorch up to 1.10 also keeps the softmax's input
     // (softmax_keeps_input): fp32 under autocast, which casts it first; otherwise the 16-bit scores themselves,
     // softmax(x, dtype=float32) on fp16 taking _softmax's half_to_float path without a copy.
-    const double probabilities = e.softmax_upcast || autocast || e.adapter_autocast || p >= 4 ? 4 : p;
+    const double probabilities = softmax_output_bytes(o);
+    const double kept_input = under_autocast(o) || p >= 4 ? 4 : p;
     terms.attention_core = scores * (probabilities + (probabilities != p || dropped ? p : 0) + (dropped ? 1.0 : 0.0) +
-                                     (e.softmax_keeps_input ? (autocast || e.adapter_autocast || p >= 4 ? 4 : p) : 0) + (e.masked_scores_kept ? p : 0) +
+                                     (e.softmax_keeps_input ? kept_input : 0) + (e.masked_scores_kept ? p : 0) +
                                      (e.attention_softcap ? p : 0));
   }
   return terms;

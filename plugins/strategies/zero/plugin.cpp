@@ -307,29 +307,22 @@ class ZeroShardingStrategy {
       }
     // Without the recipe's fp32 gradient copies a torch optimizer's foreach temporaries still follow the sub-groups:
     // the walk runs on them (one per trainable weight, the partition's elements).
-    walk_foreach_ = partition <= 0;
-    if (walk_foreach_) {
+    const bool on_foreach = partition <= 0;
+    if (on_foreach)
       for (const memplan::sdk::ItemRef item : ctx.items())
         if (foreach_temporaries(item)) partition += item.elements() * static_cast<double>(item.count());
-      if (partition <= 0) return;
-      if (sub_group_size_ < partition) {
-        const double fraction = largest_sub_group(ctx, expert_parallel) / partition;
-        for (memplan::sdk::ItemRef item : ctx.items())
-          if (foreach_temporaries(item)) item.set_elements(item.elements() * fraction);
-        ctx.set_attr(sub_group_fraction_attr_, fraction);
-      }
-      return;
-    }
+    if (partition <= 0) return;
     // One sub-group (the common case: sub_group_size at least the partition)
     // leaves main_grads whole; only more than one needs the walk.
     double largest = partition;
     if (sub_group_size_ < partition) {
-      largest = largest_sub_group(ctx, expert_parallel);
+      largest = largest_sub_group(ctx, expert_parallel, on_foreach);
       const double fraction = largest / partition;
       for (memplan::sdk::ItemRef item : ctx.items())
         if (main_grad(item) || foreach_temporaries(item)) item.set_elements(item.elements() * fraction);
       ctx.set_attr(sub_group_fraction_attr_, fraction);
     }
+    if (on_foreach) return;  // no fp32 cast: no flat copy either
     const double gradient = gradient_bytes(ctx);
     if (main_bytes == gradient) return;  // .to() returns the flat copy itself: main_grads is it
     ctx.add(memplan::sdk::NewItem{.name = step_flat_gradient_,
@@ -352,11 +345,12 @@ class ZeroShardingStrategy {
   // DeepSpeed's _create_fp16_sub_groups: the parameters in model order, a
   // sub-group closed once it holds sub_group_size elements; the largest
   // sub-group's elements.
-  double largest_sub_group(const memplan::sdk::Context& ctx, int64_t expert_parallel) {
+  // `on_foreach`: the walk runs on the foreach temporaries (no main_grad copies).
+  double largest_sub_group(const memplan::sdk::Context& ctx, int64_t expert_parallel, bool on_foreach) {
     const memplan_model& model = ctx.model();
     sub_group_modules_.clear();
     for (const memplan::sdk::ItemRef item : ctx.items()) {
-      if (!(walk_foreach_ ? foreach_temporaries(item) : main_grad(item))) continue;
+      if (!(on_foreach ? foreach_temporaries(item) : main_grad(item))) continue;
       const double modules = sharding::modules_in(item, model, expert_parallel);
       const double module = item.elements() / modules;
       const memplan::sdk::ParamClass param_class = item.param_class();
@@ -638,7 +632,6 @@ class ZeroShardingStrategy {
   int stage_ = 0;
   double sub_group_size_ = kSubGroupDefault;
   std::vector<SubGroupModule> sub_group_modules_;  // kept between evaluations (no allocation once warm)
-  bool walk_foreach_ = false;  // the sub-group walk runs on the foreach temporaries (no main_grad copies)
   bool gathered_ = false;
   bool setup_whole_model_ = false;  // setup = "whole"
   zero3::Settings settings_;

@@ -18,25 +18,31 @@
 
 namespace memplan::support {
 
+// The compute capability's major number of an NVIDIA architecture as the GPU
+// catalog writes it ("sm_90" -> 9, "sm_100" -> 10: without its last, minor,
+// digit); -1 for anything else (ROCm targets, unknown names).
+inline int cuda_major(std::string_view architecture) {
+  if (!architecture.starts_with("sm_") || architecture.size() < 5) return -1;
+  const std::string_view major = architecture.substr(3, architecture.size() - 4);
+  int value = 0;
+  for (char c : major) {
+    if (c < '0' || c > '9') return -1;
+    value = value * 10 + (c - '0');
+  }
+  return value;
+}
+
 // `architecture` as the GPU catalog writes it ("sm_90", "sm_100", "gfx942").
 inline double cublas_workspace_bytes(std::string_view architecture) {
   constexpr double kLarge = 4096.0 * 8 * 1024;                    // 33,554,432 B
   constexpr double kSmall = 4096.0 * 1024 * 2 + 16.0 * 1024 * 8;  // 8,519,680 B
-  if (architecture.starts_with("sm_") && architecture.size() >= 5) {
-    // "sm_90" -> 9, "sm_100" -> 10: the capability without its last (minor) digit.
-    const std::string_view major = architecture.substr(3, architecture.size() - 4);
-    int value = 0;
-    for (char c : major) {
-      if (c < '0' || c > '9') return kLarge;  // not a capability: the unknown GPU's figure
-      value = value * 10 + (c - '0');
-    }
-    return value >= 9 ? kLarge : kSmall;
-  }
+  const int major = cuda_major(architecture);
+  if (major >= 0) return major >= 9 ? kLarge : kSmall;
   // ROCm matches targets by prefix (getCUDAHooks().isGPUArch): {"gfx94", "gfx95"} in the release that gave MI300
   // 128 MiB, {"gfx942", "gfx950", "gfx1250"} later; the two agree on every target but gfx940/941 and gfx1250.
   for (std::string_view prefix : {"gfx94", "gfx95", "gfx1250"})
     if (architecture.starts_with(prefix)) return 4 * kLarge;
-  return kLarge;
+  return kLarge;  // not a capability: the unknown GPU's figure
 }
 
 // Transformer Engine's own cuBLASLt workspace, one tensor from the caching
@@ -48,7 +54,8 @@ inline double cublas_workspace_bytes(std::string_view architecture) {
 inline double te_cublas_workspace_bytes(std::string_view architecture) {
   constexpr double kLarge = 32.0 * 1024 * 1024 + 1024;  // 33,555,456 B
   constexpr double kSmall = 4'194'304;
-  return cublas_workspace_bytes(architecture) == 4096.0 * 1024 * 2 + 16.0 * 1024 * 8 ? kSmall : kLarge;
+  const int major = cuda_major(architecture);
+  return major >= 0 && major < 9 ? kSmall : kLarge;
 }
 
 }  // namespace memplan::support
