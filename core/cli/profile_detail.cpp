@@ -142,6 +142,10 @@ std::string gpu_conditions(const FrameworkVersionDefaults& block) {
     conditions.push_back("gpu_name_contains = " + quoted_list(block.gpu_name_contains));
   if (!block.gpu_name_excludes.empty())
     conditions.push_back("gpu_name_excludes = " + quoted_list(block.gpu_name_excludes));
+  if (block.gpu_compute_capability_at_least > 0)
+    conditions.push_back("gpu_compute_capability_at_least = " + number_text(block.gpu_compute_capability_at_least));
+  if (block.gpu_compute_capability_below > 0)
+    conditions.push_back("gpu_compute_capability_below = " + number_text(block.gpu_compute_capability_below));
   return join(conditions, ", ");
 }
 

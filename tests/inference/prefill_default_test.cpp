@@ -185,5 +185,51 @@ TEST(PrefillDefault, GpuConditionsAreChecked) {
   EXPECT_TRUE(block.applies_to("", 70ull << 30));
 }
 
+// Compute-capability bounds read the catalog's architecture ("sm_80" is 8.0,
+// "sm_86" 8.6, "sm_100" 10.0); a GPU whose capability is not known (AMD's
+// "gfx942", a scenario's own memory_gib) meets no bound.
+TEST(PrefillDefault, ComputeCapabilityConditions) {
+  FrameworkVersionDefaults below_hopper;
+  below_hopper.gpu_compute_capability_below = 9.0;
+  EXPECT_TRUE(below_hopper.applies_to("a100", 80ull << 30, "sm_80"));
+  EXPECT_TRUE(below_hopper.applies_to("l40s", 48ull << 30, "sm_89"));
+  EXPECT_FALSE(below_hopper.applies_to("h100", 80ull << 30, "sm_90"));
+  EXPECT_FALSE(below_hopper.applies_to("b200", 180ull << 30, "sm_100"));
+  EXPECT_FALSE(below_hopper.applies_to("mi300x", 192ull << 30, "gfx942"));
+  EXPECT_FALSE(below_hopper.applies_to("", 80ull << 30, ""));
+  FrameworkVersionDefaults ampere;
+  ampere.gpu_compute_capability_at_least = 8.6;
+  ampere.gpu_compute_capability_below = 9.0;
+  EXPECT_FALSE(ampere.applies_to("a100", 80ull << 30, "sm_80"));
+  EXPECT_TRUE(ampere.applies_to("rtx 3090", 24ull << 30, "sm_86"));
+  FrameworkVersionDefaults blackwell;
+  blackwell.gpu_compute_capability_at_least = 10.0;
+  EXPECT_TRUE(blackwell.applies_to("b200", 180ull << 30, "sm_100"));
+  EXPECT_TRUE(blackwell.applies_to("rtx 5090", 32ull << 30, "sm_120"));
+  EXPECT_FALSE(blackwell.applies_to("h100", 80ull << 30, "sm_90"));
+
+  TempDir dir;
+  dir.write("gpus.toml", "");
+  std::filesystem::create_directories(dir.path() + "/frameworks");
+  const auto rejected = [&](const std::string& conditions) {
+    const std::string file = dir.write("frameworks/team.toml", "[framework]\nname = \"team\"\nsummary = \"ours\"\n"
+                                                                "[[since]]\nversion = \"1.0\"\n" + conditions);
+    try {
+      (void)Catalog::load(dir.path());
+    } catch (const Error& error) {
+      return std::string(error.what()).substr(file.size());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(rejected("gpu_compute_capability_below = 8.65\n"),
+            ":6:32: error: in [[since]], 'gpu_compute_capability_below' must be an NVIDIA compute capability, "
+            "major.minor (8.0 for an A100, 9.0 for an H100)");
+  EXPECT_EQ(rejected("gpu_compute_capability_at_least = 9.0\ngpu_compute_capability_below = 8.0\n"),
+            ":7:32: error: in [[since]], 'gpu_compute_capability_below' is not above "
+            "gpu_compute_capability_at_least: no GPU would meet both; write the range low to high (e.g. at_least = "
+            "8.0, below = 9.0)");
+  EXPECT_EQ(rejected("gpu_compute_capability_below = 9.0\n"), "accepted");
+}
+
 }  // namespace
 }  // namespace memplan::testing

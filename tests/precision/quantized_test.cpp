@@ -349,6 +349,38 @@ TEST(FromModelConfig, VllmTritonMxfp4KeepsTheScalesTwiceAndFp32Biases) {
             std::string::npos);
 }
 
+// vLLM's mxfp4 MoE below compute capability 9.0 runs Marlin, whose experts
+// are allocated padded: a rank's intermediate size to a multiple of 128, the
+// hidden size to 256 (mxfp4.py create_weights), with one scale copy and bf16
+// biases (prepare_moe_fp4_layer_for_marlin). gpt-oss-20b on one A100 by hand:
+// the experts' 24 x 32 x 3 x 2880 x 2880 = 19,110,297,600 values become
+// 24 x 32 x 3 x 3072 x 2944 = 20,837,302,272, at 4.25 bits (17/32 B):
+// +917,471,232 B; the biases 24 x 32 x (2 x 2880 + 2880) = 6,635,520 become
+// 24 x 32 x (2 x 2944 + 3072) = 6,881,280, bf16: +491,520 B. From the
+// checkpoint's 13,761,264,768: 14,679,227,520 B (13.67 GiB; vLLM 0.19 logs
+// "Model loading took 13.72 GiB" on an A100,
+// validation/VLLMX-v019-gpt-oss-20b-a100-80gb-tp1-u065.toml).
+TEST(FromModelConfig, VllmMarlinMxfp4PadsTheExpertsBelowHopper) {
+  auto served = [](const std::string& version, const std::string& gpu, int tp) {
+    return "name = \"served\"\nmode = \"infer\"\n[framework]\nuse = \"vllm\"\nversion = \"" + version +
+           "\"\n[model]\n" + fixture_config("gpt-oss-20b") + "[precision]\nuse = \"quantized\"\n" +
+           (tp > 1 ? "[[strategy]]\nuse = \"tensor-parallel\"\nsize = " + std::to_string(tp) + "\n" : "") +
+           "[hardware]\ngpu = \"" + gpu + "\"\ncount = " + std::to_string(tp) + "\n";
+  };
+  EXPECT_EQ(weights(evaluate(served("0.11", "a100-sxm-80gb", 1))), 14'679'227'520u);
+  EXPECT_EQ(weights(evaluate(served("0.19", "a100-sxm-80gb", 1))), 14'679'227'520u);
+  EXPECT_EQ(weights(evaluate(served("0.10.1", "a100-sxm-80gb", 1))), 14'679'227'520u);
+  // Before gpt-oss's release the checkpoint's bytes; on an H100 the Triton
+  // reading (two scale copies, fp32 biases; 2880 = 45 x 64 needs no padding).
+  EXPECT_EQ(weights(evaluate(served("0.10", "a100-sxm-80gb", 1))), 13'761'264'768u);
+  EXPECT_EQ(weights(evaluate(served("0.11", "h100-sxm-80gb", 1))), 14'371'732'608u);
+  // TP 2 on an H100: a rank's intermediate 1440 -> 1472 (Triton's 64): the
+  // experts' values and both scale copies 1472 / 1440 of the unpadded half,
+  // the biases (2 x 1472 + 2880 / 2) / (2 x 1440 + 2880 / 2) of theirs.
+  const Evaluation padded = evaluate(served("0.19", "h100-sxm-80gb", 2));
+  EXPECT_EQ(padded.item_bytes("layers.0-23.moe.experts", MEMPLAN_ROLE_WEIGHTS), 9'555'148'800ull / 2 * 1472 / 1440);
+}
+
 // A format named in the scenario is used as before: the config's is ignored.
 TEST(FromModelConfig, ANamedFormatOverridesTheConfig) {
   Evaluation named = evaluate_paper(scenario(fixture_config("gpt-oss-120b"), "format = \"int4\"\n"));

@@ -6,6 +6,7 @@
 // through the built-in plugins that use them (tests/optimizers,
 // tests/precision, tests/strategies), with unchanged figures.
 #include <memplan/support/backward_gradients.hpp>
+#include <memplan/support/expert_padding.hpp>
 #include <memplan/support/format.hpp>
 #include <memplan/support/items.hpp>
 #include <memplan/support/kv_heads.hpp>
@@ -187,6 +188,36 @@ TEST(SupportKvHeads, UnknownKvHeadsSplitLikeEveryProjectionAndUnevenSizesRoundUp
   // 12 kv heads at tp 8 (the tensor-parallel plugin refuses it): vLLM's floor
   // would give 12 // 8 = 1 and lose 4 heads; rounded up, ceil(1.5) = 2.
   EXPECT_EQ(support::kv_heads_per_rank(12, 8), 2);
+}
+
+// ------------------------------------------------------------ expert_padding.hpp
+
+// vLLM's mxfp4 MoE on Marlin (mxfp4.py create_weights): a rank's intermediate
+// size rounded up to 128, the hidden size to 256. gpt-oss-120b (h 2880,
+// expert intermediate 2880, gated) at TP 4: 720 -> 768 a rank, 2880 -> 3072;
+// a rank's matrices 768 x 3072 = 2,359,296 of the unsplit 2880 x 2880 =
+// 8,294,400 (0.28444...), its biases 2 x 768 + 3072 / 4 = 2304 of 2 x 2880 +
+// 2880 = 8640 (0.26666...).
+TEST(SupportExpertPadding, ARanksShareIsPaddedForItsKernels) {
+  memplan_model model{};
+  model.hidden = 2880;
+  model.expert_ffn_hidden = 2880;
+  model.gated_mlp = 1;
+  const support::ExpertPadding marlin{.intermediate = 128, .hidden = 256};
+  EXPECT_DOUBLE_EQ(support::expert_share(model, false, 4, marlin), 2'359'296.0 / 8'294'400.0);
+  EXPECT_DOUBLE_EQ(support::expert_share(model, true, 4, marlin), 2304.0 / 8640.0);
+  // One rank: 2880 -> 2944 and 3072: 9,043,968 of 8,294,400.
+  EXPECT_DOUBLE_EQ(support::expert_share(model, false, 1, marlin), 2944.0 * 3072.0 / 8'294'400.0);
+  // Re-split from one rank's padded item to four ranks': 768 / 2944.
+  EXPECT_DOUBLE_EQ(support::expert_resplit(model, false, 1, 4, marlin), 768.0 / 2944.0);
+  // Triton's 64 on the intermediate alone: at TP 2, 1440 -> 1472 (1472 / 2880 of the matrices).
+  const support::ExpertPadding triton{.intermediate = 64, .hidden = 1};
+  EXPECT_DOUBLE_EQ(support::expert_share(model, false, 2, triton), 1472.0 / 2880.0);
+  EXPECT_DOUBLE_EQ(support::expert_share(model, false, 1, triton), 1.0);  // 2880 = 45 x 64
+  // No padding: 1 / split, and a re-split is the ratio of the splits.
+  EXPECT_TRUE(support::ExpertPadding{}.none());
+  EXPECT_DOUBLE_EQ(support::expert_share(model, true, 8, {}), 0.125);
+  EXPECT_DOUBLE_EQ(support::expert_resplit(model, false, 4, 2, {}), 2.0);
 }
 
 // -------------------------------------------------------- backward_gradients.hpp

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -105,6 +106,17 @@ FrameworkReadings read_readings(const toml::node* readings, const std::string& p
   return result;
 }
 
+// A [[since]] block's compute-capability bound: major.minor as NVIDIA writes
+// it (8.0, 8.6, 9.0, 10.0), 0 when absent.
+double read_capability(const TomlReader& block, std::string_view key) {
+  const std::optional<double> value = block.positive_number(key);
+  if (!value) return 0;
+  const double tenths = *value * 10.0;
+  if (*value < 1.0 || *value >= 100.0 || std::abs(tenths - std::round(tenths)) > 1e-9)
+    block.fail_key(key, "must be an NVIDIA compute capability, major.minor (8.0 for an A100, 9.0 for an H100)");
+  return *value;
+}
+
 // A [[since]] block's list of GPU name parts: an array of non-empty strings, kept lower-case.
 std::vector<std::string> read_gpu_names(const toml::table& table, const TomlReader& block, std::string_view key) {
   std::vector<std::string> names;
@@ -119,6 +131,22 @@ std::vector<std::string> read_gpu_names(const toml::table& table, const TomlRead
     names.push_back(std::move(name));
   }
   return names;
+}
+
+// An NVIDIA compute capability from the catalog's architecture ("sm_80" ->
+// 8.0, "sm_86" -> 8.6, "sm_100" -> 10.0: the last digit is the minor
+// number); nothing for other targets (AMD's "gfx942") or an unknown GPU. The
+// plugins' rule for the major number is memplan/support/cublas_workspace.hpp's
+// cuda_major; the core keeps its own reading, as it links no plugin support.
+std::optional<double> compute_capability(std::string_view architecture) {
+  if (!architecture.starts_with("sm_") || architecture.size() < 5) return std::nullopt;
+  const std::string_view digits = architecture.substr(3);
+  int value = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + (c - '0');
+  }
+  return static_cast<double>(value / 10) + static_cast<double>(value % 10) / 10.0;
 }
 
 }  // namespace
@@ -141,11 +169,21 @@ bool FrameworkProfile::has_alias(std::string_view key) const {
   return std::any_of(aliases.begin(), aliases.end(), [&](const Alias& alias) { return alias.name == key; });
 }
 
-bool FrameworkVersionDefaults::applies_to(const std::string& gpu_names, uint64_t gpu_memory_bytes) const {
+bool FrameworkVersionDefaults::applies_to(const std::string& gpu_names, uint64_t gpu_memory_bytes,
+                                          std::string_view architecture) const {
   const auto named = [&](const std::string& part) { return gpu_names.find(part) != std::string::npos; };
   if (gpu_memory_gib_at_least > 0 &&
       static_cast<double>(gpu_memory_bytes) < gpu_memory_gib_at_least * 1073741824.0)
     return false;
+  if (gpu_compute_capability_at_least > 0 || gpu_compute_capability_below > 0) {
+    const std::optional<double> capability = compute_capability(architecture);
+    if (!capability) return false;
+    // Compared in tenths: 8.6 written in a profile is the catalog's sm_86.
+    const auto tenths = [](double value) { return static_cast<long long>(value * 10.0 + 0.5); };
+    if (gpu_compute_capability_at_least > 0 && tenths(*capability) < tenths(gpu_compute_capability_at_least))
+      return false;
+    if (gpu_compute_capability_below > 0 && tenths(*capability) >= tenths(gpu_compute_capability_below)) return false;
+  }
   if (!gpu_name_contains.empty() && std::none_of(gpu_name_contains.begin(), gpu_name_contains.end(), named))
     return false;
   return std::none_of(gpu_name_excludes.begin(), gpu_name_excludes.end(), named);
@@ -253,11 +291,11 @@ int compare_versions(const std::string& a, const std::string& b) {
 }
 
 FrameworkReadings FrameworkProfile::readings_for(const std::string& wanted, const std::string& gpu_names,
-                                                uint64_t gpu_memory_bytes) const {
+                                                uint64_t gpu_memory_bytes, std::string_view architecture) const {
   FrameworkReadings result = readings;
   for (const FrameworkVersionDefaults& block : since)
     if ((wanted.empty() || compare_versions(block.version, wanted) <= 0) &&
-        block.applies_to(gpu_names, gpu_memory_bytes))
+        block.applies_to(gpu_names, gpu_memory_bytes, architecture))
       merge_defaults(result, block.readings);
   return result;
 }
@@ -268,11 +306,12 @@ std::vector<std::pair<std::string, std::vector<OptionValue>>> FrameworkProfile::
 }
 
 std::vector<std::pair<std::string, std::vector<OptionValue>>> FrameworkProfile::defaults_for(
-    const std::string& wanted, const std::string& gpu_names, uint64_t gpu_memory_bytes) const {
+    const std::string& wanted, const std::string& gpu_names, uint64_t gpu_memory_bytes,
+    std::string_view architecture) const {
   std::vector<std::pair<std::string, std::vector<OptionValue>>> result = defaults;
   for (const FrameworkVersionDefaults& block : since)
     if ((wanted.empty() || compare_versions(block.version, wanted) <= 0) &&
-        block.applies_to(gpu_names, gpu_memory_bytes))
+        block.applies_to(gpu_names, gpu_memory_bytes, architecture))
       merge_defaults(result, block.defaults);
   return result;
 }
@@ -360,7 +399,8 @@ FrameworkProfile parse_framework_profile(std::string_view text, const std::strin
     for (const toml::node& entry : *since->as_array()) {
       TomlReader block(*entry.as_table(), path, "[[since]]");
       block.reject_unknown_keys({"version", "note", "released", "defaults", "readings", "gpu_memory_gib_at_least",
-                                 "gpu_name_contains", "gpu_name_excludes"});
+                                 "gpu_name_contains", "gpu_name_excludes", "gpu_compute_capability_at_least",
+                                 "gpu_compute_capability_below"});
       FrameworkVersionDefaults version;
       const auto number = block.string("version");
       if (!number || version_numbers(*number).empty())
@@ -393,6 +433,13 @@ FrameworkProfile parse_framework_profile(std::string_view text, const std::strin
       version.gpu_memory_gib_at_least = block.positive_number("gpu_memory_gib_at_least").value_or(0);
       version.gpu_name_contains = read_gpu_names(*entry.as_table(), block, "gpu_name_contains");
       version.gpu_name_excludes = read_gpu_names(*entry.as_table(), block, "gpu_name_excludes");
+      version.gpu_compute_capability_at_least = read_capability(block, "gpu_compute_capability_at_least");
+      version.gpu_compute_capability_below = read_capability(block, "gpu_compute_capability_below");
+      if (version.gpu_compute_capability_at_least > 0 && version.gpu_compute_capability_below > 0 &&
+          version.gpu_compute_capability_below <= version.gpu_compute_capability_at_least)
+        block.fail_key("gpu_compute_capability_below",
+                       "is not above gpu_compute_capability_at_least: no GPU would meet both; write the range "
+                       "low to high (e.g. at_least = 8.0, below = 9.0)");
       profile.since.push_back(std::move(version));
     }
   }

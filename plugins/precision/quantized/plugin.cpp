@@ -29,6 +29,7 @@
 // under memory pressure; they are counted on the GPU.
 #include <memplan/dtypes.hpp>
 #include <memplan/sdk.hpp>
+#include <memplan/support/expert_padding.hpp>
 #include <memplan/support/format.hpp>
 #include <memplan/support/items.hpp>
 #include <memplan/support/parameter_shapes.hpp>
@@ -50,7 +51,7 @@ namespace sdk = memplan::sdk;
 namespace q = memplan::plugins::quantized;
 using sdk::ParamClass;
 
-constexpr std::array<memplan_option_spec, 22> kOptions{{
+constexpr std::array<memplan_option_spec, 24> kOptions{{
     {"format", MEMPLAN_OPTION_STRING,
      "quantized weight format: int8, int4, nf4, fp8, fp8-block (DeepSeek-V3), mxfp4, gptq, awq, or a llama.cpp GGUF "
      "type (q4_0, q4_1, q5_0, q5_1, q8_0, q2_k .. q6_k, iq1_s .. iq4_xs, iq4_nl); \"auto\": the format the model's "
@@ -104,6 +105,14 @@ constexpr std::array<memplan_option_spec, 22> kOptions{{
     {"mxfp4_moe_bias_dtype", MEMPLAN_OPTION_STRING,
      "mxfp4 only: dtype of the MoE experts' biases (vLLM's Triton MoE path converts them to fp32)",
      "the unquantized dtype", nullptr},
+    {"mxfp4_moe_pad_intermediate", MEMPLAN_OPTION_INT,
+     "mxfp4 only: each rank's MoE expert intermediate size is rounded up to a multiple of this (vLLM's mxfp4 MoE: "
+     "Marlin 128, Triton 64); 1: no padding",
+     "1", nullptr},
+    {"mxfp4_moe_pad_hidden", MEMPLAN_OPTION_INT,
+     "mxfp4 only: the MoE experts' hidden size is rounded up to a multiple of this (vLLM's Marlin mxfp4 MoE: 256); "
+     "1: no padding",
+     "1", nullptr},
     {"dequantize_copies", MEMPLAN_OPTION_INT,
      "inference: copies of the largest quantized weight, dequantized to the activation dtype, that a forward of "
      "more than one token holds at once (bitsandbytes 0.41 MatMul4Bit: dequantize_4bit to the quant_state's "
@@ -290,7 +299,7 @@ std::optional<Declared> declared_format(sdk::Options& options) {
 class QuantizedPrecision {
  public:
   static constexpr sdk::PluginInfo info{
-      "quantized", "1.10.1",
+      "quantized", "1.11.0",
       "Quantized weights (int8, int4, nf4, fp8, fp8-block, mxfp4, gptq, awq, GGUF types) with their block scales; frozen in training (QLoRA)",
       sdk::Kind::precision, sdk::Phase::precision};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -306,7 +315,9 @@ class QuantizedPrecision {
         bits_per_weight_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "quantized_bits_per_weight")),
         note_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "quantized_note")),
         format_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "quantized_format")),
-        setup_largest_free_attr_(options.attribute(MEMPLAN_ATTR_SETUP_LARGEST_FREE_BLOCK)) {
+        setup_largest_free_attr_(options.attribute(MEMPLAN_ATTR_SETUP_LARGEST_FREE_BLOCK)),
+        pad_intermediate_attr_(options.attribute(MEMPLAN_ATTR_EXPERT_PAD_INTERMEDIATE)),
+        pad_hidden_attr_(options.attribute(MEMPLAN_ATTR_EXPERT_PAD_HIDDEN)) {
     const std::optional<std::string> name = options.string("format");
     std::optional<Declared> declared;
     const q::Format* format = nullptr;
@@ -457,9 +468,15 @@ class QuantizedPrecision {
     if (copies < 1)
       options.fail("mxfp4_moe_scale_copies", "must be 1 or more (copies of the experts' scales), got " +
                                                  std::to_string(copies));
+    for (const char* key : {"mxfp4_moe_pad_intermediate", "mxfp4_moe_pad_hidden"})
+      if (options.integer(key).value_or(1) < 1)
+        options.fail(key, "must be 1 or more (a multiple to round the experts' size up to; 1: none), got " +
+                              std::to_string(*options.integer(key)));
     if (format->name == "mxfp4") {
       expert_constants_ = constants_ * static_cast<double>(copies);
       expert_bias_ = optional_dtype(options, "mxfp4_moe_bias_dtype", false).value_or(unquantized_);
+      expert_padding_ = {.intermediate = options.integer("mxfp4_moe_pad_intermediate").value_or(1),
+                         .hidden = options.integer("mxfp4_moe_pad_hidden").value_or(1)};
     } else {
       expert_constants_ = constants_;
       expert_bias_ = unquantized_;
@@ -483,6 +500,10 @@ class QuantizedPrecision {
     ctx.set_attr(optimizer_states_dtype_, optimizer_states_);
     ctx.set_attr(bits_per_weight_attr_, quantized_ * 8.0);
     if (!format_text_.empty()) ctx.set_attr(format_attr_, format_text_.c_str());
+    if (!expert_padding_.none() && (parts_ & kExperts) != 0) {
+      ctx.set_attr(pad_intermediate_attr_, expert_padding_.intermediate);
+      ctx.set_attr(pad_hidden_attr_, expert_padding_.hidden);
+    }
     if (whole_model_)
       ctx.set_attr(note_attr_,
                    "the model is known only by its parameter count, so all of it is quantized, including the "
@@ -503,6 +524,10 @@ class QuantizedPrecision {
       }
       const bool expert = item.param_class() == ParamClass::expert && (parts_ & kExperts) != 0;
       const bool expert_bias = expert && memplan::support::is_vector_weight(item.name());
+      // A kernel layout that pads the experts (one rank's share here; the layout plugins re-split it).
+      if (expert && !expert_padding_.none())
+        item.set_elements(item.elements() *
+                          memplan::support::expert_share(ctx.model(), expert_bias, 1, expert_padding_));
       item.set_bytes_per_element(quantize ? (scales_in_parameter_ ? quantized_ : values_)
                                  : expert_bias ? expert_bias_
                                                : (item.param_class() == ParamClass::adapter ? adapters_ : unquantized_));
@@ -672,6 +697,8 @@ class QuantizedPrecision {
   sdk::Attribute weights_dtype_, activations_dtype_, gradients_dtype_, master_weights_dtype_, optimizer_states_dtype_;
   sdk::Attribute bits_per_weight_attr_, note_attr_, format_attr_;
   sdk::Attribute setup_largest_free_attr_;  // setup.largest_free_block, from the replayed build
+  sdk::Attribute pad_intermediate_attr_, pad_hidden_attr_;  // weights.expert_pad_*, for the layout's split
+  memplan::support::ExpertPadding expert_padding_;  // mxfp4_moe_pad_*: the experts' kernel layout
   unsigned parts_ = kAllParts;  // the parts whose linear weights are quantized
   std::string format_text_;     // for the report, when the format comes from the model's config
   double quantized_ = 0;   // values and constants, per element

@@ -26,7 +26,9 @@
 // model's expert terms are divided by t either way: with ETP 1 each of the
 // t ranks holds 1 / t of the routed tokens at full width).
 #include <memplan/sdk.hpp>
+#include <memplan/support/expert_padding.hpp>
 #include <memplan/support/layout.hpp>
+#include <memplan/support/parameter_shapes.hpp>
 
 #include <array>
 #include <optional>
@@ -49,7 +51,7 @@ constexpr auto kAfterLayout = static_cast<memplan::sdk::Phase>(MEMPLAN_PHASE_LAY
 class ExpertParallelStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "expert-parallel", "1.2.0",
+      "expert-parallel", "1.3.0",
       "Expert parallelism: MoE experts split over ranks taken from the data-parallel group",
       memplan::sdk::Kind::strategy, kAfterLayout};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -58,7 +60,9 @@ class ExpertParallelStrategy {
       : size_(options.positive_integer("size", 1)),
         layout_(options),
         expert_parallel_(options.attribute(MEMPLAN_ATTR_EXPERT_PARALLEL)),
-        expert_tensor_parallel_(options.attribute(MEMPLAN_ATTR_EXPERT_TENSOR_PARALLEL)) {
+        expert_tensor_parallel_(options.attribute(MEMPLAN_ATTR_EXPERT_TENSOR_PARALLEL)),
+        pad_intermediate_(options.attribute(MEMPLAN_ATTR_EXPERT_PAD_INTERMEDIATE)),
+        pad_hidden_(options.attribute(MEMPLAN_ATTR_EXPERT_PAD_HIDDEN)) {
     if (options.integer("tensor_size")) tensor_size_ = options.positive_integer("tensor_size", 1);
     if (tensor_size_ && !options.model().experts && options.model().has_architecture)
       options.fail("tensor_size", "splits the experts' matrices, but the model has none; remove tensor_size");
@@ -98,11 +102,18 @@ class ExpertParallelStrategy {
                              std::to_string(data) + " = " + std::to_string(tensor * context * data) +
                              "; choose sizes whose product divides them");
     }
-    // The tensor-parallel plugin split each expert matrix over t; the experts' own split is ETP.
-    const double ranks = static_cast<double>(size_) * static_cast<double>(expert_tensor) / static_cast<double>(tensor);
+    // The tensor-parallel plugin split each expert matrix over t; the experts' own split is ETP (each rank's
+    // share padded where the experts' kernels pad it, weights.expert_pad_*).
+    const memplan::support::ExpertPadding padding{.intermediate = ctx.attr_int(pad_intermediate_, 1),
+                                                  .hidden = ctx.attr_int(pad_hidden_, 1)};
+    const double ep = static_cast<double>(size_);
     // In place: no copy of each item's name per evaluation.
     for (memplan::sdk::ItemRef item : ctx.items())
-      if (item.param_class() == ParamClass::expert) item.set_elements(item.elements() / ranks);
+      if (item.param_class() == ParamClass::expert)
+        item.set_elements(item.elements() / ep *
+                          memplan::support::expert_resplit(ctx.model(),
+                                                           memplan::support::is_vector_weight(item.name()), tensor,
+                                                           expert_tensor, padding));
   }
 
  private:
@@ -111,6 +122,7 @@ class ExpertParallelStrategy {
   std::optional<int64_t> tensor_size_;       // tensor_size (ETP); unset: the tensor-parallel size
   memplan::sdk::Attribute expert_parallel_;  // resolved once: no key lookup per evaluation
   memplan::sdk::Attribute expert_tensor_parallel_;
+  memplan::sdk::Attribute pad_intermediate_, pad_hidden_;  // weights.expert_pad_*
 };
 
 }  // namespace

@@ -10,7 +10,9 @@
 // A model known only by its parameter count is split as a whole (its norms,
 // under 0.1% of a transformer's weights, are then counted as split).
 #include <memplan/sdk.hpp>
+#include <memplan/support/expert_padding.hpp>
 #include <memplan/support/kv_heads.hpp>
+#include <memplan/support/parameter_shapes.hpp>
 
 #include <array>
 #include <string>
@@ -29,7 +31,7 @@ constexpr std::array<memplan_option_spec, 2> kOptions{{
 class TensorParallelStrategy {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "tensor-parallel", "1.4.0", "Megatron tensor parallelism, optionally with sequence parallelism",
+      "tensor-parallel", "1.5.0", "Megatron tensor parallelism, optionally with sequence parallelism",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout, memplan::sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
@@ -37,7 +39,9 @@ class TensorParallelStrategy {
       : size_(options.positive_integer("size", 1)),
         sequence_parallel_(options.boolean("sequence_parallel").value_or(false)),
         ranks_tensor_(options.attribute(MEMPLAN_ATTR_RANKS_TENSOR)),
-        sequence_parallel_attr_(options.attribute(MEMPLAN_ATTR_SEQUENCE_PARALLEL)) {
+        sequence_parallel_attr_(options.attribute(MEMPLAN_ATTR_SEQUENCE_PARALLEL)),
+        pad_intermediate_(options.attribute(MEMPLAN_ATTR_EXPERT_PAD_INTERMEDIATE)),
+        pad_hidden_(options.attribute(MEMPLAN_ATTR_EXPERT_PAD_HIDDEN)) {
     const memplan_model& model = options.model();
     if (size_ == 1 || !model.has_architecture) return;
     if (model.heads % size_ != 0)
@@ -57,12 +61,18 @@ class TensorParallelStrategy {
     const double t = static_cast<double>(size_);
     // Fraction of the k/v projections each rank holds.
     const double kv_fraction = memplan::support::kv_fraction(model.kv_heads, size_);
+    // Experts padded for their kernels (a precision plugin's weights.expert_pad_*): each rank's share padded.
+    const memplan::support::ExpertPadding padding{.intermediate = ctx.attr_int(pad_intermediate_, 1),
+                                                  .hidden = ctx.attr_int(pad_hidden_, 1)};
     for (memplan::sdk::ItemRef item : ctx.items()) {
       double fraction = 1.0;
       switch (item.param_class()) {
+        case ParamClass::expert:
+          fraction = memplan::support::expert_resplit(
+              model, memplan::support::is_vector_weight(item.name()), 1, size_, padding);
+          break;
         case ParamClass::attention:
         case ParamClass::mlp:
-        case ParamClass::expert:
         case ParamClass::embedding:
         case ParamClass::lm_head: fraction = 1.0 / t; break;
         case ParamClass::attention_kv: fraction = kv_fraction; break;
@@ -82,6 +92,7 @@ class TensorParallelStrategy {
   bool sequence_parallel_;
   memplan::sdk::Attribute ranks_tensor_;
   memplan::sdk::Attribute sequence_parallel_attr_;
+  memplan::sdk::Attribute pad_intermediate_, pad_hidden_;
 };
 
 }  // namespace

@@ -73,6 +73,15 @@
  * context x data: the expert data-parallel group is tensor x context x data /
  * (expert x expert tensor). Absent: the tensor-parallel size. */
 #define MEMPLAN_ATTR_EXPERT_TENSOR_PARALLEL "layout.expert_tensor_parallel"
+/* A weight layout that pads the experts' matrices (int, 1 when unset), set
+ * by a precision plugin whose kernels need it, read by the layout plugins
+ * that split the experts (plugin support's expert_padding.hpp): each rank's
+ * expert intermediate size is rounded up to a multiple of
+ * EXPERT_PAD_INTERMEDIATE, the hidden size to one of EXPERT_PAD_HIDDEN (vLLM's
+ * mxfp4 MoE: Marlin 128 and 256, Triton 64 and 1). The precision plugin pads
+ * the items for one rank; a split rescales them to its own padded share. */
+#define MEMPLAN_ATTR_EXPERT_PAD_INTERMEDIATE "weights.expert_pad_intermediate"
+#define MEMPLAN_ATTR_EXPERT_PAD_HIDDEN "weights.expert_pad_hidden"
 /* Whether the reported stage holds the token embedding / the LM head (int 0/1),
  * for activation models that add the embedding's and the logits' activations. */
 #define MEMPLAN_ATTR_STAGE_HAS_EMBEDDING "layout.stage_has_embedding"

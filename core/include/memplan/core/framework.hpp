@@ -46,7 +46,13 @@ struct FrameworkVersionDefaults {
   double gpu_memory_gib_at_least = 0;         // 0: any memory
   std::vector<std::string> gpu_name_contains;  // empty: any GPU; else one of them must match
   std::vector<std::string> gpu_name_excludes;  // none of them may match
-  bool applies_to(const std::string& gpu_names, uint64_t gpu_memory_bytes) const;
+  // NVIDIA compute capability bounds (8.0, 9.0; 0: no bound), read from the
+  // catalog GPU's architecture ("sm_80" -> 8.0): a kernel a framework picks by
+  // GPU generation. A GPU whose capability is not known (AMD, a scenario's own
+  // memory_gib) meets neither bound.
+  double gpu_compute_capability_at_least = 0;
+  double gpu_compute_capability_below = 0;
+  bool applies_to(const std::string& gpu_names, uint64_t gpu_memory_bytes, std::string_view architecture = {}) const;
 };
 
 struct FrameworkProfile {
@@ -105,10 +111,11 @@ struct FrameworkProfile {
   // none) and `gpu_memory_bytes` (0 for none) meet them.
   std::vector<std::pair<std::string, std::vector<OptionValue>>> defaults_for(const std::string& version,
                                                                              const std::string& gpu_names,
-                                                                             uint64_t gpu_memory_bytes) const;
+                                                                             uint64_t gpu_memory_bytes,
+                                                                             std::string_view architecture = {}) const;
   // The readings for `version` (empty: the latest) on that GPU, merged like the defaults.
   FrameworkReadings readings_for(const std::string& version, const std::string& gpu_names,
-                                 uint64_t gpu_memory_bytes) const;
+                                 uint64_t gpu_memory_bytes, std::string_view architecture = {}) const;
 
   // A run of a known date ([framework] date, a validation case's header): the
   // version whose behaviour it had is the newest [[since]] version released on
