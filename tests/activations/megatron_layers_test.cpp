@@ -91,6 +91,31 @@ TEST(MegatronLayers, GroupedQueryAttentionSwiGluFlashAttention) {
   EXPECT_EQ(e.item_bytes("layers.0-79.activations", kAct), uint64_t{80} * 1'125'122'048u);
 }
 
+// Megatron's unfused fp32 softmax (megatron 1.35.0: softmax_upcast on its own layers): with
+// --no-masked-softmax-fusion and attention_softmax_in_fp32 (--apply-query-key-layer-scaling forces it),
+// FusedScaleMaskSoftmax.forward_torch_softmax (megatron/core/fusions/fused_softmax.py @ d98e8a64 299-341) casts
+// the fp16 scores to fp32, torch's softmax saves its fp32 output, and the fp16 cast of it feeds the dropout (its
+// mask kept) whose output the matmul with V keeps: 4 + 2 + 1 = 7 bytes a score against the fused kernel's
+// 2 + 1 + 2 = 5; without dropout 4 + 2 against 2. At a = 8, s = 1024, b = 4 (Megatron-LM's CI test
+// gpt3_mcore_tp2_pp2_uninstall_te, before its t = 2): 33,554,432 scores, +67,108,864 and +134,217,728 bytes.
+TEST(MegatronLayers, UnfusedFp32SoftmaxKeepsItsFp32Output) {
+  plugins::TransformerShape shape{1024, 4, 512, 8, 512, 512, 2048, false, 0, 0, 8};
+  plugins::ActivationSettings fused;
+  fused.bytes = 2;
+  fused.dropout = true;
+  fused.flash_attention = false;
+  plugins::ActivationSettings unfused = fused;
+  unfused.eager.softmax_upcast = true;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(shape, unfused) - plugins::stored_bytes_per_layer(shape, fused),
+                   67'108'864.0);
+  fused.dropout = unfused.dropout = false;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(shape, unfused) - plugins::stored_bytes_per_layer(shape, fused),
+                   134'217'728.0);
+  // With flash attention the option changes nothing (no score matrix).
+  fused.flash_attention = unfused.flash_attention = true;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(shape, unfused), plugins::stored_bytes_per_layer(shape, fused));
+}
+
 // --qk-layernorm in Megatron-Core's fused layer (megatron 1.32.0): q_layernorm and k_layernorm run per head
 // after the split (megatron/core/transformer/attention.py lines 1029/1032 @ core_r0.14.0), Transformer Engine
 // norms that keep their contiguous 16-bit input and one fp32 rstd per row (transformer_engine/pytorch/ops/basic/

@@ -371,6 +371,18 @@ TEST(CommBuffers, DdpBucketViewAndNone) {
   EXPECT_EQ(evaluate_paper(parallel("buckets = \"none\"\n")).item_bytes("ddp.buckets", kBuffers), 0u);
 }
 
+// Gradients kept from step to step (gradient_buffer = "persistent": PyTorch before 2.0, whose zero_grad()
+// zeroes .grad in place, torch PR #92731) are still copied into DDP's buckets: the same 1e9 / 2 x 2 bytes
+// (comm-buffers 1.7.0; before, only gradients of backward's lifetime were, and the buckets vanished).
+TEST(CommBuffers, DdpBucketsCopyGradientsKeptBetweenSteps) {
+  std::string kept = parallel("");
+  const std::string precision = "use = \"mixed-bf16\"\n";
+  kept.replace(kept.find(precision), precision.size(), precision + "gradient_buffer = \"persistent\"\n");
+  Evaluation e = evaluate_paper(kept);
+  EXPECT_EQ(e.item_bytes("ddp.buckets", kBuffers), 1'000'000'000u);
+  EXPECT_EQ(e.component(MEMPLAN_ROLE_GRADIENTS), 1'000'000'000u);
+}
+
 // DeepSpeed's engine without ZeRO all-reduces after backward through buffered_allreduce_fallback's flat
 // temporaries (runtime/engine.py @ v0.9.0 1756-1772, 2172-2173): no persistent buckets. unsharded_buckets = "none"
 // says what "auto" gives where no sharding plugin declares buckets (the deepspeed profile's); "ddp" keeps DDP's

@@ -170,6 +170,18 @@ TEST(GgufBlocks, BitsPerWeightFromTheBlockStructs) {
   EXPECT_EQ(weight_item(q4k, "layers.0-31.attn.q"), 301'989'888u);
 }
 
+// quantize = "..., embeddings": the token embedding in the format too, as a
+// llama.cpp GGUF file stores token_embd and vLLM's GGUFEmbeddingMethod keeps
+// it: 32000 x 4096 = 131,072,000 weights at q8_0's 34 bytes per 32 =
+// 139,264,000 bytes (block scales inside the weight), where bf16 is
+// 262,144,000; the LM head stays bf16 unless named.
+TEST(Unquantized, EmbeddingsQuantizedWhenNamed) {
+  Evaluation gguf = evaluate_paper(scenario(kLlama2_7b, "format = \"q8_0\"\nquantize = \"attention, mlp, embeddings\"\n"));
+  EXPECT_EQ(weight_item(gguf, "embed_tokens"), 139'264'000u);
+  EXPECT_EQ(weight_item(gguf, "lm_head"), 262'144'000u);
+  EXPECT_EQ(weight_item(evaluate_paper(scenario(kLlama2_7b, "format = \"q8_0\"\n")), "embed_tokens"), 262'144'000u);
+}
+
 // Embeddings, LM head and norms keep the `unquantized` dtype (bf16 by
 // default): 32000 x 4096 x 2 = 262,144,000 bytes each for the embedding and
 // the LM head; norms 32 x 2 x 4096 x 2 = 524,288; final norm 8,192.
@@ -513,9 +525,10 @@ TEST(QuantizedErrors, TheConfigsFormatMustBeOneThePluginReads) {
             "scenario.toml:6:7: error: in [precision], precision plugin 'quantized', option 'format': is \"auto\", and "
             "the model's quantization_config declares quant_method \"fp8\" with 4 bits, which 'quantized' reads "
             "with 8 bits only; set format (and group_size) yourself" + library());
-  EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"int4\"\nquantize = \"attention, embeddings\"\n")),
+  EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"int4\"\nquantize = \"attention, norms\"\n")),
             "scenario.toml:8:12: error: in [precision], precision plugin 'quantized', option 'quantize': names "
-            "\"embeddings\"; list the parts to quantize from attention, mlp, experts, lm_head (comma-separated)" + library());
+            "\"norms\"; list the parts to quantize from attention, mlp, experts, lm_head, embeddings "
+            "(comma-separated)" + library());
 }
 
 TEST(QuantizedErrors, OptionsThatDoNotApplyToTheFormat) {
@@ -573,7 +586,7 @@ TEST(QuantizedErrors, DequantizeCopies) {
             "or 2), got 9" + library());
   EXPECT_EQ(error_of(scenario(kLlama2_7b, "format = \"nf4\"\nquantize = \"mlp, head\"\n"), "q.toml"),
             "q.toml:8:12: error: in [precision], precision plugin 'quantized', option 'quantize': names \"head\"; "
-            "list the parts to quantize from attention, mlp, experts, lm_head (comma-separated)" + library());
+            "list the parts to quantize from attention, mlp, experts, lm_head, embeddings (comma-separated)" + library());
   // Training: the megatron activation model counts the dequantized copy there.
   std::string training = scenario(kLlama2_7b, "format = \"nf4\"\ndequantize_copies = 2\n");
   training.replace(training.find("mode = \"infer\""), 14, "mode = \"train\"");

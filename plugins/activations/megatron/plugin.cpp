@@ -195,7 +195,9 @@ constexpr std::array<memplan_option_spec, 44> kOptions{{
      "holds its input, an fp32 copy and the fp32 output, and its backward three fp32 score-sized tensors "
      "(activations.attention_forward, activations.attention_backward) and the kept probabilities are the fp32 "
      "output beside its 16-bit cast; false (and no autocast): the softmax runs in the model's 16 bits, as GPT-2's "
-     "and BERT's eager attention in pure fp16, and keeps one 16-bit output, with none of those transients",
+     "and BERT's eager attention in pure fp16, and keeps one 16-bit output, with none of those transients. "
+     "Megatron's own layers without flash: the unfused fp32 softmax (FusedScaleMaskSoftmax.forward_torch_softmax "
+     "under --no-masked-softmax-fusion with attention_softmax_in_fp32), the same fp32 output and transients",
      "false; the hf-transformers profile sets true", nullptr},
     {"masked_scores_kept", MEMPLAN_OPTION_BOOL,
      "eager attention: the masked 16-bit scores pass torch.max(scores, finfo.min) before the softmax, which keeps "
@@ -309,7 +311,7 @@ constexpr std::array<LossMode, 18> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.34.0",
+      "megatron", "1.35.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -599,6 +601,8 @@ class MegatronActivations {
       settings.eager.qk_norm = facts.qk_norm;
       settings.eager.rms_norm = model.layer_norm == 0;  // which norm the q/k norms are (the model's)
     }
+    // Megatron's own layers with the unfused fp32 softmax (layer_activation_terms, 1.35.0).
+    if (layer_ != LayerImplementation::eager && !compiled_) settings.eager.softmax_upcast = softmax_upcast_;
     if (layer_ == LayerImplementation::eager) {
       settings.eager = eager_layer(ctx, model, facts);
       settings.eager.kv_in_cache =

@@ -673,6 +673,14 @@ inline LayerActivations layer_activation_terms(const TransformerShape& x, const 
     // FlashAttention keeps no s x s matrices, only the fp32 log-sum-exp per
     // query row and head (Dao 2023, FlashAttention-2, algorithm 1).
     terms.attention_core = 4 * x.heads * sb;
+  else if (o.eager.softmax_upcast && !o.compiled && p < 4)
+    // Megatron's unfused softmax in fp32 (FusedScaleMaskSoftmax.forward_torch_softmax: --no-masked-softmax-fusion,
+    // or a shape its kernels refuse, with attention_softmax_in_fp32, which --apply-query-key-layer-scaling forces;
+    // megatron/core/fusions/fused_softmax.py @ d98e8a64 299-341, megatron/model/fused_softmax.py alike): the
+    // scores go to fp32 (input.float()), torch's softmax saves its fp32 output and the 16-bit cast of it feeds
+    // the dropout (which keeps its mask) or the matmul with V (which keeps its input): 4 + p a score, and the
+    // mask, where the fused kernel keeps one 16-bit output (2 p and the mask with dropout).
+    terms.attention_core = scores * (4 + p + (o.dropout ? mask : 0));
   else
     // Softmax output, plus its dropout mask and dropout output when dropout is on.
     terms.attention_core = p * scores + (o.dropout ? (mask + p) * scores : 0);
@@ -883,9 +891,10 @@ struct AttentionTransients {
   double forward = 0;   // what the layer's forward holds beyond its saves (all of it under recomputation)
   double backward = 0;  // what the layer's backward holds beyond its saves
 };
+// Megatron's unfused fp32 softmax (layer_activation_terms) makes the same fp32 copy and output: these hold for
+// its layers too.
 inline AttentionTransients eager_attention_transients(const TransformerShape& x, const ActivationSettings& o) {
-  if (o.layer != LayerImplementation::eager || o.compiled || o.flash_attention || x.latent() || !o.eager.softmax_upcast)
-    return {};
+  if (o.compiled || o.flash_attention || x.latent() || !o.eager.softmax_upcast) return {};
   const double p = o.bytes;
   const double scores = x.heads * x.seq * x.seq * x.batch / o.tensor_parallel;
   const double copy = p < 4 ? 4 : 0;

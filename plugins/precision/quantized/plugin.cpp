@@ -59,7 +59,8 @@ constexpr std::array<memplan_option_spec, 24> kOptions{{
      "\"auto\"", nullptr},
     {"quantize", MEMPLAN_OPTION_STRING,
      "the parts whose linear weights are quantized: a comma-separated list of attention, mlp, experts, lm_head "
-     "(lm_head: the output head too, as Lightning Fabric's BitsandbytesPrecision replaces every nn.Linear)",
+     "(lm_head: the output head too, as Lightning Fabric's BitsandbytesPrecision replaces every nn.Linear), "
+     "embeddings (the token embedding, as a llama.cpp GGUF file stores it and vLLM keeps it)",
      "attention, mlp, experts; with format \"auto\", those the model's quantization_config does not keep "
      "unquantized (gpt-oss: experts)", nullptr},
     {"group_size", MEMPLAN_OPTION_INT, "elements that share one scale",
@@ -172,9 +173,14 @@ std::string display_name(const sdk::ItemRef& item) {
 
 // The parts `quantize` names, as bits.
 // kAllParts is the default (the LM head stays unquantized unless named).
-constexpr unsigned kAttention = 1, kMlp = 2, kExperts = 4, kAllParts = 7, kLmHead = 8;
-constexpr std::array<std::pair<std::string_view, unsigned>, 4> kParts{
-    {{"attention", kAttention}, {"mlp", kMlp}, {"experts", kExperts}, {"lm_head", kLmHead}}};
+// embeddings: the token embedding, as a llama.cpp GGUF file stores token_embd (vLLM's GGUFEmbeddingMethod
+// keeps it quantized and dequantizes the rows it looks up: quantization/gguf.py @ 77cbc13bc, @ f5897613f).
+constexpr unsigned kAttention = 1, kMlp = 2, kExperts = 4, kAllParts = 7, kLmHead = 8, kEmbeddings = 16;
+constexpr std::array<std::pair<std::string_view, unsigned>, 5> kParts{{{"attention", kAttention},
+                                                                       {"mlp", kMlp},
+                                                                       {"experts", kExperts},
+                                                                       {"lm_head", kLmHead},
+                                                                       {"embeddings", kEmbeddings}}};
 
 bool is_quantized_class(ParamClass param_class, unsigned parts) {
   switch (param_class) {
@@ -184,6 +190,7 @@ bool is_quantized_class(ParamClass param_class, unsigned parts) {
     case ParamClass::mlp: return (parts & kMlp) != 0;
     case ParamClass::expert: return (parts & kExperts) != 0;
     case ParamClass::lm_head: return (parts & kLmHead) != 0;
+    case ParamClass::embedding: return (parts & kEmbeddings) != 0;
     default: return false;
   }
 }
@@ -208,7 +215,8 @@ unsigned parse_parts(sdk::Options& options, std::string_view text) {
       if (name == field) bit = value;
     if (bit == 0)
       options.fail("quantize", "names \"" + std::string(field) +
-                                   "\"; list the parts to quantize from attention, mlp, experts, lm_head (comma-separated)");
+                                   "\"; list the parts to quantize from attention, mlp, experts, lm_head, embeddings "
+                                   "(comma-separated)");
     parts |= bit;
     start = comma + 1;
   }

@@ -320,7 +320,7 @@ void add_nvls_facts(const Layout& layout, Group group, int64_t node, GroupUse& u
 
 class CommBuffers {
  public:
-  static constexpr sdk::PluginInfo info{"comm-buffers", "1.6.0",
+  static constexpr sdk::PluginInfo info{"comm-buffers", "1.7.0",
                                         "NCCL communicators and buffers, data-parallel gradient buckets (DDP, DeepSpeed)",
                                         sdk::Kind::strategy, sdk::Phase::overhead, sdk::Reads::nothing};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -566,9 +566,15 @@ class CommBuffers {
   }
 
   // The bytes of the gradients the step produces on this GPU.
+  // The GPU's gradients, as backward makes them or kept from step to step (gradient_buffer = "persistent":
+  // PyTorch before 2.0, whose zero_grad() zeroes the .grad tensors in place instead of freeing them, PR #92731):
+  // DDP's reducer copies each into its bucket either way. (Megatron-LM's persistent grad buffer is its own
+  // buckets: its profile says buckets = "none".)
   static double gradient_bytes(const sdk::Context& ctx) {
     return support::sum_bytes(ctx, [](const sdk::ItemRef& item) {
-      return item.role() == sdk::Role::gradients && item.lifetime() == sdk::Lifetime::gradient && support::on_gpu(item);
+      return item.role() == sdk::Role::gradients &&
+             (item.lifetime() == sdk::Lifetime::gradient || item.lifetime() == sdk::Lifetime::persistent) &&
+             support::on_gpu(item);
     });
   }
 
