@@ -178,6 +178,8 @@ void print_since(const FrameworkProfile& profile) {
     if (!block.note.empty()) print_line("    note: " + block.note);
     if (const std::string conditions = gpu_conditions(block); !conditions.empty())
       print_line("    only on GPUs where: " + conditions);
+    if (!block.with_strategy.empty())
+      print_line("    only in scenarios with one of the strategies: with_strategy = " + quoted_list(block.with_strategy));
     print_defaults("since.defaults", block.defaults, "    ");
     print_readings("since.readings", block.readings, "    ");
   }

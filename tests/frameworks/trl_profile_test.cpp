@@ -147,6 +147,28 @@ TEST(TrlProfile, KbitAdaptersByVersion) {
   EXPECT_EQ(v26.component(MEMPLAN_ROLE_GRADIENTS), 83'886'080u);
 }
 
+// Sharded QLoRA (the profile's with_strategy = ["fsdp"] block): TRL skips prepare_model_for_kbit_training when
+// the 4-bit parameters are on the CPU or meta device, as under FSDP (sft_trainer.py @ v0.13.0 180-205), so the
+// unquantized weights stay bf16 instead of fp32. Llama 3.1 8B's token embedding, 128,256 x 4,096 =
+// 525,336,576 parameters: 2,101,346,304 bytes in fp32, 1,050,673,152 in bf16, before FSDP's 2-way shard: a rank
+// holds 1,050,673,152 and 525,336,576.
+TEST(TrlProfile, ShardedQloraKeepsTheLoadedDtype) {
+  const auto qlora = [](const std::string& strategies, const std::string& precision = "") {
+    return evaluate("name = \"q\"\nmode = \"train\"\n[framework]\nuse = \"trl\"\nversion = \"0.13\"\n[model]\n"
+                    "preset = \"llama-3.1-8b\"\n[batch]\nseq_len = 1024\n[precision]\nuse = \"quantized\"\n"
+                    "format = \"nf4\"\n" + precision + "[optimizer]\nuse = \"adamw\"\n[activations]\nuse = \"megatron\"\n"
+                    "[[strategy]]\nuse = \"lora\"\nrank = 16\ntargets = \"all-linear\"\n" + strategies +
+                    "[hardware]\ngpu = \"h100-sxm-80gb\"\ncount = 2\n");
+  };
+  const std::string ddp = "[[strategy]]\nuse = \"data-parallel\"\nsize = 2\n";
+  const std::string fsdp = ddp + "[[strategy]]\nuse = \"fsdp\"\n";
+  EXPECT_EQ(qlora(ddp).item_bytes("embed_tokens", MEMPLAN_ROLE_WEIGHTS), 2'101'346'304u);
+  EXPECT_EQ(qlora(fsdp).item_bytes("embed_tokens", MEMPLAN_ROLE_WEIGHTS), 1'050'673'152u / 2);
+  // The scenario's own value wins over the block, as over any profile default.
+  EXPECT_EQ(qlora(fsdp, "unquantized = \"fp32\"\n").item_bytes("embed_tokens", MEMPLAN_ROLE_WEIGHTS),
+            2'101'346'304u / 2);
+}
+
 // From 0.27 SFTConfig passes use_reentrant = False on transformers 4.x: the recomputed layer's high point of
 // Llama-3.2-3B with PEFT's fp32 LoRA r 16 on every linear, without autocast, is up's adapter (45,056 bytes a
 // token) non-reentrant and down's (59,392) reentrant (Profiles.VersionPicksTheCheckpointVariant): 14,336 x

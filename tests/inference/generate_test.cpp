@@ -171,6 +171,26 @@ TEST(Generate, TheHfTransformersProfileByVersion) {
   EXPECT_EQ(v442.item_bytes("layers.0-39.kv_cache", MEMPLAN_ROLE_KV_CACHE), 13'408'665'600u);
 }
 
+// `run` searches the longest seq_len too, evaluating lengths at or below new_tokens: there the generated
+// tokens are what fits after a one-token prompt (before inference 1.10.1 the prompt went negative and the run
+// failed: "gave plan item 'kv_cache' an element count that is negative or not finite"). A scenario of 512
+// generated tokens after a 512-token prompt still reads them so.
+TEST(Generate, TheLongestSeqLenSearchPassesLengthsBelowNewTokens) {
+  TempDir dir;
+  // Qwen3-8B, a 30,720-token prompt prefilled in one pass and 2,048 generated (the Qwen3 speed benchmark's
+  // longest row): the search reaches lengths below the prefill chunk and new_tokens.
+  const std::string file = dir.write(
+      "g.toml", "name = \"g\"\nmode = \"infer\"\n[model]\npreset = \"qwen3-8b\"\n[batch]\nmicro_batch = 1\n"
+                "seq_len = 32768\n[precision]\nuse = \"bf16\"\n[activations]\nuse = \"inference\"\nblock_size = 1\n"
+                "prefill_chunk = 30720\nnew_tokens = 2048\nlogits = \"last\"\nflash_attention = true\n"
+                "[hardware]\ngpu = \"h20-96gb\"\ncount = 1\n");
+  const CommandResult result = run_cli("run " + file);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("max seq_len (tokens)"), std::string::npos) << result.out;
+  Evaluation short_run = evaluate_paper(llama2_13b_generate("new_tokens = 512\n", 1024));
+  EXPECT_GT(kv(short_run), 0u);
+}
+
 TEST(Generate, BadOptionValuesNameTheOption) {
   const std::string softmax = error_of(llama2_13b_generate("eager_softmax = \"fp16\"\n"), "s.toml");
   EXPECT_NE(softmax.find("option 'eager_softmax': must be \"dtype\""), std::string::npos) << softmax;

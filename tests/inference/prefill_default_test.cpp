@@ -229,6 +229,20 @@ TEST(PrefillDefault, ComputeCapabilityConditions) {
             "gpu_compute_capability_at_least: no GPU would meet both; write the range low to high (e.g. at_least = "
             "8.0, below = 9.0)");
   EXPECT_EQ(rejected("gpu_compute_capability_below = 9.0\n"), "accepted");
+  EXPECT_EQ(rejected("with_strategy = \"fsdp\"\n"),
+            ":6:17: error: in [[since]], 'with_strategy' must be an array of strategy plugin names, e.g. "
+            "with_strategy = [\"<a [[strategy]] use>\"]");
+}
+
+// with_strategy: the block holds only in a scenario whose [[strategy]] tables use one of the plugins named.
+TEST(PrefillDefault, StrategyConditions) {
+  FrameworkVersionDefaults sharded;
+  sharded.with_strategy = {"fsdp", "zero"};
+  EXPECT_TRUE(sharded.applies_to(ProfileFacts{"", 0, "", {"data-parallel", "fsdp"}}));
+  EXPECT_TRUE(sharded.applies_to(ProfileFacts{"", 0, "", {"zero"}}));
+  EXPECT_FALSE(sharded.applies_to(ProfileFacts{"", 0, "", {"data-parallel"}}));
+  EXPECT_FALSE(sharded.applies_to(ProfileFacts{}));
+  EXPECT_TRUE(FrameworkVersionDefaults{}.applies_to(ProfileFacts{}));
 }
 
 }  // namespace

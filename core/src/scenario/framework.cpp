@@ -118,11 +118,15 @@ double read_capability(const TomlReader& block, std::string_view key) {
 }
 
 // A [[since]] block's list of GPU name parts: an array of non-empty strings, kept lower-case.
-std::vector<std::string> read_gpu_names(const toml::table& table, const TomlReader& block, std::string_view key) {
+// A [[since]] block's list of names (GPU name parts, strategy plugins): an array of non-empty strings, kept
+// lower-case. `what` and `example` say in an error what the list holds.
+std::vector<std::string> read_names(const toml::table& table, const TomlReader& block, std::string_view key,
+                                    std::string_view what, std::string_view example) {
   std::vector<std::string> names;
   const toml::node* node = table.get(key);
   if (node == nullptr) return names;
-  const std::string form = "must be an array of GPU name parts, e.g. " + std::string(key) + " = [\"a100\"]";
+  const std::string form =
+      "must be an array of " + std::string(what) + ", e.g. " + std::string(key) + " = " + std::string(example);
   if (!node->is_array()) block.fail_key(key, form);
   for (const toml::node& entry : *node->as_array()) {
     if (!entry.is_string() || entry.as_string()->get().empty()) block.fail_key(key, form);
@@ -131,6 +135,10 @@ std::vector<std::string> read_gpu_names(const toml::table& table, const TomlRead
     names.push_back(std::move(name));
   }
   return names;
+}
+
+std::vector<std::string> read_gpu_names(const toml::table& table, const TomlReader& block, std::string_view key) {
+  return read_names(table, block, key, "GPU name parts", "[\"a100\"]");
 }
 
 // An NVIDIA compute capability from the catalog's architecture ("sm_80" ->
@@ -169,14 +177,18 @@ bool FrameworkProfile::has_alias(std::string_view key) const {
   return std::any_of(aliases.begin(), aliases.end(), [&](const Alias& alias) { return alias.name == key; });
 }
 
-bool FrameworkVersionDefaults::applies_to(const std::string& gpu_names, uint64_t gpu_memory_bytes,
-                                          std::string_view architecture) const {
-  const auto named = [&](const std::string& part) { return gpu_names.find(part) != std::string::npos; };
+bool FrameworkVersionDefaults::applies_to(const ProfileFacts& facts) const {
+  const auto named = [&](const std::string& part) { return facts.gpu_names.find(part) != std::string::npos; };
   if (gpu_memory_gib_at_least > 0 &&
-      static_cast<double>(gpu_memory_bytes) < gpu_memory_gib_at_least * 1073741824.0)
+      static_cast<double>(facts.gpu_memory_bytes) < gpu_memory_gib_at_least * 1073741824.0)
+    return false;
+  if (!with_strategy.empty() &&
+      std::none_of(with_strategy.begin(), with_strategy.end(), [&](const std::string& strategy) {
+        return std::find(facts.strategies.begin(), facts.strategies.end(), strategy) != facts.strategies.end();
+      }))
     return false;
   if (gpu_compute_capability_at_least > 0 || gpu_compute_capability_below > 0) {
-    const std::optional<double> capability = compute_capability(architecture);
+    const std::optional<double> capability = compute_capability(facts.architecture);
     if (!capability) return false;
     // Compared in tenths: 8.6 written in a profile is the catalog's sm_86.
     const auto tenths = [](double value) { return static_cast<long long>(value * 10.0 + 0.5); };
@@ -290,12 +302,10 @@ int compare_versions(const std::string& a, const std::string& b) {
   return 0;
 }
 
-FrameworkReadings FrameworkProfile::readings_for(const std::string& wanted, const std::string& gpu_names,
-                                                uint64_t gpu_memory_bytes, std::string_view architecture) const {
+FrameworkReadings FrameworkProfile::readings_for(const std::string& wanted, const ProfileFacts& facts) const {
   FrameworkReadings result = readings;
   for (const FrameworkVersionDefaults& block : since)
-    if ((wanted.empty() || compare_versions(block.version, wanted) <= 0) &&
-        block.applies_to(gpu_names, gpu_memory_bytes, architecture))
+    if ((wanted.empty() || compare_versions(block.version, wanted) <= 0) && block.applies_to(facts))
       merge_defaults(result, block.readings);
   return result;
 }
@@ -306,12 +316,10 @@ std::vector<std::pair<std::string, std::vector<OptionValue>>> FrameworkProfile::
 }
 
 std::vector<std::pair<std::string, std::vector<OptionValue>>> FrameworkProfile::defaults_for(
-    const std::string& wanted, const std::string& gpu_names, uint64_t gpu_memory_bytes,
-    std::string_view architecture) const {
+    const std::string& wanted, const ProfileFacts& facts) const {
   std::vector<std::pair<std::string, std::vector<OptionValue>>> result = defaults;
   for (const FrameworkVersionDefaults& block : since)
-    if ((wanted.empty() || compare_versions(block.version, wanted) <= 0) &&
-        block.applies_to(gpu_names, gpu_memory_bytes, architecture))
+    if ((wanted.empty() || compare_versions(block.version, wanted) <= 0) && block.applies_to(facts))
       merge_defaults(result, block.defaults);
   return result;
 }
@@ -400,7 +408,7 @@ FrameworkProfile parse_framework_profile(std::string_view text, const std::strin
       TomlReader block(*entry.as_table(), path, "[[since]]");
       block.reject_unknown_keys({"version", "note", "released", "defaults", "readings", "gpu_memory_gib_at_least",
                                  "gpu_name_contains", "gpu_name_excludes", "gpu_compute_capability_at_least",
-                                 "gpu_compute_capability_below"});
+                                 "gpu_compute_capability_below", "with_strategy"});
       FrameworkVersionDefaults version;
       const auto number = block.string("version");
       if (!number || version_numbers(*number).empty())
@@ -433,6 +441,8 @@ FrameworkProfile parse_framework_profile(std::string_view text, const std::strin
       version.gpu_memory_gib_at_least = block.positive_number("gpu_memory_gib_at_least").value_or(0);
       version.gpu_name_contains = read_gpu_names(*entry.as_table(), block, "gpu_name_contains");
       version.gpu_name_excludes = read_gpu_names(*entry.as_table(), block, "gpu_name_excludes");
+      version.with_strategy = read_names(*entry.as_table(), block, "with_strategy", "strategy plugin names",
+                                         "[\"<a [[strategy]] use>\"]");
       version.gpu_compute_capability_at_least = read_capability(block, "gpu_compute_capability_at_least");
       version.gpu_compute_capability_below = read_capability(block, "gpu_compute_capability_below");
       if (version.gpu_compute_capability_at_least > 0 && version.gpu_compute_capability_below > 0 &&

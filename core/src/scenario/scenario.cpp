@@ -268,13 +268,14 @@ void apply_framework(const FrameworkProfile& profile, const std::string& version
   if (scenario.hardware.gpu.empty()) gpu_names.clear();
   std::transform(gpu_names.begin(), gpu_names.end(), gpu_names.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  const auto all_defaults =
-      profile.defaults_for(version, gpu_names, scenario.hardware.nominal_bytes, scenario.hardware.architecture);
+  ProfileFacts facts{gpu_names, scenario.hardware.nominal_bytes, scenario.hardware.architecture, {}};
+  for (const ComponentSpec& component : scenario.components)
+    if (component.kind == MEMPLAN_KIND_STRATEGY) facts.strategies.push_back(component.use);
+  const auto all_defaults = profile.defaults_for(version, facts);
   const size_t own = scenario.components.size();
   // A generic value the scenario gives is read the framework's way, and the scenario is told.
   const FrameworkReadings readings = read_generic_values
-                                         ? profile.readings_for(version, gpu_names, scenario.hardware.nominal_bytes,
-                                                                scenario.hardware.architecture)
+                                         ? profile.readings_for(version, facts)
                                          : FrameworkReadings{};
   for (size_t i = 0; i < own; ++i)
     for (const auto& [plugin, entries] : readings) {

@@ -135,7 +135,7 @@ constexpr std::array<const char*, 5> kKvDtypes{"fp32", "fp16", "bf16", "fp8", "i
 class InferenceMemory {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "inference", "1.10.0", "KV cache (paged, GQA, latent attention, sliding window) and forward transients for serving",
+      "inference", "1.10.1", "KV cache (paged, GQA, latent attention, sliding window) and forward transients for serving",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
@@ -316,7 +316,10 @@ class InferenceMemory {
 
     // Per sequence, a pass is its whole prompt, or a chunk of it. Without
     // new_tokens the prompt is seq_len: the cache every transient sees.
-    const int64_t prompt = seq_len - new_tokens_;
+    // The scenario's new_tokens is below its seq_len (checked when created); a search for the longest seq_len
+    // evaluates shorter ones too, where the generated tokens are what fits after a prompt of one token.
+    const int64_t generated = std::min(new_tokens_, seq_len - 1);
+    const int64_t prompt = seq_len - generated;
     const std::optional<int64_t> chunk_tokens = prefill_tokens(seq_len);
     const Cache prefill_cache = cache_at(prompt, std::min(prompt, chunk_tokens.value_or(prompt)));
     const double chunk = static_cast<double>(chunk_tokens.value_or(sequences * prompt));
@@ -328,7 +331,7 @@ class InferenceMemory {
     Cache cache = prefill_cache;
     Cache previous;
     Pass pass;
-    if (new_tokens_ == 0) {
+    if (generated <= 0) {
       // seq_len is the cache at every moment: the larger of the two passes'
       // transients over it.
       pass = larger_pass(forward, chunk, b, static_cast<double>(context_at(seq_len)), rank.lm_head, vocab, t);
@@ -341,7 +344,7 @@ class InferenceMemory {
       // cache of seq_len - 2 beside it. The moments do not overlap: the items
       // are those of the larger.
       pass = prefill_pass(forward, chunk, b, static_cast<double>(context_at(prompt)), rank.lm_head, vocab, t);
-      if (new_tokens_ >= 2) {
+      if (generated >= 2) {
         const Cache last = cache_at(seq_len - 1, 1);
         const Cache before = previous_cache_held_ ? cache_at(seq_len - 2, 1) : Cache{};
         const Pass step = decode_pass(forward, b, static_cast<double>(context_at(seq_len - 1)), rank.lm_head, vocab, t);

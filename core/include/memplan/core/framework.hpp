@@ -27,6 +27,15 @@ namespace memplan {
 // later versions replace earlier ones like defaults do).
 using FrameworkReadings = std::vector<std::pair<std::string, std::vector<OptionValue>>>;
 
+// What a [[since]] block's conditions read of a scenario: its GPU and the
+// strategy plugins it names.
+struct ProfileFacts {
+  std::string gpu_names;                // the catalog GPU's name and label, lower-case; "" for none
+  uint64_t gpu_memory_bytes = 0;        // its nominal memory; 0 for none
+  std::string architecture;             // the catalog's compute target ("sm_90"); "" when not known
+  std::vector<std::string> strategies;  // the `use` of each [[strategy]] the scenario writes
+};
+
 // Option defaults that changed in a framework version: applied, on top of the
 // profile's own, when the scenario's [framework] version is that version or
 // later (or names no version: the profile describes the latest it knows).
@@ -52,7 +61,14 @@ struct FrameworkVersionDefaults {
   // memory_gib) meets neither bound.
   double gpu_compute_capability_at_least = 0;
   double gpu_compute_capability_below = 0;
-  bool applies_to(const std::string& gpu_names, uint64_t gpu_memory_bytes, std::string_view architecture = {}) const;
+  // Strategy plugins one of which the scenario must use (`with_strategy`): a
+  // framework that sets itself up differently when the job is sharded. Empty:
+  // any scenario.
+  std::vector<std::string> with_strategy;
+  bool applies_to(const ProfileFacts& facts) const;
+  bool applies_to(const std::string& gpu_names, uint64_t gpu_memory_bytes, std::string_view architecture = {}) const {
+    return applies_to(ProfileFacts{gpu_names, gpu_memory_bytes, std::string(architecture), {}});
+  }
 };
 
 struct FrameworkProfile {
@@ -106,16 +122,17 @@ struct FrameworkProfile {
   // The option defaults for `version` (empty: the latest): the profile's own,
   // then each [[since]] block up to that version, a later value replacing an earlier one.
   std::vector<std::pair<std::string, std::vector<OptionValue>>> defaults_for(const std::string& version) const;
-  // The same for a scenario's GPU: [[since]] blocks with GPU conditions apply
-  // only when `gpu_names` (the catalog name and label, lower-case, "" for
-  // none) and `gpu_memory_bytes` (0 for none) meet them.
+  // The same for a scenario: [[since]] blocks with conditions apply only when
+  // its facts (the GPU's names, memory and architecture, its strategies) meet them.
+  std::vector<std::pair<std::string, std::vector<OptionValue>>> defaults_for(const std::string& version,
+                                                                             const ProfileFacts& facts) const;
   std::vector<std::pair<std::string, std::vector<OptionValue>>> defaults_for(const std::string& version,
                                                                              const std::string& gpu_names,
-                                                                             uint64_t gpu_memory_bytes,
-                                                                             std::string_view architecture = {}) const;
-  // The readings for `version` (empty: the latest) on that GPU, merged like the defaults.
-  FrameworkReadings readings_for(const std::string& version, const std::string& gpu_names,
-                                 uint64_t gpu_memory_bytes, std::string_view architecture = {}) const;
+                                                                             uint64_t gpu_memory_bytes) const {
+    return defaults_for(version, ProfileFacts{gpu_names, gpu_memory_bytes, "", {}});
+  }
+  // The readings for `version` (empty: the latest) for that scenario, merged like the defaults.
+  FrameworkReadings readings_for(const std::string& version, const ProfileFacts& facts) const;
 
   // A run of a known date ([framework] date, a validation case's header): the
   // version whose behaviour it had is the newest [[since]] version released on
