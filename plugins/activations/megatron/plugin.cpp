@@ -1399,6 +1399,7 @@ class MegatronActivations {
     // The layers' packed parts, for the inputs a held graph keeps (held_packed_inputs): q, k or v (one shared
     // input), o, and the MLP (its input and down's).
     bool packed_attention_in = false, packed_attention_out = false, packed_mlp = false;
+    bool packed_experts = false;  // the MoE experts' linears packed (their outputs follow the input's dtype too)
     bool learned_positions = false;  // a learned position table (BERT, GPT-2, OPT): no rotary embedding
     double norm_bytes = 0;           // bytes per element of the layers' norm weights (0: none on the rank)
     bool final_norm_trainable = false;  // the final norm's weight trains
@@ -1465,6 +1466,7 @@ class MegatronActivations {
       if (item.layer() >= 0 && item.bytes_per_element() < 1) {
         // attn.o is an attention-class item (the model's naming): the name is compared only for those.
         if (param_class == ParamClass::mlp) facts.packed_mlp = true;
+        else if (param_class == ParamClass::expert) facts.packed_experts = true;
         else if (param_class == ParamClass::attention || param_class == ParamClass::attention_kv)
           (item.name() == "attn.o" ? facts.packed_attention_out : facts.packed_attention_in) = true;
       }
@@ -1689,8 +1691,11 @@ class MegatronActivations {
     eager.packed_inputs_kept = eager.packed_base && packed_linear_keeps_input_;
     // fp32 norm weights ahead of 4-bit MLP linears in a 16-bit run (EagerLayer::packed_outputs_fp32); not Unsloth's
     // fused LoRA_MLP, which computes in its own dtype.
-    eager.packed_outputs_fp32 =
-        facts.packed_mlp && facts.norm_bytes >= 4 && activation_bytes(ctx) < 4 && !eager.kernel_mlp;
+    // MoE experts alike: bitsandbytes' 4-bit experts return their fp32 input's dtype, and the sparse block's
+    // output buffer takes the hidden states' (transformers' MixtralSparseMoeBlock, final_hidden_states =
+    // torch.zeros(..., dtype=hidden_states.dtype); 1.35.0).
+    eager.packed_outputs_fp32 = (facts.packed_mlp || facts.packed_experts) && facts.norm_bytes >= 4 &&
+                                activation_bytes(ctx) < 4 && !eager.kernel_mlp;
     return eager;
   }
 
