@@ -182,6 +182,31 @@ TEST(Unquantized, EmbeddingsQuantizedWhenNamed) {
   EXPECT_EQ(weight_item(evaluate_paper(scenario(kLlama2_7b, "format = \"q8_0\"\n")), "embed_tokens"), 262'144'000u);
 }
 
+// unquantized_modules: single layers' modules a checkpoint keeps in 16 bits (bitsandbytes'
+// llm_int8_skip_modules naming model.layers.<i>.mlp, as Unsloth's dynamic 4-bit checkpoints do). nf4 with
+// double quantization is 4 + 8/64 + 32/(64 x 256) = 4.126953125 bits, 2113/4096 bytes a weight; a bf16 module
+// costs 2 - 2113/4096 = 6079/4096 bytes a weight more. Llama-2-7B, layers 0-2's MLPs, 3 x 3 x 4096 x 11008 =
+// 405,798,912 weights: +602,258,688 bytes; layer 5's o, 4096^2 = 16,777,216: +24,899,584.
+TEST(Unquantized, ModulesKeptUnquantizedByLayer) {
+  const std::string nf4 = "format = \"nf4\"\ndouble_quant = true\n";
+  const uint64_t base = weights(evaluate_paper(scenario(kLlama2_7b, nf4)));
+  Evaluation kept = evaluate_paper(scenario(kLlama2_7b, nf4 + "unquantized_modules = \"layers.0-2.mlp, layers.5.attn.o\"\n"));
+  EXPECT_EQ(weights(kept) - base, 602'258'688u + 24'899'584u);
+  EXPECT_EQ(weight_item(kept, "layers.0-2.mlp.unquantized"), 602'258'688u);
+  EXPECT_EQ(weight_item(kept, "layers.5.attn.o.unquantized"), 24'899'584u);
+  // "attn" is q, k, v and o: 4 x 16,777,216 x 6079/4096.
+  EXPECT_EQ(weights(evaluate_paper(scenario(kLlama2_7b, nf4 + "unquantized_modules = \"layers.31.attn\"\n"))) - base,
+            99'598'336u);
+  EXPECT_EQ(error_of(scenario(kLlama2_7b, nf4 + "unquantized_modules = \"layers.32.mlp\"\n"), "q.toml"),
+            "q.toml:9:23: error: in [precision], precision plugin 'quantized', option 'unquantized_modules': names "
+            "\"layers.32.mlp\": the layers must be 0 to 31, first to last; write layers.<i>[-<j>].<part>, part mlp, "
+            "attn, attn.q, attn.k, attn.v or attn.o, comma-separated (e.g. \"layers.1.mlp, layers.3.attn\")"
+            " (plugin library " + plugin_dir() + "/memplan-quantized.so)");
+  EXPECT_NE(error_of(scenario(kLlama2_7b, nf4 + "unquantized_modules = \"layers.1.norm\"\n")).find(
+                "\"norm\" is not a module memplan counts"),
+            std::string::npos);
+}
+
 // Embeddings, LM head and norms keep the `unquantized` dtype (bf16 by
 // default): 32000 x 4096 x 2 = 262,144,000 bytes each for the embedding and
 // the LM head; norms 32 x 2 x 4096 x 2 = 524,288; final norm 8,192.

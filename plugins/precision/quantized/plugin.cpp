@@ -41,6 +41,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "nf4_build_replay.hpp"
 #include "quantized_format.hpp"
@@ -51,7 +52,7 @@ namespace sdk = memplan::sdk;
 namespace q = memplan::plugins::quantized;
 using sdk::ParamClass;
 
-constexpr std::array<memplan_option_spec, 24> kOptions{{
+constexpr std::array<memplan_option_spec, 25> kOptions{{
     {"format", MEMPLAN_OPTION_STRING,
      "quantized weight format: int8, int4, nf4, fp8, fp8-block (DeepSeek-V3), mxfp4, gptq, awq, or a llama.cpp GGUF "
      "type (q4_0, q4_1, q5_0, q5_1, q8_0, q2_k .. q6_k, iq1_s .. iq4_xs, iq4_nl); \"auto\": the format the model's "
@@ -106,6 +107,11 @@ constexpr std::array<memplan_option_spec, 24> kOptions{{
     {"mxfp4_moe_bias_dtype", MEMPLAN_OPTION_STRING,
      "mxfp4 only: dtype of the MoE experts' biases (vLLM's Triton MoE path converts them to fp32)",
      "the unquantized dtype", nullptr},
+    {"unquantized_modules", MEMPLAN_OPTION_STRING,
+     "single layers' modules the checkpoint keeps in the unquantized dtype, comma-separated: layers.<i>[-<j>].<part> "
+     "with part mlp, attn (q, k, v and o), attn.q, attn.k, attn.v or attn.o (bitsandbytes' llm_int8_skip_modules "
+     "naming model.layers.<i>.mlp, as Unsloth's dynamic 4-bit checkpoints do)",
+     "none", nullptr},
     {"mxfp4_moe_pad_intermediate", MEMPLAN_OPTION_INT,
      "mxfp4 only: each rank's MoE expert intermediate size is rounded up to a multiple of this (vLLM's mxfp4 MoE: "
      "Marlin 128, Triton 64); 1: no padding",
@@ -170,6 +176,12 @@ std::string display_name(const sdk::ItemRef& item) {
   if (item.count() > 1) name += "-" + std::to_string(static_cast<int64_t>(item.layer()) + item.count() - 1);
   return name + "." + std::string(item.name());
 }
+
+// unquantized_modules: layers [first, last] of an item named `item` ("mlp", "attn.q", ...) stay unquantized.
+struct KeptModule {
+  int32_t first = 0, last = 0;
+  std::string item;
+};
 
 // The parts `quantize` names, as bits.
 // kAllParts is the default (the LM head stays unquantized unless named).
@@ -435,6 +447,8 @@ class QuantizedPrecision {
     main_grads_ = optional_dtype(options, "main_grads", true);
     optimizer_states_ = plain_dtype(options, "optimizer_states", "fp32");
     skip_trainable_ = options.boolean("skip_trainable").value_or(false);
+    if (const std::optional<std::string> modules = options.string("unquantized_modules"))
+      unquantized_modules_ = parse_modules(options, *modules);
     scales_in_parameter_ = options.boolean("scales_in_parameter").value_or(false);
     whole_model_ = !model.has_architecture;
     dequantize_copies_ = options.integer("dequantize_copies").value_or(0);
@@ -541,6 +555,7 @@ class QuantizedPrecision {
                                                : (item.param_class() == ParamClass::adapter ? adapters_ : unquantized_));
       if (quantize && constants_ > 0 && !scales_in_parameter_)
         add_constants(ctx, item, expert ? expert_constants_ : constants_);
+      if (quantize && !expert) add_kept_modules(ctx, item);
       if (quantize) largest_quantized_ = std::max(largest_quantized_, one_matrix(item));
       if (!trains) continue;
       add_copy(item, sdk::Role::gradients, sdk::Lifetime::gradient, gradients_.value_or(item.bytes_per_element()));
@@ -607,6 +622,77 @@ class QuantizedPrecision {
     copy.set_lifetime(lifetime);
     copy.set_bytes_per_element(bytes);
     return copy;
+  }
+
+  // "layers.1.mlp, layers.3-4.attn" -> kept modules (attn: q, k, v and o).
+  static std::vector<KeptModule> parse_modules(sdk::Options& options, std::string_view text) {
+    std::vector<KeptModule> modules;
+    const int64_t layers = options.model().has_architecture ? options.model().layers : 0;
+    const auto fail = [&](std::string_view field, const std::string& why) {
+      options.fail("unquantized_modules", "names \"" + std::string(field) + "\": " + why +
+                                              "; write layers.<i>[-<j>].<part>, part mlp, attn, attn.q, attn.k, "
+                                              "attn.v or attn.o, comma-separated (e.g. \"layers.1.mlp, layers.3.attn\")");
+    };
+    if (layers <= 0)
+      options.fail("unquantized_modules", "needs the model's layers (a preset or layers, hidden, heads); the scenario "
+                                          "gives only params");
+    size_t start = 0;
+    while (start <= text.size()) {
+      size_t comma = text.find(',', start);
+      if (comma == std::string_view::npos) comma = text.size();
+      std::string_view field = text.substr(start, comma - start);
+      while (!field.empty() && field.front() == ' ') field.remove_prefix(1);
+      while (!field.empty() && field.back() == ' ') field.remove_suffix(1);
+      start = comma + 1;
+      if (field.empty()) continue;
+      if (!field.starts_with("layers.")) fail(field, "not a layer's module");
+      std::string_view rest = field.substr(7);
+      const size_t dot = rest.find('.');
+      if (dot == std::string_view::npos) fail(field, "no module after the layers");
+      const std::string_view range = rest.substr(0, dot);
+      const std::string_view part = rest.substr(dot + 1);
+      const auto number = [&](std::string_view digits) {
+        if (digits.empty() || digits.size() > 6) fail(field, "the layers are not numbers");
+        int64_t value = 0;
+        for (char c : digits) {
+          if (c < '0' || c > '9') fail(field, "the layers are not numbers");
+          value = value * 10 + (c - '0');
+        }
+        return value;
+      };
+      const size_t dash = range.find('-');
+      const int64_t first = number(range.substr(0, dash));
+      const int64_t last = dash == std::string_view::npos ? first : number(range.substr(dash + 1));
+      if (last < first || last >= layers)
+        fail(field, "the layers must be 0 to " + std::to_string(layers - 1) + ", first to last");
+      std::vector<std::string> items;
+      if (part == "mlp") items = {"mlp"};
+      else if (part == "attn") items = {"attn.q", "attn.k", "attn.v", "attn.o"};
+      else if (part == "attn.q" || part == "attn.k" || part == "attn.v" || part == "attn.o") items = {std::string(part)};
+      else fail(field, "\"" + std::string(part) + "\" is not a module memplan counts");
+      for (std::string& item : items)
+        modules.push_back({static_cast<int32_t>(first), static_cast<int32_t>(last), std::move(item)});
+    }
+    return modules;
+  }
+
+  // The 16-bit excess of the modules kept unquantized that overlap a quantized item's layers: a copy of the
+  // item over those layers at (unquantized - quantized) bytes an element, so the quantized item and its scales
+  // stay whole and the layout and sharding plugins split the excess with them.
+  void add_kept_modules(const sdk::Context& ctx, const sdk::ItemRef& item) {
+    if (item.layer() < 0 || unquantized_modules_.empty()) return;
+    const int32_t first = item.layer(), last = item.layer() + static_cast<int32_t>(item.count()) - 1;
+    for (const KeptModule& kept : unquantized_modules_) {
+      if (kept.item != item.name()) continue;
+      const int32_t from = std::max(first, kept.first), to = std::min(last, kept.last);
+      if (from > to) continue;
+      sdk::ItemRef excess = batch_.copy_of(item);
+      excess.set_name(unquantized_names_(ctx, item));
+      excess.set_layer(from);
+      excess.set_count(static_cast<uint32_t>(to - from + 1));
+      excess.set_bytes_per_element(unquantized_ - quantized_);
+      excess.set_trainable(false);
+    }
   }
 
   // The item's quantization constants (scales, zero points) next to its packed
@@ -736,6 +822,8 @@ class QuantizedPrecision {
   double expert_matrix_ = 0;        // hidden x expert_ffn_hidden: one expert matrix, unsplit
   sdk::Name dequantized_{};  // "activations.dequantized_weight", interned in the constructor
   sdk::SuffixedNames quant_state_{".quant_state"};
+  sdk::SuffixedNames unquantized_names_{".unquantized"};  // the 16-bit excess of a module kept unquantized
+  std::vector<KeptModule> unquantized_modules_;  // unquantized_modules
   sdk::ItemBatch batch_;  // the items apply() appends, cleared each evaluation, its capacity kept
 };
 
