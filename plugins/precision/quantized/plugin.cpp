@@ -29,6 +29,7 @@
 // under memory pressure; they are counted on the GPU.
 #include <memplan/dtypes.hpp>
 #include <memplan/sdk.hpp>
+#include <memplan/support/comma_list.hpp>
 #include <memplan/support/expert_padding.hpp>
 #include <memplan/support/format.hpp>
 #include <memplan/support/items.hpp>
@@ -215,13 +216,7 @@ bool is_quantized_class(ParamClass param_class, unsigned parts) {
 // "attention, experts" -> bits.
 unsigned parse_parts(sdk::Options& options, std::string_view text) {
   unsigned parts = 0;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    if (comma == std::string_view::npos) comma = text.size();
-    std::string_view field = text.substr(start, comma - start);
-    while (!field.empty() && field.front() == ' ') field.remove_prefix(1);
-    while (!field.empty() && field.back() == ' ') field.remove_suffix(1);
+  for (const std::string_view field : memplan::support::comma_fields(text)) {
     unsigned bit = 0;
     for (const auto& [name, value] : kParts)
       if (name == field) bit = value;
@@ -230,7 +225,6 @@ unsigned parse_parts(sdk::Options& options, std::string_view text) {
                                    "\"; list the parts to quantize from attention, mlp, experts, lm_head, embeddings "
                                    "(comma-separated)");
     parts |= bit;
-    start = comma + 1;
   }
   return parts;
 }
@@ -636,14 +630,7 @@ class QuantizedPrecision {
     if (layers <= 0)
       options.fail("unquantized_modules", "needs the model's layers (a preset or layers, hidden, heads); the scenario "
                                           "gives only params");
-    size_t start = 0;
-    while (start <= text.size()) {
-      size_t comma = text.find(',', start);
-      if (comma == std::string_view::npos) comma = text.size();
-      std::string_view field = text.substr(start, comma - start);
-      while (!field.empty() && field.front() == ' ') field.remove_prefix(1);
-      while (!field.empty() && field.back() == ' ') field.remove_suffix(1);
-      start = comma + 1;
+    for (const std::string_view field : memplan::support::comma_fields(text)) {
       if (field.empty()) continue;
       if (!field.starts_with("layers.")) fail(field, "not a layer's module");
       std::string_view rest = field.substr(7);
@@ -652,13 +639,9 @@ class QuantizedPrecision {
       const std::string_view range = rest.substr(0, dot);
       const std::string_view part = rest.substr(dot + 1);
       const auto number = [&](std::string_view digits) {
-        if (digits.empty() || digits.size() > 6) fail(field, "the layers are not numbers");
-        int64_t value = 0;
-        for (char c : digits) {
-          if (c < '0' || c > '9') fail(field, "the layers are not numbers");
-          value = value * 10 + (c - '0');
-        }
-        return value;
+        const std::optional<int64_t> value = memplan::support::parse_index(digits);
+        if (!value) fail(field, "the layers are not numbers");
+        return *value;
       };
       const size_t dash = range.find('-');
       const int64_t first = number(range.substr(0, dash));

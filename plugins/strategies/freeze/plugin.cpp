@@ -18,6 +18,7 @@
 // order: after 'lora' it makes the listed base parts train fully next to the
 // adapters (PEFT's modules_to_save); before 'lora', 'lora' freezes them again.
 #include <memplan/sdk.hpp>
+#include <memplan/support/comma_list.hpp>
 
 #include <array>
 #include <cstdint>
@@ -83,28 +84,7 @@ std::string_view trim(std::string_view text) {
   return text;
 }
 
-// Splits "a, b,c" into trimmed fields (empty fields kept, so callers can reject them).
-std::vector<std::string_view> split_list(std::string_view text) {
-  std::vector<std::string_view> fields;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = text.find(',', start);
-    fields.push_back(trim(text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-  return fields;
-}
-
-std::optional<int64_t> parse_index(std::string_view text) {
-  if (text.empty() || text.size() > 9) return std::nullopt;
-  int64_t value = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    value = value * 10 + (c - '0');
-  }
-  return value;
-}
+using memplan::support::parse_index;
 
 // The parts an item belongs to.
 uint32_t parts_of(const sdk::ItemRef& item) {
@@ -255,7 +235,7 @@ class FreezeStrategy {
 
   static uint32_t parse_parts(sdk::Options& options, const std::string& text, const memplan_model& model) {
     uint32_t bits = 0;
-    for (std::string_view field : split_list(text)) {
+    for (std::string_view field : memplan::support::comma_fields(text)) {
       const PartName* found = nullptr;
       for (const PartName& part : kParts)
         if (part.name == field) found = &part;
@@ -278,7 +258,7 @@ class FreezeStrategy {
   }
 
   void parse_layers(sdk::Options& options, const std::string& text) {
-    for (std::string_view field : split_list(text)) {
+    for (std::string_view field : memplan::support::comma_fields(text)) {
       const size_t dash = field.find('-');
       const std::optional<int64_t> from = parse_index(trim(field.substr(0, dash)));
       const std::optional<int64_t> to =

@@ -29,6 +29,7 @@
 // over the detached weight norm, which saves both for backward: the
 // lora.dora_* attributes tell activation models their widths.
 #include <memplan/sdk.hpp>
+#include <memplan/support/comma_list.hpp>
 #include <memplan/support/format.hpp>
 
 #include <algorithm>
@@ -101,21 +102,8 @@ constexpr std::array<memplan_option_spec, 14> kOptions{{
     {"use_dora", MEMPLAN_OPTION_BOOL, "PEFT's name for dora", "dora", nullptr},
 }};
 
-// The comma-separated fields of a list option (a TOML list of strings arrives
-// joined with commas), each without surrounding blanks.
-std::vector<std::string_view> fields(std::string_view text) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = text.find(',', start);
-    std::string_view field = text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
-    while (!field.empty() && (field.front() == ' ' || field.front() == '\t')) field.remove_prefix(1);
-    while (!field.empty() && (field.back() == ' ' || field.back() == '\t')) field.remove_suffix(1);
-    out.push_back(field);
-    if (comma == std::string_view::npos) return out;
-    start = comma + 1;
-  }
-}
+// A list option's fields: a TOML list of strings arrives joined with commas (support::comma_fields).
+using memplan::support::comma_fields;
 
 // A memplan option or its PEFT name, not both.
 template <typename Read>
@@ -132,7 +120,7 @@ auto either(sdk::Options& options, const char* name, const char* peft_name, Read
 std::string targets_from_modules(sdk::Options& options, const std::string& modules) {
   std::string targets;
   int mlp_projections = 0;
-  for (const std::string_view field : fields(modules)) {
+  for (const std::string_view field : comma_fields(modules)) {
     const std::string name(field);
     std::string target;
     if (name == "q_proj" || name == "k_proj" || name == "v_proj" || name == "o_proj") target = name.substr(0, 1);
@@ -359,7 +347,7 @@ class LoraStrategy {
     }
     layers_ = static_cast<uint32_t>(model.layers);
     if (auto saved = options.string("modules_to_save")) {
-      for (const std::string_view field : fields(*saved)) {
+      for (const std::string_view field : comma_fields(*saved)) {
         if (field == "embeddings" || field == "embed_tokens" || field == "wte" || field == "tok_embeddings")
           save_embeddings_ = true;
         else if (field == "lm_head" || field == "output")
@@ -499,7 +487,7 @@ class LoraStrategy {
   static uint32_t parse_targets(sdk::Options& options, const std::string& text, const memplan_model& model) {
     const bool moe = model.experts > 0;
     uint32_t bits = 0;
-    for (const std::string_view field : fields(text)) {
+    for (const std::string_view field : comma_fields(text)) {
       uint32_t found = 0;
       if (field == "q") found = kQ;
       else if (field == "k") found = kK;
