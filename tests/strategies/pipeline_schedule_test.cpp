@@ -87,6 +87,50 @@ TEST(UnevenPipeline, EndStagesTakeTheirLayersAndTheOthersShareTheRest) {
             even.item_bytes("layers.0-19.activations", MEMPLAN_ROLE_ACTIVATIONS) * 18);
 }
 
+// remainder (pipeline-parallel 1.7.0): where the layers go when the stages do not divide them. Llama-2-70B's
+// 80 layers over 3 stages, 80 // 3 = 26 and 2 left: "ceil" gives the reported stage 27 (the most any stage
+// holds); "last", vLLM before 0.8, 26 + 26 + 28 (the last partition takes the rest: vllm/distributed/utils.py
+// get_pp_indices @ 145944cb9^); "before-last", vLLM from 0.8, 27 + 27 + 26 (partitions[-i] += 1 for i = 2, 3:
+// PR #13839). The vllm profile sets them by version.
+TEST(UnevenPipeline, RemainderPlacesTheLayersTheStagesDoNotDivide) {
+  const auto stage = [](const std::string& remainder, const std::string& which) {
+    return evaluate_paper(
+        "name = \"pp\"\nmode = \"infer\"\n[model]\npreset = \"llama-2-70b\"\n[batch]\nmicro_batch = 1\nseq_len = 16\n"
+        "[precision]\nuse = \"bf16\"\n[activations]\nuse = \"inference\"\n[[strategy]]\nuse = \"pipeline-parallel\"\n"
+        "size = 3\n" + remainder + which);
+  };
+  const uint64_t q = 2 * 67'108'864;  // one layer's attn.q in bf16
+  EXPECT_EQ(stage("", "").item_bytes("layers.0-26.attn.q", MEMPLAN_ROLE_WEIGHTS), 27 * q);
+  EXPECT_EQ(stage("", "stage = \"last\"\n").item_bytes("layers.53-79.attn.q", MEMPLAN_ROLE_WEIGHTS), 27 * q);
+  const std::string last = "remainder = \"last\"\n";
+  EXPECT_EQ(stage(last, "").item_bytes("layers.0-25.attn.q", MEMPLAN_ROLE_WEIGHTS), 26 * q);
+  EXPECT_EQ(stage(last, "stage_rank = 1\n").item_bytes("layers.26-51.attn.q", MEMPLAN_ROLE_WEIGHTS), 26 * q);
+  EXPECT_EQ(stage(last, "stage = \"last\"\n").item_bytes("layers.52-79.attn.q", MEMPLAN_ROLE_WEIGHTS), 28 * q);
+  const std::string before = "remainder = \"before-last\"\n";
+  EXPECT_EQ(stage(before, "").item_bytes("layers.0-26.attn.q", MEMPLAN_ROLE_WEIGHTS), 27 * q);
+  EXPECT_EQ(stage(before, "stage_rank = 1\n").item_bytes("layers.27-53.attn.q", MEMPLAN_ROLE_WEIGHTS), 27 * q);
+  EXPECT_EQ(stage(before, "stage = \"last\"\n").item_bytes("layers.54-79.attn.q", MEMPLAN_ROLE_WEIGHTS), 26 * q);
+  // Stages that divide the layers are the same in every mode; a rule and explicit end stages are refused.
+  EXPECT_EQ(evaluate_paper(llama70b(before)).breakdown().peak, evaluate_paper(llama70b("")).breakdown().peak);
+  EXPECT_NE(error_of(llama70b(before + "first_stage_layers = 18\n")).find("give one or the other"), std::string::npos);
+  EXPECT_NE(error_of(llama70b("remainder = \"middle\"\n")).find("use \"ceil\", \"last\" or \"before-last\""),
+            std::string::npos);
+}
+
+// The vllm profile's rule by version: Llama-3.1-8B's 32 layers over 3 stages, the last stage holds
+// 10 + 2 = 12 before 0.8 (layers 20-31) and 10 from 0.8 (layers 22-31; 11 + 11 before it). One layer's
+// attn.q, 4096 x 4096 in bf16: 33,554,432 bytes.
+TEST(UnevenPipeline, TheVllmProfilePlacesThemByVersion) {
+  const auto last_stage = [](const std::string& version) {
+    return evaluate("name = \"pp\"\nmode = \"infer\"\n[framework]\nuse = \"vllm\"\nversion = \"" + version +
+                    "\"\n[model]\npreset = \"llama-3.1-8b\"\n[batch]\nmicro_batch = 1\nseq_len = 16\n[precision]\n"
+                    "use = \"bf16\"\n[activations]\nuse = \"inference\"\n[[strategy]]\nuse = \"pipeline-parallel\"\n"
+                    "size = 3\nstage = \"last\"\n[hardware]\ngpu = \"h100-sxm-80gb\"\ncount = 3\n");
+  };
+  EXPECT_EQ(last_stage("0.7").item_bytes("layers.20-31.attn.q", MEMPLAN_ROLE_WEIGHTS), 12ull * 33'554'432);
+  EXPECT_EQ(last_stage("0.19").item_bytes("layers.22-31.attn.q", MEMPLAN_ROLE_WEIGHTS), 10ull * 33'554'432);
+}
+
 // layout.stage_has_embedding / layout.stage_has_lm_head: the activation model
 // adds the embedding dropout's mask on the first stage only and the logits on
 // the last only (GPT-3 with dropout, 8 stages).

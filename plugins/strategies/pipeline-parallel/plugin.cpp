@@ -5,7 +5,8 @@
 // head, and, when embeddings are tied, its own copy of the embedding
 // (Megatron-LM keeps one on each end and all-reduces their gradients).
 //
-// Layers per stage: ceil(L / p) by default; with `first_stage_layers` and/or
+// Layers per stage: ceil(L / p) by default (a serving engine's own partition with
+// `remainder`, 1.7.0); with `first_stage_layers` and/or
 // `last_stage_layers` (Megatron-LM's decoder_first_pipeline_num_layers and
 // decoder_last_pipeline_num_layers) the named end stages get that many and
 // the other stages share the rest evenly.
@@ -57,12 +58,13 @@
 #include <cmath>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace {
 
 using memplan::sdk::ParamClass;
 
-constexpr std::array<memplan_option_spec, 9> kOptions{{
+constexpr std::array<memplan_option_spec, 10> kOptions{{
     // "@layout": a size `memplan explain` may lay the job out again with (docs/plugin-abi.md, "Option specs").
     {"size", MEMPLAN_OPTION_INT, "pipeline stages p", "1", "@layout"},
     {"stage", MEMPLAN_OPTION_STRING, "which stage to report: \"first\" or \"last\"", "\"first\"", nullptr},
@@ -78,6 +80,12 @@ constexpr std::array<memplan_option_spec, 9> kOptions{{
      "layers on the first stage (Megatron-LM's decoder_first_pipeline_num_layers)", "an even share", nullptr},
     {"last_stage_layers", MEMPLAN_OPTION_INT,
      "layers on the last stage (Megatron-LM's decoder_last_pipeline_num_layers)", "an even share", nullptr},
+    {"remainder", MEMPLAN_OPTION_STRING,
+     "where the layers go when the stages do not divide them: \"ceil\" (the reported stage holds ceil(L / p), "
+     "the most any stage can), \"last\" (L // p each, the rest on the last stage: vLLM before 0.8) or "
+     "\"before-last\" (L // p each, one more on each stage before the last, from the second-to-last back: vLLM "
+     "from 0.8, get_pp_indices)",
+     "\"ceil\"", nullptr},
     {"runtime", MEMPLAN_OPTION_STRING,
      "whose pipeline runs the schedule: \"megatron\" (its send/receive tensors are not modelled) or \"torch\" "
      "(torch.distributed.pipelining: a receive buffer per micro-batch for the stage's inputs and for its outputs' "
@@ -94,7 +102,7 @@ class PipelineParallelStrategy {
   // apply() reads nothing of the workload: the schedule's figures depend on
   // grad_accum, which no evaluation changes, and are computed in the constructor.
   static constexpr memplan::sdk::PluginInfo info{
-      "pipeline-parallel", "1.6.0",
+      "pipeline-parallel", "1.7.0",
       "Pipeline parallelism (1F1B, interleaved 1F1B or GPipe; uneven end stages), reporting one stage",
       memplan::sdk::Kind::strategy, memplan::sdk::Phase::layout, memplan::sdk::Reads::grad_accum};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -163,7 +171,27 @@ class PipelineParallelStrategy {
     int64_t first_layers = 0;
     int64_t last_layers = 0;
     int64_t middle_layers = 0;  // each stage between the ends
-    if (!first && !last) {
+    const std::string remainder = options.string("remainder").value_or("ceil");
+    if (remainder != "ceil" && remainder != "last" && remainder != "before-last")
+      options.fail("remainder", "is \"" + remainder + "\"; use \"ceil\", \"last\" or \"before-last\"");
+    if (remainder != "ceil" && (first || last))
+      options.fail("remainder", "places the layers the stages do not divide, but first_stage_layers or "
+                                "last_stage_layers places them already: give one or the other");
+    if (!first && !last && remainder != "ceil" && layers % size_ != 0) {
+      // The serving engine's own partition (vllm/distributed/utils.py get_pp_indices: @ 145944cb9^ the last
+      // partition takes the rest; from PR #13839, 145944cb9, partitions[-i] += 1 for i in 2 .. rest + 1).
+      std::vector<int64_t> partitions(static_cast<size_t>(size_), layers / size_);
+      const int64_t rest = layers % size_;
+      if (remainder == "last") partitions.back() += rest;
+      else
+        for (int64_t i = 2; i < rest + 2; ++i) partitions[static_cast<size_t>(size_ - i)] += 1;
+      stage_layers_ = partitions[static_cast<size_t>(rank_)];
+      first_layer_ = 0;
+      for (int64_t r = 0; r < rank_; ++r) first_layer_ += partitions[static_cast<size_t>(r)];
+      first_layers = partitions.front();
+      last_layers = partitions.back();
+      middle_layers = stage_layers_;
+    } else if (!first && !last) {
       // Even split; when p does not divide L the reported stage gets ceil(L / p).
       first_layers = last_layers = middle_layers = (layers + size_ - 1) / size_;
     } else {
@@ -183,7 +211,9 @@ class PipelineParallelStrategy {
     }
     // A middle stage r holds its share after the first stage's layers and the r - 1 middle stages before it
     // (never past the last stage's start).
-    if (first_stage()) {
+    if (!first && !last && remainder != "ceil" && layers % size_ != 0) {
+      // placed above
+    } else if (first_stage()) {
       stage_layers_ = first_layers;
       first_layer_ = 0;
     } else if (last_stage()) {
