@@ -191,6 +191,33 @@ TEST(Generate, TheLongestSeqLenSearchPassesLengthsBelowNewTokens) {
   EXPECT_GT(kv(short_run), 0u);
 }
 
+// A projection's dequantization (the quantized plugin's dequantize_copies, weights.dequantized_transient;
+// inference 1.11.0) stands beside what is alive while that projection runs, not beside the MLP's product
+// moment. Qwen2.5-7B (h 3584, f 18944, gated) prefilling c = 6144 tokens in fp16, flash attention, t 1:
+//   f-sized tensor p c f = 2 x 6144 x 18944 = 232,783,872; p c h = 44,040,192; residual 2 p c h = 88,080,384
+//   attention: Q, K, V outputs p c (3584 + 2 x 512) = 56,623,104
+//   AutoGPTQ's 8-bit torch-ops dequantization of down (6 B a weight, D = 6 x 3584 x 18944 = 407,371,776):
+//     product moment 3 p c f = 698,351,616; up's 2 p c f + D = 872,939,520; down's p c f + D + p c h =
+//     684,195,840: the high point is up's, and the item is it less D: 88,080,384 + 872,939,520 - 407,371,776
+//     = 553,648,128 (with D beside it, 961,019,904 in all, where the product moment plus D gave 1,193,803,776).
+TEST(Generate, DequantizationAtItsProjectionsMoment) {
+  inf::ForwardShape x;
+  x.hidden = 3584;
+  x.heads = 28;
+  x.head_dim = 128;
+  x.kv_heads_rank = 4;
+  x.ffn = 18944;
+  x.gated = true;
+  x.bytes = 2;
+  const double c = 6144;
+  EXPECT_DOUBLE_EQ(inf::layer_transient(x, c, c), 88'080'384.0 + 698'351'616.0);
+  x.dequantized = 407'371'776;
+  EXPECT_DOUBLE_EQ(inf::layer_transient(x, c, c), 553'648'128.0);
+  // Without a gate (up, its activation, down): max(2 p c f, p c f + D + p c h) - D.
+  x.gated = false;
+  EXPECT_DOUBLE_EQ(inf::layer_transient(x, c, c), 88'080'384.0 + 232'783'872.0 + 44'040'192.0);
+}
+
 TEST(Generate, BadOptionValuesNameTheOption) {
   const std::string softmax = error_of(llama2_13b_generate("eager_softmax = \"fp16\"\n"), "s.toml");
   EXPECT_NE(softmax.find("option 'eager_softmax': must be \"dtype\""), std::string::npos) << softmax;

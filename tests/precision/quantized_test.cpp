@@ -182,6 +182,22 @@ TEST(Unquantized, EmbeddingsQuantizedWhenNamed) {
   EXPECT_EQ(weight_item(evaluate_paper(scenario(kLlama2_7b, "format = \"q8_0\"\n")), "embed_tokens"), 262'144'000u);
 }
 
+// dequantized_persistent: the dequantize_copies as a kernel's buffer kept for the run (exllama v1's temp_dq,
+// auto-gptq _utils.py autogptq_post_init): role buffers, lifetime persistent, and no forward transient for an
+// inference model to place. Llama-2-7B's largest matrix 4096 x 11008 = 45,088,768 weights in fp16:
+// 90,177,536 bytes.
+TEST(Unquantized, DequantizedCopiesKeptForTheRun) {
+  const std::string gptq = "format = \"gptq\"\nactivations = \"fp16\"\ndequantize_copies = 1\n";
+  Evaluation kept = evaluate_paper(scenario(kLlama2_7b, gptq + "dequantized_persistent = true\n"));
+  EXPECT_EQ(kept.item_bytes("activations.dequantized_weight", MEMPLAN_ROLE_BUFFERS), 90'177'536u);
+  EXPECT_EQ(kept.item_bytes("activations.dequantized_weight", MEMPLAN_ROLE_ACTIVATIONS), 0u);
+  Evaluation transient = evaluate_paper(scenario(kLlama2_7b, gptq));
+  EXPECT_EQ(transient.item_bytes("activations.dequantized_weight", MEMPLAN_ROLE_ACTIVATIONS), 90'177'536u);
+  EXPECT_NE(error_of(scenario(kLlama2_7b, "format = \"gptq\"\ndequantized_persistent = true\n"))
+                .find("give dequantize_copies"),
+            std::string::npos);
+}
+
 // unquantized_modules: single layers' modules a checkpoint keeps in 16 bits (bitsandbytes'
 // llm_int8_skip_modules naming model.layers.<i>.mlp, as Unsloth's dynamic 4-bit checkpoints do). nf4 with
 // double quantization is 4 + 8/64 + 32/(64 x 256) = 4.126953125 bits, 2113/4096 bytes a weight; a bf16 module

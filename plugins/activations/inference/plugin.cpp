@@ -135,7 +135,7 @@ constexpr std::array<const char*, 5> kKvDtypes{"fp32", "fp16", "bf16", "fp8", "i
 class InferenceMemory {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "inference", "1.10.1", "KV cache (paged, GQA, latent attention, sliding window) and forward transients for serving",
+      "inference", "1.11.0", "KV cache (paged, GQA, latent attention, sliding window) and forward transients for serving",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations};
   static std::span<const memplan_option_spec> options() { return kOptions; }
 
@@ -146,6 +146,7 @@ class InferenceMemory {
         activation_dtype_(options.attribute(MEMPLAN_ATTR_DTYPE_ACTIVATIONS)),
         block_tokens_attr_(options.attribute(MEMPLAN_ATTR_KV_BLOCK_TOKENS)),
         block_bytes_attr_(options.attribute(MEMPLAN_ATTR_KV_BLOCK_BYTES)),
+        dequantized_attr_(options.attribute(MEMPLAN_ATTR_DEQUANTIZED_TRANSIENT)),
         names_(options) {
     if (!options.model().has_architecture)
       options.fail("needs the model's architecture (layers, heads, kv_heads, head_dim) but the scenario gives only "
@@ -323,8 +324,10 @@ class InferenceMemory {
     const std::optional<int64_t> chunk_tokens = prefill_tokens(seq_len);
     const Cache prefill_cache = cache_at(prompt, std::min(prompt, chunk_tokens.value_or(prompt)));
     const double chunk = static_cast<double>(chunk_tokens.value_or(sequences * prompt));
-    const Forward forward = forward_shape(model, t, activation_bytes, first < model.dense_layers, rank.experts,
+    Forward forward = forward_shape(model, t, activation_bytes, first < model.dense_layers, rank.experts,
                                           rank.quantized_experts, rank.learned_positions);
+    // A precision plugin's dequantization of the largest matrix, alive while that projection runs.
+    forward.shape.dequantized = ctx.attr_double(dequantized_attr_, 0);
     const double b = static_cast<double>(sequences);
     const double vocab = static_cast<double>(model.vocab);
 
@@ -599,6 +602,7 @@ class InferenceMemory {
   support::LayoutReader layout_;
   // Resolved once, in the constructor: no key lookup per evaluation.
   memplan::sdk::Attribute activation_dtype_, block_tokens_attr_, block_bytes_attr_;
+  memplan::sdk::Attribute dequantized_attr_;  // weights.dequantized_transient
   // The names of the items apply() adds, interned once: no name copied or
   // interned per evaluation.
   struct Names {

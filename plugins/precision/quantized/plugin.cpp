@@ -53,7 +53,7 @@ namespace sdk = memplan::sdk;
 namespace q = memplan::plugins::quantized;
 using sdk::ParamClass;
 
-constexpr std::array<memplan_option_spec, 25> kOptions{{
+constexpr std::array<memplan_option_spec, 26> kOptions{{
     {"format", MEMPLAN_OPTION_STRING,
      "quantized weight format: int8, int4, nf4, fp8, fp8-block (DeepSeek-V3), mxfp4, gptq, awq, or a llama.cpp GGUF "
      "type (q4_0, q4_1, q5_0, q5_1, q8_0, q2_k .. q6_k, iq1_s .. iq4_xs, iq4_nl); \"auto\": the format the model's "
@@ -127,6 +127,11 @@ constexpr std::array<memplan_option_spec, 25> kOptions{{
      "dtype, then .to(the input's dtype): 2 when they differ, 1 when they match); 0: kernels that dequantize in "
      "registers",
      "0", nullptr},
+    {"dequantized_persistent", MEMPLAN_OPTION_BOOL,
+     "inference: the dequantize_copies are a buffer the kernel keeps for the whole run, not a forward's transient "
+     "(exllama's temp_dq, one fp16 copy of the largest quantized matrix allocated when the model is loaded: "
+     "auto-gptq's autogptq_post_init, the 4-bit GPTQ kernel of transformers with optimum)",
+     "false", nullptr},
     {"quantize_working_bytes", MEMPLAN_OPTION_DOUBLE,
      "with nf4: bytes per element of the largest quantized matrix that quantizing it on the GPU holds at "
      "set-up, beside the weights (torchtune's QLoRA with torchao 0.1's to_nf4, which compares every weight with the "
@@ -331,7 +336,8 @@ class QuantizedPrecision {
         format_attr_(options.attribute(MEMPLAN_ATTR_REPORT_PREFIX "quantized_format")),
         setup_largest_free_attr_(options.attribute(MEMPLAN_ATTR_SETUP_LARGEST_FREE_BLOCK)),
         pad_intermediate_attr_(options.attribute(MEMPLAN_ATTR_EXPERT_PAD_INTERMEDIATE)),
-        pad_hidden_attr_(options.attribute(MEMPLAN_ATTR_EXPERT_PAD_HIDDEN)) {
+        pad_hidden_attr_(options.attribute(MEMPLAN_ATTR_EXPERT_PAD_HIDDEN)),
+        dequantized_transient_attr_(options.attribute(MEMPLAN_ATTR_DEQUANTIZED_TRANSIENT)) {
     const std::optional<std::string> name = options.string("format");
     std::optional<Declared> declared;
     const q::Format* format = nullptr;
@@ -446,6 +452,10 @@ class QuantizedPrecision {
     scales_in_parameter_ = options.boolean("scales_in_parameter").value_or(false);
     whole_model_ = !model.has_architecture;
     dequantize_copies_ = options.integer("dequantize_copies").value_or(0);
+    dequantized_persistent_ = options.boolean("dequantized_persistent").value_or(false);
+    if (dequantized_persistent_ && dequantize_copies_ <= 0)
+      options.fail("dequantized_persistent", "keeps the dequantize_copies for the whole run, but there are none: give "
+                                             "dequantize_copies (exllama's temp_dq: 1) or remove it");
     dequantized_ = options.intern("activations.dequantized_weight");
     quantize_working_bytes_ = options.number("quantize_working_bytes").value_or(0.0);
     if (!(quantize_working_bytes_ >= 0 && quantize_working_bytes_ <= 1024))
@@ -565,10 +575,23 @@ class QuantizedPrecision {
     // linear(A, dequantize_4bit(B, state).to(A.dtype).t()): the whole weight
     // in the quant_state's dtype, and a second copy when A's dtype differs.
     // One layer runs at a time, so the largest quantized weight bounds it.
-    if (dequantize_copies_ > 0 && largest_quantized_ > 0)
-      memplan::support::add_bytes(
-          ctx, {.name = dequantized_, .role = sdk::Role::activations, .lifetime = sdk::Lifetime::transient_forward,
-                .bytes = static_cast<double>(dequantize_copies_) * largest_quantized_ * activations_});
+    // A kernel's own buffer kept for the run (dequantized_persistent: exllama's temp_dq, auto-gptq v0.7.1
+    // nn_modules/qlinear/qlinear_exllama.py via _utils.py autogptq_post_init 426-430: max over the layers of
+    // qweight.numel() x 8 halves, allocated once after loading) is a buffer of every phase; otherwise the
+    // forward's transient, which an inference activation model places at its projection's moment
+    // (weights.dequantized_transient).
+    if (dequantize_copies_ > 0 && largest_quantized_ > 0) {
+      const double bytes = static_cast<double>(dequantize_copies_) * largest_quantized_ * activations_;
+      if (dequantized_persistent_) {
+        memplan::support::add_bytes(
+            ctx, {.name = dequantized_, .role = sdk::Role::buffers, .lifetime = sdk::Lifetime::persistent, .bytes = bytes});
+      } else {
+        memplan::support::add_bytes(
+            ctx, {.name = dequantized_, .role = sdk::Role::activations, .lifetime = sdk::Lifetime::transient_forward,
+                  .bytes = bytes});
+        ctx.set_attr(dequantized_transient_attr_, bytes);
+      }
+    }
     // Quantizing on the GPU while the model is built or loaded (torchtune's
     // LoRALinear(quantize_base=True) calls to_nf4 on each weight it makes;
     // load_state_dict's copy_ into an NF4Tensor quantizes again): one matrix
@@ -775,6 +798,7 @@ class QuantizedPrecision {
   sdk::Attribute bits_per_weight_attr_, note_attr_, format_attr_;
   sdk::Attribute setup_largest_free_attr_;  // setup.largest_free_block, from the replayed build
   sdk::Attribute pad_intermediate_attr_, pad_hidden_attr_;  // weights.expert_pad_*, for the layout's split
+  sdk::Attribute dequantized_transient_attr_;               // weights.dequantized_transient
   memplan::support::ExpertPadding expert_padding_;  // mxfp4_moe_pad_*: the experts' kernel layout
   unsigned parts_ = kAllParts;  // the parts whose linear weights are quantized
   std::string format_text_;     // for the report, when the format comes from the model's config
@@ -795,6 +819,7 @@ class QuantizedPrecision {
   bool scales_in_parameter_ = false;  // torchao NF4Tensor: the scales travel with the values
   bool whole_model_ = false;
   int64_t dequantize_copies_ = 0;   // dequantized copies of the largest quantized weight (bitsandbytes' MatMul4Bit)
+  bool dequantized_persistent_ = false;  // those copies are a kernel's buffer kept for the run (exllama's temp_dq)
   double largest_quantized_ = 0;    // elements of the largest quantized weight matrix
   double quantize_working_bytes_ = 0;  // set-up working memory of quantizing one matrix, bytes a weight
   bool nf4_ = false;                   // the format is nf4 (what quantize_working_bytes describes)

@@ -82,6 +82,13 @@
  * the items for one rank; a split rescales them to its own padded share. */
 #define MEMPLAN_ATTR_EXPERT_PAD_INTERMEDIATE "weights.expert_pad_intermediate"
 #define MEMPLAN_ATTR_EXPERT_PAD_HIDDEN "weights.expert_pad_hidden"
+/* The bytes a forward's dequantization of the largest quantized matrix holds
+ * while that projection runs (double, 0 when unset), set by a precision
+ * plugin that counts them as a transient of the forward (the quantized
+ * plugin's dequantize_copies), read by an inference activation model that
+ * knows which of the layer's tensors are alive at that moment, so that the
+ * two together make the layer's high point rather than a sum. */
+#define MEMPLAN_ATTR_DEQUANTIZED_TRANSIENT "weights.dequantized_transient"
 /* Whether the reported stage holds the token embedding / the LM head (int 0/1),
  * for activation models that add the embedding's and the logits' activations. */
 #define MEMPLAN_ATTR_STAGE_HAS_EMBEDDING "layout.stage_has_embedding"
