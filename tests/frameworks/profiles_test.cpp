@@ -89,9 +89,9 @@ TEST(Profiles, DefaultsApplyAndTheScenarioWins) {
                                "preset = \"llama-2-7b\"\n[precision]\nuse = \"mixed-bf16\"\n";
   const std::string rest = "[optimizer]\nuse = \"adam\"\n[activations]\nuse = \"none\"\n";
   Evaluation e = evaluate(megatron + rest);
-  // The fp32 buffer, and the embedding's dense bf16 gradient before the hook adds it to the buffer,
-  // 32,000 x 4,096 x 2 = 262,144,000 bytes (backward only).
-  EXPECT_EQ(e.component(MEMPLAN_ROLE_GRADIENTS), 2 * kWeights + 262'144'000u);
+  // The fp32 buffer, and the embedding's and the untied LM head's dense bf16 gradients before the hook adds
+  // them to the buffer, 32,000 x 4,096 x 2 = 262,144,000 bytes each (at backward's end and start).
+  EXPECT_EQ(e.component(MEMPLAN_ROLE_GRADIENTS), 2 * kWeights + 2 * 262'144'000u);
   const Breakdown& b = e.breakdown();
   // init: weights 2 + gradients 4 + master 4 + Adam 8 bytes per parameter, the two cuBLAS workspaces and
   // Transformer Engine's own, 32 MiB + 1 KiB (the profile's cuda-context te_workspaces = 1 from core_r0.6.0).

@@ -252,6 +252,26 @@ TEST(MegatronProfile, GradientBufferLivesFromStartUp) {
   EXPECT_EQ(e.component(MEMPLAN_ROLE_GRADIENTS), 6'230'745'600u + 160'972'800u + 3'276'800u + 160'972'800u);
 }
 
+// When the gradients are kept from step to step, the dense gradient each large weight's backward makes before
+// it is added into the kept one lives at that backward only (precision recipes 1.2.1): an untied embedding's
+// at backward's end (its backward is the last), an untied LM head's at backward's start (right after the
+// loss's); a tied embedding's through the whole backward (the head's gradient waits in the input buffer).
+// Before, an untied embedding's stood through the whole backward, beside every activation at its start.
+TEST(MegatronProfile, KeptGradientsDenseCopiesAtTheirBackward) {
+  const auto run = [](const std::string& model) {
+    return evaluate("name = \"m\"\nmode = \"train\"\n[framework]\nuse = \"megatron-lm\"\n[model]\n" + model +
+                    "[batch]\nseq_len = 1024\n[precision]\nuse = \"mixed-bf16\"\n[optimizer]\nuse = \"adam\"\n"
+                    "[activations]\nuse = \"megatron\"\n");
+  };
+  Evaluation untied = run("preset = \"llama-2-7b\"\n");
+  EXPECT_EQ(untied.item_lifetime("embed_tokens.grad"), MEMPLAN_LIFETIME_BACKWARD_END);
+  EXPECT_EQ(untied.item_lifetime("lm_head.grad"), MEMPLAN_LIFETIME_BACKWARD_START);
+  EXPECT_EQ(untied.item_bytes("lm_head.grad", MEMPLAN_ROLE_GRADIENTS), 32'000ull * 4096 * 2);
+  Evaluation tied = run("preset = \"gpt2-xl\"\nvocab = 50304\n");
+  EXPECT_EQ(tied.item_lifetime("embed_tokens.grad"), MEMPLAN_LIFETIME_TRANSIENT_BACKWARD);
+  EXPECT_EQ(tied.item_lifetime("embed_positions.grad"), MEMPLAN_LIFETIME_BACKWARD_END);
+}
+
 // The allocator's reserve covers the buffers that are tensors of the
 // allocator too: FSDP's gathered root and units (524,296,192 B through the
 // forward and 809,533,440 B while its layers run, above) get the 10 %

@@ -91,7 +91,7 @@ class AutocastCopies {
 
 struct AutocastTraits {
   static constexpr const char* name = "autocast";
-  static constexpr const char* version = "1.0.0";
+  static constexpr const char* version = "1.0.1";
   static constexpr const char* summary =
       "PyTorch autocast (AMP) over fp32 weights: fp32 weights, gradients and states, 16-bit casts of the trained "
       "linear weights from forward to backward, fp32 residual stream";

@@ -6,7 +6,7 @@ namespace {
 
 struct Bf16Traits {
   static constexpr const char* name = "bf16";
-  static constexpr const char* version = "1.2.0";
+  static constexpr const char* version = "1.2.1";
   static constexpr const char* summary = "Pure bf16: weights, gradients and optimizer states in bf16, no master copy";
   static constexpr memplan::support::RecipeDefaults defaults{"bf16", "bf16", "none", "bf16", "bf16"};
 };

@@ -6,7 +6,7 @@ namespace {
 
 struct Fp32Traits {
   static constexpr const char* name = "fp32";
-  static constexpr const char* version = "1.2.0";
+  static constexpr const char* version = "1.2.1";
   static constexpr const char* summary = "Full fp32 training: 4-byte weights, gradients, states and activations";
   static constexpr memplan::support::RecipeDefaults defaults{"fp32", "fp32", "none", "fp32", "fp32"};
 };

@@ -145,7 +145,7 @@ class Fp8WeightCopies {
 
 struct Fp8Traits {
   static constexpr const char* name = "fp8";
-  static constexpr const char* version = "1.4.0";
+  static constexpr const char* version = "1.4.1";
   static constexpr const char* summary =
       "fp8 training (Transformer Engine, Micikevicius et al. 2022): fp8 weight copies beside bf16 weights, fp32 "
       "master weights and gradients";

@@ -6,7 +6,7 @@ namespace {
 
 struct MixedBf16Traits {
   static constexpr const char* name = "mixed-bf16";
-  static constexpr const char* version = "1.2.0";
+  static constexpr const char* version = "1.2.1";
   static constexpr const char* summary = "Mixed precision with bf16: bf16 weights and gradients, fp32 master weights and states";
   static constexpr memplan::support::RecipeDefaults defaults{"bf16", "bf16", "fp32", "fp32", "bf16"};
 };

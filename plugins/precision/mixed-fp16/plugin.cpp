@@ -6,7 +6,7 @@ namespace {
 
 struct MixedFp16Traits {
   static constexpr const char* name = "mixed-fp16";
-  static constexpr const char* version = "1.2.0";
+  static constexpr const char* version = "1.2.1";
   static constexpr const char* summary = "Mixed precision (Micikevicius et al. 2017): fp16 weights and gradients, fp32 master weights and states";
   static constexpr memplan::support::RecipeDefaults defaults{"fp16", "fp16", "fp32", "fp32", "fp16"};
 };
