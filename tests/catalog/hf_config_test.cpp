@@ -206,6 +206,7 @@ TEST(HfConfig, FamilyFields) {
   EXPECT_EQ(gpt2.position_embeddings, 1024);
   EXPECT_TRUE(gpt2.tied_embeddings);
   EXPECT_EQ(gpt2.norm, NormKind::layernorm);
+  EXPECT_EQ(gpt2.activation, MlpActivation::gelu_new);  // activation_function "gelu_new"
   const ModelSpec bert = model("bert-large-uncased");
   EXPECT_EQ(bert.type_vocab, 2);
   EXPECT_TRUE(bert.embedding_norm);

@@ -277,7 +277,7 @@ TEST(ModelKeys, Errors) {
             "output_head, moe, sliding_window, global_attention_every, max_context, qk_norm, layer_norms, "
             "shared_expert_ffn_hidden, shared_expert_gate, dense_layers, attention_sinks, router_bias, expert_bias, "
             "q_lora_rank, kv_lora_rank, qk_rope_head_dim, v_head_dim, mtp_layers, attn_logit_softcapping, "
-            "final_logit_softcapping, norm_scale_fp32, preset, hf_config.");
+            "final_logit_softcapping, norm_scale_fp32, activation, preset, hf_config.");
 }
 
 }  // namespace

@@ -63,6 +63,32 @@ TEST(EagerLayers, HuggingFaceBertFp32PerToken) {
   EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(bert_large_layer(), bert_eager(4)), 141'328.0 * 512);
 }
 
+// gelu_new as transformers writes it (NewGELUActivation, tensor ops; megatron 1.36.0): beside GELU's input and
+// output autograd keeps tanh's output, 0.5 x and 1 + tanh, three tensors of the MLP's width more. GPT-2 XL's MLP
+// (f 6400) in fp16: 3 x 2 x 6400 = 38,400 bytes a token and layer; at s 1024, b 1: 39,321,600 bytes a layer.
+// Measured: transformers' GPT-2 large SDPA table (PR #31172) grows 3.0 GiB per 1,024 tokens where memplan's
+// count without these grew 1.9 (a blind test; 27 h bytes a token and layer missing, 24 h of them these).
+TEST(EagerLayers, CompositeGeluNewKeepsThreeMoreTensors) {
+  plugins::TransformerShape gpt2{1024, 1, 1600, 25, 1600, 1600, 6400, false};
+  ActivationSettings o;
+  o.layer = plugins::LayerImplementation::eager;
+  o.bytes = 2;
+  o.flash_attention = true;
+  o.dropout = false;
+  const double plain = plugins::stored_bytes_per_layer(gpt2, o);
+  o.eager.composite_gelu = true;
+  EXPECT_DOUBLE_EQ(plugins::stored_bytes_per_layer(gpt2, o) - plain, 39'321'600.0);
+  // Through the plugin: the gpt2-xl preset (activation = "gelu_new") under the hf-transformers profile, against
+  // composite_gelu_new = false (a fused GELU): 48 layers x 39,321,600.
+  const auto layers = [](const std::string& option) {
+    return evaluate("name = \"g\"\nmode = \"train\"\n[framework]\nuse = \"hf-transformers\"\nversion = \"4.42\"\n"
+                    "[model]\npreset = \"gpt2-xl\"\n[batch]\nseq_len = 1024\n[precision]\nuse = \"bf16\"\n"
+                    "[optimizer]\nuse = \"sgd\"\n[activations]\nuse = \"megatron\"\ndropout = false\n" + option)
+        .item_bytes("layers.0-47.activations", MEMPLAN_ROLE_ACTIVATIONS);
+  };
+  EXPECT_EQ(layers("") - layers("composite_gelu_new = false\n"), 48ull * 39'321'600);
+}
+
 // PyTorch up to 1.10 also keeps the softmax's input (the scaled, masked scores
 // in fp32) for _softmax_backward_data, which took the input only for its dtype
 // (tools/autograd/derivatives.yaml `_softmax`; pytorch PR #66018, released in

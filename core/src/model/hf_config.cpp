@@ -497,7 +497,10 @@ void read_gpt2(const ConfigReader& config, ModelSpec& spec) {
   spec.max_context = spec.position_embeddings;
   // null: 4 x n_embd (an implausible n_embd is left for validate_model to report, not multiplied)
   spec.ffn_hidden = config.positive("n_inner").value_or(spec.hidden <= 10'000'000 ? 4 * spec.hidden : 0);
-  config.string("activation_function");
+  // GPT2Config's default activation_function is "gelu_new" (transformers' NewGELUActivation, written as tensor ops).
+  spec.activation = config.string("activation_function").value_or("gelu_new") == "gelu_new"
+                        ? MlpActivation::gelu_new
+                        : MlpActivation::standard;
   if (config.boolean("add_cross_attention").value_or(false))
     config.fail("\"add_cross_attention\" is true: memplan does not model GPT-2 with cross-attention layers; set it "
                 "to false or describe the model with [model] keys instead of hf_config");

@@ -84,6 +84,9 @@ memplan_model to_abi_model(const ModelSpec& spec, double total_params) {
   model.final_logit_softcapping = spec.final_logit_softcapping;
   model.norm_scale_fp32 = spec.norm_scale_fp32 ? 1 : 0;
   model.reserved_zero = 0;
+  model.mlp_activation =
+      spec.activation == MlpActivation::gelu_new ? MEMPLAN_ACTIVATION_GELU_NEW : MEMPLAN_ACTIVATION_STANDARD;
+  model.reserved_zero2 = 0;
   return model;
 }
 

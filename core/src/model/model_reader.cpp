@@ -15,6 +15,9 @@ void read_model_keys(const TomlReader& reader, const toml::table& table, ModelSp
   if (auto v = reader.positive_integer("ffn_hidden")) spec.ffn_hidden = *v;
   if (auto v = reader.positive_integer("vocab")) spec.vocab = *v;
   if (auto v = reader.choice("mlp", {"swiglu", "gelu"})) spec.mlp = *v == "swiglu" ? MlpKind::swiglu : MlpKind::gelu;
+  // The checkpoint's hidden_act where its form matters (MlpActivation); the other names are accepted as written.
+  if (auto v = reader.choice("activation", {"gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu"}))
+    spec.activation = *v == "gelu_new" ? MlpActivation::gelu_new : MlpActivation::standard;
   if (auto v = reader.choice("norm", {"rmsnorm", "layernorm"}))
     spec.norm = *v == "rmsnorm" ? NormKind::rmsnorm : NormKind::layernorm;
   if (auto v = reader.boolean("tied_embeddings")) spec.tied_embeddings = *v;

@@ -39,7 +39,7 @@ using memplan::plugins::LayerImplementation;
 using memplan::plugins::RecomputePolicy;
 using memplan::plugins::TransformerShape;
 
-constexpr std::array<memplan_option_spec, 44> kOptions{{
+constexpr std::array<memplan_option_spec, 45> kOptions{{
     {"flash_attention", MEMPLAN_OPTION_BOOL, "attention keeps no s x s score matrices (FlashAttention)", "false",
      "true"},
     {"dropout", MEMPLAN_OPTION_BOOL, "dropout layers store 1-byte masks (Korthikanti et al. assume so)", "true",
@@ -189,6 +189,12 @@ constexpr std::array<memplan_option_spec, 44> kOptions{{
      "use_cache on and its output's cache holds every layer's K and V through the forward (and the held output's "
      "into the next one); false: recomputation turns the cache off, as transformers' own gradient checkpointing does",
      "false", nullptr},
+    {"composite_gelu_new", MEMPLAN_OPTION_BOOL,
+     "eager layers of a model whose activation is gelu_new ([model] activation; GPT-2's config): the framework "
+     "writes it as tensor ops, transformers' NewGELUActivation, whose autograd keeps tanh's output, 0.5 x and "
+     "1 + tanh beside GELU's input and output (three more tensors of the MLP's width); false: one op or a fused "
+     "kernel (LitGPT's F.gelu(approximate=\"tanh\"))",
+     "true", nullptr},
     {"softmax_upcast", MEMPLAN_OPTION_BOOL,
      "eager attention without flash: the softmax runs in fp32 on the 16-bit scores (transformers' Llama-family "
      "eager attention, softmax(..., dtype=torch.float32), and any softmax under autocast), so one layer's forward "
@@ -311,7 +317,7 @@ constexpr std::array<LossMode, 18> kLossModes{{
 class MegatronActivations {
  public:
   static constexpr memplan::sdk::PluginInfo info{
-      "megatron", "1.35.0",
+      "megatron", "1.36.0",
       "Transformer activations (Korthikanti et al. 2022, Table 2 per layer), embedding dropout, final norm and logits",
       memplan::sdk::Kind::activations, memplan::sdk::Phase::activations, memplan::sdk::Reads::batch_and_seq_len};
   static std::span<const memplan_option_spec> options() { return kOptions; }
@@ -390,6 +396,7 @@ class MegatronActivations {
     softmax_upcast_ = options.boolean("softmax_upcast").value_or(false);
     masked_scores_kept_ = options.boolean("masked_scores_kept").value_or(false);
     relu_mlp_ = options.boolean("relu_mlp").value_or(false);
+    composite_gelu_new_ = options.boolean("composite_gelu_new").value_or(true);
     attention_dropout_ = options.boolean("attention_dropout").value_or(true);
     if (relu_mlp_ && options.model().has_architecture && options.model().gated_mlp != 0)
       options.fail("relu_mlp", "sizes a two-projection MLP's activation, but the model's MLP is gated (SwiGLU): "
@@ -1679,6 +1686,7 @@ class MegatronActivations {
     eager.softmax_upcast = softmax_upcast_;
     eager.masked_scores_kept = masked_scores_kept_;
     eager.relu_mlp = relu_mlp_;
+    eager.composite_gelu = composite_gelu_new_ && model.mlp_activation == MEMPLAN_ACTIVATION_GELU_NEW;
     eager.attention_dropout = attention_dropout_;
     eager.rms_norm_upcast = rms_norm_upcast_;
     eager.fused_qkv = fused_qkv_;
@@ -1969,6 +1977,7 @@ class MegatronActivations {
   memplan::plugins::HeldOutput held_ = memplan::plugins::HeldOutput::dropped;  // output_held and output_held_until
   bool softmax_keeps_input_ = false;
   bool softmax_upcast_ = false;  // softmax_upcast: eager attention's fp32 softmax transients
+  bool composite_gelu_new_ = true;  // composite_gelu_new: the model's gelu_new as tensor ops (transformers')
   bool masked_scores_kept_ = false;   // eager attention keeps the clamped scores' input (OPTAttention's torch.max)
   bool relu_mlp_ = false;             // ReLU MLP: only its output is kept
   bool attention_dropout_ = true;     // eager attention's probabilities dropped out with dropout

@@ -162,6 +162,12 @@ struct EagerLayer {
   // The two-projection MLP's activation is ReLU (OPT): relu saves its result (derivatives.yaml: threshold_backward
   // (grad, result, 0)), the tensor the second projection keeps as its input; GELU also keeps its input (p f).
   bool relu_mlp = false;
+  // The two-projection MLP's activation is the tanh GELU written as tensor ops (the model's gelu_new, where the
+  // framework runs transformers' NewGELUActivation: 0.5 * x * (1.0 + tanh(c * (x + 0.044715 * pow(x, 3.0))))):
+  // pow keeps x (GELU's input, counted), tanh its output, and the last multiply both its operands, 0.5 x and
+  // 1 + tanh (tools/autograd/derivatives.yaml: pow, tanh (result), mul (self, other)): three more tensors of the
+  // MLP's width beside GELU's input and output (megatron 1.36.0).
+  bool composite_gelu = false;
   // SwiGLU as one autograd function that keeps its inputs (gate and up) and recomputes silu in backward (Liger's
   // LigerSiLUMulFunction: ctx.save_for_backward(a, b), liger_kernel/ops/swiglu.py @ ead96b61): silu's output is
   // not kept; the product still is where down keeps its input.
@@ -499,6 +505,7 @@ inline LayerActivations eager_layer_terms(const TransformerShape& x, const Activ
     const double a = e.packed_outputs_fp32 ? 4 : p;
     const double down_bytes = fp32_kept ? 4 : p;
     if (!x.gated && e.relu_mlp) return a * ffn;  // ReLU's result: also the second projection's input
+    if (!x.gated && e.composite_gelu) return 4 * a * ffn + (down_input ? down_bytes * ffn : 0);
     return x.gated ? (e.fused_swiglu ? 2 : 3) * a * ffn + (down_input ? down_bytes * ffn : 0)
                    : a * ffn + (down_input ? down_bytes * ffn : 0);
   };

@@ -393,7 +393,18 @@ typedef struct memplan_model {
                               soft-capping fields: a smaller struct_size means 0 */
   int32_t reserved_zero;   /* 0: the padding after norm_scale_fp32 made explicit, so that a later field gets a
                               struct_size of its own */
+  int32_t mlp_activation;  /* MEMPLAN_ACTIVATION_*: the MLP's activation where its form decides what autograd
+                              keeps. Added after reserved_zero: a smaller struct_size means 0 (standard) */
+  int32_t reserved_zero2;  /* 0: the padding after mlp_activation, explicit as reserved_zero */
 } memplan_model;
+
+/* memplan_model.mlp_activation: GELU, SiLU, ReLU as one op or a fused kernel
+ * (standard), or the tanh GELU approximation written as tensor ops
+ * (transformers' NewGELUActivation, "gelu_new"): 0.5 x (1 + tanh(c (x +
+ * 0.044715 x^3))), whose autograd keeps tanh's output, 0.5 x and 1 + tanh
+ * beside its input. */
+#define MEMPLAN_ACTIVATION_STANDARD 0
+#define MEMPLAN_ACTIVATION_GELU_NEW 1
 
 /* What the scenario runs: mode, batch and hardware. */
 typedef struct memplan_workload {

@@ -13,6 +13,12 @@
 namespace memplan {
 
 enum class MlpKind { gelu, swiglu };
+// The MLP's activation function, where its form decides what autograd keeps:
+// standard (GELU, SiLU, ReLU as one op, or a fused kernel) or gelu_new, the
+// tanh approximation written as tensor ops (transformers' NewGELUActivation,
+// hidden_act / activation_function "gelu_new": GPT-2, GPT-J, GPT-Neo, Phi-1/1.5/2,
+// CodeGen), whose eager autograd keeps three more tensors of the MLP's width.
+enum class MlpActivation { standard, gelu_new };
 enum class NormKind { rmsnorm, layernorm };
 // What the last layer's output feeds: a language-model head over the
 // vocabulary (decoders), BERT's masked-LM prediction head (a dense layer, a
@@ -59,6 +65,7 @@ struct ModelSpec {
   // hidden state in and out of the layers (transformers' OPTDecoder). 0, or equal to hidden: no projections.
   int64_t embedding_dim = 0;
   MlpKind mlp = MlpKind::swiglu;
+  MlpActivation activation = MlpActivation::standard;  // the checkpoint's hidden_act where its form matters
   NormKind norm = NormKind::rmsnorm;
   bool tied_embeddings = false;
   bool qkv_bias = false;        // biases on q, k, v (GPT-2/3, Qwen2)
