@@ -198,6 +198,21 @@ TEST(Unquantized, DequantizedCopiesKeptForTheRun) {
             std::string::npos);
 }
 
+// tied_head_stored: AutoAWQ's save_quantized keeps a tied LM head as a tensor of its own, which loading fills
+// before tie_weights() shares the embedding: one more copy of the embedding at set-up (lifetime setup, the init
+// phase's high point only). GPT-2 XL (tied) in AWQ with an fp16 embedding: 50,257 x 1,600 x 2 = 160,822,400
+// bytes, at init only. An untied model has no such copy to make: an error.
+TEST(Unquantized, TiedHeadStoredCopiedAtLoad) {
+  const std::string awq = "format = \"awq\"\nunquantized = \"fp16\"\nactivations = \"fp16\"\n";
+  Evaluation stored = evaluate_paper(scenario("preset = \"gpt2-xl\"\n", awq + "tied_head_stored = true\n"));
+  Evaluation plain = evaluate_paper(scenario("preset = \"gpt2-xl\"\n", awq));
+  EXPECT_EQ(stored.item_bytes("quantized.tied_head_copy", MEMPLAN_ROLE_WEIGHTS), 160'822'400u);
+  EXPECT_EQ(stored.item_lifetime("quantized.tied_head_copy"), MEMPLAN_LIFETIME_SETUP);
+  EXPECT_EQ(stored.breakdown().quantities[0].timeline[0] - plain.breakdown().quantities[0].timeline[0],
+            160'822'400u);
+  EXPECT_NE(error_of(scenario(kLlama2_7b, awq + "tied_head_stored = true\n")).find("not tied"), std::string::npos);
+}
+
 // unquantized_modules: single layers' modules a checkpoint keeps in 16 bits (bitsandbytes'
 // llm_int8_skip_modules naming model.layers.<i>.mlp, as Unsloth's dynamic 4-bit checkpoints do). nf4 with
 // double quantization is 4 + 8/64 + 32/(64 x 256) = 4.126953125 bits, 2113/4096 bytes a weight; a bf16 module

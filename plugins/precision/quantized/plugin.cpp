@@ -53,7 +53,7 @@ namespace sdk = memplan::sdk;
 namespace q = memplan::plugins::quantized;
 using sdk::ParamClass;
 
-constexpr std::array<memplan_option_spec, 26> kOptions{{
+constexpr std::array<memplan_option_spec, 27> kOptions{{
     {"format", MEMPLAN_OPTION_STRING,
      "quantized weight format: int8, int4, nf4, fp8, fp8-block (DeepSeek-V3), mxfp4, gptq, awq, or a llama.cpp GGUF "
      "type (q4_0, q4_1, q5_0, q5_1, q8_0, q2_k .. q6_k, iq1_s .. iq4_xs, iq4_nl); \"auto\": the format the model's "
@@ -131,6 +131,11 @@ constexpr std::array<memplan_option_spec, 26> kOptions{{
      "inference: the dequantize_copies are a buffer the kernel keeps for the whole run, not a forward's transient "
      "(exllama's temp_dq, one fp16 copy of the largest quantized matrix allocated when the model is loaded: "
      "auto-gptq's autogptq_post_init, the 4-bit GPTQ kernel of transformers with optimum)",
+     "false", nullptr},
+    {"tied_head_stored", MEMPLAN_OPTION_BOOL,
+     "the checkpoint stores a tied LM head as a tensor of its own (AutoAWQ's save_quantized clones every tensor "
+     "of the state dict), which loading fills before tie_weights shares the embedding: one more copy of the "
+     "embedding while the model is set up",
      "false", nullptr},
     {"quantize_working_bytes", MEMPLAN_OPTION_DOUBLE,
      "with nf4: bytes per element of the largest quantized matrix that quantizing it on the GPU holds at "
@@ -453,6 +458,11 @@ class QuantizedPrecision {
     whole_model_ = !model.has_architecture;
     dequantize_copies_ = options.integer("dequantize_copies").value_or(0);
     dequantized_persistent_ = options.boolean("dequantized_persistent").value_or(false);
+    tied_head_stored_ = options.boolean("tied_head_stored").value_or(false);
+    if (tied_head_stored_ && options.model().has_architecture && options.model().tied_embeddings == 0)
+      options.fail("tied_head_stored", "loads a tied LM head's own tensor, but the model's head is not tied to its "
+                                       "embedding; remove it (an untied head is counted as a weight already)");
+    tied_head_copy_ = options.intern("quantized.tied_head_copy");
     if (dequantized_persistent_ && dequantize_copies_ <= 0)
       options.fail("dequantized_persistent", "keeps the dequantize_copies for the whole run, but there are none: give "
                                              "dequantize_copies (exllama's temp_dq: 1) or remove it");
@@ -592,6 +602,18 @@ class QuantizedPrecision {
         ctx.set_attr(dequantized_transient_attr_, bytes);
       }
     }
+    // A tied head the checkpoint stores as its own tensor (AutoAWQ v0.2.6 save_quantized, awq/models/base.py
+    // 260-315, clones every tensor of state_dict() through shard_checkpoint): transformers' loader fills
+    // lm_head.weight as an expected key (accelerate's set_module_tensor_to_device swaps in value.to(device))
+    // and only tie_weights(), after loading, frees it: one more copy of the embedding at set-up. Found on the
+    // Qwen2.5 speed benchmark's tied AWQ models at one token, whose peak is the load's (-20 to -33 % without).
+    if (tied_head_stored_)
+      for (sdk::ItemRef item : ctx.items())
+        if (item.role() == sdk::Role::weights && item.param_class() == ParamClass::embedding) {
+          memplan::support::add_bytes(ctx, {.name = tied_head_copy_, .role = sdk::Role::weights,
+                                            .lifetime = sdk::Lifetime::setup, .bytes = item.bytes()});
+          break;
+        }
     // Quantizing on the GPU while the model is built or loaded (torchtune's
     // LoRALinear(quantize_base=True) calls to_nf4 on each weight it makes;
     // load_state_dict's copy_ into an NF4Tensor quantizes again): one matrix
@@ -820,6 +842,8 @@ class QuantizedPrecision {
   bool whole_model_ = false;
   int64_t dequantize_copies_ = 0;   // dequantized copies of the largest quantized weight (bitsandbytes' MatMul4Bit)
   bool dequantized_persistent_ = false;  // those copies are a kernel's buffer kept for the run (exllama's temp_dq)
+  bool tied_head_stored_ = false;         // tied_head_stored: the head's own tensor filled at load
+  sdk::Name tied_head_copy_{};            // "quantized.tied_head_copy", interned in the constructor
   double largest_quantized_ = 0;    // elements of the largest quantized weight matrix
   double quantize_working_bytes_ = 0;  // set-up working memory of quantizing one matrix, bytes a weight
   bool nf4_ = false;                   // the format is nf4 (what quantize_working_bytes describes)
