@@ -549,6 +549,7 @@ class QuantizedPrecision {
     // evaluations) and added in one call once every weight is visited.
     batch_.clear();
     largest_quantized_ = 0;
+    double embedding_bytes = 0;  // the token embedding's, for tied_head_stored
     for (sdk::ItemRef item : ctx.items()) {
       if (item.role() != sdk::Role::weights) continue;
       const bool trains = training && item.trainable();
@@ -571,6 +572,7 @@ class QuantizedPrecision {
         add_constants(ctx, item, expert ? expert_constants_ : constants_);
       if (quantize && !expert) add_kept_modules(ctx, item);
       if (quantize) largest_quantized_ = std::max(largest_quantized_, one_matrix(item));
+      if (item.param_class() == ParamClass::embedding) embedding_bytes = item.bytes();
       if (!trains) continue;
       add_copy(item, sdk::Role::gradients, sdk::Lifetime::gradient, gradients_.value_or(item.bytes_per_element()));
       if (master_weights_) add_copy(item, sdk::Role::master_weights, sdk::Lifetime::persistent, *master_weights_);
@@ -592,28 +594,21 @@ class QuantizedPrecision {
     // (weights.dequantized_transient).
     if (dequantize_copies_ > 0 && largest_quantized_ > 0) {
       const double bytes = static_cast<double>(dequantize_copies_) * largest_quantized_ * activations_;
-      if (dequantized_persistent_) {
-        memplan::support::add_bytes(
-            ctx, {.name = dequantized_, .role = sdk::Role::buffers, .lifetime = sdk::Lifetime::persistent, .bytes = bytes});
-      } else {
-        memplan::support::add_bytes(
-            ctx, {.name = dequantized_, .role = sdk::Role::activations, .lifetime = sdk::Lifetime::transient_forward,
-                  .bytes = bytes});
-        ctx.set_attr(dequantized_transient_attr_, bytes);
-      }
+      memplan::support::add_bytes(
+          ctx, {.name = dequantized_,
+                .role = dequantized_persistent_ ? sdk::Role::buffers : sdk::Role::activations,
+                .lifetime = dequantized_persistent_ ? sdk::Lifetime::persistent : sdk::Lifetime::transient_forward,
+                .bytes = bytes});
+      if (!dequantized_persistent_) ctx.set_attr(dequantized_transient_attr_, bytes);
     }
     // A tied head the checkpoint stores as its own tensor (AutoAWQ v0.2.6 save_quantized, awq/models/base.py
     // 260-315, clones every tensor of state_dict() through shard_checkpoint): transformers' loader fills
     // lm_head.weight as an expected key (accelerate's set_module_tensor_to_device swaps in value.to(device))
     // and only tie_weights(), after loading, frees it: one more copy of the embedding at set-up. Found on the
     // Qwen2.5 speed benchmark's tied AWQ models at one token, whose peak is the load's (-20 to -33 % without).
-    if (tied_head_stored_)
-      for (sdk::ItemRef item : ctx.items())
-        if (item.role() == sdk::Role::weights && item.param_class() == ParamClass::embedding) {
-          memplan::support::add_bytes(ctx, {.name = tied_head_copy_, .role = sdk::Role::weights,
-                                            .lifetime = sdk::Lifetime::setup, .bytes = item.bytes()});
-          break;
-        }
+    if (tied_head_stored_ && embedding_bytes > 0)
+      memplan::support::add_bytes(ctx, {.name = tied_head_copy_, .role = sdk::Role::weights,
+                                        .lifetime = sdk::Lifetime::setup, .bytes = embedding_bytes});
     // Quantizing on the GPU while the model is built or loaded (torchtune's
     // LoRALinear(quantize_base=True) calls to_nf4 on each weight it makes;
     // load_state_dict's copy_ into an NF4Tensor quantizes again): one matrix

@@ -177,22 +177,12 @@ class PipelineParallelStrategy {
     if (remainder != "ceil" && (first || last))
       options.fail("remainder", "places the layers the stages do not divide, but first_stage_layers or "
                                 "last_stage_layers places them already: give one or the other");
-    if (!first && !last && remainder != "ceil" && layers % size_ != 0) {
-      // The serving engine's own partition (vllm/distributed/utils.py get_pp_indices: @ 145944cb9^ the last
-      // partition takes the rest; from PR #13839, 145944cb9, partitions[-i] += 1 for i in 2 .. rest + 1).
-      std::vector<int64_t> partitions(static_cast<size_t>(size_), layers / size_);
-      const int64_t rest = layers % size_;
-      if (remainder == "last") partitions.back() += rest;
-      else
-        for (int64_t i = 2; i < rest + 2; ++i) partitions[static_cast<size_t>(size_ - i)] += 1;
-      stage_layers_ = partitions[static_cast<size_t>(rank_)];
-      first_layer_ = 0;
-      for (int64_t r = 0; r < rank_; ++r) first_layer_ += partitions[static_cast<size_t>(r)];
-      first_layers = partitions.front();
-      last_layers = partitions.back();
-      middle_layers = stage_layers_;
-    } else if (!first && !last) {
-      // Even split; when p does not divide L the reported stage gets ceil(L / p).
+    // The serving engine's own partition where the stages do not divide the layers (empty otherwise).
+    const std::vector<int64_t> partitions =
+        first || last || remainder == "ceil" || layers % size_ == 0 ? std::vector<int64_t>{}
+                                                                     : engine_partition(layers, remainder == "last");
+    if (!first && !last) {
+      // Even split; when p does not divide L the reported stage gets ceil(L / p) (unless partitioned above).
       first_layers = last_layers = middle_layers = (layers + size_ - 1) / size_;
     } else {
       const int64_t given = first.value_or(0) + last.value_or(0);
@@ -211,8 +201,10 @@ class PipelineParallelStrategy {
     }
     // A middle stage r holds its share after the first stage's layers and the r - 1 middle stages before it
     // (never past the last stage's start).
-    if (!first && !last && remainder != "ceil" && layers % size_ != 0) {
-      // placed above
+    if (!partitions.empty()) {
+      stage_layers_ = partitions[static_cast<size_t>(rank_)];
+      first_layer_ = 0;
+      for (int64_t r = 0; r < rank_; ++r) first_layer_ += partitions[static_cast<size_t>(r)];
     } else if (first_stage()) {
       stage_layers_ = first_layers;
       first_layer_ = 0;
@@ -357,6 +349,18 @@ class PipelineParallelStrategy {
       merged_outputs_attr_;  // runtime "torch"
   memplan::sdk::Name bubble_name_;
   double bubble_ = 0;  // idle fraction of the forward and backward compute
+  // vLLM's layers per stage (vllm/distributed/utils.py get_pp_indices): L // p each, and the rest on the last
+  // stage (before PR #13839, @ 145944cb9^) or one each on the stages before it, from the second-to-last back
+  // (partitions[-i] += 1 for i in 2 .. rest + 1, from 145944cb9).
+  std::vector<int64_t> engine_partition(int64_t layers, bool rest_on_last) const {
+    std::vector<int64_t> partitions(static_cast<size_t>(size_), layers / size_);
+    const int64_t rest = layers % size_;
+    if (rest_on_last) partitions.back() += rest;
+    else
+      for (int64_t i = 2; i < rest + 2; ++i) partitions[static_cast<size_t>(size_ - i)] += 1;
+    return partitions;
+  }
+
   int64_t rank_ = 0;  // the reported stage: 0 the first, size_ - 1 the last
   bool first_stage() const { return rank_ == 0; }
   bool last_stage() const { return rank_ == size_ - 1; }

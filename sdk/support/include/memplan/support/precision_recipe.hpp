@@ -191,17 +191,10 @@ class PrecisionRecipe {
       // Before (bf16, fp32, mixed-bf16, mixed-fp16 1.2.1; fp8 1.4.1; autocast 1.0.1) an untied embedding's was
       // a transient of the whole backward too, counted at its start beside every activation (found on an XLM-R
       // run of the 2021 Trainer: +7.0 -> +0.9 %).
-      if (gradient_lifetime_ == sdk::Lifetime::persistent && (item.param_class() == sdk::ParamClass::embedding ||
-                                                              item.param_class() == sdk::ParamClass::position_embedding)) {
-        const bool tied = item.param_class() == sdk::ParamClass::embedding && ctx.model().tied_embeddings != 0;
-        add_copy(item, sdk::Role::gradients, tied ? sdk::Lifetime::transient_backward : sdk::Lifetime::backward_end,
-                 item.bytes_per_element())
-            .set_name(unfused_names_(ctx, item));
-      }
-      // An untied LM head's dense gradient the same way, at its backward right after the loss's (backward_start).
-      if (gradient_lifetime_ == sdk::Lifetime::persistent && item.param_class() == sdk::ParamClass::lm_head)
-        add_copy(item, sdk::Role::gradients, sdk::Lifetime::backward_start, item.bytes_per_element())
-            .set_name(unfused_names_(ctx, item));
+      // An untied LM head's the same way, at its backward right after the loss's (backward_start).
+      if (gradient_lifetime_ == sdk::Lifetime::persistent)
+        if (const std::optional<sdk::Lifetime> dense = dense_gradient_lifetime(ctx, item))
+          add_copy(item, sdk::Role::gradients, *dense, item.bytes_per_element()).set_name(unfused_names_(ctx, item));
       // The accumulation buffer lives across steps (Megatron allocates it once).
       if (grad_accumulation_) add_copy(item, sdk::Role::gradients, sdk::Lifetime::persistent, *grad_accumulation_);
       if (d.master_weights) add_copy(item, sdk::Role::master_weights, sdk::Lifetime::persistent, *d.master_weights);
@@ -245,6 +238,18 @@ class PrecisionRecipe {
     main_grads_ = dtype(options, "main_grads", "none", true);
     if (options.string("adapters")) adapters_ = dtype(options, "adapters", "none", false);
     return dtypes_;
+  }
+
+  // When a large weight's dense gradient exists before it is added into the kept one (above): none for
+  // the layers' weights, whose gradients are small beside the layer's backward.
+  static std::optional<sdk::Lifetime> dense_gradient_lifetime(const sdk::Context& ctx, const sdk::ItemRef& item) {
+    switch (item.param_class()) {
+      case sdk::ParamClass::embedding:
+        return ctx.model().tied_embeddings != 0 ? sdk::Lifetime::transient_backward : sdk::Lifetime::backward_end;
+      case sdk::ParamClass::position_embedding: return sdk::Lifetime::backward_end;
+      case sdk::ParamClass::lm_head: return sdk::Lifetime::backward_start;
+      default: return std::nullopt;
+    }
   }
 
   static std::optional<double> dtype(sdk::Options& options, const char* key, const char* fallback, bool may_be_none) {
